@@ -1,0 +1,31 @@
+# The two commands of the README: `make study` (the main job) and `make test`.
+# Each creates .venv when it is missing; torch is pinned by constraints.txt.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHARED_DATA := $(abspath ../shared/data/trec_gender_2022.csv)
+# Tests and the study read the TREC data from FAIRRAG_DATA; point it at ../shared when present.
+export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
+
+.PHONY: venv study test lint bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -c constraints.txt -e '.[all]'
+	touch $@
+
+study: venv
+	$(VENV)/bin/fairrag study
+
+test: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest
+
+bench: venv
+	$(PY) benchmarks/bench_rankers.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,133 @@
+"""The ranker interface every fairness-aware ranker implements, and its detailed result."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+
+from .exposure import ExposureModel, make_exposure_model
+from .target import Target, make_target
+from .validation import as_rng, check_groups, check_k, check_scores
+
+__all__ = ["CandidatePool", "Ranker", "RankingResult"]
+
+_EMPTY = np.empty(0, dtype=np.intp)
+_EMPTY.setflags(write=False)
+
+
+class CandidatePool(NamedTuple):
+    """A validated, non-empty pool as the rankers' ``_rank`` receive it."""
+
+    scores: np.ndarray
+    """Relevance scores, finite, one per candidate."""
+    low: float
+    """``min(scores)``."""
+    high: float
+    """``max(scores)``."""
+    codes: np.ndarray | None
+    """Target bucket of each candidate (index into ``target.groups``); None if groups unused."""
+
+
+@dataclass(frozen=True)
+class RankingResult:
+    """A ranking with what the ranker has to say about it."""
+
+    indices: np.ndarray
+    """Pool indices, best first; ``min(k, n)`` distinct values."""
+    quota_shortfall: Mapping[Hashable, int] = field(default_factory=dict)
+    """Slots a group was owed but could not fill for lack of candidates (given back to others)."""
+
+
+class Ranker(ABC):
+    """Re-ranks a candidate pool into a top-k list of pool indices (SPEC.md, "Inputs").
+
+    Every ranker takes ``scores`` (higher = more relevant), one group label per candidate and
+    ``k``, and returns ``min(k, n)`` distinct pool indices, best first; an empty pool gives an
+    empty ranking. Stochastic rankers draw from the ``rng`` given to :meth:`rank` (a Generator or
+    an int seed); without one they draw from the ranker's own Generator, built once from
+    ``seed``, so a ranker built with the same seed yields the same sequence of rankings in any
+    process.
+
+    Fairness configuration: ``protected`` (+ ``target_share``, default 0.5) for the binary case,
+    or ``target`` ``{group: share}`` for several groups; see :func:`fairrag_core.make_target`.
+    """
+
+    name: ClassVar[str]
+    uses_groups: ClassVar[bool] = True
+    """Whether the ranking depends on the groups (False: they are only length-checked)."""
+    requires_target: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        protected: Hashable | None = None,
+        target_share: float | None = None,
+        target: Mapping[Hashable, float] | Target | None = None,
+        seed: int | None = None,
+        exposure: str | ExposureModel | None = None,
+    ) -> None:
+        if self.requires_target or protected is not None or target is not None:
+            self.target: Target | None = make_target(
+                protected=protected, target_share=target_share, target=target
+            )
+        elif target_share is not None:
+            raise ValueError("target_share needs protected=<group> to say whose share it is")
+        else:
+            self.target = None
+        self.exposure = make_exposure_model(exposure)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+
+    def rank(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        groups: Sequence[Hashable] | None = None,
+        k: int = 5,
+        *,
+        rng: np.random.Generator | int | None = None,
+    ) -> np.ndarray:
+        """Pool indices of the top-``k``, best first (an int array of length ``min(k, n)``)."""
+        pool, k, generator = self._prepare(scores, groups, k, rng)
+        return _EMPTY if pool is None else self._rank(pool, k, generator)
+
+    def rank_detailed(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        groups: Sequence[Hashable] | None = None,
+        k: int = 5,
+        *,
+        rng: np.random.Generator | int | None = None,
+    ) -> RankingResult:
+        """Like :meth:`rank`, with the ranker's notes (e.g. quota shortfalls)."""
+        pool, k, generator = self._prepare(scores, groups, k, rng)
+        return RankingResult(_EMPTY) if pool is None else self._rank_detailed(pool, k, generator)
+
+    def _prepare(self, scores, groups, k, rng):
+        scores, low, high = check_scores(scores)
+        k = check_k(k)
+        n = scores.shape[0]
+        groups = check_groups(groups, n)
+        generator = self._rng if rng is None else as_rng(rng)
+        if n == 0:
+            return None, 0, generator
+        codes = self.target.encode(groups) if self.uses_groups else None
+        return CandidatePool(scores, low, high, codes), min(k, n), generator
+
+    @abstractmethod
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
+        """Rank a validated, non-empty pool; ``1 <= k <= n``."""
+
+    def _rank_detailed(
+        self, pool: CandidatePool, k: int, rng: np.random.Generator
+    ) -> RankingResult:
+        return RankingResult(self._rank(pool, k, rng))
+
+    def __repr__(self) -> str:
+        target = None if self.target is None else self.target.as_dict()
+        return f"{type(self).__name__}(target={target}, seed={self.seed!r})"

@@ -1,0 +1,107 @@
+"""What both framework adapters share: pool -> (scores, groups) -> ranker -> placed results.
+
+The adapters translate their objects into plain values, call :func:`rerank` and translate back;
+every decision about groups, missing scores and exposure lives here so both behave the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ranking import Ranker
+
+__all__ = ["Placement", "Reranking", "group_labels", "rerank", "scores_from_order"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One shown candidate: where it came from and where it went."""
+
+    pool_index: int
+    """Index into the pool as given."""
+    fair_rank: int
+    """1-based rank in the re-ranked list."""
+    pool_rank: int
+    """1-based rank by score in the pool (ties keep pool order)."""
+    score: float
+    """The candidate's relevance score."""
+    exposure_weight: float
+    """Position weight ``v_{fair_rank}`` of the ranker's exposure model."""
+    group: Hashable | None
+    """The candidate's group label (None = unknown)."""
+
+
+@dataclass(frozen=True)
+class Reranking:
+    """The re-ranked top-k of a pool."""
+
+    placements: tuple[Placement, ...]
+    ranker: str
+    quota_shortfall: Mapping[Hashable, int] = field(default_factory=dict)
+
+    @property
+    def indices(self) -> list[int]:
+        return [p.pool_index for p in self.placements]
+
+    @property
+    def groups(self) -> list[Hashable | None]:
+        """Group labels in rank order (what the exposure metrics take)."""
+        return [p.group for p in self.placements]
+
+
+def group_labels(metadatas: Sequence[Mapping[str, object] | None], group_key: str) -> list:
+    """The ``group_key`` value of each candidate; a candidate without it is unknown (``None``).
+
+    A key that no candidate carries is an error, not a pool of unknowns: it names the key and
+    the metadata fields that do exist, since it is almost always a misspelling.
+    """
+    if not isinstance(group_key, str) or not group_key:
+        raise ValueError(f"group_key must be a non-empty metadata field name, got {group_key!r}")
+    labels = [None if m is None else m.get(group_key) for m in metadatas]
+    if metadatas and all(label is None for label in labels):
+        fields = sorted({key for m in metadatas if m for key in m})
+        raise KeyError(
+            f"group_key {group_key!r} is on no candidate of the pool; "
+            f"metadata fields present: {fields}"
+        )
+    return labels
+
+
+def scores_from_order(n: int) -> np.ndarray:
+    """Relevance for candidates that come without scores: ``n, n-1, ..., 1`` (incoming order).
+
+    Only the order matters to the rankers (scores are min-max normalised), so linearly
+    decreasing scores keep the incoming ranking and spread it evenly over [1, 2].
+    """
+    return np.arange(n, 0, -1, dtype=float)
+
+
+def rerank(
+    ranker: Ranker,
+    scores: Sequence[float] | np.ndarray,
+    groups: Sequence[Hashable | None],
+    k: int,
+    *,
+    rng: np.random.Generator | int | None = None,
+) -> Reranking:
+    """Rank the pool with ``ranker`` and describe each shown candidate (:class:`Placement`)."""
+    result = ranker.rank_detailed(scores, groups, k, rng=rng)
+    scores = np.asarray(scores, dtype=float)
+    pool_rank = np.empty(scores.shape[0], dtype=np.intp)
+    pool_rank[np.argsort(-scores, kind="stable")] = np.arange(1, scores.shape[0] + 1)
+    weights = ranker.exposure.weights(len(result.indices))
+    placements = tuple(
+        Placement(
+            pool_index=int(i),
+            fair_rank=position + 1,
+            pool_rank=int(pool_rank[i]),
+            score=float(scores[i]),
+            exposure_weight=float(weights[position]),
+            group=groups[i],
+        )
+        for position, i in enumerate(result.indices)
+    )
+    return Reranking(placements, ranker.name, result.quota_shortfall)

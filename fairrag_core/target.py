@@ -1,0 +1,151 @@
+"""Fairness targets: the exposure share each group should receive (SPEC.md, "Inputs")."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["OTHERS", "Target", "make_target"]
+
+
+class _Others:
+    """Sentinel for "every group not named in the target" (unknown groups included)."""
+
+    _instance: _Others | None = None
+
+    def __new__(cls) -> _Others:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "OTHERS"
+
+    def __reduce__(self) -> str:
+        return "OTHERS"
+
+
+OTHERS = _Others()
+"""Target key for every group the target does not name, including unknown (``None``) groups."""
+
+_SUM_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Target:
+    """Target exposure shares per group, summing to 1.
+
+    ``groups`` are the target's buckets in a fixed order; ``shares`` the matching shares. A
+    candidate whose label is not one of the named groups (``None`` included) belongs to the
+    :data:`OTHERS` bucket. When the target does not list ``OTHERS`` (a full mapping that names
+    every group), that bucket is still present with share 0: such candidates stay rankable but
+    are owed no exposure. ``protected`` is the protected group of the binary case, if any.
+    """
+
+    groups: tuple[Hashable, ...]
+    shares: np.ndarray
+    protected: Hashable | None = None
+    _index: dict[Hashable, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.shares.setflags(write=False)
+        self._index.update({g: i for i, g in enumerate(self.groups)})
+
+    @property
+    def others_index(self) -> int:
+        """Bucket index of :data:`OTHERS`."""
+        return self._index[OTHERS]
+
+    @property
+    def protected_share(self) -> float:
+        """The protected group's target share (binary case)."""
+        if self.protected is None:
+            raise ValueError("this target names no protected group; pass protected=...")
+        return float(self.shares[self._index[self.protected]])
+
+    def as_dict(self) -> dict[Hashable, float]:
+        """The target as ``{group: share}``; the others bucket appears as :data:`OTHERS`."""
+        return {g: float(s) for g, s in zip(self.groups, self.shares, strict=True)}
+
+    def bucket(self, label: Hashable) -> int:
+        """Bucket index of one candidate label."""
+        return self._index.get(label, self._index[OTHERS])
+
+    def encode(self, labels: Sequence[Hashable]) -> np.ndarray:
+        """Bucket index (into ``groups``/``shares``) of each candidate label, as an int array."""
+        index = self._index
+        others = index[OTHERS]
+        get = index.get
+        try:
+            return np.array([get(label, others) for label in labels], dtype=np.intp)
+        except TypeError as exc:  # an unhashable label
+            raise TypeError(f"groups must hold hashable labels: {exc}") from None
+
+
+def make_target(
+    *,
+    protected: Hashable | None = None,
+    target_share: float | None = None,
+    target: Mapping[Hashable, float] | Target | None = None,
+) -> Target:
+    """Build a :class:`Target` from the binary or the multi-group form.
+
+    - binary: ``protected="female", target_share=0.5`` -> ``{female: 0.5, OTHERS: 0.5}``
+      (``target_share`` defaults to 0.5, the paper's parity);
+    - several groups: ``target={"a": 0.3, "b": 0.3, "c": 0.4}`` (may include :data:`OTHERS`);
+      ``protected`` may name one of its groups for the metrics of the binary case.
+    - neither: demographic parity over the groups present cannot be known in advance, so it is an
+      error for fairness-aware rankers; callers that do not need a target pass nothing.
+    """
+    if isinstance(target, Target):
+        if target_share is not None:
+            raise ValueError("give either target or target_share, not both")
+        return target
+    if target is not None:
+        if target_share is not None:
+            raise ValueError("give either target (a mapping) or target_share, not both")
+        if not isinstance(target, Mapping) or not target:
+            raise ValueError(
+                f"target must be a non-empty mapping {{group: share}} summing to 1, got {target!r}"
+            )
+        groups = tuple(target)
+        shares = _check_shares([target[g] for g in groups], groups)
+        if protected is not None and protected not in target:
+            raise ValueError(
+                f"protected={protected!r} is not a group of target (groups: {list(groups)})"
+            )
+        if OTHERS not in target:
+            groups = (*groups, OTHERS)
+            shares = np.append(shares, 0.0)
+        return Target(groups, shares, protected)
+    if protected is None:
+        raise ValueError(
+            "no fairness target: pass protected=<group> (with target_share, default 0.5) "
+            "or target={group: share, ...}"
+        )
+    if protected is OTHERS:
+        raise ValueError("protected must be a group label, not OTHERS")
+    share = 0.5 if target_share is None else target_share
+    shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))
+    return Target((protected, OTHERS), shares, protected)
+
+
+def _check_shares(values: Iterable[object], names: Sequence[Hashable]) -> np.ndarray:
+    out = []
+    for name, value in zip(names, values, strict=True):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+            raise TypeError(f"target share of {name!r} must be a number, got {value!r}")
+        value = float(value)
+        if not math.isfinite(value) or value < 0.0 or value > 1.0:
+            raise ValueError(f"target share of {name!r} must be in [0, 1], got {value!r}")
+        out.append(value)
+    total = math.fsum(out)
+    if abs(total - 1.0) > _SUM_TOLERANCE:
+        raise ValueError(
+            f"target shares must sum to 1 (within 1e-9), got {total!r} "
+            f"from {dict(zip(names, out, strict=True))}"
+        )
+    return np.asarray(out, dtype=float)

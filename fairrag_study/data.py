@@ -1,0 +1,249 @@
+"""The TREC 2022 Fair Ranking gender data: finding it, verifying it, and building study corpora."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "DATA_ENV",
+    "DATA_SHA256",
+    "DATA_URL",
+    "CorpusDocument",
+    "DataNotFoundError",
+    "build_corpus",
+    "default_cache_dir",
+    "document_text",
+    "load_documents",
+    "locate_data",
+    "sha256_of",
+]
+
+DATA_ENV = "FAIRRAG_DATA"
+DATA_FILENAME = "trec_gender_2022.csv"
+DATA_URL = (
+    "https://github.com/elviswxy/RAG_fairness/raw/b00af6ab4a5f01fb1e11c192f63f8f5ddbf16471/"
+    "data/trec_gender_2022.tar.gz"
+)
+DATA_SHA256 = "6c599e7d21eeb7eafd32a6402279794a2b7f4b723cb899b85a37ac292747fec7"
+"""SHA-256 of the extracted CSV (9,104,458 bytes)."""
+
+CORPUS_KINDS = ("balanced", "natural")
+DEFAULT_CORPUS_SEED = 2022
+_EXPECTED_COLUMNS = ("q_id", "q_text", "doc_id", "gender", "doc_title", "first sentence")
+
+
+class DataNotFoundError(FileNotFoundError):
+    """The TREC gender data could not be found or fetched."""
+
+
+def default_cache_dir() -> Path:
+    """``$FAIRRAG_CACHE`` or ``$XDG_CACHE_HOME/fairrag`` (``~/.cache/fairrag``)."""
+    if os.environ.get("FAIRRAG_CACHE"):
+        return Path(os.environ["FAIRRAG_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "fairrag"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def locate_data(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    download: bool = True,
+    timeout: float = 60.0,
+) -> Path:
+    """Find ``trec_gender_2022.csv``: ``path``, else ``$FAIRRAG_DATA``, else the cache, else fetch.
+
+    A given path or environment variable that points nowhere is an error (never silently
+    replaced by a download). The download is the public archive (``DATA_URL``); the extracted CSV
+    must match ``DATA_SHA256`` before it is placed in the cache.
+    """
+    if path is not None:
+        found = Path(path).expanduser()
+        if not found.is_file():
+            raise DataNotFoundError(f"data path {str(found)!r} (from --data/path) is not a file")
+        return found
+    env = os.environ.get(DATA_ENV)
+    if env:
+        found = Path(env).expanduser()
+        if not found.is_file():
+            raise DataNotFoundError(f"{DATA_ENV}={env!r} is not a file; unset it or fix the path")
+        return found
+    cached = (cache_dir or default_cache_dir()) / DATA_FILENAME
+    if cached.is_file():
+        return cached
+    if not download:
+        raise DataNotFoundError(_how_to_get_data(cached))
+    return _download(cached, timeout)
+
+
+def _how_to_get_data(cached: Path) -> str:
+    return (
+        f"TREC gender data not found: pass --data PATH, set {DATA_ENV}=/path/to/{DATA_FILENAME}, "
+        f"or place it at {cached}. It is the CSV inside {DATA_URL} (sha256 {DATA_SHA256})."
+    )
+
+
+def _download(cached: Path, timeout: float) -> Path:
+    try:
+        with urllib.request.urlopen(DATA_URL, timeout=timeout) as response:
+            archive = response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise DataNotFoundError(
+            f"could not download the data ({exc}). {_how_to_get_data(cached)}"
+        ) from exc
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        member = next((m for m in tar.getmembers() if m.name.endswith(DATA_FILENAME)), None)
+        if member is None or not member.isfile():
+            raise DataNotFoundError(f"{DATA_URL} holds no {DATA_FILENAME}")
+        payload = tar.extractfile(member).read()
+    actual = hashlib.sha256(payload).hexdigest()
+    if actual != DATA_SHA256:
+        raise DataNotFoundError(
+            f"downloaded {DATA_FILENAME} has sha256 {actual}, expected {DATA_SHA256}"
+        )
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
+        tmp.write(payload)
+    shutil.move(tmp.name, cached)  # atomic within one folder: no half-written cache file
+    return cached
+
+
+@dataclass(frozen=True)
+class CorpusDocument:
+    """One person's biography, indexed once whatever the number of topics it belongs to."""
+
+    doc_id: str
+    title: str
+    text: str
+    gender: str
+    topics: tuple[str, ...]
+    """Every topic (``q_text``) the document appears under, sorted."""
+
+    @property
+    def page_content(self) -> str:
+        return document_text(self.title, self.text)
+
+    def metadata(self) -> dict[str, str]:
+        """Flat metadata for a vector store (topics joined by ``|``)."""
+        return {
+            "doc_id": self.doc_id,
+            "title": self.title,
+            "gender": self.gender,
+            "topics": "|".join(self.topics),
+        }
+
+
+def document_text(title: str, text: str) -> str:
+    """The indexed text of a document (SPEC.md): ``Title: <doc_title>\\n<first sentence>``."""
+    return f"Title: {title}\n{text}"
+
+
+def load_documents(path: str | os.PathLike[str]) -> list[CorpusDocument]:
+    """Every document with text, once, with all its topics, in first-appearance order.
+
+    Rows whose text is empty are dropped (SPEC.md). A ``doc_id`` appearing with two different
+    genders or titles is an error: the data would be inconsistent.
+    """
+    first: dict[str, dict[str, str]] = {}
+    topics: dict[str, set[str]] = defaultdict(set)
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in _EXPECTED_COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(
+                f"{path}: missing columns {missing}; expected {list(_EXPECTED_COLUMNS)}"
+            )
+        for row in reader:
+            text = (row["first sentence"] or "").strip()
+            if not text:
+                continue
+            doc_id = row["doc_id"].strip()
+            seen = first.setdefault(doc_id, row)
+            if seen["gender"] != row["gender"] or seen["doc_title"] != row["doc_title"]:
+                raise ValueError(f"{path}: doc_id {doc_id} has conflicting gender or title")
+            topics[doc_id].add(row["q_text"].strip())
+    return [
+        CorpusDocument(
+            doc_id=doc_id,
+            title=row["doc_title"].strip(),
+            text=row["first sentence"].strip(),
+            gender=row["gender"].strip(),
+            topics=tuple(sorted(topics[doc_id])),
+        )
+        for doc_id, row in first.items()
+    ]
+
+
+def build_corpus(
+    documents: Sequence[CorpusDocument],
+    kind: str = "balanced",
+    *,
+    seed: int = DEFAULT_CORPUS_SEED,
+    topics: Iterable[str] | None = None,
+    per_group: int = 50,
+) -> list[CorpusDocument]:
+    """The study corpus (SPEC.md, "The study").
+
+    - ``balanced``: the topics holding both genders, in sorted order; from each, among its
+      documents not already taken, ``min(per_group, #female, #male)`` of each gender, sampled
+      without replacement with ``seed``. Exactly half female.
+    - ``natural``: every document once (the real, imbalanced distribution).
+
+    ``topics`` restricts either kind to those topics (for small test corpora); an unknown topic
+    is an error.
+    """
+    if kind not in CORPUS_KINDS:
+        raise ValueError(f"corpus kind {kind!r} is unknown; known kinds: {list(CORPUS_KINDS)}")
+    if isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1:
+        raise ValueError(f"per_group must be an integer >= 1, got {per_group!r}")
+    by_topic: dict[str, list[CorpusDocument]] = defaultdict(list)
+    for doc in documents:
+        for topic in doc.topics:
+            by_topic[topic].append(doc)
+    chosen_topics = sorted(by_topic)
+    if topics is not None:
+        wanted = list(topics)
+        unknown = sorted(set(wanted) - set(by_topic))
+        if unknown:
+            raise ValueError(f"unknown topics {unknown}; known topics: {chosen_topics}")
+        chosen_topics = sorted(set(wanted))
+    if kind == "natural":
+        keep = set(chosen_topics)
+        return [doc for doc in documents if keep.intersection(doc.topics)]
+    rng = np.random.default_rng(seed)
+    taken: set[str] = set()
+    corpus: list[CorpusDocument] = []
+    for topic in chosen_topics:
+        available = [doc for doc in by_topic[topic] if doc.doc_id not in taken]
+        female = sorted((d for d in available if d.gender == "female"), key=lambda d: d.doc_id)
+        male = sorted((d for d in available if d.gender == "male"), key=lambda d: d.doc_id)
+        size = min(per_group, len(female), len(male))
+        if size == 0:
+            continue
+        for pool in (female, male):
+            for i in sorted(rng.choice(len(pool), size=size, replace=False).tolist()):
+                corpus.append(pool[i])
+                taken.add(pool[i].doc_id)
+    return corpus

@@ -1,0 +1,47 @@
+"""Session fixtures: the real TREC subset, the real embedding model, a real embedded Chroma."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.chroma_pool import SUBSET_TOPICS, build_chroma_pool, load_subset
+
+
+@pytest.fixture(scope="session")
+def subset_documents():
+    """A real, imbalanced TREC subset (3 topics x (20 female + 80 male))."""
+    return load_subset()
+
+
+@pytest.fixture(scope="session")
+def subset_topics():
+    return SUBSET_TOPICS
+
+
+@pytest.fixture(scope="session")
+def sentence_model():
+    """The real all-MiniLM-L6-v2 (the packaged copy; nothing is downloaded)."""
+    from fairrag_study.embedding import load_sentence_transformer
+
+    return load_sentence_transformer()
+
+
+@pytest.fixture(scope="session")
+def chroma_client(tmp_path_factory):
+    """An embedded, persistent Chroma client in a temporary folder."""
+    import chromadb
+
+    return chromadb.PersistentClient(path=str(tmp_path_factory.mktemp("chroma")))
+
+
+@pytest.fixture(scope="session")
+def chroma_collection(chroma_client, subset_documents, sentence_model):
+    """The subset indexed once per session (cosine space, our embeddings)."""
+    return build_chroma_pool(chroma_client, "trec-subset", subset_documents, sentence_model)
+
+
+@pytest.fixture
+def unique_name():
+    return f"t-{uuid.uuid4().hex[:12]}"
