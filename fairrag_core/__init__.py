@@ -4,7 +4,10 @@ Imports numpy (and scipy in :mod:`fairrag_core.stats`) only; the LangChain and L
 adapters translate their objects into (scores, groups) and call this package.
 """
 
+from . import citations, metrics, prompts, stats
+from .audit import FairnessAuditor, summarize_records
 from .exposure import ExposureModel, make_exposure_model, position_weights
+from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
     ForcedExposureRanker,
@@ -22,7 +25,9 @@ __all__ = [
     "OTHERS",
     "RANKERS",
     "ExposureModel",
+    "FairnessAuditor",
     "ForcedExposureRanker",
+    "JsonLinesLog",
     "Placement",
     "Ranker",
     "RankingResult",
@@ -32,11 +37,16 @@ __all__ = [
     "StochasticRanker",
     "Target",
     "available_rankers",
+    "citations",
     "group_labels",
     "make_exposure_model",
     "make_ranker",
     "make_target",
+    "metrics",
     "position_weights",
+    "prompts",
     "rerank",
     "scores_from_order",
+    "stats",
+    "summarize_records",
 ]

@@ -1,0 +1,153 @@
+"""Fairness records of one RAG run, computed the same way for every framework adapter.
+
+A retrieval record holds the groups shown (in rank order) and their exposure; a generation
+record adds what the answer cited: generation parity, fairness gap, gap magnitude and
+groundedness (SPEC.md, "Metrics"). Records are plain JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
+from .exposure import ExposureModel, make_exposure_model
+from .metrics import (
+    exposure_disparity,
+    exposure_share,
+    fairness_gap,
+    fairness_gap_magnitude,
+    generation_parity,
+    groundedness,
+)
+from .target import OTHERS, Target, make_target
+
+__all__ = ["FairnessAuditor", "summarize_records"]
+
+RETRIEVAL_FIELDS = ("exposure_share", "exposure_disparity")
+GENERATION_FIELDS = ("generation_parity", "fairness_gap", "fairness_gap_magnitude", "groundedness")
+
+
+@dataclass(frozen=True)
+class FairnessAuditor:
+    """Computes retrieval and generation records against one fairness target.
+
+    ``target`` comes from ``protected``/``target_share`` or a full ``target`` mapping (see
+    :func:`fairrag_core.make_target`); ``exposure`` is the position-weight model (default DCG).
+    With several groups and no ``protected``, ``exposure_share`` and the generation parity
+    metrics (which are about one protected group) are left out of the records.
+    """
+
+    target: Target
+    exposure: ExposureModel
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        protected: Hashable | None = None,
+        target_share: float | None = None,
+        target: Mapping[Hashable, float] | Target | None = None,
+        exposure: str | ExposureModel | None = None,
+    ) -> FairnessAuditor:
+        return cls(
+            make_target(protected=protected, target_share=target_share, target=target),
+            make_exposure_model(exposure),
+        )
+
+    @property
+    def protected(self) -> Hashable | None:
+        return self.target.protected
+
+    def retrieval(self, groups: Sequence[Hashable | None]) -> dict[str, object]:
+        """Exposure of the shown list (``groups`` in rank order)."""
+        groups = list(groups)
+        record: dict[str, object] = {
+            "groups": [_json_label(g) for g in groups],
+            "exposure_disparity": exposure_disparity(
+                groups, target=self.target, exposure=self.exposure
+            ),
+        }
+        if self.protected is not None:
+            record["exposure_share"] = exposure_share(
+                groups, self.protected, exposure=self.exposure
+            )
+        return record
+
+    def generation(
+        self,
+        answer: str,
+        context: Sequence[ContextDocument],
+        retrieval_share: float | None = None,
+    ) -> dict[str, object]:
+        """Parse and ground ``answer`` against ``context``; the generation metrics.
+
+        ``retrieval_share`` is the protected exposure share of the same run's retrieval (for
+        the gap metrics); when None they are NaN. NaN generation parity (no valid citation) is
+        recorded as such and counted, never dropped.
+        """
+        parsed = parse_citations(answer)
+        grounded = ground_citations(parsed, context)
+        record: dict[str, object] = {
+            "n_bullets": parsed.bullet_count,
+            "n_citations": len(parsed.citations),
+            "n_valid_citations": sum(item.valid for item in grounded),
+            "unparsed_lines": [line.line for line in parsed.unparsed],
+            "citations": [
+                {
+                    "person": item.citation.person,
+                    "title": item.citation.title,
+                    "valid": item.valid,
+                    "names_person": item.names_person,
+                    "group": _json_label(item.group),
+                }
+                for item in grounded
+            ],
+            "groundedness": groundedness(grounded, parsed.bullet_count),
+        }
+        if self.protected is not None:
+            gdp = generation_parity(cited_groups(grounded), self.protected)
+            share = math.nan if retrieval_share is None else float(retrieval_share)
+            record["generation_parity"] = gdp
+            record["fairness_gap"] = fairness_gap(gdp, share)
+            record["fairness_gap_magnitude"] = fairness_gap_magnitude(
+                gdp, share, self.target.protected_share
+            )
+        return record
+
+
+def _json_label(label: Hashable | None) -> object:
+    if label is None or isinstance(label, (str, int, float, bool)):
+        return label
+    if label is OTHERS:
+        return "OTHERS"
+    return str(label)
+
+
+def summarize_records(
+    records: Sequence[Mapping[str, object]], by: str = "ranker"
+) -> dict[str, dict[str, object]]:
+    """Mean of each metric per ``by`` value (e.g. per ranker), with counts.
+
+    For each metric: ``mean`` over the finite values, ``n`` the finite values averaged and
+    ``n_nan`` the records where it was NaN or missing (counted, never silently dropped).
+    """
+    groups: dict[str, list[Mapping[str, object]]] = {}
+    for record in records:
+        groups.setdefault(str(record.get(by)), []).append(record)
+    summary: dict[str, dict[str, object]] = {}
+    for key, members in groups.items():
+        row: dict[str, object] = {"runs": len(members)}
+        for name in RETRIEVAL_FIELDS + GENERATION_FIELDS:
+            values = [m.get(name) for m in members]
+            finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+            if not any(name in m for m in members):
+                continue
+            row[name] = {
+                "mean": math.fsum(finite) / len(finite) if finite else math.nan,
+                "n": len(finite),
+                "n_nan": len(values) - len(finite),
+            }
+        summary[key] = row
+    return summary
