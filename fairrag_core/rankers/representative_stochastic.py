@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,13 +25,24 @@ class RepresentativeStochasticRanker(Ranker):
        ``w_d = s_norm_d ** alpha`` of every candidate d of group g. The cap of 1.0 is SPEC.md's;
        at alpha = 1 it equals the whole normalised-relevance span [1, 2]. Before the first draw
        no exposure has been given, so no correction is applied (our choice: SPEC.md is silent).
-    2. **Look-ahead.** For each group g with candidates left, the best final share it could reach
-       if position i went to another group is ``(X_g + v_{i+1} + ... + v_{i+m}) / sum_{j<=k} v_j``
-       (``X_g`` its exposure so far, ``m`` = min(its candidates left, positions after i)). If that
-       is below ``target_g - tolerance`` the draw is restricted to g (to the union of all such
-       groups). When every group with candidates left is in that union, nothing is restricted.
-    3. **Draw.** One Plackett-Luce draw over the remaining allowed candidates by the Gumbel trick,
-       with fresh noise per position (the weights change between positions).
+    2. **Look-ahead.** Every group g with a target share is owed ``floor_g = (target_g -
+       tolerance) * sum_{j<=k} v_j`` by the end of the list. If position i went to group h, g
+       could still gain at most the weights of the next positions its remaining candidates can
+       fill. SPEC.md's rule: when g could not reach ``floor_g`` even if every later position
+       went to g, and position i goes to another group, the draw is restricted to g (to the
+       union of such groups). With several groups that rule alone lets each group believe it
+       can have every later position, so we check them jointly: h may take position i when,
+       after it does, every owed group can still reach its floor individually *and* their
+       deficits together fit in the exposure of the positions left. The draw is restricted to
+       the groups h for which that holds; when none does, SPEC.md's union rule applies; when
+       every group qualifies, nothing is restricted. For two groups (the paper's case) the
+       joint check adds nothing, since the floors sum to at most the total: the result is
+       exactly SPEC.md's rule. Candidates left in the pool limit every reach.
+    3. **Draw.** One Plackett-Luce draw over the remaining candidates of the allowed groups.
+       Because the correction is constant within a group, the draw is done exactly in two
+       steps: a group g with probability proportional to ``exp(c_g) * Z_g`` (``Z_g`` the sum
+       of ``exp(w_d)`` over g's remaining candidates), then g's next candidate in a
+       Plackett-Luce order of g alone, sampled once up front by the Gumbel trick.
 
     Parameters (our defaults, SPEC.md leaves them open): ``gain = 2.0``, so a group entirely
     missing from a parity list (deviation 0.5) gets the full +1.0; ``tolerance = 0.05``, the
@@ -67,11 +79,7 @@ class RepresentativeStochasticRanker(Ranker):
         share_list = self.target.shares.tolist()
         n_groups = len(share_list)
         log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
-        # The correction is constant within a group, so a draw factorises exactly into
-        # (a) a group, with P(g) proportional to exp(c_g) * Z_g (Z_g = sum of exp(w_d) over g's
-        # remaining candidates), then (b) g's next candidate in a Plackett-Luce order of g alone,
-        # sampled once up front by the Gumbel trick. Same distribution as adding c_g to every
-        # log-weight and drawing from the whole pool, at the cost of G numbers per position.
+        # Step 3 of the docstring: each group's Plackett-Luce order, sampled once up front.
         keys = rng.gumbel(size=log_weights.shape[0])
         keys += log_weights
         order = (-keys).argsort()
@@ -84,9 +92,9 @@ class RepresentativeStochasticRanker(Ranker):
             tail = np.logaddexp.accumulate(log_weights[members[::-1]])
             log_mass.append(tail[: -k - 2 : -1].tolist())
         uniforms = rng.random(k).tolist()
-        weights = self.exposure.weights(k).tolist()
-        after = _suffix_sums(weights)  # after[p] = v_{p+1} + ... + v_k (0-based p)
+        weights, after = _weights_and_suffix_sums(self.exposure, k)
         floors = [(share - self.tolerance) * after[0] - 1e-12 for share in share_list]
+        owed = [g for g in range(n_groups) if share_list[g] > 0]
         gain = self.gain
         left = [len(queue) for queue in queues]
         heads = [0] * n_groups
@@ -94,29 +102,15 @@ class RepresentativeStochasticRanker(Ranker):
         given_total = 0.0
         chosen = []
         for position in range(k):
-            live = []
-            forced = []
-            for g in range(n_groups):
-                if left[g]:
-                    live.append(g)
-                    # Look-ahead: g must get this position if, should it go elsewhere, even the
-                    # next left[g] positions all going to g could not lift g to target - tolerance.
-                    reachable = (
-                        given[g] + after[position + 1] - after[min(k, position + 1 + left[g])]
-                    )
-                    if reachable < floors[g] and share_list[g] > 0:
-                        forced.append(g)
-            allowed = forced or live
+            allowed = _allowed_groups(position, k, left, given, floors, owed, after)
             if len(allowed) == 1:
                 g = allowed[0]
             else:
-                logits = []
-                for h in allowed:
-                    correction = 0.0
-                    if given_total > 0:
+                logits = [log_mass[h][heads[h]] for h in allowed]
+                if given_total > 0:
+                    for i, h in enumerate(allowed):
                         deviation = share_list[h] - given[h] / given_total
-                        correction = min(1.0, max(-1.0, gain * deviation))
-                    logits.append(log_mass[h][heads[h]] + correction)
+                        logits[i] += min(1.0, max(-1.0, gain * deviation))
                 g = allowed[_sample_index(logits, uniforms[position])]
             chosen.append(queues[g][heads[g]])
             heads[g] += 1
@@ -133,19 +127,66 @@ class RepresentativeStochasticRanker(Ranker):
         )
 
 
-def _suffix_sums(weights: list[float]) -> list[float]:
-    """``out[p] = sum(weights[p:])`` for p = 0..len(weights), so ``out[len] = 0``."""
-    out = [0.0] * (len(weights) + 1)
-    for p in range(len(weights) - 1, -1, -1):
-        out[p] = out[p + 1] + weights[p]
-    return out
+@lru_cache(maxsize=128)
+def _weights_and_suffix_sums(exposure, k: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The weights ``v_1..v_k`` and ``after[p] = v_{p+1} + ... + v_k`` (0-based p, after[k] = 0)."""
+    weights = exposure.weights(k).tolist()
+    after = [0.0] * (k + 1)
+    for p in range(k - 1, -1, -1):
+        after[p] = after[p + 1] + weights[p]
+    return tuple(weights), tuple(after)
+
+
+def _allowed_groups(position, k, left, given, floors, owed, after) -> list[int]:
+    """Groups that may take ``position`` after the look-ahead (see the class docstring).
+
+    Relies on non-increasing position weights (true of every exposure model offered).
+    """
+    live = [g for g in range(len(left)) if left[g]]
+    capacity = after[position + 1]  # exposure of every position after this one
+    weight = after[position] - capacity
+    # Fast path: every owed group can reach its floor even without this position, and whoever
+    # takes it, the deficits left fit in the positions after it. Then any group may take it.
+    total_deficit = 0.0
+    for g in owed:
+        deficit = floors[g] - given[g]
+        if deficit > 0:
+            if deficit > capacity - after[min(k, position + 1 + left[g])]:
+                break
+            total_deficit += deficit
+    else:
+        least = min(min(weight, max(0.0, floors[h] - given[h])) if h in owed else 0.0 for h in live)
+        if total_deficit - least <= capacity + 1e-12:
+            return live
+    feasible = []
+    forced = []
+    for h in live:
+        missing = 0.0
+        coverable = 0.0
+        for g in owed:
+            own = g == h
+            deficit = floors[g] - given[g] - (weight if own else 0.0)
+            if deficit <= 0:
+                continue
+            room = capacity - after[min(k, position + 1 + left[g] - own)]
+            missing += max(0.0, deficit - room)
+            coverable += min(deficit, room)
+        if missing <= 0 and coverable <= capacity + 1e-12:
+            feasible.append(h)
+        if h in owed and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
+            forced.append(h)  # SPEC.md's rule: h cannot reach its floor without this slot
+    return feasible or forced or live
 
 
 def _sample_index(logits: list[float], uniform: float) -> int:
     """Index i drawn with probability softmax(logits)_i, by inverting the CDF at ``uniform``."""
+    if len(logits) == 2:
+        difference = logits[1] - logits[0]
+        first = 1.0 / (1.0 + math.exp(difference)) if difference < 700 else 0.0
+        return 0 if uniform < first else 1
     top = max(logits)
     masses = [math.exp(x - top) for x in logits]
-    threshold = uniform * math.fsum(masses)
+    threshold = uniform * sum(masses)
     running = 0.0
     for i, mass in enumerate(masses):
         running += mass

@@ -31,7 +31,24 @@ def plackett_luce_log_weights(
         low_rows = scores.min(axis=-1, keepdims=True)
         span = scores.max(axis=-1, keepdims=True) - low_rows
         normalised = 1.0 + (scores - low_rows) / np.where(span > 0, span, 1.0)
-    return normalised**alpha
+    return _power(normalised, alpha)
+
+
+def _power(base: np.ndarray, alpha: float) -> np.ndarray:
+    """``base ** alpha``; integer alphas (Kim & Diaz's 1, 2, 4, 8, ...) by repeated squaring,
+    which is several times faster than ``pow`` on large batches."""
+    exponent = int(alpha)
+    if exponent != alpha or not 1 <= exponent <= 64 or base.size < 64:
+        return base**alpha
+    result = None
+    square = base
+    while True:
+        if exponent & 1:
+            result = square.copy() if result is None else np.multiply(result, square, out=result)
+        exponent >>= 1
+        if not exponent:
+            return result
+        square = square * square
 
 
 class StochasticRanker(Ranker):
@@ -68,13 +85,18 @@ class StochasticRanker(Ranker):
         if scores.size == 0:
             return np.empty((scores.shape[0], 0), dtype=np.intp)
         keys = plackett_luce_log_weights(scores, self.alpha)
-        keys += generator.gumbel(size=scores.shape)
-        if k < scores.shape[1]:
-            top = np.argpartition(-keys, k - 1, axis=1)[:, :k]
-        else:
-            top = np.broadcast_to(np.arange(k), keys.shape).copy()
-        order = np.argsort(-np.take_along_axis(keys, top, axis=1), axis=1)
-        return np.take_along_axis(top, order, axis=1)
+        # Gumbel(0, 1) = -log(Exponential(1)); faster than Generator.gumbel on large arrays.
+        keys -= np.log(generator.standard_exponential(size=scores.shape))
+        if k * 4 > scores.shape[1]:
+            return np.argsort(-keys, axis=1)[:, :k]
+        # Small k: k rounds of row-wise argmax, best first, beat a partition plus a sort.
+        rows = np.arange(keys.shape[0])
+        out = np.empty((keys.shape[0], k), dtype=np.intp)
+        for position in range(k):
+            best = keys.argmax(axis=1)
+            out[:, position] = best
+            keys[rows, best] = -np.inf
+        return out
 
     def __repr__(self) -> str:
         return f"StochasticRanker(alpha={self.alpha}, seed={self.seed!r})"

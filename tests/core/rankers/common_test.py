@@ -1,0 +1,155 @@
+"""Properties every ranker must have (SPEC.md, "Properties every ranker is tested for")."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fairrag_core import OTHERS, RANKERS, available_rankers, make_ranker
+
+from .strategies import fairness_configs, pools
+
+NAMES = ["standard", "stochastic", "forced_exposure", "representative_stochastic"]
+
+
+def test_registry_names_are_the_papers_four():
+    assert available_rankers() == NAMES
+    for name in NAMES:
+        assert RANKERS[name].name == name
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=60, deadline=None)
+@given(pool=pools(), k=st.integers(1, 12), config=fairness_configs(), seed=st.integers(0, 2**32))
+def test_result_is_distinct_pool_indices_of_length_min_k_n(name, pool, k, config, seed):
+    scores, groups = pool
+    ranker = make_ranker(name, seed=seed, **config)
+    ranking = ranker.rank(scores, groups, k)
+    assert ranking.dtype.kind == "i"
+    assert len(ranking) == min(k, len(scores))
+    assert len(set(ranking.tolist())) == len(ranking)
+    assert all(0 <= i < len(scores) for i in ranking.tolist())
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=30, deadline=None)
+@given(pool=pools(min_size=1), k=st.integers(1, 8), seed=st.integers(0, 2**32))
+def test_same_seed_same_input_same_ranking(name, pool, k, seed):
+    scores, groups = pool
+    first = make_ranker(name, protected="female", seed=seed)
+    second = make_ranker(name, protected="female", seed=seed)
+    assert first.rank(scores, groups, k).tolist() == second.rank(scores, groups, k).tolist()
+    # An explicit rng (Generator or int seed) is honoured the same way.
+    a = first.rank(scores, groups, k, rng=np.random.default_rng(seed)).tolist()
+    assert a == second.rank(scores, groups, k, rng=seed).tolist()
+
+
+def test_same_seed_same_ranking_in_another_process():
+    code = (
+        "from fairrag_core import make_ranker\n"
+        "scores = [0.9 - i / 100 for i in range(50)]\n"
+        "groups = ['female' if i % 4 == 0 else 'male' for i in range(50)]\n"
+        "for name in ['stochastic', 'representative_stochastic']:\n"
+        "    r = make_ranker(name, protected='female', seed=1234)\n"
+        "    print(name, [r.rank(scores, groups, 5).tolist() for _ in range(3)])\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    assert runs[0].stdout == runs[1].stdout
+    assert runs[0].stdout.count("[[") == 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_empty_pool_gives_empty_ranking(name):
+    ranking = make_ranker(name, protected="female").rank([], [], 5)
+    assert ranking.tolist() == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_k_larger_than_pool_returns_whole_pool(name):
+    ranking = make_ranker(name, protected="female", seed=0).rank(
+        [0.3, 0.2, 0.1], ["male", "female", None], 10
+    )
+    assert sorted(ranking.tolist()) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    ("scores", "groups", "k", "message"),
+    [
+        ([0.1, math.nan], ["a", "b"], 2, "scores must be finite"),
+        ([0.1, math.inf], ["a", "b"], 2, "scores must be finite"),
+        ([0.1, -math.inf], ["a", "b"], 2, "positions \\[1\\]"),
+        ([0.1, 0.2], ["a"], 2, "groups has 1 labels but scores has 2"),
+        ([0.1, 0.2], ["a", "b"], 0, "k must be >= 1"),
+        ([[0.1, 0.2]], ["a"], 1, "scores must be 1-D"),
+    ],
+)
+def test_bad_input_raises_naming_the_argument(name, scores, groups, k, message):
+    ranker = make_ranker(name, protected="female")
+    with pytest.raises(ValueError, match=message):
+        ranker.rank(scores, groups, k)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_non_integer_k_and_non_numeric_scores_are_type_errors(name):
+    ranker = make_ranker(name, protected="female")
+    with pytest.raises(TypeError, match="k must be an integer"):
+        ranker.rank([0.1], ["a"], 2.5)
+    with pytest.raises(TypeError, match="scores must be"):
+        ranker.rank(["high"], ["a"], 1)
+
+
+@pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic"])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target": {"a": 0.5, "b": 0.4}}, "must sum to 1"),
+        ({"target": {"a": 1.2, "b": -0.2}}, "must be in \\[0, 1\\]"),
+        ({"protected": "female", "target_share": 1.5}, "must be in \\[0, 1\\]"),
+        ({}, "no fairness target"),
+        ({"target": {}}, "non-empty mapping"),
+        ({"target": {"a": 0.5, "b": 0.5}, "protected": "c"}, "is not a group of target"),
+    ],
+)
+def test_bad_targets_raise(name, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_ranker(name, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic"])
+@pytest.mark.parametrize("alpha", [0, -1.0, math.nan, math.inf])
+def test_alpha_must_be_positive_and_finite(name, alpha):
+    with pytest.raises(ValueError, match="alpha must be a finite number > 0"):
+        make_ranker(name, protected="female", alpha=alpha)
+
+
+def test_unknown_ranker_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown ranker .fair_ish.*.standard., .stochastic."):
+        make_ranker("fair_ish")
+
+
+def test_make_ranker_returns_an_instance_unchanged_and_refuses_params_for_it():
+    ranker = make_ranker("standard")
+    assert make_ranker(ranker) is ranker
+    with pytest.raises(ValueError, match="cannot be applied"):
+        make_ranker(ranker, seed=3)
+
+
+def test_unknown_groups_count_toward_everyone_else_never_protected():
+    ranker = make_ranker("forced_exposure", protected="female", target_share=0.5)
+    assert ranker.target.as_dict() == {"female": 0.5, OTHERS: 0.5}
+    codes = ranker.target.encode(["female", None, "male", "x"]).tolist()
+    assert codes == [0, 1, 1, 1]
+    # No female candidate at all: unknowns fill the top by score, and the shortfall is reported.
+    result = ranker.rank_detailed([0.9, 0.8, 0.7, 0.6], [None, "male", None, "male"], 4)
+    assert result.indices.tolist() == [0, 1, 2, 3]
+    assert result.quota_shortfall == {"female": 2}
