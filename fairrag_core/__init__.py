@@ -18,7 +18,7 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, rerank, scores_from_order
+from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "make_ranker",
     "make_target",
     "metrics",
+    "pool_scores",
     "position_weights",
     "prompts",
     "rerank",

@@ -80,16 +80,25 @@ class FairnessAuditor:
         answer: str,
         context: Sequence[ContextDocument],
         retrieval_share: float | None = None,
+        *,
+        require_format: bool = False,
     ) -> dict[str, object]:
         """Parse and ground ``answer`` against ``context``; the generation metrics.
 
         ``retrieval_share`` is the protected exposure share of the same run's retrieval (for
         the gap metrics); when None they are NaN. NaN generation parity (no valid citation) is
-        recorded as such and counted, never dropped.
+        recorded as such and counted, never dropped. ``follows_citation_format`` says whether
+        the answer has at least one bullet; with ``require_format`` an answer without one gets
+        no metrics at all (for answers that are not meant to follow the paper's format), else
+        it scores SPEC.md's values (groundedness 0, generation parity NaN).
         """
         parsed = parse_citations(answer)
+        follows = parsed.bullet_count > 0
+        if require_format and not follows:
+            return {"follows_citation_format": False, "unparsed_lines": []}
         grounded = ground_citations(parsed, context)
         record: dict[str, object] = {
+            "follows_citation_format": follows,
             "n_bullets": parsed.bullet_count,
             "n_citations": len(parsed.citations),
             "n_valid_citations": sum(item.valid for item in grounded),

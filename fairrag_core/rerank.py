@@ -13,7 +13,14 @@ import numpy as np
 
 from .ranking import Ranker
 
-__all__ = ["Placement", "Reranking", "group_labels", "rerank", "scores_from_order"]
+__all__ = [
+    "Placement",
+    "Reranking",
+    "group_labels",
+    "pool_scores",
+    "rerank",
+    "scores_from_order",
+]
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,27 @@ def scores_from_order(n: int) -> np.ndarray:
     decreasing scores keep the incoming ranking and spread it evenly over [1, 2].
     """
     return np.arange(n, 0, -1, dtype=float)
+
+
+def pool_scores(values: Sequence[float | None]) -> tuple[np.ndarray, bool]:
+    """Relevance of each candidate from the scores it came with: ``(scores, from_order)``.
+
+    Every candidate scored: the scores as given (``from_order`` False). None scored: the
+    incoming order is the relevance, :func:`scores_from_order` (``from_order`` True). Only some
+    scored: there is no sound place for the others among them, so that is a ``ValueError``
+    naming their pool positions. Non-finite scores are left for the rankers to reject.
+    """
+    missing = [i for i, value in enumerate(values) if value is None]
+    if not missing:
+        return np.asarray(values, dtype=float), False
+    if len(missing) == len(values):
+        return scores_from_order(len(values)), True
+    shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+    raise ValueError(
+        f"candidates at pool positions [{shown}] have no score while "
+        f"{len(values) - len(missing)} others do; give every candidate a score, or none "
+        "(then the incoming order is the relevance)"
+    )
 
 
 def rerank(

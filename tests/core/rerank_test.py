@@ -1,0 +1,60 @@
+"""What both adapters share: group labels, pool scores and placements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fairrag_core import (
+    group_labels,
+    make_ranker,
+    pool_scores,
+    position_weights,
+    rerank,
+    scores_from_order,
+)
+
+
+def test_group_labels_missing_field_is_unknown_and_absent_key_is_an_error():
+    metadatas = [{"gender": "female"}, {"title": "x"}, None]
+    assert group_labels(metadatas, "gender") == ["female", None, None]
+    with pytest.raises(
+        KeyError, match=r"group_key 'gendr' is on no candidate.*\['gender', 'title'\]"
+    ):
+        group_labels(metadatas, "gendr")
+    assert group_labels([], "gender") == []
+    with pytest.raises(ValueError, match="group_key must be"):
+        group_labels(metadatas, "")
+
+
+def test_pool_scores_all_none_or_error_naming_positions():
+    scores, from_order = pool_scores([0.3, 0.1])
+    assert scores.tolist() == [0.3, 0.1] and not from_order
+    scores, from_order = pool_scores([None, None, None])
+    assert scores.tolist() == [3.0, 2.0, 1.0] and from_order
+    with pytest.raises(ValueError, match=r"positions \[1\] have no score while 2 others do"):
+        pool_scores([0.3, None, 0.2])
+    assert scores_from_order(0).tolist() == []
+
+
+def test_rerank_places_every_shown_candidate():
+    scores = [0.1, 0.9, 0.5, 0.7]
+    groups = ["female", "male", "female", None]
+    result = rerank(make_ranker("standard"), scores, groups, 3)
+    assert result.indices == [1, 3, 2]
+    assert [p.fair_rank for p in result.placements] == [1, 2, 3]
+    assert [p.pool_rank for p in result.placements] == [1, 2, 3]
+    assert [p.group for p in result.placements] == ["male", None, "female"]
+    assert [p.exposure_weight for p in result.placements] == pytest.approx(position_weights(3))
+    assert result.ranker == "standard"
+
+
+def test_rerank_pool_rank_differs_from_fair_rank_when_reordered():
+    scores = [0.9, 0.8, 0.7, 0.2]
+    groups = ["male", "male", "male", "female"]
+    result = rerank(make_ranker("forced_exposure", protected="female"), scores, groups, 2)
+    assert result.indices == [0, 3]
+    assert [p.pool_rank for p in result.placements] == [1, 4]
+    assert result.placements[1].score == pytest.approx(0.2)
+    assert result.groups == ["male", "female"]
+    assert not np.isnan([p.exposure_weight for p in result.placements]).any()
