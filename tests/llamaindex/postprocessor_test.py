@@ -1,0 +1,332 @@
+"""FairRerankPostprocessor on synthetic pools: a thin translation of the core, LlamaIndex-style."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers.base import BaseEventHandler
+from llama_index.core.instrumentation.events.base import BaseEvent
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from pydantic import PrivateAttr
+
+from fairrag_core import available_rankers, group_labels, make_ranker, rerank, scores_from_order
+from fairrag_core.exposure import position_weights
+from fairrag_llamaindex import FairRerankPostprocessor
+from tests.llamaindex.pools import make_pool
+
+QUERY = QueryBundle("Who are influential people in computer science?")
+FAIR_KEYS = ("relevance_score", "fair_rank", "pool_rank", "exposure_weight", "ranker")
+
+
+def fair(**fields: Any) -> FairRerankPostprocessor:
+    fields.setdefault("group_key", "gender")
+    fields.setdefault("protected", "female")
+    return FairRerankPostprocessor(**fields)
+
+
+class EventRecorder(BaseEventHandler):
+    """Collects every ReRank event the dispatcher hands out."""
+
+    _events: list = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "EventRecorder"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, (ReRankStartEvent, ReRankEndEvent)):
+            self._events.append(event)
+
+    @property
+    def events(self) -> list:
+        return list(self._events)
+
+
+@pytest.fixture
+def rerank_events():
+    root = get_dispatcher()
+    recorder = EventRecorder()
+    root.add_event_handler(recorder)
+    try:
+        yield recorder
+    finally:
+        root.event_handlers = [h for h in root.event_handlers if h is not recorder]
+
+
+# -- the translation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ranker", available_rankers())
+def test_ranking_is_the_cores_for_the_same_seed(ranker):
+    pool = make_pool(50)
+    out = fair(ranker=ranker, seed=11).postprocess_nodes(pool, QUERY)
+
+    expected = rerank(
+        make_ranker(ranker, protected="female", seed=11),
+        [n.score for n in pool],
+        group_labels([n.node.metadata for n in pool], "gender"),
+        5,
+    )
+    assert [n.node.node_id for n in out] == [pool[i].node.node_id for i in expected.indices]
+    for node, placement in zip(out, expected.placements, strict=True):
+        meta = node.node.metadata
+        assert meta["fair_rank"] == placement.fair_rank
+        assert meta["pool_rank"] == placement.pool_rank
+        assert meta["exposure_weight"] == placement.exposure_weight
+        assert meta["relevance_score"] == placement.score
+        assert meta["ranker"] == ranker
+
+
+def test_new_nodes_carry_the_placement_and_inputs_are_untouched():
+    pool = make_pool(50)
+    before = [n.model_dump() for n in pool]
+    out = fair(seed=1).postprocess_nodes(pool, QUERY)
+
+    assert [n.model_dump() for n in pool] == before
+    by_id = {n.node.node_id: n for n in pool}
+    assert len(out) == 5
+    weights = position_weights(5)
+    for rank, node in enumerate(out, start=1):
+        original = by_id[node.node.node_id]
+        assert node is not original and node.node is not original.node
+        assert node.node.metadata is not original.node.metadata
+        assert node.node.get_content(MetadataMode.NONE) == original.node.get_content(
+            MetadataMode.NONE
+        )
+        meta = node.node.metadata
+        assert meta["relevance_score"] == original.score
+        assert meta["fair_rank"] == rank
+        assert meta["exposure_weight"] == pytest.approx(weights[rank - 1])
+        assert meta["ranker"] == "representative_stochastic"
+        # the score is the exposure weight: anything that sorts by score keeps the fair order
+        assert node.score == meta["exposure_weight"]
+        assert {k: meta[k] for k in original.node.metadata} == original.node.metadata
+
+
+def test_fair_metadata_stays_out_of_llm_and_embedding_text():
+    out = fair(seed=1).postprocess_nodes(make_pool(20), QUERY)
+    for node in out:
+        for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+            text = node.node.get_content(mode)
+            assert not any(key in text for key in FAIR_KEYS), text
+
+
+def test_protected_exposure_moves_toward_target_on_an_imbalanced_pool():
+    pool = make_pool(50, female_every=5)  # 20% female, every one below four men
+    postprocessor = fair(seed=0)
+    weights = position_weights(5)
+    shares = []
+    for _ in range(200):
+        out = postprocessor.postprocess_nodes(pool, QUERY)
+        female = [n.node.metadata["gender"] == "female" for n in out]
+        shares.append(float(weights[female].sum() / weights.sum()))
+    standard = fair(ranker="standard").postprocess_nodes(pool, QUERY)
+    assert [n.node.metadata["gender"] for n in standard].count("female") == 1
+    assert np.mean(shares) == pytest.approx(0.5, abs=0.05)
+
+
+def test_same_seed_replays_the_same_sequence():
+    pool = make_pool(50)
+    first, second = fair(seed=5), fair(seed=5)
+    for _ in range(3):
+        a = [n.node.node_id for n in first.postprocess_nodes(pool, query_str=QUERY.query_str)]
+        b = [n.node.node_id for n in second.postprocess_nodes(pool, QUERY)]
+        assert a == b
+
+
+async def test_apostprocess_nodes_matches_postprocess_nodes():
+    pool = make_pool(50)
+    sync, asynchronous = fair(seed=9), fair(seed=9)
+    for _ in range(3):
+        expected = sync.postprocess_nodes(pool, QUERY)
+        got = await asynchronous.apostprocess_nodes(pool, QUERY)
+        assert [n.node.node_id for n in got] == [n.node.node_id for n in expected]
+        assert [n.node.metadata for n in got] == [n.node.metadata for n in expected]
+
+
+def test_ranker_params_reach_make_ranker_and_a_ready_ranker_is_used_as_is():
+    assert fair(ranker="stochastic", ranker_params={"alpha": 8.0}).core_ranker.alpha == 8.0
+    params = fair(ranker_params={"alpha": 1.0, "gain": 3.0, "tolerance": 0.1}).core_ranker
+    assert (params.alpha, params.gain, params.tolerance) == (1.0, 3.0, 0.1)
+
+    ready = make_ranker("forced_exposure", protected="female")
+    postprocessor = FairRerankPostprocessor(ranker=ready, group_key="gender")
+    assert postprocessor.core_ranker is ready
+    out = postprocessor.postprocess_nodes(make_pool(50), QUERY)
+    assert [n.node.metadata["gender"] for n in out].count("female") == 2  # floor(5 x 0.5)
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_top_n_and_a_pool_smaller_than_top_n(k):
+    assert len(fair(top_n=k, seed=0).postprocess_nodes(make_pool(50), QUERY)) == k
+    small = make_pool(3)
+    out = fair(top_n=5, seed=0).postprocess_nodes(small, QUERY)
+    assert sorted(n.node.node_id for n in out) == sorted(n.node.node_id for n in small)
+
+
+# -- events ---------------------------------------------------------------------------------
+
+
+def test_rerank_start_and_end_events_go_through_the_dispatcher(rerank_events):
+    pool = make_pool(30)
+    postprocessor = fair(seed=2, top_n=4)
+    out = postprocessor.postprocess_nodes(pool, QUERY)
+
+    start, end = rerank_events.events
+    assert isinstance(start, ReRankStartEvent) and isinstance(end, ReRankEndEvent)
+    assert start.query.query_str == QUERY.query_str
+    assert start.top_n == 4
+    assert start.model_name == "fairrag:representative_stochastic"
+    assert [n.node.node_id for n in start.nodes] == [n.node.node_id for n in pool]
+    assert [n.node.node_id for n in end.nodes] == [n.node.node_id for n in out]
+    # both inside the postprocessor's own span
+    assert start.span_id == end.span_id
+    assert start.span_id.startswith("FairRerankPostprocessor._postprocess_nodes-")
+
+
+async def test_async_events_have_their_own_span(rerank_events):
+    await fair(seed=2).apostprocess_nodes(make_pool(10), QUERY)
+    start, end = rerank_events.events
+    assert start.span_id == end.span_id
+    assert start.span_id.startswith("FairRerankPostprocessor._apostprocess_nodes-")
+
+
+# -- edge cases -----------------------------------------------------------------------------
+
+
+def test_missing_query_bundle_is_a_value_error(rerank_events):
+    with pytest.raises(ValueError, match="needs the query"):
+        fair().postprocess_nodes(make_pool(10))
+    assert rerank_events.events == []
+
+
+async def test_missing_query_bundle_is_a_value_error_async():
+    with pytest.raises(ValueError, match="needs the query"):
+        await fair().apostprocess_nodes(make_pool(10))
+
+
+def test_empty_pool_returns_an_empty_list(rerank_events):
+    assert fair().postprocess_nodes([], QUERY) == []
+    start, end = rerank_events.events
+    assert start.nodes == [] and end.nodes == []
+
+
+def test_group_key_on_no_node_is_an_error_naming_it(rerank_events):
+    with pytest.raises(KeyError, match="'sex'") as info:
+        fair(group_key="sex").postprocess_nodes(make_pool(10), QUERY)
+    assert "gender" in str(info.value)  # the fields that do exist are listed
+    assert rerank_events.events == []  # nothing started
+
+
+def test_nodes_missing_the_group_key_are_of_unknown_group():
+    pool = make_pool(20)
+    for n in pool[:10]:
+        n.node.metadata.pop("gender")
+    out = fair(seed=0).postprocess_nodes(pool, QUERY)
+    assert len(out) == 5
+    assert all(n.node.metadata.get("gender") in (None, "female", "male") for n in out)
+
+
+def test_pool_without_scores_is_ranked_by_incoming_order():
+    pool = make_pool(20, scored=False)
+    out = fair(ranker="standard").postprocess_nodes(pool, QUERY)
+    assert [n.node.node_id for n in out] == [n.node.node_id for n in pool[:5]]
+    assert [n.node.metadata["pool_rank"] for n in out] == [1, 2, 3, 4, 5]
+    assert all(n.node.metadata["relevance_score"] is None for n in out)
+
+    # the fair ranker sees the core's order-derived scores, exactly
+    expected = rerank(
+        make_ranker("representative_stochastic", protected="female", seed=4),
+        scores_from_order(20),
+        [n.node.metadata["gender"] for n in pool],
+        5,
+    )
+    got = fair(seed=4).postprocess_nodes(pool, QUERY)
+    assert [n.node.node_id for n in got] == [pool[i].node.node_id for i in expected.indices]
+
+
+def test_pool_with_some_scores_missing_is_an_error_naming_the_positions():
+    pool = make_pool(10)
+    pool[3] = NodeWithScore(node=pool[3].node, score=None)
+    pool[7] = NodeWithScore(node=pool[7].node, score=None)
+    with pytest.raises(ValueError, match=r"positions \[3, 7\]"):
+        fair().postprocess_nodes(pool, QUERY)
+
+
+def test_non_finite_scores_are_rejected_by_the_core():
+    pool = make_pool(10)
+    pool[2] = NodeWithScore(node=pool[2].node, score=math.nan)
+    with pytest.raises(ValueError, match="finite"):
+        fair().postprocess_nodes(pool, QUERY)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"ranker": "fastest"}, "known rankers"),
+        ({"protected": None}, "no fairness target"),
+        ({"target_share": 1.5}, "target share"),
+        ({"ranker_params": {"alpha": 0}}, "alpha"),
+        ({"ranker_params": {"seed": 1}, "seed": 2}, "ranker_params repeats"),
+    ],
+)
+def test_bad_configuration_fails_at_construction(fields, message):
+    with pytest.raises(ValueError, match=message):
+        fair(**fields)
+
+
+def test_parameters_on_a_ready_ranker_are_refused():
+    with pytest.raises(ValueError, match="cannot be applied"):
+        FairRerankPostprocessor(
+            ranker=make_ranker("standard"), group_key="gender", protected="female"
+        )
+
+
+def test_standard_ranker_needs_no_target():
+    pool = make_pool(20)
+    out = FairRerankPostprocessor(ranker="standard", group_key="gender").postprocess_nodes(
+        pool, QUERY
+    )
+    assert [n.node.node_id for n in out] == [n.node.node_id for n in pool[:5]]
+
+
+def test_a_full_target_with_several_groups():
+    pool = [
+        NodeWithScore(node=TextNode(id_=f"n{i}", text="x", metadata={"g": "abc"[i % 3]}), score=s)
+        for i, s in enumerate(np.linspace(1.0, 0.1, 30))
+    ]
+    postprocessor = FairRerankPostprocessor(
+        ranker="forced_exposure", group_key="g", target={"a": 0.4, "b": 0.4, "c": 0.2}, top_n=5
+    )
+    groups = [n.node.metadata["g"] for n in postprocessor.postprocess_nodes(pool, QUERY)]
+    assert groups.count("a") >= 2 and groups.count("b") >= 2
+
+
+def test_chroma_cosine_relevance_undoes_exp_minus_distance():
+    distances = np.linspace(0.2, 0.9, 12)
+    pool = make_pool(12)
+    pool = [
+        NodeWithScore(node=n.node, score=float(math.exp(-d)))
+        for n, d in zip(pool, distances, strict=True)
+    ]
+    groups = [n.node.metadata["gender"] for n in pool]
+    for seed in range(3):
+        got = fair(seed=seed, relevance="chroma_cosine").postprocess_nodes(pool, QUERY)
+        expected = rerank(
+            make_ranker("representative_stochastic", protected="female", seed=seed),
+            1.0 - distances,
+            groups,
+            5,
+        )
+        assert [n.node.node_id for n in got] == [pool[i].node.node_id for i in expected.indices]
+    # relevance_score keeps the node's own score
+    assert got[0].node.metadata["relevance_score"] == pytest.approx(pool[expected.indices[0]].score)
+    with pytest.raises(ValueError, match="exp\\(-distance\\) > 0"):
+        fair(relevance="chroma_cosine").postprocess_nodes(
+            [NodeWithScore(node=pool[0].node, score=0.0)], QUERY
+        )
