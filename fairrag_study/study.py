@@ -1,0 +1,337 @@
+"""The study: reproduce the paper's experiment end to end (SPEC.md, "The study")."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fairrag_core import JsonLinesLog, available_rankers
+from fairrag_core.metrics import ndcg_at_k, precision_at_k
+
+from .data import (
+    DEFAULT_CORPUS_SEED,
+    CorpusDocument,
+    build_corpus,
+    default_cache_dir,
+    load_documents,
+    locate_data,
+    sha256_of,
+    study_topics,
+)
+from .embedding import DEFAULT_MODEL, load_sentence_transformer
+from .index import corpus_fingerprint, embed_missing, index_folder, open_collection
+from .plan import Trial, plan_trials
+from .report import write_outputs
+
+__all__ = ["StudyConfig", "StudyResult", "run_study"]
+
+PROTECTED = "female"
+TARGET_SHARE = 0.5
+GROUP_KEY = "gender"
+COLLECTION = "fairrag-corpus"
+OUTPUT_FILES = ("records.jsonl", "callback_log.jsonl", "summary.csv", "report.md", "run.json")
+
+
+@dataclass
+class StudyConfig:
+    """Every knob of a study run; the defaults are the paper's setting."""
+
+    data: Path | None = None
+    corpus: str = "balanced"
+    rankers: tuple[str, ...] = tuple(available_rankers())
+    trials: int = 80
+    seed: int = 2026
+    pool_size: int = 50
+    k: int = 5
+    alpha: float = 4.0
+    llm: str = "auto"
+    """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
+    or ``fake`` (the offline test double that cites from its context; not a real model)."""
+    base_url: str | None = None
+    out: Path = Path("fairrag-output")
+    cache_dir: Path | None = None
+    model: str = DEFAULT_MODEL
+    topics: tuple[str, ...] | None = None
+    """Restrict the corpus to these topics (small runs and tests)."""
+    per_group: int = 50
+    corpus_seed: int = DEFAULT_CORPUS_SEED
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+    progress: bool = True
+
+
+@dataclass
+class StudyResult:
+    out: Path
+    records: list[dict[str, Any]]
+    timings: dict[str, float] = field(default_factory=dict)
+    peak_memory_mib: float = 0.0
+    generation_note: str | None = None
+    index_added: int = 0
+
+
+def _peak_rss_mib() -> float:
+    # ru_maxrss is in KiB on Linux (bytes on macOS).
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyResult:
+    """Run the whole study and write its outputs to ``config.out`` (see the README)."""
+    unknown = sorted(set(config.rankers) - set(available_rankers()))
+    if unknown:
+        raise ValueError(f"unknown rankers {unknown}; known rankers: {available_rankers()}")
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _clear_previous_outputs(out)
+    timings: dict[str, float] = {}
+    run_info: dict[str, Any] = {"status": "running", "config": _jsonable(asdict(config))}
+    _write_json(out / "run.json", run_info)
+
+    @contextmanager
+    def phase(name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[name] = time.perf_counter() - start
+            log(f"[{name}] {timings[name]:.1f} s")
+
+    try:
+        with phase("load"):
+            data_path = locate_data(config.data, cache_dir=config.cache_dir)
+            documents = load_documents(data_path)
+            corpus = build_corpus(
+                documents,
+                config.corpus,
+                seed=config.corpus_seed,
+                topics=config.topics,
+                per_group=config.per_group,
+            )
+            female = sum(doc.gender == PROTECTED for doc in corpus)
+            log(f"corpus {config.corpus}: {len(corpus)} documents, {female} female ({data_path})")
+        with phase("embed"):
+            model = load_sentence_transformer(config.model)
+            client, index_path = _chroma_client(config, corpus)
+            collection = open_collection(client, COLLECTION)
+            added = embed_missing(collection, corpus, model, progress=config.progress)
+            log(f"index {index_path}: {collection.count()} documents ({added} embedded now)")
+        trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+        llm, generation_note = _chat_model(config)
+        records_log = JsonLinesLog(out / "records.jsonl")
+        with phase("trials"):
+            records = _run_trials(config, client, model, corpus, trials, llm, records_log, out, log)
+        if llm is not None:
+            timings["generation"] = timings["trials"]
+            log("[generation] included in the trials phase (one chain run per trial)")
+        else:
+            log(f"generation skipped: {generation_note}")
+        with phase("report"):
+            report_config = {
+                "data": f"{data_path} (sha256 {sha256_of(data_path)[:12]}...)",
+                "corpus": f"{config.corpus}: {len(corpus)} documents, {female} female",
+                "trials per ranker": len(trials),
+                "rankers": ", ".join(config.rankers),
+                "pool size / k / alpha": f"{config.pool_size} / {config.k} / {config.alpha}",
+                "seed": config.seed,
+                "embedding model": config.model,
+                "generator": config.llm if llm is not None else "none",
+            }
+            write_outputs(
+                out,
+                records,
+                list(config.rankers),
+                config=report_config,
+                generation_note=generation_note,
+            )
+    except KeyboardInterrupt:
+        run_info.update(status="interrupted", timings=timings)
+        _write_json(out / "run.json", run_info)
+        log(f"interrupted: the records written so far stay in {out / 'records.jsonl'}")
+        raise
+    peak = _peak_rss_mib()
+    run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
+    _write_json(out / "run.json", run_info)
+    total = sum(timings.values()) - timings.get("generation", 0.0)
+    log("wall time per phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    log(f"total {total:.1f} s; peak memory {peak:.0f} MiB; outputs in {out}")
+    return StudyResult(out, records, timings, peak, generation_note, added)
+
+
+def _clear_previous_outputs(out: Path) -> None:
+    """Start cleanly: remove what an earlier (possibly interrupted) run left in ``out``."""
+    for name in OUTPUT_FILES:
+        (out / name).unlink(missing_ok=True)
+    for pattern in ("table*.md", "outliers.md", "*.tmp", "figures/*.png"):
+        for path in out.glob(pattern):
+            path.unlink()
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _chroma_client(config: StudyConfig, corpus: Sequence[CorpusDocument]):
+    import chromadb
+
+    if config.chroma_host:
+        client = chromadb.HttpClient(host=config.chroma_host, port=config.chroma_port)
+        return client, f"http://{config.chroma_host}:{config.chroma_port}"
+    cache = config.cache_dir or default_cache_dir()
+    folder = index_folder(
+        cache, config.corpus, config.model, corpus_fingerprint(corpus, config.model)
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(folder)), folder
+
+
+def _chat_model(config: StudyConfig):
+    """The generator, or ``(None, why not)``."""
+    choice = config.llm
+    if choice == "none":
+        return None, "--llm none: retrieval only, as asked."
+    if choice == "fake":
+        from fairrag_langchain.fakes import FakeCitingChatModel
+
+        return FakeCitingChatModel(seed=config.seed), None
+    if choice == "auto":
+        if not os.environ.get("OPENAI_API_KEY"):
+            return None, (
+                "no chat model: OPENAI_API_KEY is not set. Set it (and --base-url for any "
+                "OpenAI-compatible server) or pass --llm openai:<model>; generation parity, "
+                "fairness gap and utility need a generator."
+            )
+        choice = "openai:gpt-4o-mini"
+    if choice.startswith("openai:"):
+        from fairrag_langchain.chains import default_chat_model
+
+        return default_chat_model(config.base_url, model=choice.split(":", 1)[1]), None
+    raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
+
+
+def _query_embeddings(model):
+    """LangChain embeddings over the loaded model; each distinct query is embedded once.
+
+    ``prefill`` embeds all of the study's questions in one batch; every later ``embed_query``
+    for them is a dictionary lookup.
+    """
+    from langchain_core.embeddings import Embeddings
+
+    class CachedQueryEmbeddings(Embeddings):
+        def __init__(self) -> None:
+            self.cache: dict[str, list[float]] = {}
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return model.encode(texts, normalize_embeddings=True, batch_size=64).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            if text not in self.cache:
+                self.cache[text] = self.embed_documents([text])[0]
+            return self.cache[text]
+
+        def prefill(self, queries: Sequence[str]) -> None:
+            todo = sorted(set(queries) - set(self.cache))
+            self.cache.update(zip(todo, self.embed_documents(todo), strict=True))
+
+    return CachedQueryEmbeddings()
+
+
+def _run_trials(config, client, model, corpus, trials, llm, records_log, out, log):
+    from langchain_chroma import Chroma
+
+    from fairrag_langchain import FairnessCallbackHandler, FairRetriever
+    from fairrag_langchain.chains import make_fair_rag_chain
+
+    embeddings = _query_embeddings(model)
+    embeddings.prefill([trial.question for trial in trials])
+    store = Chroma(client=client, collection_name=COLLECTION, embedding_function=embeddings)
+    handler = FairnessCallbackHandler(
+        group_key=GROUP_KEY,
+        protected=PROTECTED,
+        target_share=TARGET_SHARE,
+        path=out / "callback_log.jsonl",
+    )
+    topic_size = Counter(topic for doc in corpus for topic in doc.topics)
+    records = []
+    bar = _progress(config, len(trials) * len(config.rankers))
+    for ranker in config.rankers:
+        retriever = FairRetriever(
+            vectorstore=store,
+            ranker=ranker,
+            ranker_params={"alpha": config.alpha} if "stochastic" in ranker else {},
+            group_key=GROUP_KEY,
+            protected=PROTECTED,
+            target_share=TARGET_SHARE,
+            pool_size=config.pool_size,
+            k=config.k,
+            seed=config.seed,
+        )
+        chain = None if llm is None else make_fair_rag_chain(retriever, llm)
+        for trial in trials:
+            run_config = {"callbacks": [handler], "run_name": "fairrag-trial"}
+            logged = len(handler.records)
+            if chain is None:
+                docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
+            else:
+                result = chain.invoke({"question": trial.question, "seed": trial.seed}, run_config)
+                docs = result["context"]
+            # Trials run one at a time, so this run wrote exactly the handler's newest record.
+            new = handler.records[logged:]
+            if len(new) != 1:
+                raise RuntimeError(
+                    f"expected one fairness record for trial {trial.index}, got {len(new)}"
+                )
+            record = _trial_record(new[0], ranker, trial, docs, topic_size, config.k)
+            records_log.append(record)
+            records.append(record)
+            bar.update(1)
+    bar.close()
+    log(f"{len(records)} trial records ({len(trials)} trials x {len(config.rankers)} rankers)")
+    return records
+
+
+def _trial_record(record: dict, ranker: str, trial: Trial, docs, topic_size, k: int) -> dict:
+    """The handler's record of this run, with the trial's identity and retrieval relevance."""
+    relevant = [trial.topic in doc.metadata.get("topics", "").split("|") for doc in docs]
+    return {
+        "ranker": ranker,
+        "trial": trial.index,
+        "scenario": trial.scenario,
+        "topic": trial.topic,
+        "question": trial.question,
+        "seed": trial.seed,
+        **{key: value for key, value in record.items() if key not in ("ranker", "query")},
+        "precision_at_k": precision_at_k(relevant, k),
+        "ndcg_at_k": ndcg_at_k(relevant, k, n_relevant=max(topic_size[trial.topic], sum(relevant))),
+    }
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(config: StudyConfig, total: int):
+    if not config.progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="trials", unit="trial")
