@@ -1,0 +1,138 @@
+"""FairRetriever latency next to the same Chroma store's plain retriever, as a ratio.
+
+Run: ``.venv/bin/python benchmarks/bench_langchain_retriever.py [--rounds N] [--docs N]
+[--persist DIR]`` with ``FAIRRAG_DATA`` pointing at ``trec_gender_2022.csv``.
+
+Both retrievers query one ``langchain_chroma.Chroma`` (embedded, cosine) over a seeded TREC
+subset embedded with all-MiniLM-L6-v2: ``FairRetriever.invoke`` (pool of 50,
+representative_stochastic, k = 5) against ``store.as_retriever(search_kwargs={"k": 5}).invoke``,
+on the study's scenario questions, calls interleaved (alternating which goes first) so drift
+and background load hit both alike. Two figures:
+
+- **end to end**: each call embeds its query with the real model, as a user's call does. This
+  is the issue's figure; target: ratio of medians <= 1.15.
+- **store + re-ranking**: query vectors memoized, so the ratio shows what the fair retriever
+  adds to the search itself (a 50- instead of 5-candidate search, the ranking, the copies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+TARGET_RATIO = 1.15
+TOPICS = ("Computer science", "Medicine", "Tennis")
+
+
+class MemoizedQueries:
+    """Embeddings wrapper: each distinct query embedded once (the second figure)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.cache: dict[str, list[float]] = {}
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        if text not in self.cache:
+            self.cache[text] = self.inner.embed_query(text)
+        return self.cache[text]
+
+
+def build_store(docs: int, persist: str | None, seed: int):
+    import chromadb
+    from langchain_huggingface import HuggingFaceEmbeddings
+
+    from fairrag_study.data import build_corpus, load_documents, locate_data
+    from fairrag_study.embedding import load_sentence_transformer, resolve_model_path
+    from fairrag_study.index import embed_missing, open_collection
+
+    corpus = build_corpus(load_documents(locate_data(download=False)), "natural", topics=TOPICS)
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.choice(len(corpus), size=min(docs, len(corpus)), replace=False))
+    subset = [corpus[i] for i in chosen]
+    client = chromadb.PersistentClient(path=persist or tempfile.mkdtemp(prefix="fairrag-bench-"))
+    collection = open_collection(client, f"bench-{len(subset)}-{seed}")
+    start = time.perf_counter()
+    added = embed_missing(collection, subset, load_sentence_transformer())
+    if added:
+        print(f"embedded {added} documents in {time.perf_counter() - start:.1f} s")
+    embeddings = HuggingFaceEmbeddings(
+        model_name=resolve_model_path(), encode_kwargs={"normalize_embeddings": True}
+    )
+    return client, collection.name, embeddings
+
+
+def interleaved(
+    plain: Callable[[str], object], fair: Callable[[str], object], queries, rounds: int
+) -> tuple[list[float], list[float]]:
+    """Per-call seconds of each, calls alternating (and which goes first alternating)."""
+    clock = time.perf_counter
+    plain_times: list[float] = []
+    fair_times: list[float] = []
+    for round_index in range(rounds):
+        for query_index, query in enumerate(queries):
+            order = [(plain, plain_times), (fair, fair_times)]
+            if (round_index + query_index) % 2:
+                order.reverse()
+            for call, times in order:
+                start = clock()
+                call(query)
+                times.append(clock() - start)
+    return plain_times, fair_times
+
+
+def report(label: str, plain: list[float], fair: list[float]) -> float:
+    ratio = statistics.median(fair) / statistics.median(plain)
+    print(f"\n{label}  ({len(plain)} calls each)")
+    print(f"  {'retriever':<44}{'median ms':>11}{'mean ms':>10}")
+    for name, times in (("as_retriever(k=5).invoke", plain), ("FairRetriever.invoke", fair)):
+        median, mean = statistics.median(times) * 1e3, statistics.fmean(times) * 1e3
+        print(f"  {name:<44}{median:>11.2f}{mean:>10.2f}")
+    mean_ratio = statistics.fmean(fair) / statistics.fmean(plain)
+    print(f"  ratio (fair / plain): median {ratio:.3f}, mean {mean_ratio:.3f}")
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="passes over the 12 questions")
+    parser.add_argument("--docs", type=int, default=300, help="documents in the index")
+    parser.add_argument("--persist", help="Chroma folder to reuse between runs")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from langchain_chroma import Chroma
+
+    from fairrag_core.prompts import scenario_question
+    from fairrag_langchain import FairRetriever
+
+    client, name, embeddings = build_store(args.docs, args.persist, args.seed)
+    queries = [scenario_question(s, topic) for topic in TOPICS for s in range(1, 5)]
+    ratios = {}
+    for label, embedding in (
+        ("end to end (real query embedding)", embeddings),
+        ("store + re-ranking (query vectors memoized)", MemoizedQueries(embeddings)),
+    ):
+        store = Chroma(client=client, collection_name=name, embedding_function=embedding)
+        plain = store.as_retriever(search_kwargs={"k": 5})
+        fair = FairRetriever(
+            vectorstore=store, ranker="representative_stochastic", protected="female", seed=0
+        )
+        interleaved(plain.invoke, fair.invoke, queries, 1)  # warm-up (and fill the memo)
+        ratios[label] = report(label, *interleaved(plain.invoke, fair.invoke, queries, args.rounds))
+    end_to_end = ratios["end to end (real query embedding)"]
+    verdict = "ok" if end_to_end <= TARGET_RATIO else "ABOVE TARGET"
+    print(f"\nend-to-end ratio {end_to_end:.3f} (target <= {TARGET_RATIO}): {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""The ready RAG chain of the paper: retriever -> the paper's prompt -> chat model -> citations,
+with the run's fairness metrics."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel, BaseLanguageModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompt_values import StringPromptValue
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
+
+from fairrag_core.prompts import render_prompt
+
+from ._documents import auditor_for, context_documents, retrieval_summary
+from .output_parsers import CitationOutputParser
+from .retrievers import FairRetriever
+
+__all__ = [
+    "DEFAULT_OPENAI_MODEL",
+    "DEFAULT_TEMPERATURE",
+    "MissingChatModelError",
+    "default_chat_model",
+    "make_fair_rag_chain",
+]
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+"""The paper's generator (SPEC.md, "Constants")."""
+DEFAULT_TEMPERATURE = 0.1
+"""The paper's temperature."""
+RETRIEVER_INPUTS = ("k", "seed")
+"""Keys of a dict input passed on to the retriever call."""
+
+
+class MissingChatModelError(ValueError):
+    """No chat model was given and the default (OpenAI) one cannot be built."""
+
+
+def default_chat_model(base_url: str | None = None) -> BaseChatModel:
+    """``ChatOpenAI(model="gpt-4o-mini", temperature=0.1)``, the paper's generator.
+
+    Needs ``OPENAI_API_KEY``; the endpoint is ``base_url`` when given, else ``OPENAI_API_BASE``
+    or ``OPENAI_BASE_URL`` when set (read by ``ChatOpenAI`` and the ``openai`` client), else
+    OpenAI's. Without a key this raises :class:`MissingChatModelError` saying how to pass
+    another model.
+    """
+    if not os.environ.get("OPENAI_API_KEY"):
+        raise MissingChatModelError(
+            "no chat model given and OPENAI_API_KEY is not set. Either set OPENAI_API_KEY to use "
+            f"ChatOpenAI(model={DEFAULT_OPENAI_MODEL!r}, temperature={DEFAULT_TEMPERATURE}) "
+            "(with OPENAI_BASE_URL or base_url= for an OpenAI-compatible server), or pass any "
+            "LangChain chat model: make_fair_rag_chain(retriever, llm=ChatOllama(model=...)), "
+            "or llm=fairrag_langchain.fakes.FakeCitingChatModel() for an offline run."
+        )
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as exc:  # pragma: no cover - an optional dependency
+        raise MissingChatModelError(
+            "no chat model given and langchain-openai is not installed: "
+            "pip install 'fairrag[langchain]', or pass llm=<any LangChain chat model>"
+        ) from exc
+    params: dict[str, Any] = {"model": DEFAULT_OPENAI_MODEL, "temperature": DEFAULT_TEMPERATURE}
+    if base_url is not None:
+        params["base_url"] = base_url
+    return ChatOpenAI(**params)
+
+
+def make_fair_rag_chain(
+    retriever: Runnable[str, list[Document]],
+    llm: BaseLanguageModel | None = None,
+    *,
+    base_url: str | None = None,
+    group_key: str | None = None,
+    protected: Any = None,
+    target_share: float | None = None,
+    target: Any = None,
+    title_key: str = "title",
+) -> Runnable[Any, dict[str, Any]]:
+    """retriever -> the paper's prompt -> ``llm`` -> :class:`CitationOutputParser`, with metrics.
+
+    Input: the question (a ``str``), or ``{"question": ..., "k": ..., "seed": ...}`` where ``k``
+    and ``seed``, when present, are passed to the retriever call (per-trial seeds).
+    Output: ``{"question", "context" (the documents), "answer" (text), "citations"
+    (a :class:`CitedAnswer`, each citation valid or not), "metrics"}``. The metrics are the
+    core auditor's retrieval and generation records of the run (groups shown, exposure share,
+    exposure disparity, generation parity, fairness gap, gap magnitude, groundedness, ...),
+    plus ``ranker``.
+
+    ``llm``: any LangChain chat model; None builds :func:`default_chat_model` (``ChatOpenAI``,
+    gpt-4o-mini, temperature 0.1, needs ``OPENAI_API_KEY``; ``base_url`` for another endpoint).
+    The prompt is :func:`fairrag_core.prompts.render_prompt` over each document's
+    ``page_content``, sent as one user message.
+
+    Fairness target and group field: taken from a :class:`FairRetriever` (its ranker's target,
+    its ``group_key``) unless given here; for any other retriever, give ``protected`` (and
+    ``target_share``) or ``target``, and ``group_key`` (default ``"gender"``).
+    """
+    model = default_chat_model(base_url) if llm is None else llm
+    if isinstance(retriever, FairRetriever):
+        group_key = group_key or retriever.group_key
+        if protected is None and target_share is None and target is None:
+            target = retriever.fairness_target
+    group_key = group_key or "gender"
+    auditor = auditor_for(protected, target_share, target)
+    parser = CitationOutputParser(group_key=group_key, title_key=title_key)
+
+    def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
+        return retriever.invoke(inputs["question"], config, **_retriever_kwargs(inputs))
+
+    async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
+        return await retriever.ainvoke(inputs["question"], config, **_retriever_kwargs(inputs))
+
+    def prompt(inputs: dict[str, Any]) -> StringPromptValue:
+        texts = [document.page_content for document in inputs["context"]]
+        return StringPromptValue(text=render_prompt(inputs["question"], texts))
+
+    def cite(inputs: dict[str, Any]) -> Any:
+        return parser.parse_with_context(inputs["answer"], inputs["context"])
+
+    def finish(inputs: dict[str, Any]) -> dict[str, Any]:
+        context = inputs["context"]
+        record, groups = retrieval_summary(auditor, context, group_key, title_key)
+        grounding, _ = context_documents(context, groups, title_key)
+        generation = auditor.generation(inputs["answer"], grounding, record.get("exposure_share"))
+        return {
+            "question": inputs["question"],
+            "context": context,
+            "answer": inputs["answer"],
+            "citations": inputs["citations"],
+            "metrics": {**record, **generation},
+        }
+
+    chain = (
+        _native(_as_inputs, "FairRagInput")
+        | RunnablePassthrough.assign(
+            context=RunnableLambda(retrieve, afunc=aretrieve, name="FairRagRetrieve")
+        )
+        | RunnablePassthrough.assign(
+            answer=_native(prompt, "FairRagPrompt") | model | StrOutputParser()
+        )
+        | RunnablePassthrough.assign(citations=_native(cite, "CitationOutputParser"))
+        | _native(finish, "FairRagResult")
+    )
+    return chain.with_config(run_name="FairRagChain")
+
+
+def _as_inputs(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"question": value}
+    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
+        unknown = sorted(set(value) - {"question", *RETRIEVER_INPUTS})
+        if unknown:
+            raise ValueError(
+                f"unknown input keys {unknown}; accepted: question, {', '.join(RETRIEVER_INPUTS)}"
+            )
+        return dict(value)
+    raise TypeError(
+        "the chain takes the question as a str, or a dict {'question': str, 'k': int, "
+        f"'seed': int}}, got {value!r:.100}"
+    )
+
+
+def _retriever_kwargs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: inputs[key] for key in RETRIEVER_INPUTS if inputs.get(key) is not None}
+
+
+def _native(func: Callable[[Any], Any], name: str) -> RunnableLambda:
+    """A lambda step whose async path runs ``func`` on the event loop (no executor hop)."""
+
+    async def afunc(value: Any) -> Any:
+        return func(value)
+
+    return RunnableLambda(func, afunc=afunc, name=name)

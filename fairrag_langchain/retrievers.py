@@ -1,0 +1,214 @@
+"""FairRetriever: fetch a candidate pool from any LangChain vector store and return a fair top-k,
+re-ranked by a :mod:`fairrag_core` ranker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from pydantic import Field, PrivateAttr
+
+from fairrag_core import group_labels, rerank
+from fairrag_core.validation import check_k
+
+from ._documents import placed_copies
+from ._fields import FairRankingFields
+
+__all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
+
+RELEVANCE_FALLBACK = "fallback: 1 - distance (cosine)"
+"""``relevance_function`` of a pool scored by SPEC.md's rule because the store states none."""
+_SIMILARITY_AS_IS = "fallback: similarity as returned (InMemoryVectorStore)"
+
+
+def _cosine_distance_to_relevance(distance: float) -> float:
+    return 1.0 - distance
+
+
+def _similarity_as_is(similarity: float) -> float:
+    return similarity
+
+
+class FairRetriever(FairRankingFields, BaseRetriever):
+    """Retrieve ``pool_size`` candidates from ``vectorstore``, return a fair top-``k``.
+
+    Setup:
+        ``pip install fairrag[langchain]``; any LangChain ``VectorStore`` works, Chroma (cosine
+        space) is the first-class case.
+
+    Instantiate:
+        .. code-block:: python
+
+            from fairrag_langchain import FairRetriever
+
+            retriever = FairRetriever(
+                vectorstore=Chroma(client=client, collection_name="trec", embedding_function=emb),
+                ranker="representative_stochastic",
+                group_key="gender",
+                protected="female",  # target_share defaults to 0.5 (parity)
+            )
+
+    Invoke:
+        .. code-block:: python
+
+            docs = retriever.invoke("influential people in medicine", k=3, seed=7)
+            docs[0].metadata  # {..., "relevance_score": 0.61, "fair_rank": 1, "pool_rank": 4,
+                              #  "exposure_weight": 1.0, "ranker": "representative_stochastic",
+                              #  "relevance_function": "store: cosine_relevance_score_fn"}
+
+    Per call, ``k`` and ``seed`` override the fields (a per-call ``seed``, an int or a numpy
+    ``Generator``, is that call's random source only: the same int seed and query give the same
+    documents, whatever ran before); any other
+    keyword is merged into ``search_kwargs`` for that call, as ``VectorStoreRetriever`` does.
+
+    How the pool is scored: with the store's own relevance
+    (``similarity_search_with_relevance_scores``) when the store states a relevance function;
+    otherwise ``similarity_search_with_score`` with SPEC.md's rule for cosine distances,
+    ``relevance = 1 - distance`` (``InMemoryVectorStore``, whose scores already are cosine
+    similarities, keeps them as they are). ``relevance_score_fn`` replaces both. Each document's
+    ``relevance_function`` metadata says which was used.
+
+    Groups come from ``metadata[group_key]``: a candidate without it is an unknown group, and a
+    ``group_key`` that no candidate carries is a ``KeyError`` naming the key and the fields that
+    exist (both rules are the core's, :func:`fairrag_core.group_labels`). The pool is fetched
+    with ``max(pool_size, k)`` candidates, so a per-call ``k`` above ``pool_size`` is honoured.
+
+    Returned documents are copies (the store's objects and their metadata dicts are never
+    changed) with ``relevance_score`` (the pool score), ``fair_rank``, ``pool_rank``,
+    ``exposure_weight`` (the position weight of the ranker's exposure model), ``ranker`` and
+    ``relevance_function`` added to their metadata.
+
+    The async path awaits the store's async search (``asimilarity_search_with_relevance_scores``
+    / ``asimilarity_search_with_score``): native where the store implements it (Chroma's embedded
+    client does not, so LangChain runs its sync search in an executor). The search is a plain
+    store call that takes no callbacks, so there is no child run to hand ``run_manager`` to.
+    """
+
+    vectorstore: VectorStore
+    """The store the candidate pool is fetched from."""
+    pool_size: int = Field(default=50, ge=1)
+    """How many candidates to fetch before re-ranking (SPEC.md: n = 50)."""
+    search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra arguments of the store's search, e.g. ``{"filter": {"topics": "Medicine"}}``."""
+    relevance_score_fn: Callable[[float], float] | None = None
+    """Maps ``similarity_search_with_score`` values to relevance, replacing both rules above."""
+
+    _relevance: tuple[Callable[[float], float] | None, str] | None = PrivateAttr(default=None)
+
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        """Standard tracing params, naming the vector store and its embeddings."""
+        params = super()._get_ls_params(**kwargs)
+        params["ls_vector_store_provider"] = type(self.vectorstore).__name__
+        embeddings = self.vectorstore.embeddings
+        if embeddings is not None:
+            params["ls_embedding_provider"] = type(embeddings).__name__
+        return params
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        seed: int | np.random.Generator | None = None,
+        **search_kwargs: Any,
+    ) -> list[Document]:
+        k, fetch_k, search = self._call_params(k, search_kwargs)
+        convert, name = self._relevance_function()
+        if convert is None:
+            pool = self.vectorstore.similarity_search_with_relevance_scores(
+                query, k=fetch_k, **search
+            )
+        else:
+            pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
+        return self._place(pool, convert, name, k, seed)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        seed: int | np.random.Generator | None = None,
+        **search_kwargs: Any,
+    ) -> list[Document]:
+        k, fetch_k, search = self._call_params(k, search_kwargs)
+        convert, name = self._relevance_function()
+        if convert is None:
+            pool = await self.vectorstore.asimilarity_search_with_relevance_scores(
+                query, k=fetch_k, **search
+            )
+        else:
+            pool = await self.vectorstore.asimilarity_search_with_score(query, k=fetch_k, **search)
+        return self._place(pool, convert, name, k, seed)
+
+    def _call_params(
+        self, k: int | None, search_kwargs: dict[str, Any]
+    ) -> tuple[int, int, dict[str, Any]]:
+        k = self.k if k is None else check_k(k)
+        return k, max(self.pool_size, k), {**self.search_kwargs, **search_kwargs}
+
+    def _relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
+        """``(None, name)``: the store scores relevance itself; else ``(convert, name)``.
+
+        Decided once per retriever: the store's relevance function is a property of its class
+        and configuration, not of a query.
+        """
+        if self._relevance is None:
+            self._relevance = self._choose_relevance_function()
+        return self._relevance
+
+    def _choose_relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
+        if self.relevance_score_fn is not None:
+            fn = self.relevance_score_fn
+            name = getattr(fn, "__name__", type(fn).__name__)
+            return fn, f"given: {name}"
+        store = self.vectorstore
+        try:
+            chosen = store._select_relevance_score_fn()
+        except NotImplementedError:
+            if _overrides_relevance_search(type(store)):
+                return None, "store"
+            if isinstance(store, InMemoryVectorStore):
+                return _similarity_as_is, _SIMILARITY_AS_IS
+            return _cosine_distance_to_relevance, RELEVANCE_FALLBACK
+        except Exception:  # e.g. an unsupported distance: let the search say so, in its words
+            return None, "store"
+        return None, f"store: {getattr(chosen, '__name__', 'relevance_score_fn').strip('_')}"
+
+    def _place(
+        self,
+        pool: Sequence[tuple[Document, float]],
+        convert: Callable[[float], float] | None,
+        relevance_function: str,
+        k: int,
+        seed: int | np.random.Generator | None,
+    ) -> list[Document]:
+        documents = [document for document, _ in pool]
+        if convert is None:
+            scores = [score for _, score in pool]
+        else:
+            scores = [convert(score) for _, score in pool]
+        groups = group_labels([document.metadata for document in documents], self.group_key)
+        reranking = rerank(self._ranker, scores, groups, k, rng=seed)
+        return placed_copies(documents, reranking, {"relevance_function": relevance_function})
+
+
+def _overrides_relevance_search(store_type: type[VectorStore]) -> bool:
+    """Whether the store computes relevance scores itself, without a relevance function."""
+    return (
+        store_type._similarity_search_with_relevance_scores
+        is not VectorStore._similarity_search_with_relevance_scores
+        or store_type._asimilarity_search_with_relevance_scores
+        is not VectorStore._asimilarity_search_with_relevance_scores
+        or store_type.similarity_search_with_relevance_scores
+        is not VectorStore.similarity_search_with_relevance_scores
+    )

@@ -1,0 +1,237 @@
+"""FairRetriever on an in-memory pool: copies, metadata, per-call k and seed, relevance functions,
+groups, the async path and tracing params."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from fairrag_core import FairnessAuditor, make_ranker
+from fairrag_langchain import FairRetriever
+from fairrag_langchain.retrievers import RELEVANCE_FALLBACK
+from tests.langchain.doubles import (
+    CosineFixedPoolStore,
+    FixedPoolStore,
+    imbalanced_pool,
+    person_documents,
+)
+
+
+@pytest.fixture
+def pool():
+    return imbalanced_pool()
+
+
+@pytest.fixture
+def store(pool):
+    return FixedPoolStore(*pool)
+
+
+def fair(store, **params) -> FairRetriever:
+    params.setdefault("protected", "female")
+    return FairRetriever(vectorstore=store, **params)
+
+
+def titles(documents) -> list[str]:
+    return [d.metadata["title"] for d in documents]
+
+
+def test_returns_copies_and_never_changes_the_stores_documents(store, pool):
+    originals = copy.deepcopy(pool[0])
+    documents = fair(store, seed=1).invoke("who?")
+    assert len(documents) == 5
+    shown_ids = {id(d) for d in documents}
+    assert not shown_ids & {id(d) for d in pool[0]}
+    assert not {id(d.metadata) for d in documents} & {id(d.metadata) for d in pool[0]}
+    assert pool[0] == originals  # the store's objects: same content, no added keys
+    assert all("fair_rank" not in d.metadata for d in pool[0])
+
+
+def test_metadata_states_scores_ranks_exposure_and_ranker(store, pool):
+    documents = fair(store, ranker="standard").invoke("who?")
+    by_title = {d.metadata["title"]: dist for d, dist in zip(*pool, strict=True)}
+    for rank, document in enumerate(documents, start=1):
+        meta = document.metadata
+        assert meta["relevance_score"] == pytest.approx(1.0 - by_title[meta["title"]])
+        assert meta["fair_rank"] == rank
+        assert meta["pool_rank"] == rank  # standard ranking = pool order
+        assert meta["exposure_weight"] == pytest.approx(1.0 / math.log2(rank + 1))
+        assert meta["ranker"] == "standard"
+        assert meta["relevance_function"] == RELEVANCE_FALLBACK
+        assert document.page_content.startswith(f"Title: {meta['title']}")
+    assert titles(documents) == titles(pool[0][:5])
+
+
+def test_fair_ranker_reports_pool_ranks_of_lower_candidates(store):
+    documents = fair(store, ranker="forced_exposure").invoke("who?")
+    assert sorted(d.metadata["fair_rank"] for d in documents) == [1, 2, 3, 4, 5]
+    female = [d for d in documents if d.metadata["gender"] == "female"]
+    assert len(female) == 2  # floor(5 * 0.5) slots owed to the protected group
+    assert all(d.metadata["pool_rank"] > 30 for d in female)  # they come from the pool's tail
+
+
+def test_store_relevance_function_used_when_the_store_states_one(pool):
+    store = CosineFixedPoolStore(*pool)
+    documents = fair(store, ranker="standard").invoke("who?")
+    assert documents[0].metadata["relevance_function"] == "store: cosine_relevance_score_fn"
+    assert documents[0].metadata["relevance_score"] == pytest.approx(0.9)
+
+
+def test_relevance_score_fn_replaces_store_and_fallback(pool):
+    def halve(distance: float) -> float:
+        return -distance / 2
+
+    store = CosineFixedPoolStore(*pool)
+    documents = fair(store, ranker="standard", relevance_score_fn=halve).invoke("who?")
+    assert documents[0].metadata["relevance_function"] == "given: halve"
+    assert documents[0].metadata["relevance_score"] == pytest.approx(-0.05)
+
+
+def test_in_memory_store_similarities_are_kept_as_relevance():
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    store.add_documents(person_documents(["female", "male"] * 10))
+    plain = store.similarity_search_with_score("pioneers", k=5)
+    documents = fair(store, ranker="standard").invoke("pioneers")
+    assert titles(documents) == [d.metadata["title"] for d, _ in plain]
+    assert [d.metadata["relevance_score"] for d in documents] == pytest.approx(
+        [score for _, score in plain]
+    )
+    assert "InMemoryVectorStore" in documents[0].metadata["relevance_function"]
+
+
+def test_k_per_call_overrides_the_field(store):
+    retriever = fair(store, k=4)
+    assert len(retriever.invoke("who?")) == 4
+    assert len(retriever.invoke("who?", k=2)) == 2
+    assert store.calls[-1][2] == 50  # the pool is still pool_size candidates
+
+
+def test_k_above_pool_size_fetches_k(store):
+    documents = fair(store, pool_size=3).invoke("who?", k=8)
+    assert len(documents) == 8
+    assert store.calls[-1][2] == 8
+
+
+@pytest.mark.parametrize("bad_k", [0, -1, "3", 2.5])
+def test_bad_k_per_call_is_an_error_naming_k(store, bad_k):
+    with pytest.raises((TypeError, ValueError), match="k must be"):
+        fair(store).invoke("who?", k=bad_k)
+
+
+def test_bad_fields_fail_at_construction(store):
+    with pytest.raises(ValueError, match="pool_size"):
+        fair(store, pool_size=0)
+    with pytest.raises(ValueError, match=r"unknown ranker 'fairest'.*representative_stochastic"):
+        fair(store, ranker="fairest")
+    with pytest.raises(ValueError, match="no fairness target"):
+        FairRetriever(vectorstore=store, ranker="representative_stochastic")
+    with pytest.raises(ValueError, match="alpha"):
+        fair(store, ranker_params={"alpha": 0})
+
+
+def test_per_call_seed_is_deterministic_and_isolated(store):
+    retriever = fair(store, seed=0)
+    first = [titles(retriever.invoke("who?", seed=s)) for s in range(8)]
+    again = [titles(fair(store, seed=123).invoke("who?", seed=s)) for s in range(8)]
+    assert first == again  # the per-call seed alone decides, not the field or earlier calls
+    assert len({tuple(t) for t in first}) > 1  # different seeds, different draws
+    generator_draws = [titles(retriever.invoke("who?", seed=np.random.default_rng(2)))]
+    generator_draws.append(titles(retriever.invoke("who?", seed=np.random.default_rng(2))))
+    assert generator_draws[0] == generator_draws[1]
+
+
+def test_field_seed_gives_the_same_sequence_of_rankings(store):
+    a, b = fair(store, seed=5), fair(store, seed=5)
+    assert [titles(a.invoke("who?")) for _ in range(5)] == [
+        titles(b.invoke("who?")) for _ in range(5)
+    ]
+
+
+def test_ranker_params_reach_the_core_ranker(store):
+    retriever = fair(store, ranker="stochastic", ranker_params={"alpha": 64.0}, seed=0)
+    assert retriever._ranker.alpha == 64.0
+    assert retriever.ranker_name == "stochastic"
+
+
+def test_a_built_core_ranker_is_used_as_is(store):
+    ranker = make_ranker("forced_exposure", protected="female")
+    retriever = FairRetriever(vectorstore=store, ranker=ranker)
+    assert retriever._ranker is ranker
+    assert retriever.invoke("who?")[0].metadata["ranker"] == "forced_exposure"
+    with pytest.raises(ValueError, match="cannot be applied to an existing ranker"):
+        FairRetriever(vectorstore=store, ranker=ranker, protected="female")
+
+
+def test_candidates_without_the_group_field_are_an_unknown_group():
+    genders = [None, None, "female", None, "male", None, None, "male", None, None]
+    documents = person_documents(genders)
+    store = FixedPoolStore(documents, [0.1 * i for i in range(len(documents))])
+    shown = fair(store, ranker="standard").invoke("who?")
+    assert "gender" not in shown[0].metadata  # nothing is invented for the missing field
+    groups = [d.metadata.get("gender") for d in shown]
+    assert groups == [None, None, "female", None, "male"]
+    # Unknown counts toward "everyone else", never toward the protected group.
+    share = FairnessAuditor.create(protected="female").retrieval(groups)["exposure_share"]
+    assert share == pytest.approx((1 / math.log2(4)) / sum(1 / math.log2(i + 2) for i in range(5)))
+    # The fair ranker still runs on such a pool and treats unknowns as non-protected.
+    fair_groups = [
+        d.metadata.get("gender") for d in fair(store, ranker="forced_exposure").invoke("who?")
+    ]
+    assert fair_groups.count("female") == 1  # the pool's only protected candidate
+
+
+def test_a_group_key_no_candidate_has_is_an_error_naming_key_and_fields(store):
+    with pytest.raises(KeyError) as raised:
+        fair(store, group_key="gendr").invoke("who?")
+    message = str(raised.value)
+    assert "'gendr'" in message
+    for existing in ("doc_id", "gender", "title", "topics"):
+        assert existing in message
+
+
+def test_search_kwargs_and_per_call_extras_reach_the_store(store):
+    retriever = fair(store, search_kwargs={"filter": {"gender": "male"}}, ranker="standard")
+    documents = retriever.invoke("who?")
+    assert {d.metadata["gender"] for d in documents} == {"male"}
+    assert store.calls[-1][3] == {"filter": {"gender": "male"}}
+    documents = retriever.invoke("who?", filter={"gender": "female"})
+    assert {d.metadata["gender"] for d in documents} == {"female"}
+
+
+def test_empty_pool_gives_no_documents(store):
+    retriever = fair(store, search_kwargs={"filter": {"gender": "nobody"}})
+    assert retriever.invoke("who?") == []
+
+
+async def test_async_path_awaits_the_stores_async_search(store):
+    retriever = fair(store, seed=0)
+    documents = await retriever.ainvoke("who?", k=3, seed=4)
+    assert [mode for mode, *_ in store.calls] == ["async"]
+    assert titles(documents) == titles(retriever.invoke("who?", k=3, seed=4))
+
+
+async def test_async_path_uses_store_relevance_when_stated(pool):
+    store = CosineFixedPoolStore(*pool)
+    documents = await fair(store, ranker="standard").ainvoke("who?")
+    assert documents[0].metadata["relevance_function"] == "store: cosine_relevance_score_fn"
+    assert [mode for mode, *_ in store.calls] == ["async"]
+
+
+def test_batch_matches_single_calls(store):
+    retriever = fair(store)
+    batched = retriever.batch(["a", "b", "c"], seed=9)
+    assert [titles(d) for d in batched] == [titles(retriever.invoke(q, seed=9)) for q in "abc"]
+
+
+def test_tracing_params_name_the_vector_store(store):
+    params = fair(store)._get_ls_params()
+    assert params["ls_retriever_name"] == "fair"
+    assert params["ls_vector_store_provider"] == "FixedPoolStore"
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    params = fair(store)._get_ls_params()
+    assert params["ls_embedding_provider"] == "DeterministicFakeEmbedding"
