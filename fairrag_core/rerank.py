@@ -59,16 +59,23 @@ class Reranking:
         return [p.group for p in self.placements]
 
 
-def group_labels(metadatas: Sequence[Mapping[str, object] | None], group_key: str) -> list:
+def group_labels(
+    metadatas: Sequence[Mapping[str, object] | None],
+    group_key: str,
+    *,
+    require_present: bool = True,
+) -> list:
     """The ``group_key`` value of each candidate; a candidate without it is unknown (``None``).
 
-    A key that no candidate carries is an error, not a pool of unknowns: it names the key and
-    the metadata fields that do exist, since it is almost always a misspelling.
+    For a retrieved pool (``require_present=True``), a key that no candidate carries is an error,
+    not a pool of unknowns: it names the key and the metadata fields that do exist, since it is
+    almost always a misspelling. A short shown list (the top-k, a context) may legitimately hold
+    only unknowns, so auditors pass ``require_present=False``.
     """
     if not isinstance(group_key, str) or not group_key:
         raise ValueError(f"group_key must be a non-empty metadata field name, got {group_key!r}")
     labels = [None if m is None else m.get(group_key) for m in metadatas]
-    if metadatas and all(label is None for label in labels):
+    if require_present and metadatas and all(label is None for label in labels):
         fields = sorted({key for m in metadatas if m for key in m})
         raise KeyError(
             f"group_key {group_key!r} is on no candidate of the pool; "

@@ -73,13 +73,20 @@ def check_alpha(alpha: object) -> float:
     return float(alpha)
 
 
-def as_rng(rng: object) -> np.random.Generator:
-    """A ``numpy.random.Generator`` from a Generator, an int seed, or a SeedSequence."""
+def as_rng(rng: object, name: str = "rng") -> np.random.Generator:
+    """A ``numpy.random.Generator`` from a Generator, an int seed >= 0, or a SeedSequence.
+
+    ``name`` is the argument the value came from, for the error message.
+    """
     if isinstance(rng, np.random.Generator):
         return rng
-    if isinstance(rng, (int, np.integer, np.random.SeedSequence)) and not isinstance(rng, bool):
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        if rng < 0:
+            raise ValueError(f"{name} must be an int >= 0 or a numpy.random.Generator, got {rng!r}")
         return np.random.default_rng(rng)
-    raise TypeError(f"rng must be a numpy.random.Generator or an int seed, got {rng!r}")
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    raise TypeError(f"{name} must be a numpy.random.Generator or an int seed, got {rng!r}")
 
 
 def check_score_batch(scores: object) -> np.ndarray:

@@ -107,9 +107,11 @@ def retrieval_summary(
     The record is the core auditor's (groups, exposure share, exposure disparity) plus the
     titles shown, the ranker named by the documents' ``ranker`` metadata (None when the list did
     not come from a fair re-ranker) and the relevance function the retriever stated.
-    Raises the core's ``KeyError`` when no shown document carries ``group_key``.
+    Documents without ``group_key`` are of unknown group, even when none of them has it.
     """
-    groups = group_labels([document.metadata for document in documents], group_key)
+    groups = group_labels(
+        [document.metadata for document in documents], group_key, require_present=False
+    )
     record: dict[str, Any] = {
         "ranker": _first_metadata(documents, "ranker"),
         "titles": [document_title(document, title_key) for document in documents],

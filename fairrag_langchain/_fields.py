@@ -24,8 +24,8 @@ class FairRankingFields(BaseModel):
 
     ranker: str | Ranker = "representative_stochastic"
     """A core ranker name (``fairrag_core.available_rankers()``) or a built core ``Ranker``."""
-    group_key: str = "gender"
-    """The metadata field holding each document's group (missing on a document = unknown)."""
+    group_key: str
+    """The metadata field holding each document's group, e.g. ``"gender"`` (required)."""
     protected: Any = None
     """The protected group of the binary target, e.g. ``"female"``."""
     target_share: float | None = None

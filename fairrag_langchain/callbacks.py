@@ -79,8 +79,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     with its ``error``. A root run without any retrieval (a bare model call) writes nothing.
 
     Each record carries ``run_id`` (the root run), ``retriever_run_id``, ``llm_run_id``,
-    ``query`` and ``retriever``. When no shown document has ``group_key`` (the core's error for a
-    misspelt key), the record holds the error text instead of metrics.
+    ``query`` and ``retriever``. Shown documents without ``group_key`` are of unknown group (never
+    protected); a shown list may hold only such documents.
 
     Records are kept in :attr:`records` and, with ``path``, appended to that file as JSON lines by
     the core's :class:`~fairrag_core.JsonLinesLog` (one ``write`` per record under a lock and an
@@ -94,7 +94,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     def __init__(
         self,
         *,
-        group_key: str = "gender",
+        group_key: str,
         protected: Any = None,
         target_share: float | None = None,
         target: Any = None,
@@ -228,17 +228,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
 
     def on_retriever_end(self, documents: list[Document], *, run_id: UUID, **kwargs: Any) -> None:
         documents = list(documents)
-        try:
-            record, groups = retrieval_summary(
-                self.auditor, documents, self.group_key, self.title_key
-            )
-        except KeyError as exc:
-            record, groups = {"error": str(exc.args[0] if exc.args else exc)}, None
-            share = None
-            context: list[ContextDocument] = []
-        else:
-            share = record.get("exposure_share")
-            context, _ = context_documents(documents, groups, self.title_key)
+        record, groups = retrieval_summary(self.auditor, documents, self.group_key, self.title_key)
+        share = record.get("exposure_share")
+        context, _ = context_documents(documents, groups, self.title_key)
         with self._lock:
             root = self._root_of.get(run_id)
             if root is None:  # its start was not seen (handler added mid-run): standalone
@@ -249,8 +241,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             retrieval.record = record
             retrieval.context = context
             retrieval.share = share
-            if groups is not None:
-                state.last_ended = run_id
+            state.last_ended = run_id
         self._ended(run_id)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

@@ -96,14 +96,18 @@ def make_fair_rag_chain(
 
     Fairness target and group field: taken from a :class:`FairRetriever` (its ranker's target,
     its ``group_key``) unless given here; for any other retriever, give ``protected`` (and
-    ``target_share``) or ``target``, and ``group_key`` (default ``"gender"``).
+    ``target_share``) or ``target``, and ``group_key`` (required).
     """
     model = default_chat_model(base_url) if llm is None else llm
     if isinstance(retriever, FairRetriever):
         group_key = group_key or retriever.group_key
         if protected is None and target_share is None and target is None:
             target = retriever.fairness_target
-    group_key = group_key or "gender"
+    if group_key is None:
+        raise ValueError(
+            "group_key is required with a retriever that is not a FairRetriever: the metadata "
+            "field holding each document's group, e.g. group_key='gender'"
+        )
     auditor = auditor_for(protected, target_share, target)
     parser = CitationOutputParser(group_key=group_key, title_key=title_key)
 

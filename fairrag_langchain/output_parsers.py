@@ -142,7 +142,9 @@ class CitationOutputParser(BaseOutputParser[CitedAnswer]):
             )
         groups = None
         if self.group_key is not None and documents:
-            groups = group_labels([d.metadata for d in documents], self.group_key)
+            groups = group_labels(
+                [d.metadata for d in documents], self.group_key, require_present=False
+            )
         context, origin = context_documents(documents, groups, self.title_key)
         citations = [
             ParsedCitation(

@@ -17,7 +17,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import Field, PrivateAttr
 
 from fairrag_core import group_labels, rerank
-from fairrag_core.validation import check_k
+from fairrag_core.validation import as_rng, check_k
 
 from ._documents import placed_copies
 from ._fields import FairRankingFields
@@ -198,7 +198,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         else:
             scores = [convert(score) for _, score in pool]
         groups = group_labels([document.metadata for document in documents], self.group_key)
-        reranking = rerank(self._ranker, scores, groups, k, rng=seed)
+        rng = None if seed is None else as_rng(seed, name="seed")
+        reranking = rerank(self._ranker, scores, groups, k, rng=rng)
         return placed_copies(documents, reranking, {"relevance_function": relevance_function})
 
 

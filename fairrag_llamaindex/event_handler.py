@@ -349,22 +349,27 @@ class FairnessEventHandler(BaseEventHandler):
         answer: str | None,
         sources: Sequence[NodeWithScore] | None,
     ) -> dict[str, Any]:
-        groups = group_labels([n.node.metadata for n in shown], self.group_key)
+        groups = group_labels(
+            [n.node.metadata for n in shown], self.group_key, require_present=False
+        )
         record = self._auditor.retrieval(groups)
         record["answer"] = answer
-        record["follows_citation_format"] = False
         if answer is None:
+            record["follows_citation_format"] = False
             return record
         context = self._context(shown if sources is None else sources)
-        generation = self._auditor.generation(answer, context, record.get("exposure_share"))
-        if generation["n_bullets"] > 0:
-            record["follows_citation_format"] = True
-            record.update(generation)
+        record.update(
+            self._auditor.generation(
+                answer, context, record.get("exposure_share"), require_format=True
+            )
+        )
         return record
 
     def _context(self, nodes: Sequence[NodeWithScore]) -> list[ContextDocument]:
         """The nodes the LLM saw, as the core's ContextDocument (untitled nodes left out)."""
-        groups = group_labels([n.node.metadata for n in nodes], self.group_key) if nodes else []
+        groups = group_labels(
+            [n.node.metadata for n in nodes], self.group_key, require_present=False
+        )
         context = []
         for node, group in zip(nodes, groups, strict=True):
             title = self._title(node)

@@ -7,6 +7,7 @@ import os
 import resource
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -253,6 +254,12 @@ def _query_embeddings(model):
 
 def _run_trials(config, client, model, corpus, trials, llm, records_log, out, log):
     from langchain_chroma import Chroma
+
+    # SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
+    # outside [0, 1], once per query with the whole pool in the message. Expected here.
+    warnings.filterwarnings(
+        "ignore", message="Relevance scores must be between 0 and 1", category=UserWarning
+    )
 
     from fairrag_langchain import FairnessCallbackHandler, FairRetriever
     from fairrag_langchain.chains import make_fair_rag_chain

@@ -208,12 +208,14 @@ def test_titles_fall_back_to_the_title_line_of_the_text(fairness_handler):
     assert record["n_valid_citations"] == 5 and record["groundedness"] == 1.0
 
 
-def test_wrong_group_key_gives_an_error_record_not_a_silent_loss():
+def test_shown_nodes_without_the_handlers_group_key_are_unknown_never_protected():
     handler = FairnessEventHandler(group_key="sex", protected="female")
     with handler.attach():
         engine().query("Who?")
     (record,) = handler.records
-    assert record["error"].startswith("KeyError") and "'sex'" in record["error"]
+    assert record["groups"] == [None] * len(record["groups"]) and record["groups"]
+    assert record["exposure_share"] == 0.0
+    assert "error" not in record
 
 
 def test_from_postprocessor_audits_against_the_rankers_target_and_exposure():

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 
 def fair(store, **params) -> FairRetriever:
     params.setdefault("protected", "female")
+    params.setdefault("group_key", "gender")
     return FairRetriever(vectorstore=store, **params)
 
 

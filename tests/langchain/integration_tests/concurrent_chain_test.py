@@ -20,8 +20,8 @@ RUNS = 200
 
 async def test_one_valid_linked_record_per_concurrent_run(trec_store, subset_topics, tmp_path):
     path = tmp_path / "fairness.jsonl"
-    handler = FairnessCallbackHandler(protected="female", path=path)
-    retriever = FairRetriever(vectorstore=trec_store, protected="female")
+    handler = FairnessCallbackHandler(group_key="gender", protected="female", path=path)
+    retriever = FairRetriever(group_key="gender", vectorstore=trec_store, protected="female")
     chain = make_fair_rag_chain(retriever, FakeCitingChatModel(shuffle=True, max_citations=4))
     questions = [scenario_question(s, t) for t in subset_topics for s in range(1, 5)]
     run_ids = [uuid.uuid4() for _ in range(RUNS)]

@@ -19,7 +19,9 @@ from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
 
 @pytest.fixture
 def retriever():
-    return FairRetriever(vectorstore=FixedPoolStore(*imbalanced_pool()), protected="female")
+    return FairRetriever(
+        group_key="gender", vectorstore=FixedPoolStore(*imbalanced_pool()), protected="female"
+    )
 
 
 @pytest.fixture
@@ -98,10 +100,15 @@ async def test_async_chain_matches_sync(retriever):
 
 def test_any_retriever_needs_a_target_given_to_the_chain():
     store = FixedPoolStore(*imbalanced_pool())
+    with pytest.raises(ValueError, match="group_key is required"):
+        make_fair_rag_chain(store.as_retriever(), FakeCitingChatModel(), protected="female")
     with pytest.raises(ValueError, match="no fairness target"):
-        make_fair_rag_chain(store.as_retriever(), FakeCitingChatModel())
+        make_fair_rag_chain(store.as_retriever(), FakeCitingChatModel(), group_key="gender")
     chain = make_fair_rag_chain(
-        store.as_retriever(search_kwargs={"k": 5}), FakeCitingChatModel(), protected="female"
+        store.as_retriever(search_kwargs={"k": 5}),
+        FakeCitingChatModel(),
+        protected="female",
+        group_key="gender",
     )
     output = chain.invoke("q")
     assert output["metrics"]["exposure_share"] == 0.0

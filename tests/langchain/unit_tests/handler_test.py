@@ -24,11 +24,12 @@ def store():
 
 @pytest.fixture
 def retriever(store):
-    return FairRetriever(vectorstore=store, protected="female", seed=0)
+    return FairRetriever(group_key="gender", vectorstore=store, protected="female", seed=0)
 
 
 def handler_for(**params) -> FairnessCallbackHandler:
     params.setdefault("protected", "female")
+    params.setdefault("group_key", "gender")
     return FairnessCallbackHandler(**params)
 
 
@@ -120,8 +121,10 @@ def test_hallucinating_answer(retriever):
 
 def test_summary_gives_means_per_ranker(store):
     handler = handler_for()
-    standard = FairRetriever(vectorstore=store, ranker="standard", protected="female")
-    fair = FairRetriever(vectorstore=store, protected="female", seed=1)
+    standard = FairRetriever(
+        group_key="gender", vectorstore=store, ranker="standard", protected="female"
+    )
+    fair = FairRetriever(group_key="gender", vectorstore=store, protected="female", seed=1)
     for retriever in (standard, fair):
         chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
         chain.batch([f"q{i}" for i in range(20)], config=config(handler))
@@ -142,12 +145,14 @@ def test_other_retrievers_are_recorded_under_their_name(store):
     assert "relevance_function" not in record
 
 
-def test_wrong_group_key_is_recorded_as_an_error(retriever):
+def test_shown_documents_without_the_handlers_group_key_are_unknown_never_protected(retriever):
     handler = handler_for(group_key="sex")
     retriever.invoke("q", config=config(handler))
     (record,) = handler.records
-    assert "'sex'" in record["error"] and "gender" in record["error"]
-    assert "exposure_share" not in record
+    assert record["groups"] == [None] * 5
+    assert record["exposure_share"] == 0.0
+    assert record["exposure_disparity"] == pytest.approx(0.5)
+    assert "error" not in record
 
 
 def test_a_failing_chain_still_writes_what_it_retrieved(retriever):
@@ -181,6 +186,8 @@ def test_state_is_released_after_each_run(retriever):
 
 def test_bad_configuration_fails_at_construction(tmp_path):
     with pytest.raises(ValueError, match="no fairness target"):
-        FairnessCallbackHandler()
+        FairnessCallbackHandler(group_key="gender")
+    with pytest.raises(TypeError, match="group_key"):
+        FairnessCallbackHandler(protected="female")
     with pytest.raises(ValueError, match="does not exist"):
         handler_for(path=tmp_path / "missing" / "log.jsonl")

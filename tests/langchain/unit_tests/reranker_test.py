@@ -29,7 +29,9 @@ def pool():
 
 def test_scores_from_metadata(pool):
     # Reversed input order: the standard ranker must follow the scores, not the order.
-    shown = FairReranker(ranker="standard", k=3).compress_documents(pool[::-1], "q")
+    shown = FairReranker(group_key="gender", ranker="standard", k=3).compress_documents(
+        pool[::-1], "q"
+    )
     assert titles(shown) == titles(pool[:3])
     assert [d.metadata["pool_rank"] for d in shown] == [1, 2, 3]
     assert all(d.metadata["score_source"] == "metadata:relevance_score" for d in shown)
@@ -38,11 +40,13 @@ def test_scores_from_metadata(pool):
 
 def test_scores_from_incoming_order_when_no_document_has_one():
     documents = person_documents(["male"] * 6 + ["female"] * 4)
-    shown = FairReranker(ranker="standard", k=4).compress_documents(documents, "q")
+    shown = FairReranker(group_key="gender", ranker="standard", k=4).compress_documents(
+        documents, "q"
+    )
     assert titles(shown) == titles(documents[:4])
     assert all(d.metadata["score_source"] == "incoming_order" for d in shown)
     assert "relevance_score" not in shown[0].metadata  # no score is invented
-    fair = FairReranker(ranker="forced_exposure", protected="female", k=4)
+    fair = FairReranker(group_key="gender", ranker="forced_exposure", protected="female", k=4)
     groups = [d.metadata["gender"] for d in fair.compress_documents(documents, "q")]
     assert groups.count("female") == 2
 
@@ -52,9 +56,9 @@ def test_a_custom_score_key(pool):
         d.model_copy(update={"metadata": {**d.metadata, "rerank": -i}})
         for i, d in enumerate(pool[::-1])
     ]
-    shown = FairReranker(ranker="standard", k=2, score_key="rerank").compress_documents(
-        documents, "q"
-    )
+    shown = FairReranker(
+        group_key="gender", ranker="standard", k=2, score_key="rerank"
+    ).compress_documents(documents, "q")
     assert titles(shown) == titles(documents[:2])
     assert shown[0].metadata["score_source"] == "metadata:rerank"
 
@@ -66,24 +70,26 @@ def test_scores_on_some_documents_only_is_an_error_naming_positions(pool):
         del meta["relevance_score"]
         mixed[i] = mixed[i].model_copy(update={"metadata": meta})
     with pytest.raises(ValueError, match=r"'relevance_score'.*positions \[2, 4\]"):
-        FairReranker(ranker="standard").compress_documents(mixed, "q")
+        FairReranker(group_key="gender", ranker="standard").compress_documents(mixed, "q")
 
 
 def test_non_finite_scores_are_the_cores_error(pool):
     bad = scored(pool[:3], [0.5, float("nan"), 0.2])
     with pytest.raises(ValueError, match="finite"):
-        FairReranker(ranker="standard").compress_documents(bad, "q")
+        FairReranker(group_key="gender", ranker="standard").compress_documents(bad, "q")
 
 
 def test_inputs_are_never_changed(pool):
     before = copy.deepcopy(pool)
-    shown = FairReranker(protected="female", seed=3).compress_documents(pool, "q")
+    shown = FairReranker(group_key="gender", protected="female", seed=3).compress_documents(
+        pool, "q"
+    )
     assert pool == before
     assert not {id(d) for d in shown} & {id(d) for d in pool}
 
 
 def test_moves_protected_exposure_toward_target(pool):
-    reranker = FairReranker(protected="female", seed=0)
+    reranker = FairReranker(group_key="gender", protected="female", seed=0)
     shares = []
     for _ in range(200):
         groups = [d.metadata["gender"] for d in reranker.compress_documents(pool, "q")]
@@ -94,10 +100,10 @@ def test_moves_protected_exposure_toward_target(pool):
 def test_wrong_group_key_and_empty_input(pool):
     with pytest.raises(KeyError, match="sex"):
         FairReranker(protected="female", group_key="sex").compress_documents(pool, "q")
-    assert FairReranker(protected="female").compress_documents([], "q") == []
+    assert FairReranker(group_key="gender", protected="female").compress_documents([], "q") == []
 
 
 async def test_async_compress_matches_sync(pool):
-    a = FairReranker(protected="female", seed=11)
-    b = FairReranker(protected="female", seed=11)
+    a = FairReranker(group_key="gender", protected="female", seed=11)
+    b = FairReranker(group_key="gender", protected="female", seed=11)
     assert titles(await a.acompress_documents(pool, "q")) == titles(b.compress_documents(pool, "q"))

@@ -34,6 +34,7 @@ def store(pool):
 
 def fair(store, **params) -> FairRetriever:
     params.setdefault("protected", "female")
+    params.setdefault("group_key", "gender")
     return FairRetriever(vectorstore=store, **params)
 
 
@@ -129,7 +130,7 @@ def test_bad_fields_fail_at_construction(store):
     with pytest.raises(ValueError, match=r"unknown ranker 'fairest'.*representative_stochastic"):
         fair(store, ranker="fairest")
     with pytest.raises(ValueError, match="no fairness target"):
-        FairRetriever(vectorstore=store, ranker="representative_stochastic")
+        FairRetriever(group_key="gender", vectorstore=store, ranker="representative_stochastic")
     with pytest.raises(ValueError, match="alpha"):
         fair(store, ranker_params={"alpha": 0})
 
@@ -160,11 +161,11 @@ def test_ranker_params_reach_the_core_ranker(store):
 
 def test_a_built_core_ranker_is_used_as_is(store):
     ranker = make_ranker("forced_exposure", protected="female")
-    retriever = FairRetriever(vectorstore=store, ranker=ranker)
+    retriever = FairRetriever(group_key="gender", vectorstore=store, ranker=ranker)
     assert retriever._ranker is ranker
     assert retriever.invoke("who?")[0].metadata["ranker"] == "forced_exposure"
     with pytest.raises(ValueError, match="cannot be applied to an existing ranker"):
-        FairRetriever(vectorstore=store, ranker=ranker, protected="female")
+        FairRetriever(group_key="gender", vectorstore=store, ranker=ranker, protected="female")
 
 
 def test_candidates_without_the_group_field_are_an_unknown_group():
