@@ -39,8 +39,12 @@ class MissingChatModelError(ValueError):
     """No chat model was given and the default (OpenAI) one cannot be built."""
 
 
-def default_chat_model(base_url: str | None = None) -> BaseChatModel:
+def default_chat_model(
+    base_url: str | None = None, model: str = DEFAULT_OPENAI_MODEL
+) -> BaseChatModel:
     """``ChatOpenAI(model="gpt-4o-mini", temperature=0.1)``, the paper's generator.
+
+    ``model`` names another OpenAI (or OpenAI-compatible) model at the same temperature.
 
     Needs ``OPENAI_API_KEY``; the endpoint is ``base_url`` when given, else ``OPENAI_API_BASE``
     or ``OPENAI_BASE_URL`` when set (read by ``ChatOpenAI`` and the ``openai`` client), else
@@ -50,7 +54,7 @@ def default_chat_model(base_url: str | None = None) -> BaseChatModel:
     if not os.environ.get("OPENAI_API_KEY"):
         raise MissingChatModelError(
             "no chat model given and OPENAI_API_KEY is not set. Either set OPENAI_API_KEY to use "
-            f"ChatOpenAI(model={DEFAULT_OPENAI_MODEL!r}, temperature={DEFAULT_TEMPERATURE}) "
+            f"ChatOpenAI(model={model!r}, temperature={DEFAULT_TEMPERATURE}) "
             "(with OPENAI_BASE_URL or base_url= for an OpenAI-compatible server), or pass any "
             "LangChain chat model: make_fair_rag_chain(retriever, llm=ChatOllama(model=...)), "
             "or llm=fairrag_langchain.fakes.FakeCitingChatModel() for an offline run."
@@ -62,7 +66,7 @@ def default_chat_model(base_url: str | None = None) -> BaseChatModel:
             "no chat model given and langchain-openai is not installed: "
             "pip install 'fairrag[langchain]', or pass llm=<any LangChain chat model>"
         ) from exc
-    params: dict[str, Any] = {"model": DEFAULT_OPENAI_MODEL, "temperature": DEFAULT_TEMPERATURE}
+    params: dict[str, Any] = {"model": model, "temperature": DEFAULT_TEMPERATURE}
     if base_url is not None:
         params["base_url"] = base_url
     return ChatOpenAI(**params)

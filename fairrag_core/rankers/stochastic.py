@@ -26,7 +26,7 @@ def plackett_luce_log_weights(
             normalised = scores * scale
             normalised += 1.0 - low * scale
         else:
-            normalised = np.ones_like(scores)
+            return np.ones_like(scores)  # 1 ** alpha
     else:
         low_rows = scores.min(axis=-1, keepdims=True)
         span = scores.max(axis=-1, keepdims=True) - low_rows
@@ -35,20 +35,26 @@ def plackett_luce_log_weights(
 
 
 def _power(base: np.ndarray, alpha: float) -> np.ndarray:
-    """``base ** alpha``; integer alphas (Kim & Diaz's 1, 2, 4, 8, ...) by repeated squaring,
-    which is several times faster than ``pow`` on large batches."""
+    """``base ** alpha``, overwriting ``base`` (a fresh array the caller owns).
+
+    Integer alphas (Kim & Diaz's 1, 2, 4, 8, ...) go by repeated squaring in place, which is
+    faster than ``pow``: two multiplications for alpha = 4.
+    """
     exponent = int(alpha)
-    if exponent != alpha or not 1 <= exponent <= 64 or base.size < 64:
-        return base**alpha
+    if exponent != alpha or not 1 <= exponent <= 64:
+        return np.power(base, alpha, out=base)
     result = None
     square = base
     while True:
         if exponent & 1:
-            result = square.copy() if result is None else np.multiply(result, square, out=result)
+            if result is None:
+                result = square
+            else:
+                result *= square
         exponent >>= 1
         if not exponent:
             return result
-        square = square * square
+        square = square * square if result is square else np.multiply(square, square, out=square)
 
 
 class StochasticRanker(Ranker):

@@ -11,6 +11,7 @@ from fairrag_langchain import (
     CitedAnswer,
     FairRetriever,
     MissingChatModelError,
+    default_chat_model,
     make_fair_rag_chain,
 )
 from fairrag_langchain.fakes import FakeCitingChatModel
@@ -146,3 +147,10 @@ def test_a_chat_openai_built_by_the_user_is_accepted_unchanged(retriever, no_ope
     llm = ChatOpenAI(model="gpt-4o-mini", temperature=0.1, api_key="sk-fake-key-for-tests")
     (model,) = chat_models_in(make_fair_rag_chain(retriever, llm))
     assert model is llm
+
+
+def test_default_model_can_name_another_openai_model(no_openai_env, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-tests")
+    model = default_chat_model(model="gpt-4.1-mini")
+    assert model.model_name == "gpt-4.1-mini"
+    assert model.temperature == 0.1
