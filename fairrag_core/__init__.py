@@ -6,6 +6,7 @@ adapters translate their objects into (scores, groups) and call this package.
 
 from . import citations, metrics, prompts, stats
 from .audit import FairnessAuditor, summarize_records
+from .errors import VectorStoreUnavailableError
 from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
@@ -15,6 +16,7 @@ from .rankers import (
     StandardRanker,
     StochasticRanker,
     available_rankers,
+    configure_ranker,
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
@@ -36,8 +38,10 @@ __all__ = [
     "StandardRanker",
     "StochasticRanker",
     "Target",
+    "VectorStoreUnavailableError",
     "available_rankers",
     "citations",
+    "configure_ranker",
     "group_labels",
     "make_exposure_model",
     "make_ranker",

@@ -48,7 +48,8 @@ class JsonLinesLog:
         self.path = Path(path)
         folder = self.path.parent
         if not folder.is_dir():
-            raise ValueError(f"log path {str(self.path)!r}: folder {str(folder)!r} does not exist")
+            why = "is a file, not a folder" if folder.exists() else "does not exist"
+            raise ValueError(f"log path {str(self.path)!r}: folder {str(folder)!r} {why}")
         if self.path.is_dir():
             raise ValueError(f"log path {str(self.path)!r} is a folder; give a file path")
         try:

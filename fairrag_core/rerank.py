@@ -1,7 +1,8 @@
 """What both framework adapters share: pool -> (scores, groups) -> ranker -> placed results.
 
 The adapters translate their objects into plain values, call :func:`rerank` and translate back;
-every decision about groups, missing scores and exposure lives here so both behave the same.
+every decision about groups, missing scores, duplicate documents and exposure lives here so both
+behave the same.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .ranking import Ranker
+from .validation import check_groups, check_scores
 
 __all__ = [
     "Placement",
@@ -32,7 +34,7 @@ class Placement:
     fair_rank: int
     """1-based rank in the re-ranked list."""
     pool_rank: int
-    """1-based rank by score in the pool (ties keep pool order)."""
+    """1-based rank by score in the pool (ties keep pool order; dropped duplicates not counted)."""
     score: float
     """The candidate's relevance score."""
     exposure_weight: float
@@ -48,6 +50,8 @@ class Reranking:
     placements: tuple[Placement, ...]
     ranker: str
     quota_shortfall: Mapping[Hashable, int] = field(default_factory=dict)
+    duplicates: tuple[int, ...] = ()
+    """Pool positions left out because an earlier candidate has the same document id."""
 
     @property
     def indices(self) -> list[int]:
@@ -121,16 +125,33 @@ def rerank(
     k: int,
     *,
     rng: np.random.Generator | int | None = None,
+    ids: Sequence[Hashable | None] | None = None,
 ) -> Reranking:
-    """Rank the pool with ``ranker`` and describe each shown candidate (:class:`Placement`)."""
+    """Rank the pool with ``ranker`` and describe each shown candidate (:class:`Placement`).
+
+    ``ids`` (one document id per candidate, ``None`` = no id) deduplicates the pool before
+    ranking: of several candidates with the same id only the **first** in pool order is ranked,
+    whatever the later ones' scores or groups, and the others are reported in
+    :attr:`Reranking.duplicates`. Our choice (SPEC.md is silent): one document shown twice
+    would count twice toward its group's exposure and fill two of the k slots with one
+    source; stores return pools best first, so the first occurrence is the best-scored one,
+    and a merged pool (several retrievers) keeps the order it was merged in. Candidates without
+    an id are never treated as duplicates. Pool positions in errors and placements always
+    refer to the pool as given.
+    """
+    scores, _, _ = check_scores(scores)  # validate the pool as given: errors name its positions
+    groups = check_groups(groups, scores.shape[0])
+    kept, duplicates = _first_occurrences(ids, scores.shape[0])
+    if duplicates:
+        scores = scores[kept]
+        groups = [groups[i] for i in kept]
     result = ranker.rank_detailed(scores, groups, k, rng=rng)
-    scores = np.asarray(scores, dtype=float)
     pool_rank = np.empty(scores.shape[0], dtype=np.intp)
     pool_rank[np.argsort(-scores, kind="stable")] = np.arange(1, scores.shape[0] + 1)
     weights = ranker.exposure.weights(len(result.indices))
     placements = tuple(
         Placement(
-            pool_index=int(i),
+            pool_index=int(kept[i]) if duplicates else int(i),
             fair_rank=position + 1,
             pool_rank=int(pool_rank[i]),
             score=float(scores[i]),
@@ -139,4 +160,33 @@ def rerank(
         )
         for position, i in enumerate(result.indices)
     )
-    return Reranking(placements, ranker.name, result.quota_shortfall)
+    return Reranking(placements, ranker.name, result.quota_shortfall, tuple(duplicates))
+
+
+def _first_occurrences(
+    ids: Sequence[Hashable | None] | None, n: int
+) -> tuple[np.ndarray, list[int]]:
+    """``(positions kept, positions dropped)``: the first candidate of each id is kept."""
+    if ids is None:
+        return np.arange(n), []
+    if isinstance(ids, (str, bytes)) or len(ids) != n:
+        raise ValueError(f"ids must hold one document id per candidate ({n}), got {ids!r:.100}")
+    seen: set[Hashable] = set()
+    kept: list[int] = []
+    dropped: list[int] = []
+    for position, doc_id in enumerate(ids):
+        if doc_id is None:
+            kept.append(position)
+            continue
+        try:
+            duplicate = doc_id in seen
+        except TypeError:
+            raise TypeError(
+                f"ids must be hashable document ids; pool position {position} holds {doc_id!r:.80}"
+            ) from None
+        if duplicate:
+            dropped.append(position)
+        else:
+            seen.add(doc_id)
+            kept.append(position)
+    return np.asarray(kept, dtype=np.intp), dropped

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from fairrag_core import Ranker, Target, make_ranker
+from fairrag_core import Ranker, Target, configure_ranker
 
 __all__ = ["FairRankingFields"]
 
@@ -14,9 +14,9 @@ __all__ = ["FairRankingFields"]
 class FairRankingFields(BaseModel):
     """Which core ranker re-ranks the pool, against which target, and how many it shows.
 
-    The ranker is built once, when the model is created, with
-    ``make_ranker(ranker, protected=, target_share=, target=, seed=, **ranker_params)`` (only the
-    arguments that are set are passed, so a ready :class:`~fairrag_core.Ranker` is used as is).
+    The ranker is built once, when the model is created, by the core's
+    :func:`~fairrag_core.configure_ranker` (only the arguments that are set are passed, so a
+    ready :class:`~fairrag_core.Ranker` is used as is).
     Bad configuration fails there, with the core's message.
     """
 
@@ -43,17 +43,14 @@ class FairRankingFields(BaseModel):
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
-        params = {
-            name: value
-            for name, value in (
-                ("protected", self.protected),
-                ("target_share", self.target_share),
-                ("target", self.target),
-                ("seed", self.seed),
-            )
-            if value is not None
-        }
-        self._ranker = make_ranker(self.ranker, **params, **self.ranker_params)
+        self._ranker = configure_ranker(
+            self.ranker,
+            protected=self.protected,
+            target_share=self.target_share,
+            target=self.target,
+            seed=self.seed,
+            params=self.ranker_params,
+        )
 
     @property
     def ranker_name(self) -> str:

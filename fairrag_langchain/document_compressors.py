@@ -41,7 +41,8 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
     positions without it: mixing the two would rank unscored documents arbitrarily. The rule is
     the core's (:func:`~fairrag_core.pool_scores`); scores must be finite numbers.
 
-    Groups, unknown groups and a wrong ``group_key`` behave as in :class:`FairRetriever`.
+    Groups, unknown groups, a wrong ``group_key`` and documents repeating an earlier one's
+    ``Document.id`` (left out, the first kept) behave as in :class:`FairRetriever`.
     Returned documents are copies with ``fair_rank``, ``pool_rank`` (rank by score, or incoming
     position), ``exposure_weight``, ``ranker`` and ``score_source`` (``"metadata:<score_key>"``
     or ``"incoming_order"``) added to their metadata; existing keys, ``relevance_score``
@@ -62,7 +63,8 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         documents = list(documents)
         scores, source = self._scores(documents)
         groups = group_labels([document.metadata for document in documents], self.group_key)
-        reranking = rerank(self._ranker, scores, groups, self.k)
+        ids = [document.id for document in documents]
+        reranking = rerank(self._ranker, scores, groups, self.k, ids=ids)
         return placed_copies(documents, reranking, {"score_source": source}, with_score=False)
 
     async def acompress_documents(

@@ -16,7 +16,7 @@ from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import Field, PrivateAttr
 
-from fairrag_core import group_labels, rerank
+from fairrag_core import VectorStoreUnavailableError, group_labels, rerank
 from fairrag_core.validation import as_rng, check_k
 
 from ._documents import placed_copies
@@ -27,6 +27,14 @@ __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
 RELEVANCE_FALLBACK = "fallback: 1 - distance (cosine)"
 """``relevance_function`` of a pool scored by SPEC.md's rule because the store states none."""
 _SIMILARITY_AS_IS = "fallback: similarity as returned (InMemoryVectorStore)"
+
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
+try:  # the HTTP client of Chroma's HttpClient and of most hosted stores
+    import httpx
+
+    _TRANSPORT_ERRORS += (httpx.TransportError,)
+except ImportError:  # pragma: no cover - httpx comes with langchain-core's langsmith
+    pass
 
 
 def _cosine_distance_to_relevance(distance: float) -> float:
@@ -81,6 +89,17 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     exist (both rules are the core's, :func:`fairrag_core.group_labels`). The pool is fetched
     with ``max(pool_size, k)`` candidates, so a per-call ``k`` above ``pool_size`` is honoured.
 
+    A candidate whose ``Document.id`` repeats an earlier one's is left out before ranking (the
+    first occurrence is kept; the rule is the core's :func:`fairrag_core.rerank`).
+
+    A store that cannot be reached or does not answer in time (a connection refused or reset,
+    a timeout, an HTTP transport error) raises
+    :class:`fairrag_core.VectorStoreUnavailableError` for that call, naming the store and,
+    when the error says, its address, with the original error as ``__cause__``. Nothing is
+    retried or cached: the same retriever works again once the store is back. Timeouts are the
+    client's: build a Chroma server client with
+    :func:`fairrag_study.index.connect_chroma_server`, which sets them.
+
     Returned documents are copies (the store's objects and their metadata dicts are never
     changed) with ``relevance_score`` (the pool score), ``fair_rank``, ``pool_rank``,
     ``exposure_weight`` (the position weight of the ranker's exposure model), ``ranker`` and
@@ -122,13 +141,16 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
-        convert, name = self._relevance_function()
-        if convert is None:
-            pool = self.vectorstore.similarity_search_with_relevance_scores(
-                query, k=fetch_k, **search
-            )
-        else:
-            pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
+        try:
+            convert, name = self._relevance_function()
+            if convert is None:
+                pool = self.vectorstore.similarity_search_with_relevance_scores(
+                    query, k=fetch_k, **search
+                )
+            else:
+                pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
+        except _TRANSPORT_ERRORS as exc:
+            raise self._unavailable(exc) from exc
         return self._place(pool, convert, name, k, seed)
 
     async def _aget_relevant_documents(
@@ -141,14 +163,30 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
-        convert, name = self._relevance_function()
-        if convert is None:
-            pool = await self.vectorstore.asimilarity_search_with_relevance_scores(
-                query, k=fetch_k, **search
-            )
-        else:
-            pool = await self.vectorstore.asimilarity_search_with_score(query, k=fetch_k, **search)
+        try:
+            convert, name = self._relevance_function()
+            if convert is None:
+                pool = await self.vectorstore.asimilarity_search_with_relevance_scores(
+                    query, k=fetch_k, **search
+                )
+            else:
+                pool = await self.vectorstore.asimilarity_search_with_score(
+                    query, k=fetch_k, **search
+                )
+        except _TRANSPORT_ERRORS as exc:
+            raise self._unavailable(exc) from exc
         return self._place(pool, convert, name, k, seed)
+
+    def _unavailable(self, exc: BaseException) -> VectorStoreUnavailableError:
+        """The typed error of a failed search (an already typed one is passed on as is)."""
+        if isinstance(exc, VectorStoreUnavailableError):
+            return exc
+        where = _address(exc)
+        return VectorStoreUnavailableError(
+            f"{type(self.vectorstore).__name__}{where} is unavailable: the search for the "
+            f"candidate pool failed with {type(exc).__name__}: {exc or 'no detail'}. Nothing was "
+            "retried; this retriever works again once the store answers"
+        )
 
     def _call_params(
         self, k: int | None, search_kwargs: dict[str, Any]
@@ -180,6 +218,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             if isinstance(store, InMemoryVectorStore):
                 return _similarity_as_is, _SIMILARITY_AS_IS
             return _cosine_distance_to_relevance, RELEVANCE_FALLBACK
+        except _TRANSPORT_ERRORS:  # the store is down: decide on the next call, not now
+            raise
         except Exception:  # e.g. an unsupported distance: let the search say so, in its words
             return None, "store"
         return None, f"store: {getattr(chosen, '__name__', 'relevance_score_fn').strip('_')}"
@@ -199,8 +239,19 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             scores = [convert(score) for _, score in pool]
         groups = group_labels([document.metadata for document in documents], self.group_key)
         rng = None if seed is None else as_rng(seed, name="seed")
-        reranking = rerank(self._ranker, scores, groups, k, rng=rng)
+        ids = [document.id for document in documents]
+        reranking = rerank(self._ranker, scores, groups, k, rng=rng, ids=ids)
         return placed_copies(documents, reranking, {"relevance_function": relevance_function})
+
+
+def _address(exc: BaseException) -> str:
+    """`` at scheme://host:port`` when the error carries its request (httpx), else ``""``."""
+    try:
+        url = exc.request.url  # httpx errors; raises RuntimeError when no request is attached
+    except (AttributeError, RuntimeError):
+        return ""
+    port = f":{url.port}" if url.port is not None else ""
+    return f" at {url.scheme}://{url.host}{port}"
 
 
 def _overrides_relevance_search(store_type: type[VectorStore]) -> bool:

@@ -19,7 +19,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from fairrag_core import Placement, Ranker, group_labels, make_ranker, pool_scores, rerank
+from fairrag_core import Placement, Ranker, configure_ranker, group_labels, pool_scores, rerank
 
 __all__ = ["MODEL_NAME_PREFIX", "RERANK_METADATA_KEYS", "FairRerankPostprocessor"]
 
@@ -43,6 +43,10 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     its group is ``node.metadata[group_key]``; a node without that field is of unknown group
     (``None``), never counted as protected. A ``group_key`` that no node carries raises the
     core's ``KeyError`` naming the key and the metadata fields present (almost always a typo).
+
+    **The same node twice.** A node whose ``node_id`` repeats an earlier node's is left out
+    before ranking (the first occurrence is kept, the core's :func:`fairrag_core.rerank` rule),
+    so one document never takes two of the ``top_n`` slots.
 
     **Nodes without a score.** When *no* node has a score (e.g. a keyword retriever that only
     orders), the incoming order is the relevance order; when only *some* lack one, it is a
@@ -92,7 +96,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     )
     ranker_params: dict[str, Any] = Field(
         default_factory=dict,
-        description="Extra parameters of the named ranker for make_ranker, e.g. {'alpha': 4.0}.",
+        description="Extra parameters of the named ranker (configure_ranker), e.g. {'alpha': 4.0}.",
     )
     relevance: Literal["score", "chroma_cosine"] = Field(
         default="score",
@@ -111,22 +115,14 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        fairness = {
-            name: value
-            for name, value in (
-                ("protected", self.protected),
-                ("target_share", self.target_share),
-                ("target", self.target),
-                ("seed", self.seed),
-            )
-            if value is not None
-        }
-        clash = sorted(set(fairness) & set(self.ranker_params))
-        if clash:
-            raise ValueError(
-                f"ranker_params repeats {clash}; give them only as fields of the postprocessor"
-            )
-        self._core_ranker = make_ranker(self.ranker, **fairness, **self.ranker_params)
+        self._core_ranker = configure_ranker(
+            self.ranker,
+            protected=self.protected,
+            target_share=self.target_share,
+            target=self.target,
+            seed=self.seed,
+            params=self.ranker_params,
+        )
 
     @classmethod
     def class_name(cls) -> str:
@@ -175,8 +171,9 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             )
         )
         if nodes:
+            ids = [n.node.node_id for n in nodes]
             with self._draw_lock:
-                reranking = rerank(self._core_ranker, scores, groups, self.top_n)
+                reranking = rerank(self._core_ranker, scores, groups, self.top_n, ids=ids)
             reranked = [
                 _placed(nodes[p.pool_index], p, reranking.ranker) for p in reranking.placements
             ]

@@ -15,6 +15,7 @@ __all__ = [
     "StandardRanker",
     "StochasticRanker",
     "available_rankers",
+    "configure_ranker",
     "make_ranker",
 ]
 
@@ -50,3 +51,38 @@ def make_ranker(name: str | Ranker, **params) -> Ranker:
     except (KeyError, TypeError):
         raise ValueError(f"unknown ranker {name!r}; known rankers: {available_rankers()}") from None
     return cls(**params)
+
+
+def configure_ranker(
+    ranker: str | Ranker,
+    *,
+    protected: object = None,
+    target_share: float | None = None,
+    target: object = None,
+    seed: int | None = None,
+    params: dict[str, object] | None = None,
+) -> Ranker:
+    """The ranker a configuration describes, as the framework adapters hold it.
+
+    ``protected``/``target_share``/``target``/``seed`` left at None are not passed (each ranker
+    keeps its defaults); ``params`` are the ranker-specific extras (``alpha``, ``gain``,
+    ``exposure``, ...) and may not repeat those four.
+    """
+    fairness = {
+        name: value
+        for name, value in (
+            ("protected", protected),
+            ("target_share", target_share),
+            ("target", target),
+            ("seed", seed),
+        )
+        if value is not None
+    }
+    params = dict(params or {})
+    clash = sorted(set(params) & {"protected", "target_share", "target", "seed"})
+    if clash:
+        raise ValueError(
+            f"ranker params repeat {clash}; give them as protected=, target_share=, target=, "
+            "seed= instead"
+        )
+    return make_ranker(ranker, **fairness, **params)

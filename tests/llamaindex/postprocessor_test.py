@@ -272,7 +272,7 @@ def test_non_finite_scores_are_rejected_by_the_core():
         ({"protected": None}, "no fairness target"),
         ({"target_share": 1.5}, "target share"),
         ({"ranker_params": {"alpha": 0}}, "alpha"),
-        ({"ranker_params": {"seed": 1}, "seed": 2}, "ranker_params repeats"),
+        ({"ranker_params": {"seed": 1}, "seed": 2}, "ranker params repeat"),
     ],
 )
 def test_bad_configuration_fails_at_construction(fields, message):

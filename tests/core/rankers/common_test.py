@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairrag_core import OTHERS, RANKERS, available_rankers, make_ranker
+from fairrag_core import OTHERS, RANKERS, available_rankers, configure_ranker, make_ranker
 
 from .strategies import fairness_configs, pools
 
@@ -153,3 +153,12 @@ def test_unknown_groups_count_toward_everyone_else_never_protected():
     result = ranker.rank_detailed([0.9, 0.8, 0.7, 0.6], [None, "male", None, "male"], 4)
     assert result.indices.tolist() == [0, 1, 2, 3]
     assert result.quota_shortfall == {"female": 2}
+
+
+def test_configure_ranker_passes_only_what_is_set_and_refuses_repeats():
+    ranker = configure_ranker("stochastic", seed=3, params={"alpha": 2.0})
+    assert (ranker.alpha, ranker.seed, ranker.target) == (2.0, 3, None)
+    fair = configure_ranker("forced_exposure", protected="female", target_share=0.3)
+    assert fair.target.protected_share == pytest.approx(0.3)
+    with pytest.raises(ValueError, match=r"ranker params repeat \['seed'\]"):
+        configure_ranker("stochastic", params={"seed": 1})
