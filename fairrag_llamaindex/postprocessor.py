@@ -28,7 +28,14 @@ dispatcher = get_dispatcher(__name__)
 MODEL_NAME_PREFIX = "fairrag:"
 """``ReRankStartEvent.model_name`` of this postprocessor is ``"fairrag:<ranker name>"``."""
 
-RERANK_METADATA_KEYS = ("relevance_score", "fair_rank", "pool_rank", "exposure_weight", "ranker")
+RERANK_METADATA_KEYS = (
+    "relevance_score",
+    "retrieval_score",
+    "fair_rank",
+    "pool_rank",
+    "exposure_weight",
+    "ranker",
+)
 """Metadata added to every returned node (the same names as the LangChain adapter's)."""
 
 
@@ -57,15 +64,15 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not SPEC.md's ``1 - distance``: the
     order is the same, but the stochastic rankers min-max normalise relevance, so set
     ``relevance="chroma_cosine"`` over a Chroma index to rank on ``1 - d`` exactly as the
-    LangChain ``FairRetriever`` does (``relevance_score`` metadata keeps the node's own score).
+    LangChain ``FairRetriever`` does.
 
     **Output.** New :class:`NodeWithScore` objects wrapping copies of the nodes (inputs are never
-    mutated), best first, with metadata ``relevance_score`` (the incoming score, ``None`` when
-    absent), ``fair_rank`` and ``pool_rank`` (1-based), ``exposure_weight`` (the position weight
-    ``v_fair_rank`` of the ranker's exposure model) and ``ranker`` (its name). These keys are
-    excluded from the text the LLM and the embedding model see. The new score is the
-    ``exposure_weight``, so a later step that sorts by score keeps the fair order; the retrieval
-    score stays in ``metadata["relevance_score"]``.
+    mutated), best first, with metadata ``relevance_score`` (the relevance ranked on, as in the
+    LangChain adapter; ``None`` for an unscored pool), ``retrieval_score`` (the node's incoming
+    score, as it was), ``fair_rank`` and ``pool_rank`` (1-based), ``exposure_weight`` (the
+    position weight ``v_fair_rank`` of the ranker's exposure model) and ``ranker`` (its name).
+    These keys are excluded from the text the LLM and the embedding model see. The new score is
+    the ``exposure_weight``, so a later step that sorts by score keeps the fair order.
 
     **Randomness.** The core ranker is built once with ``seed``; successive calls draw from its
     generator (a fresh postprocessor with the same seed replays the same sequence of rankings).
@@ -163,7 +170,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "query_str=... to postprocess_nodes"
             )
         # Translate (and so validate) before any event, so a bad pool leaves no open rerank.
-        scores = _relevance(nodes, self.relevance)
+        scores, from_order = _relevance(nodes, self.relevance)
         groups = group_labels([n.node.metadata for n in nodes], self.group_key)
         dispatcher.event(
             ReRankStartEvent(
@@ -175,7 +182,8 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             with self._draw_lock:
                 reranking = rerank(self._core_ranker, scores, groups, self.top_n, ids=ids)
             reranked = [
-                _placed(nodes[p.pool_index], p, reranking.ranker) for p in reranking.placements
+                _placed(nodes[p.pool_index], p, reranking.ranker, from_order)
+                for p in reranking.placements
             ]
         else:
             reranked = []
@@ -183,8 +191,9 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         return reranked
 
 
-def _relevance(nodes: Sequence[NodeWithScore], conversion: str) -> np.ndarray:
-    """Each node's relevance (core :func:`~fairrag_core.pool_scores`), converted if asked."""
+def _relevance(nodes: Sequence[NodeWithScore], conversion: str) -> tuple[np.ndarray, bool]:
+    """Each node's relevance (core :func:`~fairrag_core.pool_scores`), converted if asked, and
+    whether it came from the incoming order."""
     scores, from_order = pool_scores([n.score for n in nodes])
     if conversion == "chroma_cosine" and not from_order:
         if (scores <= 0).any():
@@ -194,15 +203,18 @@ def _relevance(nodes: Sequence[NodeWithScore], conversion: str) -> np.ndarray:
             )
         # ChromaVectorStore reports exp(-d); SPEC.md's relevance for cosine is 1 - d.
         scores = 1.0 + np.log(scores)
-    return scores
+    return scores, from_order
 
 
-def _placed(original: NodeWithScore, placement: Placement, ranker_name: str) -> NodeWithScore:
+def _placed(
+    original: NodeWithScore, placement: Placement, ranker_name: str, from_order: bool
+) -> NodeWithScore:
     """A new NodeWithScore over a copy of ``original.node`` carrying the placement."""
     node = original.node
     metadata = {
         **node.metadata,
-        "relevance_score": original.score,
+        "relevance_score": None if from_order else placement.score,
+        "retrieval_score": original.score,
         "fair_rank": placement.fair_rank,
         "pool_rank": placement.pool_rank,
         "exposure_weight": placement.exposure_weight,

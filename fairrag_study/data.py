@@ -12,7 +12,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ __all__ = [
     "document_text",
     "load_documents",
     "locate_data",
+    "sample_documents",
     "sha256_of",
     "study_topics",
 ]
@@ -275,3 +276,34 @@ def build_corpus(
                 corpus.append(pool[i])
                 taken.add(pool[i].doc_id)
     return corpus
+
+
+def sample_documents(
+    documents: Sequence[CorpusDocument],
+    sample: Mapping[str, Mapping[str, int]],
+    seed: int = DEFAULT_CORPUS_SEED,
+) -> list[CorpusDocument]:
+    """A small real subset: ``sample[topic][gender]`` documents of each, each document once.
+
+    Topics are taken in the mapping's order, documents drawn without replacement with ``seed``
+    among those not taken yet. Asking for more than a topic holds is an error naming it. For
+    demos and tests; the study's corpora come from :func:`build_corpus`.
+    """
+    rng = np.random.default_rng(seed)
+    taken: set[str] = set()
+    subset: list[CorpusDocument] = []
+    for topic, per_gender in sample.items():
+        for gender, count in per_gender.items():
+            pool = sorted(
+                (d for d in documents if topic in d.topics and d.gender == gender),
+                key=lambda d: d.doc_id,
+            )
+            pool = [d for d in pool if d.doc_id not in taken]
+            if count > len(pool):
+                raise ValueError(
+                    f"sample asks for {count} {gender} documents of {topic!r}; it holds {len(pool)}"
+                )
+            for i in sorted(rng.choice(len(pool), size=count, replace=False).tolist()):
+                subset.append(pool[i])
+                taken.add(pool[i].doc_id)
+    return subset

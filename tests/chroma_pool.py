@@ -10,10 +10,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fairrag_study.data import DATA_ENV, CorpusDocument, load_documents
+from fairrag_study.data import DATA_ENV, CorpusDocument, load_documents, sample_documents
 from fairrag_study.index import embed_missing, open_collection
 
 SUBSET_TOPICS = ("Computer science", "Medicine", "Tennis")
@@ -43,25 +42,7 @@ def sample_subset(
     seed: int = SUBSET_SEED,
 ) -> list[CorpusDocument]:
     """Per topic, ``per_gender[g]`` documents of each gender (each document once), seeded."""
-    rng = np.random.default_rng(seed)
-    taken: set[str] = set()
-    subset = []
-    for topic in topics:
-        for gender, count in per_gender.items():
-            pool = sorted(
-                (
-                    d
-                    for d in documents
-                    if topic in d.topics and d.gender == gender and d.doc_id not in taken
-                ),
-                key=lambda d: d.doc_id,
-            )
-            for i in sorted(
-                rng.choice(len(pool), size=min(count, len(pool)), replace=False).tolist()
-            ):
-                subset.append(pool[i])
-                taken.add(pool[i].doc_id)
-    return subset
+    return sample_documents(documents, {topic: per_gender for topic in topics}, seed)
 
 
 def build_chroma_pool(client, name: str, documents: Sequence[CorpusDocument], model):

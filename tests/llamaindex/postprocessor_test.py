@@ -20,7 +20,14 @@ from fairrag_llamaindex import FairRerankPostprocessor
 from tests.llamaindex.pools import make_pool
 
 QUERY = QueryBundle("Who are influential people in computer science?")
-FAIR_KEYS = ("relevance_score", "fair_rank", "pool_rank", "exposure_weight", "ranker")
+FAIR_KEYS = (
+    "relevance_score",
+    "retrieval_score",
+    "fair_rank",
+    "pool_rank",
+    "exposure_weight",
+    "ranker",
+)
 
 
 def fair(**fields: Any) -> FairRerankPostprocessor:
@@ -99,7 +106,7 @@ def test_new_nodes_carry_the_placement_and_inputs_are_untouched():
             MetadataMode.NONE
         )
         meta = node.node.metadata
-        assert meta["relevance_score"] == original.score
+        assert meta["relevance_score"] == meta["retrieval_score"] == original.score
         assert meta["fair_rank"] == rank
         assert meta["exposure_weight"] == pytest.approx(weights[rank - 1])
         assert meta["ranker"] == "representative_stochastic"
@@ -324,8 +331,10 @@ def test_chroma_cosine_relevance_undoes_exp_minus_distance():
             5,
         )
         assert [n.node.node_id for n in got] == [pool[i].node.node_id for i in expected.indices]
-    # relevance_score keeps the node's own score
-    assert got[0].node.metadata["relevance_score"] == pytest.approx(pool[expected.indices[0]].score)
+    # relevance_score is what was ranked on (1 - d); retrieval_score keeps the node's own score
+    best = expected.indices[0]
+    assert got[0].node.metadata["relevance_score"] == pytest.approx(1.0 - distances[best])
+    assert got[0].node.metadata["retrieval_score"] == pytest.approx(pool[best].score)
     with pytest.raises(ValueError, match="exp\\(-distance\\) > 0"):
         fair(relevance="chroma_cosine").postprocess_nodes(
             [NodeWithScore(node=pool[0].node, score=0.0)], QUERY

@@ -5,6 +5,7 @@ mock LLM that cites its context in the paper's format."""
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 
 import pytest
@@ -87,11 +88,14 @@ def test_response_nodes_come_from_the_fair_top_5_of_a_50_node_pool(li_index, que
     assert [m["fair_rank"] for m in meta] == [1, 2, 3, 4, 5]
     assert all(1 <= m["pool_rank"] <= 50 for m in meta)
     assert max(m["pool_rank"] for m in meta) > 5  # something below the plain top-5 was shown
-    # relevance_score is the vector store's similarity of that node for this query
+    # retrieval_score is the vector store's similarity exp(-d) of that node for this query;
+    # relevance_score is SPEC.md's 1 - d, which the ranker used (relevance="chroma_cosine")
     plain = li_index.as_retriever(similarity_top_k=50).retrieve(questions[0])
     similarity = {n.node.node_id: n.score for n in plain}
     for node in nodes:
-        assert node.node.metadata["relevance_score"] == pytest.approx(similarity[node.node_id])
+        retrieval = similarity[node.node_id]
+        assert node.node.metadata["retrieval_score"] == pytest.approx(retrieval)
+        assert node.node.metadata["relevance_score"] == pytest.approx(1 + math.log(retrieval))
     # the answer cites exactly the context titles, in the paper's format
     assert response.response.splitlines()[0].endswith(f"(DocTitle: {meta[0]['title']})")
 
