@@ -2,5 +2,6 @@
 
 from .event_handler import FairnessEventHandler
 from .postprocessor import FairRerankPostprocessor
+from .prompts import PAPER_QA_TEMPLATE
 
-__all__ = ["FairRerankPostprocessor", "FairnessEventHandler"]
+__all__ = ["PAPER_QA_TEMPLATE", "FairRerankPostprocessor", "FairnessEventHandler"]

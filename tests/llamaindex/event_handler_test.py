@@ -14,8 +14,8 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 
 from fairrag_core import FairnessAuditor
 from fairrag_core.citations import ContextDocument
-from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
-from tests.llamaindex.citing_llm import PAPER_QA_TEMPLATE, CitingMockLLM
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex.fakes import CitingMockLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
 
 AUDITOR = FairnessAuditor.create(protected="female", target_share=0.5)

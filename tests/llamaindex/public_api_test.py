@@ -13,7 +13,11 @@ from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
 
 
 def test_all_lists_exactly_the_public_names():
-    assert sorted(fairrag_llamaindex.__all__) == ["FairRerankPostprocessor", "FairnessEventHandler"]
+    assert sorted(fairrag_llamaindex.__all__) == [
+        "FairRerankPostprocessor",
+        "FairnessEventHandler",
+        "PAPER_QA_TEMPLATE",
+    ]
     for name in fairrag_llamaindex.__all__:
         assert getattr(fairrag_llamaindex, name) is not None
 

@@ -11,8 +11,8 @@ import statistics
 import pytest
 
 from fairrag_core.prompts import scenario_question
-from fairrag_llamaindex import FairRerankPostprocessor
-from tests.llamaindex.citing_llm import PAPER_QA_TEMPLATE, CitingMockLLM
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairRerankPostprocessor
+from fairrag_llamaindex.fakes import CitingMockLLM
 
 pytestmark = pytest.mark.integration
 
