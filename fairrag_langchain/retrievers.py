@@ -149,6 +149,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                 )
             else:
                 pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
+        except VectorStoreUnavailableError:
+            raise  # already typed (e.g. by fairrag_study.index.connect_chroma_server's client)
         except _TRANSPORT_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return self._place(pool, convert, name, k, seed)
@@ -173,14 +175,14 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                 pool = await self.vectorstore.asimilarity_search_with_score(
                     query, k=fetch_k, **search
                 )
+        except VectorStoreUnavailableError:
+            raise  # already typed (e.g. by fairrag_study.index.connect_chroma_server's client)
         except _TRANSPORT_ERRORS as exc:
             raise self._unavailable(exc) from exc
         return self._place(pool, convert, name, k, seed)
 
     def _unavailable(self, exc: BaseException) -> VectorStoreUnavailableError:
-        """The typed error of a failed search (an already typed one is passed on as is)."""
-        if isinstance(exc, VectorStoreUnavailableError):
-            return exc
+        """The typed error of a search that failed with a transport error."""
         where = _address(exc)
         return VectorStoreUnavailableError(
             f"{type(self.vectorstore).__name__}{where} is unavailable: the search for the "

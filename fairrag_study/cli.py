@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from fairrag_core import available_rankers
+from fairrag_core import VectorStoreUnavailableError, available_rankers
 
 from .data import CORPUS_KINDS, DataNotFoundError
 from .embedding import DEFAULT_MODEL
+from .index import DEFAULT_TIMEOUT
 from .study import StudyConfig, run_study
 
 
@@ -49,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     study.add_argument("--chroma-host", help="use a Chroma server instead of the embedded one")
     study.add_argument("--chroma-port", type=int, default=8000)
+    study.add_argument(
+        "--chroma-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds a Chroma server request may take (default {DEFAULT_TIMEOUT:g})",
+    )
     study.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -73,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         per_group=args.per_group,
         chroma_host=args.chroma_host,
         chroma_port=args.chroma_port,
+        chroma_timeout=args.chroma_timeout,
         progress=not args.no_progress,
     )
     try:
         run_study(config)
-    except (DataNotFoundError, ValueError) as exc:
+    except (DataNotFoundError, ValueError, VectorStoreUnavailableError) as exc:
         print(f"fairrag study: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,17 +1,35 @@
-"""The study's vector index: a persistent, cosine Chroma collection of the corpus, built once."""
+"""The study's vector index: a persistent, cosine Chroma collection of the corpus, built once,
+embedded or on a Chroma server (:func:`connect_chroma_server`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from fairrag_core import VectorStoreUnavailableError
 
 from .data import CorpusDocument
 
-__all__ = ["COLLECTION_SPACE", "corpus_fingerprint", "embed_missing", "open_collection"]
+__all__ = [
+    "COLLECTION_SPACE",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "collection_name",
+    "connect_chroma_server",
+    "corpus_fingerprint",
+    "embed_missing",
+    "open_collection",
+]
 
 COLLECTION_SPACE = {"hnsw": {"space": "cosine"}}
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a Chroma server request may wait for an answer (read, write, pool) before failing."""
+DEFAULT_CONNECT_TIMEOUT = 5.0
+"""Seconds to establish a connection to a Chroma server."""
 ENCODE_BATCH = 16
 """Texts per forward pass: on 2 CPU cores, 16 embeds ~30% faster than 64 (less padding)."""
 
@@ -22,6 +40,91 @@ def corpus_fingerprint(documents: Sequence[CorpusDocument], model_name: str) -> 
     for doc in documents:
         digest.update(b"\0" + doc.doc_id.encode() + b"\0" + doc.page_content.encode())
     return digest.hexdigest()[:16]
+
+
+def connect_chroma_server(
+    host: str,
+    port: int,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+):
+    """A ``chromadb.HttpClient`` to the server at ``host:port``, with timeouts and typed errors.
+
+    ``chromadb.HttpClient`` waits forever by default (its HTTP session has no timeout), so a
+    server that stops answering would hang every query. This client's requests fail after
+    ``connect_timeout`` seconds to connect and ``timeout`` seconds for the answer, and any
+    transport failure (connection refused or reset, timeout) raises
+    :class:`fairrag_core.VectorStoreUnavailableError` naming the server and the request, with
+    chromadb's ``httpx`` error as ``__cause__``. Nothing is retried: once the server is back
+    (e.g. restarted on the same port and ``--path``), the same client, stores and retrievers
+    work again. Errors the server sends back (a missing collection, a bad argument) stay
+    chromadb's own.
+
+    The server is checked first (its heartbeat, within the timeouts), so an unreachable one
+    fails here, fast, not in the middle of a run. Each ``HttpClient`` has its own connection
+    pool: the timeouts apply to this client (and every store or index built on it) only.
+    """
+    import chromadb
+    import httpx
+
+    where = f"{host}:{port}"
+    limits = httpx.Timeout(timeout, connect=connect_timeout)
+    try:
+        httpx.get(f"http://{where}/api/v2/heartbeat", timeout=limits).raise_for_status()
+        client = chromadb.HttpClient(host=host, port=port)
+    except (httpx.TransportError, httpx.HTTPStatusError) as exc:
+        raise VectorStoreUnavailableError(
+            f"no Chroma server answers at http://{where} ({type(exc).__name__}: "
+            f"{exc or 'no detail'}); start one with `chroma run --path <folder> --host {host} "
+            f"--port {port}`, or give the host and port of a running one"
+        ) from exc
+    server = client._server  # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
+    try:
+        session, make_request = server._session, server._make_request
+    except AttributeError as exc:  # pragma: no cover - a chromadb whose internals moved
+        raise RuntimeError(
+            f"cannot set timeouts on chromadb {chromadb.__version__}'s HttpClient "
+            f"({type(server).__name__} has no _session/_make_request); fairrag is tested with "
+            "chromadb 1.5"
+        ) from exc
+    session.timeout = limits
+    if not getattr(make_request, "_fairrag_typed_errors", False):
+        server._make_request = _typed_transport_errors(make_request, where, limits)
+    return client
+
+
+def _typed_transport_errors(make_request: Any, where: str, limits: Any):
+    """Wrap chromadb's one request method: transport errors become typed, with the cause kept."""
+    import httpx
+
+    @functools.wraps(make_request)
+    def request(method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return make_request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise VectorStoreUnavailableError(
+                f"Chroma server at http://{where} did not answer {method.upper()} {path} in time "
+                f"(connect {limits.connect} s, read {limits.read} s; {type(exc).__name__}); "
+                "nothing was retried"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise VectorStoreUnavailableError(
+                f"Chroma server at http://{where} is unavailable: {method.upper()} {path} failed "
+                f"with {type(exc).__name__}: {exc or 'no detail'}; nothing was retried"
+            ) from exc
+
+    request._fairrag_typed_errors = True  # type: ignore[attr-defined]
+    return request
+
+
+def collection_name(corpus: str, model_name: str, fingerprint: str) -> str:
+    """``fairrag-<corpus>-<model>-<fingerprint>``: the study's collection on a shared server.
+
+    On a server one collection per corpus and model (as one folder per corpus and model
+    embedded, :func:`index_folder`), so runs with other topics or models never mix documents.
+    """
+    return f"fairrag-{corpus}-{_slug(model_name)}-{fingerprint}"
 
 
 def open_collection(client, name: str):
@@ -79,5 +182,8 @@ def embed_missing(
 
 def index_folder(cache_dir: Path, corpus: str, model_name: str, fingerprint: str) -> Path:
     """``<cache>/index/<corpus>-<model>-<fingerprint>``: one folder per corpus and model."""
-    model_slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_name.rsplit("/", 1)[-1])
-    return cache_dir / "index" / f"{corpus}-{model_slug}-{fingerprint}"
+    return cache_dir / "index" / f"{corpus}-{_slug(model_name)}-{fingerprint}"
+
+
+def _slug(model_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_name.rsplit("/", 1)[-1])

@@ -29,7 +29,15 @@ from .data import (
     study_topics,
 )
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
-from .index import corpus_fingerprint, embed_missing, index_folder, open_collection
+from .index import (
+    DEFAULT_TIMEOUT,
+    collection_name,
+    connect_chroma_server,
+    corpus_fingerprint,
+    embed_missing,
+    index_folder,
+    open_collection,
+)
 from .plan import Trial, plan_trials
 from .report import write_outputs
 
@@ -39,6 +47,7 @@ PROTECTED = "female"
 TARGET_SHARE = 0.5
 GROUP_KEY = "gender"
 COLLECTION = "fairrag-corpus"
+"""The collection's name in the study's own embedded index folder (one folder per corpus)."""
 OUTPUT_FILES = ("records.jsonl", "callback_log.jsonl", "summary.csv", "report.md", "run.json")
 
 
@@ -66,7 +75,10 @@ class StudyConfig:
     per_group: int = 50
     corpus_seed: int = DEFAULT_CORPUS_SEED
     chroma_host: str | None = None
+    """A Chroma server (``chroma run``) to use instead of the embedded, persistent index."""
     chroma_port: int = 8000
+    chroma_timeout: float = DEFAULT_TIMEOUT
+    """Seconds a Chroma server request may take before it fails (no hang on a stuck server)."""
     progress: bool = True
 
 
@@ -91,6 +103,11 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     unknown = sorted(set(config.rankers) - set(available_rankers()))
     if unknown:
         raise ValueError(f"unknown rankers {unknown}; known rankers: {available_rankers()}")
+    server = None
+    if config.chroma_host:  # an unreachable server fails now, before any slow work
+        server = connect_chroma_server(
+            config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
+        )
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     _clear_previous_outputs(out)
@@ -122,15 +139,17 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             log(f"corpus {config.corpus}: {len(corpus)} documents, {female} female ({data_path})")
         with phase("embed"):
             model = load_sentence_transformer(config.model)
-            client, index_path = _chroma_client(config, corpus)
-            collection = open_collection(client, COLLECTION)
+            client, index_path, name = _chroma_client(config, corpus, server)
+            collection = open_collection(client, name)
             added = embed_missing(collection, corpus, model, progress=config.progress)
             log(f"index {index_path}: {collection.count()} documents ({added} embedded now)")
         trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
         llm, generation_note = _chat_model(config)
         records_log = JsonLinesLog(out / "records.jsonl")
         with phase("trials"):
-            records = _run_trials(config, client, model, corpus, trials, llm, records_log, out, log)
+            records = _run_trials(
+                config, client, name, model, corpus, trials, llm, records_log, out, log
+            )
         if llm is not None:
             timings["generation"] = timings["trials"]
             log("[generation] included in the trials phase (one chain run per trial)")
@@ -158,6 +177,11 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         run_info.update(status="interrupted", timings=timings)
         _write_json(out / "run.json", run_info)
         log(f"interrupted: the records written so far stay in {out / 'records.jsonl'}")
+        raise
+    except Exception as exc:  # e.g. the Chroma server went away: say so in run.json too
+        run_info.update(status="failed", error=f"{type(exc).__name__}: {exc}", timings=timings)
+        _write_json(out / "run.json", run_info)
+        log(f"failed: the records written so far stay in {out / 'records.jsonl'}")
         raise
     peak = _peak_rss_mib()
     run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
@@ -187,18 +211,19 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _chroma_client(config: StudyConfig, corpus: Sequence[CorpusDocument]):
+def _chroma_client(config: StudyConfig, corpus: Sequence[CorpusDocument], server=None):
+    """``(client, where, collection name)``: the server's client when connected, else the
+    persistent index folder of this corpus and model."""
     import chromadb
 
-    if config.chroma_host:
-        client = chromadb.HttpClient(host=config.chroma_host, port=config.chroma_port)
-        return client, f"http://{config.chroma_host}:{config.chroma_port}"
+    fingerprint = corpus_fingerprint(corpus, config.model)
+    if server is not None:
+        where = f"http://{config.chroma_host}:{config.chroma_port}"
+        return server, where, collection_name(config.corpus, config.model, fingerprint)
     cache = config.cache_dir or default_cache_dir()
-    folder = index_folder(
-        cache, config.corpus, config.model, corpus_fingerprint(corpus, config.model)
-    )
+    folder = index_folder(cache, config.corpus, config.model, fingerprint)
     folder.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(folder)), folder
+    return chromadb.PersistentClient(path=str(folder)), folder, COLLECTION
 
 
 def _chat_model(config: StudyConfig):
@@ -252,7 +277,7 @@ def _query_embeddings(model):
     return CachedQueryEmbeddings()
 
 
-def _run_trials(config, client, model, corpus, trials, llm, records_log, out, log):
+def _run_trials(config, client, collection, model, corpus, trials, llm, records_log, out, log):
     from langchain_chroma import Chroma
 
     # SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
@@ -266,7 +291,7 @@ def _run_trials(config, client, model, corpus, trials, llm, records_log, out, lo
 
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
-    store = Chroma(client=client, collection_name=COLLECTION, embedding_function=embeddings)
+    store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
     handler = FairnessCallbackHandler(
         group_key=GROUP_KEY,
         protected=PROTECTED,

@@ -1,0 +1,248 @@
+"""Faults: the Chroma server stopped, killed or frozen in the middle of a batch of queries.
+
+The affected calls raise :class:`fairrag_core.VectorStoreUnavailableError` (typed, naming the
+server, the transport error as its cause) within the client's timeouts; the fairness logs stay
+valid JSON lines holding exactly the runs that completed (LangChain) or every query, failed
+ones with their error (LlamaIndex); and after a restart on the same port and ``--path`` the
+very same retriever, store and query engine objects work again, with the same rankings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import chromadb
+import httpx
+import pytest
+from langchain_chroma import Chroma
+
+from fairrag_core import VectorStoreUnavailableError
+from fairrag_langchain import FairnessCallbackHandler, FairRetriever
+from fairrag_study.index import connect_chroma_server, open_collection
+from tests.reliability.chroma_server import ChromaServer
+from tests.reliability.conftest import COLLECTION, index_documents
+from tests.reliability.vectors import QUESTIONS, LookupEmbedding, LookupEmbeddings
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 2.0
+"""Read timeout of the clients here: a frozen server must fail a call after this, not hang."""
+CALL_DEADLINE = 10.0
+"""Most seconds any failed call may take (the timeout plus this machine's slowness)."""
+
+
+@pytest.fixture(scope="module")
+def fault_server(tmp_path_factory, server_documents, document_vectors):
+    """A server of its own (these tests stop it), with the documents indexed."""
+    with ChromaServer(tmp_path_factory.mktemp("fault-server") / "data") as server:
+        client = connect_chroma_server(server.host, server.port)
+        index_documents(open_collection(client, COLLECTION), server_documents, document_vectors)
+        yield server
+
+
+@pytest.fixture
+def server(fault_server):
+    """The module's server, running again after each test whatever the test did to it."""
+    yield fault_server
+    fault_server.thaw()
+    if not fault_server.alive():
+        fault_server.restart()
+
+
+def fair_retriever(client, query_vectors) -> FairRetriever:
+    store = Chroma(
+        client=client,
+        collection_name=COLLECTION,
+        embedding_function=LookupEmbeddings(query_vectors),
+    )
+    return FairRetriever(
+        vectorstore=store, ranker="representative_stochastic", group_key="gender",
+        protected="female", seed=0,
+    )  # fmt: skip
+
+
+def ids(documents) -> list[str]:
+    return [d.id for d in documents]
+
+
+def read_log(path) -> list[dict]:
+    """Every line of a fairness log, each of which must be one complete JSON object."""
+    text = path.read_text(encoding="utf-8")
+    assert text == "" or text.endswith("\n"), "the last line is torn"
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def assert_unavailable(error: BaseException, server: ChromaServer) -> None:
+    assert isinstance(error, VectorStoreUnavailableError), repr(error)
+    assert f"127.0.0.1:{server.port}" in str(error)
+    assert isinstance(error.__cause__, httpx.TransportError)
+
+
+def test_server_stopped_mid_batch_then_restarted(server, query_vectors, tmp_path):
+    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
+                          query_vectors)  # fmt: skip
+    expected = [ids(fair.invoke(q, seed=i)) for i, q in enumerate(QUESTIONS)]
+    handler = FairnessCallbackHandler(
+        group_key="gender", protected="female", path=tmp_path / "runs.jsonl"
+    )
+    outcomes: list[object] = []
+    for i, query in enumerate(QUESTIONS):
+        if i == 6:
+            server.stop()  # SIGTERM: the server shuts down between two calls of the batch
+        start = time.monotonic()
+        try:
+            outcomes.append(ids(fair.invoke(query, {"callbacks": [handler]}, seed=i)))
+        except VectorStoreUnavailableError as error:
+            outcomes.append(error)
+        assert time.monotonic() - start < CALL_DEADLINE
+    assert outcomes[:6] == expected[:6]
+    for error in outcomes[6:]:
+        assert_unavailable(error, server)
+        assert "is unavailable" in str(error) and "ConnectError" in str(error)
+    records = read_log(tmp_path / "runs.jsonl")
+    assert [r["query"] for r in records] == list(QUESTIONS[:6])  # a failed call writes nothing
+
+    server.start()  # same port, same --path: the index is still there
+    again = [ids(fair.invoke(q, {"callbacks": [handler]}, seed=i)) for i, q in enumerate(QUESTIONS)]
+    assert again == expected
+    assert len(read_log(tmp_path / "runs.jsonl")) == 6 + len(QUESTIONS)
+
+
+async def test_server_killed_during_concurrent_async_retrievals(server, query_vectors, tmp_path):
+    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
+                          query_vectors)  # fmt: skip
+    calls = [(QUESTIONS[i % len(QUESTIONS)], i) for i in range(240)]
+    expected = {seed: ids(fair.invoke(q, seed=seed)) for q, seed in calls}
+    handler = FairnessCallbackHandler(
+        group_key="gender", protected="female", path=tmp_path / "runs.jsonl"
+    )
+
+    async def kill_after_some_runs():
+        while len(handler.records) < 10:
+            await asyncio.sleep(0.005)
+        server.stop(kill=True)  # SIGKILL while the batch is in flight
+
+    async def call(query, seed):
+        try:
+            return ids(await fair.ainvoke(query, {"callbacks": [handler]}, seed=seed))
+        except VectorStoreUnavailableError as error:
+            return error
+
+    killer = asyncio.create_task(kill_after_some_runs())
+    outcomes = await asyncio.wait_for(asyncio.gather(*(call(q, s) for q, s in calls)), 120)
+    await asyncio.wait_for(killer, 30)
+    done = {seed: got for (_, seed), got in zip(calls, outcomes, strict=True)}
+    succeeded = {seed: got for seed, got in done.items() if isinstance(got, list)}
+    failed = {seed: got for seed, got in done.items() if not isinstance(got, list)}
+    assert len(succeeded) >= 10 and failed, "the server died in the middle of the batch"
+    for seed, got in succeeded.items():
+        assert got == expected[seed]
+    for error in failed.values():
+        assert_unavailable(error, server)
+    records = read_log(tmp_path / "runs.jsonl")
+    assert len(records) == len(handler.records) == len(succeeded)
+    assert "error" not in {key for record in records for key in record}
+
+    server.start()
+    retried = await asyncio.gather(
+        *(fair.ainvoke(q, {"callbacks": [handler]}, seed=s) for q, s in calls if s in failed)
+    )
+    assert [ids(d) for d in retried] == [expected[s] for s in failed]
+    assert len(read_log(tmp_path / "runs.jsonl")) == len(calls)
+
+
+def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
+    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
+                          query_vectors)  # fmt: skip
+    query = QUESTIONS[0]
+    expected = ids(fair.invoke(query, seed=1))
+    server.freeze()  # SIGSTOP: the port stays open, nothing answers
+    try:
+        start = time.monotonic()
+        with pytest.raises(VectorStoreUnavailableError, match="did not answer") as caught:
+            fair.invoke(query, seed=1)
+        elapsed = time.monotonic() - start
+    finally:
+        server.thaw()
+    assert TIMEOUT * 0.9 <= elapsed < CALL_DEADLINE
+    assert_unavailable(caught.value, server)
+    assert isinstance(caught.value.__cause__, httpx.TimeoutException)
+    assert ids(fair.invoke(query, seed=1)) == expected
+
+
+def test_a_plain_http_client_gets_the_same_typed_error_from_the_retriever(server, query_vectors):
+    """Without :func:`connect_chroma_server` (no timeouts, chromadb's own errors), the
+    retriever itself turns the transport error into the typed one."""
+    fair = fair_retriever(chromadb.HttpClient(host=server.host, port=server.port), query_vectors)
+    expected = ids(fair.invoke(QUESTIONS[1], seed=2))
+    server.stop()
+    with pytest.raises(
+        VectorStoreUnavailableError, match=r"Chroma at http://127\.0\.0\.1"
+    ) as caught:
+        fair.invoke(QUESTIONS[1], seed=2)
+    assert_unavailable(caught.value, server)
+    server.start()
+    assert ids(fair.invoke(QUESTIONS[1], seed=2)) == expected
+
+
+def test_llamaindex_query_engine_through_a_server_outage(server, query_vectors, tmp_path):
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.llms import MockLLM
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
+
+    client = connect_chroma_server(server.host, server.port, timeout=TIMEOUT)
+    index = VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=client.get_collection(COLLECTION)),
+        embed_model=LookupEmbedding(vectors=query_vectors),
+    )
+
+    def engine(seed):
+        post = FairRerankPostprocessor(
+            group_key="gender", protected="female", seed=seed, relevance="chroma_cosine"
+        )
+        return post, index.as_query_engine(
+            similarity_top_k=50, node_postprocessors=[post], llm=MockLLM()
+        )
+
+    def shown(response):
+        return [n.node.node_id for n in response.source_nodes]
+
+    post, baseline = engine(seed=5)
+    expected = [shown(baseline.query(q)) for q in QUESTIONS]
+    post, query_engine = engine(seed=5)
+    log = tmp_path / "events.jsonl"
+    outcomes: list[object] = []
+    with FairnessEventHandler.from_postprocessor(post, log_path=str(log)):
+        for i, query in enumerate(QUESTIONS):
+            if i == 6:
+                server.stop()
+            start = time.monotonic()
+            try:
+                outcomes.append(shown(query_engine.query(query)))
+            except VectorStoreUnavailableError as error:
+                outcomes.append(error)
+            assert time.monotonic() - start < CALL_DEADLINE
+        assert outcomes[:6] == expected[:6]
+        for error in outcomes[6:]:
+            assert_unavailable(error, server)
+        records = read_log(log)
+        assert [r["query"] for r in records] == list(QUESTIONS)  # failed queries are recorded
+        assert all("error" not in r for r in records[:6])
+        for record in records[6:]:
+            assert f"127.0.0.1:{server.port}" in record["error"]
+            assert record["node_ids"] == []
+
+        server.start()
+        # The same engine works again; its postprocessor's generator has moved on, so compare
+        # with a fresh engine that made the same successful draws.
+        _, replay = engine(seed=5)
+        for query in QUESTIONS[:6]:
+            replay.query(query)
+        assert [shown(query_engine.query(q)) for q in QUESTIONS[6:]] == [
+            shown(replay.query(q)) for q in QUESTIONS[6:]
+        ]
+    assert len(read_log(log)) == len(QUESTIONS) + 6 + 2 * 6
