@@ -125,7 +125,11 @@ def main() -> None:
         store = Chroma(client=client, collection_name=name, embedding_function=embedding)
         plain = store.as_retriever(search_kwargs={"k": 5})
         fair = FairRetriever(
-            vectorstore=store, ranker="representative_stochastic", protected="female", seed=0
+            vectorstore=store,
+            ranker="representative_stochastic",
+            group_key="gender",
+            protected="female",
+            seed=0,
         )
         interleaved(plain.invoke, fair.invoke, queries, 1)  # warm-up (and fill the memo)
         ratios[label] = report(label, *interleaved(plain.invoke, fair.invoke, queries, args.rounds))

@@ -76,7 +76,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     A record is complete, and written, when its root run ends: one record per retrieval, so one
     per run of a retrieve-then-generate chain, written at chain end; a standalone retriever's
     record is written at retriever end. A root run that fails still writes what it retrieved,
-    with its ``error``. A root run without any retrieval (a bare model call) writes nothing.
+    with its ``error``, and so does one whose retrieval itself failed (then without metrics).
+    A root run without any retrieval (a bare model call) writes nothing.
 
     Each record carries ``run_id`` (the root run), ``retriever_run_id``, ``llm_run_id``,
     ``query`` and ``retriever``. Shown documents without ``group_key`` are of unknown group (never
@@ -141,10 +142,12 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             state = self._roots.pop(run_id)
             for member in state.members:
                 self._root_of.pop(member, None)
+            # A retrieval that failed has no record of its own, but its root's error is logged:
+            # a failed run is never silently missing from the log.
             records = [
                 self._final_record(run_id, retrieval, error)
                 for retrieval in state.retrievals.values()
-                if retrieval.record is not None
+                if retrieval.record is not None or error is not None
             ]
             self._records.extend(records)
             if self.log is not None:  # under the lock: the file keeps the in-memory order

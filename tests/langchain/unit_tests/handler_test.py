@@ -169,6 +169,26 @@ def test_a_failing_chain_still_writes_what_it_retrieved(retriever):
     assert len(record["groups"]) == 5
 
 
+def test_a_failed_retrieval_is_logged_with_its_error(tmp_path):
+    class BrokenStore(FixedPoolStore):
+        def similarity_search_with_score(self, *args, **kwargs):
+            raise ConnectionError("store down")
+
+    handler = handler_for(path=tmp_path / "log.jsonl")
+    broken = FairRetriever(
+        vectorstore=BrokenStore(*imbalanced_pool()), group_key="gender", protected="female"
+    )
+    with pytest.raises(ConnectionError):
+        broken.invoke("q", config=config(handler))
+    (record,) = handler.records
+    assert (
+        record["error"].startswith("VectorStoreUnavailableError")
+        and "store down" in record["error"]
+    )
+    assert record["query"] == "q" and "exposure_share" not in record
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 1
+
+
 def test_a_model_call_without_retrieval_writes_nothing():
     handler = handler_for()
     FakeCitingChatModel().invoke("Title: Ada Lovelace", config=config(handler))
