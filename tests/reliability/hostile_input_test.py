@@ -122,7 +122,8 @@ def test_non_finite_scores_are_refused_naming_their_positions(bad, tmp_path):
     handler = lc_handler(tmp_path)
     with pytest.raises(ValueError, match=r"positions \[3\]"):
         retriever_over(documents, distances).invoke(QUERY, {"callbacks": [handler]})
-    assert log_lines(tmp_path / "runs.jsonl") == []  # a refused pool writes no record
+    (record,) = log_lines(tmp_path / "runs.jsonl")  # the refused pool, with its error
+    assert "positions [3]" in record["error"] and "exposure_share" not in record
 
     nodes = make_pool(10)
     nodes[3] = NodeWithScore(node=nodes[3].node, score=bad)
