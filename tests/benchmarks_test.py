@@ -1,0 +1,31 @@
+"""The README's benchmark and CLI commands run (tiny sizes: figures come from the full runs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+    )
+    return done.stdout
+
+
+def test_ranker_benchmark_prints_every_ranker_and_the_batch_paths():
+    out = run("benchmarks/bench_rankers.py", "--calls", "50", "--pools", "200")
+    for name in ("standard", "stochastic", "forced_exposure", "representative_stochastic"):
+        assert name in out
+    assert "pools/s" in out
+
+
+def test_other_benchmarks_and_the_study_command_parse_their_arguments():
+    assert "--rounds" in run("benchmarks/bench_langchain_retriever.py", "--help")
+    assert "usage" in run("benchmarks/bench_load.py", "--help").lower()
+    study_help = run("-m", "fairrag_study.cli", "study", "--help")
+    for option in ("--corpus", "--llm", "--chroma-host", "--trials", "--base-url"):
+        assert option in study_help
