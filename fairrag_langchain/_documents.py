@@ -90,10 +90,15 @@ def context_documents(
 
 
 def auditor_for(
-    protected: Any = None, target_share: float | None = None, target: Any = None
+    protected: Any = None,
+    target_share: float | None = None,
+    target: Any = None,
+    exposure: Any = None,
 ) -> FairnessAuditor:
     """The core auditor for a binary (``protected``/``target_share``) or full ``target``."""
-    return FairnessAuditor.create(protected=protected, target_share=target_share, target=target)
+    return FairnessAuditor.create(
+        protected=protected, target_share=target_share, target=target, exposure=exposure
+    )
 
 
 def retrieval_summary(

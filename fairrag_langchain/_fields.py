@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from fairrag_core import Ranker, Target, configure_ranker
+from fairrag_core import ExposureModel, Ranker, Target, configure_ranker
 
 __all__ = ["FairRankingFields"]
 
@@ -61,3 +61,8 @@ class FairRankingFields(BaseModel):
     def fairness_target(self) -> Target | None:
         """The core ranker's fairness target (None for a ranker built without one)."""
         return self._ranker.target
+
+    @property
+    def fairness_exposure(self) -> ExposureModel:
+        """The core ranker's exposure model (the position weights its placements carry)."""
+        return self._ranker.exposure

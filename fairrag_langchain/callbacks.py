@@ -99,12 +99,15 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         protected: Any = None,
         target_share: float | None = None,
         target: Any = None,
+        exposure: Any = None,
         title_key: str = "title",
         path: str | os.PathLike[str] | None = None,
     ) -> None:
         self.group_key = group_key
         self.title_key = title_key
-        self.auditor = auditor_for(protected, target_share, target)
+        # exposure: the position-weight model (name or ExposureModel; default DCG), which should
+        # be the ranker's, e.g. FairRetriever.fairness_exposure.
+        self.auditor = auditor_for(protected, target_share, target, exposure)
         self.log = None if path is None else JsonLinesLog(path)
         self._lock = threading.Lock()
         self._root_of: dict[UUID, UUID] = {}

@@ -103,8 +103,10 @@ def make_fair_rag_chain(
     ``target_share``) or ``target``, and ``group_key`` (required).
     """
     model = default_chat_model(base_url) if llm is None else llm
+    exposure = None
     if isinstance(retriever, FairRetriever):
         group_key = group_key or retriever.group_key
+        exposure = retriever.fairness_exposure  # audit with the ranker's own position weights
         if protected is None and target_share is None and target is None:
             target = retriever.fairness_target
     if group_key is None:
@@ -112,7 +114,7 @@ def make_fair_rag_chain(
             "group_key is required with a retriever that is not a FairRetriever: the metadata "
             "field holding each document's group, e.g. group_key='gender'"
         )
-    auditor = auditor_for(protected, target_share, target)
+    auditor = auditor_for(protected, target_share, target, exposure)
     parser = CitationOutputParser(group_key=group_key, title_key=title_key)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:

@@ -154,3 +154,19 @@ def test_default_model_can_name_another_openai_model(no_openai_env, monkeypatch)
     model = default_chat_model(model="gpt-4.1-mini")
     assert model.model_name == "gpt-4.1-mini"
     assert model.temperature == 0.1
+
+
+def test_chain_audits_with_the_rankers_exposure_model():
+    store = FixedPoolStore(*imbalanced_pool())
+    retriever = FairRetriever(
+        vectorstore=store,
+        group_key="gender",
+        protected="female",
+        seed=0,
+        ranker_params={"exposure": "rbp"},
+    )
+    output = make_fair_rag_chain(retriever, FakeCitingChatModel()).invoke("q")
+    groups = output["metrics"]["groups"]
+    weights = [0.8**i for i in range(len(groups))]
+    expected = sum(w for w, g in zip(weights, groups, strict=True) if g == "female") / sum(weights)
+    assert output["metrics"]["exposure_share"] == pytest.approx(expected)

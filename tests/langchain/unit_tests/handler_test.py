@@ -211,3 +211,11 @@ def test_bad_configuration_fails_at_construction(tmp_path):
         FairnessCallbackHandler(protected="female")
     with pytest.raises(ValueError, match="does not exist"):
         handler_for(path=tmp_path / "missing" / "log.jsonl")
+
+
+def test_handler_audits_with_the_exposure_model_it_is_given(retriever):
+    handler = handler_for(exposure="uniform")
+    retriever.invoke("q", config=config(handler))
+    (record,) = handler.records
+    groups = record["groups"]
+    assert record["exposure_share"] == pytest.approx(groups.count("female") / len(groups))
