@@ -15,7 +15,6 @@ from fairrag_core import FairnessAuditor, Reranking, group_labels
 from fairrag_core.citations import ContextDocument
 
 __all__ = [
-    "auditor_for",
     "context_documents",
     "document_title",
     "placed_copies",
@@ -87,18 +86,6 @@ def context_documents(
             context.append(ContextDocument(title, group=group, text=document.page_content))
             origin.append(index)
     return context, origin
-
-
-def auditor_for(
-    protected: Any = None,
-    target_share: float | None = None,
-    target: Any = None,
-    exposure: Any = None,
-) -> FairnessAuditor:
-    """The core auditor for a binary (``protected``/``target_share``) or full ``target``."""
-    return FairnessAuditor.create(
-        protected=protected, target_share=target_share, target=target, exposure=exposure
-    )
 
 
 def retrieval_summary(

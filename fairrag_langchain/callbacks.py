@@ -15,10 +15,10 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from fairrag_core import JsonLinesLog, summarize_records
+from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
 from fairrag_core.citations import ContextDocument
 
-from ._documents import auditor_for, context_documents, retrieval_summary
+from ._documents import context_documents, retrieval_summary
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -107,7 +107,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self.title_key = title_key
         # exposure: the position-weight model (name or ExposureModel; default DCG), which should
         # be the ranker's, e.g. FairRetriever.fairness_exposure.
-        self.auditor = auditor_for(protected, target_share, target, exposure)
+        self.auditor = FairnessAuditor.create(
+            protected=protected, target_share=target_share, target=target, exposure=exposure
+        )
         self.log = None if path is None else JsonLinesLog(path)
         self._lock = threading.Lock()
         self._root_of: dict[UUID, UUID] = {}

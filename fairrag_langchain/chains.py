@@ -13,9 +13,10 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompt_values import StringPromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 
+from fairrag_core import FairnessAuditor
 from fairrag_core.prompts import render_prompt
 
-from ._documents import auditor_for, context_documents, retrieval_summary
+from ._documents import context_documents, retrieval_summary
 from .output_parsers import CitationOutputParser
 from .retrievers import FairRetriever
 
@@ -114,7 +115,9 @@ def make_fair_rag_chain(
             "group_key is required with a retriever that is not a FairRetriever: the metadata "
             "field holding each document's group, e.g. group_key='gender'"
         )
-    auditor = auditor_for(protected, target_share, target, exposure)
+    auditor = FairnessAuditor.create(
+        protected=protected, target_share=target_share, target=target, exposure=exposure
+    )
     parser = CitationOutputParser(group_key=group_key, title_key=title_key)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:

@@ -3,7 +3,8 @@ re-ranked by a :mod:`fairrag_core` ranker."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -141,7 +142,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
-        try:
+        with self._typed_store_errors():
             convert, name = self._relevance_function()
             if convert is None:
                 pool = self.vectorstore.similarity_search_with_relevance_scores(
@@ -149,10 +150,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                 )
             else:
                 pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
-        except VectorStoreUnavailableError:
-            raise  # already typed (e.g. by fairrag_study.index.connect_chroma_server's client)
-        except _TRANSPORT_ERRORS as exc:
-            raise self._unavailable(exc) from exc
         return self._place(pool, convert, name, k, seed)
 
     async def _aget_relevant_documents(
@@ -165,7 +162,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
-        try:
+        with self._typed_store_errors():
             convert, name = self._relevance_function()
             if convert is None:
                 pool = await self.vectorstore.asimilarity_search_with_relevance_scores(
@@ -175,11 +172,17 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                 pool = await self.vectorstore.asimilarity_search_with_score(
                     query, k=fetch_k, **search
                 )
+        return self._place(pool, convert, name, k, seed)
+
+    @contextmanager
+    def _typed_store_errors(self) -> Iterator[None]:
+        """Turn a transport failure of the store search into VectorStoreUnavailableError."""
+        try:
+            yield
         except VectorStoreUnavailableError:
             raise  # already typed (e.g. by fairrag_study.index.connect_chroma_server's client)
         except _TRANSPORT_ERRORS as exc:
             raise self._unavailable(exc) from exc
-        return self._place(pool, convert, name, k, seed)
 
     def _unavailable(self, exc: BaseException) -> VectorStoreUnavailableError:
         """The typed error of a search that failed with a transport error."""

@@ -31,7 +31,6 @@ class MetricSpec:
     key: str
     title: str
     filename: str
-    phase: str  # "retrieval" or "generation"
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -39,33 +38,23 @@ METRICS: tuple[MetricSpec, ...] = (
         "exposure_disparity",
         "Table 1: exposure disparity |ES_female - 0.5|",
         "table1_exposure_disparity.md",
-        "retrieval",
     ),
     MetricSpec(
-        "exposure_share",
-        "Table 2: female exposure share ES_female",
-        "table2_exposure_share.md",
-        "retrieval",
+        "exposure_share", "Table 2: female exposure share ES_female", "table2_exposure_share.md"
     ),
-    MetricSpec(
-        "precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md", "retrieval"
-    ),
-    MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md", "retrieval"),
+    MetricSpec("precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md"),
+    MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md"),
     MetricSpec(
         "generation_parity",
         "Generation demographic parity (share of valid citations to women)",
         "table_generation_parity.md",
-        "generation",
     ),
-    MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md", "generation"),
-    MetricSpec(
-        "fairness_gap", "Fairness gap GDP - ES_female", "table_fairness_gap.md", "generation"
-    ),
+    MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"),
+    MetricSpec("fairness_gap", "Fairness gap GDP - ES_female", "table_fairness_gap.md"),
     MetricSpec(
         "fairness_gap_magnitude",
         "Fairness gap magnitude |GDP - 0.5| - |ES_female - 0.5|",
         "table_fairness_gap_magnitude.md",
-        "generation",
     ),
 )
 
