@@ -7,6 +7,8 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from . import kernels
+
 __all__ = ["as_rng", "check_alpha", "check_groups", "check_k", "check_score_batch", "check_scores"]
 
 
@@ -25,19 +27,16 @@ def check_scores(scores: object) -> tuple[np.ndarray, float, float]:
         raise ValueError(f"scores must be 1-D (one score per candidate), got shape {arr.shape}")
     if arr.shape[0] == 0:
         return arr, 0.0, 0.0
-    low = _min(arr)
-    high = _max(arr)
+    low, high = kernels.active.score_range(arr)
     if not (_isfinite(low) and _isfinite(high)):
         bad = np.flatnonzero(~np.isfinite(arr))[:5].tolist()
         raise ValueError(
             f"scores must be finite; non-finite values (NaN or inf) at pool positions {bad}"
         )
-    return arr, float(low), float(high)
+    return arr, low, high
 
 
 _isfinite = math.isfinite
-_min = np.minimum.reduce
-_max = np.maximum.reduce
 
 
 def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable]:

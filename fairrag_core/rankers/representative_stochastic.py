@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
+from .. import kernels
 from ..ranking import Ranker
 from ..validation import check_alpha
-from .stochastic import plackett_luce_log_weights
 
 __all__ = ["RepresentativeStochasticRanker"]
 
@@ -75,49 +75,22 @@ class RepresentativeStochasticRanker(Ranker):
         super().__init__(**fairness)
 
     def _rank(self, pool, k, rng) -> np.ndarray:
-        codes = pool.codes
-        share_list = self.target.shares.tolist()
-        n_groups = len(share_list)
-        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
-        # Step 3 of the docstring: each group's Plackett-Luce order, sampled once up front.
+        backend = kernels.active
+        log_weights = backend.plackett_luce_log_weights(
+            pool.scores, self.alpha, pool.low, pool.high
+        )
+        # Step 3 of the docstring: every group's Plackett-Luce order comes from one Gumbel-trick
+        # order of the whole pool, sampled up front; then one uniform per position.
         keys = rng.gumbel(size=log_weights.shape[0])
         keys += log_weights
         order = (-keys).argsort()
-        ordered_codes = codes[order]
-        queues = []  # per group: its candidates in sampled order
-        log_mass = []  # per group: log Z_g of its queue from position j on (j <= k)
-        for g in range(n_groups):
-            members = order[ordered_codes == g]
-            queues.append(members.tolist())
-            tail = np.logaddexp.accumulate(log_weights[members[::-1]])
-            log_mass.append(tail[: -k - 2 : -1].tolist())
-        uniforms = rng.random(k).tolist()
+        uniforms = rng.random(k)
         weights, after = _weights_and_suffix_sums(self.exposure, k)
-        floors = [(share - self.tolerance) * after[0] - 1e-12 for share in share_list]
-        owed = [g for g in range(n_groups) if share_list[g] > 0]
-        gain = self.gain
-        left = [len(queue) for queue in queues]
-        heads = [0] * n_groups
-        given = [0.0] * n_groups
-        given_total = 0.0
-        chosen = []
-        for position in range(k):
-            allowed = _allowed_groups(position, k, left, given, floors, owed, after)
-            if len(allowed) == 1:
-                g = allowed[0]
-            else:
-                logits = [log_mass[h][heads[h]] for h in allowed]
-                if given_total > 0:
-                    for i, h in enumerate(allowed):
-                        deviation = share_list[h] - given[h] / given_total
-                        logits[i] += min(1.0, max(-1.0, gain * deviation))
-                g = allowed[_sample_index(logits, uniforms[position])]
-            chosen.append(queues[g][heads[g]])
-            heads[g] += 1
-            left[g] -= 1
-            given[g] += weights[position]
-            given_total += weights[position]
-        return np.asarray(chosen, dtype=np.intp)
+        shares = self.target.shares
+        floors = (shares - self.tolerance) * after[0] - 1e-12
+        return _compiled_draw(backend)(
+            order, pool.codes, log_weights, shares, weights, after, floors, self.gain, uniforms
+        )
 
     def __repr__(self) -> str:
         target = self.target.as_dict()
@@ -128,34 +101,115 @@ class RepresentativeStochasticRanker(Ranker):
 
 
 @lru_cache(maxsize=128)
-def _weights_and_suffix_sums(exposure, k: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _weights_and_suffix_sums(exposure, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The weights ``v_1..v_k`` and ``after[p] = v_{p+1} + ... + v_k`` (0-based p, after[k] = 0)."""
-    weights = exposure.weights(k).tolist()
-    after = [0.0] * (k + 1)
+    weights = exposure.weights(k).astype(float)
+    after = np.zeros(k + 1)
     for p in range(k - 1, -1, -1):
         after[p] = after[p + 1] + weights[p]
-    return tuple(weights), tuple(after)
+    weights.setflags(write=False)
+    after.setflags(write=False)
+    return weights, after
 
 
-def _allowed_groups(position, k, left, given, floors, owed, after) -> list[int]:
+@cache
+def _compiled_draw(backend):
+    """:func:`_draw_ranking` for a kernel backend (compiled by numba, or run on lists)."""
+    return backend.jit(_draw_ranking)
+
+
+def _draw_ranking(order, codes, log_weights, shares, weights, after, floors, gain, uniforms):
+    """Steps 1-3 of :class:`RepresentativeStochasticRanker`, position by position.
+
+    ``order`` is a Plackett-Luce order of the whole pool (its restriction to a group is that
+    group's order), ``codes`` each candidate's target bucket, ``weights``/``after`` the position
+    weights and their suffix sums, ``floors`` the exposure each bucket is owed, ``uniforms`` one
+    number in [0, 1) per position. Written in plain loops so that numba can compile it
+    (``fairrag_core.kernels``); it runs as Python on lists when numba is absent.
+    """
+    k = len(uniforms)
+    n = len(order)
+    n_groups = len(shares)
+    # Each group's queue (its candidates in sampled order), stored group after group.
+    starts = [0] * (n_groups + 1)
+    for i in range(n):
+        starts[codes[i] + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    fill = starts[:n_groups]  # where each group's next member goes
+    queue = [0] * n
+    for i in range(n):
+        g = codes[order[i]]
+        queue[fill[g]] = order[i]
+        fill[g] += 1
+    heads = starts[:n_groups]  # each group's next candidate to show
+    # log Z of each queue from each of its positions on (a suffix log-sum-exp).
+    log_mass = [0.0] * n
+    for g in range(n_groups):
+        running = -math.inf
+        for j in range(starts[g + 1] - 1, starts[g] - 1, -1):
+            running = _logaddexp(running, log_weights[queue[j]])
+            log_mass[j] = running
+    left = [starts[g + 1] - starts[g] for g in range(n_groups)]
+    owed = [shares[g] > 0 for g in range(n_groups)]
+    given = [0.0] * n_groups
+    given_total = 0.0
+    chosen = np.empty(k, dtype=np.intp)
+    for position in range(k):
+        allowed = _allowed_groups(position, k, left, given, floors, owed, after)
+        g = allowed[0]
+        if len(allowed) > 1:
+            logits = [log_mass[heads[h]] for h in allowed]
+            if given_total > 0:
+                for i in range(len(allowed)):
+                    deviation = shares[allowed[i]] - given[allowed[i]] / given_total
+                    logits[i] += min(1.0, max(-1.0, gain * deviation))
+            g = allowed[_sample_index(logits, uniforms[position])]
+        chosen[position] = queue[heads[g]]
+        heads[g] += 1
+        left[g] -= 1
+        given[g] += weights[position]
+        given_total += weights[position]
+    return chosen
+
+
+@kernels.jitable
+def _logaddexp(a, b):
+    """``log(exp(a) + exp(b))`` without overflow; ``a`` may be -inf."""
+    if a == -math.inf:
+        return b
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@kernels.jitable
+def _allowed_groups(position, k, left, given, floors, owed, after):
     """Groups that may take ``position`` after the look-ahead (see the class docstring).
 
-    Relies on non-increasing position weights (true of every exposure model offered).
+    ``owed[g]``: whether group g has a target share. Relies on non-increasing position weights
+    (true of every exposure model offered).
     """
-    live = [g for g in range(len(left)) if left[g]]
+    n_groups = len(left)
+    live = [g for g in range(n_groups) if left[g] > 0]
     capacity = after[position + 1]  # exposure of every position after this one
     weight = after[position] - capacity
     # Fast path: every owed group can reach its floor even without this position, and whoever
     # takes it, the deficits left fit in the positions after it. Then any group may take it.
     total_deficit = 0.0
-    for g in owed:
+    reachable = True
+    for g in range(n_groups):
         deficit = floors[g] - given[g]
-        if deficit > 0:
+        if owed[g] and deficit > 0:
             if deficit > capacity - after[min(k, position + 1 + left[g])]:
+                reachable = False
                 break
             total_deficit += deficit
-    else:
-        least = min(min(weight, max(0.0, floors[h] - given[h])) if h in owed else 0.0 for h in live)
+    if reachable:
+        least = math.inf
+        for h in live:
+            relief = min(weight, max(0.0, floors[h] - given[h])) if owed[h] else 0.0
+            least = min(least, relief)
         if total_deficit - least <= capacity + 1e-12:
             return live
     feasible = []
@@ -163,8 +217,10 @@ def _allowed_groups(position, k, left, given, floors, owed, after) -> list[int]:
     for h in live:
         missing = 0.0
         coverable = 0.0
-        for g in owed:
-            own = g == h
+        for g in range(n_groups):
+            if not owed[g]:
+                continue
+            own = 1 if g == h else 0
             deficit = floors[g] - given[g] - (weight if own else 0.0)
             if deficit <= 0:
                 continue
@@ -173,12 +229,17 @@ def _allowed_groups(position, k, left, given, floors, owed, after) -> list[int]:
             coverable += min(deficit, room)
         if missing <= 0 and coverable <= capacity + 1e-12:
             feasible.append(h)
-        if h in owed and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
+        if owed[h] and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
             forced.append(h)  # SPEC.md's rule: h cannot reach its floor without this slot
-    return feasible or forced or live
+    if len(feasible) > 0:
+        return feasible
+    if len(forced) > 0:
+        return forced
+    return live
 
 
-def _sample_index(logits: list[float], uniform: float) -> int:
+@kernels.jitable
+def _sample_index(logits, uniform):
     """Index i drawn with probability softmax(logits)_i, by inverting the CDF at ``uniform``."""
     if len(logits) == 2:
         difference = logits[1] - logits[0]
@@ -188,8 +249,8 @@ def _sample_index(logits: list[float], uniform: float) -> int:
     masses = [math.exp(x - top) for x in logits]
     threshold = uniform * sum(masses)
     running = 0.0
-    for i, mass in enumerate(masses):
-        running += mass
+    for i in range(len(masses)):
+        running += masses[i]
         if threshold < running:
             return i
     return len(masses) - 1
