@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["integer_exponent", "plackett_luce_log_weights"]
+__all__ = ["gumbel_order", "integer_exponent", "plackett_luce_log_weights"]
 
 
 def plackett_luce_log_weights(
@@ -35,6 +35,19 @@ def plackett_luce_log_weights(
         normalised = scores * scale
         normalised += 1.0 - low_rows * scale
     return _power(normalised, alpha)
+
+
+def gumbel_order(keys: np.ndarray, gumbels: np.ndarray) -> np.ndarray:
+    """Indices sorting ``keys = log_weights + gumbels`` descending along the last axis, equal
+    keys by their Gumbel noise, descending.
+
+    With large alpha (log-weights near ``2 ** alpha``, alpha above about 40) adding the noise
+    rounds it away, so candidates with equal scores get equal keys; ordering those by their own
+    noise keeps the draw uniform among them, where a plain sort would fall back to pool order.
+    The numba kernels apply the same rule.
+    """
+    # lexsort sorts ascending by the last key, then the one before: read it backwards.
+    return np.lexsort((gumbels, keys), axis=-1)[..., ::-1]
 
 
 def integer_exponent(alpha: float) -> int:

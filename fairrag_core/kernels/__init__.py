@@ -8,14 +8,20 @@ the two; it is not meant for use while other threads rank).
 
 Both backends compute the same function of the same inputs, and every random number is drawn
 from the ranker's numpy Generator *before* a kernel runs, so a seed gives the same ranking
-whichever backend runs (``tests/core/kernels_test.py`` checks this on random pools).
+whichever backend runs (``tests/core/kernels_test.py`` checks this on random pools, ties and
+large alpha included; the libraries' ``pow``/``log`` may differ in the last place, which could
+only matter for two keys within one ulp).
 
-A backend offers:
+A backend is a module offering:
 
+- ``NAME``: ``"numba"`` or ``"numpy"``;
 - ``score_range(scores) -> (low, high)``: minimum and maximum of a non-empty 1-D float array
   (NaN when any value is NaN);
-- ``plackett_luce_top_k(scores, low, high, alpha, noise, k)``: the ``k`` largest of
-  ``plackett_luce_log_weights(scores) + noise``, best first (``noise`` is overwritten);
+- ``plackett_luce_log_weights(scores, alpha, low, high)``: the 1-D log-weights of
+  :func:`fairrag_core.plackett_luce.plackett_luce_log_weights` for a pool with known range;
+- ``plackett_luce_top_k(scores, alpha, low, high, exponentials, k)``: the ``k`` largest keys
+  ``log_weights + G`` with ``G = -log(exponentials)``, best first, equal keys by larger ``G``
+  (:func:`fairrag_core.plackett_luce.gumbel_order`); ``exponentials`` may be overwritten;
 - ``jit(function)``: ``function`` compiled (numba) or wrapped to run on Python lists (numpy).
   Functions passed to it are written once, in the loop style both can run; helpers they call
   are marked with :func:`jitable`.

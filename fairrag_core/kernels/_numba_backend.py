@@ -1,8 +1,10 @@
 """The numba kernel backend (``pip install fairrag[fast]``): the same numbers as the numpy
 backend, computed in compiled loops, so a 50-candidate pool costs one call instead of ten.
 
-Compiled on first use and cached on disk (``cache=True``); ``fastmath`` stays off so every
-operation rounds as numpy's does.
+Compiled on first use and cached on disk; ``fastmath`` stays off so every operation rounds as
+IEEE arithmetic says. Log-weights are bit-equal to numpy's for integer alpha (the same
+multiplications); for other alphas and for ``log`` the two libraries may differ in the last
+place, which changes a ranking only if two keys lie within one ulp of each other.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ __all__ = ["NAME", "jit", "plackett_luce_log_weights", "plackett_luce_top_k", "s
 
 NAME = "numba"
 
-_compile = numba.njit(cache=True)
+
+
+def _compile(function):
+    """``function`` compiled in nopython mode, cached on disk when a cache folder is writable
+    (numba refuses ``cache=True`` at once when none is, e.g. a read-only install and home)."""
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(function)
 
 
 @_compile
@@ -82,23 +92,26 @@ def plackett_luce_log_weights(scores, alpha, low, high):
 
 @_compile
 def plackett_luce_top_k(scores, alpha, low, high, exponentials, k):
-    """The ``k`` largest of ``plackett_luce_log_weights(scores) - log(exponentials)``, best first.
-
-    ``-log`` of an Exponential(1) draw is a Gumbel(0, 1) draw. ``exponentials`` is overwritten.
+    """The ``k`` largest keys ``plackett_luce_log_weights(scores) + G``, best first, with
+    ``G = -log(exponentials)``; equal keys go by larger ``G`` (``plackett_luce.gumbel_order``).
+    ``exponentials`` is overwritten with ``G``.
     """
     scale, shift = _normalisation(low, high)
     exponent = _exponent(alpha)
     n = scores.shape[0]
-    keys = exponentials
+    gumbels = exponentials
+    keys = np.empty(n)
     for i in range(n):
-        keys[i] = _log_weight(scores[i], scale, shift, alpha, exponent) - math.log(keys[i])
-    if 4 * k > n:
-        return np.argsort(keys)[: -k - 1 : -1]
+        gumbels[i] = -math.log(gumbels[i])
+        keys[i] = _log_weight(scores[i], scale, shift, alpha, exponent) + gumbels[i]
+    if 4 * k > n:  # by noise, then stably by key: the order of gumbel_order
+        by_noise = np.argsort(-gumbels, kind="mergesort")
+        return by_noise[np.argsort(-keys[by_noise], kind="mergesort")][:k]
     out = np.empty(k, dtype=np.intp)
     for position in range(k):  # k passes of argmax beat a sort for small k
         best = 0
         for i in range(1, n):
-            if keys[i] > keys[best]:
+            if keys[i] > keys[best] or (keys[i] == keys[best] and gumbels[i] > gumbels[best]):
                 best = i
         out[position] = best
         keys[best] = -np.inf
@@ -106,5 +119,5 @@ def plackett_luce_top_k(scores, alpha, low, high, exponentials, k):
 
 
 def jit(function: Callable) -> Callable:
-    """``function`` compiled in nopython mode (cached on disk)."""
+    """``function`` compiled in nopython mode (cached on disk when possible)."""
     return _compile(function)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..plackett_luce import plackett_luce_log_weights
+from ..plackett_luce import gumbel_order, plackett_luce_log_weights
 
 __all__ = ["NAME", "jit", "plackett_luce_log_weights", "plackett_luce_top_k", "score_range"]
 
@@ -25,14 +25,14 @@ def score_range(scores: np.ndarray) -> tuple[float, float]:
 def plackett_luce_top_k(
     scores: np.ndarray, alpha: float, low: float, high: float, exponentials: np.ndarray, k: int
 ) -> np.ndarray:
-    """The ``k`` largest of ``plackett_luce_log_weights(scores) - log(exponentials)``, best first.
-
-    ``-log`` of an Exponential(1) draw is a Gumbel(0, 1) draw.
+    """The ``k`` largest keys ``plackett_luce_log_weights(scores) + G``, best first, with
+    ``G = -log(exponentials)`` (Gumbel(0, 1)); equal keys go by larger ``G`` (:func:`gumbel_order`).
     """
+    gumbels = np.log(exponentials)
+    np.negative(gumbels, out=gumbels)
     keys = plackett_luce_log_weights(scores, alpha, low, high)
-    keys -= np.log(exponentials)
-    # Ascending argsort read backwards: continuous noise makes ties a null event.
-    return keys.argsort()[: -k - 1 : -1]
+    keys += gumbels
+    return gumbel_order(keys, gumbels)[:k]
 
 
 def jit(function: Callable) -> Callable:

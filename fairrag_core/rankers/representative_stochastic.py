@@ -8,6 +8,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from .. import kernels
+from ..plackett_luce import gumbel_order
 from ..ranking import Ranker
 from ..validation import check_alpha
 
@@ -81,9 +82,8 @@ class RepresentativeStochasticRanker(Ranker):
         )
         # Step 3 of the docstring: every group's Plackett-Luce order comes from one Gumbel-trick
         # order of the whole pool, sampled up front; then one uniform per position.
-        keys = rng.gumbel(size=log_weights.shape[0])
-        keys += log_weights
-        order = (-keys).argsort()
+        gumbels = rng.gumbel(size=log_weights.shape[0])
+        order = gumbel_order(log_weights + gumbels, gumbels)
         uniforms = rng.random(k)
         weights, after = _weights_and_suffix_sums(self.exposure, k)
         shares = self.target.shares
@@ -247,7 +247,10 @@ def _sample_index(logits, uniform):
         return 0 if uniform < first else 1
     top = max(logits)
     masses = [math.exp(x - top) for x in logits]
-    threshold = uniform * sum(masses)
+    total = 0.0
+    for mass in masses:  # left to right, as numba does (Python 3.12's sum() compensates)
+        total += mass
+    threshold = uniform * total
     running = 0.0
     for i in range(len(masses)):
         running += masses[i]

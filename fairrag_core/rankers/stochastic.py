@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels
-from ..plackett_luce import plackett_luce_log_weights
+from ..plackett_luce import gumbel_order, plackett_luce_log_weights
 from ..ranking import Ranker
 from ..validation import as_rng, check_alpha, check_k, check_score_batch
 
@@ -55,15 +55,19 @@ class StochasticRanker(Ranker):
         generator = self._rng if rng is None else as_rng(rng)
         if scores.size == 0:
             return np.empty((scores.shape[0], 0), dtype=np.intp)
+        gumbels = np.log(generator.standard_exponential(size=scores.shape))
+        np.negative(gumbels, out=gumbels)
         keys = plackett_luce_log_weights(scores, self.alpha)
-        keys -= np.log(generator.standard_exponential(size=scores.shape))
+        keys += gumbels
         if k * 4 > scores.shape[1]:
-            return np.argsort(-keys, axis=1)[:, :k]
-        # Small k: k rounds of row-wise argmax, best first, beat a partition plus a sort.
+            return gumbel_order(keys, gumbels)[:, :k]
+        # Small k: k rounds of row-wise argmax (equal keys by larger noise, as gumbel_order),
+        # best first, beat two sorts.
         rows = np.arange(keys.shape[0])
         out = np.empty((keys.shape[0], k), dtype=np.intp)
         for position in range(k):
-            best = keys.argmax(axis=1)
+            top = keys.max(axis=1, keepdims=True)
+            best = np.where(keys == top, gumbels, -np.inf).argmax(axis=1)
             out[:, position] = best
             keys[rows, best] = -np.inf
         return out

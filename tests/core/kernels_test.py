@@ -25,9 +25,9 @@ if "numba" not in kernels.available_backends() and os.environ.get("CI", "").lowe
     )
 
 BACKENDS = ["numba", "numpy"]
-# Alphas whose log-weights (at most 2 ** alpha) keep the Gumbel noise above rounding, so equal
-# scores still get distinct keys and no tie is broken by position.
-ALPHAS = [0.5, 1.0, 2.0, 3.7, 4.0, 8.0]
+# 64 and 100: log-weights near 2 ** alpha round the Gumbel noise away, so equal scores get equal
+# keys and the tie rule (larger noise first) decides.
+ALPHAS = [0.5, 1.0, 2.0, 3.7, 4.0, 8.0, 64.0, 100.0]
 
 
 def _rankings(backend, name, scores, groups, k, config, seed, alpha, calls=3):
@@ -114,6 +114,25 @@ def test_batch_rows_are_successive_single_calls(backend, k):
         ranker = StochasticRanker(seed=21)
         singles = [ranker.rank(pool, None, k).tolist() for pool in pools_]
     assert batch.tolist() == singles
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("k", [2, 40])
+def test_tied_top_scores_share_first_place_evenly_even_when_alpha_rounds_the_noise_away(
+    backend, k
+):
+    scores = np.array([0.9, 0.9, 0.9] + [0.5] * 47)  # three tied best; 2 ** 64 absorbs the noise
+    draws = 3000
+    with kernels.use(backend):
+        ranker = StochasticRanker(alpha=64, seed=4)
+        singles = np.array([ranker.rank(scores, None, k) for _ in range(draws)])
+    batch = StochasticRanker(alpha=64, seed=4).rank_batch(np.tile(scores, (draws, 1)), k)
+    assert batch.tolist() == singles.tolist()
+    firsts = np.bincount(singles[:, 0], minlength=3)
+    assert firsts.sum() == draws and np.all(np.abs(firsts / draws - 1 / 3) < 0.04), firsts
+    # The tied candidates fill the first places (three, or k < 3), in some order, every time.
+    assert all(set(row[:3]) <= {0, 1, 2} for row in singles.tolist())
+    assert len({tuple(row[:2]) for row in singles.tolist()}) == 6  # every ordered pair occurs
 
 
 def test_use_switches_and_restores_even_after_an_error():
