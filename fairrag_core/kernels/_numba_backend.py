@@ -15,6 +15,8 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
+from ..plackett_luce import integer_exponent
+
 __all__ = ["NAME", "jit", "plackett_luce_log_weights", "plackett_luce_top_k", "score_range"]
 
 NAME = "numba"
@@ -45,10 +47,8 @@ def score_range(scores):
     return low, high
 
 
-@numba.extending.register_jitable
-def _exponent(alpha):
-    """``fairrag_core.plackett_luce.integer_exponent``: alpha as an int in 1..64, else 0."""
-    return int(alpha) if alpha == math.floor(alpha) and 1 <= alpha <= 64 else 0
+# The rule for when powers go by repeated squaring, compiled into the kernels below.
+_exponent = numba.extending.register_jitable(integer_exponent)
 
 
 @numba.extending.register_jitable
