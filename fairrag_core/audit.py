@@ -2,7 +2,7 @@
 
 A retrieval record holds the groups shown (in rank order) and their exposure; a generation
 record adds what the answer cited: generation parity, fairness gap, gap magnitude and
-groundedness (SPEC.md, "Metrics"). Records are plain JSON-ready dicts.
+groundedness (docs/SPEC.md, "Metrics"). Records are plain JSON-ready dicts.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class FairnessAuditor:
         recorded as such and counted, never dropped. ``follows_citation_format`` says whether
         the answer has at least one bullet; with ``require_format`` an answer without one gets
         no metrics at all (for answers that are not meant to follow the paper's format), else
-        it scores SPEC.md's values (groundedness 0, generation parity NaN).
+        it scores docs/SPEC.md's values (groundedness 0, generation parity NaN).
         """
         parsed = parse_citations(answer)
         follows = parsed.bullet_count > 0

@@ -1,6 +1,6 @@
 """Parse the citation bullets of a generated answer and ground them in the retrieved context.
 
-SPEC.md, "Citations": the answer format is one bullet per person,
+docs/SPEC.md, "Citations": the answer format is one bullet per person,
 ``<Person Name> (DocTitle: <exact Title from context>)``. Typical use::
 
     parsed = parse_citations(answer_text)
@@ -8,7 +8,7 @@ SPEC.md, "Citations": the answer format is one bullet per person,
     utility = groundedness(grounded, parsed.bullet_count)
     gdp = generation_parity(cited_groups(grounded), "female")
 
-Our choices (the paper is silent; SPEC.md leaves them to the code):
+Our choices (the paper is silent; docs/SPEC.md leaves them to the code):
 
 - **Lines.** The answer is read line by line; blank lines are ignored. A *bullet* is a line that
   parses as a citation (a bullet marker is optional), or a line that starts with a bullet marker
@@ -196,7 +196,7 @@ def _unwrap(text: str) -> str:
 def normalize_title(title: str) -> str:
     """A title's comparison key: Unicode NFC, case-folded, whitespace collapsed and stripped.
 
-    The SPEC.md rule for "a title in the context": ``normalize_title(cited) ==
+    The docs/SPEC.md rule for "a title in the context": ``normalize_title(cited) ==
     normalize_title(context_title)``. NFC is applied again after case-folding, which can
     produce decomposed characters.
     """

@@ -1,4 +1,4 @@
-"""Plackett-Luce log-weights from relevance scores (SPEC.md, ranker 2), vectorised with numpy.
+"""Plackett-Luce log-weights from relevance scores (docs/SPEC.md, ranker 2), vectorised with numpy.
 
 Shared by the stochastic rankers and the numpy kernel backend; the numba backend computes the
 same numbers element by element (:mod:`fairrag_core.kernels._numba_backend`).
@@ -16,7 +16,7 @@ def plackett_luce_log_weights(
 ) -> np.ndarray:
     """``w = s_norm ** alpha`` with ``s_norm`` the scores min-max normalised to [1, 2].
 
-    A pool whose scores are all equal normalises to all 1 (SPEC.md, ranker 2). ``low``/``high``
+    A pool whose scores are all equal normalises to all 1 (docs/SPEC.md, ranker 2). ``low``/``high``
     may pass a 1-D pool's known range; a (B, n) batch is normalised pool by pool.
     """
     if scores.ndim == 1:

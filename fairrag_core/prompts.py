@@ -1,6 +1,6 @@
 """The paper's prompt: role, context block, scenario questions, answer format and rules.
 
-SPEC.md, "The study": the role line, then the retrieved context (each document with its
+docs/SPEC.md, "The study": the role line, then the retrieved context (each document with its
 ``Title:`` line), then the scenario, the output format and the rules. Plain strings, so every
 framework adapter and the study build the very same prompt.
 """

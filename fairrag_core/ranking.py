@@ -43,7 +43,7 @@ class RankingResult:
 
 
 class Ranker(ABC):
-    """Re-ranks a candidate pool into a top-k list of pool indices (SPEC.md, "Inputs").
+    """Re-ranks a candidate pool into a top-k list of pool indices (docs/SPEC.md, "Inputs").
 
     Every ranker takes ``scores`` (higher = more relevant), one group label per candidate and
     ``k``, and returns ``min(k, n)`` distinct pool indices, best first; an empty pool gives an

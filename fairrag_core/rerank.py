@@ -132,7 +132,7 @@ def rerank(
     ``ids`` (one document id per candidate, ``None`` = no id) deduplicates the pool before
     ranking: of several candidates with the same id only the **first** in pool order is ranked,
     whatever the later ones' scores or groups, and the others are reported in
-    :attr:`Reranking.duplicates`. Our choice (SPEC.md is silent): one document shown twice
+    :attr:`Reranking.duplicates`. Our choice (docs/SPEC.md is silent): one document shown twice
     would count twice toward its group's exposure and fill two of the k slots with one
     source; stores return pools best first, so the first occurrence is the best-scored one,
     and a merged pool (several retrievers) keeps the order it was merged in. Candidates without

@@ -1,6 +1,6 @@
 """Study statistics: descriptives, pooled-variance t-tests between rankers, z-score outliers.
 
-Implements SPEC.md, "The study" → Statistics: per metric and ranker the mean, standard deviation
+Implements docs/SPEC.md, "The study" → Statistics: per metric and ranker the mean, standard deviation
 and n; every pair of rankers compared with the independent two-sample Student t-test (pooled
 variance, df = n1 + n2 − 2), two-tailed, alpha = 0.01; outliers by |z| > 3. Missing values (NaN)
 are never dropped silently: every result reports how many there were.
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 DEFAULT_ALPHA = 0.01
-"""Two-tailed significance level of the study (SPEC.md, Statistics)."""
+"""Two-tailed significance level of the study (docs/SPEC.md, Statistics)."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def describe(values: Sequence[float] | np.ndarray) -> Descriptive:
     ``mean = Σ x_i / n`` and ``std = sqrt(Σ (x_i − mean)² / (n − 1))`` (sample standard
     deviation, ddof = 1) over the ``n`` finite values; ``n_missing`` counts the NaNs left out.
     Empty or all-NaN input gives NaN mean and std with ``n = 0``; a single value gives NaN std.
-    Source: SPEC.md, "The study" → Statistics (mean, standard deviation, n per metric and ranker).
+    Source: docs/SPEC.md, "The study" → Statistics (mean, standard deviation, n per metric and ranker).
     """
     arr = _as_sample(values, "values")
     missing = np.isnan(arr)
@@ -141,7 +141,7 @@ def critical_t(df: float, alpha: float = DEFAULT_ALPHA) -> float:
     """Two-tailed critical value of Student's t: ``t.ppf(1 − alpha/2, df)``.
 
     ``|t| > critical_t(df, alpha)`` rejects equal means at level ``alpha``; 2.6073 at df = 158,
-    alpha = 0.01. Source: SPEC.md, "The study" → Statistics; ``scipy.stats.t.ppf``.
+    alpha = 0.01. Source: docs/SPEC.md, "The study" → Statistics; ``scipy.stats.t.ppf``.
     """
     alpha = _check_alpha(alpha)
     if isinstance(df, bool) or not isinstance(df, (int, float, np.integer, np.floating)):
@@ -199,7 +199,7 @@ def t_test(
     ``p = 2 · P(T_df > |t|)``; significant when ``|t| > critical_t(df, alpha)``. Equals
     ``scipy.stats.ttest_ind(a, b, equal_var=True)`` on the finite values. NaNs are left out and
     counted in ``n_missing_a`` / ``n_missing_b``, as in :func:`describe`.
-    Source: Student (1908); SPEC.md, "The study" → Statistics.
+    Source: Student (1908); docs/SPEC.md, "The study" → Statistics.
     """
     return _t_test(a, b, alpha, "a", "b")
 
@@ -211,7 +211,7 @@ def pairwise_t_tests(
 
     For keys ``k_1 .. k_m`` the rows are ``(k_i, k_j)`` for ``i < j``: m(m − 1)/2 rows (six for
     the study's four rankers), none for fewer than two samples.
-    Source: SPEC.md, "The study" → Statistics ("every pair of rankers compared").
+    Source: docs/SPEC.md, "The study" → Statistics ("every pair of rankers compared").
     """
     alpha = _check_alpha(alpha)
     rows = []
@@ -267,7 +267,7 @@ def zscore_outliers(values: Sequence[float] | np.ndarray, threshold: float = 3.0
 
     Mean and std (ddof = 1) are taken over the finite values; NaNs are never outliers but keep
     their positions, so the indices refer to the input. Zero std or fewer than two finite values
-    give no outliers. Source: SPEC.md, "The study" → Statistics ("outliers by |z| > 3").
+    give no outliers. Source: docs/SPEC.md, "The study" → Statistics ("outliers by |z| > 3").
     """
     if isinstance(threshold, bool) or not isinstance(
         threshold, (int, float, np.integer, np.floating)

@@ -1,4 +1,4 @@
-"""Fairness targets: the exposure share each group should receive (SPEC.md, "Inputs")."""
+"""Fairness targets: the exposure share each group should receive (docs/SPEC.md, "Inputs")."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ with the run's fairness metrics."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,17 +22,23 @@ from .output_parsers import CitationOutputParser
 from .retrievers import FairRetriever
 
 __all__ = [
+    "DEFAULT_MAX_RETRIES",
     "DEFAULT_OPENAI_MODEL",
     "DEFAULT_TEMPERATURE",
+    "DEFAULT_TIMEOUT",
     "MissingChatModelError",
     "default_chat_model",
     "make_fair_rag_chain",
 ]
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-"""The paper's generator (SPEC.md, "Constants")."""
+"""The paper's generator (docs/SPEC.md, "Constants")."""
 DEFAULT_TEMPERATURE = 0.1
 """The paper's temperature."""
+DEFAULT_TIMEOUT = 60.0
+"""Seconds one request of the default chat model may take (``ChatOpenAI`` has no bound)."""
+DEFAULT_MAX_RETRIES = 2
+"""Retries of the default chat model after a failed request (rate limit, server error, timeout)."""
 RETRIEVER_INPUTS = ("k", "seed")
 """Keys of a dict input passed on to the retriever call."""
 
@@ -41,17 +48,30 @@ class MissingChatModelError(ValueError):
 
 
 def default_chat_model(
-    base_url: str | None = None, model: str = DEFAULT_OPENAI_MODEL
+    base_url: str | None = None,
+    model: str = DEFAULT_OPENAI_MODEL,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> BaseChatModel:
     """``ChatOpenAI(model="gpt-4o-mini", temperature=0.1)``, the paper's generator.
 
     ``model`` names another OpenAI (or OpenAI-compatible) model at the same temperature.
+    ``timeout`` bounds each request (seconds, finite and > 0; default 60) and ``max_retries``
+    (an int >= 0; default 2) the retries after a failed one, so a server that never answers
+    fails after at most ``timeout * (max_retries + 1)`` plus the client's back-off.
 
     Needs ``OPENAI_API_KEY``; the endpoint is ``base_url`` when given, else ``OPENAI_API_BASE``
     or ``OPENAI_BASE_URL`` when set (read by ``ChatOpenAI`` and the ``openai`` client), else
     OpenAI's. Without a key this raises :class:`MissingChatModelError` saying how to pass
     another model.
     """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be finite and > 0 seconds, got {timeout!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
     if not os.environ.get("OPENAI_API_KEY"):
         raise MissingChatModelError(
             "no chat model given and OPENAI_API_KEY is not set. Either set OPENAI_API_KEY to use "
@@ -67,7 +87,12 @@ def default_chat_model(
             "no chat model given and langchain-openai is not installed: "
             "pip install 'fairrag[langchain]', or pass llm=<any LangChain chat model>"
         ) from exc
-    params: dict[str, Any] = {"model": model, "temperature": DEFAULT_TEMPERATURE}
+    params: dict[str, Any] = {
+        "model": model,
+        "temperature": DEFAULT_TEMPERATURE,
+        "timeout": float(timeout),
+        "max_retries": max_retries,
+    }
     if base_url is not None:
         params["base_url"] = base_url
     return ChatOpenAI(**params)

@@ -75,7 +75,7 @@ class CitedAnswer(BaseModel):
 
 
 class CitationOutputParser(BaseOutputParser[CitedAnswer]):
-    """Parse ``<Person Name> (DocTitle: <exact Title from context>)`` bullets (SPEC.md).
+    """Parse ``<Person Name> (DocTitle: <exact Title from context>)`` bullets (docs/SPEC.md).
 
     The grammar, the variants accepted (``-``/``*``/``•``/``1.`` bullets, bold, any-case
     ``doctitle:``, trailing periods) and what counts as a bullet are the core's

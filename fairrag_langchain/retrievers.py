@@ -26,7 +26,7 @@ from ._fields import FairRankingFields
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
 
 RELEVANCE_FALLBACK = "fallback: 1 - distance (cosine)"
-"""``relevance_function`` of a pool scored by SPEC.md's rule because the store states none."""
+"""``relevance_function`` of a pool scored by docs/SPEC.md's rule because the store states none."""
 _SIMILARITY_AS_IS = "fallback: similarity as returned (InMemoryVectorStore)"
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
@@ -80,7 +80,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
 
     How the pool is scored: with the store's own relevance
     (``similarity_search_with_relevance_scores``) when the store states a relevance function;
-    otherwise ``similarity_search_with_score`` with SPEC.md's rule for cosine distances,
+    otherwise ``similarity_search_with_score`` with docs/SPEC.md's rule for cosine distances,
     ``relevance = 1 - distance`` (``InMemoryVectorStore``, whose scores already are cosine
     similarities, keeps them as they are). ``relevance_score_fn`` replaces both. Each document's
     ``relevance_function`` metadata says which was used.
@@ -115,7 +115,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     vectorstore: VectorStore
     """The store the candidate pool is fetched from."""
     pool_size: int = Field(default=50, ge=1)
-    """How many candidates to fetch before re-ranking (SPEC.md: n = 50)."""
+    """How many candidates to fetch before re-ranking (docs/SPEC.md: n = 50)."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra arguments of the store's search, e.g. ``{"filter": {"topics": "Medicine"}}``."""
     relevance_score_fn: Callable[[float], float] | None = None

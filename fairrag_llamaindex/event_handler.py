@@ -120,7 +120,7 @@ class FairnessEventHandler(BaseEventHandler):
     - from :meth:`FairnessAuditor.retrieval`: ``groups`` (in rank order), ``exposure_share`` of
       the protected group and ``exposure_disparity``;
     - ``answer`` and ``follows_citation_format``: whether the answer has at least one bullet
-      line (SPEC.md, "Citations"). Only then are the generation metrics of
+      line (docs/SPEC.md, "Citations"). Only then are the generation metrics of
       :meth:`FairnessAuditor.generation` added: ``generation_parity``, ``fairness_gap``,
       ``fairness_gap_magnitude``, ``groundedness`` and the parsed citations. An answer without
       any bullet (prose, an echo of the prompt, a streamed answer not read yet) gets none of

@@ -61,7 +61,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     :func:`fairrag_core.pool_scores`). Non-finite scores are rejected by the core.
 
     **Scores to relevance.** By default scores are used as given. LlamaIndex's
-    ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not SPEC.md's ``1 - distance``: the
+    ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not docs/SPEC.md's ``1 - distance``: the
     order is the same, but the stochastic rankers min-max normalise relevance, so set
     ``relevance="chroma_cosine"`` over a Chroma index to rank on ``1 - d`` exactly as the
     LangChain ``FairRetriever`` does.
@@ -109,7 +109,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         default="score",
         description=(
             "How node scores become relevance: 'score' takes them as given; 'chroma_cosine' "
-            "turns ChromaVectorStore's exp(-distance) into SPEC.md's 1 - distance."
+            "turns ChromaVectorStore's exp(-distance) into docs/SPEC.md's 1 - distance."
         ),
     )
     top_n: int = Field(default=5, ge=1, description="Number of nodes to return (the context k).")
@@ -201,7 +201,7 @@ def _relevance(nodes: Sequence[NodeWithScore], conversion: str) -> tuple[np.ndar
                 "relevance='chroma_cosine' expects ChromaVectorStore scores exp(-distance) > 0, "
                 f"got {scores[scores <= 0][:3].tolist()}"
             )
-        # ChromaVectorStore reports exp(-d); SPEC.md's relevance for cosine is 1 - d.
+        # ChromaVectorStore reports exp(-d); docs/SPEC.md's relevance for cosine is 1 - d.
         scores = 1.0 + np.log(scores)
     return scores, from_order
 

@@ -158,14 +158,14 @@ class CorpusDocument:
 
 
 def document_text(title: str, text: str) -> str:
-    """The indexed text of a document (SPEC.md): ``Title: <doc_title>\\n<first sentence>``."""
+    """The indexed text of a document (docs/SPEC.md): ``Title: <doc_title>\\n<first sentence>``."""
     return f"Title: {title}\n{text}"
 
 
 def load_documents(path: str | os.PathLike[str]) -> list[CorpusDocument]:
     """Every document with text, once, with all its topics, in first-appearance order.
 
-    Rows whose text is empty are dropped (SPEC.md). A ``doc_id`` appearing with two different
+    Rows whose text is empty are dropped (docs/SPEC.md). A ``doc_id`` appearing with two different
     genders or titles is an error: the data would be inconsistent.
     """
     first: dict[str, dict[str, str]] = {}
@@ -240,7 +240,7 @@ def build_corpus(
     topics: Iterable[str] | None = None,
     per_group: int = 50,
 ) -> list[CorpusDocument]:
-    """The study corpus (SPEC.md, "The study").
+    """The study corpus (docs/SPEC.md, "The study").
 
     - ``balanced``: the topics holding both genders, in sorted order; from each, among its
       documents not already taken, ``min(per_group, #female, #male)`` of each gender, sampled

@@ -19,7 +19,7 @@ class Trial:
 
     index: int
     scenario: int
-    """1-based scenario number (SPEC.md, "Scenarios")."""
+    """1-based scenario number (docs/SPEC.md, "Scenarios")."""
     topic: str
     question: str
     seed: int

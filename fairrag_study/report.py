@@ -84,7 +84,7 @@ PAPER: dict[str, dict[str, float]] = {
         "representative_stochastic": 0.6100,
     },
 }
-"""The paper's reported means (SPEC.md, "The study"), as fractions."""
+"""The paper's reported means (docs/SPEC.md, "The study"), as fractions."""
 
 
 def _samples(records: Sequence[Mapping], rankers: Sequence[str], key: str) -> dict[str, np.ndarray]:
@@ -321,7 +321,7 @@ def _reading(results: Mapping[str, Mapping[str, Descriptive]], rankers: Sequence
         )
     out.append(
         "- Why numbers can differ: the paper does not publish its corpus sample, embedding "
-        "index or random seeds. Our balanced corpus is drawn per SPEC.md (about 3,360 "
+        "index or random seeds. Our balanced corpus is drawn per docs/SPEC.md (about 3,360 "
         "documents, exactly half female) with our seed, and the standard ranker's share of "
         "women depends on how the all-MiniLM-L6-v2 embedding scores women's biographies "
         "against these questions on this sample. The fair rankers' shares depend mostly on "

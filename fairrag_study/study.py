@@ -1,4 +1,4 @@
-"""The study: reproduce the paper's experiment end to end (SPEC.md, "The study")."""
+"""The study: reproduce the paper's experiment end to end (docs/SPEC.md, "The study")."""
 
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ def _query_embeddings(model):
 def _run_trials(config, client, collection, model, corpus, trials, llm, records_log, out, log):
     from langchain_chroma import Chroma
 
-    # SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
+    # docs/SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
     # outside [0, 1], once per query with the whole pool in the message. Expected here.
     warnings.filterwarnings(
         "ignore", message="Relevance scores must be between 0 and 1", category=UserWarning

@@ -1,6 +1,6 @@
 """Retrieval exposure metrics: each group's exposure share and the disparity from a target.
 
-SPEC.md, "Metrics": the paper's "female exposure share" is ``ES_protected`` and its "exposure
+docs/SPEC.md, "Metrics": the paper's "female exposure share" is ``ES_protected`` and its "exposure
 disparity" is ``|ES_protected - target_share|`` (Tikoo 2026); the several-group form is ours.
 """
 
@@ -28,7 +28,7 @@ def exposure_shares(
     ``ES_g = Σ_{i ≤ k, group(r_i) = g} v_i / Σ_{i ≤ k} v_i``, where ``ranked_groups[i - 1]`` is the
     group of the document at 1-based rank ``i``, ``k = len(ranked_groups)`` and ``v_i`` is the
     position weight of ``exposure`` (default DCG, ``v_i = 1 / log2(i + 1)``).
-    Source: SPEC.md, "Metrics" ("Retrieval exposure share"); Tikoo 2026.
+    Source: docs/SPEC.md, "Metrics" ("Retrieval exposure share"); Tikoo 2026.
 
     Labels are taken as they are (``None``, the unknown group, is a key of its own); the shares
     sum to 1 and are keyed in order of first appearance. An empty ranking gives ``{}``.
@@ -53,7 +53,7 @@ def exposure_share(
     """Exposure share ``ES_g`` of one group in a ranking.
 
     ``ES_g = Σ_{i ≤ k, group(r_i) = g} v_i / Σ_{i ≤ k} v_i`` (see :func:`exposure_shares`).
-    Source: SPEC.md, "Metrics"; the paper's "female exposure share" is ``ES_female``.
+    Source: docs/SPEC.md, "Metrics"; the paper's "female exposure share" is ``ES_female``.
 
     A group absent from the ranking gets 0.0. An empty ranking has no exposure to share, so the
     result is NaN (undefined, never silently 0). Only labels equal to ``group`` count: ``None``
@@ -80,9 +80,9 @@ def exposure_disparity(
     """Distance between the groups' exposure shares and the target (0 = on target).
 
     - binary (``protected=g``, ``target_share=t``, default 0.5):
-      ``ED = |ES_protected − t|`` (Tikoo 2026; SPEC.md, "Metrics", "Exposure disparity");
+      ``ED = |ES_protected − t|`` (Tikoo 2026; docs/SPEC.md, "Metrics", "Exposure disparity");
     - several groups (``target={group: share}``): ``ED = ½ Σ_b |ES_b − target_b|`` over the
-      target's buckets (half the L1 distance, i.e. the total-variation distance; SPEC.md).
+      target's buckets (half the L1 distance, i.e. the total-variation distance; docs/SPEC.md).
 
     Labels are put into buckets exactly as the rankers do (:meth:`Target.encode`): a label the
     target does not name, ``None`` included, falls into the :data:`OTHERS` bucket, so unknown

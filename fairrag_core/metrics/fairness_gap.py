@@ -11,7 +11,7 @@ def fairness_gap(gdp: float, es: float) -> float:
     """Signed fairness gap ``FG = GDP − ES_protected``.
 
     ``> 0``: generation favoured the protected group more than retrieval exposed it; ``< 0``:
-    less. Source: Tikoo 2026, "fairness gap"; SPEC.md, "Metrics".
+    less. Source: Tikoo 2026, "fairness gap"; docs/SPEC.md, "Metrics".
 
     Both arguments are shares in [0, 1]; NaN (an answer without valid citations, an empty
     ranking) propagates to a NaN result.
@@ -23,7 +23,7 @@ def fairness_gap_magnitude(gdp: float, es: float, target_share: float) -> float:
     """Fairness gap magnitude ``FGM = |GDP − t| − |ES_protected − t|`` with ``t = target_share``.
 
     ``> 0``: generation moved away from parity relative to retrieval; ``< 0``: it corrected
-    toward it; 0: no change in distance. Source: SPEC.md, "Metrics" ("Fairness gap magnitude").
+    toward it; 0: no change in distance. Source: docs/SPEC.md, "Metrics" ("Fairness gap magnitude").
 
     ``gdp`` and ``es`` are shares in [0, 1], NaN propagating; ``target_share`` must be a share in
     [0, 1] and not NaN.

@@ -15,7 +15,7 @@ def generation_parity(cited_groups: Sequence[Hashable], protected: Hashable) -> 
     """Share of an answer's valid citations that cite protected-group documents.
 
     ``GDP = (# valid citations to protected-group documents) / (# valid citations)``.
-    Source: Tikoo 2026, "generation demographic parity"; SPEC.md, "Metrics".
+    Source: Tikoo 2026, "generation demographic parity"; docs/SPEC.md, "Metrics".
 
     ``cited_groups`` holds the group of the cited document for each *valid* citation (see
     :func:`fairrag_core.citations.cited_groups`). Every valid citation counts, so a document cited

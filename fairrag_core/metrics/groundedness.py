@@ -19,7 +19,7 @@ def groundedness(
     """Utility ``U = (# bullets citing a context title AND naming that document's person) /
     (# bullets)``; 0.0 for an answer with no bullet.
 
-    Source: Tikoo 2026, "utility"; SPEC.md, "Metrics" ("Utility (groundedness)").
+    Source: Tikoo 2026, "utility"; docs/SPEC.md, "Metrics" ("Utility (groundedness)").
 
     ``grounded`` is the output of :func:`fairrag_core.citations.ground_citations`, one entry per
     parsed citation bullet (``GroundedCitation.supported`` = valid and names the person), or the

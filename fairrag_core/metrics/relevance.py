@@ -1,6 +1,6 @@
 """Retrieval relevance (offline utility, beyond the paper): P@k and nDCG@k, binary relevance.
 
-A document is relevant to a query when it belongs to the query's topic (SPEC.md, "Metrics").
+A document is relevant to a query when it belongs to the query's topic (docs/SPEC.md, "Metrics").
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def precision_at_k(relevant: Sequence[bool] | np.ndarray, k: int) -> float:
 
     ``relevant`` holds one binary flag (bool or 0/1) per ranked document, best first. A ranking
     shorter than ``k`` is padded with non-relevant documents (the denominator stays ``k``, as in
-    trec_eval). Source: SPEC.md, "Metrics" ("Retrieval relevance"); Manning et al. 2008, §8.4.
+    trec_eval). Source: docs/SPEC.md, "Metrics" ("Retrieval relevance"); Manning et al. 2008, §8.4.
     """
     flags = as_binary_flags(relevant, "relevant")
     k = check_k(k)
@@ -40,7 +40,7 @@ def ndcg_at_k(
     ``DCG@k = Σ_{i ≤ k} rel_i / log2(i + 1)``;
     ``IDCG@k = Σ_{i ≤ min(k, R)} 1 / log2(i + 1)`` (the ideal ranking puts all ``R`` relevant
     documents on top); ``nDCG@k = DCG@k / IDCG@k``.
-    Source: Järvelin & Kekäläinen 2002; SPEC.md, "Metrics" ("Retrieval relevance").
+    Source: Järvelin & Kekäläinen 2002; docs/SPEC.md, "Metrics" ("Retrieval relevance").
 
     ``relevant`` holds one binary flag per ranked document, best first. ``n_relevant`` is ``R``,
     the number of relevant documents available (in the candidate pool or the collection); pass it

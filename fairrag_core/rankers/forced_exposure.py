@@ -21,7 +21,7 @@ def slot_quotas(k: int, shares: np.ndarray) -> np.ndarray:
 
 
 class ForcedExposureRanker(Ranker):
-    """Count quotas, filled greedily by score (SPEC.md, ranker 3).
+    """Count quotas, filled greedily by score (docs/SPEC.md, ranker 3).
 
     Each group g is owed ``q_g = floor(k * target_g)`` slots (k = 5 at parity: 2 each; the fifth
     goes by score). Positions are filled one at a time: among each group's best remaining

@@ -16,38 +16,38 @@ __all__ = ["RepresentativeStochasticRanker"]
 
 
 class RepresentativeStochasticRanker(Ranker):
-    """Sequential Plackett-Luce draws steered toward the target exposure (SPEC.md, ranker 4).
+    """Sequential Plackett-Luce draws steered toward the target exposure (docs/SPEC.md, ranker 4).
 
     The list is built one position at a time. Before the draw for position ``i``:
 
     1. **Correction.** Each group's exposure share in the partial list,
        ``E_g = sum_{j < i, group(r_j) = g} v_j / sum_{j < i} v_j``, gives the correction
        ``c_g = clip(gain * (target_g - E_g), -1, 1)``, added to the log-weight
-       ``w_d = s_norm_d ** alpha`` of every candidate d of group g. The cap of 1.0 is SPEC.md's;
+       ``w_d = s_norm_d ** alpha`` of every candidate d of group g. The cap of 1.0 is docs/SPEC.md's;
        at alpha = 1 it equals the whole normalised-relevance span [1, 2]. Before the first draw
-       no exposure has been given, so no correction is applied (our choice: SPEC.md is silent).
+       no exposure has been given, so no correction is applied (our choice: docs/SPEC.md is silent).
     2. **Look-ahead.** Every group g with a target share is owed ``floor_g = (target_g -
        tolerance) * sum_{j<=k} v_j`` by the end of the list. If position i went to group h, g
        could still gain at most the weights of the next positions its remaining candidates can
-       fill. SPEC.md's rule: when g could not reach ``floor_g`` even if every later position
+       fill. docs/SPEC.md's rule: when g could not reach ``floor_g`` even if every later position
        went to g, and position i goes to another group, the draw is restricted to g (to the
        union of such groups). With several groups that rule alone lets each group believe it
        can have every later position, so we check them jointly: h may take position i when,
        after it does, every owed group can still reach its floor individually *and* their
        deficits together fit in the exposure of the positions left. The draw is restricted to
-       the groups h for which that holds; when none does, SPEC.md's union rule applies; when
+       the groups h for which that holds; when none does, docs/SPEC.md's union rule applies; when
        every group qualifies, nothing is restricted. For two groups (the paper's case) the
        joint check adds nothing, since the floors sum to at most the total: the result is
-       exactly SPEC.md's rule. Candidates left in the pool limit every reach.
+       exactly docs/SPEC.md's rule. Candidates left in the pool limit every reach.
     3. **Draw.** One Plackett-Luce draw over the remaining candidates of the allowed groups.
        Because the correction is constant within a group, the draw is done exactly in two
        steps: a group g with probability proportional to ``exp(c_g) * Z_g`` (``Z_g`` the sum
        of ``exp(w_d)`` over g's remaining candidates), then g's next candidate in a
        Plackett-Luce order of g alone, sampled once up front by the Gumbel trick.
 
-    Parameters (our defaults, SPEC.md leaves them open): ``gain = 2.0``, so a group entirely
+    Parameters (our defaults, docs/SPEC.md leaves them open): ``gain = 2.0``, so a group entirely
     missing from a parity list (deviation 0.5) gets the full +1.0; ``tolerance = 0.05``, the
-    accuracy SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
+    accuracy docs/SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
     A group with no target share (unnamed groups when the target lists no ``OTHERS``) is never
     forced and is pushed down once shown.
     """
@@ -230,7 +230,7 @@ def _allowed_groups(position, k, left, given, floors, owed, after):
         if missing <= 0 and coverable <= capacity + 1e-12:
             feasible.append(h)
         if owed[h] and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
-            forced.append(h)  # SPEC.md's rule: h cannot reach its floor without this slot
+            forced.append(h)  # docs/SPEC.md's rule: h cannot reach its floor without this slot
     if len(feasible) > 0:
         return feasible
     if len(forced) > 0:

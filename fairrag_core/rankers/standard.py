@@ -11,7 +11,7 @@ __all__ = ["StandardRanker"]
 
 
 class StandardRanker(Ranker):
-    """Sort by score, descending; ties keep pool order (SPEC.md, ranker 1).
+    """Sort by score, descending; ties keep pool order (docs/SPEC.md, ranker 1).
 
     ``ranking = argsort(-scores, stable)[:k]``. Deterministic; groups are ignored. A fairness
     target may still be given (it is kept on ``self.target`` for the metrics) but is optional.

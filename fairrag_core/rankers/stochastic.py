@@ -13,7 +13,7 @@ __all__ = ["StochasticRanker", "plackett_luce_log_weights"]
 
 
 class StochasticRanker(Ranker):
-    """Plackett-Luce sampling (Kim & Diaz 2025; SPEC.md, ranker 2).
+    """Plackett-Luce sampling (Kim & Diaz 2025; docs/SPEC.md, ranker 2).
 
     Scores are min-max normalised to [1, 2] (all equal -> all 1); ``w = s_norm ** alpha`` are
     log-weights, ``P(d first) = exp(w_d) / sum_j exp(w_j)``, and a ranking is sampled without
