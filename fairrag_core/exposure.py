@@ -1,4 +1,4 @@
-"""Position-weight (exposure) models: the attention rank i receives (docs/SPEC.md, "Exposure model")."""
+"""Position-weight (exposure) models: the attention rank i receives (SPEC.md, "Exposure model")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Study statistics: descriptives, pooled-variance t-tests between rankers, z-score outliers.
 
-Implements docs/SPEC.md, "The study" → Statistics: per metric and ranker the mean, standard deviation
+Implements SPEC.md, "The study" → Statistics: per metric and ranker the mean, standard deviation
 and n; every pair of rankers compared with the independent two-sample Student t-test (pooled
 variance, df = n1 + n2 − 2), two-tailed, alpha = 0.01; outliers by |z| > 3. Missing values (NaN)
 are never dropped silently: every result reports how many there were.
@@ -129,7 +129,7 @@ def describe(values: Sequence[float] | np.ndarray) -> Descriptive:
     ``mean = Σ x_i / n`` and ``std = sqrt(Σ (x_i − mean)² / (n − 1))`` (sample standard
     deviation, ddof = 1) over the ``n`` finite values; ``n_missing`` counts the NaNs left out.
     Empty or all-NaN input gives NaN mean and std with ``n = 0``; a single value gives NaN std.
-    Source: docs/SPEC.md, "The study" → Statistics (mean, standard deviation, n per metric and ranker).
+    Source: SPEC.md, "The study" → Statistics (mean, standard deviation, n per metric and ranker).
     """
     arr = _as_sample(values, "values")
     missing = np.isnan(arr)

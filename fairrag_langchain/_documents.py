@@ -56,7 +56,7 @@ def placed_copies(
 def document_title(document: Document, title_key: str = "title") -> str | None:
     """The document's title: ``metadata[title_key]``, else its ``Title:`` line, else None.
 
-    The study's documents carry both (docs/SPEC.md: the text starts with ``Title: <doc_title>``); the
+    The study's documents carry both (SPEC.md: the text starts with ``Title: <doc_title>``); the
     text is only read for documents whose metadata has no title.
     """
     title = document.metadata.get(title_key)

@@ -61,7 +61,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     :func:`fairrag_core.pool_scores`). Non-finite scores are rejected by the core.
 
     **Scores to relevance.** By default scores are used as given. LlamaIndex's
-    ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not docs/SPEC.md's ``1 - distance``: the
+    ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not SPEC.md's ``1 - distance``: the
     order is the same, but the stochastic rankers min-max normalise relevance, so set
     ``relevance="chroma_cosine"`` over a Chroma index to rank on ``1 - d`` exactly as the
     LangChain ``FairRetriever`` does.

@@ -1,4 +1,4 @@
-"""Fairness and utility metrics of one ranking or one answer (docs/SPEC.md, "Metrics"), one family per
+"""Fairness and utility metrics of one ranking or one answer (SPEC.md, "Metrics"), one family per
 module; studies report their mean over trials."""
 
 from .exposure import exposure_disparity, exposure_share, exposure_shares

@@ -23,7 +23,7 @@ class RepresentativeStochasticRanker(Ranker):
     1. **Correction.** Each group's exposure share in the partial list,
        ``E_g = sum_{j < i, group(r_j) = g} v_j / sum_{j < i} v_j``, gives the correction
        ``c_g = clip(gain * (target_g - E_g), -1, 1)``, added to the log-weight
-       ``w_d = s_norm_d ** alpha`` of every candidate d of group g. The cap of 1.0 is docs/SPEC.md's;
+       ``w_d = s_norm_d ** alpha`` of every candidate d of group g. The cap of 1.0 is SPEC.md's;
        at alpha = 1 it equals the whole normalised-relevance span [1, 2]. Before the first draw
        no exposure has been given, so no correction is applied (our choice: docs/SPEC.md is silent).
     2. **Look-ahead.** Every group g with a target share is owed ``floor_g = (target_g -
@@ -47,7 +47,7 @@ class RepresentativeStochasticRanker(Ranker):
 
     Parameters (our defaults, docs/SPEC.md leaves them open): ``gain = 2.0``, so a group entirely
     missing from a parity list (deviation 0.5) gets the full +1.0; ``tolerance = 0.05``, the
-    accuracy docs/SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
+    accuracy SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
     A group with no target share (unnamed groups when the target lists no ``OTHERS``) is never
     forced and is pushed down once shown.
     """
