@@ -9,7 +9,12 @@ export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 # Chroma's anonymous telemetry would try the network; keep it off.
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: venv study test lint bench clean
+.PHONY: venv system-deps study test lint bench clean
+
+# Servers and programs the tests start (Debian packages): a real redis-server for the shared
+# ledger, Chromium to render the audit report. Installed when missing (root, or sudo).
+SYSTEM_PACKAGES := redis-server chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 venv: $(VENV)/.installed
 
@@ -19,10 +24,17 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt -e '.[all]'
 	touch $@
 
+system-deps:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
 study: venv
 	$(VENV)/bin/fairrag study
 
-test: venv
+test: venv system-deps
 	$(VENV)/bin/ruff check .
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
 
