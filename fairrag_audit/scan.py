@@ -1,0 +1,208 @@
+"""Reading fairness logs into DuckDB: one compact row per JSON line, streamed, never held as
+Python objects.
+
+Each file is scanned by DuckDB's ``read_json_objects`` (newline-delimited, gzip read the same
+way, detected by its magic bytes); a line that is not a JSON object (torn write, garbage, an
+array) becomes a row marked ``damaged`` and is counted, never dropped silently. Blank lines are
+not records and are not counted. Every field is optional and read with ``TRY_CAST``: a field of
+the wrong type counts as missing for that field only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from .options import AuditOptions
+
+__all__ = ["METRIC_FIELDS", "connect", "load_records"]
+
+METRIC_FIELDS = (
+    "generation_parity",
+    "grounded_generation_parity",
+    "groundedness",
+    "fairness_gap",
+    "fairness_gap_magnitude",
+)
+"""Per-record metrics taken from the records as written (docs/SPEC.md "Metrics")."""
+
+MAX_LINE_BYTES = 16 * 2**20
+"""Longest line read (a 1 MB answer fits 16 times); a longer one is counted damaged."""
+
+
+def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with bounded memory (it spills to a temporary folder past it)."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute("SET preserve_insertion_order = false")
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
+    return con
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+KNOWN_FIELDS = (
+    "timestamp",
+    "source",
+    "ranker",
+    "trial",
+    "retriever_run_id",
+    "query_id",
+    "node_ids",
+    "metadata",
+    "groups",
+    "k",
+    "exposure_model",
+    "protected",
+    "target",
+    "exposure_by_group",
+    "exposure_share",
+    *METRIC_FIELDS,
+    "error",
+)
+"""The fields read from every record (each as JSON, then cast: a wrong type is missing)."""
+
+
+def _text(column: str) -> str:
+    return f"json_extract_string({column}, '$')"
+
+
+def _number(column: str) -> str:
+    return f"TRY_CAST({column} AS DOUBLE)"
+
+
+def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[int]]:
+    """Create the table ``records``: one row per non-blank line of every file.
+
+    Columns: ``file_index``, ``usable`` (the line is a JSON object with at least one of the
+    fields read), ``ts`` (UTC), ``source``, ``ranker``, ``by_0 ..`` (each ``--by`` field, top
+    level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown list), ``w``
+    (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share`` (``ES_protected``),
+    ``by_group`` (the record's ``exposure_by_group``), ``logged_share``, the
+    :data:`METRIC_FIELDS`, ``has_error``, ``model_ok``.
+
+    Two streaming passes per file: DuckDB's ``read_json`` with explicit columns (each typed
+    JSON, so a field of the wrong type never spoils the rest of its record) reads the fields;
+    ``read_json_objects`` counts the damaged lines (not JSON, or JSON that is not an object).
+    Returns ``{"lines": [...], "damaged": [...]}`` per file.
+    """
+    extra = [f for f in options.by if f not in KNOWN_FIELDS]
+    columns = "{" + ", ".join(f"{_literal(f)}: 'JSON'" for f in (*KNOWN_FIELDS, *extra)) + "}"
+    by_columns = "".join(
+        f", COALESCE({_text(_quoted(field))}, "
+        f"json_extract_string(metadata, {_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_{i}"
+        for i, field in enumerate(options.by)
+    )
+    any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
+    protected = "NULL" if options.protected is None else _literal(options.protected)
+    target = "NULL" if options.target_share is None else repr(float(options.target_share))
+    if options.protected is not None and options.target_share is None:
+        target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
+    metrics = "".join(f", {_number(m)} AS {m}" for m in METRIC_FIELDS)
+    default_model = _literal(options.exposure)
+    keep = ", ".join(
+        ["file_index", "usable", "ts", "source", "ranker"]
+        + [f"by_{i}" for i in range(len(options.by))]
+        + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
+        + list(METRIC_FIELDS)
+        + ["has_error", "model_ok"]
+    )
+    counts: dict[str, list[int]] = {"lines": [], "damaged": []}
+    con.execute("DROP TABLE IF EXISTS records")
+    for index, path in enumerate(options.paths):
+        common = (
+            f"{_literal(str(path))}, format = 'newline_delimited', ignore_errors = true, "
+            f"compression = '{'gzip' if _is_gzip(path) else 'none'}', "
+            f"maximum_object_size = {MAX_LINE_BYTES}"
+        )
+        lines, damaged = con.execute(
+            "SELECT count(*), count_if(json IS NULL OR NOT starts_with(ltrim(json::VARCHAR), '{')) "
+            f"FROM read_json_objects({common})"
+        ).fetchone()
+        counts["lines"].append(int(lines))
+        counts["damaged"].append(int(damaged))
+        fields = f"""
+            SELECT
+                {index} AS file_index,
+                ({any_field}) AS usable,
+                TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
+                COALESCE({_text("source")}, CASE
+                    WHEN trial IS NOT NULL THEN 'study'
+                    WHEN retriever_run_id IS NOT NULL THEN 'langchain'
+                    WHEN query_id IS NOT NULL OR node_ids IS NOT NULL THEN 'llamaindex'
+                    ELSE 'unknown' END) AS source,
+                {_text("ranker")} AS ranker
+                {by_columns},
+                TRY_CAST(groups AS VARCHAR[]) AS groups,
+                TRY_CAST(k AS INTEGER) AS k,
+                COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
+                COALESCE({_text('"protected"')}, {protected}) AS protected,
+                target AS target_json,
+                TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group,
+                {_number("exposure_share")} AS logged_share
+                {metrics},
+                error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
+            FROM read_json({common}, columns = {columns})
+        """
+        derived = f"""
+            SELECT {keep},
+                CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
+                    WHEN by_group IS NOT NULL THEN COALESCE(by_group[protected], 0.0)
+                    WHEN groups IS NOT NULL AND w > 0 THEN list_sum(list_transform(
+                        list_zip(groups, weights),
+                        lambda x: CASE WHEN x[1] = protected THEN x[2] ELSE 0.0 END)) / w
+                    WHEN groups IS NULL THEN logged_share
+                    END AS protected_share
+            FROM (
+                SELECT *, CASE
+                    WHEN weights IS NULL THEN CASE
+                        WHEN model_ok AND (by_group IS NOT NULL OR logged_share IS NOT NULL)
+                        THEN 1.0 END  -- no list length: such records weigh equally
+                    WHEN len(weights) = 0 THEN 0.0
+                    ELSE list_sum(weights) END AS w FROM (
+                    SELECT *,
+                        CASE WHEN model_ok AND COALESCE(len(groups), k) >= 0 THEN list_transform(
+                            range(1, COALESCE(len(groups), k) + 1),
+                            lambda i: CASE model_name
+                                WHEN 'dcg' THEN 1.0 / log2(i + 1)
+                                WHEN 'uniform' THEN 1.0
+                                ELSE pow(patience, i - 1) END)
+                        END AS weights
+                    FROM (
+                        SELECT *,
+                            regexp_extract(exposure_model, '^(dcg|uniform|rbp)', 1) AS model_name,
+                            COALESCE(TRY_CAST(regexp_extract(
+                                exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE), 0.8)
+                                AS patience,
+                            (exposure_model IN ('dcg', 'uniform', 'rbp') OR (
+                                regexp_matches(exposure_model, '^rbp\\([0-9.]+\\)$')
+                                AND TRY_CAST(regexp_extract(
+                                    exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE)
+                                    BETWEEN 1e-12 AND 1.0)) AS model_ok,
+                            COALESCE(
+                                TRY_CAST(json_extract(
+                                    target_json, '$."' || replace(protected, '"', '') || '"')
+                                    AS DOUBLE),
+                                {target}) AS target_share
+                        FROM ({fields})
+                    )
+                )
+            )
+        """
+        verb = "CREATE TEMP TABLE records AS" if index == 0 else "INSERT INTO records"
+        con.execute(f"{verb} {derived}")
+    return counts
