@@ -318,6 +318,8 @@ def _exposure_table(
 ) -> pd.DataFrame:
     """Exposure share of every social group per cell of ``keys``, with its t interval."""
     key_sql = ", ".join(keys)
+    # NULL keys (no window, missing field) must match each other: IS NOT DISTINCT FROM
+    join = " AND ".join(f"sums.{k} IS NOT DISTINCT FROM cells.{k}" for k in keys)
     per_group = f"""
         SELECT rid, {key_sql}, w, g, sum(v) / w AS s FROM (
             SELECT rid, {key_sql}, w, COALESCE(unnest(groups), '{UNKNOWN_GROUP}') AS g,
@@ -338,7 +340,8 @@ def _exposure_table(
                 sum(w * w * s * s) AS c
             FROM ({per_group}) WHERE s IS NOT NULL GROUP BY {key_sql}, g
         )
-        SELECT * FROM sums JOIN cells USING ({key_sql}) ORDER BY {key_sql}, "group"
+        SELECT sums.*, cells.n, cells.sw, cells.sw2 FROM sums JOIN cells ON {join}
+        ORDER BY {", ".join(f"sums.{k}" for k in keys)}, "group"
     """).df()
     m, half = _ratio(
         table["n"].to_numpy(float),
@@ -380,8 +383,8 @@ def _reading(
     rows = con.execute(f"""
         SELECT file_index, count_if(usable) AS records,
             count_if(NOT usable) AS unusable,
-            count_if(usable AND {since} IS NOT NULL AND ts IS NULL) AS no_timestamp_excluded,
-            count_if(usable AND ts < {since}) AS before_since,
+            count_if(usable AND ts IS NULL AND {since} IS NOT NULL) AS no_timestamp_excluded,
+            count_if(usable AND COALESCE(ts < {since}, false)) AS before_since,
             count_if(usable AND ts IS NULL) AS no_timestamp,
             list(DISTINCT source) FILTER (usable) AS sources
         FROM records GROUP BY file_index ORDER BY file_index
