@@ -404,7 +404,7 @@ def _reading(
                 "file": str(path),
                 "lines": lines,
                 "damaged": damaged,
-                "without_record_fields": unusable - damaged,
+                "not_records": unusable - damaged,
                 "records": records,
                 "excluded_by_since": excluded,
                 "used": records - excluded,
@@ -413,13 +413,13 @@ def _reading(
         )
         if damaged:
             notes.append(
-                f"{path}: {damaged} of {lines} lines damaged (not a JSON object: torn write, "
-                "garbage); skipped and counted"
+                f"{path}: {damaged} of {lines} lines damaged (not JSON: torn write, garbage); "
+                "skipped and counted"
             )
         if unusable - damaged:
             notes.append(
-                f"{path}: {unusable - damaged} JSON objects carry none of the record fields; "
-                "skipped and counted"
+                f"{path}: {unusable - damaged} lines are JSON but not records (not an object, or "
+                "none of the record fields); skipped and counted"
             )
         if row is not None and options.since is not None and row["no_timestamp_excluded"]:
             notes.append(

@@ -1,11 +1,13 @@
 """Reading fairness logs into DuckDB: one compact row per JSON line, streamed, never held as
 Python objects.
 
-Each file is scanned by DuckDB's ``read_json_objects`` (newline-delimited, gzip read the same
-way, detected by its magic bytes); a line that is not a JSON object (torn write, garbage, an
-array) becomes a row marked ``damaged`` and is counted, never dropped silently. Blank lines are
-not records and are not counted. Every field is optional and read with ``TRY_CAST``: a field of
-the wrong type counts as missing for that field only.
+Each file is scanned once by DuckDB's ``read_json`` (newline-delimited; gzip read the same way,
+detected by its magic bytes), each line as one struct of the record fields: a line that is not
+JSON (torn write, garbage) becomes a row marked ``damaged``; JSON that is not a record (not an
+object, or an object with none of the fields) is marked not ``usable``. Both are counted,
+never dropped silently. Blank lines are not records and are not counted. Every field is
+optional and read with ``TRY_CAST``: a field of the wrong type counts as missing for that field
+only.
 """
 
 from __future__ import annotations
@@ -95,13 +97,14 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     ``by_group`` (the record's ``exposure_by_group``), ``logged_share``, the
     :data:`METRIC_FIELDS`, ``has_error``, ``model_ok``.
 
-    Two streaming passes per file: DuckDB's ``read_json`` with explicit columns (each typed
-    JSON, so a field of the wrong type never spoils the rest of its record) reads the fields;
-    ``read_json_objects`` counts the damaged lines (not JSON, or JSON that is not an object).
-    Returns ``{"lines": [...], "damaged": [...]}`` per file.
+    One streaming pass per file (each field typed JSON, then cast: a field of the wrong type
+    never spoils the rest of its record), into a columnar table; the derived columns are
+    computed on that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
     """
     extra = [f for f in options.by if f not in KNOWN_FIELDS]
-    columns = "{" + ", ".join(f"{_literal(f)}: 'JSON'" for f in (*KNOWN_FIELDS, *extra)) + "}"
+    # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
+    # that is not a record (not an object, or none of these fields).
+    struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra)) + ")"
     by_columns = "".join(
         f", COALESCE({_text(_quoted(field))}, "
         f"json_extract_string(metadata, {_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_{i}"
@@ -123,22 +126,18 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     )
     counts: dict[str, list[int]] = {"lines": [], "damaged": []}
     con.execute("DROP TABLE IF EXISTS records")
+    con.execute("DROP TABLE IF EXISTS raw_records")
     for index, path in enumerate(options.paths):
         common = (
             f"{_literal(str(path))}, format = 'newline_delimited', ignore_errors = true, "
             f"compression = '{'gzip' if _is_gzip(path) else 'none'}', "
             f"maximum_object_size = {MAX_LINE_BYTES}"
         )
-        lines, damaged = con.execute(
-            "SELECT count(*), count_if(json IS NULL OR NOT starts_with(ltrim(json::VARCHAR), '{')) "
-            f"FROM read_json_objects({common})"
-        ).fetchone()
-        counts["lines"].append(int(lines))
-        counts["damaged"].append(int(damaged))
         fields = f"""
             SELECT
                 {index} AS file_index,
-                ({any_field}) AS usable,
+                "__damaged" AS damaged,
+                NOT "__damaged" AND ({any_field}) AS usable,
                 TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
                 COALESCE({_text("source")}, CASE
                     WHEN trial IS NOT NULL THEN 'study'
@@ -156,53 +155,67 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 {_number("exposure_share")} AS logged_share
                 {metrics},
                 error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
-            FROM read_json({common}, columns = {columns})
+            FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
+                columns = {{'r': {_literal(struct)}}}))
         """
-        derived = f"""
-            SELECT {keep},
-                CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
-                    WHEN by_group IS NOT NULL THEN COALESCE(by_group[protected], 0.0)
-                    WHEN groups IS NOT NULL AND w > 0 THEN list_sum(list_transform(
-                        list_zip(groups, weights),
-                        lambda x: CASE WHEN x[1] = protected THEN x[2] ELSE 0.0 END)) / w
-                    WHEN groups IS NULL THEN logged_share
-                    END AS protected_share
-            FROM (
-                SELECT *, CASE
-                    WHEN weights IS NULL THEN CASE
-                        WHEN model_ok AND (by_group IS NOT NULL OR logged_share IS NOT NULL)
-                        THEN 1.0 END  -- no list length: such records weigh equally
-                    WHEN len(weights) = 0 THEN 0.0
-                    ELSE list_sum(weights) END AS w FROM (
+        verb = "CREATE TEMP TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
+        con.execute(f"{verb} {fields}")
+    derived = f"""
+        SELECT {keep},
+            CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
+                WHEN by_group IS NOT NULL THEN COALESCE(by_group[protected], 0.0)
+                WHEN groups IS NOT NULL AND w > 0 THEN list_sum(list_transform(
+                    list_zip(groups, weights),
+                    lambda x: CASE WHEN x[1] = protected THEN x[2] ELSE 0.0 END)) / w
+                WHEN groups IS NULL THEN logged_share
+                END AS protected_share
+        FROM (
+            SELECT *, CASE
+                WHEN weights IS NULL THEN CASE
+                    WHEN model_ok AND (by_group IS NOT NULL OR logged_share IS NOT NULL)
+                    THEN 1.0 END  -- no list length: such records weigh equally
+                WHEN len(weights) = 0 THEN 0.0
+                ELSE list_sum(weights) END AS w FROM (
+                SELECT *,
+                    CASE WHEN model_ok AND COALESCE(len(groups), k) >= 0 THEN list_transform(
+                        range(1, COALESCE(len(groups), k) + 1),
+                        lambda i: CASE model_name
+                            WHEN 'dcg' THEN 1.0 / log2(i + 1)
+                            WHEN 'uniform' THEN 1.0
+                            ELSE pow(patience, i - 1) END)
+                    END AS weights
+                FROM (
                     SELECT *,
-                        CASE WHEN model_ok AND COALESCE(len(groups), k) >= 0 THEN list_transform(
-                            range(1, COALESCE(len(groups), k) + 1),
-                            lambda i: CASE model_name
-                                WHEN 'dcg' THEN 1.0 / log2(i + 1)
-                                WHEN 'uniform' THEN 1.0
-                                ELSE pow(patience, i - 1) END)
-                        END AS weights
-                    FROM (
-                        SELECT *,
-                            regexp_extract(exposure_model, '^(dcg|uniform|rbp)', 1) AS model_name,
-                            COALESCE(TRY_CAST(regexp_extract(
-                                exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE), 0.8)
-                                AS patience,
-                            (exposure_model IN ('dcg', 'uniform', 'rbp') OR (
-                                regexp_matches(exposure_model, '^rbp\\([0-9.]+\\)$')
-                                AND TRY_CAST(regexp_extract(
-                                    exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE)
-                                    BETWEEN 1e-12 AND 1.0)) AS model_ok,
-                            COALESCE(
-                                TRY_CAST(json_extract(
-                                    target_json, '$."' || replace(protected, '"', '') || '"')
-                                    AS DOUBLE),
-                                {target}) AS target_share
-                        FROM ({fields})
-                    )
+                        regexp_extract(exposure_model, '^(dcg|uniform|rbp)', 1) AS model_name,
+                        COALESCE(TRY_CAST(regexp_extract(
+                            exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE), 0.8)
+                            AS patience,
+                        (exposure_model IN ('dcg', 'uniform', 'rbp') OR (
+                            regexp_matches(exposure_model, '^rbp\\([0-9.]+\\)$')
+                            AND TRY_CAST(regexp_extract(
+                                exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE)
+                                BETWEEN 1e-12 AND 1.0)) AS model_ok,
+                        COALESCE(
+                            TRY_CAST(json_extract(
+                                target_json, '$."' || replace(protected, '"', '') || '"')
+                                AS DOUBLE),
+                            {target}) AS target_share
+                    FROM raw_records
                 )
             )
-        """
-        verb = "CREATE TEMP TABLE records AS" if index == 0 else "INSERT INTO records"
-        con.execute(f"{verb} {derived}")
+        )
+    """
+    per_file = {
+        index: (int(lines), int(damaged))
+        for index, lines, damaged in con.execute(
+            "SELECT file_index, count(*), count_if(damaged) FROM raw_records GROUP BY file_index"
+        ).fetchall()
+    }
+    for index in range(len(options.paths)):  # an empty file has no row
+        lines, damaged = per_file.get(index, (0, 0))
+        counts["lines"].append(lines)
+        counts["damaged"].append(damaged)
+    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
+    con.execute(f"CREATE TEMP TABLE records AS {derived}")
+    con.execute("DROP TABLE raw_records")
     return counts

@@ -175,7 +175,7 @@ def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path):
     damaged = [
         b'{"ranker": "standard", "groups": ["fem\n',  # torn write
         b"not json at all\n",
-        b"[1, 2, 3]\n",  # JSON, but not a record
+        b"[1, 2, 3]\n",  # JSON, but not a record: counted apart
         b"\n",  # blank: not a record, not counted
         b'{"ranker": "standard", "groups": ["male"]',  # torn last line without newline
     ]
@@ -185,10 +185,11 @@ def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path):
     for name in ("log.jsonl", "log.jsonl.gz"):
         result = audit(write_log(tmp_path / name, records, damaged), protected="female")
         row = result.reading.iloc[0]
-        assert (row["lines"], row["damaged"], row["without_record_fields"]) == (11, 4, 1)
+        assert (row["lines"], row["damaged"], row["not_records"]) == (11, 3, 2)
         assert row["used"] == 6
         assert metric(result.rankers, "exposure_share")["n"] == 5  # "oops" has no groups
-        assert any("4 of 11 lines damaged" in note for note in result.notes)
+        assert any("3 of 11 lines damaged" in note for note in result.notes)
+        assert any("2 lines are JSON but not records" in note for note in result.notes)
 
 
 def test_records_without_protected_group_are_said_not_computed(tmp_path):
