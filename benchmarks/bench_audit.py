@@ -9,8 +9,9 @@ generation metrics, a tenant in ``metadata``), spread over 7 days with three ran
 tenants, and one damaged line per 10,000 (truncated JSON). Then it runs
 ``fairrag audit LOG --out DIR --by tenant --window 1d --max-disparity 0.05`` in a child
 process, so that the peak resident memory measured (``ru_maxrss`` of the child) is the audit's
-alone, and prints: the log's size, the audit's wall time and peak RSS, and the damaged lines
-the audit counted (the exit status is 1 when that count is not the number written).
+alone, and prints: the log's size, the audit's wall time, CPU time and peak RSS (with the load
+average: on a shared machine the wall time depends on it), and the damaged lines the audit
+counted (the exit status is 1 when that count is not the number written).
 """
 
 from __future__ import annotations
@@ -166,12 +167,18 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # KiB on Linux
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = usage.ru_maxrss / 2**20  # KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
     if done.returncode != 0:
         print(done.stdout, done.stderr, sep="\n")
         return 1
     print(done.stdout.strip())
-    print(f"audit: {elapsed:.1f} s wall, peak RSS {peak:.2f} GiB ({args.records:,} records)")
+    load = os.getloadavg()[0]
+    print(
+        f"audit: {elapsed:.1f} s wall, {cpu:.1f} s CPU (all threads), peak RSS {peak:.2f} GiB "
+        f"({args.records:,} records; {os.cpu_count()} cores, load average {load:.1f} at the end)"
+    )
     summary = json.loads((folder / "report" / "summary.json").read_text(encoding="utf-8"))
     counted = summary["reading"]["damaged_lines"]
     print(f"damaged lines counted: {counted} (written: {damaged})")

@@ -456,6 +456,7 @@ def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list
         {"" if options.since is None else f"AND ts >= {_since_literal(options)}"}
     """)
         .df()
+        .fillna(0)  # count_if over no rows is NULL
         .iloc[0]
     )
     total = int(counts["records"])

@@ -64,8 +64,6 @@ KNOWN_FIELDS = (
     "trial",
     "retriever_run_id",
     "query_id",
-    "node_ids",
-    "metadata",
     "groups",
     "k",
     "exposure_model",
@@ -101,7 +99,10 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     never spoils the rest of its record), into a columnar table; the derived columns are
     computed on that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
     """
+    # metadata (where --by fields may live) is read only when fields are asked for
     extra = [f for f in options.by if f not in KNOWN_FIELDS]
+    if options.by and "metadata" not in extra:
+        extra.append("metadata")
     # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
     # that is not a record (not an object, or none of these fields).
     struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra)) + ")"
@@ -142,7 +143,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 COALESCE({_text("source")}, CASE
                     WHEN trial IS NOT NULL THEN 'study'
                     WHEN retriever_run_id IS NOT NULL THEN 'langchain'
-                    WHEN query_id IS NOT NULL OR node_ids IS NOT NULL THEN 'llamaindex'
+                    WHEN query_id IS NOT NULL THEN 'llamaindex'
                     ELSE 'unknown' END) AS source,
                 {_text("ranker")} AS ranker
                 {by_columns},

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from fairrag_audit.figures import FIGURES
 from fairrag_study.cli import main
+from tests.audit.conftest import deployment_records
 from tests.audit.logs import record, write_log
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -69,3 +72,39 @@ def test_missing_log_and_out_that_is_a_file(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "file").write_text("")
     assert main(["audit", str(log), "--out", str(tmp_path / "file")]) == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_the_readme_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (line,) = [x for x in readme.splitlines() if x.startswith("fairrag audit ")]
+    args = shlex.split(line)[1:]
+    log = args[1]
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")  # within the command's --since 7d
+    write_log(tmp_path / log, deployment_records(day=today))
+    monkeypatch.chdir(tmp_path)  # the command's relative paths: the log and --out
+    assert main(args) == 0
+    assert (tmp_path / args[args.index("--out") + 1] / "report.html").is_file()
+
+
+def test_nothing_left_after_since_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    log = write_log(tmp_path / "log.jsonl", deployment_records())
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "audit",
+                str(log),
+                "--out",
+                str(out),
+                "--since",
+                "2030-01-01",
+                "--window",
+                "1h",
+                "--max-disparity",
+                "0.05",
+            ]
+        )
+        == 0
+    )
+    assert "0 records audited" in capsys.readouterr().out
+    assert "## Drift" in (out / "report.md").read_text()

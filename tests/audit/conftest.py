@@ -13,7 +13,9 @@ from tests.audit.logs import record, write_log
 RANKER_FEMALE_RATE = {"standard": 0.2, "representative_stochastic": 0.5}
 
 
-def deployment_records(hours: int = 4, per_hour: int = 12, seed: int = 0) -> list[dict]:
+def deployment_records(
+    hours: int = 4, per_hour: int = 12, seed: int = 0, day: str = "2026-12-01"
+) -> list[dict]:
     """Two rankers, two tenants (one at top level, one in metadata), ``hours`` of records."""
     rng = np.random.default_rng(seed)
     records = []
@@ -22,7 +24,7 @@ def deployment_records(hours: int = 4, per_hour: int = 12, seed: int = 0) -> lis
             ranker = "standard" if i % 2 else "representative_stochastic"
             groups = ["female" if x else "male" for x in rng.random(5) < RANKER_FEMALE_RATE[ranker]]
             cited = groups[:3]
-            stamp = f"2026-12-01T{hour:02d}:{i * 4:02d}:00Z"
+            stamp = f"{day}T{hour:02d}:{i * 4:02d}:00Z"
             records.append(
                 record(
                     groups,
