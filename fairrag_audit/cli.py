@@ -29,7 +29,8 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD",
-        help="also split by this record field (top level, else in metadata); repeatable",
+        help="also split by this record field (top level, else in metadata); repeat it or "
+        "give several separated by commas",
     )
     audit.add_argument("--since", help="ISO 8601 time (UTC unless it says) or a duration: 7d")
     audit.add_argument("--window", help="time windows of this length: 30m, 1h, 1d, 1w")
@@ -58,7 +59,7 @@ def run_audit_command(args: argparse.Namespace) -> int:
     try:
         result = audit(
             [str(p) for p in args.logs],
-            by=args.by,
+            by=[field.strip() for value in args.by for field in value.split(",")],
             since=args.since,
             window=args.window,
             max_disparity=args.max_disparity,

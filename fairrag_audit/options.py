@@ -158,8 +158,9 @@ class AuditOptions:
 def _check_fraction(name: str, value: object, *, allow_none: bool, closed: bool) -> None:
     if value is None and allow_none:
         return
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value) and (0 <= value <= 1 if closed else 0 < value < 1)
+    ok = False
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        ok = 0 <= value <= 1 if closed else 0 < value < 1
     if not ok:
         interval = "[0, 1]" if closed else "(0, 1)"
         raise ValueError(f"{name} {value!r} must be a number in {interval}")

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -192,9 +193,9 @@ def _markdown(blocks: list[_Block], out: Path) -> str:
         elif kind == "p":
             lines += [str(payload), ""]
         elif kind == "ul":
-            lines += [f"- {item}" for item in payload] + [""]  # type: ignore[union-attr]
+            lines += [f"- {item}" for item in cast(list, payload)] + [""]
         elif kind == "table":
-            table: _Table = payload  # type: ignore[assignment]
+            table = cast(_Table, payload)
             lines.append("| " + " | ".join(table.header) + " |")
             lines.append("|" + "---|" * len(table.header))
             lines += ["| " + " | ".join(row) + " |" for row in table.rows]
@@ -202,7 +203,7 @@ def _markdown(blocks: list[_Block], out: Path) -> str:
                 lines.append(f"\n({len(table.rows)} of {table.total} rows; all in the CSV files)")
             lines.append("")
         elif kind == "figure":
-            figure: _Figure = payload  # type: ignore[assignment]
+            figure = cast(_Figure, payload)
             lines += [f"![{figure.caption}]({figure.path.relative_to(out).as_posix()})", ""]
     return "\n".join(lines)
 
@@ -229,10 +230,10 @@ def _html(blocks: list[_Block]) -> str:
         elif kind == "p":
             parts.append(f"<p>{esc(str(payload))}</p>")
         elif kind == "ul":
-            items = "".join(f"<li>{esc(str(item))}</li>" for item in payload)  # type: ignore[union-attr]
+            items = "".join(f"<li>{esc(str(item))}</li>" for item in cast(list, payload))
             parts.append(f"<ul>{items}</ul>")
         elif kind == "table":
-            table: _Table = payload  # type: ignore[assignment]
+            table = cast(_Table, payload)
             head = "".join(f"<th>{esc(h)}</th>" for h in table.header)
             body = "".join(
                 "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in table.rows
@@ -243,7 +244,7 @@ def _html(blocks: list[_Block]) -> str:
                     f"<p>({len(table.rows)} of {table.total} rows; all in the CSV files)</p>"
                 )
         elif kind == "figure":
-            figure: _Figure = payload  # type: ignore[assignment]
+            figure = cast(_Figure, payload)
             data = base64.b64encode(figure.path.read_bytes()).decode("ascii")
             parts.append(
                 f'<figure><img src="data:image/png;base64,{data}" alt="{esc(figure.caption)}">'

@@ -65,7 +65,7 @@ def study_log(path: Path, langchain_records: list[dict]) -> list[dict]:
     return records
 
 
-def test_both_adapters_and_the_study_audited_together(tmp_path: Path):
+def test_both_adapters_and_the_study_audited_together(tmp_path: Path) -> None:
     lc = langchain_log(tmp_path / "langchain.jsonl")
     li = llamaindex_log(tmp_path / "llamaindex.jsonl")
     st = study_log(tmp_path / "records.jsonl", lc)

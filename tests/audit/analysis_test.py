@@ -4,8 +4,10 @@ metrics, numpy, scipy and fairrag_core.stats."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
@@ -24,7 +26,7 @@ LISTS = [
 ]
 
 
-def metric(table, name: str, **where: object):
+def metric(table: pd.DataFrame, name: str, **where: object) -> dict:
     rows = table[table["metric"] == name]
     for key, value in where.items():
         rows = rows[rows[key] == value]
@@ -32,7 +34,7 @@ def metric(table, name: str, **where: object):
     return row
 
 
-def test_amortized_disparity_and_shares_follow_the_spec(tmp_path):
+def test_amortized_disparity_and_shares_follow_the_spec(tmp_path: Path) -> None:
     path = write_log(tmp_path / "log.jsonl", [record(g) for g in LISTS])
     result = audit(path, protected="female", confidence=0.9)
 
@@ -60,7 +62,7 @@ def test_amortized_disparity_and_shares_follow_the_spec(tmp_path):
     assert (disparity["ci_low"], disparity["ci_high"]) == pytest.approx((low, high))
 
 
-def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path):
+def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path) -> None:
     derived = write_log(tmp_path / "a.jsonl", [record(g, ranker="a") for g in LISTS[:3]])
     given = [
         record(g, ranker="b", exposure_by_group={"female": 0.25, "male": 0.75}) for g in LISTS[:3]
@@ -78,7 +80,7 @@ def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path):
     assert metric(result.rankers, "exposure_share", ranker="b")["value"] == pytest.approx(0.25)
 
 
-def test_exposure_model_of_the_record_is_used(tmp_path):
+def test_exposure_model_of_the_record_is_used(tmp_path: Path) -> None:
     groups = ["male", "female", "male"]
     path = write_log(tmp_path / "log.jsonl", [record(groups, exposure_model="rbp(0.5)")] * 3)
     result = audit(path, protected="female")
@@ -86,7 +88,7 @@ def test_exposure_model_of_the_record_is_used(tmp_path):
     assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(expected)
 
 
-def test_generation_metrics_with_t_intervals_and_missing_counted(tmp_path):
+def test_generation_metrics_with_t_intervals_and_missing_counted(tmp_path: Path) -> None:
     parities = [0.2, 0.4, 0.6, None, 0.5]
     records = [
         record(g, generation_parity=gp, groundedness=1.0)
@@ -106,7 +108,7 @@ def test_generation_metrics_with_t_intervals_and_missing_counted(tmp_path):
     )
 
 
-def test_pairwise_comparison_is_the_cores_t_test(tmp_path):
+def test_pairwise_comparison_is_the_cores_t_test(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     records = []
     for ranker, female_rate in (("standard", 0.2), ("fair", 0.5)):
@@ -126,7 +128,7 @@ def test_pairwise_comparison_is_the_cores_t_test(tmp_path):
     assert row["significant"] == expected.significant
 
 
-def test_by_field_at_top_level_or_in_metadata_and_time_windows(tmp_path):
+def test_by_field_at_top_level_or_in_metadata_and_time_windows(tmp_path: Path) -> None:
     records = [
         record(["female", "male"], tenant="acme", timestamp="2026-12-01T00:10:00Z"),
         record(["male", "male"], metadata={"tenant": "acme"}, timestamp="2026-12-01T00:50:00Z"),
@@ -151,7 +153,7 @@ def test_by_field_at_top_level_or_in_metadata_and_time_windows(tmp_path):
     assert any("without a timestamp left out" in note for note in since.notes)
 
 
-def test_drift_lists_windows_above_the_band(tmp_path):
+def test_drift_lists_windows_above_the_band(tmp_path: Path) -> None:
     stamps = [f"2026-12-01T0{h}:0{m}:00Z" for h in range(3) for m in range(4)]
     balanced = (["female", "male"], ["male", "female"])  # in turn: amortized parity
     skewed = ["male", "female"]
@@ -171,7 +173,7 @@ def test_drift_lists_windows_above_the_band(tmp_path):
     assert bool(result.drift["certain"].iloc[0])  # every list the same: a zero-width interval
 
 
-def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path):
+def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path: Path) -> None:
     damaged = [
         b'{"ranker": "standard", "groups": ["fem\n',  # torn write
         b"not json at all\n",
@@ -192,7 +194,7 @@ def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path):
         assert any("2 lines are JSON but not records" in note for note in result.notes)
 
 
-def test_records_without_protected_group_are_said_not_computed(tmp_path):
+def test_records_without_protected_group_are_said_not_computed(tmp_path: Path) -> None:
     old = [{"ranker": "standard", "groups": g, "exposure_share": 0.1} for g in LISTS]
     result = audit(write_log(tmp_path / "log.jsonl", old))
     assert math.isnan(metric(result.rankers, "amortized_disparity")["value"])
@@ -200,7 +202,7 @@ def test_records_without_protected_group_are_said_not_computed(tmp_path):
     assert not result.exposure.empty  # group shares need no protected group
 
 
-def test_records_naming_their_protected_group_and_target(tmp_path):
+def test_records_naming_their_protected_group_and_target(tmp_path: Path) -> None:
     records = [record(g, protected="male", target={"male": 0.7, "OTHERS": 0.3}) for g in LISTS]
     result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
     w = np.array([ExposureModel().weights(len(g)).sum() for g in LISTS])

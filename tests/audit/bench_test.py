@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path):
+def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) -> None:
     done = subprocess.run(
         [
             sys.executable,

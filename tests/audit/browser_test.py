@@ -59,7 +59,7 @@ def chromium_or_skip() -> str:
     pytest.skip(reason)
 
 
-def test_report_html_shows_every_figure_in_chromium(report_dir: Path, tmp_path: Path):
+def test_report_html_shows_every_figure_in_chromium(report_dir: Path, tmp_path: Path) -> None:
     browser = chromium_or_skip()
     html = (report_dir / "report.html").read_text(encoding="utf-8")
     assert "<script" not in html

@@ -17,7 +17,7 @@ from tests.audit.logs import record, write_log
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_report_files_tables_and_figures(report_dir: Path):
+def test_report_files_tables_and_figures(report_dir: Path) -> None:
     for name in ("report.md", "report.html", "summary.json", "metrics.csv", "drift.csv"):
         assert (report_dir / name).is_file(), name
     for name in FIGURES:
@@ -36,7 +36,7 @@ def test_report_files_tables_and_figures(report_dir: Path):
     assert "Student t intervals" in report  # says which intervals these are
 
 
-def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]):
+def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["audit", "--help"])
     text = capsys.readouterr().out
@@ -57,14 +57,16 @@ def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]):
 )
 def test_bad_flags_are_refused_naming_flag_and_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
-):
+) -> None:
     log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])])
     assert main(["audit", str(log), "--out", str(tmp_path / "out"), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
-def test_missing_log_and_out_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_missing_log_and_out_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "nowhere.jsonl"
     assert main(["audit", str(missing), "--out", str(tmp_path / "out")]) == 2
     assert f"log {str(missing)!r} does not exist" in capsys.readouterr().err
@@ -74,7 +76,7 @@ def test_missing_log_and_out_that_is_a_file(tmp_path: Path, capsys: pytest.Captu
     assert "is a file; give a folder" in capsys.readouterr().err
 
 
-def test_the_readme_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_readme_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     (line,) = [x for x in readme.splitlines() if x.startswith("fairrag audit ")]
     args = shlex.split(line)[1:]
@@ -86,7 +88,9 @@ def test_the_readme_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert (tmp_path / args[args.index("--out") + 1] / "report.html").is_file()
 
 
-def test_nothing_left_after_since_still_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_nothing_left_after_since_still_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = write_log(tmp_path / "log.jsonl", deployment_records())
     out = tmp_path / "out"
     assert (
