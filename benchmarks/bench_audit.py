@@ -6,7 +6,8 @@ Run: ``.venv/bin/python benchmarks/bench_audit.py [--records 1000000] [--gzip] [
 It writes a JSON-lines log shaped like the handlers' (docs/SPEC.md "Records": timestamp,
 source, ranker, target, protected, exposure model, groups, titles, citations, answer,
 generation metrics, a tenant in ``metadata``), spread over 7 days with three rankers and four
-tenants, and one damaged line per 10,000 (truncated JSON). Then it runs
+tenants, one damaged line per 10,000 (truncated JSON), and a drift: from day 6 on, one tenant's
+representative_stochastic shows fewer women. Then it runs
 ``fairrag audit LOG --out DIR --by tenant --window 1d --max-disparity 0.05`` in a child
 process, so that the peak resident memory measured (``ru_maxrss`` of the child) is the audit's
 alone, and prints: the log's size, the audit's wall time, CPU time and peak RSS (with the load
@@ -35,18 +36,23 @@ ROOT = Path(__file__).resolve().parents[1]
 RANKERS = ("standard", "forced_exposure", "representative_stochastic")
 TENANTS = ("acme", "globex", "initech", "umbrella")
 PROTECTED_PROBABILITY = {"standard": 0.25, "forced_exposure": 0.4, "representative_stochastic": 0.5}
+DRIFTED_PROBABILITY = {**PROTECTED_PROBABILITY, "representative_stochastic": 0.4}
+"""From day 6 on, tenant umbrella's representative_stochastic shows fewer women: a drift."""
+DRIFT_TENANT = "umbrella"
 DAMAGED_EVERY = 10_000
 K = 5
 WEIGHTS = 1.0 / np.log2(np.arange(2, K + 2))
 
 
-def record_templates(count: int, seed: int) -> list[tuple[str, str]]:
+def record_templates(
+    count: int, seed: int, probability: dict[str, float] = PROTECTED_PROBABILITY
+) -> list[tuple[str, str]]:
     """``count`` distinct records as (ranker, JSON text without timestamp, run id and tenant)."""
     rng = np.random.default_rng(seed)
     templates = []
     for index in range(count):
         ranker = RANKERS[index % len(RANKERS)]
-        female = rng.random(K) < PROTECTED_PROBABILITY[ranker]
+        female = rng.random(K) < probability[ranker]
         groups = ["female" if f else "male" for f in female]
         titles = [f"Person {index}-{i} (scientist)" for i in range(K)]
         share = float(WEIGHTS[female].sum() / WEIGHTS.sum())
@@ -105,6 +111,8 @@ def record_templates(count: int, seed: int) -> list[tuple[str, str]]:
 def write_log(path: Path, records: int, seed: int = 0) -> int:
     """Write ``records`` lines (one damaged per DAMAGED_EVERY); returns the damaged count."""
     templates = record_templates(997, seed)
+    drifted = record_templates(997, seed + 1, DRIFTED_PROBABILITY)
+    drift_from = records * 5 // 7
     start = datetime(2026, 11, 24, tzinfo=timezone.utc)
     step = timedelta(days=7) / records
     damaged = 0
@@ -115,9 +123,10 @@ def write_log(path: Path, records: int, seed: int = 0) -> int:
     with handle:
         chunk = []
         for index in range(records):
-            _ranker, body = templates[index % len(templates)]
-            stamp = (start + step * index).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             tenant = TENANTS[(index // 7) % len(TENANTS)]
+            drifting = index >= drift_from and tenant == DRIFT_TENANT
+            _ranker, body = (drifted if drifting else templates)[index % len(templates)]
+            stamp = (start + step * index).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             line = (
                 f'{{"timestamp": "{stamp}", "run_id": "run-{index}", '
                 f'"metadata": {{"tenant": "{tenant}"}}, {body}'

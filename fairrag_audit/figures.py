@@ -83,7 +83,7 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     if data.empty:
         return False
     _, labels = _x_positions(data, result)
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(10, 4.2))
     series = ["ranker", *result.options.by]
     for key, rows in data.groupby(series, sort=True):
         name = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
@@ -108,7 +108,7 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     ax.set_ylabel("amortized disparity")
     ax.set_ylim(bottom=0)
     _set_window_axis(ax, labels)
-    ax.legend(fontsize=6, ncol=2, loc="upper right")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over
     ax.set_title(FIGURES["disparity_band.png"], fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
