@@ -52,6 +52,8 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
 
 def run_audit_command(args: argparse.Namespace) -> int:
     """Run the audit the parsed ``args`` ask for; 0 on success, 2 on bad input."""
+    import duckdb
+
     from .analysis import audit
     from .report import write_report
 
@@ -73,6 +75,9 @@ def run_audit_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fairrag audit: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, duckdb.Error) as exc:  # a log that cannot be read, a full disk
+        print(f"fairrag audit: error reading or writing: {exc}", file=sys.stderr)
+        return 1
     reading = result.reading
     print(
         f"{int(reading['lines'].sum()):,} lines, {int(reading['damaged'].sum()):,} damaged, "

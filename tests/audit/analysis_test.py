@@ -209,3 +209,15 @@ def test_records_naming_their_protected_group_and_target(tmp_path: Path) -> None
     p = np.array([exposure_share(g, "male") for g in LISTS])
     row = metric(result.rankers, "amortized_disparity")
     assert row["value"] == pytest.approx(abs((w * p).sum() / w.sum() - 0.7))
+
+
+def test_binary_garbage_and_a_one_megabyte_answer(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    write_log(path, [record(["female", "male"], answer="- A (DocTitle: B)\n" * 60_000)])
+    with open(path, "ab") as handle:
+        handle.write(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe{}\n")  # 3 lines, none of them JSON
+    write_log(path, [record(["male", "female"])])
+    result = audit(path, protected="female")
+    row = result.reading.iloc[0]
+    assert (row["lines"], row["damaged"], row["used"]) == (5, 3, 2)
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(0.5)
