@@ -450,8 +450,10 @@ def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list
             count_if(model_ok AND w IS NULL) AS no_list,
             count_if(w = 0) AS empty_list,
             count_if(groups IS NULL AND by_group IS NULL AND w IS NOT NULL) AS equal_weight,
-            count_if(has_error) AS errors
+            count_if(has_error) AS errors,
+            count_if(ts IS NULL) AS no_timestamp
             {"".join(f", count({m}) AS {m}" for m in METRIC_FIELDS)}
+            {"".join(f", count_if(by_{i} IS NULL) AS by_{i}" for i in range(len(options.by)))}
         FROM records WHERE usable
         {"" if options.since is None else f"AND ts >= {_since_literal(options)}"}
     """)
@@ -495,6 +497,17 @@ def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list
         notes.append(
             f"{int(counts['errors'])} records are of failed runs (`error`); their retrieval "
             "figures are kept"
+        )
+    for i, name in enumerate(options.by):
+        if counts[f"by_{i}"]:
+            notes.append(
+                f"--by {name}: missing from {int(counts[f'by_{i}'])} of {total} records (neither "
+                f"at top level nor in `metadata`); they form the group '{MISSING_VALUE}'"
+            )
+    if counts["no_timestamp"] and options.window is None and options.since is None:
+        notes.append(
+            f"{int(counts['no_timestamp'])} of {total} records have no usable `timestamp`: they "
+            "cannot be placed in time windows (--window) nor filtered by --since"
         )
     for metric in METRIC_FIELDS:
         present = int(counts[metric])

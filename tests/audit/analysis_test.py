@@ -221,3 +221,10 @@ def test_binary_garbage_and_a_one_megabyte_answer(tmp_path: Path) -> None:
     row = result.reading.iloc[0]
     assert (row["lines"], row["damaged"], row["used"]) == (5, 3, 2)
     assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(0.5)
+
+
+def test_missing_by_field_and_timestamps_are_noted(tmp_path: Path) -> None:
+    records = [record(["female", "male"], metadata={"tenant": "acme"}), record(["male"])]
+    result = audit(write_log(tmp_path / "log.jsonl", records), by="tenant", protected="female")
+    assert any(n.startswith("--by tenant: missing from 1 of 2 records") for n in result.notes)
+    assert any(n.startswith("2 of 2 records have no usable `timestamp`") for n in result.notes)
