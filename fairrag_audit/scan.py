@@ -106,8 +106,16 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
     # that is not a record (not an object, or none of these fields).
     struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra)) + ")"
+    # docs/SPEC.md names the source; older records are recognised by their adapter's fields
+    source = f"""COALESCE({_text("source")}, CASE
+                    WHEN trial IS NOT NULL THEN 'study'
+                    WHEN retriever_run_id IS NOT NULL THEN 'langchain'
+                    WHEN query_id IS NOT NULL THEN 'llamaindex'
+                    ELSE 'unknown' END)"""
     by_columns = "".join(
-        f", COALESCE({_text(_quoted(field))}, "
+        f", {source} AS by_{i}"
+        if field == "source"
+        else f", COALESCE({_text(_quoted(field))}, "
         f"json_extract_string(metadata, {_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_{i}"
         for i, field in enumerate(options.by)
     )
@@ -140,11 +148,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 "__damaged" AS damaged,
                 NOT "__damaged" AND ({any_field}) AS usable,
                 TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
-                COALESCE({_text("source")}, CASE
-                    WHEN trial IS NOT NULL THEN 'study'
-                    WHEN retriever_run_id IS NOT NULL THEN 'langchain'
-                    WHEN query_id IS NOT NULL THEN 'llamaindex'
-                    ELSE 'unknown' END) AS source,
+                {source} AS source,
                 {_text("ranker")} AS ranker
                 {by_columns},
                 TRY_CAST(groups AS VARCHAR[]) AS groups,

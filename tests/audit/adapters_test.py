@@ -102,5 +102,7 @@ def test_both_adapters_and_the_study_audited_together(tmp_path: Path) -> None:
     assert {(r["a"], r["b"]) for r in pairs.to_dict("records")} == {
         ("representative_stochastic", "standard")
     }
+    by_source = audit(paths, protected="female", by="source").metrics
+    assert set(by_source["source"]) == {"langchain", "llamaindex", "study"}
     # today's records carry no timestamp and no grounded parity: said, not silently missing
     assert any(note.startswith("grounded_generation_parity: no value") for note in result.notes)
