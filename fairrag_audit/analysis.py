@@ -18,7 +18,8 @@ share ``τ_t``.
 Confidence intervals are Student t intervals at ``confidence``: for means, ``x̄ ± t_{n−1}
 s/√n``; for the two ratio statistics above, the ratio estimator's linearised (delta-method)
 standard error ``se² = n / ((n − 1) (Σ W)²) · Σ W_t² (x_t − m)²`` with ``t_{n−1}``. The
-interval of the amortized disparity is that of the signed mean folded at 0. Every sum comes
+interval of the amortized disparity is that of the signed mean folded at 0. Intervals are
+clipped to the metric's range (shares in [0, 1], gaps in [−1, 1]). Every sum comes
 from DuckDB, so the records are never held as Python objects.
 """
 
@@ -49,6 +50,13 @@ METRICS = (
     *METRIC_FIELDS,
 )
 """Metric names of the tables, in report order (``exposure_share`` is the protected group's)."""
+
+RANGES = {
+    **dict.fromkeys(METRICS, (0.0, 1.0)),
+    "fairness_gap": (-1.0, 1.0),
+    "fairness_gap_magnitude": (-1.0, 1.0),
+}
+"""Values each metric can take (docs/SPEC.md "Metrics"); intervals are clipped to them."""
 
 PAIRWISE_METRICS = ("exposure_share", "exposure_disparity", *METRIC_FIELDS)
 """Per-record metrics compared between rankers (the amortized disparity is one number per
@@ -283,8 +291,9 @@ def _metric_table(
         frame = cells[[*keys, "records", "errors"]].copy()
         frame["metric"] = metric
         frame["value"] = value
-        frame["ci_low"] = low
-        frame["ci_high"] = high
+        lowest, highest = RANGES[metric]  # an interval never leaves the metric's range
+        frame["ci_low"] = np.clip(low, lowest, highest)
+        frame["ci_high"] = np.clip(high, lowest, highest)
         frame["errors"] = frame["errors"].astype(int)
         frame["n"] = n.astype(int)
         frame["n_missing"] = cells["records"].to_numpy(int) - n.astype(int)
@@ -354,8 +363,8 @@ def _exposure_table(
     )
     out = table[[*keys, "group"]].copy()
     out["share"] = m
-    out["ci_low"] = m - half
-    out["ci_high"] = m + half
+    out["ci_low"] = np.clip(m - half, 0.0, 1.0)
+    out["ci_high"] = np.clip(m + half, 0.0, 1.0)
     out["n"] = table["n"].astype(int)
     return out
 

@@ -27,7 +27,7 @@ CI_METHOD = (
     "Intervals are Student t intervals: for means x̄ ± t(n−1)·s/√n; for the exposure share and "
     "the amortized disparity (ratios Σ W_t x_t / Σ W_t) the ratio estimator's linearised "
     "(delta-method) standard error with t(n−1); the disparity's interval is the signed mean's, "
-    "folded at 0."
+    "folded at 0; every interval is clipped to its metric's range."
 )
 
 

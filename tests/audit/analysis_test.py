@@ -228,3 +228,11 @@ def test_missing_by_field_and_timestamps_are_noted(tmp_path: Path) -> None:
     result = audit(write_log(tmp_path / "log.jsonl", records), by="tenant", protected="female")
     assert any(n.startswith("--by tenant: missing from 1 of 2 records") for n in result.notes)
     assert any(n.startswith("2 of 2 records have no usable `timestamp`") for n in result.notes)
+
+
+def test_intervals_stay_within_the_metrics_range(tmp_path: Path) -> None:
+    records = [record(["male"] * 5)] * 5 + [record(["female"] + ["male"] * 4)]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    share = metric(result.rankers, "exposure_share")
+    assert share["ci_low"] == 0.0 < share["value"]  # t interval would reach below 0
+    assert (result.exposure["ci_low"] >= 0).all() and (result.exposure["ci_high"] <= 1).all()
