@@ -38,7 +38,8 @@ def placement_metadata(
 
     ``relevance_score`` is the relevance ranked on (None when the pool had no scores and its
     incoming order was the relevance: ``scored=False``); ``retrieval_score`` the score the
-    store or the previous step gave, as it came; ``pool_size`` the candidates ranked, ``fair_k`` the length of the fair list.
+    store or the previous step gave, as it came; ``pool_size`` the candidates ranked,
+    ``fair_k`` the length of the fair list.
     """
     return {
         "relevance_score": placement.score if scored else None,

@@ -107,6 +107,3 @@ def run_record(
     if error is not None:
         record["error"] = error
     return record
-
-
-
