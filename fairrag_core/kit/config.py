@@ -26,8 +26,10 @@ from ..validation import as_rng
 
 __all__ = ["RankerConfig", "RankerState", "describe_ranker", "draw_query_seed"]
 
-QUERY_SEED_BOUND = 2**31 - 1
-"""Query seeds are ints in ``[0, 2**31 - 1)``: exact in JSON and in every language's int."""
+QUERY_SEED_BOUND = 2**53
+"""Drawn query seeds are ints in ``[0, 2**53)``: exact in JSON, even read as a double."""
+SEED_LIMIT = 2**64
+"""A caller's seed may be any int in ``[0, 2**64)`` (numpy's ``default_rng`` takes them all)."""
 
 _FAIRNESS_ARGS = ("protected", "target_share", "target", "seed")
 
@@ -124,7 +126,7 @@ def describe_ranker(ranker: Ranker) -> dict[str, Any]:
 def draw_query_seed(seed: Any, generator: np.random.Generator) -> int:
     """The seed of one query's ranking (docs/SPEC.md, "Adapters" → Seeds).
 
-    ``seed`` is the caller's per-query seed: an int in ``[0, 2**31 - 1)`` is used as is, a
+    ``seed`` is the caller's per-query seed: an int in ``[0, 2**64)`` is used as is, a
     ``numpy.random.Generator`` gives one draw (so it can still be written in the record); None
     draws one from ``generator``, the component's own.
     """
@@ -134,11 +136,10 @@ def draw_query_seed(seed: Any, generator: np.random.Generator) -> int:
         return int(seed.integers(QUERY_SEED_BOUND))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(
-            f"seed must be an int in [0, {QUERY_SEED_BOUND}) or a numpy.random.Generator, "
-            f"got {seed!r}"
+            f"seed must be an int in [0, 2**64) or a numpy.random.Generator, got {seed!r}"
         )
-    if not 0 <= seed < QUERY_SEED_BOUND:
-        raise ValueError(f"seed must be an int in [0, {QUERY_SEED_BOUND}), got {seed!r}")
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
     return int(seed)
 
 
@@ -157,6 +158,11 @@ class RankerState:
         self.ranker = config.build()
         self._seeds = as_rng(np.random.default_rng(config.seed))
         self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
+        # A deep copy of a component is another component: :meth:`current` sees the other id
+        # and builds it a state of its own, so sharing this one until then is harmless.
+        return self
 
     @classmethod
     def current(cls, state: RankerState | None, component: Any) -> RankerState:

@@ -55,7 +55,7 @@ def run_record(
     auditor: FairnessAuditor,
     *,
     source: str,
-    shown: Sequence[ShownDocument],
+    shown: Sequence[ShownDocument] | None,
     query: str | None = None,
     run_id: str | None = None,
     ranker: str | None = None,
@@ -73,8 +73,12 @@ def run_record(
     the generation metrics (:meth:`FairnessAuditor.generation`, one rule for every framework:
     an answer without bullets has groundedness 0 and generation parity NaN).
 
-    ``extra`` adds adapter-specific fields (e.g. ``retriever_run_id``) after the standard ones.
+    ``shown`` None means the run failed before anything was shown: the record then holds its
+    identity, configuration and ``error``, no metrics. ``extra`` adds adapter-specific fields
+    (e.g. ``retriever_run_id``) after the standard ones.
     """
+    failed = shown is None
+    shown = [] if shown is None else list(shown)
     groups = [document.group for document in shown]
     record: dict[str, Any] = {
         "schema": RECORD_SCHEMA,
@@ -89,12 +93,12 @@ def run_record(
         "pool_size": pool_size,
         "doc_ids": [document.doc_id for document in shown],
         "titles": [document.title for document in shown],
-        **auditor.retrieval(groups),
+        **({} if failed else auditor.retrieval(groups)),
         "model": model,
         "tags": _jsonable(list(tags or [])),
         "metadata": _jsonable(dict(metadata or {})),
     }
-    if answer is not None:
+    if answer is not None and not failed:
         context = [
             ContextDocument(document.title, group=document.group, text=document.text)
             for document in shown
