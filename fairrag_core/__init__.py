@@ -21,7 +21,7 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
+from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..rerank import Placement
+from ..reranking import Placement
 
 __all__ = ["PLACEMENT_KEYS", "placement_metadata", "shown_provenance"]
 
