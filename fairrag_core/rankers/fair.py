@@ -75,10 +75,20 @@ def _unadjusted(k: int, p: float, alpha: float) -> tuple[int, ...]:
 
 
 def _quantiles(k: int, p: float, alpha: float) -> np.ndarray:
-    """``max(0, binom.ppf(alpha, i, p))`` for i = 1..k, as ints (ppf(0) is -1, hence the max)."""
+    """``max(0, binom.ppf(alpha, i, p))`` for i = 1..k, as ints (ppf(0) is -1, hence the max).
+
+    For 0 < alpha < 1 and valid (i, p), ``binom.ppf`` returns ``binom._ppf`` (scipy's quantile
+    kernel) after argument checks that cost ten times the kernel; the bisection calls this
+    often, so the kernel is called directly (the public function when scipy lacks it). The
+    oracle tests compare the tables with fairsearchcore's, which calls ``binom.ppf``.
+    """
     from scipy.stats import binom
 
-    table = binom.ppf(alpha, np.arange(1, k + 1), p)
+    if alpha <= 0.0:
+        return np.zeros(k, dtype=np.intp)
+    sizes = np.arange(1, k + 1)
+    kernel = getattr(binom, "_ppf", None)
+    table = binom.ppf(alpha, sizes, p) if kernel is None else kernel(alpha, sizes, p)
     return np.maximum(table, 0.0).astype(np.intp)
 
 
@@ -214,10 +224,14 @@ class FairRanker(Ranker):
             raise TypeError(f"adjust_alpha must be True or False, got {adjust_alpha!r}")
         self.adjust_alpha = adjust_alpha
         self._protected_code = target.groups.index(target.protected)
+        self._tables: dict[int, tuple[int, ...]] = {}
 
     def mtable(self, k: int) -> tuple[int, ...]:
         """The m-table this ranker uses for a list of length ``k``."""
-        return fair_mtable(k, self.p, self.alpha, adjust=self.adjust_alpha)
+        table = self._tables.get(k)
+        if table is None:
+            table = self._tables[k] = fair_mtable(k, self.p, self.alpha, adjust=self.adjust_alpha)
+        return table
 
     def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return self._rank_detailed(pool, k, rng).indices
@@ -226,20 +240,23 @@ class FairRanker(Ranker):
         self, pool: CandidatePool, k: int, rng: np.random.Generator
     ) -> RankingResult:
         table = self.mtable(k)
-        scores = pool.scores
-        order = np.argsort(-scores, kind="stable")
+        order = np.argsort(-pool.scores, kind="stable")
         is_protected = pool.codes[order] == self._protected_code  # type: ignore[index]
-        protected = order[is_protected].tolist()
-        others = order[~is_protected].tolist()
-        score = scores.tolist()
+        protected_order = order[is_protected]
+        n_protected = protected_order.shape[0]
+        # At most k of each group can be shown: only their heads are looked at.
+        protected = protected_order[:k].tolist()
+        others = order[~is_protected][:k].tolist()
+        protected_scores = pool.scores[protected].tolist()
+        other_scores = pool.scores[others].tolist()
+        n_head, n_others = len(protected), len(others)
         chosen = []
-        n_protected, n_others = len(protected), len(others)
         i_protected = i_others = 0
         for position in range(k):
-            if i_protected < n_protected and (
+            if i_protected < n_head and (
                 i_others >= n_others
                 or i_protected < table[position]
-                or score[protected[i_protected]] >= score[others[i_others]]
+                or protected_scores[i_protected] >= other_scores[i_others]
             ):
                 chosen.append(protected[i_protected])
                 i_protected += 1
