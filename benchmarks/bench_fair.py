@@ -79,7 +79,9 @@ def interleaved_medians_us(
     rng: np.random.Generator,
 ) -> tuple[float, float, int]:
     """Median microseconds per call of each, and how many rankings were equal."""
-    mine_ns, their_ns, equal = [], [], 0
+    mine_ns: list[int] = []
+    their_ns: list[int] = []
+    equal = 0
     clock = time.perf_counter_ns
     for call in range(calls):
         scores = rng.random(POOL)

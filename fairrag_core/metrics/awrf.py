@@ -48,20 +48,20 @@ def _label_rows(ranked_groups: object, name: str) -> tuple[list[list[Hashable]],
     return [as_labels(items, name)], False
 
 
-def _padded_codes(
-    rows: list[list[Hashable]], spec: Target
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(N, L) bucket codes, a known-group mask and a present-position mask (L = longest row)."""
-    width = max((len(row) for row in rows), default=0)
+def _padded_codes(rows: list[list[Hashable]], spec: Target) -> tuple[np.ndarray, np.ndarray]:
+    """(N, L) bucket codes and a known-group mask (L = longest row; padding is not known)."""
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.intp, count=len(rows))
+    width = int(lengths.max(initial=0))
+    flat = [label for row in rows for label in row]
+    # Row and position of every label, all rows concatenated: one encode for the whole batch.
+    row_of = np.repeat(np.arange(len(rows)), lengths)
+    position = np.arange(row_of.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     codes = np.zeros((len(rows), width), dtype=np.intp)
     known = np.zeros((len(rows), width), dtype=bool)
-    present = np.zeros((len(rows), width), dtype=bool)
+    codes[row_of, position] = spec.encode(flat)
     none_is_a_group = None in spec.groups
-    for r, row in enumerate(rows):
-        codes[r, : len(row)] = spec.encode(row)
-        known[r, : len(row)] = [label is not None or none_is_a_group for label in row]
-        present[r, : len(row)] = True
-    return codes, known, present
+    known[row_of, position] = [label is not None or none_is_a_group for label in flat]
+    return codes, known
 
 
 def awrf(
@@ -91,7 +91,7 @@ def awrf(
 
     spec = make_target(protected=protected, target_share=target_share, target=target)
     rows, many = _label_rows(ranked_groups, "ranked_groups")
-    codes, known, _ = _padded_codes(rows, spec)
+    codes, known = _padded_codes(rows, spec)
     weights = np.where(known, trec_discount(codes.shape[1])[None, :], 0.0)
     mass = np.zeros((len(rows), len(spec.groups)))
     np.add.at(mass, (np.arange(len(rows))[:, None], codes), weights)
@@ -106,7 +106,7 @@ def awrf(
 
 
 def trec_ndcg(
-    relevant: Sequence[bool] | Sequence[Sequence[bool]] | np.ndarray,
+    relevant: Sequence[int] | Sequence[Sequence[int]] | np.ndarray,
     *,
     n_relevant: int | Sequence[int] | np.ndarray | None = None,
     k: int | None = None,
@@ -156,7 +156,7 @@ def trec_ndcg(
 
 def trec_fair_score(
     ranked_groups: Sequence[Hashable] | Sequence[Sequence[Hashable]] | np.ndarray,
-    relevant: Sequence[bool] | Sequence[Sequence[bool]] | np.ndarray,
+    relevant: Sequence[int] | Sequence[Sequence[int]] | np.ndarray,
     *,
     n_relevant: int | Sequence[int] | np.ndarray | None = None,
     k: int | None = None,

@@ -150,10 +150,10 @@ def expected_exposure(
     n_draws, k = arr.shape
     weights = position_weights_for(exposure, k)
     codes = spec.encode(labels)
-    system = np.bincount(
+    exposure_sums = np.bincount(
         codes[arr].ravel(), weights=np.tile(weights, n_draws), minlength=len(spec.groups)
     )
-    system /= n_draws
+    system = exposure_sums / n_draws
     return _ee(system, spec.shares * weights.sum(), spec.groups)
 
 
@@ -210,8 +210,10 @@ def document_expected_exposure(
     arr = as_rankings(rankings, grades.shape[0])
     n_draws, k = arr.shape
     weights = position_weights_for(exposure, k)
-    system = np.bincount(arr.ravel(), weights=np.tile(weights, n_draws), minlength=grades.shape[0])
-    system /= n_draws
+    exposure_sums = np.bincount(
+        arr.ravel(), weights=np.tile(weights, n_draws), minlength=grades.shape[0]
+    )
+    system = exposure_sums / n_draws
     target = ideal_document_exposure(grades, weights)
     return _ee(system, target, tuple(range(grades.shape[0])))
 

@@ -20,7 +20,7 @@ from fairrag_core.metrics import (
 V1, V2 = 1.0, 1.0 / math.log2(3)
 
 
-def test_two_rankings_by_hand():
+def test_two_rankings_by_hand() -> None:
     # [f, m] and [m, m]: the women got V1 of 2 (V1 + V2).
     stream = [["female", "male"], ["male", "male"]]
     share = V1 / (2 * (V1 + V2))
@@ -30,7 +30,7 @@ def test_two_rankings_by_hand():
     )
 
 
-def test_rankings_of_different_lengths_weigh_by_their_total_exposure():
+def test_rankings_of_different_lengths_weigh_by_their_total_exposure() -> None:
     stream = [["female"], ["male", None]]  # None is never protected
     share = V1 / (V1 + V1 + V2)
     assert amortized_disparity(stream, protected="female", target_share=0.3) == pytest.approx(
@@ -38,13 +38,13 @@ def test_rankings_of_different_lengths_weigh_by_their_total_exposure():
     )
 
 
-def test_a_stream_can_be_on_target_while_every_list_is_not():
+def test_a_stream_can_be_on_target_while_every_list_is_not() -> None:
     stream = [["female", "female"], ["male", "male"]]
     assert amortized_disparity(stream, protected="female") == pytest.approx(0.0, abs=1e-15)
     assert all(exposure_disparity(r, protected="female") == 0.5 for r in stream)
 
 
-def test_several_groups_use_half_the_l1_distance():
+def test_several_groups_use_half_the_l1_distance() -> None:
     stream = np.array([["a", "b"], ["b", "c"]], dtype=object)
     target = {"a": 0.5, "b": 0.25, "c": 0.25}
     total = 2 * (V1 + V2)
@@ -62,7 +62,9 @@ labels = st.sampled_from(["female", "male", None])
     target_share=st.sampled_from([0.2, 0.5]),
     model=st.sampled_from(["dcg", "uniform", "rbp"]),
 )
-def test_equals_the_exposure_weighted_mean_of_per_ranking_shares(stream, target_share, model):
+def test_equals_the_exposure_weighted_mean_of_per_ranking_shares(
+    stream: list[list[str | None]], target_share: float, model: str
+) -> None:
     totals = [sum(model_weights(model, len(r))) for r in stream]
     shares = [exposure_share(r, "female", exposure=model) for r in stream]
     weighted = sum(s * w for s, w in zip(shares, totals, strict=True)) / sum(totals)
@@ -81,7 +83,7 @@ def model_weights(model: str, k: int) -> list[float]:
     return [1.0] * k
 
 
-def test_empty_stream_is_nan_and_bad_input_raises():
+def test_empty_stream_is_nan_and_bad_input_raises() -> None:
     assert math.isnan(amortized_disparity([], protected="female"))
     assert math.isnan(amortized_disparity([[], []], protected="female"))
     with pytest.raises(TypeError, match="stream must be a sequence of rankings"):

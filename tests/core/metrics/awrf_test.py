@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import pytest
@@ -13,11 +13,11 @@ from fairrag_core import OTHERS
 from fairrag_core.metrics import awrf, trec_discount, trec_fair_score, trec_ndcg
 
 
-def test_discount_gives_ranks_one_and_two_full_weight():
+def test_discount_gives_ranks_one_and_two_full_weight() -> None:
     assert trec_discount(4).tolist() == pytest.approx([1.0, 1.0, 1 / math.log2(3), 0.5])
 
 
-def test_awrf_by_hand():
+def test_awrf_by_hand() -> None:
     # d1 = d2 = 1: one woman and one man is exactly the parity distribution.
     assert awrf(["female", "male"], protected="female") == 1.0
     # Two women: a = (1, 0) against t = (1/2, 1/2), m = (3/4, 1/4);
@@ -33,7 +33,7 @@ def test_awrf_by_hand():
     assert math.isnan(awrf([None, None], protected="female"))
 
 
-def test_awrf_of_many_rankings_at_once_matches_one_by_one():
+def test_awrf_of_many_rankings_at_once_matches_one_by_one() -> None:
     rankings = [["female", "male"], ["male", "male", None], [None], ["female"]]
     together = awrf(rankings, protected="female", target_share=0.3)
     alone = [awrf(r, protected="female", target_share=0.3) for r in rankings]
@@ -45,7 +45,7 @@ def test_awrf_of_many_rankings_at_once_matches_one_by_one():
     assert one_by_one[0] == 1.0
 
 
-def test_trec_ndcg_by_hand():
+def test_trec_ndcg_by_hand() -> None:
     # [rel, non, rel] with R = 2: DCG = 1 + 1/log2(3); IDCG = d1 + d2 = 2.
     assert trec_ndcg([1, 0, 1]) == pytest.approx((1 + 1 / math.log2(3)) / 2)
     # Three relevant in the collection, run of 3 judged against a track length of 5.
@@ -57,7 +57,7 @@ def test_trec_ndcg_by_hand():
     np.testing.assert_allclose(trec_ndcg([[0, 1, 0], [0, 0, 1]]), [1.0, 1 / math.log2(3)])
 
 
-def test_score_is_ndcg_times_awrf():
+def test_score_is_ndcg_times_awrf() -> None:
     groups, relevant = ["female", "female", "male"], [1, 0, 1]
     expected = trec_ndcg(relevant) * awrf(groups, protected="female")
     assert trec_fair_score(groups, relevant, protected="female") == pytest.approx(expected)
@@ -93,7 +93,7 @@ def qr_ndcg_reference(relevant: list[bool], n_relevant: int, target_len: int) ->
     return float(np.sum(util * disc[: len(relevant)]) / np.sum(disc[:rel_n]))
 
 
-def test_equal_to_the_trec_2022_task_1_code_on_random_rankings():
+def test_equal_to_the_trec_2022_task_1_code_on_random_rankings() -> None:
     rng = np.random.default_rng(2022)
     compared = 0
     for trial in range(300):
@@ -144,6 +144,8 @@ def test_equal_to_the_trec_2022_task_1_code_on_random_rankings():
         (lambda: trec_discount(-1), ValueError, "k must be an integer >= 0, got -1"),
     ],
 )
-def test_bad_input_raises_naming_the_argument(call, error, message):
+def test_bad_input_raises_naming_the_argument(
+    call: Callable[[], object], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message):
         call()

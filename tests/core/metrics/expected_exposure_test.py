@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from fairrag_core.metrics import (
 V1, V2 = 1.0, 1.0 / math.log2(3)  # DCG weights of ranks 1 and 2, written out
 
 
-def test_two_draws_that_alternate_the_groups_are_on_target():
+def test_two_draws_that_alternate_the_groups_are_on_target() -> None:
     ee = expected_exposure([[0, 1], [1, 0]], ["female", "male"], protected="female")
     assert ee.units == ("female", OTHERS)
     assert ee.system == pytest.approx([(V1 + V2) / 2, (V1 + V2) / 2])
@@ -32,7 +33,7 @@ def test_two_draws_that_alternate_the_groups_are_on_target():
     assert ee.relevance == pytest.approx(ee.disparity)
 
 
-def test_always_first_is_off_target_by_hand():
+def test_always_first_is_off_target_by_hand() -> None:
     # Pool: female, male, unknown. Both draws show [female, unknown]: unknown is not protected.
     ee = expected_exposure([[0, 2], [0, 2]], ["female", "male", None], protected="female")
     half = (V1 + V2) / 2
@@ -42,7 +43,7 @@ def test_always_first_is_off_target_by_hand():
     assert ee.relevance == pytest.approx(half * (V1 + V2))
 
 
-def test_several_groups_and_explicit_weights():
+def test_several_groups_and_explicit_weights() -> None:
     ee = expected_exposure(
         [[0, 1, 2], [2, 1, 0]],
         ["a", "b", "c"],
@@ -69,7 +70,9 @@ def draws(draw: st.DrawFn) -> tuple[np.ndarray, list[Hashable]]:
 
 @settings(max_examples=60, deadline=None)
 @given(sample=draws(), share=st.sampled_from([0.0, 0.3, 0.5]))
-def test_identities_and_agreement_with_the_per_ranking_exposure_shares(sample, share):
+def test_identities_and_agreement_with_the_per_ranking_exposure_shares(
+    sample: tuple[np.ndarray, list[Hashable]], share: float
+) -> None:
     rankings, groups = sample
     ee = expected_exposure(rankings, groups, protected="female", target_share=share)
     total = sum(1.0 / math.log2(i + 1) for i in range(1, rankings.shape[1] + 1))
@@ -85,7 +88,7 @@ def test_identities_and_agreement_with_the_per_ranking_exposure_shares(sample, s
     assert ee.system[0] == pytest.approx(np.mean(shares) * total)
 
 
-def test_document_level_by_hand():
+def test_document_level_by_hand() -> None:
     # Two relevant documents share rank 1 (k = 1) equally in the ideal policy.
     ee = document_expected_exposure([[0], [1]], [1, 1, 0])
     assert ee.system.tolist() == [0.5, 0.5, 0.0]
@@ -105,7 +108,9 @@ def test_document_level_by_hand():
 
 @settings(max_examples=60, deadline=None)
 @given(sample=draws(), grades=st.lists(st.integers(0, 3), min_size=12, max_size=12))
-def test_document_level_hands_out_all_exposure_and_ties_get_equal_targets(sample, grades):
+def test_document_level_hands_out_all_exposure_and_ties_get_equal_targets(
+    sample: tuple[np.ndarray, list[Hashable]], grades: list[int]
+) -> None:
     rankings, _ = sample
     n = max(int(rankings.max()) + 1, rankings.shape[1])
     relevance = grades[:n]
@@ -154,9 +159,9 @@ def eel_reference(
     )
 
 
-def test_group_level_equals_the_trec_2022_task_2_code_on_random_rankings():
+def test_group_level_equals_the_trec_2022_task_2_code_on_random_rankings() -> None:
     rng = np.random.default_rng(2022)
-    levels = ["female", "male", None]  # TREC keeps unknown as a level of its own
+    levels: list[Hashable] = ["female", "male", None]  # TREC keeps unknown as its own level
     for _ in range(200):
         n = int(rng.integers(2, 40))
         k = int(rng.integers(1, min(n, 20) + 1))
@@ -182,19 +187,21 @@ class _SamplingRanker:
         self.target, self.exposure = inner.target, inner.exposure
         self.calls: list[tuple[int, int, object]] = []
 
-    def sample(self, scores, groups, k, n_samples, *, rng=None):
+    def sample(
+        self, scores: object, groups: object, k: int, n_samples: int, *, rng: object = None
+    ) -> np.ndarray:
         self.calls.append((k, n_samples, rng))
         return np.tile(np.array([1, 0]), (n_samples, 1))
 
 
-def test_expected_exposure_of_uses_the_batch_sampler_when_there_is_one():
+def test_expected_exposure_of_uses_the_batch_sampler_when_there_is_one() -> None:
     ranker = _SamplingRanker()
     ee = expected_exposure_of(ranker, [0.9, 0.1], ["male", "female"], 2, 7, rng=3)  # type: ignore[arg-type]
     assert ranker.calls == [(2, 7, 3)]
     assert ee.system == pytest.approx([V1, V2])
 
 
-def test_expected_exposure_of_loops_over_rank_otherwise_and_honours_the_seed():
+def test_expected_exposure_of_loops_over_rank_otherwise_and_honours_the_seed() -> None:
     scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
     groups = ["male"] * 3 + ["female"] * 3
     standard = expected_exposure_of(make_ranker("standard", protected="female"), scores, groups, 3)
@@ -218,12 +225,14 @@ def test_expected_exposure_of_loops_over_rank_otherwise_and_honours_the_seed():
         ([[0.5, 1.0]], ["a", "b"], TypeError, "integer pool indices"),
     ],
 )
-def test_bad_rankings_raise_naming_the_argument(rankings, groups, error, message):
+def test_bad_rankings_raise_naming_the_argument(
+    rankings: Any, groups: list[str], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message):
         expected_exposure(rankings, groups, protected="a")
 
 
-def test_bad_weights_samples_and_targets_raise():
+def test_bad_weights_samples_and_targets_raise() -> None:
     with pytest.raises(ValueError, match="at least k=2 values"):
         expected_exposure([[0, 1]], ["a", "b"], protected="a", exposure=[1.0])
     with pytest.raises(ValueError, match="relevance must be 1-D and finite"):

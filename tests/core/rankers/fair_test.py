@@ -47,7 +47,9 @@ def oracle(k: int, p: float, alpha: float) -> mtable_generator.MTableGenerator:
     return _ORACLE[(k, p, alpha)]
 
 
-def oracle_ranking(scores: list[float], protected: list[bool], k: int, p: float, alpha: float):
+def oracle_ranking(
+    scores: list[float], protected: list[bool], k: int, p: float, alpha: float
+) -> list[int]:
     """fairsearchcore's FA*IR ranking of a pool, as pool indices.
 
     The library takes FairScoreDoc objects sorted by score (descending); ties keep pool order.
@@ -81,7 +83,7 @@ def _cases(seed: int, count: int, max_k: int) -> list[tuple[int, float, float]]:
 MTABLE_CASES = [*_cases(13, 100, 10), (15, 0.3, 0.1), (20, 0.5, 0.1), (25, 0.7, 0.05)]
 
 
-def test_mtables_and_adjusted_alpha_equal_fairsearchcore_on_a_hundred_parameter_sets():
+def test_mtables_and_adjusted_alpha_equal_fairsearchcore_on_a_hundred_parameter_sets() -> None:
     equal = 0
     for k, p, alpha in MTABLE_CASES:
         reference = oracle(k, p, alpha)
@@ -96,14 +98,14 @@ def test_mtables_and_adjusted_alpha_equal_fairsearchcore_on_a_hundred_parameter_
     assert any(fair_mtable(*c) != fair_mtable(*c, adjust=False) for c in MTABLE_CASES)
 
 
-def test_public_fair_object_gives_the_same_tables():
+def test_public_fair_object_gives_the_same_tables() -> None:
     for k, p, alpha in [(10, 0.5, 0.1), (12, 0.3, 0.05), (5, 0.5, 0.1)]:
         fair = fsc.Fair(k, p, alpha)
         assert list(fair_mtable(k, p, alpha)) == fair.create_adjusted_mtable()
         assert list(fair_mtable(k, p, alpha, adjust=False)) == fair.create_unadjusted_mtable()
 
 
-def test_published_example_table():
+def test_published_example_table() -> None:
     # fairsearchcore's README: k = 20, p = 0.25, alpha = 0.1.
     assert fair_mtable(20, 0.25, 0.1, adjust=False) == (0,) * 8 + (1,) * 6 + (2,) * 5 + (3,)
     assert fair_mtable(20, 0.25, 0.1) == (0,) * 8 + (1,) * 7 + (2,) * 5
@@ -113,7 +115,7 @@ RANKING_PARAMS = [(k, p, a) for k in (1, 2, 3, 5, 8, 10) for p in (0.3, 0.5, 0.7
 RANKING_PARAMS += [(5, 0.5, 0.05), (5, 0.5, 0.15), (5, 0.25, 0.1), (10, 0.8, 0.1)]
 
 
-def test_rankings_equal_fairsearchcore_on_four_hundred_random_pools():
+def test_rankings_equal_fairsearchcore_on_four_hundred_random_pools() -> None:
     rng = np.random.default_rng(2017)
     compared = with_ties = forced = 0
     for trial in range(400):
@@ -138,7 +140,7 @@ def test_rankings_equal_fairsearchcore_on_four_hundred_random_pools():
     assert with_ties > 100 and forced > 50  # both rules were exercised
 
 
-def test_fills_the_table_with_the_best_protected_candidates():
+def test_fills_the_table_with_the_best_protected_candidates() -> None:
     scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
     groups = ["male", "male", "male", "male", "male", "female", "female"]
     ranker = make_ranker("fair", protected="female", p=0.5, alpha=0.1)
@@ -147,7 +149,7 @@ def test_fills_the_table_with_the_best_protected_candidates():
     assert ranker.rank(scores, groups, 5).tolist() == [0, 1, 2, 5, 3]
 
 
-def test_protected_goes_first_on_equal_scores_and_unknowns_are_never_protected():
+def test_protected_goes_first_on_equal_scores_and_unknowns_are_never_protected() -> None:
     ranker = make_ranker("fair", protected="female", p=0.1, alpha=0.1)
     assert ranker.rank([0.5, 0.5, 0.5], [None, "male", "female"], 3).tolist() == [2, 0, 1]
     # Unknown-group candidates do not satisfy the table: the female is pulled up.
@@ -157,7 +159,7 @@ def test_protected_goes_first_on_equal_scores_and_unknowns_are_never_protected()
     assert ranking == [2, 3, 0]
 
 
-def test_too_few_protected_candidates_are_reported_as_a_shortfall():
+def test_too_few_protected_candidates_are_reported_as_a_shortfall() -> None:
     ranker = make_ranker("fair", protected="female", p=0.9, alpha=0.1)
     table = ranker.mtable(5)
     result = ranker.rank_detailed([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], ["male"] * 5 + ["female"], 5)
@@ -168,7 +170,7 @@ def test_too_few_protected_candidates_are_reported_as_a_shortfall():
     assert enough.quota_shortfall == {}
 
 
-def test_p_defaults_to_the_target_share_and_the_ranker_is_registered():
+def test_p_defaults_to_the_target_share_and_the_ranker_is_registered() -> None:
     ranker = make_ranker("fair", protected="female", target_share=0.3)
     assert isinstance(ranker, FairRanker)
     assert (ranker.p, ranker.alpha, ranker.adjust_alpha) == (pytest.approx(0.3), 0.1, True)
@@ -177,7 +179,7 @@ def test_p_defaults_to_the_target_share_and_the_ranker_is_registered():
     assert explicit.mtable(10) == fair_mtable(10, 0.2, 0.05, adjust=False)
 
 
-def test_tables_are_cached_per_parameters():
+def test_tables_are_cached_per_parameters() -> None:
     first = fair_mtable(7, 0.41, 0.1)
     assert fair_mtable(7, 0.41, 0.1) is first
     assert fair_mtable(7, 0.41, 0.1, adjust=False) is fair_mtable(7, 0.41, 0.1, adjust=False)
@@ -195,12 +197,14 @@ def test_tables_are_cached_per_parameters():
         ({}, ValueError, "no fairness target"),
     ],
 )
-def test_bad_parameters_raise_naming_them(kwargs, error, message):
+def test_bad_parameters_raise_naming_them(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=message):
         make_ranker("fair", **kwargs)
 
 
-def test_bad_table_arguments_raise():
+def test_bad_table_arguments_raise() -> None:
     with pytest.raises(ValueError, match="k must be >= 1"):
         fair_mtable(0, 0.5, 0.1)
     with pytest.raises(ValueError, match="alpha must be in"):
@@ -209,7 +213,9 @@ def test_bad_table_arguments_raise():
 
 @settings(max_examples=80, deadline=None)
 @given(pool=pools(min_size=1, max_size=40), k=st.integers(1, 12), p=st.sampled_from([0.3, 0.5]))
-def test_prefixes_meet_the_table_while_protected_candidates_last(pool, k, p):
+def test_prefixes_meet_the_table_while_protected_candidates_last(
+    pool: tuple[list[float], list[str | None]], k: int, p: float
+) -> None:
     scores, groups = pool
     ranker = FairRanker(protected="female", p=p)
     result = ranker.rank_detailed(scores, groups, k)
