@@ -135,7 +135,7 @@ def expected_exposure(
 
     ``E_g = (1/N) Σ_draws Σ_{i ≤ k, group(r_i) = g} v_i``; ``T_g = target_g × Σ_{i ≤ k} v_i``;
     ``EE-L = Σ_g (E_g − T_g)²``, ``EE-D = Σ_g E_g²``, ``EE-R = Σ_g E_g T_g`` over the target's
-    buckets. Source: Diaz et al. 2020, §3-4; docs/SPEC.md, "Metrics over many rankings".
+    buckets. Source: Diaz et al. 2020; docs/SPEC.md, "Metrics over many rankings".
 
     ``rankings`` is an ``(N, k)`` array of pool indices (row = one draw, best first), ``groups``
     the pool's labels, bucketed as the rankers do (:meth:`Target.encode`: ``None`` and unnamed
@@ -162,7 +162,7 @@ def ideal_document_exposure(relevance: np.ndarray, weights: np.ndarray) -> np.nd
 
     The ideal ranking sorts the pool by grade (descending) and gives position i weight ``v_i``
     (0 beyond k); every document of a grade gets the mean weight of the positions its grade
-    occupies (Diaz et al. 2020, §4: all orderings of equally relevant documents are equally
+    occupies (Diaz et al. 2020: all orderings of equally relevant documents are equally
     likely under the ideal policy).
     """
     n = relevance.shape[0]
@@ -189,7 +189,7 @@ def document_expected_exposure(
     ``E_d = (1/N) Σ_draws v_{rank of d}`` (0 when d is not in the top-k of a draw);
     ``T_d`` = the ideal ranking's exposure spread equally over the documents of d's relevance
     grade (:func:`ideal_document_exposure`); ``EE-L = Σ_d (E_d − T_d)²``, ``EE-D = Σ_d E_d²``,
-    ``EE-R = Σ_d E_d T_d`` over the pool. Source: Diaz et al. 2020, §3-4; docs/SPEC.md,
+    ``EE-R = Σ_d E_d T_d`` over the pool. Source: Diaz et al. 2020; docs/SPEC.md,
     "Metrics over many rankings".
 
     ``relevance`` holds one finite grade per pool document (binary or graded, higher = more

@@ -25,7 +25,7 @@ def fair_mtable(k: int, p: float, alpha: float, *, adjust: bool = True) -> tuple
     that the whole table's fail probability (the chance that a ranking drawn from Bin(p) fails
     some prefix test) is closest to ``alpha``; see :func:`adjusted_alpha`. Both follow the
     reference library ``fairsearchcore`` 1.0.4 step for step and equal its tables.
-    Source: Zehlike et al. 2017, §4-5; docs/SPEC.md, "Beyond the paper", ranker 5.
+    Source: Zehlike et al. 2017 (FA*IR, CIKM); docs/SPEC.md, "Beyond the paper", ranker 5.
 
     Tables are cached per ``(k, p, alpha, adjust)``.
     """
@@ -179,7 +179,7 @@ def _middle_rule(low: tuple, mid: tuple, high: tuple, alpha: float) -> tuple:
 
 
 class FairRanker(Ranker):
-    """FA*IR: ranked group fairness with a binomial m-table (Zehlike et al. 2017, Alg. 2).
+    """FA*IR: ranked group fairness with a binomial m-table (Zehlike et al. 2017, CIKM).
 
     Binary target only. ``m(i)`` (:func:`fair_mtable`, adjusted for multiple tests by default)
     is the fewest protected candidates the first ``i`` positions may hold if the ranking is to

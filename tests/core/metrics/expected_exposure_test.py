@@ -79,7 +79,7 @@ def test_identities_and_agreement_with_the_per_ranking_exposure_shares(
     # All exposure is handed out, and the target hands out the same amount.
     assert ee.system.sum() == pytest.approx(total)
     assert ee.target.sum() == pytest.approx(total)
-    # EE-L = EE-D - 2 EE-R + |T|^2 (Diaz et al. 2020, eq. 6).
+    # EE-L = EE-D - 2 EE-R + |T|^2 (expand the square; Diaz et al. 2020).
     assert ee.loss == pytest.approx(
         ee.disparity - 2 * ee.relevance + float(ee.target @ ee.target), abs=1e-9
     )
