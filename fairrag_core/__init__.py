@@ -12,6 +12,7 @@ from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -28,6 +29,7 @@ __all__ = [
     "OTHERS",
     "RANKERS",
     "ExposureModel",
+    "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",

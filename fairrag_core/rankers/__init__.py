@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from ..ranking import Ranker
+from .fair import FairRanker
 from .forced_exposure import ForcedExposureRanker
 from .representative_stochastic import RepresentativeStochasticRanker
 from .standard import StandardRanker
@@ -12,6 +13,7 @@ from .stochastic import StochasticRanker
 
 __all__ = [
     "RANKERS",
+    "FairRanker",
     "ForcedExposureRanker",
     "RepresentativeStochasticRanker",
     "StandardRanker",
@@ -29,6 +31,7 @@ RANKERS: dict[str, type[Ranker]] = {
         StochasticRanker,
         ForcedExposureRanker,
         RepresentativeStochasticRanker,
+        FairRanker,
     )
 }
 
