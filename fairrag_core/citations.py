@@ -7,6 +7,7 @@ docs/SPEC.md, "Citations": the answer format is one bullet per person,
     grounded = ground_citations(parsed, [ContextDocument(title, group=...) for each retrieved doc])
     utility = groundedness(grounded, parsed.bullet_count)
     gdp = generation_parity(cited_groups(grounded), "female")
+    grounded_gdp = grounded_generation_parity(grounded, "female")
 
 Our choices (the paper is silent; docs/SPEC.md leaves them to the code):
 

@@ -3,7 +3,7 @@ module; studies report their mean over trials."""
 
 from .exposure import exposure_disparity, exposure_share, exposure_shares
 from .fairness_gap import fairness_gap, fairness_gap_magnitude
-from .generation import generation_parity
+from .generation import generation_parity, grounded_generation_parity
 from .groundedness import groundedness
 from .relevance import ndcg_at_k, precision_at_k
 
@@ -14,6 +14,7 @@ __all__ = [
     "fairness_gap",
     "fairness_gap_magnitude",
     "generation_parity",
+    "grounded_generation_parity",
     "groundedness",
     "ndcg_at_k",
     "precision_at_k",
