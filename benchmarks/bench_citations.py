@@ -167,6 +167,18 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
         "citations, one per line": (line * (size // len(line)), ada),
         "citations with 70-word names": (long_name * (size // len(long_name)), ada),
         "1 MB context title": (line, [ContextDocument("Ada " + "(x " * (size // 3), group="f")]),
+        "citations against a 1 MB person": (
+            line * (size // len(line)),
+            [ContextDocument("Ada Lovelace", person="Ada " + " " * size + "Lovelace")],
+        ),
+        "names full of ( and quotes": (
+            ('- A ("B (C "D (E" F) G) H" I) (DocTitle: Ada Lovelace)\n') * (size // 52),
+            ada,
+        ),
+        "Unicode line separators": (
+            "- Ada\u2028 (DocTitle: Ada\u2029Lovelace)\x85" * (size // 32),
+            ada,
+        ),
     }
 
 

@@ -302,6 +302,7 @@ def ground_citations(
     by_title: dict[str, int] = {}
     for position, doc in enumerate(documents):
         by_title.setdefault(normalize_title(doc.title), position)
+    people: dict[int, tuple[str, tuple[_Name, ...]]] = {}  # per cited document, computed once
     grounded = []
     for citation in citations:
         if not isinstance(citation, Citation):
@@ -313,11 +314,13 @@ def ground_citations(
             grounded.append(GroundedCitation(citation, valid=False, names_person=False))
             continue
         doc = documents[position]
+        if position not in people:
+            people[position] = (normalize_title(doc.person), _document_people(doc.person))
         grounded.append(
             GroundedCitation(
                 citation,
                 valid=True,
-                names_person=names_person(citation.person, doc.person),
+                names_person=_names_person(citation.person, *people[position]),
                 group=doc.group,
                 position=position,
             )
@@ -362,8 +365,10 @@ _POSTNOMINALS = frozenset(
     "phd dphil md esq obe mbe cbe kbe dbe gbe kcb kcmg gcb frs frse fba frcp qc kc kg om ac "
     "ao mp".split()
 )
-_CONJUNCTION = re.compile(r"\s+(?:and|with)\s+|\s*[&/+;|＆]\s*", re.IGNORECASE)
-_ALTERNATIVE = re.compile(r"\s+or\s+", re.IGNORECASE)
+# These two run on whitespace-collapsed text: a pattern such as r"\s+or\s+" would rescan a long
+# whitespace run from every position in it (quadratic time on hostile text).
+_CONJUNCTION = re.compile(r" (?:and|with) | ?[&/+;|＆] ?", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r" or ", re.IGNORECASE)
 """What joins two people in one cited name: ``A and B``, ``A & B``, ``A / B``, ``A + B``,
 ``A; B``, ``A | B``, ``A with B`` (a comma is handled apart, see ``_name_parts``). ``A or B``
 gives two names of one person (``Edmund I or Eadmund I``)."""
@@ -541,12 +546,17 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     return _Name(tokens, tokens[start:end], suffix, nicknames, surnames, designation)
 
 
-@lru_cache(maxsize=4096)
 def _parse_people(text: str) -> tuple[_Name, ...]:
     """Every person a (cited or document) name holds: none, one, or several (``A and B``)."""
-    if len(text) > _MAX_NAME:  # a document's person may be long; no real name is
+    if len(text) > _MAX_NAME:  # a document's person may be long; no real name is (nor cached)
         return ()
+    return _parse_short_name(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_short_name(text: str) -> tuple[_Name, ...]:
     outside, quoted, bracketed = _split_brackets_and_quotes(text)
+    outside = " ".join(outside.split())
     caseless = not any(c.isupper() for c in outside)
     if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
         quoted += " " + bracketed
@@ -729,12 +739,23 @@ def names_person(cited: str, person: str) -> bool:
         raise TypeError(
             f"cited and person must be str, got {type(cited).__name__} and {type(person).__name__}"
         )
+    return _names_person(cited, normalize_title(person), _document_people(person))
+
+
+def _document_people(person: str) -> tuple[_Name, ...]:
+    """Every name a document's person goes by (``A or B`` gives two)."""
+    collapsed = " ".join(person.split())
+    return tuple(d for name in _ALTERNATIVE.split(collapsed) for d in _parse_people(name))
+
+
+def _names_person(cited: str, person_key: str, documents: tuple[_Name, ...]) -> bool:
+    """:func:`names_person` with the person's :func:`normalize_title` key and names computed
+    once per document (grounding many citations against one long person stays linear)."""
     if len(cited) > _MAX_NAME:
         return False
-    if normalize_title(cited) == normalize_title(person):
+    if normalize_title(cited) == person_key:
         return True
-    documents = [d for name in _ALTERNATIVE.split(person) for d in _parse_people(name)]
-    for alternative in _ALTERNATIVE.split(cited):
+    for alternative in _ALTERNATIVE.split(" ".join(cited.split())):
         people = _parse_people(alternative)
         if len(people) > 1:
             return False  # several people never name one
