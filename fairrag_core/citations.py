@@ -309,20 +309,21 @@ def ground_citations(
             raise TypeError(
                 f"citations must hold Citation objects (from parse_citations), got {citation!r:.80}"
             )
-        position = by_title.get(normalize_title(citation.title))
-        if position is None:
+        matched = by_title.get(normalize_title(citation.title))
+        if matched is None:
             grounded.append(GroundedCitation(citation, valid=False, names_person=False))
             continue
-        doc = documents[position]
-        if position not in people:
-            people[position] = (normalize_title(doc.person), _document_people(doc.person))
+        doc = documents[matched]
+        if matched not in people:
+            person = doc.title if doc.person is None else doc.person  # never None after init
+            people[matched] = (normalize_title(person), _document_people(person))
         grounded.append(
             GroundedCitation(
                 citation,
                 valid=True,
-                names_person=_names_person(citation.person, *people[position]),
+                names_person=_names_person(citation.person, *people[matched]),
                 group=doc.group,
-                position=position,
+                position=matched,
             )
         )
     return grounded

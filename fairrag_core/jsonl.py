@@ -15,7 +15,7 @@ from typing import Literal
 try:  # POSIX: an advisory lock also serialises writers in other processes
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "DamagedLine",
@@ -205,7 +205,7 @@ class JsonLinesLog:
                 if not raw.strip():
                     continue
                 record, reason = _decode(raw)
-                if reason is None:
+                if record is not None:
                     records.append(record)
                 else:
                     preview = raw[: _PREVIEW * 4].decode("utf-8", "replace")[:_PREVIEW]
@@ -228,7 +228,8 @@ class JsonLinesLog:
         return contents.records
 
 
-def _decode(raw: bytes) -> tuple[dict[str, object], None] | tuple[None, str]:
+def _decode(raw: bytes) -> tuple[dict[str, object] | None, str]:
+    """``(record, "")`` for a JSON object line, else ``(None, why it is not one)``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -239,4 +240,4 @@ def _decode(raw: bytes) -> tuple[dict[str, object], None] | tuple[None, str]:
         return None, f"not JSON: {exc}"
     if not isinstance(value, dict):
         return None, "not a JSON object"
-    return value, None
+    return value, ""
