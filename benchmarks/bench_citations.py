@@ -155,6 +155,8 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
     return {
         "whitespace runs": (("a" + " " * 9_999 + "\n" + "\t" * 10_000) * (size // 20_001), ada),
         "blank lines": ("\n" * size, ada),
+        "2-character lines": ("a\n" * (size // 2), ada),
+        "4-character bullet lines": ("- (\n" * (size // 4), ada),
         "1 MB of (": ("(" * size, ada),
         "(DocTitle: + 1 MB of (": ("- Ada (DocTitle: " + "(" * size, ada),
         "1 MB of (doc ": ("(doc " * (size // 5), ada),

@@ -138,9 +138,9 @@ def parse_citations(text: str) -> ParsedAnswer:
     unparsed: list[UnparsedLine] = []
     prose: list[UnparsedLine] = []
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = " ".join(raw.split())
-        if not line:
+        if not raw or raw.isspace():
             continue
+        line = " ".join(raw.split())
         parsed, is_bullet = _parse_line(line)
         stripped = raw.strip()
         if parsed is not None:
@@ -161,6 +161,8 @@ def _strip_bullet(line: str) -> tuple[str, bool]:
 
 def _parse_line(line: str) -> tuple[tuple[str, str] | None, bool]:
     """``((person, title) or None, is_bullet)`` for one whitespace-collapsed, non-blank line."""
+    if line.isalnum() or line.isspace():  # a plain word: prose (the common short line, fast)
+        return None, False
     body, marked = _strip_bullet(line)
     body = body.replace("**", "").replace("__", "").strip()
     body, marked_inside = _strip_bullet(body)  # "**1. Name** (...)": the marker was in the bold
@@ -373,6 +375,9 @@ _ALTERNATIVE = re.compile(r" or ", re.IGNORECASE)
 """What joins two people in one cited name: ``A and B``, ``A & B``, ``A / B``, ``A + B``,
 ``A; B``, ``A | B``, ``A with B`` (a comma is handled apart, see ``_name_parts``). ``A or B``
 gives two names of one person (``Edmund I or Eadmund I``)."""
+_DESIGNATIONS = frozenset(("of", "the", "nee", "geb"))
+"""Words after which a name continues with a place, an epithet or a birth name (``Penda of
+Mercia``, ``Herod the Great``, ``née Valve``): what follows is a designation, not the name."""
 _JOINING_PARTICLES = frozenset(("y", "i", "e"))
 """Words that join two surnames (``Ortega y Gasset``, ``Oller i Moragas``)."""
 _SKIPPED_GIVEN_NAMES = 3
@@ -518,9 +523,9 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     has_lower = caseless or any(c.islower() for c in text)
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
-    if "of" in tokens[1:]:  # "Penda of Mercia", "Conrad III of Germany", "John Wilson of Elleray"
-        end = tokens.index("of", 1)
-        designation = tokens[end + 1 :]
+    cut = next((i for i in range(1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
+    if cut is not None:  # "Penda of Mercia", "Herod the Great", "Rauni-Leena Kilde née Valve"
+        end, designation = cut, tokens[cut + 1 :]
     while end - start > 1 and (
         tokens[end - 1] in _POSTNOMINALS
         or tokens[end - 1] in _TRAILING_TITLES
@@ -581,7 +586,6 @@ for _full, _shorts in {
     "andrew": "andy drew",
     "anthony": "tony",
     "catherine": "kate cathy katie kathy",
-    "charles": "charlie chuck",
     "christopher": "chris kit",
     "daniel": "dan danny",
     "david": "dave davy",
@@ -617,6 +621,25 @@ for _full, _shorts in {
     "eleanor": "nell ellie",
     "helen": "nell",
     "mary": "molly polly mae",
+    "charles": "charley charlie chuck",
+    "terrence": "terry",
+    "sydney": "sid",
+    "eugene": "gene",
+    "ernest": "ernie",
+    "patricia": "patty pat trish",
+    "jacob": "jake",
+    "isaac": "ike",
+    "rebecca": "becky",
+    "abigail": "abby",
+    "jennifer": "jenny jen",
+    "jonathan": "jon jonny jonnie",
+    "ronald": "ron ronnie",
+    "deborah": "deb debby debbie",
+    "laurence": "larry laurie",
+    "jerome": "jerry",
+    "johann": "hans",
+    "johannes": "hans",
+    "leslie": "les",
 }.items():
     for _short in _shorts.split():
         _FULL_FORMS[_short] = _FULL_FORMS.get(_short, frozenset()) | {_full}
@@ -655,7 +678,7 @@ def _forenames_agree(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
     for index, name in enumerate(short):
         while position < len(long) and not _compatible(name, long[position]):
             position += 1
-            if index == 0 and position > _SKIPPED_GIVEN_NAMES:
+            if index == 0 and position > _SKIPPED_GIVEN_NAMES and name not in _PARTICLES:
                 return False
         if position == len(long):
             return False

@@ -467,6 +467,10 @@ def test_names_person(cited_person, names):
         ("Luchino Visconti di Modrone", "Luchino Visconti"),
         ("Dr. Yacob Hailemariam", "Yacob Haile-Mariam"),
         ("Conrad III", "Conrad III of Germany"),  # a territorial designation
+        ("Mehmed II", "Mehmed the Conqueror"),  # an epithet
+        ("Rauni-Leena Tellervo Luukanen-Kilde née Valve", "Rauni-Leena Luukanen-Kilde"),
+        ("El-Hajji Abu Abdullah Muhammad ibn Battuta", "Ibn Battuta"),
+        ("Ronald Balfour Corbett", "Ronnie Corbett"),
         ("Christina", "Christina, Queen of Sweden"),  # a style after a comma
         ("Madonna Louise Ciccone", "Madonna"),  # a mononym
         ("Edmund I or Eadmund I", "Edmund I"),  # "or" gives two names of one person
