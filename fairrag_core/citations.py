@@ -739,25 +739,39 @@ def names_person(cited: str, person: str) -> bool:
 
     docs/SPEC.md, "Citations" (our rule; the paper does not define "naming the person"). Both
     names are compared on word tokens, case-folded and with accents removed (``"Emilie du
-    Chatelet"`` names ``"Émilie du Châtelet"``), after removing bracketed text, double-quoted
-    nicknames (kept as alternative given names), titles before the name (``Sir``, ``Dame``,
-    ``Dr.``, ``Lord``...), post-nominals after it (``KBE``, ``PhD``, any all-capital
-    abbreviation) and a generational suffix (``Jr.``, ``Sr.``, ``III``), and reading ``Curie,
-    Marie`` as ``Marie Curie``. The cited name names the person when:
+    Chatelet"`` names ``"Émilie du Châtelet"``), after removing: bracketed text and quoted
+    nicknames (both kept as alternative given names, ``Marcel "Marco" van Basten``), titles
+    before the name (``Sir``, ``Dame``, ``Dr.``, ``Lord``, ``Lieutenant General``...),
+    post-nominals after it (``KBE``, ``PhD``, any all-capital abbreviation), a generational
+    suffix (``Jr.``, ``Sr.``, ``III``), a designation after ``of``, ``the`` or ``née``
+    (``Penda of Mercia``, ``Herod the Great``) and a style after a comma (``Christina, Queen of
+    Sweden``); ``Curie, Marie`` reads as ``Marie Curie``. The cited name names the person when
+    it holds exactly one person and:
 
-    - it holds exactly one person: ``A and B``, ``A & B``, ``A / B``, ``A; B``, ``A with B``
-      or ``A, B`` (two capitalised names of two or more words) name several and never count;
     - both have the same words in any order (``Youyou Tu`` / ``Tu Youyou``); or
-    - the surnames (last words) are equal, the first given names agree (equal, or one is the
-      other's initial: ``J. Masefield``), and the shorter name's middle names appear in order
-      among the longer's, each equal or as an initial (``John Edward Masefield`` /
-      ``John Masefield``, ``Henry Agard Wallace`` / ``Henry A. Wallace``); or
-    - the document's person is one word (``Aristotle``) and the cited name starts with it.
+    - the document's person is one word (``Aristotle``, ``Madonna``) that starts or ends the
+      cited name; or
+    - the surnames agree (equal last words, a hyphenated surname holding the other
+      ``Skłodowska-Curie`` / ``Curie``, or one extra surname or patronymic after it: ``Marcelo
+      Ríos Mayorga`` / ``Marcelo Ríos``) and the given names agree: the shorter name's given
+      and middle names appear, in order, among the longer's, each equal, an initial (``Henry
+      A. Wallace`` / ``Henry Agard Wallace``) or a short form (``Chris`` / ``Christopher``,
+      ``Bob`` / ``Robert``, ``Marty`` / ``Martin``; never a counterpart such as ``Paul`` /
+      ``Paula``), with extra middle names allowed (``John Edward Masefield`` / ``John
+      Masefield``) and at most 3 of the longer name's given names skipped before the first
+      match (``Thomas Woodrow Wilson`` / ``Woodrow Wilson``).
 
-    Generational suffixes, when both names have one, must be equal (``Jr.`` is not ``Sr.``).
-    A bare given name or surname (``Curie``) names no one: it merely shares a name. A cited
-    name longer than 300 characters names no one. Any name equal to the person after
-    :func:`normalize_title` names them (``Adrian and Natalia of Nicomedia``).
+    Several people (``A and B``, ``A & B``, ``A / B``, ``A + B``, ``A; B``, ``A with B``, or
+    ``A, B`` with two capitalised names of two or more words) never name one; ``A or B`` gives
+    two names of one person. Generational suffixes and designations, when both names have one,
+    must be equal (``Jr.`` is not ``Sr.``). A bare given name or surname (``Curie``) names no
+    one: it merely shares a name. A cited name longer than 300 characters names no one. A
+    cited name equal to the person after :func:`normalize_title` always names them.
+    Linear in the length of ``person``; at most 300 characters of ``cited`` are read.
+
+    Known limits: a pseudonym or a transliteration (``Lev Bronstein`` / ``Leon Trotsky``,
+    ``Ralegh`` / ``Raleigh``) does not name the person; two names written one after the other
+    without a separator (``Alan Turing Marie Curie``) read as one name with middle names.
     """
     if not isinstance(cited, str) or not isinstance(person, str):
         raise TypeError(
