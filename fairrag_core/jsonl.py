@@ -93,6 +93,13 @@ class LogContents:
     """The damaged lines, in file order; never silently dropped."""
 
 
+def _byte_at(fd: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, 1, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows (writes still append)
+    return os.read(fd, 1)  # pragma: no cover
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:  # a regular file takes it in one write; loop on a short write (e.g. full disk)
@@ -181,7 +188,7 @@ class JsonLinesLog:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line: end it first
+            if size and _byte_at(fd, size - 1) != b"\n":  # a torn line: end it first
                 line = b"\n" + line
             _write_all(fd, line)
         finally:
