@@ -384,3 +384,26 @@ def test_placement_metadata_is_complete_and_scores_are_relevance(store):
     assert metadata["query_seed"] == 9 and metadata["pool_size"] == 40 and metadata["fair_k"] == 5
     assert metadata["relevance_score"] == pytest.approx(1 - metadata["retrieval_score"])
     assert isinstance(shown[0], Document) and np.isfinite(metadata["exposure_weight"])
+
+
+def test_a_full_disk_fails_the_run_or_is_counted_never_only_a_warning(store, tmp_path, monkeypatch):
+    import errno
+
+    import fairrag_core.jsonl as jsonl
+    from fairrag_core.jsonl import LogWriteError
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "_write_all", disk_full)
+    retriever = fair(store)
+    chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
+    loud = FairnessCallbackHandler.from_retriever(retriever, path=tmp_path / "a.jsonl")
+    with pytest.raises(LogWriteError, match="a.jsonl"):
+        chain.invoke("q", config={"callbacks": [loud]})
+    counted = FairnessCallbackHandler.from_retriever(
+        retriever, path=tmp_path / "b.jsonl", log_errors="count"
+    )
+    for i in range(8):
+        chain.invoke(f"q{i}", config={"callbacks": [counted]})
+    assert counted.log.errors == 8 and len(counted.records) == 8
