@@ -19,11 +19,10 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from fairrag_core import VectorStoreUnavailableError, group_labels, pool_scores, rerank
+from fairrag_core import VectorStoreUnavailableError, pool_scores
 from fairrag_core.kit import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
 from fairrag_core.validation import check_k
 
-from ._documents import placed_copies
 from ._fields import FairRankingFields
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
@@ -382,19 +381,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         *,
         scored: bool,
     ) -> list[Document]:
-        groups = group_labels([document.metadata for document in documents], self.group_key)
-        state = self.ranker_state
-        query_seed = state.query_seed(seed)
-        ids = [document.id for document in documents]
-        reranking = rerank(
-            state.ranker, scores, groups, k, rng=np.random.default_rng(query_seed), ids=ids
-        )
-        return placed_copies(
+        return self._placed_ranking(
             documents,
-            reranking,
-            query_seed,
-            pool_size=len(documents) - len(reranking.duplicates),
-            retrieval_scores=given,
+            scores,
+            k,
+            seed=seed,
+            given=given,
             scored=scored,
             extra={"relevance_function": relevance_function},
         )
