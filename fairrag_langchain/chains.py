@@ -180,7 +180,15 @@ def make_fair_rag_chain(
         return parser.parse_with_context(inputs["answer"], inputs["context"])
 
     def measure(inputs: dict[str, Any]) -> dict[str, Any]:
-        auditor = fixed if fixed is not None else component.auditor  # type: ignore[union-attr]
+        auditor = fixed
+        if auditor is None and component is not None:
+            auditor = component.auditor
+            if auditor is None:
+                raise ValueError(
+                    f"{type(component).__name__} no longer has a fairness target (its ranker "
+                    f"{component.ranker_name!r} takes none): give the chain protected= or target="
+                )
+        assert auditor is not None  # fixed is built whenever there is no component
         return shown_record(
             auditor,
             inputs["context"],

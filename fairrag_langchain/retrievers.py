@@ -33,6 +33,7 @@ no relevance function (checked against the store's order: a store of similaritie
 _SIMILARITY_AS_IS = "fallback: similarity (InMemoryVectorStore)"
 _INCOMING_ORDER = "incoming order ({store} returns no scores)"
 
+_Chroma: type[VectorStore] | None
 try:  # the store whose pool is fetched lean (ids, distances, metadata; texts of the shown)
     from langchain_chroma import Chroma as _Chroma
 except ImportError:  # pragma: no cover - an optional dependency
@@ -404,7 +405,7 @@ def _lean_chroma(store: VectorStore) -> bool:
 def _address(exc: BaseException) -> str:
     """`` at scheme://host:port`` when the error carries its request (httpx), else ``""``."""
     try:
-        url = exc.request.url  # httpx errors; raises RuntimeError when no request is attached
+        url = exc.request.url  # type: ignore[attr-defined]  # httpx errors (RuntimeError: none)
     except (AttributeError, RuntimeError):
         return ""
     port = f":{url.port}" if url.port is not None else ""
