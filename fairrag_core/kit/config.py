@@ -157,7 +157,8 @@ class RankerState:
         self.config = config
         self.owner = owner
         self.ranker = config.build()
-        self._seeds = as_rng(np.random.default_rng(config.seed))
+        # the ranker's seed: the field's, or the one a ready Ranker was built with
+        self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
         self._lock = threading.Lock()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:

@@ -209,3 +209,10 @@ def test_record_has_every_field_the_spec_lists():
     assert isinstance(record["metadata"]["tenant"], str)
     failed = run_record(auditor, source="test", shown=None, query="q", error="Boom: x")
     assert failed["error"] == "Boom: x" and "exposure_share" not in failed
+
+
+def test_a_ready_rankers_seed_seeds_the_query_seeds():
+    ranker = make_ranker("stochastic", seed=21)
+    a = RankerState.current(None, Component(ranker=ranker, protected=None, seed=None))
+    b = RankerState.current(None, Component(ranker="stochastic", protected=None, seed=21))
+    assert [a.query_seed() for _ in range(3)] == [b.query_seed() for _ in range(3)]
