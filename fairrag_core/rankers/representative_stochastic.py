@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from functools import cache, lru_cache
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import kernels
-from ..plackett_luce import gumbel_order
-from ..ranking import Ranker
+from ..exposure import ExposureModel
+from ..plackett_luce import plackett_luce_log_weights
+from ..ranking import CandidatePool, Ranker
 from ..validation import check_alpha
 
 __all__ = ["RepresentativeStochasticRanker"]
@@ -50,12 +52,22 @@ class RepresentativeStochasticRanker(Ranker):
     accuracy SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
     A group with no target share (unnamed groups when the target lists no ``OTHERS``) is never
     forced and is pushed down once shown.
+
+    :meth:`sample` runs these steps on all draws at once, position by position. Steps 1 and 2
+    depend only on the groups chosen so far and on each group's candidate count (capped at k),
+    so their decisions are computed once per pool make-up for every history of choices (when
+    there are at most 4,096) and looked up; otherwise they run on each draw's state.
     """
 
     name = "representative_stochastic"
 
     def __init__(
-        self, *, alpha: float = 4.0, gain: float = 2.0, tolerance: float = 0.05, **fairness
+        self,
+        *,
+        alpha: float = 4.0,
+        gain: float = 2.0,
+        tolerance: float = 0.05,
+        **fairness: Any,
     ) -> None:
         self.alpha = check_alpha(alpha)
         if (
@@ -74,23 +86,52 @@ class RepresentativeStochasticRanker(Ranker):
         self.gain = float(gain)
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
+        self._rules_by_k: dict[int, _Rules] = {}
+        self._trees: dict[tuple[int, tuple[int, ...]], list[_Decisions] | None] = {}
 
-    def _rank(self, pool, k, rng) -> np.ndarray:
-        backend = kernels.active
-        log_weights = backend.plackett_luce_log_weights(
-            pool.scores, self.alpha, pool.low, pool.high
-        )
-        # Step 3 of the docstring: every group's Plackett-Luce order comes from one Gumbel-trick
-        # order of the whole pool, sampled up front; then one uniform per position.
-        gumbels = rng.gumbel(size=log_weights.shape[0])
-        order = gumbel_order(log_weights + gumbels, gumbels)
-        uniforms = rng.random(k)
-        weights, after = _weights_and_suffix_sums(self.exposure, k)
-        shares = self.target.shares
-        floors = (shares - self.tolerance) * after[0] - 1e-12
-        return _compiled_draw(backend)(
-            order, pool.codes, log_weights, shares, weights, after, floors, self.gain, uniforms
-        )
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
+        return self._sample(pool, k, 1, rng)[0]
+
+    def _sample(
+        self, pool: CandidatePool, k: int, n_samples: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        sizes = np.bincount(pool.codes, minlength=len(self.target.groups))
+        rules = self._rules(k)
+        tree = self._tree(rules, sizes)
+        out = np.empty((n_samples, k), dtype=np.intp)
+        for start in range(0, n_samples, _CHUNK):
+            rows = min(_CHUNK, n_samples - start)
+            # Step 3: each draw's Plackett-Luce order of the pool, sampled up front (its
+            # restriction to a group is that group's order); then one uniform per position.
+            gumbels = rng.standard_exponential((rows, log_weights.shape[0]))
+            np.log(gumbels, out=gumbels)
+            np.negative(gumbels, out=gumbels)
+            uniforms = rng.random((rows, k))
+            queues = _GroupQueues(log_weights, pool.codes, sizes, gumbels, k)
+            out[start : start + rows] = _draw(queues, rules, sizes, tree, uniforms)
+        return out
+
+    def _rules(self, k: int) -> _Rules:
+        rules = self._rules_by_k.get(k)
+        if rules is None:
+            rules = self._rules_by_k[k] = _Rules.build(self, k)
+        return rules
+
+    def _tree(self, rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
+        """The look-ahead's decisions for every history of group choices (None if too many).
+
+        They depend on the pool only through each group's candidate count capped at k, so one
+        tree serves every pool of the same make-up (a 50-pool with at least k of each group
+        always has the same one).
+        """
+        capped = np.minimum(sizes, rules.k)
+        key = (rules.k, tuple(capped.tolist()))
+        if key not in self._trees:
+            if len(self._trees) >= 256:
+                self._trees.clear()
+            self._trees[key] = _decision_tree(rules, capped)
+        return self._trees[key]
 
     def __repr__(self) -> str:
         target = self.target.as_dict()
@@ -100,8 +141,213 @@ class RepresentativeStochasticRanker(Ranker):
         )
 
 
+_CHUNK = 8192
+"""Draws per block in :meth:`RepresentativeStochasticRanker.sample` (bounds memory)."""
+_MAX_TREE_NODES = 4096
+"""Largest decision tree kept (histories of group choices, 1 + G + ... + G ** (k - 1))."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Rules:
+    """What the look-ahead and the correction need for a top-k, whatever the pool."""
+
+    k: int
+    shares: np.ndarray
+    owed: np.ndarray
+    """Whether each group has a target share (only those are owed exposure)."""
+    weights: np.ndarray
+    """Position weights ``v_1..v_k``."""
+    after: np.ndarray
+    """``after[j] = after[min(k, j)] = v_{j+1} + ... + v_k``: 0 from j = k on (length 3k + 3)."""
+    floors: np.ndarray
+    """``(target_g - tolerance) * sum_{j<=k} v_j``: the exposure each group is owed."""
+    gain: float
+
+    @classmethod
+    def build(cls, ranker: RepresentativeStochasticRanker, k: int) -> _Rules:
+        weights, after = _weights_and_suffix_sums(ranker.exposure, k)
+        shares = ranker.target.shares
+        return cls(
+            k=k,
+            shares=shares,
+            owed=shares > 0,
+            weights=weights,
+            after=np.concatenate((after, np.zeros(2 * k + 2))),
+            floors=(shares - ranker.tolerance) * after[0] - 1e-12,
+            gain=ranker.gain,
+        )
+
+
+class _Decisions(NamedTuple):
+    """The look-ahead's decisions for the histories of one position, one row each."""
+
+    allowed: np.ndarray
+    """(histories, groups): which groups may take the position."""
+    correction: np.ndarray
+    """(histories, groups): ``c_g``, added to the log-weights of group g's candidates."""
+    heads: np.ndarray
+    """(histories, groups): how many candidates each group has given so far."""
+    last_allowed: np.ndarray
+    """(histories,): the last allowed group (where rounding at the top of the CDF lands)."""
+
+
+def _look_ahead(
+    rules: _Rules, position: int, sizes: np.ndarray, heads: np.ndarray, given: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 2 and 1 of :class:`RepresentativeStochasticRanker` for many states at once.
+
+    A state (a row of ``heads``/``given``) is how many candidates each group has shown and the
+    exposure it has had before ``position``; ``sizes`` are the groups' candidate counts (capped
+    at k). Returns ``(allowed, correction)``, both (states, groups). Relies on non-increasing
+    position weights (true of every exposure model offered).
+    """
+    after = rules.after
+    weight = rules.weights[position]
+    capacity = after[position + 1]  # exposure of every position after this one
+    left = np.maximum(sizes - heads, 0)
+    live = left > 0
+    # Row h of the (states, h, g) arrays supposes group h takes the position; g could still
+    # gain at most the positions after it that its remaining candidates can fill.
+    deficit = rules.floors - given
+    room = capacity - after[position + 1 + left]
+    room_taking = capacity - after[position + left]
+    others = ~np.eye(sizes.shape[0], dtype=bool)
+    deficits = np.where(others, deficit[:, None, :], (deficit - weight)[:, None, :])
+    rooms = np.where(others, room[:, None, :], room_taking[:, None, :])
+    short = rules.owed & (deficits > 0)
+    missing = _any(short & (deficits > rooms))
+    coverable = np.add.reduce(np.where(short, np.minimum(deficits, rooms), 0.0), axis=2)
+    feasible = live & ~missing & (coverable <= capacity + 1e-12)
+    # docs/SPEC.md's rule: h cannot reach its floor without this position.
+    forced = live & rules.owed & (given + room < rules.floors)
+    allowed = np.where(_any(feasible)[:, None], feasible, forced)
+    allowed = np.where(_any(allowed)[:, None], allowed, live)
+    given_total = after[0] - after[position]
+    if given_total > 0:
+        correction = np.clip(rules.gain * (rules.shares - given / given_total), -1.0, 1.0)
+    else:  # nothing shown yet: no share to correct
+        correction = np.zeros_like(given)
+    return allowed, correction
+
+
+def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
+    """:func:`_look_ahead` for every history of group choices, position by position.
+
+    History ``i`` at position p has children ``i * G + g`` (group g takes p) at p + 1.
+    """
+    n_groups = sizes.shape[0]
+    if sum(n_groups**p for p in range(rules.k)) > _MAX_TREE_NODES:
+        return None
+    step = np.eye(n_groups, dtype=np.intp)
+    heads = np.zeros((1, n_groups), dtype=np.intp)
+    given = np.zeros((1, n_groups))
+    levels = []
+    for position in range(rules.k):
+        allowed, correction = _look_ahead(rules, position, sizes, heads, given)
+        levels.append(_Decisions(allowed, correction, heads, _last_true(allowed)))
+        heads = (heads[:, None, :] + step).reshape(-1, n_groups)
+        given = (given[:, None, :] + rules.weights[position] * step).reshape(-1, n_groups)
+    return levels
+
+
+class _GroupQueues:
+    """Each draw's queue of every group (its candidates in sampled Plackett-Luce order) as far
+    as the first k, and ``log Z`` (log-sum-exp of the log-weights still queued) before each.
+
+    Stored flat: entry ``(draw * G + g) * k + j`` is group g's j-th candidate in that draw
+    (``candidates``) and the log-mass of g's queue from it on (``log_mass``, -inf past the
+    group's last candidate).
+    """
+
+    def __init__(
+        self,
+        log_weights: np.ndarray,
+        codes: np.ndarray,
+        sizes: np.ndarray,
+        gumbels: np.ndarray,
+        k: int,
+    ) -> None:
+        m, n = gumbels.shape
+        n_groups = sizes.shape[0]
+        # gumbel_order, grouped by bucket (ascending): group g fills a fixed range of columns.
+        keys = gumbels + log_weights
+        queue = np.lexsort((gumbels, keys, np.broadcast_to(-codes, (m, n))), axis=-1)[:, ::-1]
+        # Each group in a row of its own, padded with -inf to the longest group (and to k).
+        width = max(k, int(sizes.max()))
+        starts = np.cumsum(sizes) - sizes
+        column = np.arange(n) + np.repeat(np.arange(n_groups) * width - starts, sizes)
+        padded = np.full((m, n_groups * width), -np.inf)
+        padded[:, column] = log_weights[queue]
+        padded = padded.reshape(m, n_groups, width)[:, :, ::-1]
+        suffix = np.logaddexp.accumulate(padded, axis=2)[:, :, ::-1][:, :, :k]
+        self.log_mass = suffix.reshape(-1)
+        candidates = np.zeros((m, n_groups * width), dtype=np.intp)
+        candidates[:, column] = queue
+        self.candidates = candidates.reshape(m, n_groups, width)[:, :, :k].reshape(-1)
+
+
+def _draw(
+    queues: _GroupQueues,
+    rules: _Rules,
+    sizes: np.ndarray,
+    tree: list[_Decisions] | None,
+    uniforms: np.ndarray,
+) -> np.ndarray:
+    """Steps 1-3 for m draws at once, position by position: (m, k) rankings.
+
+    With a decision tree each draw follows its history's node; without one (too many
+    histories) the look-ahead runs on the draws' states directly.
+    """
+    m, k = uniforms.shape
+    n_groups = sizes.shape[0]
+    rows = np.arange(m)
+    slot = (rows[:, None] * n_groups + np.arange(n_groups)) * k  # each group's first candidate
+    chosen = np.empty((m, k), dtype=np.intp)
+    node = np.zeros(m, dtype=np.intp)
+    heads = np.zeros((m, n_groups), dtype=np.intp)
+    given = np.zeros((m, n_groups))
+    capped = np.minimum(sizes, k)
+    for position in range(k):
+        if tree is not None:
+            level = tree[position]
+            allowed = level.allowed[node]
+            correction = level.correction[node]
+            heads = level.heads[node]
+            last_allowed = level.last_allowed[node]
+        else:
+            allowed, correction = _look_ahead(rules, position, capped, heads, given)
+            last_allowed = _last_true(allowed)
+        at = slot + heads  # each group's next candidate
+        logits = np.where(allowed, queues.log_mass[at] + correction, -np.inf)
+        # A group with probability ∝ exp(c_g) Z_g, by inverting the CDF at the uniform.
+        masses = np.exp(logits - np.maximum.reduce(logits, axis=1)[:, None])
+        cumulative = np.add.accumulate(masses, axis=1)
+        threshold = uniforms[:, position] * cumulative[:, -1]
+        group = np.add.reduce(cumulative <= threshold[:, None], axis=1)
+        group = np.minimum(group, last_allowed)  # u * total may round up to total
+        taken = at.reshape(-1)[rows * n_groups + group]
+        chosen[:, position] = queues.candidates[taken]
+        if tree is not None:
+            node = node * n_groups + group
+        else:
+            heads = heads.copy()
+            heads.reshape(-1)[rows * n_groups + group] += 1
+            given.reshape(-1)[rows * n_groups + group] += rules.weights[position]
+    return chosen
+
+
+def _any(flags: np.ndarray) -> np.ndarray:
+    """``flags.any(axis=-1)``, without the method's overhead on small arrays."""
+    return np.logical_or.reduce(flags, axis=-1)
+
+
+def _last_true(flags: np.ndarray) -> np.ndarray:
+    """Index of the last True in each row of a (rows, groups) boolean array."""
+    return flags.shape[1] - 1 - np.argmax(flags[:, ::-1], axis=1)
+
+
 @lru_cache(maxsize=128)
-def _weights_and_suffix_sums(exposure, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _weights_and_suffix_sums(exposure: ExposureModel, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The weights ``v_1..v_k`` and ``after[p] = v_{p+1} + ... + v_k`` (0-based p, after[k] = 0)."""
     weights = exposure.weights(k).astype(float)
     after = np.zeros(k + 1)
@@ -110,150 +356,3 @@ def _weights_and_suffix_sums(exposure, k: int) -> tuple[np.ndarray, np.ndarray]:
     weights.setflags(write=False)
     after.setflags(write=False)
     return weights, after
-
-
-@cache
-def _compiled_draw(backend):
-    """:func:`_draw_ranking` for a kernel backend (compiled by numba, or run on lists)."""
-    return backend.jit(_draw_ranking)
-
-
-def _draw_ranking(order, codes, log_weights, shares, weights, after, floors, gain, uniforms):
-    """Steps 1-3 of :class:`RepresentativeStochasticRanker`, position by position.
-
-    ``order`` is a Plackett-Luce order of the whole pool (its restriction to a group is that
-    group's order), ``codes`` each candidate's target bucket, ``weights``/``after`` the position
-    weights and their suffix sums, ``floors`` the exposure each bucket is owed, ``uniforms`` one
-    number in [0, 1) per position. Written in plain loops so that numba can compile it
-    (``fairrag_core.kernels``); it runs as Python on lists when numba is absent.
-    """
-    k = len(uniforms)
-    n = len(order)
-    n_groups = len(shares)
-    # Each group's queue (its candidates in sampled order), stored group after group.
-    starts = [0] * (n_groups + 1)
-    for i in range(n):
-        starts[codes[i] + 1] += 1
-    for g in range(n_groups):
-        starts[g + 1] += starts[g]
-    fill = starts[:n_groups]  # where each group's next member goes
-    queue = [0] * n
-    for i in range(n):
-        g = codes[order[i]]
-        queue[fill[g]] = order[i]
-        fill[g] += 1
-    heads = starts[:n_groups]  # each group's next candidate to show
-    # log Z of each queue from each of its positions on (a suffix log-sum-exp).
-    log_mass = [0.0] * n
-    for g in range(n_groups):
-        running = -math.inf
-        for j in range(starts[g + 1] - 1, starts[g] - 1, -1):
-            running = _logaddexp(running, log_weights[queue[j]])
-            log_mass[j] = running
-    left = [starts[g + 1] - starts[g] for g in range(n_groups)]
-    owed = [shares[g] > 0 for g in range(n_groups)]
-    given = [0.0] * n_groups
-    given_total = 0.0
-    chosen = np.empty(k, dtype=np.intp)
-    for position in range(k):
-        allowed = _allowed_groups(position, k, left, given, floors, owed, after)
-        g = allowed[0]
-        if len(allowed) > 1:
-            logits = [log_mass[heads[h]] for h in allowed]
-            if given_total > 0:
-                for i in range(len(allowed)):
-                    deviation = shares[allowed[i]] - given[allowed[i]] / given_total
-                    logits[i] += min(1.0, max(-1.0, gain * deviation))
-            g = allowed[_sample_index(logits, uniforms[position])]
-        chosen[position] = queue[heads[g]]
-        heads[g] += 1
-        left[g] -= 1
-        given[g] += weights[position]
-        given_total += weights[position]
-    return chosen
-
-
-@kernels.jitable
-def _logaddexp(a, b):
-    """``log(exp(a) + exp(b))`` without overflow; ``a`` may be -inf."""
-    if a == -math.inf:
-        return b
-    if a > b:
-        return a + math.log1p(math.exp(b - a))
-    return b + math.log1p(math.exp(a - b))
-
-
-@kernels.jitable
-def _allowed_groups(position, k, left, given, floors, owed, after):
-    """Groups that may take ``position`` after the look-ahead (see the class docstring).
-
-    ``owed[g]``: whether group g has a target share. Relies on non-increasing position weights
-    (true of every exposure model offered).
-    """
-    n_groups = len(left)
-    live = [g for g in range(n_groups) if left[g] > 0]
-    capacity = after[position + 1]  # exposure of every position after this one
-    weight = after[position] - capacity
-    # Fast path: every owed group can reach its floor even without this position, and whoever
-    # takes it, the deficits left fit in the positions after it. Then any group may take it.
-    total_deficit = 0.0
-    reachable = True
-    for g in range(n_groups):
-        deficit = floors[g] - given[g]
-        if owed[g] and deficit > 0:
-            if deficit > capacity - after[min(k, position + 1 + left[g])]:
-                reachable = False
-                break
-            total_deficit += deficit
-    if reachable:
-        least = math.inf
-        for h in live:
-            relief = min(weight, max(0.0, floors[h] - given[h])) if owed[h] else 0.0
-            least = min(least, relief)
-        if total_deficit - least <= capacity + 1e-12:
-            return live
-    feasible = []
-    forced = []
-    for h in live:
-        missing = 0.0
-        coverable = 0.0
-        for g in range(n_groups):
-            if not owed[g]:
-                continue
-            own = 1 if g == h else 0
-            deficit = floors[g] - given[g] - (weight if own else 0.0)
-            if deficit <= 0:
-                continue
-            room = capacity - after[min(k, position + 1 + left[g] - own)]
-            missing += max(0.0, deficit - room)
-            coverable += min(deficit, room)
-        if missing <= 0 and coverable <= capacity + 1e-12:
-            feasible.append(h)
-        if owed[h] and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
-            forced.append(h)  # docs/SPEC.md's rule: h cannot reach its floor without this slot
-    if len(feasible) > 0:
-        return feasible
-    if len(forced) > 0:
-        return forced
-    return live
-
-
-@kernels.jitable
-def _sample_index(logits, uniform):
-    """Index i drawn with probability softmax(logits)_i, by inverting the CDF at ``uniform``."""
-    if len(logits) == 2:
-        difference = logits[1] - logits[0]
-        first = 1.0 / (1.0 + math.exp(difference)) if difference < 700 else 0.0
-        return 0 if uniform < first else 1
-    top = max(logits)
-    masses = [math.exp(x - top) for x in logits]
-    total = 0.0
-    for mass in masses:  # left to right, as numba does (Python 3.12's sum() compensates)
-        total += mass
-    threshold = uniform * total
-    running = 0.0
-    for i in range(len(masses)):
-        running += masses[i]
-        if threshold < running:
-            return i
-    return len(masses) - 1
