@@ -88,6 +88,7 @@ class RepresentativeStochasticRanker(Ranker):
         super().__init__(**fairness)
         self._rules_by_k: dict[int, _Rules] = {}
         self._trees: dict[tuple[int, tuple[int, ...]], list[_Decisions] | None] = {}
+        self._layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
 
     def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return self._sample(pool, k, 1, rng)[0]
@@ -96,20 +97,21 @@ class RepresentativeStochasticRanker(Ranker):
         self, pool: CandidatePool, k: int, n_samples: int, rng: np.random.Generator
     ) -> np.ndarray:
         log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
-        sizes = np.bincount(pool.codes, minlength=len(self.target.groups))
-        rules = self._rules(k)
-        tree = self._tree(rules, sizes)
+        layout = self._layout(k, pool.codes)
+        n = log_weights.shape[0]
+        n_groups = layout.sizes.shape[0]
         out = np.empty((n_samples, k), dtype=np.intp)
         for start in range(0, n_samples, _CHUNK):
             rows = min(_CHUNK, n_samples - start)
-            # Step 3: each draw's Plackett-Luce order of the pool, sampled up front (its
-            # restriction to a group is that group's order); then one uniform per position.
-            gumbels = rng.standard_exponential((rows, log_weights.shape[0]))
+            # Gumbel noise for step 3: each draw's Plackett-Luce order of the pool (its
+            # restriction to a group is that group's order), then one choice of group per
+            # position (the Gumbel-max trick over the groups' logits).
+            gumbels = rng.standard_exponential((rows, n + k * n_groups))
             np.log(gumbels, out=gumbels)
             np.negative(gumbels, out=gumbels)
-            uniforms = rng.random((rows, k))
-            queues = _GroupQueues(log_weights, pool.codes, sizes, gumbels, k)
-            out[start : start + rows] = _draw(queues, rules, sizes, tree, uniforms)
+            queues = _GroupQueues(log_weights, pool.codes, layout, gumbels[:, :n], k)
+            choice_noise = gumbels[:, n:].reshape(rows, k, n_groups)
+            out[start : start + rows] = _draw(queues, layout, choice_noise)
         return out
 
     def _rules(self, k: int) -> _Rules:
@@ -117,6 +119,18 @@ class RepresentativeStochasticRanker(Ranker):
         if rules is None:
             rules = self._rules_by_k[k] = _Rules.build(self, k)
         return rules
+
+    def _layout(self, k: int, codes: np.ndarray) -> _Layout:
+        """What the draw needs to know of a pool's make-up (its groups' sizes), cached."""
+        sizes = np.bincount(codes, minlength=len(self.target.groups))
+        key = (k, tuple(sizes.tolist()))
+        layout = self._layouts.get(key)
+        if layout is None:
+            if len(self._layouts) >= 256:
+                self._layouts.clear()
+            rules = self._rules(k)
+            layout = self._layouts[key] = _Layout.build(rules, sizes, self._tree(rules, sizes))
+        return layout
 
     def _tree(self, rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
         """The look-ahead's decisions for every history of group choices (None if too many).
@@ -181,25 +195,22 @@ class _Rules:
 class _Decisions(NamedTuple):
     """The look-ahead's decisions for the histories of one position, one row each."""
 
-    allowed: np.ndarray
-    """(histories, groups): which groups may take the position."""
-    correction: np.ndarray
-    """(histories, groups): ``c_g``, added to the log-weights of group g's candidates."""
+    bias: np.ndarray
+    """(histories, groups): the correction ``c_g`` of each group allowed, -inf for the others."""
     heads: np.ndarray
     """(histories, groups): how many candidates each group has given so far."""
-    last_allowed: np.ndarray
-    """(histories,): the last allowed group (where rounding at the top of the CDF lands)."""
 
 
 def _look_ahead(
     rules: _Rules, position: int, sizes: np.ndarray, heads: np.ndarray, given: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     """Steps 2 and 1 of :class:`RepresentativeStochasticRanker` for many states at once.
 
     A state (a row of ``heads``/``given``) is how many candidates each group has shown and the
     exposure it has had before ``position``; ``sizes`` are the groups' candidate counts (capped
-    at k). Returns ``(allowed, correction)``, both (states, groups). Relies on non-increasing
-    position weights (true of every exposure model offered).
+    at k). Returns (states, groups): the correction ``c_g`` of every group allowed to take the
+    position, -inf for the others. Relies on non-increasing position weights (true of every
+    exposure model offered).
     """
     after = rules.after
     weight = rules.weights[position]
@@ -215,19 +226,19 @@ def _look_ahead(
     deficits = np.where(others, deficit[:, None, :], (deficit - weight)[:, None, :])
     rooms = np.where(others, room[:, None, :], room_taking[:, None, :])
     short = rules.owed & (deficits > 0)
-    missing = _any(short & (deficits > rooms))
-    coverable = np.add.reduce(np.where(short, np.minimum(deficits, rooms), 0.0), axis=2)
-    feasible = live & ~missing & (coverable <= capacity + 1e-12)
+    missing = short & (deficits > rooms)
+    coverable = np.where(short, np.minimum(deficits, rooms), 0.0).sum(axis=2)
+    feasible = live & ~missing.any(axis=2) & (coverable <= capacity + 1e-12)
     # docs/SPEC.md's rule: h cannot reach its floor without this position.
     forced = live & rules.owed & (given + room < rules.floors)
-    allowed = np.where(_any(feasible)[:, None], feasible, forced)
-    allowed = np.where(_any(allowed)[:, None], allowed, live)
+    allowed = np.where(feasible.any(axis=1)[:, None], feasible, forced)
+    allowed = np.where(allowed.any(axis=1)[:, None], allowed, live)
     given_total = after[0] - after[position]
     if given_total > 0:
         correction = np.clip(rules.gain * (rules.shares - given / given_total), -1.0, 1.0)
     else:  # nothing shown yet: no share to correct
         correction = np.zeros_like(given)
-    return allowed, correction
+    return np.where(allowed, correction, -np.inf)
 
 
 def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
@@ -243,11 +254,32 @@ def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
     given = np.zeros((1, n_groups))
     levels = []
     for position in range(rules.k):
-        allowed, correction = _look_ahead(rules, position, sizes, heads, given)
-        levels.append(_Decisions(allowed, correction, heads, _last_true(allowed)))
+        levels.append(_Decisions(_look_ahead(rules, position, sizes, heads, given), heads))
         heads = (heads[:, None, :] + step).reshape(-1, n_groups)
         given = (given[:, None, :] + rules.weights[position] * step).reshape(-1, n_groups)
     return levels
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """A pool make-up (candidates per group, for a top-k): its rules, decision tree (None when
+    too large) and where each group's queue goes in :class:`_GroupQueues`' padded rows."""
+
+    rules: _Rules
+    sizes: np.ndarray
+    tree: list[_Decisions] | None
+    width: int
+    """Columns per group in the padded rows: the largest group, at least k."""
+    column: np.ndarray
+    """Padded column of each place of a queue grouped by bucket."""
+
+    @classmethod
+    def build(cls, rules: _Rules, sizes: np.ndarray, tree: list[_Decisions] | None) -> _Layout:
+        width = max(rules.k, int(sizes.max()))
+        starts = np.cumsum(sizes) - sizes
+        places = np.arange(int(sizes.sum()))
+        column = places + np.repeat(np.arange(sizes.shape[0]) * width - starts, sizes)
+        return cls(rules, sizes, tree, width, column)
 
 
 class _GroupQueues:
@@ -263,87 +295,65 @@ class _GroupQueues:
         self,
         log_weights: np.ndarray,
         codes: np.ndarray,
-        sizes: np.ndarray,
+        layout: _Layout,
         gumbels: np.ndarray,
         k: int,
     ) -> None:
         m, n = gumbels.shape
-        n_groups = sizes.shape[0]
-        # gumbel_order, grouped by bucket (ascending): group g fills a fixed range of columns.
-        keys = gumbels + log_weights
-        queue = np.lexsort((gumbels, keys, np.broadcast_to(-codes, (m, n))), axis=-1)[:, ::-1]
-        # Each group in a row of its own, padded with -inf to the longest group (and to k).
-        width = max(k, int(sizes.max()))
-        starts = np.cumsum(sizes) - sizes
-        column = np.arange(n) + np.repeat(np.arange(n_groups) * width - starts, sizes)
+        n_groups, width = layout.sizes.shape[0], layout.width
+        # gumbel_order, grouped by bucket (ascending): group g fills a fixed range of places.
+        by_bucket = np.empty((m, n), dtype=np.intp)
+        by_bucket[:] = -codes
+        queue = np.lexsort((gumbels, gumbels + log_weights, by_bucket), axis=-1)[:, ::-1]
+        # Each group in a row of its own, padded with -inf to ``width``.
         padded = np.full((m, n_groups * width), -np.inf)
-        padded[:, column] = log_weights[queue]
+        padded[:, layout.column] = log_weights[queue]
         padded = padded.reshape(m, n_groups, width)[:, :, ::-1]
         suffix = np.logaddexp.accumulate(padded, axis=2)[:, :, ::-1][:, :, :k]
         self.log_mass = suffix.reshape(-1)
         candidates = np.zeros((m, n_groups * width), dtype=np.intp)
-        candidates[:, column] = queue
+        candidates[:, layout.column] = queue
         self.candidates = candidates.reshape(m, n_groups, width)[:, :, :k].reshape(-1)
 
 
-def _draw(
-    queues: _GroupQueues,
-    rules: _Rules,
-    sizes: np.ndarray,
-    tree: list[_Decisions] | None,
-    uniforms: np.ndarray,
-) -> np.ndarray:
+def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np.ndarray:
     """Steps 1-3 for m draws at once, position by position: (m, k) rankings.
 
-    With a decision tree each draw follows its history's node; without one (too many
-    histories) the look-ahead runs on the draws' states directly.
+    ``choice_noise`` (m, k, G) is Gumbel noise for the choice of group at each position: the
+    group is the argmax of ``log Z_g + c_g + noise`` over the allowed groups, i.e. drawn with
+    probability ∝ ``exp(c_g) Z_g``. With a decision tree each draw follows its history's node;
+    without one (too many histories) the look-ahead runs on the draws' states directly.
     """
-    m, k = uniforms.shape
-    n_groups = sizes.shape[0]
+    m, k, n_groups = choice_noise.shape
+    rules, tree = layout.rules, layout.tree
     rows = np.arange(m)
     slot = (rows[:, None] * n_groups + np.arange(n_groups)) * k  # each group's first candidate
     chosen = np.empty((m, k), dtype=np.intp)
     node = np.zeros(m, dtype=np.intp)
     heads = np.zeros((m, n_groups), dtype=np.intp)
     given = np.zeros((m, n_groups))
-    capped = np.minimum(sizes, k)
+    capped = np.minimum(layout.sizes, k)
     for position in range(k):
         if tree is not None:
             level = tree[position]
-            allowed = level.allowed[node]
-            correction = level.correction[node]
+            bias = level.bias[node]
             heads = level.heads[node]
-            last_allowed = level.last_allowed[node]
         else:
-            allowed, correction = _look_ahead(rules, position, capped, heads, given)
-            last_allowed = _last_true(allowed)
+            bias = _look_ahead(rules, position, capped, heads, given)
         at = slot + heads  # each group's next candidate
-        logits = np.where(allowed, queues.log_mass[at] + correction, -np.inf)
-        # A group with probability ∝ exp(c_g) Z_g, by inverting the CDF at the uniform.
-        masses = np.exp(logits - np.maximum.reduce(logits, axis=1)[:, None])
-        cumulative = np.add.accumulate(masses, axis=1)
-        threshold = uniforms[:, position] * cumulative[:, -1]
-        group = np.add.reduce(cumulative <= threshold[:, None], axis=1)
-        group = np.minimum(group, last_allowed)  # u * total may round up to total
-        taken = at.reshape(-1)[rows * n_groups + group]
-        chosen[:, position] = queues.candidates[taken]
+        logits = queues.log_mass[at] + bias
+        # Shifted so the largest is 0: equal logits (as equal scores give at large alpha, where
+        # they exceed the noise's precision) still tie-break by the noise.
+        logits -= logits.max(axis=1)[:, None]
+        logits += choice_noise[:, position]
+        group = logits.argmax(axis=1)
+        chosen[:, position] = queues.candidates[at[rows, group]]
         if tree is not None:
             node = node * n_groups + group
         else:
-            heads = heads.copy()
-            heads.reshape(-1)[rows * n_groups + group] += 1
-            given.reshape(-1)[rows * n_groups + group] += rules.weights[position]
+            heads[rows, group] += 1
+            given[rows, group] += rules.weights[position]
     return chosen
-
-
-def _any(flags: np.ndarray) -> np.ndarray:
-    """``flags.any(axis=-1)``, without the method's overhead on small arrays."""
-    return np.logical_or.reduce(flags, axis=-1)
-
-
-def _last_true(flags: np.ndarray) -> np.ndarray:
-    """Index of the last True in each row of a (rows, groups) boolean array."""
-    return flags.shape[1] - 1 - np.argmax(flags[:, ::-1], axis=1)
 
 
 @lru_cache(maxsize=128)
