@@ -10,6 +10,7 @@ import numpy as np
 __all__ = [
     "ALPHA_MAX",
     "as_rng",
+    "as_score_array",
     "check_alpha",
     "check_groups",
     "check_k",
@@ -27,8 +28,9 @@ _PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int
 _ACCEPTED_SCORES = "real numbers (int or float; not bool, str or None)"
 
 
-def _as_float_array(scores: object, shape: str) -> np.ndarray:
-    """``scores`` as a float64 array; bools, strings and other non-numbers are a TypeError.
+def as_score_array(scores: object, shape: str = "a 1-D sequence") -> np.ndarray:
+    """``scores`` as a float64 array; bools, strings and other non-numbers are a TypeError
+    naming the value and its position (finiteness and shape are left to the caller).
 
     numpy alone would turn ``[True, 0.5]`` into ``[1.0, 0.5]`` and ``["0.5"]`` into ``[0.5]``:
     lists are checked element by element (by type, in one pass) before they are converted.
@@ -79,7 +81,7 @@ def check_scores(scores: object) -> tuple[np.ndarray, float, float]:
     (ValueError). The range is returned because rankers that normalise scores need it and it
     also proves finiteness (NaN and inf reach min or max). An empty array has range (0.0, 0.0).
     """
-    arr = _as_float_array(scores, "a 1-D sequence")
+    arr = as_score_array(scores, "a 1-D sequence")
     if arr.ndim != 1:
         raise ValueError(f"scores must be 1-D (one score per candidate), got shape {arr.shape}")
     if arr.shape[0] == 0:
@@ -180,7 +182,7 @@ def as_rng(rng: object, name: str = "rng") -> np.random.Generator:
 
 def check_score_batch(scores: object) -> np.ndarray:
     """A (pools x candidates) float array of finite scores, for the batch paths."""
-    arr = _as_float_array(scores, "a 2-D array (pools x candidates)")
+    arr = as_score_array(scores, "a 2-D array (pools x candidates)")
     if arr.ndim != 2:
         raise ValueError(
             f"scores must be 2-D (pools x candidates) for rank_batch, got shape {arr.shape}"

@@ -306,7 +306,8 @@ class _GroupQueues:
         by_bucket[:] = -codes
         queue = np.lexsort((gumbels, gumbels + log_weights, by_bucket), axis=-1)[:, ::-1]
         # Each group in a row of its own, padded with -inf to ``width``.
-        padded = np.full((m, n_groups * width), -np.inf)
+        padded = np.empty((m, n_groups * width))
+        padded.fill(-np.inf)
         padded[:, layout.column] = log_weights[queue]
         padded = padded.reshape(m, n_groups, width)[:, :, ::-1]
         suffix = np.logaddexp.accumulate(padded, axis=2)[:, :, ::-1][:, :, :k]
@@ -344,7 +345,7 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
         logits = queues.log_mass[at] + bias
         # Shifted so the largest is 0: equal logits (as equal scores give at large alpha, where
         # they exceed the noise's precision) still tie-break by the noise.
-        logits -= logits.max(axis=1)[:, None]
+        logits -= np.maximum.reduce(logits, axis=1)[:, None]
         logits += choice_noise[:, position]
         group = logits.argmax(axis=1)
         chosen[:, position] = queues.candidates[at[rows, group]]
