@@ -197,8 +197,9 @@ class _Decisions(NamedTuple):
 
     bias: np.ndarray
     """(histories, groups): the correction ``c_g`` of each group allowed, -inf for the others."""
-    heads: np.ndarray
-    """(histories, groups): how many candidates each group has given so far."""
+    places: np.ndarray
+    """(histories, groups): ``g * k + heads_g``, where group g's next candidate is among its
+    first k (``heads_g``: how many candidates g has given so far)."""
 
 
 def _look_ahead(
@@ -254,7 +255,8 @@ def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
     given = np.zeros((1, n_groups))
     levels = []
     for position in range(rules.k):
-        levels.append(_Decisions(_look_ahead(rules, position, sizes, heads, given), heads))
+        bias = _look_ahead(rules, position, sizes, heads, given)
+        levels.append(_Decisions(bias, heads + np.arange(n_groups) * rules.k))
         heads = (heads[:, None, :] + step).reshape(-1, n_groups)
         given = (given[:, None, :] + rules.weights[position] * step).reshape(-1, n_groups)
     return levels
@@ -328,20 +330,23 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
     m, k, n_groups = choice_noise.shape
     rules, tree = layout.rules, layout.tree
     rows = np.arange(m)
-    slot = (rows[:, None] * n_groups + np.arange(n_groups)) * k  # each group's first candidate
+    first = rows[:, None] * (n_groups * k)  # where each draw's queues start
     chosen = np.empty((m, k), dtype=np.intp)
-    node = np.zeros(m, dtype=np.intp)
-    heads = np.zeros((m, n_groups), dtype=np.intp)
-    given = np.zeros((m, n_groups))
-    capped = np.minimum(layout.sizes, k)
+    if tree is not None:
+        node = np.zeros(m, dtype=np.intp)
+    else:
+        first = first + np.arange(n_groups) * k
+        heads = np.zeros((m, n_groups), dtype=np.intp)
+        given = np.zeros((m, n_groups))
+        capped = np.minimum(layout.sizes, k)
     for position in range(k):
         if tree is not None:
             level = tree[position]
             bias = level.bias[node]
-            heads = level.heads[node]
+            at = first + level.places[node]  # each group's next candidate
         else:
             bias = _look_ahead(rules, position, capped, heads, given)
-        at = slot + heads  # each group's next candidate
+            at = first + heads
         logits = queues.log_mass[at] + bias
         # Shifted so the largest is 0: equal logits (as equal scores give at large alpha, where
         # they exceed the noise's precision) still tie-break by the noise.
