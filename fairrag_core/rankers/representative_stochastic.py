@@ -87,7 +87,7 @@ class RepresentativeStochasticRanker(Ranker):
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
         self._rules_by_k: dict[int, _Rules] = {}
-        self._trees: dict[tuple[int, tuple[int, ...]], list[_Decisions] | None] = {}
+        self._trees: dict[tuple[int, tuple[int, ...]], _Tree | None] = {}
         self._layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
 
     def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -132,7 +132,7 @@ class RepresentativeStochasticRanker(Ranker):
             layout = self._layouts[key] = _Layout.build(rules, sizes, self._tree(rules, sizes))
         return layout
 
-    def _tree(self, rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
+    def _tree(self, rules: _Rules, sizes: np.ndarray) -> _Tree | None:
         """The look-ahead's decisions for every history of group choices (None if too many).
 
         They depend on the pool only through each group's candidate count capped at k, so one
@@ -159,6 +159,8 @@ _CHUNK = 8192
 """Draws per block in :meth:`RepresentativeStochasticRanker.sample` (bounds memory)."""
 _MAX_TREE_NODES = 4096
 """Largest decision tree kept (histories of group choices, 1 + G + ... + G ** (k - 1))."""
+_WHOLE_TREE = 4096
+"""Largest draws x nodes x groups for which :func:`_draw_whole_tree` replaces the walk."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -242,7 +244,26 @@ def _look_ahead(
     return np.where(allowed, correction, -np.inf)
 
 
-def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
+class _Tree(NamedTuple):
+    """:func:`_look_ahead`'s decisions for every history of group choices.
+
+    Nodes are numbered level by level (the root 0, then the G histories of length 1, ...);
+    ``levels[p]`` views the nodes of position p, ``bias``/``places`` hold every node's.
+    """
+
+    levels: list[_Decisions]
+    bias: np.ndarray
+    """(nodes, groups): as :attr:`_Decisions.bias`."""
+    places: np.ndarray
+    """(nodes, groups): as :attr:`_Decisions.places`."""
+    position: np.ndarray
+    """(nodes,): the position each node decides."""
+    child: np.ndarray
+    """(nodes * groups,): the node that follows when group g is chosen at node i, at
+    ``i * G + g`` (0 after the last position)."""
+
+
+def _decision_tree(rules: _Rules, sizes: np.ndarray) -> _Tree | None:
     """:func:`_look_ahead` for every history of group choices, position by position.
 
     History ``i`` at position p has children ``i * G + g`` (group g takes p) at p + 1.
@@ -259,7 +280,18 @@ def _decision_tree(rules: _Rules, sizes: np.ndarray) -> list[_Decisions] | None:
         levels.append(_Decisions(bias, heads + np.arange(n_groups) * rules.k))
         heads = (heads[:, None, :] + step).reshape(-1, n_groups)
         given = (given[:, None, :] + rules.weights[position] * step).reshape(-1, n_groups)
-    return levels
+    counts = [level.bias.shape[0] for level in levels]
+    nodes = sum(counts)
+    child = np.arange(1, nodes * n_groups + 1)  # children follow their level, in order
+    child[nodes * n_groups - counts[-1] * n_groups :] = 0
+    bias = np.concatenate([level.bias for level in levels])
+    places = np.concatenate([level.places for level in levels])
+    position = np.repeat(np.arange(rules.k), counts)
+    starts = np.cumsum(counts) - counts
+    levels = [
+        _Decisions(bias[a : a + c], places[a : a + c]) for a, c in zip(starts, counts, strict=True)
+    ]
+    return _Tree(levels, bias, places, position, child)
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,14 +301,14 @@ class _Layout:
 
     rules: _Rules
     sizes: np.ndarray
-    tree: list[_Decisions] | None
+    tree: _Tree | None
     width: int
     """Columns per group in the padded rows: the largest group, at least k."""
     column: np.ndarray
     """Padded column of each place of a queue grouped by bucket."""
 
     @classmethod
-    def build(cls, rules: _Rules, sizes: np.ndarray, tree: list[_Decisions] | None) -> _Layout:
+    def build(cls, rules: _Rules, sizes: np.ndarray, tree: _Tree | None) -> _Layout:
         width = max(rules.k, int(sizes.max()))
         starts = np.cumsum(sizes) - sizes
         places = np.arange(int(sizes.sum()))
@@ -331,6 +363,8 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
     rules, tree = layout.rules, layout.tree
     rows = np.arange(m)
     first = rows[:, None] * (n_groups * k)  # where each draw's queues start
+    if tree is not None and m * tree.bias.size <= _WHOLE_TREE:
+        return _draw_whole_tree(queues, tree, choice_noise, first)
     chosen = np.empty((m, k), dtype=np.intp)
     if tree is not None:
         node = np.zeros(m, dtype=np.intp)
@@ -341,7 +375,7 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
         capped = np.minimum(layout.sizes, k)
     for position in range(k):
         if tree is not None:
-            level = tree[position]
+            level = tree.levels[position]
             bias = level.bias[node]
             at = first + level.places[node]  # each group's next candidate
         else:
@@ -360,6 +394,30 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
             heads[rows, group] += 1
             given[rows, group] += rules.weights[position]
     return chosen
+
+
+def _draw_whole_tree(
+    queues: _GroupQueues, tree: _Tree, choice_noise: np.ndarray, first: np.ndarray
+) -> np.ndarray:
+    """:func:`_draw` for few draws: the choice every node of the tree would make is computed at
+    once (the same logits and noise as :func:`_draw`'s walk, so the same rankings), then each
+    draw follows its path, one lookup per position. Fewer numpy calls than the walk, more
+    arithmetic: for a single ranking, not for thousands."""
+    m, k, n_groups = choice_noise.shape
+    at = first[:, :, None] + tree.places  # (m, nodes, groups): each group's next candidate
+    logits = queues.log_mass[at] + tree.bias
+    logits -= np.maximum.reduce(logits, axis=2)[:, :, None]
+    logits += choice_noise[:, tree.position]
+    choice = logits.argmax(axis=2) + np.arange(tree.position.shape[0]) * n_groups
+    taken = at.reshape(m, -1)[np.arange(m)[:, None], choice]  # (m, nodes)
+    following = tree.child[choice]
+    rows = np.arange(m)
+    path = np.empty((m, k), dtype=np.intp)
+    node = np.zeros(m, dtype=np.intp)
+    for position in range(k):
+        path[:, position] = node
+        node = following[rows, node]
+    return queues.candidates[taken[rows[:, None], path]]
 
 
 @lru_cache(maxsize=128)

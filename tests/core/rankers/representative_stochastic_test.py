@@ -174,7 +174,8 @@ def test_sample_rankings_reach_the_target_where_standard_gives_zero():
 @pytest.mark.parametrize("k", [5, 9])
 def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypatch):
     """The look-ahead is precomputed for every history of group choices when there are few
-    (up to 4,096); otherwise it runs on each draw's state. Same draws, same rankings."""
+    (up to 4,096); otherwise it runs on each draw's state. Same draws, same rankings, whether
+    the draws walk the tree position by position or look up every node's choice at once."""
     from fairrag_core.plackett_luce import plackett_luce_log_weights
     from fairrag_core.rankers import representative_stochastic as module
 
@@ -197,4 +198,8 @@ def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypat
     noise = rng.gumbel(size=(500, k, len(sizes)))
     direct = module._draw(queues, without_tree, noise)
     assert module._draw(queues, with_tree, noise).tolist() == direct.tolist()
+    # Few draws: every node's choice at once, then a lookup per position. Same rankings.
+    first = np.arange(500)[:, None] * (len(sizes) * k)
+    whole = module._draw_whole_tree(queues, with_tree.tree, noise, first)
+    assert whole.tolist() == direct.tolist()
     assert len({tuple(row) for row in direct.tolist()}) > 100
