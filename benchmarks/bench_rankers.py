@@ -23,6 +23,7 @@ TARGET_US = {
     "stochastic": 20.0,
     "forced_exposure": 100.0,
     "representative_stochastic": 100.0,
+    "fair": 100.0,
 }
 TARGET_RANKINGS_PER_S = {"stochastic": 100_000, "representative_stochastic": 20_000}
 

@@ -12,6 +12,7 @@ from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -21,13 +22,14 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
+from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [
     "OTHERS",
     "RANKERS",
     "ExposureModel",
+    "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",

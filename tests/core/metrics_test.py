@@ -36,6 +36,13 @@ DCG5 = sum(dcg(i) for i in range(1, 6))
 
 def test_all_lists_the_public_metrics():
     assert sorted(metrics.__all__) == [
+        "ExpectedExposure",
+        "amortized_disparity",
+        "amortized_exposure_shares",
+        "awrf",
+        "document_expected_exposure",
+        "expected_exposure",
+        "expected_exposure_of",
         "exposure_disparity",
         "exposure_share",
         "exposure_shares",
@@ -45,6 +52,9 @@ def test_all_lists_the_public_metrics():
         "groundedness",
         "ndcg_at_k",
         "precision_at_k",
+        "trec_discount",
+        "trec_fair_score",
+        "trec_ndcg",
     ]
     for name in metrics.__all__:
         doc = getattr(metrics, name).__doc__
