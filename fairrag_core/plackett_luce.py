@@ -111,7 +111,7 @@ def _power(base: np.ndarray, alpha: float) -> np.ndarray:
     exponent = int(alpha)
     if exponent != alpha or not 1 <= exponent <= 64:
         return np.power(base, alpha, out=base)
-    result = None
+    result: np.ndarray | None = None
     square = base
     while True:
         if exponent & 1:
@@ -121,5 +121,6 @@ def _power(base: np.ndarray, alpha: float) -> np.ndarray:
                 result *= square
         exponent >>= 1
         if not exponent:
+            assert result is not None  # the top bit of exponent >= 1 was set
             return result
         square = square * square if result is square else np.multiply(square, square, out=square)

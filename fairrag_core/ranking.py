@@ -147,7 +147,10 @@ class Ranker(ABC):
         generator = self._rng if rng is None else as_rng(rng)
         if n == 0:
             return None, 0, generator
-        codes = self.target.encode(groups) if self.uses_groups else None
+        codes = None
+        if self.uses_groups:
+            assert self.target is not None  # a ranker that uses groups requires a target
+            codes = self.target.encode(groups)
         return CandidatePool(scores, low, high, codes), min(k, n), generator
 
     @abstractmethod

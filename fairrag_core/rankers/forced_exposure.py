@@ -44,6 +44,7 @@ class ForcedExposureRanker(Ranker):
         self, pool: CandidatePool, k: int, rng: np.random.Generator
     ) -> RankingResult:
         scores, codes, target = pool.scores, pool.codes, self.target
+        assert codes is not None and target is not None  # uses_groups, requires_target
         n_groups = len(target.groups)
         order = np.argsort(-scores, kind="stable")
         ordered_codes = codes[order]

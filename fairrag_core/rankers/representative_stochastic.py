@@ -12,6 +12,7 @@ import numpy as np
 from ..exposure import ExposureModel
 from ..plackett_luce import plackett_luce_log_weights
 from ..ranking import CandidatePool, Ranker
+from ..target import Target
 from ..validation import check_alpha
 
 __all__ = ["RepresentativeStochasticRanker"]
@@ -96,8 +97,10 @@ class RepresentativeStochasticRanker(Ranker):
     def _sample(
         self, pool: CandidatePool, k: int, n_samples: int, rng: np.random.Generator
     ) -> np.ndarray:
+        codes = pool.codes
+        assert codes is not None  # uses_groups
         log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
-        layout = self._layout(k, pool.codes)
+        layout = self._layout(k, codes)
         n = log_weights.shape[0]
         n_groups = layout.sizes.shape[0]
         out = np.empty((n_samples, k), dtype=np.intp)
@@ -109,7 +112,7 @@ class RepresentativeStochasticRanker(Ranker):
             gumbels = rng.standard_exponential((rows, n + k * n_groups))
             np.log(gumbels, out=gumbels)
             np.negative(gumbels, out=gumbels)
-            queues = _GroupQueues(log_weights, pool.codes, layout, gumbels[:, :n], k)
+            queues = _GroupQueues(log_weights, codes, layout, gumbels[:, :n], k)
             choice_noise = gumbels[:, n:].reshape(rows, k, n_groups)
             out[start : start + rows] = _draw(queues, layout, choice_noise)
         return out
@@ -122,7 +125,7 @@ class RepresentativeStochasticRanker(Ranker):
 
     def _layout(self, k: int, codes: np.ndarray) -> _Layout:
         """What the draw needs to know of a pool's make-up (its groups' sizes), cached."""
-        sizes = np.bincount(codes, minlength=len(self.target.groups))
+        sizes = np.bincount(codes, minlength=len(self._target.groups))
         key = (k, tuple(sizes.tolist()))
         layout = self._layouts.get(key)
         if layout is None:
@@ -147,8 +150,13 @@ class RepresentativeStochasticRanker(Ranker):
             self._trees[key] = _decision_tree(rules, capped)
         return self._trees[key]
 
+    @property
+    def _target(self) -> Target:
+        assert self.target is not None  # requires_target
+        return self.target
+
     def __repr__(self) -> str:
-        target = self.target.as_dict()
+        target = self._target.as_dict()
         return (
             f"RepresentativeStochasticRanker(target={target}, alpha={self.alpha}, "
             f"gain={self.gain}, tolerance={self.tolerance}, seed={self.seed!r})"
@@ -182,7 +190,7 @@ class _Rules:
     @classmethod
     def build(cls, ranker: RepresentativeStochasticRanker, k: int) -> _Rules:
         weights, after = _weights_and_suffix_sums(ranker.exposure, k)
-        shares = ranker.target.shares
+        shares = ranker._target.shares
         return cls(
             k=k,
             shares=shares,
@@ -286,12 +294,12 @@ def _decision_tree(rules: _Rules, sizes: np.ndarray) -> _Tree | None:
     child[nodes * n_groups - counts[-1] * n_groups :] = 0
     bias = np.concatenate([level.bias for level in levels])
     places = np.concatenate([level.places for level in levels])
-    position = np.repeat(np.arange(rules.k), counts)
+    positions = np.repeat(np.arange(rules.k), counts)
     starts = np.cumsum(counts) - counts
     levels = [
         _Decisions(bias[a : a + c], places[a : a + c]) for a, c in zip(starts, counts, strict=True)
     ]
-    return _Tree(levels, bias, places, position, child)
+    return _Tree(levels, bias, places, positions, child)
 
 
 @dataclass(frozen=True, eq=False)
