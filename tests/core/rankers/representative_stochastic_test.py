@@ -171,7 +171,7 @@ def test_sample_rankings_reach_the_target_where_standard_gives_zero():
     assert abs(_shares_of(batch, groups).mean() - 0.5) <= 0.05
 
 
-@pytest.mark.parametrize("k", [5, 9])
+@pytest.mark.parametrize("k", [5, 7])
 def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypatch):
     """The look-ahead is precomputed for every history of group choices when there are few
     (up to 4,096); otherwise it runs on each draw's state. Same draws, same rankings, whether
@@ -186,8 +186,8 @@ def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypat
     codes = ranker.target.encode(groups)
     sizes = np.bincount(codes, minlength=len(ranker.target.groups))
     rules = ranker._rules(k)
-    # Four buckets (a, b, c, OTHERS): 341 histories at k = 5, 87,381 at k = 9 (too many).
-    assert (ranker._layout(k, codes).tree is None) == (k == 9)
+    # Four buckets (a, b, c, OTHERS): 341 histories at k = 5, 5,461 at k = 7 (too many).
+    assert (ranker._layout(k, codes).tree is None) == (k == 7)
     monkeypatch.setattr(module, "_MAX_TREE_NODES", 10**6)
     with_tree = module._Layout.build(
         rules, sizes, module._decision_tree(rules, np.minimum(sizes, k))
@@ -198,8 +198,9 @@ def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypat
     noise = rng.gumbel(size=(500, k, len(sizes)))
     direct = module._draw(queues, without_tree, noise)
     assert module._draw(queues, with_tree, noise).tolist() == direct.tolist()
-    # Few draws: every node's choice at once, then a lookup per position. Same rankings.
+    # Few draws: every node's choice at once, then a lookup per position. Same rankings (on 30
+    # draws: each computes every node's choice).
     first = np.arange(500)[:, None] * (len(sizes) * k)
-    whole = module._draw_whole_tree(queues, with_tree.tree, noise, first)
-    assert whole.tolist() == direct.tolist()
+    whole = module._draw_whole_tree(queues, with_tree.tree, noise[:30], first[:30])
+    assert whole.tolist() == direct[:30].tolist()
     assert len({tuple(row) for row in direct.tolist()}) > 100
