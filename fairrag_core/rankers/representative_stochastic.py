@@ -144,11 +144,13 @@ class RepresentativeStochasticRanker(Ranker):
         """
         capped = np.minimum(sizes, rules.k)
         key = (rules.k, tuple(capped.tolist()))
-        if key not in self._trees:
-            if len(self._trees) >= 256:
-                self._trees.clear()
-            self._trees[key] = _decision_tree(rules, capped)
-        return self._trees[key]
+        cached = self._trees.get(key, _UNSET)
+        if cached is not _UNSET:
+            return cached  # type: ignore[return-value]
+        if len(self._trees) >= 256:  # bounded; returned from a local, so safe across threads
+            self._trees.clear()
+        tree = self._trees[key] = _decision_tree(rules, capped)
+        return tree
 
     @property
     def _target(self) -> Target:
@@ -163,6 +165,7 @@ class RepresentativeStochasticRanker(Ranker):
         )
 
 
+_UNSET = object()
 _CHUNK = 8192
 """Draws per block in :meth:`RepresentativeStochasticRanker.sample` (bounds memory)."""
 _MAX_TREE_NODES = 4096
