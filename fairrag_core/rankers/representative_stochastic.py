@@ -87,6 +87,7 @@ class RepresentativeStochasticRanker(Ranker):
         self.gain = float(gain)
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
+        # Caches by k and pool make-up; the parameters above are fixed once the ranker is built.
         self._rules_by_k: dict[int, _Rules] = {}
         self._trees: dict[tuple[int, tuple[int, ...]], _Tree | None] = {}
         self._layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
