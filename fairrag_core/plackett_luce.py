@@ -68,16 +68,16 @@ def gumbel_top_k(keys: np.ndarray, gumbels: np.ndarray, k: int) -> np.ndarray:
     n = keys.shape[-1]
     if keys.ndim == 1 or k >= n:
         return gumbel_order(keys, gumbels)[..., :k]
-    # Many rows: partition out the k + 1 largest keys, order the first k by (key, noise), and
-    # re-sort the rare rows where equal keys straddle the k-th place (only at large alpha).
-    part = np.argpartition(-keys, k, axis=1)
-    top = part[:, :k]
-    top_keys = np.take_along_axis(keys, top, axis=1)
-    order = np.lexsort((np.take_along_axis(gumbels, top, axis=1), top_keys), axis=1)[:, ::-1]
-    out = np.take_along_axis(top, order, axis=1)
-    straddle = np.flatnonzero(
-        top_keys.min(axis=1) == np.take_along_axis(keys, part[:, k : k + 1], 1)[:, 0]
-    )
+    # Many rows: partition out the k + 1 largest keys (ascending partition: faster than on
+    # -keys), order the k largest by (key, noise), and re-sort the rare rows where equal keys
+    # straddle the k-th place (only at large alpha).
+    part = np.argpartition(keys, n - k - 1, axis=1)
+    rows = np.arange(keys.shape[0])[:, None]
+    top = part[:, n - k :]
+    top_keys = keys[rows, top]
+    order = np.lexsort((gumbels[rows, top], top_keys), axis=1)[:, ::-1]
+    out = top[rows, order]
+    straddle = np.flatnonzero(top_keys.min(axis=1) == keys[rows[:, 0], part[:, n - k - 1]])
     if straddle.size:
         out[straddle] = gumbel_order(keys[straddle], gumbels[straddle])[:, :k]
     return out
