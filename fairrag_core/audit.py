@@ -20,6 +20,7 @@ from .metrics import (
     fairness_gap,
     fairness_gap_magnitude,
     generation_parity,
+    grounded_generation_parity,
     groundedness,
 )
 from .target import OTHERS, Target, make_target
@@ -27,7 +28,13 @@ from .target import OTHERS, Target, make_target
 __all__ = ["FairnessAuditor", "exposure_name", "json_label", "summarize_records", "target_dict"]
 
 RETRIEVAL_FIELDS = ("exposure_share", "exposure_disparity")
-GENERATION_FIELDS = ("generation_parity", "fairness_gap", "fairness_gap_magnitude", "groundedness")
+GENERATION_FIELDS = (
+    "generation_parity",
+    "grounded_generation_parity",
+    "fairness_gap",
+    "fairness_gap_magnitude",
+    "groundedness",
+)
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,9 @@ class FairnessAuditor:
             gdp = generation_parity(cited_groups(grounded), self.protected)
             share = math.nan if retrieval_share is None else float(retrieval_share)
             record["generation_parity"] = gdp
+            record["grounded_generation_parity"] = grounded_generation_parity(
+                grounded, self.protected
+            )
             record["fairness_gap"] = fairness_gap(gdp, share)
             record["fairness_gap_magnitude"] = fairness_gap_magnitude(
                 gdp, share, self.target.protected_share

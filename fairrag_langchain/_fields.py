@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.documents import Document
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
-from fairrag_core import ExposureModel, FairnessAuditor, Ranker, Target
+from fairrag_core import ExposureModel, FairnessAuditor, Ranker, Target, group_labels
 from fairrag_core.kit import RankerState, describe_ranker
+
+from ._documents import placed_copies
 
 __all__ = ["FairRankingFields"]
 
@@ -88,6 +92,31 @@ class FairRankingFields(BaseModel):
     def fairness_exposure(self) -> ExposureModel:
         """The core ranker's exposure model (the position weights its placements carry)."""
         return self.core_ranker.exposure
+
+    def _placed_ranking(
+        self,
+        documents: list[Document],
+        scores: Any,
+        k: int,
+        *,
+        seed: Any = None,
+        given: Sequence[Any] | None = None,
+        scored: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> list[Document]:
+        """Rank ``documents`` (one query, its own query seed) and return their placed copies."""
+        groups = group_labels([document.metadata for document in documents], self.group_key)
+        ids = [document.id for document in documents]
+        reranking, query_seed = self.ranker_state.rerank(scores, groups, k, ids=ids, seed=seed)
+        return placed_copies(
+            documents,
+            reranking,
+            query_seed,
+            pool_size=len(documents) - len(reranking.duplicates),
+            retrieval_scores=given,
+            scored=scored,
+            extra=extra,
+        )
 
     @property
     def auditor(self) -> FairnessAuditor | None:

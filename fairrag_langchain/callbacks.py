@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -91,8 +91,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
 
     Records are kept in :attr:`records` (the last ``max_records``; default: all of them
     without ``path``, the last 1,000 with one) and, with ``path``, appended to that file by the
-    core's :class:`~fairrag_core.JsonLinesLog`. A record that cannot be written raises in the
-    run that produced it (``raise_error``), so a full disk is never only a warning.
+    core's :class:`~fairrag_core.JsonLinesLog`. A record that cannot be written (a full disk)
+    raises ``fairrag_core.jsonl.LogWriteError`` in the run that produced it (``raise_error``),
+    never only a warning; with ``log_errors="count"`` the run goes on and ``log.errors`` /
+    ``log.last_error`` count the failures (the record stays in :attr:`records`).
     """
 
     run_inline = True
@@ -111,6 +113,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         title_key: str = "title",
         path: str | os.PathLike[str] | None = None,
         max_records: int | None = None,
+        log_errors: Literal["raise", "count"] = "raise",
     ) -> None:
         if not isinstance(group_key, str) or not group_key.strip():
             raise ValueError(
@@ -126,7 +129,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             protected=protected, target_share=target_share, target=target, exposure=exposure
         )
         self._source: FairRankingFields | None = None
-        self.log = None if path is None else JsonLinesLog(path)
+        self.log = None if path is None else JsonLinesLog(path, on_error=log_errors)
         if max_records is None and path is not None:
             max_records = 1000
         self._lock = threading.Lock()

@@ -13,9 +13,8 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr
 
-from fairrag_core import group_labels, pool_scores, rerank
+from fairrag_core import pool_scores
 
-from ._documents import placed_copies
 from ._fields import FairRankingFields
 
 __all__ = ["FairReranker"]
@@ -136,19 +135,11 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
     def _placed(
         self, documents: list[Document], scores: np.ndarray, given: list[Any], source: str
     ) -> list[Document]:
-        groups = group_labels([document.metadata for document in documents], self.group_key)
-        state = self.ranker_state
-        query_seed = state.query_seed()
-        ids = [document.id for document in documents]
-        reranking = rerank(
-            state.ranker, scores, groups, self.k, rng=np.random.default_rng(query_seed), ids=ids
-        )
-        return placed_copies(
+        return self._placed_ranking(
             documents,
-            reranking,
-            query_seed,
-            pool_size=len(documents) - len(reranking.duplicates),
-            retrieval_scores=given,
+            scores,
+            self.k,
+            given=given,
             scored=source != INCOMING_ORDER,
             extra={"score_source": source},
         )

@@ -22,6 +22,7 @@ import numpy as np
 from ..audit import exposure_name, json_label, target_dict
 from ..rankers import configure_ranker
 from ..ranking import Ranker
+from ..reranking import Reranking, rerank
 from ..validation import as_rng
 
 __all__ = ["RankerConfig", "RankerState", "describe_ranker", "draw_query_seed"]
@@ -171,6 +172,26 @@ class RankerState:
         if state is not None and state.owner == id(component) and state.config == config:
             return state
         return cls(config, id(component))
+
+    def rerank(
+        self,
+        scores: Any,
+        groups: Any,
+        k: int,
+        *,
+        ids: Any = None,
+        seed: Any = None,
+    ) -> tuple[Reranking, int]:
+        """One query's fair ranking of a pool and the query seed it was drawn with.
+
+        :func:`fairrag_core.rerank` with ``numpy.random.default_rng(query_seed)``, where the
+        query seed is :meth:`query_seed` of ``seed``: passing it back re-draws this ranking.
+        """
+        query_seed = self.query_seed(seed)
+        reranking = rerank(
+            self.ranker, scores, groups, k, rng=np.random.default_rng(query_seed), ids=ids
+        )
+        return reranking, query_seed
 
     def query_seed(self, seed: Any = None) -> int:
         """The seed of the next query (the caller's, or drawn from this state's generator)."""

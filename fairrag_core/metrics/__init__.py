@@ -11,7 +11,7 @@ from .expected_exposure import (
 )
 from .exposure import exposure_disparity, exposure_share, exposure_shares
 from .fairness_gap import fairness_gap, fairness_gap_magnitude
-from .generation import generation_parity
+from .generation import generation_parity, grounded_generation_parity
 from .groundedness import groundedness
 from .relevance import ndcg_at_k, precision_at_k
 
@@ -29,6 +29,7 @@ __all__ = [
     "fairness_gap",
     "fairness_gap_magnitude",
     "generation_parity",
+    "grounded_generation_parity",
     "groundedness",
     "ndcg_at_k",
     "precision_at_k",

@@ -16,7 +16,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from pydantic import ValidationError
 
 from fairrag_core import make_ranker
-from fairrag_core.kit import render_context_prompt
+from fairrag_core.kit import PLACEMENT_KEYS, render_context_prompt
 from fairrag_langchain import (
     FairnessCallbackHandler,
     FairReranker,
@@ -369,18 +369,31 @@ def test_the_rerank_function_and_its_module_have_distinct_names():
 def test_placement_metadata_is_complete_and_scores_are_relevance(store):
     shown = fair(store, ranker="standard").invoke("q", seed=9)
     metadata = shown[0].metadata
-    for key in (
-        "relevance_score",
-        "retrieval_score",
-        "fair_rank",
-        "pool_rank",
-        "exposure_weight",
-        "ranker",
-        "query_seed",
-        "pool_size",
-        "fair_k",
-    ):
+    for key in PLACEMENT_KEYS:
         assert key in metadata, key
     assert metadata["query_seed"] == 9 and metadata["pool_size"] == 40 and metadata["fair_k"] == 5
     assert metadata["relevance_score"] == pytest.approx(1 - metadata["retrieval_score"])
     assert isinstance(shown[0], Document) and np.isfinite(metadata["exposure_weight"])
+
+
+def test_a_full_disk_fails_the_run_or_is_counted_never_only_a_warning(store, tmp_path, monkeypatch):
+    import errno
+
+    import fairrag_core.jsonl as jsonl
+    from fairrag_core.jsonl import LogWriteError
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "_write_all", disk_full)
+    retriever = fair(store)
+    chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
+    loud = FairnessCallbackHandler.from_retriever(retriever, path=tmp_path / "a.jsonl")
+    with pytest.raises(LogWriteError, match=r"a\.jsonl"):
+        chain.invoke("q", config={"callbacks": [loud]})
+    counted = FairnessCallbackHandler.from_retriever(
+        retriever, path=tmp_path / "b.jsonl", log_errors="count"
+    )
+    for i in range(8):
+        chain.invoke(f"q{i}", config={"callbacks": [counted]})
+    assert counted.log.errors == 8 and len(counted.records) == 8
