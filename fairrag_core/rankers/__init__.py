@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from ..ranking import Ranker
 from .fair import FairRanker
@@ -41,7 +42,7 @@ def available_rankers() -> list[str]:
     return list(RANKERS)
 
 
-def make_ranker(name: str | Ranker, **params) -> Ranker:
+def make_ranker(name: str | Ranker, **params: Any) -> Ranker:
     """Build a ranker by name: ``make_ranker("representative_stochastic", protected="female")``.
 
     A :class:`Ranker` instance is returned as is (then ``params`` must be empty).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -320,6 +321,123 @@ def test_a_target_that_does_not_sum_to_one_fails_at_construction(target, match):
         FairnessEventHandler(group_key="gender", target=target)
     with pytest.raises(ValueError, match=r"must be in \[0, 1\]"):
         make_ranker("forced_exposure", protected="female", target_share=1.5)
+
+
+# -- values the core validates for every entry point ------------------------------------------
+
+
+def scored_documents(scores, genders) -> list[Document]:
+    """Documents carrying their score in ``metadata["relevance_score"]``, for FairReranker."""
+    return [
+        Document(
+            page_content=f"Title: Person {i}\nA person.",
+            id=f"d{i}",
+            metadata={"title": f"Person {i}", "gender": gender, "relevance_score": score},
+        )
+        for i, (score, gender) in enumerate(zip(scores, genders, strict=True))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [(True, r"True \(bool\)"), ("0.9", r"'0.9' \(str\)"), (np.bool_(False), r"np.False_ \(bool\)")],
+)
+def test_scores_that_are_not_numbers_are_refused_naming_the_value_and_position(bad, shown):
+    scores, groups = [0.9, bad, 0.2], ["female", "male", "male"]
+    message = rf"scores must be .*; got {shown} at position 1"
+    for name in RANKERS:
+        ranker = make_ranker(name, protected="female", seed=0)
+        for call in (ranker.rank, ranker.sample, partial(rerank, ranker)):
+            with pytest.raises(TypeError, match=message):
+                call(scores, groups, 2)
+    with pytest.raises(TypeError, match=r"scores must be .*values of type bool"):
+        make_ranker("stochastic").rank(np.array([True, False]), None, 1)
+    reranker = FairReranker(group_key="gender", protected="female", k=2)
+    with pytest.raises(TypeError, match=message):
+        reranker.compress_documents(scored_documents(scores, groups), QUERY)
+
+
+def test_scores_spanning_more_than_the_largest_float_keep_their_order():
+    """max - min overflows to inf: normalised naively, every score became 1 (uniform draws)."""
+    scores, groups = [1.7e308, -1.7e308, 0.0], ["female", "male", "male"]
+    sharp = make_ranker("stochastic", alpha=64, seed=0)  # log-weights 2^64, 1, 1.5^64
+    assert sharp.sample(scores, groups, 3, 200).tolist() == [[0, 2, 1]] * 200
+    for name in RANKERS:
+        result = rerank(make_ranker(name, protected="female", seed=0), scores, groups, 3)
+        assert sorted(result.indices) == [0, 1, 2]
+    reranker = FairReranker(
+        group_key="gender", ranker="stochastic", ranker_params={"alpha": 64}, k=3, seed=0
+    )
+    got = reranker.compress_documents(scored_documents(scores, groups), QUERY)
+    assert [d.id for d in got] == ["d0", "d2", "d1"]
+    nodes = [NodeWithScore(node=n.node, score=s) for n, s in zip(make_pool(3), scores, strict=True)]
+    kept = postprocessor(
+        ranker="stochastic", ranker_params={"alpha": 64}, top_n=3
+    ).postprocess_nodes(nodes, QueryBundle(QUERY))
+    assert [n.node.metadata["relevance_score"] for n in kept] == [1.7e308, 0.0, -1.7e308]
+
+
+def test_alpha_beyond_1000_is_refused_where_the_ranker_is_built():
+    """Log-weights 2 ** alpha overflow above 1,023 (at alpha 1,100 the standard top 5 came in 2%
+    of draws); up to 1,000 a large alpha means what it says."""
+    scores = np.random.default_rng(11).permutation(np.linspace(0.0, 1.0, 50))
+    top = make_ranker("standard").rank(scores, None, 5).tolist()
+    sharpest = make_ranker("stochastic", alpha=1000, seed=0).sample(scores, None, 5, 500)
+    assert (sharpest == top).all(axis=1).mean() >= 0.99
+    message = r"alpha must be at most 1,000, got 1100"
+    for name in ("stochastic", "representative_stochastic"):
+        with pytest.raises(ValueError, match=message):
+            make_ranker(name, protected="female", alpha=1100)
+        with pytest.raises(ValueError, match=message):
+            retriever_over([], [], ranker=name, ranker_params={"alpha": 1100})
+        with pytest.raises(ValueError, match=message):
+            FairReranker(group_key="gender", protected="female", ranker=name,
+                         ranker_params={"alpha": 1100})  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            postprocessor(ranker=name, ranker_params={"alpha": 1100})
+
+
+@pytest.mark.parametrize("label", [["male"], {"gender": "male"}])
+def test_unhashable_group_labels_are_refused_by_every_ranker_naming_the_position(label):
+    scores, groups = [0.9, 0.5, 0.2], ["female", label, "male"]
+    message = rf"groups must hold hashable labels .*got {type(label).__name__} .* at position 1"
+    for name in RANKERS:  # the two rankers that ignore groups refuse them too
+        ranker = make_ranker(name, protected="female", seed=0)
+        for call in (ranker.rank, ranker.sample, partial(rerank, ranker)):
+            with pytest.raises(TypeError, match=message):
+                call(scores, groups, 2)
+        reranker = FairReranker(group_key="gender", protected="female", ranker=name, k=2)
+        with pytest.raises(TypeError, match=message):
+            reranker.compress_documents(scored_documents(scores, groups), QUERY)
+        nodes = make_pool(3)
+        nodes[1].node.metadata["gender"] = label
+        with pytest.raises(TypeError, match=message):
+            postprocessor(ranker=name, top_n=2).postprocess_nodes(nodes, QueryBundle(QUERY))
+    with pytest.raises(TypeError, match=r"protected must be a hashable group label"):
+        make_ranker("forced_exposure", protected=["female"])
+
+
+def test_true_where_the_core_expects_a_number_is_refused_naming_the_argument():
+    cases = [
+        (lambda: make_ranker("forced_exposure", protected="female", target_share=True),
+         r"target share of 'target_share' must be a number, got True"),
+        (lambda: make_ranker("forced_exposure", target={"female": True, "male": 0.0}),
+         r"target share of 'female' must be a number, got True"),
+        (lambda: make_ranker("stochastic", seed=True), r"seed must be an int or None, got True"),
+        (lambda: make_ranker("stochastic", alpha=True), r"alpha must be a number > 0, got True"),
+        (lambda: make_ranker("standard").rank([0.2, 0.1], None, True),
+         r"k must be an integer >= 1, got True"),
+        (lambda: make_ranker("stochastic").sample([0.2, 0.1], None, 2, True),
+         r"n_samples must be an integer >= 1, got True"),
+        (lambda: make_ranker("stochastic").rank([0.2, 0.1], None, 2, rng=True),
+         r"rng must be a numpy.random.Generator or an int seed, got True"),
+    ]  # fmt: skip
+    for build, message in cases:
+        with pytest.raises(TypeError, match=message):
+            build()
+    documents, distances = imbalanced_pool(10)
+    with pytest.raises(TypeError, match=r"k must be an integer >= 1, got True"):
+        retriever_over(documents, distances).invoke(QUERY, k=True)
 
 
 # -- the answer -------------------------------------------------------------------------------
