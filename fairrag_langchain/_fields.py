@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -47,6 +47,20 @@ class FairRankingFields(BaseModel):
     """Ranker-specific parameters, e.g. ``{"alpha": 4.0, "gain": 2.0}``."""
 
     _state: RankerState | None = PrivateAttr(default=None)
+
+    @field_validator("k", "target_share", "seed", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a number, not the bool {value!r}")
+        return value
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _no_bool_shares(cls, value: Any) -> Any:
+        if isinstance(value, Mapping) and any(isinstance(v, bool) for v in value.values()):
+            raise ValueError(f"target shares must be numbers, not bools: {dict(value)!r}")
+        return value
 
     @field_validator("group_key")
     @classmethod

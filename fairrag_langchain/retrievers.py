@@ -143,6 +143,13 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     )
     _warned_unscored: bool = PrivateAttr(default=False)
 
+    @field_validator("pool_size", mode="before")
+    @classmethod
+    def _pool_size_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"pool_size must be an int, not the bool {value!r}")
+        return value
+
     @field_validator("search_kwargs")
     @classmethod
     def _no_k_in_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:

@@ -201,6 +201,7 @@ class FairRanker(Ranker):
     """
 
     name = "fair"
+    deterministic = True
 
     def __init__(
         self,

@@ -397,3 +397,14 @@ def test_a_full_disk_fails_the_run_or_is_counted_never_only_a_warning(store, tmp
     for i in range(8):
         chain.invoke(f"q{i}", config={"callbacks": [counted]})
     assert counted.log.errors == 8 and len(counted.records) == 8
+
+
+@pytest.mark.parametrize(
+    "field", [{"k": True}, {"target_share": True}, {"pool_size": True}, {"seed": False}]
+)
+def test_bools_are_not_numbers(store, field):
+    name = next(iter(field))
+    with pytest.raises(ValidationError, match=f"{name} must be"):
+        fair(store, **field)
+    with pytest.raises(ValidationError, match="shares must be numbers"):
+        fair(store, protected=None, target={"female": True, "male": 0.0})
