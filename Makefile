@@ -40,6 +40,7 @@ test: venv system-deps
 
 bench: venv
 	$(PY) benchmarks/bench_rankers.py
+	$(PY) benchmarks/bench_import.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,17 +1,18 @@
 """FairRAG core: framework-free fair rankers, exposure models, metrics, citations and statistics.
 
-Imports numpy (and scipy in :mod:`fairrag_core.stats`) only, plus numba when installed
-(:mod:`fairrag_core.kernels`); the LangChain and LlamaIndex adapters translate their objects
-into (scores, groups) and call this package.
+Imports numpy only (scipy when a :mod:`fairrag_core.stats` function first needs it); the
+LangChain and LlamaIndex adapters translate their objects into (scores, groups) and call this
+package.
 """
 
-from . import citations, kernels, metrics, prompts, stats
+from . import citations, metrics, prompts, stats
 from .audit import FairnessAuditor, summarize_records
 from .errors import VectorStoreUnavailableError
 from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -21,13 +22,14 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
+from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [
     "OTHERS",
     "RANKERS",
     "ExposureModel",
+    "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",
@@ -44,7 +46,6 @@ __all__ = [
     "citations",
     "configure_ranker",
     "group_labels",
-    "kernels",
     "make_exposure_model",
     "make_ranker",
     "make_target",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .ranking import Ranker
-from .validation import check_groups, check_scores
+from .validation import as_score_array, check_groups, check_scores
 
 __all__ = [
     "Placement",
@@ -107,7 +107,7 @@ def pool_scores(values: Sequence[float | None]) -> tuple[np.ndarray, bool]:
     """
     missing = [i for i, value in enumerate(values) if value is None]
     if not missing:
-        return np.asarray(values, dtype=float), False
+        return as_score_array(values), False  # True or "0.9" is an error, not 1.0 or 0.9
     if len(missing) == len(values):
         return scores_from_order(len(values)), True
     shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
