@@ -336,9 +336,15 @@ def _exposure_table(
             FROM included WHERE by_group IS NULL AND groups IS NOT NULL AND w > 0
         ) GROUP BY rid, {key_sql}, w, g
         UNION ALL
-        SELECT rid, {key_sql}, w, unnest(map_keys(by_group)) AS g,
-            unnest(map_values(by_group)) AS s
-        FROM included WHERE by_group IS NOT NULL AND w > 0
+        SELECT rid, {key_sql}, w,
+            -- the unknown group (null label) is keyed "None" in exposure_by_group
+            CASE WHEN g = 'None' AND unknown THEN '{UNKNOWN_GROUP}' ELSE g END AS g, s
+        FROM (
+            SELECT rid, {key_sql}, w, unnest(map_keys(by_group)) AS g,
+                unnest(map_values(by_group)) AS s,
+                COALESCE(len(list_filter(groups, lambda x: x IS NULL)) > 0, false) AS unknown
+            FROM included WHERE by_group IS NOT NULL AND w > 0
+        )
     """
     table = con.execute(f"""
         WITH cells AS (

@@ -106,12 +106,13 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
     # that is not a record (not an object, or none of these fields).
     struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra)) + ")"
-    # docs/SPEC.md names the source; older records are recognised by their adapter's fields
-    source = f"""COALESCE({_text("source")}, CASE
-                    WHEN trial IS NOT NULL THEN 'study'
+    # docs/SPEC.md names the source; older records are recognised by their adapter's fields.
+    # A record with the study's `trial` is the study's, whatever `source` it copied from the
+    # handler record it was built from.
+    source = f"""CASE WHEN trial IS NOT NULL THEN 'study' ELSE COALESCE({_text("source")}, CASE
                     WHEN retriever_run_id IS NOT NULL THEN 'langchain'
                     WHEN query_id IS NOT NULL THEN 'llamaindex'
-                    ELSE 'unknown' END)"""
+                    ELSE 'unknown' END) END"""
     by_columns = "".join(
         f", {source} AS by_{i}"
         if field == "source"

@@ -32,8 +32,9 @@ def langchain_log(path: Path) -> list[dict]:
             vectorstore=store, ranker=ranker, group_key="gender", protected="female", seed=0
         )
         chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
-        for question in QUESTIONS:
-            chain.invoke(question, config={"callbacks": [handler]})
+        for i, question in enumerate(QUESTIONS):
+            tenant = "acme" if i % 2 else "globex"
+            chain.invoke(question, config={"callbacks": [handler], "metadata": {"tenant": tenant}})
     return handler.records
 
 
@@ -104,5 +105,22 @@ def test_both_adapters_and_the_study_audited_together(tmp_path: Path) -> None:
     }
     by_source = audit(paths, protected="female", by="source").metrics
     assert set(by_source["source"]) == {"langchain", "llamaindex", "study"}
-    # today's records carry no timestamp and no grounded parity: said, not silently missing
-    assert any(note.startswith("grounded_generation_parity: no value") for note in result.notes)
+    # the record schema: timestamps (time windows), grounded parity, the tenant in metadata
+    for ranker in ("standard", "representative_stochastic"):
+        mine = [r for r in logged if r["ranker"] == ranker]
+        rows = result.rankers[result.rankers["ranker"] == ranker].set_index("metric")
+        grounded = [r["grounded_generation_parity"] for r in mine]
+        grounded = [g for g in grounded if g is not None]
+        assert rows.loc["grounded_generation_parity", "n"] == len(grounded)
+        assert rows.loc["grounded_generation_parity", "value"] == pytest.approx(np.mean(grounded))
+    windowed = audit(paths, protected="female", by="tenant", window="1h")
+    share = windowed.metrics[windowed.metrics["metric"] == "exposure_share"]
+    undated = share[share["window"] == "(no timestamp)"]["records"].sum()
+    assert undated == sum(not r.get("timestamp") for r in logged)  # adapters still without it
+    assert share[share["window"] != "(no timestamp)"]["records"].sum() == sum(
+        bool(r.get("timestamp")) for r in logged
+    )
+    tenants = {t: share[share["tenant"] == t]["records"].sum() for t in ("acme", "globex")}
+    assert tenants == {
+        t: sum((r.get("metadata") or {}).get("tenant") == t for r in logged) for t in tenants
+    }

@@ -63,7 +63,10 @@ def test_amortized_disparity_and_shares_follow_the_spec(tmp_path: Path) -> None:
 
 
 def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path) -> None:
-    derived = write_log(tmp_path / "a.jsonl", [record(g, ranker="a") for g in LISTS[:3]])
+    plain = [record(g, ranker="a") for g in LISTS[:3]]
+    for item in plain:  # as written before the record schema: groups only
+        item.pop("exposure_by_group", None)
+    derived = write_log(tmp_path / "a.jsonl", plain)
     given = [
         record(g, ranker="b", exposure_by_group={"female": 0.25, "male": 0.75}) for g in LISTS[:3]
     ]
@@ -82,9 +85,12 @@ def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path)
 
 def test_exposure_model_of_the_record_is_used(tmp_path: Path) -> None:
     groups = ["male", "female", "male"]
-    path = write_log(tmp_path / "log.jsonl", [record(groups, exposure_model="rbp(0.5)")] * 3)
+    rbp = ExposureModel("rbp", 0.5)
+    stated = record(groups, exposure=rbp, exposure_model="rbp(0.5)")
+    stated.pop("exposure_by_group", None)  # derived from groups and the model the record names
+    path = write_log(tmp_path / "log.jsonl", [stated] * 3)
     result = audit(path, protected="female")
-    expected = exposure_share(groups, "female", exposure=ExposureModel("rbp", 0.5))
+    expected = exposure_share(groups, "female", exposure=rbp)
     assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(expected)
 
 
@@ -236,3 +242,13 @@ def test_intervals_stay_within_the_metrics_range(tmp_path: Path) -> None:
     share = metric(result.rankers, "exposure_share")
     assert share["ci_low"] == 0.0 < share["value"]  # t interval would reach below 0
     assert (result.exposure["ci_low"] >= 0).all() and (result.exposure["ci_high"] <= 1).all()
+
+
+def test_exposure_by_group_of_the_record_schema_names_the_unknown_group(tmp_path: Path) -> None:
+    records = [record(g) for g in LISTS[:3]]
+    assert all("exposure_by_group" in r for r in records)  # the core writes it
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    shares = result.exposure.set_index("group")["share"]
+    weights = ExposureModel().weights(5)
+    assert shares["(unknown)"] == pytest.approx(weights[2] / weights.sum() / 3)
+    assert shares.sum() == pytest.approx(1.0)

@@ -19,10 +19,17 @@ def record(
     ranker: str = "standard",
     timestamp: str | None = None,
     generation_parity: float | None = None,
+    exposure: str | None = None,
     **fields: object,
 ) -> dict[str, object]:
-    """A retrieval record as the core's auditor computes it, plus ``fields``."""
-    result: dict[str, object] = {"ranker": ranker, **AUDITOR.retrieval(list(groups))}
+    """A retrieval record as the core's auditor computes it (with ``exposure``, default DCG),
+    plus ``fields``."""
+    auditor = (
+        AUDITOR
+        if exposure is None
+        else FairnessAuditor.create(protected="female", target_share=0.5, exposure=exposure)
+    )
+    result: dict[str, object] = {"ranker": ranker, **auditor.retrieval(list(groups))}
     if timestamp is not None:
         result["timestamp"] = timestamp
     if generation_parity is not None:
