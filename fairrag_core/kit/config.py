@@ -166,6 +166,14 @@ class RankerState:
             return state
         return cls(config, id(component))
 
+    def __copy__(self) -> RankerState:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
+        # Shared on purpose: the copied component has another id, so :meth:`current` gives it
+        # a state (and a generator) of its own on its first use. A lock cannot be deep-copied.
+        return self
+
     def query_seed(self, seed: Any = None) -> int:
         """The seed of the next query (the caller's, or drawn from this state's generator)."""
         if seed is not None:
