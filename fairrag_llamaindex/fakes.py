@@ -5,6 +5,7 @@ answers one bullet per document, ``- <Person> (DocTitle: <Title>)``, the person 
 title without a trailing parenthetical. It is deterministic; ``delays`` makes its async path
 sleep, so concurrent queries interleave and finish out of order.
 """
+
 from __future__ import annotations
 
 import asyncio
