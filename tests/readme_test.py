@@ -54,3 +54,4 @@ def test_python_examples_run_in_order():
     handler = namespace["handler"]
     assert len(handler.records) == 1
     assert len(handler.records[0]["groups"]) == 4
+    assert handler.records[0]["query_seed"] == 7 and handler.records[0]["ranker"] is not None
