@@ -46,6 +46,8 @@ RUN_METHODS = QUESTION_METHODS
 
 DEFAULT_MAX_RECORDS_WITH_LOG = 10_000
 
+_RETRIEVAL_KEYS = ("exposure_share", "exposure_disparity", "exposure_by_group")
+
 
 @dataclass
 class _Rerank:
@@ -133,10 +135,12 @@ class FairnessEventHandler(BaseEventHandler):
     dispatcher when the handler is built. ``scope`` restricts the handler to the engines or
     postprocessors it names.
 
-    **Against what target.** :meth:`from_postprocessor` follows that postprocessor: each record
-    is computed with the target, exposure model and group key the postprocessor has when the
-    question ends; otherwise the handler's own fields. Every record states ``target``,
-    ``protected`` and ``exposure_model``.
+    **Against what target.** A handler built by :meth:`from_postprocessor` follows that
+    postprocessor: each record is computed with the target and exposure model its ranker has
+    when the question ends, and its group key (unless the handler is given ``protected``,
+    ``target_share``, ``target`` or ``exposure`` of its own). Any other handler uses its own
+    fields. Every record states the ``target``, ``protected`` and ``exposure_model`` it was
+    computed with.
     """
 
     group_key: str = Field(description="Node metadata field holding each node's group label.")
@@ -494,6 +498,11 @@ class FairnessEventHandler(BaseEventHandler):
                 error=error,
                 extra=extra,
             )
+            if error is not None and sources is None and not run.reranks:
+                # Nothing is known to have been shown: a failed run keeps retrieval metrics
+                # only when there were any (docs/SPEC.md, "Records").
+                for key in ("groups", *_RETRIEVAL_KEYS):
+                    record.pop(key, None)
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("FairnessEventHandler could not audit %r: %s", query, exc)
             record = {
