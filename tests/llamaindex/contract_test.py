@@ -390,6 +390,17 @@ def test_a_handler_scoped_to_one_postprocessor_records_only_its_engine():
     assert record["query"] == QUESTION and record["doc_ids"] == ids(response.source_nodes)
 
 
+def test_a_handler_scoped_to_one_engine_records_only_that_engine():
+    plain, other = query_engine([]), query_engine([fair(seed=1)])
+    handler = FairnessEventHandler(group_key="gender", protected="female", scope=[plain])
+    with handler.attach():
+        other.query("not mine")
+        response = plain.query(QUESTION)
+    (record,) = handler.records
+    assert record["query"] == QUESTION and record["ranker"] is None
+    assert record["doc_ids"] == ids(response.source_nodes)
+
+
 def test_legacy_reranking_callback_events_are_emitted():
     debug = LlamaDebugHandler()
     postprocessor = fair(seed=0, callback_manager=CallbackManager([debug]))
