@@ -190,7 +190,7 @@ class FairnessEventHandler(BaseEventHandler):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _records: collections.deque = PrivateAttr()
     _runs: dict[str, _Run] = PrivateAttr(default_factory=dict)
-    _open_reranks: dict[str, _Rerank] = PrivateAttr(default_factory=dict)
+    _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
     _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
 
@@ -364,10 +364,10 @@ class FairnessEventHandler(BaseEventHandler):
         ):
             with self._lock:
                 self._chat_streams.pop(id(span.instance), None)
-            response, run, tags = stream
+            response, streamed, tags = stream
             failure = getattr(response, "exception", None)
             self._finish(
-                run,
+                streamed,
                 response.response if failure is None else None,
                 response.source_nodes,
                 tags,
@@ -377,7 +377,7 @@ class FairnessEventHandler(BaseEventHandler):
         if not _is_run(span):
             return
         with self._lock:
-            run = self._runs.pop(span.id_, None)
+            run: _Run | None = self._runs.pop(span.id_, None)
         if _outermost_run(span.parent_id) is not None:
             return  # an engine called by another engine: the outer one answers the question
         if run is None:
