@@ -385,7 +385,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         return reranked
 
     def _warn_small_pool(self, size: int) -> None:
-        if size <= self.top_n and not self._warned_small_pool:
+        if 0 < size <= self.top_n and not self._warned_small_pool:
             self._warned_small_pool = True
             warnings.warn(
                 f"FairRerankPostprocessor got a pool of {size} nodes for top_n={self.top_n}: "
