@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
@@ -142,6 +142,8 @@ class FairnessEventHandler(BaseEventHandler):
     fields. Every record states the ``target``, ``protected`` and ``exposure_model`` it was
     computed with.
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     group_key: str = Field(description="Node metadata field holding each node's group label.")
     protected: Hashable | None = Field(

@@ -266,6 +266,11 @@ def test_unknown_constructor_arguments_are_refused():
         fair(pool_szie=10)
 
 
+def test_unknown_handler_arguments_are_refused():
+    with pytest.raises(ValueError, match="log_paht"):
+        FairnessEventHandler(group_key="gender", protected="female", log_paht="x.jsonl")
+
+
 def test_a_typo_in_ranker_params_names_the_parameter():
     with pytest.raises(ValueError, match="alpah"):
         fair(ranker_params={"alpah": 1.0})
