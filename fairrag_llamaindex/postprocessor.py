@@ -28,7 +28,7 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from fairrag_core import Placement, Ranker, group_labels, pool_scores, rerank
 from fairrag_core.kit import (
@@ -162,8 +162,11 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     (:data:`fairrag_core.kit.PLACEMENT_KEYS`) and :data:`CONTEXT_HEADER_KEY`. The LLM sees
     :func:`fairrag_core.kit.context_entry` of each node (``[i]``, ``Title: ...``, the text) and
     no other metadata; the embedding model sees the text; the group key and placement keys
-    only when named in ``show_metadata_keys``. A node whose ``node_id`` repeats an earlier
-    one's is dropped before ranking (the core's rule).
+    only when named in ``show_metadata_keys``. ``[i]`` is the node's fair rank, so a later step
+    that reorders the nodes (``LongContextReorder``) leaves each number on its document. A
+    node whose text starts with whitespace is returned with that whitespace removed (the kit's
+    entry shows the stripped text). A node whose ``node_id`` repeats an earlier one's is
+    dropped before ranking (the core's rule).
 
     Emits ``ReRankStartEvent`` / ``ReRankEndEvent`` (``model_name`` ``"fairrag:<ranker>"``)
     and the legacy ``CBEventType.RERANKING`` callback event. Warns once when a pool is not
@@ -407,8 +410,13 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         shown = [key for key in self.show_metadata_keys if key in node.metadata]
         header_lines = [header, *(f"{key}: {node.metadata[key]}" for key in shown)]
         metadata = {**node.metadata, **placement, CONTEXT_HEADER_KEY: "\n".join(header_lines)}
+        update: dict[str, Any] = {}
+        if isinstance(node, TextNode) and text != text.lstrip():
+            # LlamaIndex strips the entry's ends only; the kit's entry strips the text itself.
+            update["text"] = text.lstrip()
         copy = node.model_copy(
             update={
+                **update,
                 "metadata": metadata,
                 "excluded_llm_metadata_keys": [k for k in metadata if k != CONTEXT_HEADER_KEY],
                 "excluded_embed_metadata_keys": hidden_metadata_keys(

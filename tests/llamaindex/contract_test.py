@@ -25,6 +25,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from fairrag_core import FairnessAuditor, make_ranker, rerank
 from fairrag_core.kit import (
     PLACEMENT_KEYS,
+    context_entry,
     describe_ranker,
     document_title,
     render_context_prompt,
@@ -131,6 +132,19 @@ def test_returned_nodes_hide_group_and_placement_keys_from_llm_and_embeddings():
             assert "gender" not in text and "female" not in text, text
             assert not any(f"{key}:" in text for key in PLACEMENT_KEYS), text
         assert node.node.get_content(metadata_mode=MetadataMode.EMBED) == node.node.text
+
+
+def test_each_nodes_llm_text_is_the_kits_context_entry_whatever_its_whitespace():
+    pool = open_pool()
+    for i, node in enumerate(pool):
+        text = node.node.get_content()
+        node.node.set_content(["  \n" + text + "\n\n", f"Title: Own {i}\n{text}"][i % 2])
+    out = fair(seed=1).postprocess_nodes(pool, QueryBundle(QUESTION))
+    for rank, node in enumerate(out, 1):
+        original = next(n for n in pool if n.node.node_id == node.node.node_id).node
+        text = original.get_content()
+        title = document_title(original.metadata, text)
+        assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text)
 
 
 def test_show_metadata_keys_opts_in_to_showing_the_group():
