@@ -253,6 +253,17 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             )
         return cls(**{"relevance": _relevance_for_store(store), **fields})
 
+    @field_validator("ranker", mode="before")
+    @classmethod
+    def _check_ranker(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            raise ValueError(
+                f"ranker {value!r} is the description of a ready Ranker (what to_dict writes): "
+                "build it again with fairrag_core.make_ranker(name, ...) and pass that, or give "
+                "the ranker by name"
+            )
+        return value
+
     @field_validator("group_key")
     @classmethod
     def _check_group_key(cls, value: str) -> str:

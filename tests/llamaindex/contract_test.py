@@ -273,6 +273,8 @@ def test_a_ready_ranker_is_serialised_with_its_whole_configuration():
     postprocessor = FairRerankPostprocessor(ranker=ready, group_key="gender")
     assert postprocessor.to_dict()["ranker"] == describe_ranker(ready)
     assert postprocessor.model_dump()["ranker"]["params"]["alpha"] == 2.0
+    with pytest.raises(ValueError, match="description of a ready Ranker"):
+        FairRerankPostprocessor.from_dict(postprocessor.to_dict())  # refused, never simplified
 
 
 def test_unknown_constructor_arguments_are_refused():
