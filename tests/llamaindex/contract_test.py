@@ -400,6 +400,21 @@ def test_streaming_chat_engines_are_recorded_once_the_stream_ends(handler, engin
     assert record["answer"] == text.strip()
 
 
+@pytest.mark.parametrize("engine_class", [ContextChatEngine, CondensePlusContextChatEngine])
+async def test_async_chat_engines_are_recorded_once_per_message(handler, engine_class):
+    engine = engine_class.from_defaults(
+        retriever=PoolRetriever(make_pool(30)),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(seed=0)],
+    )
+    response = await engine.achat(QUESTION)
+    _assert_one_fair_record(handler, response)
+    streamed = await engine.astream_chat(QUESTION)
+    text = "".join([token async for token in streamed.async_response_gen()])
+    _, second = handler.records
+    assert second["answer"] == text.strip() and second["doc_ids"] == ids(streamed.source_nodes)
+
+
 def test_a_handler_scoped_to_one_postprocessor_records_only_its_engine():
     mine, other = fair(seed=0), fair(seed=1)
     handler = FairnessEventHandler.from_postprocessor(mine, scope=[mine])
