@@ -36,6 +36,8 @@ study: venv
 
 test: venv system-deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
 
 bench: venv

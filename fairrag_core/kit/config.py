@@ -174,6 +174,9 @@ class RankerState:
             return state
         return cls(config, id(component))
 
+    def __copy__(self) -> RankerState:
+        return self
+
     def rerank(
         self,
         scores: Any,

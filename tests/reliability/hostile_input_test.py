@@ -66,6 +66,7 @@ def li_handler(tmp_path, name="events.jsonl") -> FairnessEventHandler:
 
 
 def postprocessor(**fields) -> FairRerankPostprocessor:
+    fields.setdefault("relevance", "similarity")  # direct calls: no engine names the store
     fields.setdefault("protected", "female")
     fields.setdefault("seed", 0)
     fields.setdefault("group_key", "gender")
@@ -465,9 +466,10 @@ def test_an_answer_without_bullets_scores_zero_utility_and_null_parity(tmp_path)
 
     with li_handler(tmp_path).attach():
         li_engine(make_pool(20), llm=FixedAnswerLLM(text="I'd rather not say.")).query(QUERY)
-    (record,) = log_lines(tmp_path / "events.jsonl")
+    (record,) = log_lines(tmp_path / "events.jsonl")  # the same rule as LangChain's
     assert record["follows_citation_format"] is False
-    assert "generation_parity" not in record and "groundedness" not in record
+    assert record["groundedness"] == 0.0 and record["generation_parity"] is None
+    assert record["fairness_gap"] is None
 
 
 def test_hallucinated_titles_are_invalid_citations(tmp_path):
@@ -653,3 +655,43 @@ def test_a_torn_log_line_and_unicode_separators_never_cost_a_record(tmp_path):
     contents = handler.log.scan()
     assert [r.get("run") for r in contents.records] == ["before the crash", None]
     assert [d.line_number for d in contents.damaged] == [2]
+
+
+# -- LlamaIndex rows: scores of unknown direction, small pools, configuration errors ----------
+
+
+def test_llamaindex_scores_of_unknown_direction_are_refused_not_guessed():
+    pool = make_pool(20)
+    with pytest.raises(ValueError, match="relevance='auto' cannot tell"):
+        FairRerankPostprocessor(group_key="gender", protected="female").postprocess_nodes(
+            pool, QueryBundle(QUERY)
+        )
+    with pytest.raises(ValueError, match=r"rises along .* relevance='similarity'"):
+        li_engine(pool, relevance="negated").query(QUERY)  # straight from the retriever
+
+
+def test_llamaindex_pool_not_larger_than_top_n_warns_once():
+    fair = postprocessor(top_n=5)
+    with pytest.warns(UserWarning, match="similarity_top_k"):
+        assert len(fair.postprocess_nodes(make_pool(4), QueryBundle(QUERY))) == 4
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"pool_szie": 10}, "pool_szie"),
+        ({"group_key": ""}, "group_key"),
+        ({"relevance": "cosine"}, "relevance 'cosine' is unknown"),
+        ({"ranker_params": {"alpah": 2.0}}, "alpah"),
+    ],
+)
+def test_llamaindex_configuration_errors_fail_at_construction(fields, match):
+    with pytest.raises(ValueError, match=match):
+        postprocessor(**fields)
+
+
+def test_llamaindex_an_invalid_assignment_is_refused_and_undone():
+    fair = postprocessor(target_share=0.4)
+    with pytest.raises(ValueError, match="target"):
+        fair.target_share = 1.5
+    assert fair.target_share == 0.4 and fair.core_ranker.target.protected_share == 0.4
