@@ -121,40 +121,6 @@ def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
         ("p", CI_METHOD),
         ("table", _wide(result.rankers, ["ranker"])),
     ]
-    if by or o.window is not None:
-        blocks += [
-            ("h2", "Per " + ", ".join(["ranker", *by, "window"])),
-            ("table", _wide(result.metrics, ["ranker", *by, "window"])),
-        ]
-    exposure = result.exposure.copy()
-    exposure["share"] = [
-        _interval(v, lo, hi)
-        for v, lo, hi in zip(
-            exposure["share"], exposure["ci_low"], exposure["ci_high"], strict=True
-        )
-    ]
-    blocks += [
-        ("h2", "Exposure share per group"),
-        ("table", _table(exposure, ["ranker", *by, "window", "group", "share", "n"])),
-        ("h2", "Rankers compared"),
-    ]
-    if result.pairwise.empty:
-        blocks.append(("p", "Only one ranker in these records: nothing to compare."))
-    else:
-        blocks += [
-            (
-                "p",
-                "Independent two-sample Student t-tests with pooled variance, two-tailed "
-                f"(fairrag_core.stats.pairwise_t_tests), alpha {o.alpha:g}, on per-record values.",
-            ),
-            (
-                "table",
-                _table(
-                    result.pairwise,
-                    [*by, "metric", "a", "b", "mean_a", "mean_b", "t", "df", "p", "significant"],
-                ),
-            ),
-        ]
     blocks.append(("h2", "Drift"))
     if o.max_disparity is None:
         blocks.append(("p", "No band given (--max-disparity): drift not checked."))
@@ -180,6 +146,40 @@ def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
     blocks.append(("h2", "Figures"))
     for name, path in figures.items():
         blocks.append(("figure", _Figure(path, FIGURES[name])))
+    blocks.append(("h2", "Rankers compared"))
+    if result.pairwise.empty:
+        blocks.append(("p", "Only one ranker in these records: nothing to compare."))
+    else:
+        blocks += [
+            (
+                "p",
+                "Independent two-sample Student t-tests with pooled variance, two-tailed "
+                f"(fairrag_core.stats.pairwise_t_tests), alpha {o.alpha:g}, on per-record values.",
+            ),
+            (
+                "table",
+                _table(
+                    result.pairwise,
+                    [*by, "metric", "a", "b", "mean_a", "mean_b", "t", "df", "p", "significant"],
+                ),
+            ),
+        ]
+    exposure = result.exposure.copy()
+    exposure["share"] = [
+        _interval(v, lo, hi)
+        for v, lo, hi in zip(
+            exposure["share"], exposure["ci_low"], exposure["ci_high"], strict=True
+        )
+    ]
+    blocks += [
+        ("h2", "Exposure share per group"),
+        ("table", _table(exposure, ["ranker", *by, "window", "group", "share", "n"])),
+    ]
+    if by or o.window is not None:
+        blocks += [
+            ("h2", "Per " + ", ".join(["ranker", *by, "window"])),
+            ("table", _wide(result.metrics, ["ranker", *by, "window"])),
+        ]
     return blocks
 
 
@@ -211,7 +211,7 @@ def _markdown(blocks: list[_Block], out: Path) -> str:
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; white-space: nowrap; }
 th { background: #f2f2f2; }
 figure { margin: 1em 0; } img { max-width: 100%; border: 1px solid #eee; }
 """
