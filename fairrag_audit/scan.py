@@ -12,6 +12,7 @@ only.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -38,6 +39,9 @@ def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.Duc
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET memory_limit = '{memory_limit}'")
+    # spill files go to the system's temporary folder, not to ./.tmp in the caller's folder
+    spill = Path(tempfile.gettempdir()) / "fairrag-audit-duckdb"
+    con.execute(f"SET temp_directory = {_literal(str(spill))}")
     con.execute("SET preserve_insertion_order = false")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
