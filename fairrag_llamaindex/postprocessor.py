@@ -30,7 +30,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, Ranker, group_labels, pool_scores, rerank
+from fairrag_core import Placement, Ranker, group_labels, pool_scores
 from fairrag_core.kit import (
     RELEVANCE_CONVERSIONS,
     RankerState,
@@ -349,7 +349,6 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             if source.straight:
                 check_store_order(scores, conversion, source.name)
         groups = group_labels([n.node.metadata for n in nodes], self.group_key)
-        seed = state.query_seed(_QUERY_SEED.get())
         self._warn_small_pool(len(nodes))
         model_name = MODEL_NAME_PREFIX + state.ranker.name
         dispatcher.event(
@@ -368,13 +367,12 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         ) as event:
             reranked: list[NodeWithScore] = []
             if nodes:
-                reranking = rerank(
-                    state.ranker,
+                reranking, seed = state.rerank(
                     scores,
                     groups,
                     self.top_n,
-                    rng=np.random.default_rng(seed),
                     ids=[n.node.node_id for n in nodes],
+                    seed=_QUERY_SEED.get(),
                 )
                 pool_size = len(nodes) - len(reranking.duplicates)
                 fair_k = len(reranking.placements)
