@@ -5,13 +5,14 @@ Imports numpy (and scipy in :mod:`fairrag_core.stats`) only, plus numba when ins
 into (scores, groups) and call this package.
 """
 
-from . import citations, kernels, metrics, prompts, stats
+from . import citations, kernels, ledger, metrics, prompts, stats
 from .audit import FairnessAuditor, summarize_records
-from .errors import VectorStoreUnavailableError
+from .errors import LedgerUnavailableError, VectorStoreUnavailableError
 from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    AmortizedRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -27,10 +28,12 @@ from .target import OTHERS, Target, make_target
 __all__ = [
     "OTHERS",
     "RANKERS",
+    "AmortizedRanker",
     "ExposureModel",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",
+    "LedgerUnavailableError",
     "Placement",
     "Ranker",
     "RankingResult",
@@ -45,6 +48,7 @@ __all__ = [
     "configure_ranker",
     "group_labels",
     "kernels",
+    "ledger",
     "make_exposure_model",
     "make_ranker",
     "make_target",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ranking import Ranker
+from .amortized import AmortizedRanker
 from .forced_exposure import ForcedExposureRanker
 from .representative_stochastic import RepresentativeStochasticRanker
 from .standard import StandardRanker
@@ -10,6 +11,7 @@ from .stochastic import StochasticRanker
 
 __all__ = [
     "RANKERS",
+    "AmortizedRanker",
     "ForcedExposureRanker",
     "RepresentativeStochasticRanker",
     "StandardRanker",
@@ -26,6 +28,7 @@ RANKERS: dict[str, type[Ranker]] = {
         StochasticRanker,
         ForcedExposureRanker,
         RepresentativeStochasticRanker,
+        AmortizedRanker,
     )
 }
 
