@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -16,6 +17,8 @@ from .base import RANKINGS_FIELD, ExposureLedger
 __all__ = ["SQLiteLedger"]
 
 _T = TypeVar("_T")
+_FIRST_SLEEP = 0.0001
+_MAX_SLEEP = 0.005
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS fairrag_ledger ("
@@ -38,29 +41,24 @@ class SQLiteLedger(ExposureLedger):
     - The file is in WAL mode (readers never block the writer) with ``synchronous=NORMAL``:
       durable against a crashed or killed process; a power cut may lose the last commits but
       never tears one.
-    - A writer waits up to ``timeout`` seconds for the lock (SQLite's busy timeout), and a
-      transaction that still finds the file busy is retried ``retries`` times in all, then
-      :class:`~fairrag_core.errors.LedgerUnavailableError` names the file. So does any file
-      that cannot be opened or is not a database.
+    - A transaction that finds the file locked by another writer is retried after a short
+      random sleep (at most 5 ms), for at most ``timeout`` seconds in all; then
+      :class:`~fairrag_core.errors.LedgerUnavailableError` names the file (nothing applied).
+      So does a file that cannot be opened or is not a database.
 
     One table, ``fairrag_ledger(key, label, value)``; a stream's count of rankings is the row
     whose label is ``#rankings``. Connections are made lazily, one per process (a forked
     child opens its own) and shared by its threads behind a lock.
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], *, timeout: float = 10.0, retries: int = 5
-    ) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
-            raise ValueError(f"retries must be an int >= 1, got {retries!r}")
         self.path = Path(path).expanduser().resolve()
         self.location = f"sqlite:///{self.path}"
         self.timeout = float(timeout)
-        self.retries = retries
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
@@ -71,7 +69,7 @@ class SQLiteLedger(ExposureLedger):
             return self._connection
         # A connection inherited through fork() must not be used (SQLite's rule): open anew.
         connection = sqlite3.connect(
-            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            self.path, timeout=0.0, isolation_level=None, check_same_thread=False
         )
         try:
             connection.execute("PRAGMA journal_mode=WAL")
@@ -84,11 +82,12 @@ class SQLiteLedger(ExposureLedger):
         return connection
 
     def _run(self, operation: str, work: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
-        """``work`` in one transaction (``BEGIN IMMEDIATE`` to write), with bounded retries."""
-        last: sqlite3.Error | None = None
-        for attempt in range(self.retries):
-            if attempt:
-                time.sleep(min(0.05 * 2**attempt, 1.0))
+        """``work`` in one transaction (``BEGIN IMMEDIATE`` to write); a busy file is retried
+        after a short random sleep until ``timeout`` seconds have passed."""
+        deadline = time.monotonic() + self.timeout
+        attempts = 0
+        while True:
+            attempts += 1
             with self._lock:
                 try:
                     connection = self._connect()
@@ -109,10 +108,14 @@ class SQLiteLedger(ExposureLedger):
                 except sqlite3.DatabaseError as exc:
                     self._drop_connection()
                     raise self._unavailable(operation, exc) from exc
-        raise LedgerUnavailableError(
-            f"SQLite ledger {self.path} stayed locked by other writers: {operation} failed "
-            f"{self.retries} times, waiting up to {self.timeout} s each time; nothing was applied"
-        ) from last
+            if time.monotonic() >= deadline:
+                raise LedgerUnavailableError(
+                    f"SQLite ledger {self.path} stayed locked by other writers: {operation} "
+                    f"found it busy {attempts} times in {self.timeout} s; nothing was applied"
+                ) from last
+            # SQLite's own busy handler sleeps 1, 2, 5, ... 100 ms: with several processes
+            # writing, most of the time went to sleeping. Short random sleeps keep the lock busy.
+            time.sleep(min(_MAX_SLEEP, _FIRST_SLEEP * 2 ** min(attempts, 8)) * random.random())
 
     def _unavailable(self, operation: str, exc: sqlite3.Error) -> LedgerUnavailableError:
         return LedgerUnavailableError(
@@ -165,10 +168,10 @@ class SQLiteLedger(ExposureLedger):
             self._drop_connection()
 
     def __getstate__(self) -> dict:
-        return {"path": str(self.path), "timeout": self.timeout, "retries": self.retries}
+        return {"path": str(self.path), "timeout": self.timeout}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], timeout=state["timeout"], retries=state["retries"])  # type: ignore[misc]
+        self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

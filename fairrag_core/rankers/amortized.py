@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -96,14 +96,20 @@ class AmortizedRanker(Ranker):
         self.ledger_key = check_key(ledger_key)
         super().__init__(**fairness)  # type: ignore[arg-type]
 
-    def _prepare(self, scores, groups, k, rng):  # type: ignore[no-untyped-def]
+    def _prepare(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        groups: Iterable[Hashable] | None,
+        k: int,
+        rng: np.random.Generator | int | None,
+    ) -> tuple[_LabelledPool | None, int, np.random.Generator]:
         if groups is not None and not isinstance(groups, (Sequence, np.ndarray, str, bytes)):
             groups = list(groups)  # read once: the labels are needed again below
         pool, k, generator = super()._prepare(scores, groups, k, rng)
         if pool is None:
             return pool, k, generator
         labels = check_groups(groups, pool.scores.shape[0])
-        for label in set(labels):  # refuse a label the ledger cannot store before any work
+        for label in labels:  # refuse a label the ledger cannot store before any work (cached)
             encode_label(label)
         return _LabelledPool(*pool, labels), k, generator
 

@@ -290,6 +290,8 @@ def test_a_label_the_ledger_cannot_store_is_refused_before_any_work():
     ranker = make_ranker("amortized", protected="female", seed=0)
     with pytest.raises(TypeError, match=r"group label 1\.5 \(float\)"):
         ranker.rank([0.9, 0.8, 0.7], ["female", 1.5, "male"], 3)
+    with pytest.raises(TypeError, match=r"group label True \(bool\)"):  # True == 1 as a key
+        ranker.rank([0.9, 0.8, 0.7], [1, True, "male"], 3)
     assert ranker.ledger.state().rankings == 0
     # Labels read once: a generator of groups works.
     ranking = ranker.rank([0.9, 0.8, 0.7], (g for g in ["female", 2, None]), 3)
