@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+import shutil
 import sqlite3
+import subprocess
 import sys
 import threading
 
@@ -22,7 +24,7 @@ from fairrag_core.ledger import (
     encode_label,
     make_ledger,
 )
-from tests.redis_server import running_redis
+from tests.redis_server import redis_server_binary, running_redis
 
 KINDS = ["memory", "sqlite", "redis"]
 
@@ -294,3 +296,19 @@ def test_redis_ledger_bad_arguments(kwargs, message):
 def test_sqlite_ledger_bad_arguments(tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
         SQLiteLedger(tmp_path / "x.db", **kwargs)
+
+
+def test_importing_the_core_does_not_import_the_redis_client():
+    code = "import sys, fairrag_core, fairrag_core.ledger; print('redis' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_a_missing_redis_server_skips_the_tests_but_fails_them_under_ci(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"make system-deps.*CI=true"):
+        redis_server_binary()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="make system-deps"):
+        redis_server_binary()

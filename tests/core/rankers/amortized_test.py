@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 import threading
 
 import numpy as np
@@ -297,3 +299,17 @@ def test_a_label_the_ledger_cannot_store_is_refused_before_any_work():
     ranking = ranker.rank([0.9, 0.8, 0.7], (g for g in ["female", 2, None]), 3)
     assert sorted(ranking.tolist()) == [0, 1, 2]
     assert ranker.ledger.state().totals.keys() == {"female", 2, None}
+
+
+def test_a_copy_of_the_ranker_shares_its_ledger_but_not_its_generator(tmp_path):
+    ranker = make_ranker("amortized", protected="female", ledger=tmp_path / "l.db", seed=1)
+    twin = copy.deepcopy(ranker)
+    assert twin.ledger is ranker.ledger
+    assert twin._rng is not ranker._rng
+    scores, groups = _skewed_pool()
+    twin.rank(scores, groups, 5)
+    ranker.rank(scores, groups, 5)
+    assert ranker.ledger.state().rankings == 2
+    revived = pickle.loads(pickle.dumps(ranker))  # another process would reopen the same file
+    assert revived.ledger.path == ranker.ledger.path
+    assert revived.ledger.state().rankings == 2
