@@ -50,7 +50,7 @@ class AmortizedRanker(Ranker):
       log-weights it is added to (our reading, docs/SPEC.md item 6: with 1.0 at alpha = 4 the
       study's stream cannot get past a 0.39 share);
     - one Plackett-Luce draw: ``P(d) ∝ exp(w_d + c_group(d))`` over the remaining candidates,
-      by the Gumbel-max trick with fresh noise per position.
+      sampled exactly in two steps, a group then its next candidate (:func:`draw_amortized`).
 
     No look-ahead: a single list may miss the target; the stream must reach it. Once drawn, the
     ranking's exposure per group label is added to the ledger in one atomic update; the
@@ -133,7 +133,7 @@ class AmortizedRanker(Ranker):
     @property
     def span(self) -> float:
         """``R = 2 ** alpha - 1``: the range of the log-weights, and the correction's cap."""
-        return 2.0**self.alpha - 1.0
+        return 2.0 ** min(self.alpha, 1000.0) - 1.0  # beyond, 2 ** alpha overflows a float
 
     def __repr__(self) -> str:
         return (
