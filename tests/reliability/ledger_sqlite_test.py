@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ from tests.reliability.ledger_worker import (
     wait_all,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
 RANKINGS = 500
 RANKING_EXPOSURE = float(sum(position_weights(K)))
@@ -62,3 +67,37 @@ def test_a_process_killed_mid_stream_leaves_the_ledger_consistent(tmp_path):
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     ledger.add("tenant-a", {"female": 1.0})  # no lock was left behind
     assert ledger.state("tenant-a").rankings == state.rankings + 1
+
+
+FORKED = """
+import os, sys
+from fairrag_core.ledger import SQLiteLedger
+ledger = SQLiteLedger(sys.argv[1])
+ledger.add("k", {"female": 1.0})  # the parent's connection is open when it forks
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:  # a child uses the inherited ledger object: it must open its own connection
+        for _ in range(100):
+            ledger.add("k", {"male": 1.0})
+        os._exit(0 if ledger._pid == os.getpid() else 1)  # 1: it used the parent's connection
+    children.append(pid)
+for _ in range(100):
+    ledger.add("k", {"female": 1.0})
+codes = [os.waitpid(pid, 0)[1] for pid in children]
+state = ledger.state("k")
+print(codes, state.rankings, state.totals["female"], state.totals["male"])
+"""
+
+
+def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connection(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED, str(tmp_path / "ledger.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
