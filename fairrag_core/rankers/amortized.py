@@ -5,17 +5,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from ..ledger import ExposureLedger, make_ledger
-from ..ledger.base import DEFAULT_KEY, check_key, encode_label
+from ..ledger.base import DEFAULT_KEY, LedgerState, check_key, encode_label
 from ..plackett_luce import gumbel_order, plackett_luce_log_weights
-from ..ranking import Ranker
+from ..ranking import Ranker, RankingResult
 from ..validation import check_alpha, check_groups
 
-__all__ = ["AmortizedRanker"]
+__all__ = ["AmortizedRanker", "AmortizedRankingResult"]
 
 DEFAULT_ALPHA = 8.0
 DEFAULT_GAIN = 80.0
@@ -30,6 +31,15 @@ class _LabelledPool(NamedTuple):
     high: float
     codes: np.ndarray
     labels: Sequence[Hashable]
+
+
+@dataclass(frozen=True)
+class AmortizedRankingResult(RankingResult):
+    """A ranking of :class:`AmortizedRanker` with the ledger state it was drawn from."""
+
+    ledger_state: LedgerState | None = None
+    """The stream as read before the draw: the same seed on a ledger holding these totals
+    draws the same ranking (a record that keeps both can be re-drawn)."""
 
 
 class AmortizedRanker(Ranker):
@@ -114,9 +124,15 @@ class AmortizedRanker(Ranker):
         return _LabelledPool(*pool, labels), k, generator
 
     def _rank(self, pool: _LabelledPool, k: int, rng: np.random.Generator) -> np.ndarray:  # type: ignore[override]
+        return self._rank_detailed(pool, k, rng).indices
+
+    def _rank_detailed(  # type: ignore[override]
+        self, pool: _LabelledPool, k: int, rng: np.random.Generator
+    ) -> AmortizedRankingResult:
         target = self.target
+        state = self.ledger.state(self.ledger_key)
         past = np.zeros(len(target.groups))
-        for label, exposure in self.ledger.totals(self.ledger_key).items():
+        for label, exposure in state.totals.items():
             past[target.bucket(label)] += exposure
         log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
         weights = self.exposure.weights(k)
@@ -128,7 +144,7 @@ class AmortizedRanker(Ranker):
             label = pool.labels[index]
             served[label] = served.get(label, 0.0) + float(weights[position])
         self.ledger.add(self.ledger_key, served)
-        return chosen
+        return AmortizedRankingResult(chosen, ledger_state=state)
 
     @property
     def span(self) -> float:

@@ -313,3 +313,21 @@ def test_a_copy_of_the_ranker_shares_its_ledger_but_not_its_generator(tmp_path):
     revived = pickle.loads(pickle.dumps(ranker))  # another process would reopen the same file
     assert revived.ledger.path == ranker.ledger.path
     assert revived.ledger.state().rankings == 2
+
+
+def test_a_detailed_result_keeps_the_state_it_was_drawn_from_and_redraws_from_it():
+    scores, groups = _skewed_pool()
+    ranker = make_ranker("amortized", protected="female", seed=4)
+    for _ in range(30):
+        ranker.rank(scores, groups, 5)
+    result = ranker.rank_detailed(scores, groups, 5, rng=1234)
+    assert result.ledger_state.rankings == 30
+    assert ranker.ledger.state().rankings == 31
+    # Another ranker on a ledger holding the recorded totals draws the same list from the seed.
+    replay = MemoryLedger()
+    replay.add("default", result.ledger_state.totals)
+    again = make_ranker("amortized", protected="female", ledger=replay)
+    assert again.rank(scores, groups, 5, rng=1234).tolist() == result.indices.tolist()
+    # Not from the stream's current state: the ledger really is part of the draw.
+    later = [ranker.rank(scores, groups, 5, rng=1234).tolist() for _ in range(20)]
+    assert any(ranking != result.indices.tolist() for ranking in later)
