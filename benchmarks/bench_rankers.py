@@ -23,6 +23,7 @@ TARGET_US = {
     "stochastic": 20.0,
     "forced_exposure": 100.0,
     "representative_stochastic": 100.0,
+    "fair": 100.0,
     "amortized": 100.0,  # its in-memory ledger included (one read and one add per call)
 }
 

@@ -13,6 +13,7 @@ from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
     AmortizedRanker,
+    FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -22,7 +23,7 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
+from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "RANKERS",
     "AmortizedRanker",
     "ExposureModel",
+    "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",

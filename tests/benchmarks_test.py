@@ -33,3 +33,9 @@ def test_other_benchmarks_and_the_study_command_parse_their_arguments():
     study_help = run("-m", "fairrag_study.cli", "study", "--help")
     for option in ("--corpus", "--llm", "--chroma-host", "--trials", "--base-url"):
         assert option in study_help
+
+
+def test_fair_benchmark_prints_both_libraries_and_the_ratio():
+    out = run("benchmarks/bench_fair.py", "--cold-calls", "3", "--warm-calls", "20")
+    assert "fairsearchcore us" in out and "ratio" in out
+    assert "3/3" in out and "20/20" in out  # every ranking equal to fairsearchcore's

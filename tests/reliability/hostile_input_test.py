@@ -450,3 +450,88 @@ def test_an_unusable_log_path_fails_when_the_handler_is_created(tmp_path):
         with pytest.raises(ValueError, match=why) as llamaindex:
             FairnessEventHandler(group_key="gender", protected="female", log_path=path)
         assert path in str(llamaindex.value)
+
+
+# -- adversarial citation text, obeyed injections, damaged logs --------------------------------
+
+GROWTH_SMALL = 2**12
+GROWTH_FACTOR = 16
+"""Inputs of 4 kB, then 16 times larger (64 kB): linear work grows about 16-fold, quadratic work
+256-fold; the test allows 64 (no absolute time is asserted). Small, so that a quadratic
+regression fails in about a minute instead of hanging (the 1 MB figures are in
+benchmarks/bench_citations.py)."""
+
+
+def best_of_three(call) -> float:
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - start)
+    return min(seconds)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "whitespace runs",
+        "(DocTitle: + 1 MB of (",
+        "nested emphasis",
+        "one 1 MB line",
+        "citations against a 1 MB person",
+        "names full of ( and quotes",
+        "Unicode line separators",
+    ],
+)
+def test_adversarial_answers_and_contexts_are_parsed_and_grounded_in_linear_time(case):
+    from benchmarks.bench_citations import worst_cases  # the benchmark's own worst cases
+    from fairrag_core.citations import ground_citations, parse_citations
+
+    def work(size: int):
+        answer, context = worst_cases(size)[case]
+        return lambda: ground_citations(parse_citations(answer), context)
+
+    small = best_of_three(work(GROWTH_SMALL))
+    large = best_of_three(work(GROWTH_SMALL * GROWTH_FACTOR))
+    assert large < 4 * GROWTH_FACTOR * max(small, 1e-4), (case, small, large)
+
+
+def test_a_bullet_naming_several_people_or_someone_else_is_not_grounded(tmp_path):
+    from fairrag_core.citations import cited_groups, ground_citations, parse_citations
+    from fairrag_core.metrics import generation_parity, grounded_generation_parity, groundedness
+
+    context = [ContextDocument("Marie Curie", group="female"), ContextDocument("Alan Turing")]
+    for bullet in ("Alan Turing", "Alan Turing and Marie Curie", "Alan Turing & Marie Curie"):
+        parsed = parse_citations(f"- {bullet} (DocTitle: Marie Curie)\n" * 5)
+        grounded = ground_citations(parsed, context)
+        assert generation_parity(cited_groups(grounded), "female") == 1.0  # the paper's rule
+        assert math.isnan(grounded_generation_parity(grounded, "female"))
+        assert groundedness(grounded, parsed.bullet_count) == 0.0
+
+    documents = person_documents(["female", "male"] * 5)
+    injected = "- Person 01 and Person 00 (DocTitle: Person 00)\n" * 5
+    _, record = chain_run(
+        tmp_path, FakeListChatModel(responses=[injected]), documents, [0.1 * i for i in range(10)]
+    )
+    assert record["n_valid_citations"] == 5 and record["groundedness"] == 0.0
+
+
+def test_a_torn_log_line_and_unicode_separators_never_cost_a_record(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(b'{"run": "before the crash"}\n{"run": "torn by a SIGK')
+    answer = "- Person 00 (DocTitle: Person 00)\u2028\u2029\u0085 and more"
+    chain_run_with_log = FakeListChatModel(responses=[answer])
+    handler = lc_handler(tmp_path)
+    documents, distances = imbalanced_pool(20)
+    chain = make_fair_rag_chain(retriever_over(documents, distances), chain_run_with_log)
+    chain.invoke({"question": QUERY, "seed": 3}, {"callbacks": [handler]})
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith('{"run": "before the crash"}\n{"run": "torn by a SIGK\n')
+    assert not any(c in text for c in "\u2028\u2029\u0085")
+    lines = text.splitlines()  # splits on U+2028, U+2029 and U+0085 too
+    assert len(lines) == 3
+    record = json.loads(lines[2])
+    assert record["answer"] == answer
+    contents = handler.log.scan()
+    assert [r.get("run") for r in contents.records] == ["before the crash", None]
+    assert [d.line_number for d in contents.damaged] == [2]
