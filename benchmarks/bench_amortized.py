@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from fairrag_core import make_ranker, position_weights
+from fairrag_core import available_rankers, make_ranker, position_weights
 from fairrag_core.metrics import amortized_disparity, exposure_disparity, exposure_share
 from fairrag_study.data import (
     build_corpus,
@@ -39,7 +39,7 @@ from fairrag_study.index import corpus_fingerprint, index_folder
 from fairrag_study.plan import Trial, plan_trials
 from fairrag_study.study import PROTECTED, TARGET_SHARE, StudyConfig, _chroma_client, _trial_record
 
-RANKERS = ("standard", "stochastic", "forced_exposure", "representative_stochastic", "amortized")
+RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
 
 
