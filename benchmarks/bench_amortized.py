@@ -91,9 +91,12 @@ def study_pools(config: StudyConfig) -> tuple[list[Pool], Counter]:
     return pools, topic_size
 
 
-def run_stream(name: str, pools: list[Pool], topic_size: Counter, k: int, **params) -> dict:
+def run_stream(
+    name: str, pools: list[Pool], topic_size: Counter, k: int, **params: float
+) -> dict[str, float]:
     """One stream: every pool once, in order; the figures of docs/SPEC.md for it."""
-    fairness = {} if name in ("standard", "stochastic") else {"protected": PROTECTED}
+    plain = name in ("standard", "stochastic")
+    fairness: dict[str, str] = {} if plain else {"protected": PROTECTED}
     ranker = make_ranker(name, seed=2026, **fairness, **params)
     weights = position_weights(k)
     stream, shares, disparities, ndcgs, masses = [], [], [], [], []
@@ -143,7 +146,7 @@ def main() -> None:
     config = StudyConfig(progress=False)
     pools, topic_size = study_pools(config)
     print(f"{len(pools)} pools of {config.pool_size} from the study index, k = {config.k}")
-    runs = [(name, {}) for name in RANKERS]
+    runs: list[tuple[str, dict[str, float]]] = [(name, {}) for name in RANKERS]
     runs += [
         ("amortized", {"gain": float(g), "alpha": float(a)})
         for g, a in (x.split(":") for x in args.grid.split(",") if x)

@@ -6,7 +6,7 @@ import math
 import os
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -118,10 +118,12 @@ class AmortizedRanker(Ranker):
         pool, k, generator = super()._prepare(scores, groups, k, rng)
         if pool is None:
             return pool, k, generator
-        labels = check_groups(groups, pool.scores.shape[0])
+        labels = check_groups(cast("Sequence[Hashable] | None", groups), pool.scores.shape[0])
         for label in labels:  # refuse a label the ledger cannot store before any work (cached)
             encode_label(label)
-        return _LabelledPool(*pool, labels), k, generator
+        assert pool.codes is not None  # a ranker with a target encodes the groups
+        labelled = _LabelledPool(pool.scores, pool.low, pool.high, pool.codes, labels)
+        return labelled, k, generator
 
     def _rank(self, pool: _LabelledPool, k: int, rng: np.random.Generator) -> np.ndarray:  # type: ignore[override]
         return self._rank_detailed(pool, k, rng).indices
@@ -130,6 +132,7 @@ class AmortizedRanker(Ranker):
         self, pool: _LabelledPool, k: int, rng: np.random.Generator
     ) -> AmortizedRankingResult:
         target = self.target
+        assert target is not None  # requires_target: built in __init__
         state = self.ledger.state(self.ledger_key)
         past = np.zeros(len(target.groups))
         for label, exposure in state.totals.items():
@@ -152,8 +155,9 @@ class AmortizedRanker(Ranker):
         return 2.0 ** min(self.alpha, 1000.0) - 1.0  # beyond, 2 ** alpha overflows a float
 
     def __repr__(self) -> str:
+        target = None if self.target is None else self.target.as_dict()
         return (
-            f"AmortizedRanker(target={self.target.as_dict()}, alpha={self.alpha}, "
+            f"AmortizedRanker(target={target}, alpha={self.alpha}, "
             f"gain={self.gain}, ledger={self.ledger!r}, ledger_key={self.ledger_key!r}, "
             f"seed={self.seed!r})"
         )
@@ -181,9 +185,9 @@ def draw_amortized(
     the sum of ``exp(w_d)`` over g's remaining candidates) and gives its next candidate.
     """
     k = weights.shape[0]
-    gumbels = rng.gumbel(size=log_weights.shape[0])
+    gumbels = np.asarray(rng.gumbel(size=log_weights.shape[0]))
     order = gumbel_order(log_weights + gumbels, gumbels)
-    uniforms = rng.random(k).tolist()
+    uniforms = np.asarray(rng.random(k)).tolist()
     ordered_codes = codes[order]
     queues: list[list[int]] = []
     log_mass: list[list[float]] = []  # log Z of each queue from each of its positions on

@@ -93,7 +93,7 @@ def kill_after(worker: BaseProcess, report: Path, rankings: int, deadline: float
 
 def read_reports(*reports: Path) -> list[dict[str, float]]:
     """Every complete line of the reports: one ``{encoded label: exposure}`` per ranking."""
-    served = []
+    served: list[dict[str, float]] = []
     for report in reports:
         text = report.read_text() if report.exists() else ""
         lines = text.split("\n")[:-1]  # a last line without its newline is not complete
