@@ -174,10 +174,14 @@ class SQLiteLedger(ExposureLedger):
         self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
 
 
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+"""SQLite's primary result codes (``sqlite3`` names them from Python 3.11 on)."""
+
+
 def _busy(exc: sqlite3.OperationalError) -> bool:
     """Whether SQLite reported a lock held by another connection (worth waiting for)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     text = str(exc)
     return "locked" in text or "busy" in text

@@ -106,16 +106,18 @@ class AmortizedRanker(Ranker):
         self.ledger_key = check_key(ledger_key)
         super().__init__(**fairness)  # type: ignore[arg-type]
 
-    def _prepare(
+    def _prepare(  # type: ignore[override]  # the pool it returns also carries the labels
         self,
-        scores: Sequence[float] | np.ndarray,
+        scores: object,
         groups: Iterable[Hashable] | None,
-        k: int,
+        k: object,
         rng: np.random.Generator | int | None,
     ) -> tuple[_LabelledPool | None, int, np.random.Generator]:
         if groups is not None and not isinstance(groups, (Sequence, np.ndarray, str, bytes)):
             groups = list(groups)  # read once: the labels are needed again below
-        pool, k, generator = super()._prepare(scores, groups, k, rng)
+        pool, k, generator = super()._prepare(
+            scores, cast("Sequence[Hashable] | None", groups), k, rng
+        )
         if pool is None:
             return pool, k, generator
         labels = check_groups(cast("Sequence[Hashable] | None", groups), pool.scores.shape[0])
