@@ -5,13 +5,14 @@ LangChain and LlamaIndex adapters translate their objects into (scores, groups) 
 package.
 """
 
-from . import citations, metrics, prompts, stats
+from . import citations, ledger, metrics, prompts, stats
 from .audit import FairnessAuditor, summarize_records
-from .errors import VectorStoreUnavailableError
+from .errors import LedgerUnavailableError, VectorStoreUnavailableError
 from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    AmortizedRanker,
     FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
@@ -28,11 +29,13 @@ from .target import OTHERS, Target, make_target
 __all__ = [
     "OTHERS",
     "RANKERS",
+    "AmortizedRanker",
     "ExposureModel",
     "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",
+    "LedgerUnavailableError",
     "Placement",
     "Ranker",
     "RankingResult",
@@ -46,6 +49,7 @@ __all__ = [
     "citations",
     "configure_ranker",
     "group_labels",
+    "ledger",
     "make_exposure_model",
     "make_ranker",
     "make_target",

@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
 from fairrag_core import ExposureModel, FairnessAuditor, Ranker, Target, group_labels
-from fairrag_core.kit import RankerState, describe_ranker
+from fairrag_core.kit import RankerState, describe_ranker, ledger_location
 
 from ._documents import placed_copies
 
@@ -45,6 +45,10 @@ class FairRankingFields(BaseModel):
     """Seed of the generator the per-query seeds are drawn from (stochastic rankers)."""
     ranker_params: dict[str, Any] = Field(default_factory=dict)
     """Ranker-specific parameters, e.g. ``{"alpha": 4.0, "gain": 2.0}``."""
+    ledger: Any = None
+    """The amortized ranker's exposure ledger (a ledger, a SQLite path or a redis:// URL)."""
+    ledger_key: str | None = None
+    """The amortized ranker's stream in the ledger (a tenant, a topic; default "default")."""
 
     _state: RankerState | None = PrivateAttr(default=None)
 
@@ -79,6 +83,11 @@ class FairRankingFields(BaseModel):
     @field_serializer("ranker")
     def _serialize_ranker(self, ranker: str | Ranker) -> Any:
         return ranker if isinstance(ranker, str) else describe_ranker(ranker)
+
+    @field_serializer("ledger")
+    def _serialize_ledger(self, ledger: Any) -> Any:
+        # a ledger object by its location (a path or URL, never a password)
+        return ledger if ledger is None or isinstance(ledger, str) else ledger_location(ledger)
 
     @property
     def ranker_state(self) -> RankerState:

@@ -30,8 +30,9 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, Ranker, group_labels, pool_scores, rerank
+from fairrag_core import Placement, Ranker, group_labels, pool_scores
 from fairrag_core.kit import (
+    LEDGER_FIELDS,
     RELEVANCE_CONVERSIONS,
     RankerState,
     check_store_order,
@@ -39,6 +40,7 @@ from fairrag_core.kit import (
     describe_ranker,
     document_title,
     hidden_metadata_keys,
+    ledger_location,
     placement_metadata,
     to_relevance,
 )
@@ -63,7 +65,15 @@ metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
 
 AUTO = "auto"
 
-_CONFIG_FIELDS = ("ranker", "protected", "target_share", "target", "seed", "ranker_params")
+_CONFIG_FIELDS = (
+    "ranker",
+    "protected",
+    "target_share",
+    "target",
+    "seed",
+    "ranker_params",
+    *LEDGER_FIELDS,
+)
 
 _QUERY_SEED: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "fairrag_query_seed", default=None
@@ -198,6 +208,13 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         default_factory=dict,
         description="Extra parameters of the named ranker (configure_ranker), e.g. {'alpha': 4.0}.",
     )
+    ledger: Any = Field(
+        default=None,
+        description="The amortized ranker's exposure ledger (a ledger, SQLite path, redis:// URL).",
+    )
+    ledger_key: str | None = Field(
+        default=None, description="The amortized ranker's stream in the ledger (e.g. a tenant)."
+    )
     relevance: str = Field(
         default=AUTO,
         description=(
@@ -280,6 +297,10 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             )
         return value
 
+    @field_serializer("ledger")
+    def _serialize_ledger(self, ledger: Any) -> Any:
+        return ledger if ledger is None or isinstance(ledger, str) else ledger_location(ledger)
+
     @field_serializer("ranker")
     def _serialize_ranker(self, ranker: str | Ranker) -> str | dict[str, Any]:
         return ranker if isinstance(ranker, str) else describe_ranker(ranker)
@@ -349,7 +370,6 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             if source.straight:
                 check_store_order(scores, conversion, source.name)
         groups = group_labels([n.node.metadata for n in nodes], self.group_key)
-        seed = state.query_seed(_QUERY_SEED.get())
         self._warn_small_pool(len(nodes))
         model_name = MODEL_NAME_PREFIX + state.ranker.name
         dispatcher.event(
@@ -368,13 +388,12 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         ) as event:
             reranked: list[NodeWithScore] = []
             if nodes:
-                reranking = rerank(
-                    state.ranker,
+                reranking, seed = state.rerank(
                     scores,
                     groups,
                     self.top_n,
-                    rng=np.random.default_rng(seed),
                     ids=[n.node.node_id for n in nodes],
+                    seed=_QUERY_SEED.get(),
                 )
                 pool_size = len(nodes) - len(reranking.duplicates)
                 fair_k = len(reranking.placements)

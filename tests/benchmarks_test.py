@@ -31,6 +31,10 @@ def test_import_benchmark_prints_the_import_time():
 def test_other_benchmarks_and_the_study_command_parse_their_arguments():
     assert "--rounds" in run("benchmarks/bench_langchain_retriever.py", "--help")
     assert "usage" in run("benchmarks/bench_load.py", "--help").lower()
+    assert "--orders" in run("benchmarks/bench_amortized.py", "--help")
+    ledgers = run("benchmarks/bench_ledgers.py", "--calls", "20")
+    for name in ("memory", "sqlite", "redis"):
+        assert name in ledgers
     study_help = run("-m", "fairrag_study.cli", "study", "--help")
     for option in ("--corpus", "--llm", "--chroma-host", "--trials", "--base-url"):
         assert option in study_help

@@ -12,7 +12,14 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
 - :mod:`.records`: the fairness record of one answered question (docs/SPEC.md, "Records").
 """
 
-from .config import RankerConfig, RankerState, describe_ranker, draw_query_seed
+from .config import (
+    LEDGER_FIELDS,
+    RankerConfig,
+    RankerState,
+    describe_ranker,
+    draw_query_seed,
+    ledger_location,
+)
 from .context import (
     context_entry,
     context_header,
@@ -25,6 +32,7 @@ from .records import RECORD_SCHEMA, ShownDocument, run_record, utc_timestamp
 from .relevance import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
 
 __all__ = [
+    "LEDGER_FIELDS",
     "PLACEMENT_KEYS",
     "RECORD_SCHEMA",
     "RELEVANCE_CONVERSIONS",
@@ -38,6 +46,7 @@ __all__ = [
     "document_title",
     "draw_query_seed",
     "hidden_metadata_keys",
+    "ledger_location",
     "placement_metadata",
     "render_context_prompt",
     "run_record",

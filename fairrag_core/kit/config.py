@@ -25,7 +25,14 @@ from ..ranking import Ranker
 from ..reranking import Reranking, rerank
 from ..validation import as_rng
 
-__all__ = ["RankerConfig", "RankerState", "describe_ranker", "draw_query_seed"]
+__all__ = [
+    "LEDGER_FIELDS",
+    "RankerConfig",
+    "RankerState",
+    "describe_ranker",
+    "draw_query_seed",
+    "ledger_location",
+]
 
 QUERY_SEED_BOUND = 2**53
 """Drawn query seeds are ints in ``[0, 2**53)``: exact in JSON, even read as a double."""
@@ -33,6 +40,8 @@ SEED_LIMIT = 2**64
 """A caller's seed may be any int in ``[0, 2**64)`` (numpy's ``default_rng`` takes them all)."""
 
 _FAIRNESS_ARGS = ("protected", "target_share", "target", "seed")
+LEDGER_FIELDS = ("ledger", "ledger_key")
+"""Component fields passed to the ranker as parameters (``ranker="amortized", ledger=...``)."""
 
 
 @dataclass(frozen=True)
@@ -53,15 +62,27 @@ class RankerConfig:
 
     @classmethod
     def of(cls, component: Any) -> RankerConfig:
-        """The configuration of any object with the six fields (the adapters' components)."""
+        """The configuration of any object with the six fields (the adapters' components).
+
+        A component's ``ledger`` and ``ledger_key`` fields, when set, are parameters of the
+        ranker (the amortized ranker's, docs/SPEC.md item 6) like those in ``ranker_params``.
+        """
         target = component.target
+        params = dict(component.ranker_params or {})
+        for name in LEDGER_FIELDS:
+            value = getattr(component, name, None)
+            if value is None:
+                continue
+            if name in params:
+                raise ValueError(f"{name} is given twice: as a field and in ranker_params")
+            params[name] = value
         return cls(
             ranker=component.ranker,
             protected=component.protected,
             target_share=component.target_share,
             target=dict(target) if isinstance(target, Mapping) else target,
             seed=component.seed,
-            params=dict(component.ranker_params or {}),
+            params=params,
         )
 
     def build(self) -> Ranker:
@@ -72,7 +93,7 @@ class RankerConfig:
         """
         if isinstance(self.ranker, Ranker):
             given = [name for name in _FAIRNESS_ARGS if getattr(self, name) is not None]
-            given += ["ranker_params"] if self.params else []
+            given += ["ranker_params / ledger"] if self.params else []
             if given:
                 raise ValueError(
                     f"ranker is a ready {type(self.ranker).__name__}, which carries its own "
@@ -107,8 +128,14 @@ def ranker_params(ranker: Ranker) -> dict[str, Any]:
         if isinstance(value, (str, int, float, bool)) or value is None:
             params[name] = value
         else:
-            params[name] = repr(value)
+            params[name] = ledger_location(value)
     return params
+
+
+def ledger_location(value: Any) -> str:
+    """A ledger by its ``location`` (a path or URL without a password), anything else by repr."""
+    location = getattr(value, "location", None)
+    return location if isinstance(location, str) else repr(value)
 
 
 def describe_ranker(ranker: Ranker) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 from ..ranking import Ranker
+from .amortized import AmortizedRanker
 from .fair import FairRanker
 from .forced_exposure import ForcedExposureRanker
 from .representative_stochastic import RepresentativeStochasticRanker
@@ -14,6 +15,7 @@ from .stochastic import StochasticRanker
 
 __all__ = [
     "RANKERS",
+    "AmortizedRanker",
     "FairRanker",
     "ForcedExposureRanker",
     "RepresentativeStochasticRanker",
@@ -33,6 +35,7 @@ RANKERS: dict[str, type[Ranker]] = {
         ForcedExposureRanker,
         RepresentativeStochasticRanker,
         FairRanker,
+        AmortizedRanker,
     )
 }
 

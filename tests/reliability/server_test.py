@@ -25,6 +25,11 @@ QUERIES = QUESTIONS[::4]  # scenario 1 of each topic
 SEEDS = (0, 2026)
 PLACEMENT = ("fair_rank", "pool_rank", "ranker", "relevance_function")
 
+# The amortized ranker's ranking depends on its ledger, the history of the stream it served:
+# two components agree only with equal ledgers (tests/core/rankers/amortized_test.py and the
+# ledger tests), not when one has served more queries than the other, as here.
+STATELESS_RANKERS = [name for name in available_rankers() if name != "amortized"]
+
 
 def retriever(client, query_vectors, ranker="representative_stochastic", **fields):
     store = Chroma(
@@ -57,7 +62,7 @@ def assert_same_placements(got, expected):
     assert [row[-1] for row in got] == pytest.approx([row[-1] for row in expected], abs=1e-6)
 
 
-@pytest.mark.parametrize("ranker", available_rankers())
+@pytest.mark.parametrize("ranker", STATELESS_RANKERS)
 def test_retriever_on_the_server_ranks_exactly_as_embedded(
     ranker, server_client, server_collection, embedded_client, query_vectors
 ):
@@ -95,7 +100,7 @@ async def test_concurrent_async_retrievals_on_the_server_match_sync_ones(
     )
 
 
-@pytest.mark.parametrize("ranker", available_rankers())
+@pytest.mark.parametrize("ranker", STATELESS_RANKERS)
 def test_postprocessor_on_the_server_ranks_as_the_retriever(
     ranker, server_client, server_collection, query_vectors
 ):

@@ -15,7 +15,14 @@ from fairrag_core import OTHERS, RANKERS, available_rankers, configure_ranker, m
 
 from .strategies import fairness_configs, pools
 
-NAMES = ["standard", "stochastic", "forced_exposure", "representative_stochastic", "fair"]
+NAMES = [
+    "standard",
+    "stochastic",
+    "forced_exposure",
+    "representative_stochastic",
+    "fair",
+    "amortized",
+]
 
 
 def test_registry_names_are_the_papers_four_then_ours():
@@ -109,7 +116,7 @@ def test_non_integer_k_and_non_numeric_scores_are_type_errors(name):
         ranker.rank(["high"], ["a"], 1)
 
 
-@pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic"])
+@pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic", "amortized"])
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -126,7 +133,7 @@ def test_bad_targets_raise(name, kwargs, message):
         make_ranker(name, **kwargs)
 
 
-@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic"])
+@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic", "amortized"])
 @pytest.mark.parametrize("alpha", [0, -1.0, math.nan, math.inf])
 def test_alpha_must_be_positive_and_finite(name, alpha):
     with pytest.raises(ValueError, match="alpha must be a finite number > 0"):

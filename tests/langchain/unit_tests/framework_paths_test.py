@@ -408,3 +408,38 @@ def test_bools_are_not_numbers(store, field):
         fair(store, **field)
     with pytest.raises(ValidationError, match="shares must be numbers"):
         fair(store, protected=None, target={"female": True, "male": 0.0})
+
+
+def test_amortized_ranker_with_a_shared_sqlite_ledger_in_both_adapters(store, tmp_path):
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from fairrag_core.ledger import make_ledger
+    from fairrag_llamaindex import FairRerankPostprocessor, query_seed
+
+    url = f"sqlite:///{tmp_path / 'exposure.db'}"
+    retriever = fair(store, ranker="amortized", ledger=url, ledger_key="tenant-a", seed=0)
+    for i in range(20):
+        retriever.invoke(f"q{i}")
+    assert retriever.model_dump()["ledger"] == url
+    ledger = make_ledger(url)
+    assert ledger.state("tenant-a").rankings == 20
+    documents, distances = imbalanced_pool()
+    nodes = [
+        NodeWithScore(
+            node=TextNode(text=d.page_content, metadata=d.metadata, id_=d.id), score=1 - x
+        )
+        for d, x in zip(documents, distances, strict=True)
+    ]
+    post = FairRerankPostprocessor(
+        ranker="amortized",
+        group_key="gender",
+        protected="female",
+        ledger=ledger,
+        ledger_key="tenant-a",
+        relevance="similarity",
+    )
+    with query_seed(1):
+        post.postprocess_nodes(nodes, QueryBundle("q"))
+    assert ledger.state("tenant-a").rankings == 21  # one stream, two frameworks
+    with pytest.raises(ValueError, match="given twice"):
+        fair(store, ranker="amortized", ledger=url, ranker_params={"ledger": url})
