@@ -252,3 +252,16 @@ def test_exposure_by_group_of_the_record_schema_names_the_unknown_group(tmp_path
     weights = ExposureModel().weights(5)
     assert shares["(unknown)"] == pytest.approx(weights[2] / weights.sum() / 3)
     assert shares.sum() == pytest.approx(1.0)
+
+
+def test_amortized_disparity_equals_the_cores_stream_metric(tmp_path: Path) -> None:
+    from fairrag_core.metrics.amortized import amortized_disparity, amortized_exposure_shares
+
+    for exposure in ("dcg", "rbp(0.5)", "uniform"):
+        model = ExposureModel("rbp", 0.5) if exposure.startswith("rbp") else ExposureModel(exposure)
+        records = [record(g, exposure=model, exposure_model=exposure) for g in LISTS]
+        result = audit(write_log(tmp_path / f"{exposure}.jsonl", records), protected="female")
+        expected = amortized_disparity(LISTS, protected="female", target_share=0.5, exposure=model)
+        assert metric(result.rankers, "amortized_disparity")["value"] == pytest.approx(expected)
+        shares = amortized_exposure_shares(LISTS, protected="female", exposure=model)
+        assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(shares["female"])

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from fairrag_core import FairnessAuditor, JsonLinesLog
+from fairrag_core.exposure import ExposureModel
 from fairrag_core.jsonl import to_json_line
 
 AUDITOR = FairnessAuditor.create(protected="female", target_share=0.5)
@@ -19,7 +20,7 @@ def record(
     ranker: str = "standard",
     timestamp: str | None = None,
     generation_parity: float | None = None,
-    exposure: str | None = None,
+    exposure: str | ExposureModel | None = None,
     **fields: object,
 ) -> dict[str, object]:
     """A retrieval record as the core's auditor computes it (with ``exposure``, default DCG),
