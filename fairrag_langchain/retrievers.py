@@ -15,7 +15,6 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
-from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -32,12 +31,6 @@ RELEVANCE_FALLBACK = "fallback: cosine_distance (1 - distance)"
 no relevance function (checked against the store's order: a store of similarities is refused)."""
 _SIMILARITY_AS_IS = "fallback: similarity (InMemoryVectorStore)"
 _INCOMING_ORDER = "incoming order ({store} returns no scores)"
-
-_Chroma: type[VectorStore] | None
-try:  # the store whose pool is fetched lean (ids, distances, metadata; texts of the shown)
-    from langchain_chroma import Chroma as _Chroma
-except ImportError:  # pragma: no cover - an optional dependency
-    _Chroma = None
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 try:  # the HTTP client of Chroma's HttpClient and of most hosted stores
@@ -205,8 +198,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         store = self.vectorstore
         with self._typed_store_errors():
             convert, name = self._relevance_function()
-            if _lean_chroma(store):
-                return self._lean_chroma_search(query, fetch_k, search, convert, name, k, seed)
             try:
                 if convert is None:
                     pool = store.similarity_search_with_relevance_scores(query, k=fetch_k, **search)
@@ -230,10 +221,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         store = self.vectorstore
         with self._typed_store_errors():
             convert, name = self._relevance_function()
-            if _lean_chroma(store):  # Chroma's client is synchronous: run it off the loop
-                return await run_in_executor(
-                    None, self._lean_chroma_search, query, fetch_k, search, convert, name, k, seed
-                )
             try:
                 if convert is None:
                     pool = await store.asimilarity_search_with_relevance_scores(
@@ -318,49 +305,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         check_store_order(scores, relevance_function, type(self.vectorstore).__name__)
         return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
 
-    def _lean_chroma_search(
-        self,
-        query: str,
-        fetch_k: int,
-        search: dict[str, Any],
-        convert: Callable[[float], float] | None,
-        relevance_function: str,
-        k: int,
-        seed: int | np.random.Generator | None,
-    ) -> list[Document]:
-        """The pool of a ``langchain_chroma.Chroma`` store, fetched lean.
-
-        The candidates' ids, distances and metadata decide the ranking; only the ``k`` shown
-        documents' texts are then read (a second, small request). The same search, scores and
-        documents as ``similarity_search_with_score``, without moving 50 texts to show 5.
-        """
-        store: Any = self.vectorstore
-        search = dict(search)
-        results = store._collection.query(
-            query_embeddings=[store._embedding_function.embed_query(query)],
-            n_results=fetch_k,
-            where=search.pop("filter", None),
-            where_document=search.pop("where_document", None),
-            include=["metadatas", "distances"],
-            **search,
-        )
-        ids, distances = results["ids"][0], results["distances"][0]
-        candidates = [
-            Document(page_content="", metadata=metadata or {}, id=doc_id)
-            for doc_id, metadata in zip(ids, results["metadatas"][0], strict=True)
-        ]
-        relevance_fn = convert or store._select_relevance_score_fn()
-        scores = np.asarray([relevance_fn(d) for d in distances], dtype=float)
-        check_store_order(scores, relevance_function, type(store).__name__)
-        given = scores.tolist() if convert is None else list(distances)
-        shown = self._rank(candidates, scores, given, k, seed, relevance_function, scored=True)
-        if shown:
-            texts = store._collection.get(ids=[d.id for d in shown], include=["documents"])
-            by_id = dict(zip(texts["ids"], texts["documents"], strict=True))
-            for document in shown:  # our own copies: filling them in touches nothing else
-                document.page_content = by_id.get(document.id) or ""
-        return shown
-
     def _place_unscored(
         self, documents: Sequence[Document], k: int, seed: int | np.random.Generator | None
     ) -> list[Document]:
@@ -398,15 +342,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             scored=scored,
             extra={"relevance_function": relevance_function},
         )
-
-
-def _lean_chroma(store: VectorStore) -> bool:
-    """Whether ``store`` is a ``langchain_chroma.Chroma`` that embeds queries itself."""
-    return (
-        _Chroma is not None
-        and isinstance(store, _Chroma)
-        and getattr(store, "_embedding_function", None) is not None
-    )
 
 
 def _address(exc: BaseException) -> str:
