@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
@@ -164,6 +164,14 @@ class FairnessEventHandler(BaseEventHandler):
     log_path: str | None = Field(
         default=None, description="File the records are appended to as JSON lines (optional)."
     )
+    log_errors: Literal["count", "raise"] = Field(
+        default="count",
+        description=(
+            "On a failed log write: 'count' (log.errors, log.last_error, and an ERROR log "
+            "line) or 'raise' (where LlamaIndex lets it through; its dispatcher swallows "
+            "event-handler exceptions)."
+        ),
+    )
     max_records: int | None = Field(
         default=None,
         ge=1,
@@ -212,7 +220,7 @@ class FairnessEventHandler(BaseEventHandler):
                 exposure=self.exposure,
             )
         if self.log_path is not None:
-            self._log = JsonLinesLog(self.log_path)
+            self._log = JsonLinesLog(self.log_path, on_error=self.log_errors)
         limit = self.max_records
         if limit is None and self.log_path is not None:
             limit = DEFAULT_MAX_RECORDS_WITH_LOG
@@ -282,6 +290,11 @@ class FairnessEventHandler(BaseEventHandler):
                 "against: give the handler protected=<group> (or target=...)"
             )
         return FairnessAuditor(ranker.target, ranker.exposure)
+
+    @property
+    def log(self) -> JsonLinesLog | None:
+        """The JSON-lines log (``log_path``), with its write-failure counters."""
+        return self._log
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -514,5 +527,9 @@ class FairnessEventHandler(BaseEventHandler):
             }
         with self._lock:  # the file keeps the order of the in-memory records
             self._records.append(record)
-            if self._log is not None:
-                self._log.append(record)
+            if self._log is not None and not self._log.append(record):
+                logger.error(
+                    "FairnessEventHandler could not write a record to %s: %s",
+                    self.log_path,
+                    self._log.last_error,
+                )

@@ -568,3 +568,29 @@ def test_a_megabyte_of_hostile_text_is_audited(handler):
     fair(seed=0).postprocess_nodes(pool, QueryBundle(QUESTION))
     (record,) = handler.records
     assert record["titles"] == [None] * 5 and len(record["groups"]) == 5
+
+
+def test_a_full_disk_is_counted_and_logged_never_lost_silently(tmp_path, monkeypatch, caplog):
+    import errno
+
+    import fairrag_core.jsonl as jsonl
+
+    def disk_full(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "_write_all", disk_full)
+    root = get_dispatcher()
+    handler = FairnessEventHandler(
+        group_key="gender", protected="female", log_path=str(tmp_path / "log.jsonl")
+    )
+    root.add_event_handler(handler)
+    try:
+        engine = query_engine([fair()])
+        with caplog.at_level("ERROR"):
+            for i in range(3):
+                engine.query(f"Who are role models {i}?")
+    finally:
+        root.event_handlers = [h for h in root.event_handlers if h is not handler]
+    assert handler.log is not None and handler.log.errors == 3
+    assert len(handler.records) == 3  # kept in memory
+    assert sum("could not write a record" in r.message for r in caplog.records) == 3
