@@ -6,13 +6,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fairrag_core import VectorStoreUnavailableError
 
 from .data import CorpusDocument
+from .errors import IndexDamagedError
+from .integrity import manifest_mismatch, probe_collection, probe_folder, write_manifest
 
 __all__ = [
     "COLLECTION_SPACE",
@@ -24,6 +27,8 @@ __all__ = [
     "corpus_fingerprint",
     "embed_missing",
     "open_collection",
+    "open_embedded_index",
+    "verify_collection",
 ]
 
 EF_SEARCH = 500
@@ -190,6 +195,84 @@ def embed_missing(
     if bar is not None:
         bar.close()
     return len(todo)
+
+
+def probe_vectors(documents: Sequence[CorpusDocument], model) -> list[tuple[str, list[float]]]:
+    """Three documents of the corpus (first, middle, last) with their vectors, for a probe."""
+    if not documents:
+        return []
+    chosen = {0: documents[0], 1: documents[len(documents) // 2], 2: documents[-1]}
+    picked = list({doc.doc_id: doc for doc in chosen.values()}.values())
+    vectors = model.encode(
+        [doc.page_content for doc in picked], batch_size=ENCODE_BATCH, normalize_embeddings=True
+    )
+    return [(doc.doc_id, vector.tolist()) for doc, vector in zip(picked, vectors, strict=True)]
+
+
+def open_embedded_index(
+    folder: Path,
+    name: str,
+    documents: Sequence[CorpusDocument],
+    model,
+    *,
+    progress: bool = False,
+    log: Callable[[str], None] = print,
+):
+    """``(client, collection, added)``: the persistent index in ``folder``, verified, completed.
+
+    A cached index is trusted when its segment files match the manifest written when it was
+    last verified (:mod:`fairrag_study.integrity`); otherwise it is probed in a child process,
+    and a damaged one (segment folder deleted, a data file zeroed, truncated or overwritten,
+    Chroma crashing on it) is deleted and rebuilt, with a message naming the folder. After the
+    documents are embedded the index must hold exactly the corpus and pass the probe, else
+    :class:`IndexDamagedError` names the folder; then the manifest is written.
+    """
+    import chromadb
+
+    probes: list[tuple[str, list[float]]] | None = None
+    verified = False
+    if (folder / "chroma.sqlite3").exists():
+        mismatch = manifest_mismatch(folder, name, len(documents))
+        if mismatch is None:
+            verified = True
+        else:
+            probes = probe_vectors(documents, model)
+            problem = probe_folder(folder, name, probes, expected_count=None)
+            if problem is not None:
+                log(f"index {folder} is damaged ({problem}; {mismatch}): rebuilding it")
+                shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        collection = open_collection(client, name)
+        added = embed_missing(collection, documents, model, progress=progress)
+        if not verified or added:
+            verify_collection(collection, documents, model, where=str(folder), probes=probes)
+            write_manifest(folder, name, collection.count())
+    except BaseException:
+        client.close()
+        raise
+    return client, collection, added
+
+
+def verify_collection(
+    collection,
+    documents: Sequence[CorpusDocument],
+    model,
+    *,
+    where: str,
+    probes: list[tuple[str, list[float]]] | None = None,
+) -> None:
+    """The collection holds exactly the corpus and answers probes exactly, else
+    :class:`IndexDamagedError` naming ``where`` (the index folder or the server)."""
+    problem = probe_collection(
+        collection, probes or probe_vectors(documents, model), expected_count=len(documents)
+    )
+    if problem is not None:
+        raise IndexDamagedError(
+            f"the index at {where} is not the corpus's: {problem}. Delete it (embedded: the "
+            "folder; server: the collection) and run again to rebuild it"
+        )
 
 
 def index_folder(cache_dir: Path, corpus: str, model_name: str, fingerprint: str) -> Path:

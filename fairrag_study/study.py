@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import socket
 import sys
 import time
 import warnings
@@ -29,6 +30,7 @@ from .data import (
     study_topics,
 )
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
+from .errors import GeneratorUnavailableError, IndexDamagedError
 from .index import (
     DEFAULT_TIMEOUT,
     collection_name,
@@ -37,7 +39,10 @@ from .index import (
     embed_missing,
     index_folder,
     open_collection,
+    open_embedded_index,
+    verify_collection,
 )
+from .outputs import OutputFolder
 from .plan import Trial, plan_trials
 from .report import write_outputs
 
@@ -48,7 +53,6 @@ TARGET_SHARE = 0.5
 GROUP_KEY = "gender"
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
-OUTPUT_FILES = ("records.jsonl", "callback_log.jsonl", "summary.csv", "report.md", "run.json")
 
 
 @dataclass
@@ -67,6 +71,10 @@ class StudyConfig:
     """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
     or ``fake`` (the offline test double that cites from its context; not a real model)."""
     base_url: str | None = None
+    llm_timeout: float | None = None
+    """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60)."""
+    llm_retries: int | None = None
+    """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2)."""
     out: Path = Path("fairrag-output")
     cache_dir: Path | None = None
     model: str = DEFAULT_MODEL
@@ -109,10 +117,27 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
         )
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_previous_outputs(out)
+    folder = OutputFolder(out, log)
+    folder.claim()  # refuses a folder of other files, or one another study is writing
+    try:
+        return _run_claimed(config, server, out, log)
+    finally:
+        folder.release()
+
+
+def _run_claimed(config: StudyConfig, server, out: Path, log: Callable[[str], None]) -> StudyResult:
     timings: dict[str, float] = {}
-    run_info: dict[str, Any] = {"status": "running", "config": _jsonable(asdict(config))}
+    previous = _previous_run(out)  # read before run.json is replaced
+    run_info: dict[str, Any] = {
+        "status": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": _jsonable(asdict(config)),
+    }
+    if previous is not None:
+        log(previous)
+        run_info["previous_run"] = previous
     _write_json(out / "run.json", run_info)
 
     @contextmanager
@@ -124,6 +149,7 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             timings[name] = time.perf_counter() - start
             log(f"[{name}] {timings[name]:.1f} s")
 
+    client = None
     try:
         with phase("load"):
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
@@ -137,18 +163,29 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             )
             female = sum(doc.gender == PROTECTED for doc in corpus)
             log(f"corpus {config.corpus}: {len(corpus)} documents, {female} female ({data_path})")
+            # Planned, and the generator built, before the model and index load: a bad --trials
+            # or a missing API key fails in seconds, not after the embedding.
+            trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+            llm, generation_note = _chat_model(config)
         with phase("embed"):
             model = load_sentence_transformer(config.model)
-            client, index_path, name = _chroma_client(config, corpus, server)
-            collection = open_collection(client, name)
-            added = embed_missing(collection, corpus, model, progress=config.progress)
-            log(f"index {index_path}: {collection.count()} documents ({added} embedded now)")
-        trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
-        llm, generation_note = _chat_model(config)
+            client, index_path, name, added = _open_index(config, corpus, model, server, log)
+            collection_size = len(corpus)
+            log(f"index {index_path}: {collection_size} documents ({added} embedded now)")
         records_log = JsonLinesLog(out / "records.jsonl")
         with phase("trials"):
             records = _run_trials(
-                config, client, name, model, corpus, trials, llm, records_log, out, log
+                config,
+                client,
+                name,
+                model,
+                corpus,
+                trials,
+                llm,
+                records_log,
+                out,
+                log,
+                index_path,
             )
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
@@ -182,6 +219,9 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         _write_json(out / "run.json", run_info)
         log(f"failed: the records written so far stay in {out / 'records.jsonl'}")
         raise
+    finally:
+        if client is not None and server is None:
+            client.close()  # the embedded index's files are released (a later run may rebuild)
     peak = _peak_rss_mib()
     run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
     _write_json(out / "run.json", run_info)
@@ -193,13 +233,25 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     return StudyResult(out, records, timings, peak, generation_note, added)
 
 
-def _clear_previous_outputs(out: Path) -> None:
-    """Start cleanly: remove what an earlier (possibly interrupted) run left in ``out``."""
-    for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
-    for pattern in ("table*.md", "outliers.md", "*.tmp", "figures/*.png"):
-        for path in out.glob(pattern):
-            path.unlink()
+def _previous_run(out: Path) -> str | None:
+    """What to say about the previous run in ``out`` when it never recorded its end.
+
+    Called with the folder's lock held, so a ``run.json`` still saying "running" belongs to a
+    process that is gone: it crashed (a native library's segfault, the out-of-memory killer) or
+    was killed before it could record anything.
+    """
+    try:
+        previous = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(previous, dict) or previous.get("status") != "running":
+        return None
+    who = f"pid {previous.get('pid', '?')}, started {previous.get('started', '?')}"
+    return (
+        f"the previous study in {out} ({who}) stopped while running without recording why: it "
+        "crashed (e.g. a segfault in a native library) or was killed. Its partial outputs are "
+        "replaced by this run"
+    )
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -212,19 +264,27 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _chroma_client(config: StudyConfig, corpus: Sequence[CorpusDocument], server=None):
-    """``(client, where, collection name)``: the server's client when connected, else the
-    persistent index folder of this corpus and model."""
-    import chromadb
+def _open_index(config: StudyConfig, corpus: Sequence[CorpusDocument], model, server, log):
+    """``(client, where, collection name, documents embedded now)``, the index verified.
 
+    On a server, the corpus's collection (:func:`collection_name`); embedded, the persistent
+    index folder of this corpus and model (:func:`open_embedded_index` checks it, rebuilding a
+    damaged one).
+    """
     fingerprint = corpus_fingerprint(corpus, config.model)
     if server is not None:
         where = f"http://{config.chroma_host}:{config.chroma_port}"
-        return server, where, collection_name(config.corpus, config.model, fingerprint)
+        name = collection_name(config.corpus, config.model, fingerprint)
+        collection = open_collection(server, name)
+        added = embed_missing(collection, corpus, model, progress=config.progress)
+        verify_collection(collection, corpus, model, where=f"{where} (collection {name})")
+        return server, where, name, added
     cache = config.cache_dir or default_cache_dir()
     folder = index_folder(cache, config.corpus, config.model, fingerprint)
-    folder.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(folder)), folder, COLLECTION
+    client, _, added = open_embedded_index(
+        folder, COLLECTION, corpus, model, progress=config.progress, log=log
+    )
+    return client, folder, COLLECTION, added
 
 
 def _chat_model(config: StudyConfig):
@@ -247,7 +307,12 @@ def _chat_model(config: StudyConfig):
     if choice.startswith("openai:"):
         from fairrag_langchain.chains import default_chat_model
 
-        return default_chat_model(config.base_url, model=choice.split(":", 1)[1]), None
+        bounds: dict[str, Any] = {}
+        if config.llm_timeout is not None:
+            bounds["timeout"] = config.llm_timeout
+        if config.llm_retries is not None:
+            bounds["max_retries"] = config.llm_retries
+        return default_chat_model(config.base_url, model=choice.split(":", 1)[1], **bounds), None
     raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
 
 
@@ -278,8 +343,56 @@ def _query_embeddings(model):
     return CachedQueryEmbeddings()
 
 
-def _run_trials(config, client, collection, model, corpus, trials, llm, records_log, out, log):
+def _checked_store(client, collection: str, embeddings, expected: int, where: object):
+    """The study's LangChain Chroma store, refusing a short pool.
+
+    A query for ``k`` candidates must return ``min(k, expected)`` of them (``expected``: the
+    documents the index holds); fewer means a damaged index (e.g. its HNSW files lost), whose
+    report would look right and be wrong, so the study stops with :class:`IndexDamagedError`.
+    """
     from langchain_chroma import Chroma
+
+    class CheckedChroma(Chroma):
+        def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any):
+            pool = super().similarity_search_with_score(query, k=k, **kwargs)
+            if len(pool) != min(k, expected) and not kwargs.get("filter"):
+                raise IndexDamagedError(
+                    f"the index at {where} returned {len(pool)} candidates for a pool of "
+                    f"{min(k, expected)} (it holds {expected} documents): it is damaged. Delete "
+                    "it and run again to rebuild it"
+                )
+            return pool
+
+    return CheckedChroma(client=client, collection_name=collection, embedding_function=embeddings)
+
+
+def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str | None:
+    """The message for a chat model server's failure (HTTP status, refused, timeout), or None."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - langchain-openai depends on it
+        return None
+    if not isinstance(exc, openai.APIError):
+        return None
+    server = config.base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
+    if isinstance(exc, openai.APITimeoutError):
+        what = f"did not answer within --llm-timeout {config.llm_timeout or 60:g} s"
+    elif isinstance(exc, openai.APIStatusError):
+        what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
+    elif isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        what = f"could not be reached ({type(cause).__name__ if cause else type(exc).__name__})"
+    else:
+        what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return (
+        f"the chat model server {server} {what} ({where}, after "
+        f"{config.llm_retries if config.llm_retries is not None else 2} retries)"
+    )
+
+
+def _run_trials(
+    config, client, collection, model, corpus, trials, llm, records_log, out, log, where
+):
 
     # docs/SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
     # outside [0, 1], once per query with the whole pool in the message. Expected here.
@@ -292,7 +405,7 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
 
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
-    store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
+    store = _checked_store(client, collection, embeddings, len(corpus), where)
     handler = FairnessCallbackHandler(
         group_key=GROUP_KEY,
         protected=PROTECTED,
@@ -321,8 +434,15 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
             if chain is None:
                 docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
             else:
-                result = chain.invoke({"question": trial.question, "seed": trial.seed}, run_config)
-                docs = result["context"]
+                try:
+                    question = {"question": trial.question, "seed": trial.seed}
+                    docs = chain.invoke(question, run_config)["context"]
+                except Exception as exc:
+                    where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
+                    message = _generator_error(exc, config, where)
+                    if message is None:
+                        raise
+                    raise GeneratorUnavailableError(message) from exc
             # Trials run one at a time, so this run wrote exactly the handler's newest record.
             new = handler.records[logged:]
             if len(new) != 1:
