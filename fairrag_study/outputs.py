@@ -65,23 +65,33 @@ class OutputFolder:
         self.path = Path(path)
         self.log = log
         self._lock: IO[str] | None = None
+        self.previous_run: dict[str, Any] | None = None
+        """The previous study's ``run.json`` (read by :meth:`claim` before it is replaced)."""
 
     @property
     def manifest_path(self) -> Path:
         return self.path / MANIFEST_NAME
 
     def claim(self) -> None:
+        if self.path.is_dir():
+            self._previous_files()  # a folder of other files is refused before anything is added
         self.path.mkdir(parents=True, exist_ok=True)
+        lock_existed = (self.path / LOCK_NAME).exists()
         self._acquire_lock()
         try:
-            previous = self._previous_files()
+            previous = self._previous_files()  # again, now that no other study can write here
+            self.previous_run = (
+                _read_json(self.path / "run.json") if "run.json" in previous else None
+            )
             for name in previous:
                 (self.path / name).unlink(missing_ok=True)
             # Every name this run may write is recorded before it is written: a run that dies
             # half way leaves a manifest that still accounts for its files.
             self._write_manifest(STUDY_FILES)
         except BaseException:
-            self.release()
+            if not lock_existed:
+                (self.path / LOCK_NAME).unlink(missing_ok=True)
+            self._unlock()
             raise
 
     def release(self) -> None:
@@ -90,6 +100,13 @@ class OutputFolder:
             return
         try:
             self._write_manifest(name for name in STUDY_FILES if (self.path / name).is_file())
+        finally:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is None:
+            return
+        try:
             self._lock.seek(0)
             self._lock.truncate()  # an empty lock file: released cleanly, nothing to take over
         finally:
@@ -159,11 +176,8 @@ class OutputFolder:
 
     def _legacy_study_folder(self) -> bool:
         """A study's folder from before manifests: a ``run.json`` with a status and a config."""
-        try:
-            run = json.loads((self.path / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        return isinstance(run, dict) and "status" in run and "config" in run
+        run = _read_json(self.path / "run.json")
+        return run is not None and "status" in run and "config" in run
 
     def _write_manifest(self, names: Iterable[str]) -> None:
         payload: dict[str, Any] = {
@@ -174,6 +188,14 @@ class OutputFolder:
         tmp = self.manifest_path.with_name(MANIFEST_NAME + ".tmp")
         tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, self.manifest_path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def _parse_pid(text: str) -> int | None:

@@ -120,14 +120,15 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     folder = OutputFolder(out, log)
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
-        return _run_claimed(config, server, out, log)
+        return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
     finally:
         folder.release()
 
 
-def _run_claimed(config: StudyConfig, server, out: Path, log: Callable[[str], None]) -> StudyResult:
+def _run_claimed(
+    config: StudyConfig, server, out: Path, log: Callable[[str], None], previous: str | None
+) -> StudyResult:
     timings: dict[str, float] = {}
-    previous = _previous_run(out)  # read before run.json is replaced
     run_info: dict[str, Any] = {
         "status": "running",
         "pid": os.getpid(),
@@ -233,18 +234,15 @@ def _run_claimed(config: StudyConfig, server, out: Path, log: Callable[[str], No
     return StudyResult(out, records, timings, peak, generation_note, added)
 
 
-def _previous_run(out: Path) -> str | None:
-    """What to say about the previous run in ``out`` when it never recorded its end.
+def _previous_run(out: Path, previous: dict[str, Any] | None) -> str | None:
+    """What to say about the previous run in ``out`` (its ``run.json``) if it never recorded
+    its end.
 
-    Called with the folder's lock held, so a ``run.json`` still saying "running" belongs to a
+    Read with the folder's lock held, so a ``run.json`` still saying "running" belongs to a
     process that is gone: it crashed (a native library's segfault, the out-of-memory killer) or
     was killed before it could record anything.
     """
-    try:
-        previous = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(previous, dict) or previous.get("status") != "running":
+    if previous is None or previous.get("status") != "running":
         return None
     who = f"pid {previous.get('pid', '?')}, started {previous.get('started', '?')}"
     return (
