@@ -111,37 +111,44 @@ def probe_collection(
 
     ``expected_count`` documents must be there, and every probe ``(id, vector)``; with
     ``expected_count=None`` (an index whose build may have been interrupted) only the probes
-    the collection holds are queried. Each must come back at distance ~0 in a query of
-    ``min(PROBE_POOL, count)`` candidates, and every query must return exactly that many.
+    the collection holds must be found. Each probe vector is queried (first, as the study
+    would: that is where a damaged segment crashes Chroma) for ``min(PROBE_POOL, count)``
+    candidates; every query must return that many, a held probe must find itself at distance
+    ~0, and the candidates' distances must be the exact cosine top ones over every stored
+    vector (an approximate index that lost its graph would return others).
     """
+    import numpy as np
+
     count = collection.count()
     if expected_count is not None and count != expected_count:
         return f"the collection holds {count} documents, the corpus {expected_count}"
-    if count == 0:
+    if count == 0 or not probes:
         return None
+    n_results = min(PROBE_POOL, count)
+    vectors = np.asarray([list(map(float, vector)) for _, vector in probes])
+    answer = collection.query(
+        query_embeddings=vectors.tolist(), n_results=n_results, include=["distances"]
+    )
     held = set(collection.get(ids=[doc_id for doc_id, _ in probes], include=[])["ids"])
-    wanted = [(doc_id, vector) for doc_id, vector in probes if doc_id in held]
-    if expected_count is not None and len(wanted) < len(probes):
+    if expected_count is not None and len(held) < len(probes):
         missing = sorted({doc_id for doc_id, _ in probes} - held)
         return f"documents {missing} of the corpus are not in the collection"
-    n_results = min(PROBE_POOL, count)
-    # No probe held yet (a build interrupted early): still check the pool size with one query.
-    queries = wanted or [(None, vector) for _, vector in probes[:1]]
-    answer = collection.query(
-        query_embeddings=[list(map(float, vector)) for _, vector in queries],
-        n_results=n_results,
-        include=["distances"],
-    )
-    answers = zip(queries, answer["ids"], answer["distances"], strict=True)
-    for (doc_id, _), ids, distances in answers:
+    stored = np.asarray(collection.get(include=["embeddings"])["embeddings"], dtype=float)
+    stored /= np.maximum(np.linalg.norm(stored, axis=1, keepdims=True), 1e-12)
+    queries = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    exact = np.sort(1.0 - queries @ stored.T, axis=1)[:, :n_results]
+    answers = zip(probes, answer["ids"], answer["distances"], exact, strict=True)
+    for (doc_id, _), ids, distances, best in answers:
         if len(ids) != n_results:
             return (
                 f"a query returned {len(ids)} candidates, expected {n_results} "
                 f"(min({PROBE_POOL}, {count} documents))"
             )
         found = [i for i, d in zip(ids, distances, strict=True) if d <= PROBE_DISTANCE]
-        if doc_id is not None and doc_id not in found:
+        if doc_id in held and doc_id not in found:
             return f"document {doc_id} queried with its own vector did not find itself"
+        if not np.allclose(np.sort(distances), best, atol=PROBE_DISTANCE):
+            return "a query's candidates are not the exact nearest documents"
     return None
 
 
