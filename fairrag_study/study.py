@@ -378,8 +378,12 @@ def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str
     elif isinstance(exc, openai.APIStatusError):
         what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
     elif isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        what = f"could not be reached ({type(cause).__name__ if cause else type(exc).__name__})"
+        root = exc  # the transport error under the client's wrappers (e.g. httpx.ConnectError)
+        for _ in range(10):
+            if (root.__cause__ or root.__context__) is None:
+                break
+            root = root.__cause__ or root.__context__
+        what = f"could not be reached ({type(root).__name__})"
     else:
         what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
     return (
