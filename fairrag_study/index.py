@@ -67,7 +67,7 @@ def connect_chroma_server(
     timeout: float = DEFAULT_TIMEOUT,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     cooldown: float = DEFAULT_COOLDOWN,
-):
+) -> Any:
     """A ``chromadb.HttpClient`` to the server at ``host:port``, with timeouts and typed errors.
 
     ``chromadb.HttpClient`` waits forever by default (its HTTP session has no timeout), so a
@@ -121,7 +121,7 @@ def connect_chroma_server(
     return client
 
 
-def circuit_breaker(client) -> CircuitBreaker | None:
+def circuit_breaker(client: Any) -> CircuitBreaker | None:
     """The :class:`CircuitBreaker` of a client made by :func:`connect_chroma_server`."""
     request = getattr(getattr(client, "_server", None), "_make_request", None)
     return getattr(request, "breaker", None)
@@ -186,7 +186,9 @@ class CircuitBreaker:
             self._last_error, self._last_failure = error, description
 
 
-def _typed_transport_errors(make_request: Any, where: str, limits: Any, breaker: CircuitBreaker):
+def _typed_transport_errors(
+    make_request: Any, where: str, limits: Any, breaker: CircuitBreaker
+) -> Callable[..., Any]:
     """Wrap chromadb's one request method: transport errors become typed, with the cause kept,
     and the breaker fails requests fast while the server is known to be down."""
     import httpx
@@ -229,7 +231,7 @@ def collection_name(corpus: str, model_name: str, fingerprint: str) -> str:
     return f"fairrag-{corpus}-{_slug(model_name)}-{fingerprint}"
 
 
-def open_collection(client, name: str):
+def open_collection(client: Any, name: str) -> Any:
     """Get or create ``name`` with cosine space, :data:`EF_SEARCH`, no Chroma embedding function.
 
     ``embedding_function=None`` stops Chroma from running (and downloading) its default ONNX
@@ -247,9 +249,9 @@ def open_collection(client, name: str):
 
 
 def embed_missing(
-    collection,
+    collection: Any,
     documents: Sequence[CorpusDocument],
-    model,
+    model: Any,
     *,
     batch_size: int = 64,
     progress: bool = False,
@@ -288,7 +290,7 @@ def embed_missing(
     return len(todo)
 
 
-def probe_vectors(documents: Sequence[CorpusDocument], model) -> list[tuple[str, list[float]]]:
+def probe_vectors(documents: Sequence[CorpusDocument], model: Any) -> list[tuple[str, list[float]]]:
     """Three documents of the corpus (first, middle, last) with their vectors, for a probe."""
     if not documents:
         return []
@@ -304,11 +306,11 @@ def open_embedded_index(
     folder: Path,
     name: str,
     documents: Sequence[CorpusDocument],
-    model,
+    model: Any,
     *,
     progress: bool = False,
     log: Callable[[str], None] = print,
-):
+) -> tuple[Any, Any, int]:
     """``(client, collection, added)``: the persistent index in ``folder``, verified, completed.
 
     A cached index is trusted when its segment files match the manifest written when it was
@@ -347,9 +349,9 @@ def open_embedded_index(
 
 
 def verify_collection(
-    collection,
+    collection: Any,
     documents: Sequence[CorpusDocument],
-    model,
+    model: Any,
     *,
     where: str,
     probes: list[tuple[str, list[float]]] | None = None,

@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -126,7 +126,11 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
 
 
 def _run_claimed(
-    config: StudyConfig, server, out: Path, log: Callable[[str], None], previous: str | None
+    config: StudyConfig,
+    server: Any,
+    out: Path,
+    log: Callable[[str], None],
+    previous: str | None,
 ) -> StudyResult:
     timings: dict[str, float] = {}
     run_info: dict[str, Any] = {
@@ -142,7 +146,7 @@ def _run_claimed(
     _write_json(out / "run.json", run_info)
 
     @contextmanager
-    def phase(name: str):
+    def phase(name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
@@ -262,7 +266,13 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _open_index(config: StudyConfig, corpus: Sequence[CorpusDocument], model, server, log):
+def _open_index(
+    config: StudyConfig,
+    corpus: Sequence[CorpusDocument],
+    model: Any,
+    server: Any,
+    log: Callable[[str], None],
+) -> tuple[Any, Path | str, str, int]:
     """``(client, where, collection name, documents embedded now)``, the index verified.
 
     On a server, the corpus's collection (:func:`collection_name`); embedded, the persistent
@@ -285,7 +295,7 @@ def _open_index(config: StudyConfig, corpus: Sequence[CorpusDocument], model, se
     return client, folder, COLLECTION, added
 
 
-def _chat_model(config: StudyConfig):
+def _chat_model(config: StudyConfig) -> tuple[Any, str | None]:
     """The generator, or ``(None, why not)``."""
     choice = config.llm
     if choice == "none":
@@ -314,7 +324,7 @@ def _chat_model(config: StudyConfig):
     raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
 
 
-def _query_embeddings(model):
+def _query_embeddings(model: Any) -> Any:
     """LangChain embeddings over the loaded model; each distinct query is embedded once.
 
     ``prefill`` embeds all of the study's questions in one batch; every later ``embed_query``
@@ -341,7 +351,9 @@ def _query_embeddings(model):
     return CachedQueryEmbeddings()
 
 
-def _checked_store(client, collection: str, embeddings, expected: int, where: object):
+def _checked_store(
+    client: Any, collection: str, embeddings: Any, expected: int, where: object
+) -> Any:
     """The study's LangChain Chroma store, refusing a short pool.
 
     A query for ``k`` candidates must return ``min(k, expected)`` of them (``expected``: the
@@ -351,7 +363,9 @@ def _checked_store(client, collection: str, embeddings, expected: int, where: ob
     from langchain_chroma import Chroma
 
     class CheckedChroma(Chroma):
-        def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any):
+        def similarity_search_with_score(
+            self, query: str, k: int = 4, **kwargs: Any
+        ) -> list[tuple[Any, float]]:
             pool = super().similarity_search_with_score(query, k=k, **kwargs)
             if len(pool) != min(k, expected) and not kwargs.get("filter"):
                 raise IndexDamagedError(
@@ -393,8 +407,18 @@ def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str
 
 
 def _run_trials(
-    config, client, collection, model, corpus, trials, llm, records_log, out, log, where
-):
+    config: StudyConfig,
+    client: Any,
+    collection: str,
+    model: Any,
+    corpus: Sequence[CorpusDocument],
+    trials: Sequence[Trial],
+    llm: Any,
+    records_log: JsonLinesLog,
+    out: Path,
+    log: Callable[[str], None],
+    where: object,
+) -> list[dict[str, Any]]:
 
     # docs/SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
     # outside [0, 1], once per query with the whole pool in the message. Expected here.
@@ -460,7 +484,14 @@ def _run_trials(
     return records
 
 
-def _trial_record(record: dict, ranker: str, trial: Trial, docs, topic_size, k: int) -> dict:
+def _trial_record(
+    record: dict,
+    ranker: str,
+    trial: Trial,
+    docs: Sequence[Any],
+    topic_size: Mapping[str, int],
+    k: int,
+) -> dict:
     """The handler's record of this run, with the trial's identity and retrieval relevance."""
     relevant = [trial.topic in doc.metadata.get("topics", "").split("|") for doc in docs]
     return {
@@ -484,7 +515,7 @@ class _NoBar:
         pass
 
 
-def _progress(config: StudyConfig, total: int):
+def _progress(config: StudyConfig, total: int) -> Any:
     if not config.progress:
         return _NoBar()
     from tqdm.auto import tqdm

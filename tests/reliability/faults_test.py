@@ -16,6 +16,7 @@ import json
 import math
 import os
 import time
+from typing import Any
 
 import chromadb
 import httpx
@@ -78,7 +79,7 @@ def read_log(path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-def wait_out_cooldown(client) -> None:
+def wait_out_cooldown(client: Any) -> None:
     """Sleep out the client's circuit-breaker cool-down: the next call is let through."""
     time.sleep(circuit_breaker(client).remaining())
 
@@ -189,7 +190,9 @@ def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
     assert ids(fair.invoke(query, seed=1)) == expected
 
 
-async def test_200_concurrent_calls_to_a_frozen_server_fail_fast(server, query_vectors):
+async def test_200_concurrent_calls_to_a_frozen_server_fail_fast(
+    server: ChromaServer, query_vectors: dict[str, list[float]]
+) -> None:
     """The issue's case: 200 concurrent retrievals, a frozen server, a 2 s timeout. Before the
     breaker each call waited out its own timeout in the executor's queue (the slowest returned
     after 44-60 s); now only the calls already in flight wait, the rest fail at once."""

@@ -77,7 +77,7 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
     ]
 
 
-def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path):
+def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path) -> None:
     out = tmp_path / "out"
     base = ["study", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
     cases = _bad_cases(tmp_path)
@@ -103,7 +103,7 @@ def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["5000", "1100", "1025", "4", "1e-9", "-1"])
-def test_alpha_is_the_cores_rule(value, capsys):
+def test_alpha_is_the_cores_rule(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI accepts exactly the alphas `fairrag_core.validation.check_alpha` accepts."""
     try:
         check_alpha(float(value))
@@ -120,7 +120,9 @@ def test_alpha_is_the_cores_rule(value, capsys):
         assert "argument --alpha" in capsys.readouterr().err
 
 
-def test_rankers_are_checked_against_the_registry_when_parsed(monkeypatch):
+def test_rankers_are_checked_against_the_registry_when_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A ranker registered in the core is accepted without a change here."""
     with pytest.raises(SystemExit):
         build_parser().parse_args(["study", "--rankers", "standard,newcomer"])
@@ -130,7 +132,7 @@ def test_rankers_are_checked_against_the_registry_when_parsed(monkeypatch):
     assert build_parser().parse_args(["study"]).rankers == tuple(registry.available_rankers())
 
 
-def test_good_flags_parse_to_their_values(tmp_path):
+def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
     parsed = build_parser().parse_args(
         ["study", "--trials", "8", "--k", "3", "--pool-size", "20", "--seed", "0",
          "--alpha", "2.5", "--llm", "openai:gpt-4.1-mini", "--llm-timeout", "1.5",

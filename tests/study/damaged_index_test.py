@@ -11,14 +11,16 @@ study on it in the very records of an intact run.
 from __future__ import annotations
 
 import json
-import os
 import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from fairrag_study.cli import main
-from fairrag_study.data import build_corpus, load_documents
+from fairrag_study.data import CorpusDocument, build_corpus, load_documents
 from fairrag_study.embedding import DEFAULT_MODEL, load_sentence_transformer
 from fairrag_study.index import corpus_fingerprint, index_folder, open_embedded_index, probe_vectors
 from fairrag_study.integrity import INDEX_MANIFEST
@@ -33,13 +35,13 @@ SYNC_THRESHOLD = 10
 """Vectors between two writes of the HNSW segment (Chroma's default is 1,000)."""
 
 
-def _records(out):
+def _records(out: Path) -> list[tuple]:
     rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     return [(r["ranker"], r["trial"], r["titles"], r["groups"], r["exposure_share"]) for r in rows]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The study's index, built once with its segment on disk, kept as a pristine copy; and the
     records of an intact run."""
     import chromadb
@@ -84,7 +86,13 @@ def built(tmp_path_factory):
     }
 
 
-def _pools(folder, corpus, model, queries, log=print) -> list[list[str]]:
+def _pools(
+    folder: Path,
+    corpus: list[CorpusDocument],
+    model: Any,
+    queries: list[tuple[str, list[float]]],
+    log: Callable[[str], None] = print,
+) -> list[list[str]]:
     """Every id, nearest first, per query vector, from the index in ``folder`` (study-opened)."""
     client, collection, _ = open_embedded_index(folder, COLLECTION, corpus, model, log=log)
     try:
@@ -94,27 +102,27 @@ def _pools(folder, corpus, model, queries, log=print) -> list[list[str]]:
     return answer["ids"]
 
 
-def _restore(built) -> os.PathLike:
+def _restore(built: dict[str, Any]) -> Path:
     shutil.rmtree(built["folder"], ignore_errors=True)
     shutil.copytree(built["pristine"], built["folder"])
     (segment,) = [p for p in built["folder"].iterdir() if p.is_dir()]
     return segment
 
 
-def _delete_folder(segment):
+def _delete_folder(segment: Path) -> None:
     shutil.rmtree(segment)
 
 
-def _zero(segment):
+def _zero(segment: Path) -> None:
     data = segment / "data_level0.bin"
     data.write_bytes(bytes(data.stat().st_size))
 
 
-def _truncate(segment):
+def _truncate(segment: Path) -> None:
     (segment / "data_level0.bin").write_bytes(b"")
 
 
-def _random_bytes(segment):
+def _random_bytes(segment: Path) -> None:
     data = segment / "data_level0.bin"
     data.write_bytes(np.random.default_rng(0).bytes(data.stat().st_size))  # crashes Chroma
 
@@ -129,7 +137,9 @@ def _random_bytes(segment):
     ],
     ids=["segment-folder-deleted", "data-zeroed", "data-truncated", "data-random-bytes"],
 )
-def test_a_damaged_index_is_found_and_rebuilt(built, damage, why):
+def test_a_damaged_index_is_found_and_rebuilt(
+    built: dict[str, Any], damage: Callable[[Path], None], why: str
+) -> None:
     damage(_restore(built))
     said: list[str] = []
     pools = _pools(built["folder"], built["corpus"], built["model"], built["queries"], said.append)
@@ -140,7 +150,9 @@ def test_a_damaged_index_is_found_and_rebuilt(built, damage, why):
     assert (built["folder"] / INDEX_MANIFEST).is_file()
 
 
-def test_a_study_on_a_damaged_index_rebuilds_it_and_reports_right(built, tmp_path, capsys):
+def test_a_study_on_a_damaged_index_rebuilds_it_and_reports_right(
+    built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _delete_folder(_restore(built))  # the issue's case: pools of one document, exit 0
     out = tmp_path / "out"
     assert main([*built["args"], "--out", str(out)]) == 0
@@ -151,7 +163,9 @@ def test_a_study_on_a_damaged_index_rebuilds_it_and_reports_right(built, tmp_pat
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
 
 
-def test_an_intact_index_without_a_manifest_is_probed_and_kept(built, tmp_path, capsys):
+def test_an_intact_index_without_a_manifest_is_probed_and_kept(
+    built: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _restore(built)
     (built["folder"] / INDEX_MANIFEST).unlink()  # as cached by a version without manifests
     out = tmp_path / "out"
@@ -162,7 +176,12 @@ def test_an_intact_index_without_a_manifest_is_probed_and_kept(built, tmp_path, 
     assert _records(out) == built["records"]
 
 
-def test_a_short_pool_stops_the_study_naming_the_index(built, tmp_path, capsys, monkeypatch):
+def test_a_short_pool_stops_the_study_naming_the_index(
+    built: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The last check: were a damaged index trusted, its short pools stop the run (exit 2)."""
     import fairrag_study.index as index_module
 

@@ -40,7 +40,7 @@ def test_pools_are_the_exact_cosine_top_50(chroma_collection, sentence_model, su
         assert set(pool["ids"][0]) == exact, question
 
 
-def test_the_circuit_breaker_fails_fast_then_lets_one_probe_through():
+def test_the_circuit_breaker_fails_fast_then_lets_one_probe_through() -> None:
     """Closed -> open (fail fast, no request) -> half-open (one probe; others still fail fast)
     -> closed, on chromadb's request method as connect_chroma_server wraps it."""
     import threading

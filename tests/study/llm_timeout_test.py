@@ -5,6 +5,7 @@ ends the study with exit 2 and a message naming the server, keeping the records 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,18 +19,18 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("llm-cache")
 
 
 @pytest.fixture(autouse=True)
-def api_key(monkeypatch):
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-key")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_BASE", raising=False)
 
 
-def _args(out, cache, base_url, *extra: str) -> list[str]:
+def _args(out: Path, cache: Path, base_url: str, *extra: str) -> list[str]:
     return [
         "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",
         "--trials", "4", "--rankers", "standard", "--llm", "openai:stub-model",
@@ -38,19 +39,19 @@ def _args(out, cache, base_url, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _lines(out) -> list[dict]:
+def _lines(out: Path) -> list[dict]:
     path = out / "records.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_timeout_and_retries_reach_the_chat_model():
+def test_timeout_and_retries_reach_the_chat_model() -> None:
     llm, _ = _chat_model(StudyConfig(llm="openai:m", llm_timeout=1.5, llm_retries=0))
     assert (llm.request_timeout, llm.max_retries) == (1.5, 0)
     llm, _ = _chat_model(StudyConfig(llm="openai:m"))
     assert (llm.request_timeout, llm.max_retries) == (60.0, 2)  # default_chat_model's
 
 
-def test_a_study_generates_through_the_real_http_client(tmp_path, cache):
+def test_a_study_generates_through_the_real_http_client(tmp_path: Path, cache: Path) -> None:
     with OpenAIStub("ok") as stub:
         assert main(_args(tmp_path / "out", cache, stub.url, "--llm-timeout", "30")) == 0
     assert len(stub.requests) == 4
@@ -62,7 +63,9 @@ def test_a_study_generates_through_the_real_http_client(tmp_path, cache):
     assert (tmp_path / "out" / "table_generation_parity.md").is_file()
 
 
-def test_an_http_error_ends_the_study_with_exit_2_keeping_the_records(tmp_path, cache, capsys):
+def test_an_http_error_ends_the_study_with_exit_2_keeping_the_records(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     with OpenAIStub("fail", status=500, fail_after=2) as stub:
         assert main(_args(out, cache, stub.url, "--llm-retries", "1")) == 2
@@ -75,7 +78,9 @@ def test_an_http_error_ends_the_study_with_exit_2_keeping_the_records(tmp_path, 
     assert run["status"] == "failed" and run["error"].startswith("GeneratorUnavailableError")
 
 
-def test_a_server_that_never_answers_times_out(tmp_path, cache, capsys):
+def test_a_server_that_never_answers_times_out(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     with OpenAIStub("hang") as stub:
         args = _args(out, cache, stub.url, "--llm-timeout", "1", "--llm-retries", "0")
@@ -87,7 +92,9 @@ def test_a_server_that_never_answers_times_out(tmp_path, cache, capsys):
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
-def test_a_server_that_is_not_there_is_named(tmp_path, cache, capsys):
+def test_a_server_that_is_not_there_is_named(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     assert main(_args(tmp_path / "out", cache, url, "--llm-retries", "0")) == 2
     error = capsys.readouterr().err

@@ -35,7 +35,9 @@ def _files(folder: Path) -> dict[str, str]:
     }
 
 
-def test_a_folder_of_other_files_is_refused_and_left_untouched(tmp_path, capsys):
+def test_a_folder_of_other_files_is_refused_and_left_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "papers"
     (out / "figures").mkdir(parents=True)
     (out / "notes.tmp").write_text("draft")
@@ -51,7 +53,7 @@ def test_a_folder_of_other_files_is_refused_and_left_untouched(tmp_path, capsys)
     assert not (tmp_path / "cache").exists()
 
 
-def test_only_the_files_in_the_manifest_are_replaced(tmp_path):
+def test_only_the_files_in_the_manifest_are_replaced(tmp_path: Path) -> None:
     out = tmp_path / "out"
     folder = OutputFolder(out, log=lambda _: None)
     folder.claim()
@@ -76,7 +78,7 @@ def test_only_the_files_in_the_manifest_are_replaced(tmp_path):
     assert json.loads((out / MANIFEST_NAME).read_text())["written"] == []
 
 
-def test_a_study_folder_from_before_manifests_is_recognised(tmp_path):
+def test_a_study_folder_from_before_manifests_is_recognised(tmp_path: Path) -> None:
     out = tmp_path / "old"
     (out / "figures").mkdir(parents=True)
     run = {"status": "complete", "config": {"trials": 80}}
@@ -90,7 +92,9 @@ def test_a_study_folder_from_before_manifests_is_recognised(tmp_path):
     assert set(_files(out)) == {LOCK_NAME, MANIFEST_NAME}
 
 
-def test_a_second_study_into_the_same_folder_is_refused_while_the_first_runs(tmp_path):
+def test_a_second_study_into_the_same_folder_is_refused_while_the_first_runs(
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "shared"
     first = OutputFolder(out, log=lambda _: None)
     first.claim()
@@ -106,7 +110,7 @@ def test_a_second_study_into_the_same_folder_is_refused_while_the_first_runs(tmp
     second.release()
 
 
-def test_the_lock_of_another_process_refuses_then_is_recovered_when_it_dies(tmp_path):
+def test_the_lock_of_another_process_refuses_then_is_recovered_when_it_dies(tmp_path: Path) -> None:
     out = tmp_path / "locked"
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
@@ -140,7 +144,7 @@ def test_the_lock_of_another_process_refuses_then_is_recovered_when_it_dies(tmp_
     assert said[0].endswith("no longer running)")
 
 
-def test_a_crashed_run_is_explained_by_the_next_start(tmp_path):
+def test_a_crashed_run_is_explained_by_the_next_start(tmp_path: Path) -> None:
     """A segfault (here: a real one, reading address 0) leaves run.json "running"; the next
     start says the previous run crashed instead of leaving it unexplained."""
     out = tmp_path / "crash"
