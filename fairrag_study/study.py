@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import socket
@@ -18,6 +19,7 @@ from typing import Any
 
 from fairrag_core import JsonLinesLog, available_rankers
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
+from fairrag_core.validation import check_alpha
 
 from .data import (
     DEFAULT_CORPUS_SEED,
@@ -108,9 +110,7 @@ def _peak_rss_mib() -> float:
 
 def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyResult:
     """Run the whole study and write its outputs to ``config.out`` (see the README)."""
-    unknown = sorted(set(config.rankers) - set(available_rankers()))
-    if unknown:
-        raise ValueError(f"unknown rankers {unknown}; known rankers: {available_rankers()}")
+    _check_config(config)
     server = None
     if config.chroma_host:  # an unreachable server fails now, before any slow work
         server = connect_chroma_server(
@@ -123,6 +123,37 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
     finally:
         folder.release()
+
+
+def _check_config(config: StudyConfig) -> None:
+    """The configuration's values, checked before any work (the CLI checks its flags the same
+    way; this is for callers of :func:`run_study`): a ``ValueError`` naming the field."""
+    for name, low in (("trials", 1), ("pool_size", 1), ("k", 1), ("per_group", 1), ("seed", 0)):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    check_alpha(config.alpha)
+    known = available_rankers()
+    unknown = sorted(set(config.rankers) - set(known))
+    if unknown:
+        raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
+    if not config.rankers or len(set(config.rankers)) != len(config.rankers):
+        raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
+    for name in ("chroma_timeout", "llm_timeout"):
+        value = getattr(config, name)
+        if value is None and name == "llm_timeout":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and value > 0)
+        ):
+            raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    retries = config.llm_retries
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise ValueError(f"llm_retries must be an integer >= 0, got {retries!r}")
 
 
 def _run_claimed(

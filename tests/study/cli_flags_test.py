@@ -15,6 +15,7 @@ import pytest
 from fairrag_core import rankers as registry
 from fairrag_core.validation import check_alpha
 from fairrag_study.cli import build_parser
+from fairrag_study.study import StudyConfig, run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "sentence_transformers", "transformers", "chromadb", "langchain_chroma")
@@ -150,3 +151,27 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
     assert math.isfinite(parsed.chroma_timeout)
     defaults = build_parser().parse_args(["study"])
     assert (defaults.llm_timeout, defaults.llm_retries) == (None, None)  # the library's 60 s, 2
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("trials", 0, "trials must be an integer >= 1"),
+        ("k", True, "k must be an integer >= 1"),
+        ("seed", -1, "seed must be an integer >= 0"),
+        ("alpha", math.nan, "alpha must be a finite number > 0"),
+        ("rankers", ("standard", "standard"), "must name each ranker once"),
+        ("rankers", ("best",), "unknown rankers ['best']"),
+        ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds > 0"),
+        ("llm_retries", -1, "llm_retries must be an integer >= 0"),
+        ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds > 0"),
+    ],
+)
+def test_run_study_checks_its_configuration_before_any_work(
+    field: str, value: object, words: str, tmp_path: Path
+) -> None:
+    config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
+    with pytest.raises(ValueError) as caught:
+        run_study(config)
+    assert words in str(caught.value)
+    assert not (tmp_path / "out").exists()
