@@ -36,10 +36,13 @@ study: venv
 
 test: venv system-deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
 
 bench: venv
 	$(PY) benchmarks/bench_rankers.py
+	$(PY) benchmarks/bench_import.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

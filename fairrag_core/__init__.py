@@ -1,17 +1,19 @@
 """FairRAG core: framework-free fair rankers, exposure models, metrics, citations and statistics.
 
-Imports numpy (and scipy in :mod:`fairrag_core.stats`) only, plus numba when installed
-(:mod:`fairrag_core.kernels`); the LangChain and LlamaIndex adapters translate their objects
-into (scores, groups) and call this package.
+Imports numpy only (scipy when a :mod:`fairrag_core.stats` function first needs it); the
+LangChain and LlamaIndex adapters translate their objects into (scores, groups) and call this
+package.
 """
 
-from . import citations, kernels, metrics, prompts, stats
+from . import citations, ledger, metrics, prompts, stats
 from .audit import FairnessAuditor, summarize_records
-from .errors import VectorStoreUnavailableError
+from .errors import LedgerUnavailableError, VectorStoreUnavailableError
 from .exposure import ExposureModel, make_exposure_model, position_weights
 from .jsonl import JsonLinesLog
 from .rankers import (
     RANKERS,
+    AmortizedRanker,
+    FairRanker,
     ForcedExposureRanker,
     RepresentativeStochasticRanker,
     StandardRanker,
@@ -21,16 +23,19 @@ from .rankers import (
     make_ranker,
 )
 from .ranking import Ranker, RankingResult
-from .rerank import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
+from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
 from .target import OTHERS, Target, make_target
 
 __all__ = [
     "OTHERS",
     "RANKERS",
+    "AmortizedRanker",
     "ExposureModel",
+    "FairRanker",
     "FairnessAuditor",
     "ForcedExposureRanker",
     "JsonLinesLog",
+    "LedgerUnavailableError",
     "Placement",
     "Ranker",
     "RankingResult",
@@ -44,7 +49,7 @@ __all__ = [
     "citations",
     "configure_ranker",
     "group_labels",
-    "kernels",
+    "ledger",
     "make_exposure_model",
     "make_ranker",
     "make_target",

@@ -16,17 +16,25 @@ from .exposure import ExposureModel, make_exposure_model
 from .metrics import (
     exposure_disparity,
     exposure_share,
+    exposure_shares,
     fairness_gap,
     fairness_gap_magnitude,
     generation_parity,
+    grounded_generation_parity,
     groundedness,
 )
 from .target import OTHERS, Target, make_target
 
-__all__ = ["FairnessAuditor", "summarize_records"]
+__all__ = ["FairnessAuditor", "exposure_name", "json_label", "summarize_records", "target_dict"]
 
 RETRIEVAL_FIELDS = ("exposure_share", "exposure_disparity")
-GENERATION_FIELDS = ("generation_parity", "fairness_gap", "fairness_gap_magnitude", "groundedness")
+GENERATION_FIELDS = (
+    "generation_parity",
+    "grounded_generation_parity",
+    "fairness_gap",
+    "fairness_gap_magnitude",
+    "groundedness",
+)
 
 
 @dataclass(frozen=True)
@@ -60,11 +68,19 @@ class FairnessAuditor:
     def protected(self) -> Hashable | None:
         return self.target.protected
 
+    def describe(self) -> dict[str, object]:
+        """``target``, ``protected`` and ``exposure_model`` as a record states them."""
+        return {
+            "target": target_dict(self.target),
+            "protected": json_label(self.protected),
+            "exposure_model": exposure_name(self.exposure),
+        }
+
     def retrieval(self, groups: Sequence[Hashable | None]) -> dict[str, object]:
         """Exposure of the shown list (``groups`` in rank order)."""
         groups = list(groups)
         record: dict[str, object] = {
-            "groups": [_json_label(g) for g in groups],
+            "groups": [json_label(g) for g in groups],
             "exposure_disparity": exposure_disparity(
                 groups, target=self.target, exposure=self.exposure
             ),
@@ -73,6 +89,10 @@ class FairnessAuditor:
             record["exposure_share"] = exposure_share(
                 groups, self.protected, exposure=self.exposure
             )
+        record["exposure_by_group"] = {
+            str(json_label(group)): share
+            for group, share in exposure_shares(groups, exposure=self.exposure).items()
+        }
         return record
 
     def generation(
@@ -109,7 +129,7 @@ class FairnessAuditor:
                     "title": item.citation.title,
                     "valid": item.valid,
                     "names_person": item.names_person,
-                    "group": _json_label(item.group),
+                    "group": json_label(item.group),
                 }
                 for item in grounded
             ],
@@ -119,6 +139,9 @@ class FairnessAuditor:
             gdp = generation_parity(cited_groups(grounded), self.protected)
             share = math.nan if retrieval_share is None else float(retrieval_share)
             record["generation_parity"] = gdp
+            record["grounded_generation_parity"] = grounded_generation_parity(
+                grounded, self.protected
+            )
             record["fairness_gap"] = fairness_gap(gdp, share)
             record["fairness_gap_magnitude"] = fairness_gap_magnitude(
                 gdp, share, self.target.protected_share
@@ -126,7 +149,18 @@ class FairnessAuditor:
         return record
 
 
-def _json_label(label: Hashable | None) -> object:
+def target_dict(target: Target) -> dict[str, float]:
+    """``{group: share}`` with JSON keys (the others bucket as ``"OTHERS"``)."""
+    return {str(json_label(group)): float(share) for group, share in target.as_dict().items()}
+
+
+def exposure_name(model: ExposureModel) -> str:
+    """``dcg``, ``uniform`` or ``rbp(p)``: an exposure model as records name it."""
+    return f"rbp({model.patience:g})" if model.name == "rbp" else model.name
+
+
+def json_label(label: Hashable | None) -> object:
+    """A group label as a JSON value (the others bucket as ``"OTHERS"``, others by ``str``)."""
     if label is None or isinstance(label, (str, int, float, bool)):
         return label
     if label is OTHERS:

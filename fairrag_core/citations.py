@@ -7,6 +7,7 @@ docs/SPEC.md, "Citations": the answer format is one bullet per person,
     grounded = ground_citations(parsed, [ContextDocument(title, group=...) for each retrieved doc])
     utility = groundedness(grounded, parsed.bullet_count)
     gdp = generation_parity(cited_groups(grounded), "female")
+    grounded_gdp = grounded_generation_parity(grounded, "female")
 
 Our choices (the paper is silent; docs/SPEC.md leaves them to the code):
 
@@ -23,10 +24,13 @@ Our choices (the paper is silent; docs/SPEC.md leaves them to the code):
 - **Validity** uses only the context titles (Unicode NFC, case-fold, whitespace-collapsed, see
   :func:`normalize_title`); a document's text is never read, so a document that imitates a
   citation line cannot make a citation valid.
-- **Naming the person**: see :class:`GroundedCitation`.
+- **Naming the person**: see :func:`names_person`.
 
-The parser never evaluates text; it uses anchored or literal-prefixed regular expressions and
-one linear scan per line, so its running time is linear in the length of the answer.
+The parser never evaluates text; it uses anchored or literal-prefixed regular expressions with
+bounded repetitions (no two unbounded repetitions next to each other, so no backtracking blow-up)
+and one linear scan per line, so its running time is linear in the length of the answer; the name
+rule reads at most 300 characters of a name. ``benchmarks/bench_citations.py`` measures both on
+1 MB adversarial answers.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "UnparsedLine",
     "cited_groups",
     "ground_citations",
+    "names_person",
     "normalize_title",
     "parse_citations",
 ]
@@ -95,7 +100,9 @@ class ParsedAnswer:
 # Whitespace is collapsed to single spaces before these run, so no pattern below contains an
 # unbounded repetition next to another one (no catastrophic backtracking).
 _BULLET = re.compile(r"(?:[-*+•‣◦▪●–—]|\d{1,3}[.)]) ")
-_CITE = re.compile(r"([(\[（]) ?(?:doc[ _-]?)?title ?[:：]", re.IGNORECASE)
+_CITE = re.compile(
+    r"([(\[（]) ?[*_`]{0,2} ?(?:doc[ _.-]? ?)?title ?[*_`]{0,2} ?[:：]", re.IGNORECASE
+)
 _DOCTITLE = re.compile(r"doc[ _-]?title", re.IGNORECASE)
 _ROUND = re.compile(r"[()（）]")
 _SQUARE = re.compile(r"[\[\]]")
@@ -110,8 +117,10 @@ def parse_citations(text: str) -> ParsedAnswer:
     """Parse an answer into citation bullets, unparsable bullets and prose lines.
 
     Accepted per line: an optional bullet (``-``, ``*``, ``+``, ``•``, ``–``, ``1.``, ``1)``),
-    ``**bold**``/``__bold__``/``*italic*`` around the name, the title or the whole line, any
-    spacing, ``DocTitle:``/``Doc Title:``/``doc_title:``/``Title:`` in any case inside ``(...)``,
+    ``**bold**``/``__bold__``/``*italic*``/``_italic_``/backticks around the name, the title,
+    the ``DocTitle:`` label, the whole citation (``(*DocTitle: X*)``, ``(_DocTitle: X_)``,
+    ``(*DocTitle*: X)``) or the whole line, any spacing, ``DocTitle:``/``Doc Title:``/
+    ``Doc. Title:``/``doc_title:``/``Title:`` in any case inside ``(...)``,
     ``[...]`` or ``（...）``, a title with parentheses or commas inside (brackets are matched, so
     ``(DocTitle: John Smith (engineer))`` cites ``John Smith (engineer)``), quotes around the
     title, and anything after the closing bracket (a trailing period or a short description). A
@@ -129,9 +138,9 @@ def parse_citations(text: str) -> ParsedAnswer:
     unparsed: list[UnparsedLine] = []
     prose: list[UnparsedLine] = []
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = " ".join(raw.split())
-        if not line:
+        if not raw or raw.isspace():
             continue
+        line = " ".join(raw.split())
         parsed, is_bullet = _parse_line(line)
         stripped = raw.strip()
         if parsed is not None:
@@ -152,6 +161,8 @@ def _strip_bullet(line: str) -> tuple[str, bool]:
 
 def _parse_line(line: str) -> tuple[tuple[str, str] | None, bool]:
     """``((person, title) or None, is_bullet)`` for one whitespace-collapsed, non-blank line."""
+    if line.isalnum() or line.isspace():  # a plain word: prose (the common short line, fast)
+        return None, False
     body, marked = _strip_bullet(line)
     body = body.replace("**", "").replace("__", "").strip()
     body, marked_inside = _strip_bullet(body)  # "**1. Name** (...)": the marker was in the bold
@@ -186,8 +197,9 @@ def _parse_line(line: str) -> tuple[tuple[str, str] | None, bool]:
 
 
 def _unwrap(text: str) -> str:
-    """Strip spaces, italic markers and one pair of wrapping quotes."""
-    text = text.strip().strip("*_").strip()
+    """Strip spaces, emphasis and code markers (``*``, ``_``, backtick) and one pair of wrapping
+    quotes."""
+    text = text.strip().strip("*_`").strip()
     if len(text) >= 2 and text[0] in _OPENING_QUOTES and text[-1] in _CLOSING_QUOTES:
         text = text[1:-1].strip()
     return text
@@ -242,12 +254,11 @@ class ContextDocument:
 class GroundedCitation:
     """A citation checked against the context.
 
-    ``names_person`` compares the cited name with the document's ``person`` on word tokens
-    (``\\w+``) after case-folding and removing accents (``"Emilie du Chatelet"`` names
-    ``"Émilie du Châtelet"``): it holds when the two token lists are equal, hold the same words in
-    another order (``"Lovelace, Ada"``), or one appears inside the other as a run of whole words
-    (``"Curie"`` or ``"Dr. Marie Curie"`` names ``"Marie Curie"``; ``"Mari"`` does not). Our
-    choice: the paper does not define "naming the person".
+    ``names_person`` is :func:`names_person` of the cited name and the matched document's
+    person (docs/SPEC.md, "Citations"): middle names, initials, titles, suffixes, accents and
+    case may differ; another given name or surname, a bare name, or a name holding several
+    people (``"Alan Turing and Marie Curie"``) does not name the person. Our choice: the paper
+    does not define "naming the person".
     """
 
     citation: Citation
@@ -293,24 +304,28 @@ def ground_citations(
     by_title: dict[str, int] = {}
     for position, doc in enumerate(documents):
         by_title.setdefault(normalize_title(doc.title), position)
+    people: dict[int, tuple[str, tuple[_Name, ...]]] = {}  # per cited document, computed once
     grounded = []
     for citation in citations:
         if not isinstance(citation, Citation):
             raise TypeError(
                 f"citations must hold Citation objects (from parse_citations), got {citation!r:.80}"
             )
-        position = by_title.get(normalize_title(citation.title))
-        if position is None:
+        matched = by_title.get(normalize_title(citation.title))
+        if matched is None:
             grounded.append(GroundedCitation(citation, valid=False, names_person=False))
             continue
-        doc = documents[position]
+        doc = documents[matched]
+        if matched not in people:
+            person = doc.title if doc.person is None else doc.person  # never None after init
+            people[matched] = (normalize_title(person), _document_people(person))
         grounded.append(
             GroundedCitation(
                 citation,
                 valid=True,
-                names_person=_names_person(citation.person, doc.person),
+                names_person=_names_person(citation.person, *people[matched]),
                 group=doc.group,
-                position=position,
+                position=matched,
             )
         )
     return grounded
@@ -324,24 +339,464 @@ def cited_groups(grounded: Iterable[GroundedCitation]) -> list[Hashable | None]:
     return [item.group for item in grounded if item.valid]
 
 
+# --- naming the person (docs/SPEC.md, "Citations") ---------------------------------------------
+
+_MAX_NAME = 300
+"""A cited name longer than this (in characters) names no one: no real name is that long, and the
+bound keeps the name rule's work per citation constant."""
+_PARTICLES = frozenset(
+    "al ap bin ben bint da das de del della den der des di do dos du e el i ibn la le lo of "
+    "san st te ten ter the van vander von vom y zu".split()
+)
+"""Lower-case words that belong to names (``van``, ``de``, ``of``): they do not make a part of a
+cited name look like a description."""
+_HONORIFICS = frozenset(
+    "sir dame dr doctor prof professor lord lady mr mrs ms mx miss madame mme mlle monsieur "
+    "rev reverend revd fr father hon honourable honorable rt right general gen admiral adm "
+    "colonel col captain capt major maj lieutenant lt commander cdr sergeant sgt president "
+    "senator sen judge justice king queen prince princess emperor empress pope rabbi imam "
+    "sheikh shaikh sultan baron baroness count countess duke duchess earl marquess marquis "
+    "viscount viscountess chief sister brother mother blessed venerable the air vice marshal "
+    "rear field very most excellency his her saint ratu wing squadron flight".split()
+)
+"""Titles before a name (``Sir``, ``Dame``, ``Dr.``, ``Lord``...), dropped from its front."""
+_TRAILING_TITLES = frozenset(("prof", "dr"))
+"""Titles written after a name (``Paul Pîrşan Prof. Dr.``)."""
+_GENERATIONAL = frozenset("jr jnr junior sr snr senior".split())
+_ROMAN = re.compile(r"[IVX]{1,5}")
+_POSTNOMINALS = frozenset(
+    "phd dphil md esq obe mbe cbe kbe dbe gbe kcb kcmg gcb frs frse fba frcp qc kc kg om ac "
+    "ao mp".split()
+)
+# These two run on whitespace-collapsed text: a pattern such as r"\s+or\s+" would rescan a long
+# whitespace run from every position in it (quadratic time on hostile text).
+_CONJUNCTION = re.compile(r" (?:and|with) | ?[&/+;|＆] ?", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r" or ", re.IGNORECASE)
+"""What joins two people in one cited name: ``A and B``, ``A & B``, ``A / B``, ``A + B``,
+``A; B``, ``A | B``, ``A with B`` (a comma is handled apart, see ``_name_parts``). ``A or B``
+gives two names of one person (``Edmund I or Eadmund I``)."""
+_DESIGNATIONS = frozenset(("of", "the", "nee", "geb"))
+"""Words after which a name continues with a place, an epithet or a birth name (``Penda of
+Mercia``, ``Herod the Great``, ``née Valve``): what follows is a designation, not the name."""
+_JOINING_PARTICLES = frozenset(("y", "i", "e"))
+"""Words that join two surnames (``Ortega y Gasset``, ``Oller i Moragas``)."""
+_SKIPPED_GIVEN_NAMES = 3
+_PATRONYMICS = frozenset(("ibn", "bin", "bint", "bar", "ben", "ap"))
+_MAX_BRACKETED_NICKNAME = 3
+_APOSTROPHES = re.compile(r"['’ʼ`´]")
 _TOKEN = re.compile(r"\w+")
+_OPENERS = {"(": ")", "[": "]", "（": "）", "{": "}"}
+_QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "”": "”"}
 
 
-@lru_cache(maxsize=4096)
-def _person_tokens(name: str) -> tuple[str, ...]:
-    folded = name.casefold()
+@dataclass(frozen=True)
+class _Name:
+    """One person's name as the rule compares it (all tokens case-folded, accents removed)."""
+
+    tokens: tuple[str, ...]
+    """Every word token, titles and suffixes included."""
+    core: tuple[str, ...]
+    """Given names, middle names and surname: titles, post-nominals and suffix removed."""
+    suffix: str | None
+    """A generational suffix (``jr``, ``sr``, ``iii``...), which tells father from son."""
+    nicknames: tuple[str, ...]
+    """Tokens of double-quoted nicknames (``Marcel "Marco" van Basten``)."""
+    surnames: frozenset[str]
+    """The tokens of the last word of ``core``: ``{"sklodowska", "curie"}`` for a hyphenated
+    ``Skłodowska-Curie``."""
+    designation: tuple[str, ...]
+    """What follows ``of`` (``Penda of Mercia``, ``Francis I of France``): not part of ``core``."""
+
+
+def _fold(token: str) -> str:
+    folded = token.casefold()
     if not folded.isascii():
         decomposed = unicodedata.normalize("NFKD", folded)
         folded = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return tuple(_TOKEN.findall(folded))
+    return folded
 
 
-def _names_person(cited: str, person: str) -> bool:
-    a, b = _person_tokens(cited), _person_tokens(person)
-    if not a or not b:
+def _split_brackets_and_quotes(text: str) -> tuple[str, str, str]:
+    """``(text outside brackets and quotes, inside double quotes, inside brackets)``, in one
+    pass (nested brackets are matched; an unclosed one takes the rest of the text)."""
+    outside: list[str] = []
+    quoted: list[str] = []
+    bracketed: list[str] = []
+    closers: list[str] = []
+    quote_end = None
+    for char in text:
+        if quote_end is not None:
+            if char == quote_end:
+                quote_end = None
+                outside.append(" ")
+            else:
+                quoted.append(char)
+        elif char in _OPENERS:
+            closers.append(_OPENERS[char])
+            bracketed.append(" ")
+        elif closers:
+            if char == closers[-1]:
+                closers.pop()
+                if not closers:
+                    outside.append(" ")
+            else:
+                bracketed.append(char)
+        elif char in _QUOTES:
+            quote_end = _QUOTES[char]
+            quoted.append(" ")
+        else:
+            outside.append(char)
+    return "".join(outside), "".join(quoted), "".join(bracketed)
+
+
+def _looks_like_a_name(words: list[str], caseless: bool) -> bool:
+    """Every word capitalised (or a particle), no digit: not a description such as "physicist"."""
+    if not words:
         return False
-    if a == b or sorted(a) == sorted(b):
+    for word in words:
+        if any(c.isdigit() for c in word):
+            return False
+        letter = next((c for c in word if c.isalpha()), None)
+        if letter is None:
+            continue
+        if not caseless and letter.islower() and _fold(word.strip(".")) not in _PARTICLES:
+            return False
+    return True
+
+
+def _is_suffix(words: list[str]) -> bool:
+    """A comma part holding only a generational suffix or post-nominals (``Jr.``, ``KBE``)."""
+    tokens = _TOKEN.findall(" ".join(words))
+    return all(
+        _fold(t) in _GENERATIONAL
+        or _fold(t) in _POSTNOMINALS
+        or (t.isupper() and len(t) > 1)
+        or _ROMAN.fullmatch(t)
+        for t in tokens
+    )
+
+
+def _is_style(words: list[str]) -> bool:
+    """A comma part that is a suffix, post-nominals or a style (``Jr.``, ``KBE``, ``3rd Baron
+    Byron``, ``Duke of Sussex``), not another person."""
+    tokens = [_fold(t) for t in _TOKEN.findall(" ".join(words))]
+    if not tokens or _is_suffix(words):
         return True
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    n = len(short)
-    return any(long[i : i + n] == short for i in range(len(long) - n + 1))
+    return tokens[0] in _HONORIFICS or any(c.isdigit() for c in tokens[0])
+
+
+def _name_parts(text: str, caseless: bool) -> list[str]:
+    """The people named by one conjunction-free part: ``[]`` when it names no one (a
+    description), one string for one person, several strings for ``A, B``."""
+    suffixes: list[str] = []
+    names: list[list[str]] = []
+    for index, segment in enumerate(text.split(",")):
+        words = segment.split()
+        if not words:
+            continue
+        if index > 0 and _is_style(words):
+            if _is_suffix(words):
+                suffixes.extend(words)
+        elif _looks_like_a_name(words, caseless):
+            names.append(words)
+        elif index == 0:
+            return []
+    if len(names) == 2:
+        surname_words = [w for w in names[0] if _fold(w.strip(".")) not in _PARTICLES]
+        if len(surname_words) == 1:  # "Curie, Marie" and "van Gogh, Vincent": one person
+            names = [names[1] + names[0]]
+    if len(names) > 1 and all(len(words) == 1 for words in names[1:]):
+        names = names[:1]  # "Marie Curie, Physicist": one-word parts after a name describe it
+    return [" ".join(words + suffixes) for words in names]
+
+
+def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name | None:
+    originals: list[str] = []
+    word_of: list[int] = []
+    for number, word in enumerate(_APOSTROPHES.sub("", text).split()):
+        for token in _TOKEN.findall(word):
+            originals.append(token)
+            word_of.append(number)
+    if not originals:
+        return None
+    tokens = tuple(_fold(t) for t in originals)
+    has_lower = caseless or any(c.islower() for c in text)
+    start, end = 0, len(tokens)
+    designation: tuple[str, ...] = ()
+    cut = next((i for i in range(1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
+    if cut is not None:  # "Penda of Mercia", "Herod the Great", "Rauni-Leena Kilde née Valve"
+        end, designation = cut, tokens[cut + 1 :]
+    while end - start > 1 and (
+        tokens[end - 1] in _POSTNOMINALS
+        or tokens[end - 1] in _TRAILING_TITLES
+        or (
+            has_lower
+            and len(originals[end - 1]) > 1
+            and originals[end - 1].isupper()
+            and not _ROMAN.fullmatch(originals[end - 1])
+        )
+    ):
+        end -= 1
+    suffix = None
+    last = originals[end - 1]
+    if end - start > 1 and (
+        tokens[end - 1] in _GENERATIONAL or (_ROMAN.fullmatch(last) and last.isupper())
+    ):
+        suffix = tokens[end - 1]
+        end -= 1
+    while end - start > 1 and tokens[start] in _HONORIFICS:
+        start += 1
+    last_word = word_of[end - 1]
+    parts = [tokens[i] for i in range(start, end) if word_of[i] == last_word]
+    surnames = frozenset((*parts, "".join(parts)))  # "Haile-Mariam" is also "Hailemariam"
+    return _Name(tokens, tokens[start:end], suffix, nicknames, surnames, designation)
+
+
+def _parse_people(text: str) -> tuple[_Name, ...]:
+    """Every person a (cited or document) name holds: none, one, or several (``A and B``)."""
+    if len(text) > _MAX_NAME:  # a document's person may be long; no real name is (nor cached)
+        return ()
+    return _parse_short_name(text)
+
+
+@lru_cache(maxsize=4096)
+def _parse_short_name(text: str) -> tuple[_Name, ...]:
+    outside, quoted, bracketed = _split_brackets_and_quotes(text)
+    outside = " ".join(outside.split())
+    caseless = not any(c.isupper() for c in outside)
+    if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
+        quoted += " " + bracketed
+    nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
+    people: list[_Name] = []
+    parts = [p for p in _CONJUNCTION.split(outside) if p.strip()]
+    for part in parts:
+        for words in _name_parts(part, caseless):
+            name = _make_name(words, nicknames, caseless)
+            if name is not None:
+                people.append(name)
+    if not people and parts:  # no part looks like a name (e.g. all lower case): keep them all
+        people = [n for p in parts if (n := _make_name(p, nicknames, True)) is not None]
+    return tuple(people)
+
+
+_FULL_FORMS: dict[str, frozenset[str]] = {}
+for _full, _shorts in {
+    "albert": "al bert bertie",
+    "alexander": "alex sandy sasha",
+    "andrew": "andy drew",
+    "anthony": "tony",
+    "catherine": "kate cathy katie kathy",
+    "christopher": "chris kit",
+    "daniel": "dan danny",
+    "david": "dave davy",
+    "edward": "ed eddie ted teddy ned",
+    "elizabeth": "liz beth betty bess lizzie eliza",
+    "francis": "frank",
+    "frederick": "fred freddie",
+    "henry": "harry hank",
+    "herbert": "bert herb",
+    "james": "jim jimmy jamie",
+    "john": "jack johnny",
+    "joseph": "joe joey",
+    "katherine": "kate kathy katie",
+    "lawrence": "larry",
+    "margaret": "maggie peggy meg",
+    "michael": "mike mick mickey",
+    "nicholas": "nick",
+    "patrick": "pat paddy",
+    "peter": "pete",
+    "richard": "dick rick ricky rich",
+    "robert": "bob bobby rob robbie bert",
+    "samuel": "sam sammy",
+    "stephen": "steve",
+    "steven": "steve",
+    "susan": "sue susie",
+    "thomas": "tom tommy",
+    "william": "bill billy will willie",
+    "terence": "terry",
+    "gerald": "gerry jerry",
+    "jeremiah": "jerry",
+    "jessica": "jessie jess",
+    "leonard": "leo len lenny",
+    "eleanor": "nell ellie",
+    "helen": "nell",
+    "mary": "molly polly mae",
+    "charles": "charley charlie chuck",
+    "terrence": "terry",
+    "sydney": "sid",
+    "eugene": "gene",
+    "ernest": "ernie",
+    "patricia": "patty pat trish",
+    "jacob": "jake",
+    "isaac": "ike",
+    "rebecca": "becky",
+    "abigail": "abby",
+    "jennifer": "jenny jen",
+    "jonathan": "jon jonny jonnie",
+    "ronald": "ron ronnie",
+    "deborah": "deb debby debbie",
+    "laurence": "larry laurie",
+    "jerome": "jerry",
+    "johann": "hans",
+    "johannes": "hans",
+    "leslie": "les",
+}.items():
+    for _short in _shorts.split():
+        _FULL_FORMS[_short] = _FULL_FORMS.get(_short, frozenset()) | {_full}
+"""Common English short forms of given names (``Bob`` for ``Robert``); a short form is also
+accepted when it starts the full name and has at least 3 letters (``Chris``, ``Fred``), after
+removing a diminutive ending ``-y``, ``-ie``, ``-i``, ``-e`` (``Marty``, ``Laurie``, ``Judy``)."""
+_DIMINUTIVE = re.compile(r"(?:ie|y|i|e)$")
+_ENDINGS = frozenset("ne na ette etta ine ina elle ella le la lla ia et ie".split())
+"""What turns a given name into its counterpart (``Louis`` / ``Louise``, ``Daniel`` /
+``Daniela``, ``Joseph`` / ``Josephine``): such names do not agree."""
+
+
+def _compatible(a: str, b: str) -> bool:
+    """Two given or middle names agree: equal, one is the other's initial, or a short form of
+    the other (never a feminine or masculine counterpart: ``Paul`` / ``Paula``)."""
+    if a == b:
+        return True
+    short, full = (a, b) if len(a) <= len(b) else (b, a)
+    if len(short) == 1:
+        return full.startswith(short)
+    if full in _FULL_FORMS.get(short, ()):
+        return True
+    stem = _DIMINUTIVE.sub("", short) if len(short) > 3 else short
+    rest = full[len(stem) :]
+    return len(stem) >= 3 and full.startswith(stem) and len(rest) > 1 and rest not in _ENDINGS
+
+
+def _forenames_agree(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    """The shorter list's names appear, in order, among the longer list's, each equal, as an
+    initial or as a short form. Extra middle names are allowed, and at most one given name
+    before the first match: the one a person does not go by (``Thomas Woodrow Wilson`` /
+    ``Woodrow Wilson``)."""
+    if not short or not long:
+        return False
+    position = 0
+    for index, name in enumerate(short):
+        while position < len(long) and not _compatible(name, long[position]):
+            position += 1
+            if index == 0 and position > _SKIPPED_GIVEN_NAMES and name not in _PARTICLES:
+                return False
+        if position == len(long):
+            return False
+        position += 1
+    return True
+
+
+def _given_variants(forenames: tuple[str, ...], name: _Name) -> list[tuple[str, ...]]:
+    variants = [forenames]
+    for nickname in name.nicknames:
+        variants.append((nickname, *forenames[1:]))
+        variants.append((nickname, *forenames))
+    return variants
+
+
+def _surname_positions(name: _Name, other: _Name) -> list[int]:
+    """Where ``name``'s surname is in ``other.core``: its last word (or a part of a hyphenated
+    last word, ``Skłodowska-Curie``); or the word before one extra surname, itself possibly
+    after a particle (``Marcelo Ríos Mayorga``, ``Juan Montalvo y Fiallos``, ``Luchino Visconti
+    di Modrone``); or the word before a patronymic (``Anas ibn Malik ibn Nadr``)."""
+    surname, core = name.core[-1], other.core
+    last = len(core) - 1
+    if surname == core[last] or surname in other.surnames:
+        return [last]
+    found = []
+    for position in range(1, last):
+        if core[position] != surname:
+            continue
+        rest = core[position + 1 :]
+        if len(rest) == 1 or (len(rest) == 2 and rest[0] in _PARTICLES) or rest[0] in _PATRONYMICS:
+            found.append(position)
+    return found
+
+
+def _same_person(cited: _Name, person: _Name) -> bool:
+    if cited.suffix and person.suffix and cited.suffix != person.suffix:
+        return False
+    if cited.designation and person.designation and cited.designation != person.designation:
+        return False
+    if cited.tokens == person.tokens or sorted(cited.core) == sorted(person.core):
+        return True
+    if len(person.core) == 1:  # a mononym ("Aristotle", "Madonna"): the cited given name
+        known = person.core[0]
+        return known in (cited.tokens[0], cited.core[0], cited.core[-1], *cited.nicknames)
+    if len(cited.core) == 1:
+        return False  # a bare name is ambiguous: it merely shares a name
+    for shorter, longer in ((cited, person), (person, cited)):
+        for position in _surname_positions(shorter, longer):
+            for a in _given_variants(shorter.core[:-1], shorter):
+                for b in _given_variants(longer.core[:position], longer):
+                    if _forenames_agree(a, b) or _forenames_agree(b, a):
+                        return True
+    return False
+
+
+def names_person(cited: str, person: str) -> bool:
+    """Whether the name written in a citation names the person a document is about.
+
+    docs/SPEC.md, "Citations" (our rule; the paper does not define "naming the person"). Both
+    names are compared on word tokens, case-folded and with accents removed (``"Emilie du
+    Chatelet"`` names ``"Émilie du Châtelet"``), after removing: bracketed text and quoted
+    nicknames (both kept as alternative given names, ``Marcel "Marco" van Basten``), titles
+    before the name (``Sir``, ``Dame``, ``Dr.``, ``Lord``, ``Lieutenant General``...),
+    post-nominals after it (``KBE``, ``PhD``, any all-capital abbreviation), a generational
+    suffix (``Jr.``, ``Sr.``, ``III``), a designation after ``of``, ``the`` or ``née``
+    (``Penda of Mercia``, ``Herod the Great``) and a style after a comma (``Christina, Queen of
+    Sweden``); ``Curie, Marie`` reads as ``Marie Curie``. The cited name names the person when
+    it holds exactly one person and:
+
+    - both have the same words in any order (``Youyou Tu`` / ``Tu Youyou``); or
+    - the document's person is one word (``Aristotle``, ``Madonna``) that starts or ends the
+      cited name; or
+    - the surnames agree (equal last words, a hyphenated surname holding the other
+      ``Skłodowska-Curie`` / ``Curie``, or one extra surname or patronymic after it: ``Marcelo
+      Ríos Mayorga`` / ``Marcelo Ríos``) and the given names agree: the shorter name's given
+      and middle names appear, in order, among the longer's, each equal, an initial (``Henry
+      A. Wallace`` / ``Henry Agard Wallace``) or a short form (``Chris`` / ``Christopher``,
+      ``Bob`` / ``Robert``, ``Marty`` / ``Martin``; never a counterpart such as ``Paul`` /
+      ``Paula``), with extra middle names allowed (``John Edward Masefield`` / ``John
+      Masefield``) and at most 3 of the longer name's given names skipped before the first
+      match (``Thomas Woodrow Wilson`` / ``Woodrow Wilson``).
+
+    Several people (``A and B``, ``A & B``, ``A / B``, ``A + B``, ``A; B``, ``A with B``, or
+    ``A, B`` with two capitalised names of two or more words) never name one; ``A or B`` gives
+    two names of one person. Generational suffixes and designations, when both names have one,
+    must be equal (``Jr.`` is not ``Sr.``). A bare given name or surname (``Curie``) names no
+    one: it merely shares a name. A cited name longer than 300 characters names no one. A
+    cited name equal to the person after :func:`normalize_title` always names them.
+    Linear in the length of ``person``; at most 300 characters of ``cited`` are read.
+
+    Known limits: a pseudonym or a transliteration (``Lev Bronstein`` / ``Leon Trotsky``,
+    ``Ralegh`` / ``Raleigh``) does not name the person; two names written one after the other
+    without a separator (``Alan Turing Marie Curie``) read as one name with middle names.
+    """
+    if not isinstance(cited, str) or not isinstance(person, str):
+        raise TypeError(
+            f"cited and person must be str, got {type(cited).__name__} and {type(person).__name__}"
+        )
+    return _names_person(cited, normalize_title(person), _document_people(person))
+
+
+def _document_people(person: str) -> tuple[_Name, ...]:
+    """Every name a document's person goes by (``A or B`` gives two)."""
+    collapsed = " ".join(person.split())
+    return tuple(d for name in _ALTERNATIVE.split(collapsed) for d in _parse_people(name))
+
+
+def _names_person(cited: str, person_key: str, documents: tuple[_Name, ...]) -> bool:
+    """:func:`names_person` with the person's :func:`normalize_title` key and names computed
+    once per document (grounding many citations against one long person stays linear)."""
+    if len(cited) > _MAX_NAME:
+        return False
+    if normalize_title(cited) == person_key:
+        return True
+    for alternative in _ALTERNATIVE.split(" ".join(cited.split())):
+        people = _parse_people(alternative)
+        if len(people) > 1:
+            return False  # several people never name one
+        if people and any(_same_person(people[0], document) for document in documents):
+            return True
+    return False

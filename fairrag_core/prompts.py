@@ -16,6 +16,8 @@ __all__ = [
     "SCENARIOS",
     "format_context",
     "format_instructions",
+    "join_context",
+    "render_entries",
     "render_prompt",
     "scenario_question",
 ]
@@ -61,13 +63,29 @@ def format_instructions() -> str:
 
 
 def format_context(texts: Sequence[str]) -> str:
-    """The context block: each document's text (which starts with its ``Title:`` line)."""
-    return "\n\n".join(f"[{i}]\n{text.strip()}" for i, text in enumerate(texts, start=1))
+    """The context block of documents whose text states its own ``Title:`` line.
+
+    Each becomes :func:`fairrag_core.kit.context_entry` (``[i]``, then the text); documents
+    whose title is only in metadata go through :func:`fairrag_core.kit.render_context_prompt`.
+    """
+    from .kit.context import context_entry
+
+    return join_context([context_entry(i, None, text) for i, text in enumerate(texts, start=1)])
+
+
+def join_context(entries: Sequence[str]) -> str:
+    """Context entries (:func:`fairrag_core.kit.context_entry`) as one block."""
+    return "\n\n".join(entries)
+
+
+def render_entries(question: str, entries: Sequence[str]) -> str:
+    """The full prompt over ready context entries: role, context, question, format and rules."""
+    return (
+        f"{ROLE}\n\nContext:\n{join_context(entries)}\n\n"
+        f"Question: {question}\n\n{format_instructions()}"
+    )
 
 
 def render_prompt(question: str, context_texts: Sequence[str]) -> str:
-    """The full prompt: role, context, question, format and rules."""
-    return (
-        f"{ROLE}\n\nContext:\n{format_context(context_texts)}\n\n"
-        f"Question: {question}\n\n{format_instructions()}"
-    )
+    """The full prompt over document texts that state their own ``Title:`` line."""
+    return render_entries(question, [format_context(context_texts)] if context_texts else [])

@@ -11,7 +11,7 @@ import numpy as np
 
 from .exposure import ExposureModel, make_exposure_model
 from .target import Target, make_target
-from .validation import as_rng, check_groups, check_k, check_scores
+from .validation import as_rng, check_groups, check_k, check_n_samples, check_scores
 
 __all__ = ["CandidatePool", "Ranker", "RankingResult"]
 
@@ -57,6 +57,8 @@ class Ranker(ABC):
     """
 
     name: ClassVar[str]
+    deterministic: ClassVar[bool] = False
+    """Whether a pool always gets the same ranking (then :meth:`sample` repeats one ranking)."""
     uses_groups: ClassVar[bool] = True
     """Whether the ranking depends on the groups (False: they are only length-checked)."""
     requires_target: ClassVar[bool] = True
@@ -108,7 +110,36 @@ class Ranker(ABC):
         pool, k, generator = self._prepare(scores, groups, k, rng)
         return RankingResult(_EMPTY) if pool is None else self._rank_detailed(pool, k, generator)
 
-    def _prepare(self, scores, groups, k, rng):
+    def sample(
+        self,
+        scores: Sequence[float] | np.ndarray,
+        groups: Sequence[Hashable] | None = None,
+        k: int = 5,
+        n_samples: int = 100,
+        *,
+        rng: np.random.Generator | int | None = None,
+    ) -> np.ndarray:
+        """``n_samples`` independent rankings of one pool: an int array (n_samples, min(k, n)).
+
+        Each row is a valid ranking, distributed as one :meth:`rank` call; the input is
+        validated exactly as there, and ``rng`` is honoured the same way (with the same seed,
+        the same batch). A deterministic ranker gives its one ranking ``n_samples`` times; the
+        stochastic rankers draw all rows at once, vectorised across draws (what expected
+        exposure needs: docs/SPEC.md, "Metrics over many rankings").
+        """
+        n_samples = check_n_samples(n_samples)
+        pool, k, generator = self._prepare(scores, groups, k, rng)
+        if pool is None:
+            return np.empty((n_samples, 0), dtype=np.intp)
+        return self._sample(pool, k, n_samples, generator)
+
+    def _prepare(
+        self,
+        scores: object,
+        groups: Sequence[Hashable] | None,
+        k: object,
+        rng: np.random.Generator | int | None,
+    ) -> tuple[CandidatePool | None, int, np.random.Generator]:
         scores, low, high = check_scores(scores)
         k = check_k(k)
         n = scores.shape[0]
@@ -116,7 +147,10 @@ class Ranker(ABC):
         generator = self._rng if rng is None else as_rng(rng)
         if n == 0:
             return None, 0, generator
-        codes = self.target.encode(groups) if self.uses_groups else None
+        codes = None
+        if self.uses_groups:
+            assert self.target is not None  # a ranker that uses groups requires a target
+            codes = self.target.encode(groups)
         return CandidatePool(scores, low, high, codes), min(k, n), generator
 
     @abstractmethod
@@ -127,6 +161,21 @@ class Ranker(ABC):
         self, pool: CandidatePool, k: int, rng: np.random.Generator
     ) -> RankingResult:
         return RankingResult(self._rank(pool, k, rng))
+
+    def _sample(
+        self, pool: CandidatePool, k: int, n_samples: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n_samples`` rankings of a validated, non-empty pool, shape (n_samples, k).
+
+        By default: one ranking repeated when :attr:`deterministic`, else successive
+        :meth:`_rank` calls. Stochastic rankers override it with a draw vectorised across rows.
+        """
+        if self.deterministic:
+            return np.tile(self._rank(pool, k, rng), (n_samples, 1))
+        out = np.empty((n_samples, k), dtype=np.intp)
+        for row in out:
+            row[:] = self._rank(pool, k, rng)
+        return out
 
     def __repr__(self) -> str:
         target = None if self.target is None else self.target.as_dict()

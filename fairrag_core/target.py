@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .validation import check_groups
+
 __all__ = ["OTHERS", "Target", "make_target"]
 
 
@@ -81,8 +83,9 @@ class Target:
         get = index.get
         try:
             return np.array([get(label, others) for label in labels], dtype=np.intp)
-        except TypeError as exc:  # an unhashable label
-            raise TypeError(f"groups must hold hashable labels: {exc}") from None
+        except TypeError:  # an unhashable label: the error names its position
+            check_groups(labels, len(labels))
+            raise
 
 
 def make_target(
@@ -111,6 +114,7 @@ def make_target(
             raise ValueError(
                 f"target must be a non-empty mapping {{group: share}} summing to 1, got {target!r}"
             )
+        _check_hashable(protected)
         groups = tuple(target)
         shares = _check_shares([target[g] for g in groups], groups)
         if protected is not None and protected not in target:
@@ -128,9 +132,20 @@ def make_target(
         )
     if protected is OTHERS:
         raise ValueError("protected must be a group label, not OTHERS")
+    _check_hashable(protected)
     share = 0.5 if target_share is None else target_share
     shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))
     return Target((protected, OTHERS), shares, protected)
+
+
+def _check_hashable(protected: object) -> None:
+    try:
+        hash(protected)
+    except TypeError:
+        raise TypeError(
+            f"protected must be a hashable group label (str, int, ...), got "
+            f"{type(protected).__name__} {protected!r:.100}"
+        ) from None
 
 
 def _check_shares(values: Iterable[object], names: Sequence[Hashable]) -> np.ndarray:

@@ -7,27 +7,87 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from . import kernels
+__all__ = [
+    "ALPHA_MAX",
+    "as_rng",
+    "as_score_array",
+    "check_alpha",
+    "check_groups",
+    "check_k",
+    "check_n_samples",
+    "check_score_batch",
+    "check_scores",
+]
 
-__all__ = ["as_rng", "check_alpha", "check_groups", "check_k", "check_score_batch", "check_scores"]
+ALPHA_MAX = 1000.0
+"""Largest Plackett-Luce alpha accepted: log-weights reach ``2 ** alpha``, which overflows above
+1,023. From alpha of about 64 on, the ranking is already the standard one in 99% of draws."""
+
+_NUMBERS = (int, float, np.integer, np.floating)
+_PLAIN_NUMBERS = frozenset({float, int, np.float64, np.float32, np.int64, np.int32})
+_ACCEPTED_SCORES = "real numbers (int or float; not bool, str or None)"
+
+
+def as_score_array(scores: object, shape: str = "a 1-D sequence") -> np.ndarray:
+    """``scores`` as a float64 array; bools, strings and other non-numbers are a TypeError
+    naming the value and its position (finiteness and shape are left to the caller).
+
+    numpy alone would turn ``[True, 0.5]`` into ``[1.0, 0.5]`` and ``["0.5"]`` into ``[0.5]``:
+    lists are checked element by element (by type, in one pass) before they are converted.
+    """
+    if isinstance(scores, np.ndarray):
+        arr = scores
+    elif isinstance(scores, (list, tuple)) and set(map(type, scores)) <= _PLAIN_NUMBERS:
+        return np.asarray(scores, dtype=float)
+    else:
+        try:
+            arr = np.asarray(scores, dtype=object)  # bools and strings stay what they are
+        except ValueError:
+            raise TypeError(
+                f"scores must be {shape} of {_ACCEPTED_SCORES}, got {scores!r:.200}"
+            ) from None
+    kind = arr.dtype.kind
+    if kind == "f":
+        return arr if arr.dtype == np.float64 else arr.astype(float)
+    if kind in "iu":
+        return arr.astype(float)
+    if kind == "O":
+        flat = arr.ravel().tolist()
+        bad = next(
+            (
+                (position, value)
+                for position, value in enumerate(flat)
+                if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS)
+            ),
+            None,
+        )
+        if bad is None:
+            return arr.astype(float)
+        position, value = bad
+        raise TypeError(
+            f"scores must be {shape} of {_ACCEPTED_SCORES}; got {value!r:.100} "
+            f"({type(value).__name__}) at position {position}"
+        )
+    raise TypeError(
+        f"scores must be {shape} of {_ACCEPTED_SCORES}, got values of type {arr.dtype} "
+        f"({scores!r:.200})"
+    )
 
 
 def check_scores(scores: object) -> tuple[np.ndarray, float, float]:
     """``scores`` as a 1-D float array with its minimum and maximum.
 
-    Rejects non-numeric, non-1-D and non-finite values. The range is returned because rankers
-    that normalise scores need it and it also proves finiteness (NaN and inf reach min or max).
-    An empty array has range (0.0, 0.0).
+    Rejects bools, strings and other non-numbers (TypeError), non-1-D and non-finite values
+    (ValueError). The range is returned because rankers that normalise scores need it and it
+    also proves finiteness (NaN and inf reach min or max). An empty array has range (0.0, 0.0).
     """
-    try:
-        arr = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"scores must be a 1-D sequence of numbers, got {scores!r:.200}") from None
+    arr = as_score_array(scores, "a 1-D sequence")
     if arr.ndim != 1:
         raise ValueError(f"scores must be 1-D (one score per candidate), got shape {arr.shape}")
     if arr.shape[0] == 0:
         return arr, 0.0, 0.0
-    low, high = kernels.active.score_range(arr)
+    low = float(_min(arr))
+    high = float(_max(arr))
     if not (_isfinite(low) and _isfinite(high)):
         bad = np.flatnonzero(~np.isfinite(arr))[:5].tolist()
         raise ValueError(
@@ -36,11 +96,17 @@ def check_scores(scores: object) -> tuple[np.ndarray, float, float]:
     return arr, low, high
 
 
+_min = np.minimum.reduce
+_max = np.maximum.reduce
 _isfinite = math.isfinite
 
 
 def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable]:
-    """One group label per candidate; ``None`` means "all unknown"."""
+    """One hashable group label per candidate; ``None`` means "all unknown".
+
+    A list, dict or other unhashable label is a TypeError naming its position, whatever the
+    ranker (the fairness-aware ones look labels up in the target, the others would ignore them).
+    """
     if groups is None:
         return [None] * n
     if isinstance(groups, (str, bytes)):
@@ -51,6 +117,18 @@ def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable
         raise ValueError(
             f"groups has {len(groups)} labels but scores has {n} candidates; give one per candidate"
         )
+    try:
+        frozenset(groups)
+    except TypeError:
+        for position, label in enumerate(groups):
+            try:
+                hash(label)
+            except TypeError:
+                raise TypeError(
+                    f"groups must hold hashable labels (str, int, None, ...); got "
+                    f"{type(label).__name__} {label!r:.100} at position {position}"
+                ) from None
+        raise
     return groups
 
 
@@ -64,12 +142,26 @@ def check_k(k: object) -> int:
 
 
 def check_alpha(alpha: object) -> float:
-    """``alpha`` (the Plackett-Luce sharpness) as a finite float > 0."""
+    """``alpha`` (the Plackett-Luce sharpness) as a float in (0, :data:`ALPHA_MAX`]."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
         raise TypeError(f"alpha must be a number > 0, got {alpha!r}")
     if not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    if alpha > ALPHA_MAX:
+        raise ValueError(
+            f"alpha must be at most {ALPHA_MAX:,.0f}, got {alpha!r}: log-weights 2 ** alpha "
+            "overflow above 1,023, and from about 64 on the ranking is already the standard one"
+        )
     return float(alpha)
+
+
+def check_n_samples(n_samples: object) -> int:
+    """``n_samples`` (rankings to draw) as an int >= 1."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)):
+        raise TypeError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples!r}")
+    return int(n_samples)
 
 
 def as_rng(rng: object, name: str = "rng") -> np.random.Generator:
@@ -90,10 +182,7 @@ def as_rng(rng: object, name: str = "rng") -> np.random.Generator:
 
 def check_score_batch(scores: object) -> np.ndarray:
     """A (pools x candidates) float array of finite scores, for the batch paths."""
-    try:
-        arr = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError("scores must be a 2-D array of numbers (pools x candidates)") from None
+    arr = as_score_array(scores, "a 2-D array (pools x candidates)")
     if arr.ndim != 2:
         raise ValueError(
             f"scores must be 2-D (pools x candidates) for rank_batch, got shape {arr.shape}"

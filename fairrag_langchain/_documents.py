@@ -1,11 +1,11 @@
 """Translation between LangChain ``Document`` lists and the core's plain values, shared by every
-class of this package: placed copies out of a core :class:`~fairrag_core.Reranking`, titles and
-groups in for grounding and auditing. No fairness decision is taken here; the core takes them.
+class of this package: placed copies out of a core :class:`~fairrag_core.Reranking`, the shown
+list in for the record and the prompt. No rule is decided here: titles, context text, placement
+metadata, provenance and records all come from :mod:`fairrag_core.kit`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,57 +13,82 @@ from langchain_core.documents import Document
 
 from fairrag_core import FairnessAuditor, Reranking, group_labels
 from fairrag_core.citations import ContextDocument
+from fairrag_core.kit import (
+    ShownDocument,
+    context_entry,
+    document_title,
+    placement_metadata,
+    run_record,
+    shown_provenance,
+)
 
 __all__ = [
     "context_documents",
-    "document_title",
+    "context_entries",
     "placed_copies",
-    "retrieval_summary",
+    "shown_documents",
+    "shown_record",
+    "title_of",
 ]
-
-_TITLE_LINE = re.compile(r"^\s*Title:[ \t]*(\S.*?)\s*$", re.MULTILINE)
 
 
 def placed_copies(
     documents: Sequence[Document],
     reranking: Reranking,
-    extra: Mapping[str, Any] | None = None,
+    query_seed: int,
     *,
-    with_score: bool = True,
+    pool_size: int,
+    retrieval_scores: Sequence[Any] | None = None,
+    scored: bool = True,
+    extra: Mapping[str, Any] | None = None,
 ) -> list[Document]:
     """New ``Document`` objects for the shown candidates, in fair-rank order.
 
-    Each copy gets a new metadata dict: the original entries plus ``fair_rank``, ``pool_rank``,
-    ``exposure_weight``, ``ranker`` (and ``relevance_score`` when ``with_score``) and ``extra``.
-    The originals, and their metadata dicts, are never touched.
+    Each copy gets a new metadata dict: the original entries plus the kit's placement keys
+    (:func:`fairrag_core.kit.placement_metadata`) and ``extra``. The originals, and their
+    metadata dicts, are never touched.
     """
-    extra = dict(extra or {})
     copies = []
+    fair_k = len(reranking.placements)
     for placement in reranking.placements:
         original = documents[placement.pool_index]
-        metadata = dict(original.metadata)
-        if with_score:
-            metadata["relevance_score"] = placement.score
-        metadata["fair_rank"] = placement.fair_rank
-        metadata["pool_rank"] = placement.pool_rank
-        metadata["exposure_weight"] = placement.exposure_weight
-        metadata["ranker"] = reranking.ranker
-        metadata.update(extra)
+        given = None if retrieval_scores is None else retrieval_scores[placement.pool_index]
+        metadata = {
+            **original.metadata,
+            **placement_metadata(
+                placement,
+                reranking.ranker,
+                query_seed,
+                given,
+                pool_size=pool_size,
+                fair_k=fair_k,
+                scored=scored,
+            ),
+            **(extra or {}),
+        }
         copies.append(original.model_copy(update={"metadata": metadata}))
     return copies
 
 
-def document_title(document: Document, title_key: str = "title") -> str | None:
-    """The document's title: ``metadata[title_key]``, else its ``Title:`` line, else None.
+def title_of(document: Document, title_key: str = "title") -> str | None:
+    """The kit's title rule (:func:`fairrag_core.kit.document_title`) for a LangChain document."""
+    return document_title(document.metadata, document.page_content, title_key)
 
-    The study's documents carry both (SPEC.md: the text starts with ``Title: <doc_title>``); the
-    text is only read for documents whose metadata has no title.
-    """
-    title = document.metadata.get(title_key)
-    if isinstance(title, str) and title.strip():
-        return title
-    match = _TITLE_LINE.search(document.page_content)
-    return match.group(1) if match else None
+
+def shown_documents(
+    documents: Sequence[Document], group_key: str, title_key: str = "title"
+) -> list[ShownDocument]:
+    """The shown list as the record needs it; documents without ``group_key`` are unknown."""
+    groups = group_labels([d.metadata for d in documents], group_key, require_present=False)
+    return [
+        ShownDocument(
+            None if document.id is None else str(document.id),
+            title_of(document, title_key),
+            group,
+            document.page_content,
+        )
+        for document, group in zip(documents, groups, strict=True)
+    ]
 
 
 def context_documents(
@@ -71,53 +96,63 @@ def context_documents(
     groups: Sequence[Any] | None,
     title_key: str = "title",
 ) -> tuple[list[ContextDocument], list[int]]:
-    """The core's view of the context shown to the generator, and where each came from.
-
-    Returns the :class:`~fairrag_core.citations.ContextDocument` list and, for each, its index in
-    ``documents``; documents without a title cannot be cited and are left out.
-    """
+    """The core's view of the context, and where each came from (untitled documents, which
+    cannot be cited, are left out)."""
     if groups is None:
         groups = [None] * len(documents)
     context: list[ContextDocument] = []
     origin: list[int] = []
     for index, (document, group) in enumerate(zip(documents, groups, strict=True)):
-        title = document_title(document, title_key)
+        title = title_of(document, title_key)
         if title is not None:
             context.append(ContextDocument(title, group=group, text=document.page_content))
             origin.append(index)
     return context, origin
 
 
-def retrieval_summary(
+def context_entries(documents: Sequence[Document], title_key: str = "title") -> list[str]:
+    """What the LLM is shown for each document (:func:`fairrag_core.kit.context_entry`)."""
+    return [
+        context_entry(rank, title_of(document, title_key), document.page_content)
+        for rank, document in enumerate(documents, start=1)
+    ]
+
+
+def shown_record(
     auditor: FairnessAuditor,
-    documents: Sequence[Document],
+    documents: Sequence[Document] | None,
     group_key: str,
     title_key: str = "title",
-) -> tuple[dict[str, Any], list[Any]]:
-    """The retrieval record of a shown list (rank order) and its group labels.
+    **fields: Any,
+) -> dict[str, Any]:
+    """The record (:func:`fairrag_core.kit.run_record`) of a shown list and its run.
 
-    The record is the core auditor's (groups, exposure share, exposure disparity) plus the
-    titles shown, the ranker named by the documents' ``ranker`` metadata (None when the list did
-    not come from a fair re-ranker) and the relevance function the retriever stated.
-    Documents without ``group_key`` are of unknown group, even when none of them has it.
+    ``ranker``, ``query_seed``, ``pool_size`` and ``k`` come from the documents' placement
+    metadata by :func:`fairrag_core.kit.shown_provenance` (None when the list was not made by
+    one fair ranking), as do the provenance flags; ``fields`` are the run's other fields.
+    ``documents`` None: the retrieval failed, nothing was shown (no metrics).
     """
-    groups = group_labels(
-        [document.metadata for document in documents], group_key, require_present=False
-    )
-    record: dict[str, Any] = {
-        "ranker": _first_metadata(documents, "ranker"),
-        "titles": [document_title(document, title_key) for document in documents],
-        **auditor.retrieval(groups),
+    shown = None if documents is None else shown_documents(documents, group_key, title_key)
+    documents = list(documents or [])
+    provenance = shown_provenance([d.metadata for d in documents])
+    flags = {
+        key: provenance.pop(key)
+        for key in ("reordered_after_ranking", "dropped_after_ranking", "mixed_after_ranking")
+        if key in provenance
     }
-    relevance_function = _first_metadata(documents, "relevance_function")
+    relevance_function = next(
+        (d.metadata["relevance_function"] for d in documents if "relevance_function" in d.metadata),
+        None,
+    )
+    extra = dict(fields.pop("extra", None) or {})
+    extra.update(flags)
     if relevance_function is not None:
-        record["relevance_function"] = relevance_function
-    return record, groups
-
-
-def _first_metadata(documents: Sequence[Document], key: str) -> Any:
-    for document in documents:
-        value = document.metadata.get(key)
-        if value is not None:
-            return value
-    return None
+        extra["relevance_function"] = relevance_function
+    return run_record(
+        auditor,
+        source="langchain",
+        shown=shown,
+        **provenance,
+        **fields,
+        extra=extra,
+    )

@@ -1,13 +1,15 @@
-"""FairnessCallbackHandler: a fairness record of every retrieval and the answer generated from it,
-computed by the core's :class:`~fairrag_core.FairnessAuditor`, kept in memory and optionally
-appended to a JSON-lines file."""
+"""FairnessCallbackHandler: one fairness record per answered question (docs/SPEC.md, "Records"),
+computed by the core's :class:`~fairrag_core.FairnessAuditor` through the adapter kit, kept in
+memory and optionally appended to a JSON-lines file."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -16,25 +18,24 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
-from fairrag_core.citations import ContextDocument
 
-from ._documents import context_documents, retrieval_summary
+from ._documents import shown_record
+from ._fields import FairRankingFields
 
 __all__ = ["FairnessCallbackHandler"]
 
 
 @dataclass
 class _Retrieval:
-    """One retriever run of a root run, and the generation linked to it."""
+    """One outermost retriever run of a root run, and the generation linked to it."""
 
     run_id: UUID
     query: str | None = None
     name: str | None = None
-    record: dict[str, Any] | None = None
-    """The retrieval record; None until the retriever ends."""
-    context: list[ContextDocument] = field(default_factory=list)
-    share: float | None = None
-    generation: dict[str, Any] | None = None
+    documents: list[Document] | None = None
+    """What it returned (what the LLM is shown); None until the retriever ends."""
+    answer: str | None = None
+    model: str | None = None
     llm_run_id: UUID | None = None
     llm_runs: int = 0
 
@@ -45,52 +46,61 @@ class _RootRun:
 
     members: list[UUID] = field(default_factory=list)
     retrievals: dict[UUID, _Retrieval] = field(default_factory=dict)
+    nested: set[UUID] = field(default_factory=set)
+    """Retriever runs inside another retriever run (an ensemble's members): not recorded."""
     last_ended: UUID | None = None
     """The retriever run that ended last: the context a model run starting now was given."""
     llm_links: dict[UUID, UUID] = field(default_factory=dict)
     """Model run -> the retriever run it is linked to."""
+    model_names: dict[UUID, str | None] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class FairnessCallbackHandler(BaseCallbackHandler):
-    """Record exposure and generation parity of every retrieval (and the answer built from it).
+    """One fairness record per answered question: exposure of what was shown, and the answer.
 
-    Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``) or to a
-    component's ``callbacks``. One handler can serve any number of concurrent runs, sync or
-    async: its state is keyed by run id under a lock.
+    Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``), to
+    ``with_config(callbacks=[...])`` or to a component's ``callbacks``. One handler serves any
+    number of concurrent runs, sync or async: its state is keyed by run id under a lock.
 
-    What is recorded, per retriever run:
+    Build it from the component it audits, so it measures against the same target and exposure
+    model as the ranker (and follows later changes of its fields):
+    ``FairnessCallbackHandler.from_retriever(retriever, path="fairness.jsonl")``. Built by hand
+    from ``protected``/``target_share``/``target``/``exposure`` it uses those; every record
+    states the ``target``, ``protected`` and ``exposure_model`` it was computed with.
 
-    - at the retriever's end: the titles and groups shown, in rank order, the protected
-      exposure share and the exposure disparity (:meth:`fairrag_core.FairnessAuditor.retrieval`),
-      the ``ranker`` named in the documents' metadata (the retriever's run name when they come
-      from a retriever that is not fair-ranking) and the stated ``relevance_function``;
-    - at the end of a chat model (or LLM) run of the same root run: the answer's citations,
-      parsed and grounded in that retrieval's documents, generation parity, fairness gap, gap
-      magnitude and groundedness (:meth:`fairrag_core.FairnessAuditor.generation`). A model run
-      is linked to the retrieval of its root run that ended last before the model started (the
-      context a RAG chain hands it); when a retrieval feeds several model runs, its record holds
-      the last one and counts them in ``llm_runs``.
+    What is recorded (:func:`fairrag_core.kit.run_record`, docs/SPEC.md "Records"): per
+    outermost retriever run of a root run, the list it returned, in order (titles, groups,
+    document ids, exposure share and disparity, exposure per group), the fair ranking it came
+    from (``ranker``, ``query_seed``, ``pool_size``, ``k`` from the documents' placement
+    metadata, by :func:`fairrag_core.kit.shown_provenance`: ``ranker`` is None when the list was
+    not made by one fair ranking, e.g. an ``EnsembleRetriever``'s fused list, flagged
+    ``mixed_after_ranking``), the answer of the chat model (or LLM) run linked to it, parsed and
+    grounded by the core's one rule, the model's name, the root run's tags and metadata, a
+    timestamp. Retriever runs nested in another retriever run (the members of an ensemble, the
+    base retriever of a compression retriever) are part of the outer run's record, never
+    records of their own: one record per answered question.
 
-    Runs are tied together by walking ``parent_run_id`` up to the root: the top-most run this
-    handler saw start (the chain invoked, or the retriever itself when it runs standalone).
-    A record is complete, and written, when its root run ends: one record per retrieval, so one
-    per run of a retrieve-then-generate chain, written at chain end; a standalone retriever's
-    record is written at retriever end. A root run that fails still writes what it retrieved,
-    with its ``error``, and so does one whose retrieval itself failed (then without metrics).
-    A root run without any retrieval (a bare model call) writes nothing.
+    A model run is linked to the retrieval of its root run that ended last before the model
+    started (the context a RAG chain hands it); when a retrieval feeds several model runs, its
+    record holds the last one and counts them in ``llm_runs``. A record is written when its
+    root run ends; a root run that fails still writes what it retrieved, with its ``error``, and
+    so does one whose retrieval itself failed (then without metrics). A root run without any
+    retrieval (a bare model call) writes nothing.
 
-    Each record carries ``run_id`` (the root run), ``retriever_run_id``, ``llm_run_id``,
-    ``query`` and ``retriever``. Shown documents without ``group_key`` are of unknown group (never
-    protected); a shown list may hold only such documents.
-
-    Records are kept in :attr:`records` and, with ``path``, appended to that file as JSON lines by
-    the core's :class:`~fairrag_core.JsonLinesLog` (one ``write`` per record under a lock and an
-    ``flock``: no lost or interleaved lines under concurrent runs). :meth:`summary` gives the
-    means per ranker (:func:`fairrag_core.summarize_records`).
+    Records are kept in :attr:`records` (the last ``max_records``; default: all of them
+    without ``path``, the last 1,000 with one) and, with ``path``, appended to that file by the
+    core's :class:`~fairrag_core.JsonLinesLog`. A record that cannot be written (a full disk)
+    raises ``fairrag_core.jsonl.LogWriteError`` in the run that produced it (``raise_error``),
+    never only a warning; with ``log_errors="count"`` the run goes on and ``log.errors`` /
+    ``log.last_error`` count the failures (the record stays in :attr:`records`).
     """
 
     run_inline = True
     """Bookkeeping is quick: run on the caller's thread or event loop, in event order."""
+    raise_error = True
+    """A record that cannot be computed or written fails the run instead of vanishing."""
 
     def __init__(
         self,
@@ -102,19 +112,70 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         exposure: Any = None,
         title_key: str = "title",
         path: str | os.PathLike[str] | None = None,
+        max_records: int | None = None,
+        log_errors: Literal["raise", "count"] = "raise",
     ) -> None:
+        if not isinstance(group_key, str) or not group_key.strip():
+            raise ValueError(
+                f"group_key must be a non-empty metadata field name, got {group_key!r}"
+            )
+        if max_records is not None and (
+            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0
+        ):
+            raise ValueError(f"max_records must be an int >= 0 or None, got {max_records!r}")
         self.group_key = group_key
         self.title_key = title_key
-        # exposure: the position-weight model (name or ExposureModel; default DCG), which should
-        # be the ranker's, e.g. FairRetriever.fairness_exposure.
-        self.auditor = FairnessAuditor.create(
+        self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
         )
-        self.log = None if path is None else JsonLinesLog(path)
+        self._source: FairRankingFields | None = None
+        self.log = None if path is None else JsonLinesLog(path, on_error=log_errors)
+        if max_records is None and path is not None:
+            max_records = 1000
         self._lock = threading.Lock()
+        self._parent: dict[UUID, UUID | None] = {}
         self._root_of: dict[UUID, UUID] = {}
         self._roots: dict[UUID, _RootRun] = {}
-        self._records: list[dict[str, Any]] = []
+        self._records: deque[dict[str, Any]] = deque(maxlen=max_records)
+
+    @classmethod
+    def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
+        """A handler auditing with ``retriever``'s group key, target and exposure model.
+
+        ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, or a retriever
+        whose ``base_compressor`` is one (``ContextualCompressionRetriever``). The handler reads
+        the target and exposure model from it at every record, so a later change of its fields
+        is audited with the new values. ``fields`` are the other constructor arguments.
+        """
+        component = getattr(retriever, "base_compressor", retriever)
+        if not isinstance(component, FairRankingFields):
+            raise TypeError(
+                "from_retriever takes a FairRetriever, a FairReranker or a retriever whose "
+                f"base_compressor is one, got {type(retriever).__name__}; build the handler "
+                "with group_key= and protected=/target= instead"
+            )
+        clash = sorted(set(fields) & {"group_key", "protected", "target_share", "target"})
+        if clash:
+            raise ValueError(f"{clash} come from the retriever; leave them out of from_retriever")
+        if component.fairness_target is None:
+            raise ValueError(
+                f"{type(component).__name__} ranks with {component.ranker_name!r} and no "
+                "fairness target: give it protected= or target=, or build the handler with them"
+            )
+        handler = cls(
+            group_key=component.group_key,
+            target=component.fairness_target,
+            exposure=fields.pop("exposure", component.fairness_exposure),
+            **fields,
+        )
+        handler._source = component
+        return handler
+
+    @property
+    def auditor(self) -> FairnessAuditor:
+        """The auditor of the next record (the audited component's current target, if any)."""
+        audited = None if self._source is None else self._source.auditor
+        return self._auditor if audited is None else audited
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -128,16 +189,31 @@ class FairnessCallbackHandler(BaseCallbackHandler):
 
     # -- run tree ---------------------------------------------------------------------------
 
-    def _start(self, run_id: UUID, parent_run_id: UUID | None) -> tuple[UUID, _RootRun]:
+    def _start(
+        self, run_id: UUID, parent_run_id: UUID | None, kwargs: Mapping[str, Any]
+    ) -> tuple[UUID, _RootRun]:
         """Register a run under its root; caller holds the lock."""
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
-            self._roots[root] = _RootRun()
+            self._roots[root] = _RootRun(
+                tags=list(kwargs.get("tags") or []), metadata=dict(kwargs.get("metadata") or {})
+            )
         self._root_of[run_id] = root
+        self._parent[run_id] = parent_run_id
         state = self._roots[root]
         state.members.append(run_id)
         return root, state
+
+    def _inside_retriever(self, state: _RootRun, parent_run_id: UUID | None) -> bool:
+        """Whether a run started under ``parent_run_id`` is inside a retriever run."""
+        seen = 0
+        while parent_run_id is not None and seen < len(state.members):
+            if parent_run_id in state.retrievals or parent_run_id in state.nested:
+                return True
+            parent_run_id = self._parent.get(parent_run_id)
+            seen += 1
+        return False
 
     def _ended(self, run_id: UUID, error: BaseException | None = None) -> None:
         """A run ended: when it is a root, write its records."""
@@ -147,38 +223,44 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             state = self._roots.pop(run_id)
             for member in state.members:
                 self._root_of.pop(member, None)
-            # A retrieval that failed has no record of its own, but its root's error is logged:
-            # a failed run is never silently missing from the log.
-            records = [
-                self._final_record(run_id, retrieval, error)
-                for retrieval in state.retrievals.values()
-                if retrieval.record is not None or error is not None
-            ]
+                self._parent.pop(member, None)
+        # A retrieval that failed has no documents, but its root's error is logged: a failed
+        # run is never silently missing from the log.
+        records = [
+            self._final_record(run_id, state, retrieval, error)
+            for retrieval in state.retrievals.values()
+            if retrieval.documents is not None or error is not None
+        ]
+        if not records:
+            return
+        with self._lock:  # under the lock: the file keeps the in-memory order
             self._records.extend(records)
-            if self.log is not None:  # under the lock: the file keeps the in-memory order
+            if self.log is not None:
                 for record in records:
                     self.log.append(record)
 
-    @staticmethod
     def _final_record(
-        root: UUID, retrieval: _Retrieval, error: BaseException | None
+        self, root: UUID, state: _RootRun, retrieval: _Retrieval, error: BaseException | None
     ) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "run_id": str(root),
-            "retriever_run_id": str(retrieval.run_id),
-            "llm_run_id": None if retrieval.llm_run_id is None else str(retrieval.llm_run_id),
-            "query": retrieval.query,
-            "retriever": retrieval.name,
-            **(retrieval.record or {}),
-        }
-        if record.get("ranker") is None:
-            record["ranker"] = retrieval.name
-        if retrieval.generation is not None:
-            record.update(retrieval.generation)
-            record["llm_runs"] = retrieval.llm_runs
-        if error is not None:
-            record["error"] = f"{type(error).__name__}: {error}"
-        return record
+        return shown_record(
+            self.auditor,
+            retrieval.documents,
+            self.group_key,
+            self.title_key,
+            query=retrieval.query,
+            run_id=str(root),
+            model=retrieval.model,
+            tags=state.tags,
+            metadata=state.metadata,
+            answer=retrieval.answer,
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            extra={
+                "retriever_run_id": str(retrieval.run_id),
+                "llm_run_id": None if retrieval.llm_run_id is None else str(retrieval.llm_run_id),
+                "retriever": retrieval.name,
+                "llm_runs": retrieval.llm_runs,
+            },
+        )
 
     # -- chains and tools: only the run tree --------------------------------------------------
 
@@ -192,7 +274,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._start(run_id, parent_run_id)
+            self._start(run_id, parent_run_id, kwargs)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id)
@@ -210,7 +292,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._start(run_id, parent_run_id)
+            self._start(run_id, parent_run_id, kwargs)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id)
@@ -231,25 +313,24 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     ) -> None:
         name = kwargs.get("name") or (serialized or {}).get("name")
         with self._lock:
-            _, state = self._start(run_id, parent_run_id)
-            state.retrievals[run_id] = _Retrieval(run_id, query=query, name=name)
+            _, state = self._start(run_id, parent_run_id, kwargs)
+            if self._inside_retriever(state, parent_run_id):
+                state.nested.add(run_id)
+            else:
+                state.retrievals[run_id] = _Retrieval(run_id, query=query, name=name)
 
-    def on_retriever_end(self, documents: list[Document], *, run_id: UUID, **kwargs: Any) -> None:
-        documents = list(documents)
-        record, groups = retrieval_summary(self.auditor, documents, self.group_key, self.title_key)
-        share = record.get("exposure_share")
-        context, _ = context_documents(documents, groups, self.title_key)
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             root = self._root_of.get(run_id)
             if root is None:  # its start was not seen (handler added mid-run): standalone
-                root, state = self._start(run_id, None)
+                root, state = self._start(run_id, None, kwargs)
+                state.retrievals[run_id] = _Retrieval(run_id)
             else:
                 state = self._roots[root]
-            retrieval = state.retrievals.setdefault(run_id, _Retrieval(run_id))
-            retrieval.record = record
-            retrieval.context = context
-            retrieval.share = share
-            state.last_ended = run_id
+            retrieval = state.retrievals.get(run_id)
+            if retrieval is not None:
+                retrieval.documents = list(documents)
+                state.last_ended = run_id
         self._ended(run_id)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -257,11 +338,18 @@ class FairnessCallbackHandler(BaseCallbackHandler):
 
     # -- language models --------------------------------------------------------------------------
 
-    def _model_start(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+    def _model_start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        serialized: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         with self._lock:
-            _, state = self._start(run_id, parent_run_id)
+            _, state = self._start(run_id, parent_run_id, kwargs)
             if state.last_ended is not None:
                 state.llm_links[run_id] = state.last_ended
+                state.model_names[run_id] = _model_name(serialized, kwargs)
 
     def on_chat_model_start(
         self,
@@ -272,7 +360,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(run_id, parent_run_id)
+        self._model_start(run_id, parent_run_id, serialized, kwargs)
 
     def on_llm_start(
         self,
@@ -283,24 +371,36 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(run_id, parent_run_id)
+        self._model_start(run_id, parent_run_id, serialized, kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             root = self._root_of.get(run_id)
             state = None if root is None else self._roots.get(root)
             link = None if state is None else state.llm_links.get(run_id)
-            retrieval = None if link is None else state.retrievals.get(link)
-        if retrieval is not None:
-            candidates = response.generations[0] if response.generations else []
-            answer = candidates[0].text if candidates else ""
-            generation = self.auditor.generation(answer, retrieval.context, retrieval.share)
-            generation["answer"] = answer
-            with self._lock:
-                retrieval.generation = generation
+            retrieval = None if link is None or state is None else state.retrievals.get(link)
+            if retrieval is not None and state is not None:
+                candidates = response.generations[0] if response.generations else []
+                retrieval.answer = candidates[0].text if candidates else ""
+                retrieval.model = state.model_names.get(run_id)
                 retrieval.llm_run_id = run_id
                 retrieval.llm_runs += 1
         self._ended(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
+
+
+def _model_name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:
+    """The model's name as LangChain reports it (``ls_model_name``, invocation params, class)."""
+    metadata = kwargs.get("metadata") or {}
+    params = kwargs.get("invocation_params") or {}
+    for value in (
+        metadata.get("ls_model_name"),
+        params.get("model_name"),
+        params.get("model"),
+        (serialized or {}).get("name"),
+    ):
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -11,15 +11,16 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.output_parsers import StrOutputParser
-from langchain_core.prompt_values import StringPromptValue
+from langchain_core.prompt_values import PromptValue, StringPromptValue
+from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 
 from fairrag_core import FairnessAuditor
-from fairrag_core.prompts import render_prompt
+from fairrag_core.prompts import join_context, render_entries
 
-from ._documents import context_documents, retrieval_summary
+from ._documents import context_entries, shown_record
+from ._fields import FairRankingFields
 from .output_parsers import CitationOutputParser
-from .retrievers import FairRetriever
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -102,7 +103,11 @@ def make_fair_rag_chain(
     retriever: Runnable[str, list[Document]],
     llm: BaseLanguageModel | None = None,
     *,
+    prompt: BasePromptTemplate | None = None,
+    model: str = DEFAULT_OPENAI_MODEL,
     base_url: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_retries: int = DEFAULT_MAX_RETRIES,
     group_key: str | None = None,
     protected: Any = None,
     target_share: float | None = None,
@@ -111,39 +116,52 @@ def make_fair_rag_chain(
 ) -> Runnable[Any, dict[str, Any]]:
     """retriever -> the paper's prompt -> ``llm`` -> :class:`CitationOutputParser`, with metrics.
 
-    Input: the question (a ``str``), or ``{"question": ..., "k": ..., "seed": ...}`` where ``k``
-    and ``seed``, when present, are passed to the retriever call (per-trial seeds).
-    Output: ``{"question", "context" (the documents), "answer" (text), "citations"
-    (a :class:`CitedAnswer`, each citation valid or not), "metrics"}``. The metrics are the
-    core auditor's retrieval and generation records of the run (groups shown, exposure share,
-    exposure disparity, generation parity, fairness gap, gap magnitude, groundedness, ...),
-    plus ``ranker``.
+    Input: the question (a ``str``), or a dict holding it under ``"question"`` or ``"input"``
+    (the key LangChain's retrieval chains use), with optional ``k`` and ``seed`` passed to the
+    retriever call (per-query seeds); any other key is passed through to the output and to a
+    custom ``prompt``.
+    Output: the input keys, plus ``question``, ``context`` (the documents), ``answer`` (text),
+    ``citations`` (a :class:`CitedAnswer`) and ``metrics``: the run's record
+    (:func:`fairrag_core.kit.run_record`: groups shown, exposure share and disparity, exposure per
+    group, generation parity, grounded generation parity, fairness gap, gap magnitude,
+    groundedness, the ranker, its query seed, target and exposure model, the model name).
+    ``chain.stream(...)`` streams the answer's tokens as they come (``{"answer": token}``
+    chunks), then the citations and metrics.
 
-    ``llm``: any LangChain chat model; None builds :func:`default_chat_model` (``ChatOpenAI``,
-    gpt-4o-mini, temperature 0.1, needs ``OPENAI_API_KEY``; ``base_url`` for another endpoint).
-    The prompt is :func:`fairrag_core.prompts.render_prompt` over each document's
-    ``page_content``, sent as one user message.
+    ``llm``: any LangChain chat model; None builds :func:`default_chat_model` with ``model``,
+    ``base_url``, ``timeout`` and ``max_retries`` (``ChatOpenAI``, needs ``OPENAI_API_KEY``).
+    ``prompt``: a prompt template over ``context`` (the context block of
+    :func:`fairrag_core.kit.context_entry` entries, the same text every framework shows) and
+    ``question`` (or ``input``); default: the paper's prompt as one user message. The group
+    field and the placement metadata are never part of the context.
 
-    Fairness target and group field: taken from a :class:`FairRetriever` (its ranker's target,
-    its ``group_key``) unless given here; for any other retriever, give ``protected`` (and
-    ``target_share``) or ``target``, and ``group_key`` (required).
+    Fairness target and group field: taken from a :class:`FairRetriever` or a
+    :class:`FairReranker`-based compression retriever (its ranker's current target and exposure
+    model, its ``group_key``) unless given here; for any other retriever, give ``protected``
+    (and ``target_share``) or ``target``, and ``group_key`` (required).
     """
-    model = default_chat_model(base_url) if llm is None else llm
-    exposure = None
-    if isinstance(retriever, FairRetriever):
-        group_key = group_key or retriever.group_key
-        exposure = retriever.fairness_exposure  # audit with the ranker's own position weights
-        if protected is None and target_share is None and target is None:
-            target = retriever.fairness_target
+    chat_model = (
+        default_chat_model(base_url, model, timeout=timeout, max_retries=max_retries)
+        if llm is None
+        else llm
+    )
+    component = getattr(retriever, "base_compressor", retriever)
+    component = component if isinstance(component, FairRankingFields) else None
+    explicit = protected is not None or target_share is not None or target is not None
+    if component is not None:
+        group_key = group_key or component.group_key
     if group_key is None:
         raise ValueError(
             "group_key is required with a retriever that is not a FairRetriever: the metadata "
             "field holding each document's group, e.g. group_key='gender'"
         )
-    auditor = FairnessAuditor.create(
-        protected=protected, target_share=target_share, target=target, exposure=exposure
+    fixed = (
+        FairnessAuditor.create(protected=protected, target_share=target_share, target=target)
+        if explicit or component is None or component.auditor is None
+        else None
     )
     parser = CitationOutputParser(group_key=group_key, title_key=title_key)
+    model_name = _model_name(chat_model)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
         return retriever.invoke(inputs["question"], config, **_retriever_kwargs(inputs))
@@ -151,25 +169,35 @@ def make_fair_rag_chain(
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
         return await retriever.ainvoke(inputs["question"], config, **_retriever_kwargs(inputs))
 
-    def prompt(inputs: dict[str, Any]) -> StringPromptValue:
-        texts = [document.page_content for document in inputs["context"]]
-        return StringPromptValue(text=render_prompt(inputs["question"], texts))
+    def render(inputs: dict[str, Any]) -> PromptValue:
+        entries = context_entries(inputs["context"], title_key)
+        if prompt is None:
+            return StringPromptValue(text=render_entries(inputs["question"], entries))
+        values = {key: value for key, value in inputs.items() if key != "context"}
+        return prompt.invoke({**values, "context": join_context(entries)})
 
     def cite(inputs: dict[str, Any]) -> Any:
         return parser.parse_with_context(inputs["answer"], inputs["context"])
 
-    def finish(inputs: dict[str, Any]) -> dict[str, Any]:
-        context = inputs["context"]
-        record, groups = retrieval_summary(auditor, context, group_key, title_key)
-        grounding, _ = context_documents(context, groups, title_key)
-        generation = auditor.generation(inputs["answer"], grounding, record.get("exposure_share"))
-        return {
-            "question": inputs["question"],
-            "context": context,
-            "answer": inputs["answer"],
-            "citations": inputs["citations"],
-            "metrics": {**record, **generation},
-        }
+    def measure(inputs: dict[str, Any]) -> dict[str, Any]:
+        auditor = fixed
+        if auditor is None and component is not None:
+            auditor = component.auditor
+            if auditor is None:
+                raise ValueError(
+                    f"{type(component).__name__} no longer has a fairness target (its ranker "
+                    f"{component.ranker_name!r} takes none): give the chain protected= or target="
+                )
+        assert auditor is not None  # fixed is built whenever there is no component
+        return shown_record(
+            auditor,
+            inputs["context"],
+            group_key,
+            title_key,
+            query=inputs["question"],
+            model=model_name,
+            answer=inputs["answer"],
+        )
 
     chain = (
         _native(_as_inputs, "FairRagInput")
@@ -177,27 +205,34 @@ def make_fair_rag_chain(
             context=RunnableLambda(retrieve, afunc=aretrieve, name="FairRagRetrieve")
         )
         | RunnablePassthrough.assign(
-            answer=_native(prompt, "FairRagPrompt") | model | StrOutputParser()
+            answer=_native(render, "FairRagPrompt") | chat_model | StrOutputParser()
         )
-        | RunnablePassthrough.assign(citations=_native(cite, "CitationOutputParser"))
-        | _native(finish, "FairRagResult")
+        | RunnablePassthrough.assign(
+            citations=_native(cite, "CitationOutputParser"),
+            metrics=_native(measure, "FairRagMetrics"),
+        )
     )
     return chain.with_config(run_name="FairRagChain")
+
+
+def _model_name(model: Any) -> str | None:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
 
 
 def _as_inputs(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"question": value}
-    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
-        unknown = sorted(set(value) - {"question", *RETRIEVER_INPUTS})
-        if unknown:
-            raise ValueError(
-                f"unknown input keys {unknown}; accepted: question, {', '.join(RETRIEVER_INPUTS)}"
-            )
-        return dict(value)
+    if isinstance(value, Mapping):
+        question = value.get("question", value.get("input"))
+        if isinstance(question, str):
+            return {**value, "question": question}
     raise TypeError(
-        "the chain takes the question as a str, or a dict {'question': str, 'k': int, "
-        f"'seed': int}}, got {value!r:.100}"
+        "the chain takes the question as a str, or a dict {'question': str} (or {'input': str}) "
+        f"with optional 'k' and 'seed' for the retriever, got {value!r:.100}"
     )
 
 

@@ -3,6 +3,7 @@ re-ranked by a :mod:`fairrag_core` ranker."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -14,20 +15,29 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from langchain_core.runnables.config import run_in_executor
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
-from pydantic import Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from fairrag_core import VectorStoreUnavailableError, group_labels, rerank
-from fairrag_core.validation import as_rng, check_k
+from fairrag_core import VectorStoreUnavailableError, pool_scores
+from fairrag_core.kit import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
+from fairrag_core.validation import check_k
 
-from ._documents import placed_copies
 from ._fields import FairRankingFields
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
 
-RELEVANCE_FALLBACK = "fallback: 1 - distance (cosine)"
-"""``relevance_function`` of a pool scored by docs/SPEC.md's rule because the store states none."""
-_SIMILARITY_AS_IS = "fallback: similarity as returned (InMemoryVectorStore)"
+RELEVANCE_FALLBACK = "fallback: cosine_distance (1 - distance)"
+"""``relevance_function`` of a pool scored by the spec's cosine rule because the store states
+no relevance function (checked against the store's order: a store of similarities is refused)."""
+_SIMILARITY_AS_IS = "fallback: similarity (InMemoryVectorStore)"
+_INCOMING_ORDER = "incoming order ({store} returns no scores)"
+
+_Chroma: type[VectorStore] | None
+try:  # the store whose pool is fetched lean (ids, distances, metadata; texts of the shown)
+    from langchain_chroma import Chroma as _Chroma
+except ImportError:  # pragma: no cover - an optional dependency
+    _Chroma = None
 
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 try:  # the HTTP client of Chroma's HttpClient and of most hosted stores
@@ -38,12 +48,12 @@ except ImportError:  # pragma: no cover - httpx comes with langchain-core's lang
     pass
 
 
-def _cosine_distance_to_relevance(distance: float) -> float:
-    return 1.0 - distance
+def _named(conversion: str) -> Callable[[float], float]:
+    def convert(value: float) -> float:
+        return float(to_relevance([value], conversion)[0])
 
-
-def _similarity_as_is(similarity: float) -> float:
-    return similarity
+    convert.__name__ = conversion
+    return convert
 
 
 class FairRetriever(FairRankingFields, BaseRetriever):
@@ -73,10 +83,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                               #  "exposure_weight": 1.0, "ranker": "representative_stochastic",
                               #  "relevance_function": "store: cosine_relevance_score_fn"}
 
-    Per call, ``k`` and ``seed`` override the fields (a per-call ``seed``, an int or a numpy
-    ``Generator``, is that call's random source only: the same int seed and query give the same
-    documents, whatever ran before); any other
-    keyword is merged into ``search_kwargs`` for that call, as ``VectorStoreRetriever`` does.
+    Per call, ``k`` and ``seed`` override the fields; any other keyword is merged into
+    ``search_kwargs`` for that call, as ``VectorStoreRetriever`` does. Every call ranks with
+    its own query seed (docs/SPEC.md, "Adapters" → Seeds): the per-call ``seed`` (an int, or a
+    numpy ``Generator`` that gives one), else one drawn from the generator of the field
+    ``seed``; it is written in each document's ``query_seed`` metadata, and passing it again
+    with the same query re-draws the same documents, whatever ran before or concurrently.
 
     How the pool is scored: with the store's own relevance
     (``similarity_search_with_relevance_scores``) when the store states a relevance function;
@@ -102,9 +114,10 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     :func:`fairrag_study.index.connect_chroma_server`, which sets them.
 
     Returned documents are copies (the store's objects and their metadata dicts are never
-    changed) with ``relevance_score`` (the pool score), ``fair_rank``, ``pool_rank``,
-    ``exposure_weight`` (the position weight of the ranker's exposure model), ``ranker`` and
-    ``relevance_function`` added to their metadata.
+    changed) with the kit's placement metadata (``relevance_score``, the relevance ranked on;
+    ``retrieval_score``, the store's score as it came; ``fair_rank``, ``pool_rank``,
+    ``exposure_weight``, ``ranker``, ``query_seed``, ``pool_size``, ``fair_k``) and
+    ``relevance_function``.
 
     The async path awaits the store's async search (``asimilarity_search_with_relevance_scores``
     / ``asimilarity_search_with_score``): native where the store implements it (Chroma's embedded
@@ -112,16 +125,63 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     store call that takes no callbacks, so there is no child run to hand ``run_manager`` to.
     """
 
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
     vectorstore: VectorStore
     """The store the candidate pool is fetched from."""
     pool_size: int = Field(default=50, ge=1)
     """How many candidates to fetch before re-ranking (docs/SPEC.md: n = 50)."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra arguments of the store's search, e.g. ``{"filter": {"topics": "Medicine"}}``."""
+    relevance: str | None = None
+    """Named core conversion of ``similarity_search_with_score`` values (None: chosen for you)."""
     relevance_score_fn: Callable[[float], float] | None = None
-    """Maps ``similarity_search_with_score`` values to relevance, replacing both rules above."""
+    """Maps ``similarity_search_with_score`` values to relevance, replacing the rules above."""
 
-    _relevance: tuple[Callable[[float], float] | None, str] | None = PrivateAttr(default=None)
+    _relevance: tuple[tuple[Any, ...], tuple[Callable[[float], float] | None, str]] | None = (
+        PrivateAttr(default=None)
+    )
+    _warned_unscored: bool = PrivateAttr(default=False)
+
+    @field_validator("pool_size", mode="before")
+    @classmethod
+    def _pool_size_not_bool(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"pool_size must be an int, not the bool {value!r}")
+        return value
+
+    @field_validator("search_kwargs")
+    @classmethod
+    def _no_k_in_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "k" in value or "fetch_k" in value:
+            raise ValueError(
+                f"search_kwargs may not set 'k' (got {value!r}): pool_size sets how many "
+                "candidates are fetched, k how many are returned"
+            )
+        return value
+
+    @field_validator("relevance")
+    @classmethod
+    def _known_relevance(cls, value: str | None) -> str | None:
+        if value is not None and value not in RELEVANCE_CONVERSIONS:
+            raise ValueError(
+                f"relevance {value!r} is unknown; known conversions: "
+                f"{sorted(RELEVANCE_CONVERSIONS)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _pool_larger_than_k(self) -> FairRetriever:
+        if self.relevance is not None and self.relevance_score_fn is not None:
+            raise ValueError("give relevance or relevance_score_fn, not both")
+        if self.pool_size <= self.k:
+            warnings.warn(
+                f"pool_size ({self.pool_size}) is not larger than k ({self.k}): the ranker "
+                "has nothing to choose from beyond the documents it shows",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self
 
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
         """Standard tracing params, naming the vector store and its embeddings."""
@@ -142,14 +202,19 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
+        store = self.vectorstore
         with self._typed_store_errors():
             convert, name = self._relevance_function()
-            if convert is None:
-                pool = self.vectorstore.similarity_search_with_relevance_scores(
-                    query, k=fetch_k, **search
-                )
-            else:
-                pool = self.vectorstore.similarity_search_with_score(query, k=fetch_k, **search)
+            if _lean_chroma(store):
+                return self._lean_chroma_search(query, fetch_k, search, convert, name, k, seed)
+            try:
+                if convert is None:
+                    pool = store.similarity_search_with_relevance_scores(query, k=fetch_k, **search)
+                else:
+                    pool = store.similarity_search_with_score(query, k=fetch_k, **search)
+            except NotImplementedError:
+                documents = store.similarity_search(query, k=fetch_k, **search)
+                return self._place_unscored(documents, k, seed)
         return self._place(pool, convert, name, k, seed)
 
     async def _aget_relevant_documents(
@@ -162,16 +227,23 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         **search_kwargs: Any,
     ) -> list[Document]:
         k, fetch_k, search = self._call_params(k, search_kwargs)
+        store = self.vectorstore
         with self._typed_store_errors():
             convert, name = self._relevance_function()
-            if convert is None:
-                pool = await self.vectorstore.asimilarity_search_with_relevance_scores(
-                    query, k=fetch_k, **search
+            if _lean_chroma(store):  # Chroma's client is synchronous: run it off the loop
+                return await run_in_executor(
+                    None, self._lean_chroma_search, query, fetch_k, search, convert, name, k, seed
                 )
-            else:
-                pool = await self.vectorstore.asimilarity_search_with_score(
-                    query, k=fetch_k, **search
-                )
+            try:
+                if convert is None:
+                    pool = await store.asimilarity_search_with_relevance_scores(
+                        query, k=fetch_k, **search
+                    )
+                else:
+                    pool = await store.asimilarity_search_with_score(query, k=fetch_k, **search)
+            except NotImplementedError:
+                documents = await store.asimilarity_search(query, k=fetch_k, **search)
+                return self._place_unscored(documents, k, seed)
         return self._place(pool, convert, name, k, seed)
 
     @contextmanager
@@ -202,18 +274,21 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     def _relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
         """``(None, name)``: the store scores relevance itself; else ``(convert, name)``.
 
-        Decided once per retriever: the store's relevance function is a property of its class
-        and configuration, not of a query.
+        Decided once per store and relevance setting (a property of the store's class and
+        configuration, not of a query), and again when either field changes.
         """
-        if self._relevance is None:
-            self._relevance = self._choose_relevance_function()
-        return self._relevance
+        key = (id(self.vectorstore), self.relevance, self.relevance_score_fn)
+        if self._relevance is None or self._relevance[0] != key:
+            self._relevance = (key, self._choose_relevance_function())
+        return self._relevance[1]
 
     def _choose_relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
         if self.relevance_score_fn is not None:
             fn = self.relevance_score_fn
             name = getattr(fn, "__name__", type(fn).__name__)
             return fn, f"given: {name}"
+        if self.relevance is not None:
+            return _named(self.relevance), f"given: {self.relevance}"
         store = self.vectorstore
         try:
             chosen = store._select_relevance_score_fn()
@@ -221,8 +296,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             if _overrides_relevance_search(type(store)):
                 return None, "store"
             if isinstance(store, InMemoryVectorStore):
-                return _similarity_as_is, _SIMILARITY_AS_IS
-            return _cosine_distance_to_relevance, RELEVANCE_FALLBACK
+                return _named("similarity"), _SIMILARITY_AS_IS
+            return _named("cosine_distance"), RELEVANCE_FALLBACK
         except _TRANSPORT_ERRORS:  # the store is down: decide on the next call, not now
             raise
         except Exception:  # e.g. an unsupported distance: let the search say so, in its words
@@ -238,21 +313,106 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None,
     ) -> list[Document]:
         documents = [document for document, _ in pool]
-        if convert is None:
-            scores = [score for _, score in pool]
-        else:
-            scores = [convert(score) for _, score in pool]
-        groups = group_labels([document.metadata for document in documents], self.group_key)
-        rng = None if seed is None else as_rng(seed, name="seed")
-        ids = [document.id for document in documents]
-        reranking = rerank(self._ranker, scores, groups, k, rng=rng, ids=ids)
-        return placed_copies(documents, reranking, {"relevance_function": relevance_function})
+        given = [score for _, score in pool]
+        scores = np.asarray(given if convert is None else [convert(s) for s in given], dtype=float)
+        check_store_order(scores, relevance_function, type(self.vectorstore).__name__)
+        return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
+
+    def _lean_chroma_search(
+        self,
+        query: str,
+        fetch_k: int,
+        search: dict[str, Any],
+        convert: Callable[[float], float] | None,
+        relevance_function: str,
+        k: int,
+        seed: int | np.random.Generator | None,
+    ) -> list[Document]:
+        """The pool of a ``langchain_chroma.Chroma`` store, fetched lean.
+
+        The candidates' ids, distances and metadata decide the ranking; only the ``k`` shown
+        documents' texts are then read (a second, small request). The same search, scores and
+        documents as ``similarity_search_with_score``, without moving 50 texts to show 5.
+        """
+        store: Any = self.vectorstore
+        search = dict(search)
+        results = store._collection.query(
+            query_embeddings=[store._embedding_function.embed_query(query)],
+            n_results=fetch_k,
+            where=search.pop("filter", None),
+            where_document=search.pop("where_document", None),
+            include=["metadatas", "distances"],
+            **search,
+        )
+        ids, distances = results["ids"][0], results["distances"][0]
+        candidates = [
+            Document(page_content="", metadata=metadata or {}, id=doc_id)
+            for doc_id, metadata in zip(ids, results["metadatas"][0], strict=True)
+        ]
+        relevance_fn = convert or store._select_relevance_score_fn()
+        scores = np.asarray([relevance_fn(d) for d in distances], dtype=float)
+        check_store_order(scores, relevance_function, type(store).__name__)
+        given = scores.tolist() if convert is None else list(distances)
+        shown = self._rank(candidates, scores, given, k, seed, relevance_function, scored=True)
+        if shown:
+            texts = store._collection.get(ids=[d.id for d in shown], include=["documents"])
+            by_id = dict(zip(texts["ids"], texts["documents"], strict=True))
+            for document in shown:  # our own copies: filling them in touches nothing else
+                document.page_content = by_id.get(document.id) or ""
+        return shown
+
+    def _place_unscored(
+        self, documents: Sequence[Document], k: int, seed: int | np.random.Generator | None
+    ) -> list[Document]:
+        store = type(self.vectorstore).__name__
+        if not self._warned_unscored:
+            self._warned_unscored = True
+            warnings.warn(
+                f"{store} implements no scored search: FairRetriever ranks its answer by "
+                "the order it comes in (give relevance_score_fn or use a store with "
+                "similarity_search_with_score for relevance-aware ranking)",
+                UserWarning,
+                stacklevel=3,
+            )
+        scores, _ = pool_scores([None] * len(documents))
+        name = _INCOMING_ORDER.format(store=store)
+        return self._rank(list(documents), scores, None, k, seed, name, scored=False)
+
+    def _rank(
+        self,
+        documents: list[Document],
+        scores: np.ndarray,
+        given: Sequence[float] | None,
+        k: int,
+        seed: int | np.random.Generator | None,
+        relevance_function: str,
+        *,
+        scored: bool,
+    ) -> list[Document]:
+        return self._placed_ranking(
+            documents,
+            scores,
+            k,
+            seed=seed,
+            given=given,
+            scored=scored,
+            extra={"relevance_function": relevance_function},
+        )
+
+
+def _lean_chroma(store: VectorStore) -> bool:
+    """Whether ``store`` is a ``langchain_chroma.Chroma`` that embeds queries itself."""
+    return (
+        _Chroma is not None
+        and isinstance(store, _Chroma)
+        and getattr(store, "_embedding_function", None) is not None
+    )
 
 
 def _address(exc: BaseException) -> str:
     """`` at scheme://host:port`` when the error carries its request (httpx), else ``""``."""
     try:
-        url = exc.request.url  # httpx errors; raises RuntimeError when no request is attached
+        url = exc.request.url  # type: ignore[attr-defined]  # httpx errors (RuntimeError: none)
     except (AttributeError, RuntimeError):
         return ""
     port = f":{url.port}" if url.port is not None else ""

@@ -1,94 +1,52 @@
-"""An instrumentation event handler that writes one fairness record per LlamaIndex query.
+"""An instrumentation event handler that writes one fairness record per answered LlamaIndex
+question (docs/SPEC.md, "Records"), built by :func:`fairrag_core.kit.run_record`.
 
-The numbers come from :class:`fairrag_core.FairnessAuditor`; this module only finds, for each
-query, which nodes the :class:`~fairrag_llamaindex.FairRerankPostprocessor` kept and what the
-answer said, and turns them into the auditor's inputs.
+This module only finds, for each question, which nodes the LLM was shown, what the answer said
+and which fair re-ranking placed them; every number and every field comes from the core kit.
 """
 
 from __future__ import annotations
 
-import inspect
+import collections
 import logging
-import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.instrumentation import Dispatcher, get_dispatcher
+from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
+from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
+from llama_index.core.instrumentation.dispatcher import active_instrument_tags
 from llama_index.core.instrumentation.event_handlers.base import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
-from llama_index.core.instrumentation.events.query import QueryEndEvent, QueryStartEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatStartEvent,
+    LLMCompletionStartEvent,
+    LLMPredictStartEvent,
+)
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
-from llama_index.core.instrumentation.events.span import SpanDropEvent
-from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
-from fairrag_core.citations import ContextDocument
 from fairrag_core.exposure import ExposureModel
+from fairrag_core.kit import ShownDocument, document_title, run_record, shown_provenance
 
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor
+from .spans import QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
 
 __all__ = ["FairnessEventHandler"]
 
 logger = logging.getLogger(__name__)
 
-_TITLE_LINE = re.compile(r"^\s*Title:[ \t]*(\S.*?)\s*$", re.MULTILINE)
+RUN_METHODS = QUESTION_METHODS
+"""Engine methods that answer one question: the span of the outermost one is a run."""
 
+DEFAULT_MAX_RECORDS_WITH_LOG = 10_000
 
-class _SpanTree(BaseSpanHandler[BaseSpan]):
-    """Keeps the parent of every open span, so an event can be traced to its query.
-
-    Only open spans are kept (closed and dropped ones are forgotten), and that is enough: when
-    the postprocessor emits its events, every span enclosing it is still open.
-    """
-
-    def new_span(
-        self,
-        id_: str,
-        bound_args: inspect.BoundArguments,
-        instance: Any | None = None,
-        parent_span_id: str | None = None,
-        tags: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> BaseSpan:
-        return BaseSpan(id_=id_, parent_id=parent_span_id)
-
-    def prepare_to_exit_span(
-        self,
-        id_: str,
-        bound_args: inspect.BoundArguments,
-        instance: Any | None = None,
-        result: Any | None = None,
-        **kwargs: Any,
-    ) -> BaseSpan | None:
-        return self.open_spans.get(id_)
-
-    def prepare_to_drop_span(
-        self,
-        id_: str,
-        bound_args: inspect.BoundArguments,
-        instance: Any | None = None,
-        err: BaseException | None = None,
-        **kwargs: Any,
-    ) -> BaseSpan | None:
-        return self.open_spans.get(id_)
-
-    def ancestors(self, span_id: str | None):
-        """``span_id`` and its open ancestors, innermost first."""
-        seen: set[str] = set()
-        while span_id is not None and span_id not in seen:
-            yield span_id
-            seen.add(span_id)
-            span = self.open_spans.get(span_id)
-            span_id = None if span is None else span.parent_id
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "FairRAGSpanTree"
+_RETRIEVAL_KEYS = ("exposure_share", "exposure_disparity", "exposure_by_group")
 
 
 @dataclass
@@ -96,61 +54,96 @@ class _Rerank:
     """What one FairRerankPostprocessor call showed."""
 
     query: str | None
-    ranker: str
+    postprocessor: Any
     nodes: list[NodeWithScore] = field(default_factory=list)
 
 
 @dataclass
-class _Query:
-    """A query in flight: its text and the fair re-rankings made inside it so far."""
+class _Run:
+    """A question being answered: its engine span and the fair re-rankings made in it."""
 
-    query: str | None
+    span: OpenSpan
+    query: str | None = None
     reranks: list[_Rerank] = field(default_factory=list)
+    model: str | None = None
+
+
+def _is_run(span: OpenSpan) -> bool:
+    return span.method in RUN_METHODS and isinstance(
+        span.instance, (BaseQueryEngine, BaseChatEngine)
+    )
+
+
+def _outermost_run(span_id: str | None) -> OpenSpan | None:
+    runs = [span for span in SPANS.ancestors(span_id) if _is_run(span)]
+    return runs[-1] if runs else None
+
+
+def _model_name(llm: Any) -> str | None:
+    """The LLM's model name (``metadata.model_name``), else its class name."""
+    if llm is None:
+        return None
+    try:
+        name = llm.metadata.model_name
+    except Exception:  # an LLM whose metadata needs a connection: fall back to its class
+        name = None
+    if isinstance(name, str) and name and name != "unknown":
+        return name
+    class_name = getattr(llm, "class_name", None)
+    return class_name() if callable(class_name) else type(llm).__name__
+
+
+def _engine_model(engine: Any) -> str | None:
+    llm = getattr(engine, "_llm", None)
+    if llm is None:
+        llm = getattr(getattr(engine, "_response_synthesizer", None), "_llm", None)
+    return _model_name(llm)
+
+
+def _query_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, QueryBundle):
+        return value.query_str
+    return str(value)
 
 
 class FairnessEventHandler(BaseEventHandler):
-    """Records, per query, the fairness of what was retrieved and of what the answer cited.
+    """One fairness record per answered question, on every LlamaIndex path.
 
-    One record (a JSON-ready dict) per query, kept in :attr:`records` and, with ``log_path``,
-    appended as one JSON line to that file (:class:`fairrag_core.JsonLinesLog`; safe under
-    concurrent writers, NaN written as ``null``). A record holds:
+    Records are :func:`fairrag_core.kit.run_record` dicts (docs/SPEC.md, "Records"), kept in
+    :attr:`records` and, with ``log_path``, appended as JSON lines
+    (:class:`fairrag_core.JsonLinesLog`).
 
-    - ``query``, ``query_id`` (the query's span id), ``ranker``, ``node_ids`` and ``titles``: the
-      nodes the :class:`FairRerankPostprocessor` kept, in rank order;
-    - from :meth:`FairnessAuditor.retrieval`: ``groups`` (in rank order), ``exposure_share`` of
-      the protected group and ``exposure_disparity``;
-    - ``answer`` and ``follows_citation_format``: whether the answer has at least one bullet
-      line (docs/SPEC.md, "Citations"). Only then are the generation metrics of
-      :meth:`FairnessAuditor.generation` added: ``generation_parity``, ``fairness_gap``,
-      ``fairness_gap_magnitude``, ``groundedness`` and the parsed citations. An answer without
-      any bullet (prose, an echo of the prompt, a streamed answer not read yet) gets none of
-      them: they are missing, never 0, and :func:`fairrag_core.summarize_records` counts them
-      under ``n_nan``.
+    **What is one question.** The outermost query or chat engine call (``query``, ``aquery``,
+    ``chat``, ``achat``, ``stream_chat``, ``astream_chat``), found through LlamaIndex's
+    instrumentation spans: query engines (sync, async, streaming) and chat engines (``context``,
+    ``condense_plus_context``, ...). A streaming answer is recorded when its stream has been
+    consumed (query engines) or written to the chat memory (chat engines). A failed call is
+    recorded with its ``error``. A fair re-ranking outside any engine (a direct
+    ``postprocess_nodes`` call) is recorded on its own, without an answer. With
+    ``record_queries_without_reranker`` (default), a question answered without any fair
+    re-ranking is recorded too (``ranker: null``): the baseline of a plain engine.
 
-    The answer is grounded in the response's ``source_nodes`` (what the LLM was shown): each
-    node's title is ``metadata[title_key]``, else the ``Title:`` line of its text; a node with
-    neither cannot be cited. Groups are ``metadata[group_key]`` via
-    :func:`fairrag_core.group_labels`.
+    **What is audited.** The nodes the LLM was shown (the response's ``source_nodes``, after
+    every postprocessor), in that order; :func:`fairrag_core.kit.shown_provenance` says which
+    fair ranking placed them and whether a later step reordered or dropped some. Titles follow
+    :func:`fairrag_core.kit.document_title`; groups are ``metadata[group_key]``.
 
-    **Attributing events to queries.** Call :meth:`attach` (default: the root dispatcher), which
-    registers this handler *and* a span handler that keeps the parent of every open span. Every
-    instrumentation event carries the id of the span it was emitted in. A query is the span in
-    which a ``QueryStartEvent`` was emitted; the postprocessor's ``ReRankStartEvent`` /
-    ``ReRankEndEvent`` pair (matched on their shared span id, and recognised by the ``fairrag:``
-    model name) is assigned to the innermost enclosing query span, found by walking up the span
-    tree; the ``QueryEndEvent`` of that span closes the record. Span ids are carried by a
-    context variable that asyncio tasks and LlamaIndex threads copy, so concurrent ``aquery``
-    calls, and queries in several threads, never mix. A re-ranking outside any query (a direct
-    ``postprocess_nodes`` call) is recorded on its own, with ``query_id`` None and no answer. A
-    query that fails (its span is dropped) is still recorded, with ``error`` and the retrieval
-    metrics of what it had re-ranked, and no answer. When a query holds several fair
-    re-rankings, the last one (the closest to generation) is recorded, ``n_reranks`` says how
-    many there were.
+    **Registration.** ``get_dispatcher().add_event_handler(handler)``, :meth:`attach` or
+    ``with handler:`` all work: the span tree the handler needs is registered on the root
+    dispatcher when the handler is built. ``scope`` restricts the handler to the engines or
+    postprocessors it names.
 
-    With ``record_queries_without_reranker`` (default True), a query in which no fair
-    re-ranking happened is recorded too, from its response's ``source_nodes`` with
-    ``ranker: None``: the baseline of a plain query engine.
+    **Against what target.** A handler built by :meth:`from_postprocessor` follows that
+    postprocessor: each record is computed with the target and exposure model its ranker has
+    when the question ends, and its group key (unless the handler is given ``protected``,
+    ``target_share``, ``target`` or ``exposure`` of its own). Any other handler uses its own
+    fields. Every record states the ``target``, ``protected`` and ``exposure_model`` it was
+    computed with.
     """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     group_key: str = Field(description="Node metadata field holding each node's group label.")
     protected: Hashable | None = Field(
@@ -171,31 +164,60 @@ class FairnessEventHandler(BaseEventHandler):
     log_path: str | None = Field(
         default=None, description="File the records are appended to as JSON lines (optional)."
     )
+    max_records: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Records kept in memory (the latest); default: all without log_path, "
+            f"the last {DEFAULT_MAX_RECORDS_WITH_LOG} with it."
+        ),
+    )
     record_queries_without_reranker: bool = Field(
         default=True,
-        description="Also record queries with no fair re-ranking, from their source nodes.",
+        description="Also record questions with no fair re-ranking, from their source nodes.",
+    )
+    postprocessor: FairRerankPostprocessor | None = Field(
+        default=None,
+        exclude=True,
+        description="The postprocessor whose target, exposure and group key records follow.",
+    )
+    scope: list[Any] = Field(
+        default_factory=list,
+        exclude=True,
+        description="Engines or postprocessors to record (default: all of them).",
     )
 
-    _auditor: FairnessAuditor = PrivateAttr()
+    _auditor: FairnessAuditor | None = PrivateAttr(default=None)
     _log: JsonLinesLog | None = PrivateAttr(default=None)
-    _spans: _SpanTree = PrivateAttr()
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _records: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-    _queries: dict[str, _Query] = PrivateAttr(default_factory=dict)
-    _open_reranks: dict[str, _Rerank] = PrivateAttr(default_factory=dict)
+    _records: collections.deque = PrivateAttr()
+    _runs: dict[str, _Run] = PrivateAttr(default_factory=dict)
+    _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
+    _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self._auditor = FairnessAuditor.create(
-            protected=self.protected,
-            target_share=self.target_share,
-            target=self.target,
-            exposure=self.exposure,
-        )
+        if not self.group_key:
+            raise ValueError(
+                f"group_key must be a non-empty metadata field name, got {self.group_key!r}"
+            )
+        own_target = (self.protected, self.target_share, self.target) != (None, None, None)
+        self._auditor = None
+        if self.postprocessor is None or own_target or self.exposure is not None:
+            self._auditor = FairnessAuditor.create(
+                protected=self.protected,
+                target_share=self.target_share,
+                target=self.target,
+                exposure=self.exposure,
+            )
         if self.log_path is not None:
             self._log = JsonLinesLog(self.log_path)
-        self._spans = _SpanTree(open_spans={}, completed_spans=[], dropped_spans=[])
+        limit = self.max_records
+        if limit is None and self.log_path is not None:
+            limit = DEFAULT_MAX_RECORDS_WITH_LOG
+        self._records = collections.deque(maxlen=limit)
+        ensure_registered().add_listener(self)
 
     @classmethod
     def class_name(cls) -> str:
@@ -205,14 +227,13 @@ class FairnessEventHandler(BaseEventHandler):
     def from_postprocessor(
         cls, postprocessor: FairRerankPostprocessor, **fields: Any
     ) -> FairnessEventHandler:
-        """A handler auditing against the postprocessor's own group key, target and exposure."""
-        ranker = postprocessor.core_ranker
+        """A handler whose records follow ``postprocessor``'s target, exposure model and group
+        key (read when each question ends, so later changes of its fields are followed)."""
         defaults: dict[str, Any] = {
             "group_key": postprocessor.group_key,
-            "exposure": ranker.exposure,
+            "title_key": postprocessor.title_key,
+            "postprocessor": postprocessor,
         }
-        if ranker.target is not None:
-            defaults["target"] = ranker.target
         return cls(**{**defaults, **fields})
 
     # -- registration -----------------------------------------------------------------------
@@ -220,14 +241,12 @@ class FairnessEventHandler(BaseEventHandler):
     def attach(self, dispatcher: Dispatcher | None = None) -> FairnessEventHandler:
         """Register on ``dispatcher`` (default: the root one, which sees every LlamaIndex event).
 
-        Adds this event handler and the span handler that links events to their query.
         Idempotent; returns ``self``, so ``with FairnessEventHandler(...).attach():`` works.
         """
         dispatcher = dispatcher or get_dispatcher()
+        ensure_registered()
         if not any(h is self for h in dispatcher.event_handlers):
             dispatcher.add_event_handler(self)
-        if not any(h is self._spans for h in dispatcher.span_handlers):
-            dispatcher.add_span_handler(self._spans)
         if not any(d is dispatcher for d in self._dispatchers):
             self._dispatchers.append(dispatcher)
         return self
@@ -236,7 +255,6 @@ class FairnessEventHandler(BaseEventHandler):
         """Unregister from every dispatcher :meth:`attach` registered on."""
         for dispatcher in self._dispatchers:
             dispatcher.event_handlers = [h for h in dispatcher.event_handlers if h is not self]
-            dispatcher.span_handlers = [h for h in dispatcher.span_handlers if h is not self._spans]
         self._dispatchers.clear()
 
     def __enter__(self) -> FairnessEventHandler:
@@ -247,19 +265,41 @@ class FairnessEventHandler(BaseEventHandler):
 
     @property
     def span_handler(self) -> BaseSpanHandler:
-        """The span handler :meth:`attach` registers (for registering it by hand)."""
-        return self._spans
+        """The span tree the handler relies on (registered on the root dispatcher)."""
+        return SPANS
 
     @property
     def auditor(self) -> FairnessAuditor:
-        """The core auditor computing every metric."""
-        return self._auditor
+        """The core auditor the next record is computed with."""
+        if self.postprocessor is None or self._auditor is not None:
+            if self._auditor is None:
+                raise ValueError("FairnessEventHandler has no fairness target")
+            return self._auditor
+        ranker = self.postprocessor.core_ranker
+        if ranker.target is None:
+            raise ValueError(
+                f"the postprocessor's ranker {ranker.name!r} has no fairness target to audit "
+                "against: give the handler protected=<group> (or target=...)"
+            )
+        return FairnessAuditor(ranker.target, ranker.exposure)
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """The records so far, in the order the queries ended (a copy)."""
+        """The records so far (the latest ``max_records``), in the order the questions ended."""
         with self._lock:
             return list(self._records)
+
+    def _registered(self) -> bool:
+        dispatchers = list(root_manager.dispatchers.values())
+        return any(h is self for d in dispatchers for h in d.event_handlers)
+
+    def _in_scope(self, run: _Run | None, rerank: _Rerank | None = None) -> bool:
+        if not self.scope:
+            return True
+        members = [rerank.postprocessor] if rerank is not None else []
+        if run is not None:
+            members += [run.span.instance, *(r.postprocessor for r in run.reranks)]
+        return any(m is s for m in members for s in self.scope)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -272,122 +312,207 @@ class FairnessEventHandler(BaseEventHandler):
 
     def _handle(self, event: BaseEvent) -> None:
         span_id = event.span_id
-        if isinstance(event, QueryStartEvent):
-            with self._lock:
-                self._queries[span_id] = _Query(_query_text(event.query))
-        elif isinstance(event, ReRankStartEvent):
+        if isinstance(event, ReRankStartEvent):
             if event.model_name.startswith(MODEL_NAME_PREFIX):
-                ranker = event.model_name[len(MODEL_NAME_PREFIX) :]
+                span = SPANS.get(span_id)
+                instance = None if span is None else span.instance
                 with self._lock:
-                    self._open_reranks[span_id] = _Rerank(_query_text(event.query), ranker)
+                    self._open_reranks[span_id] = _Rerank(_query_text(event.query), instance)
         elif isinstance(event, ReRankEndEvent):
             with self._lock:
                 rerank = self._open_reranks.pop(span_id, None)
-                if rerank is None:  # another reranker's events
-                    return
-                rerank.nodes = list(event.nodes)
-                owner = next(
-                    (s for s in self._spans.ancestors(span_id) if s in self._queries), None
-                )
-                if owner is not None:
-                    self._queries[owner].reranks.append(rerank)
-            if owner is None:
-                self._finish(None, _Query(rerank.query, [rerank]), answer=None, sources=None)
-        elif isinstance(event, QueryEndEvent):
+            if rerank is None:  # another reranker's events
+                return
+            rerank.nodes = list(event.nodes)
+            run_span = _outermost_run(span_id)
+            if run_span is None:  # a direct postprocess_nodes call: recorded on its own
+                if self._in_scope(None, rerank):
+                    tags = dict(event.tags)
+                    self._finish(
+                        _Run(OpenSpan("", None, None, ""), rerank.query, [rerank]),
+                        None,
+                        None,
+                        tags,
+                        run_id=None,
+                    )
+                return
             with self._lock:
-                query = self._queries.pop(span_id, None)
-            if query is not None:
-                response = event.response
-                answer = getattr(response, "response", None)
-                sources = getattr(response, "source_nodes", None)
-                self._finish(span_id, query, answer if isinstance(answer, str) else None, sources)
-        elif isinstance(event, SpanDropEvent):
+                run = self._runs.setdefault(run_span.id_, _Run(run_span))
+                run.reranks.append(rerank)
+                run.query = run.query or rerank.query
+        elif isinstance(event, (LLMPredictStartEvent, LLMCompletionStartEvent, LLMChatStartEvent)):
+            span = SPANS.get(span_id)
+            run_span = _outermost_run(span_id)
+            if span is not None and run_span is not None:
+                with self._lock:
+                    run = self._runs.setdefault(run_span.id_, _Run(run_span))
+                    run.model = run.model or _model_name(span.instance)
+
+    # -- spans ------------------------------------------------------------------------------
+
+    def span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None:
+        """Called by the span tree when any span ends: finishes the runs of this handler."""
+        try:
+            self._span_ended(span, result, error)
+        except Exception:
+            logger.exception("FairnessEventHandler failed at the end of span %s", span.id_)
+
+    def _span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None:
+        stream = self._chat_streams and self._chat_streams.get(id(span.instance))
+        if (
+            stream
+            and stream[0] is span.instance
+            and span.method.endswith("write_response_to_history")
+        ):
             with self._lock:
-                query = self._queries.pop(span_id, None)
-                self._open_reranks.pop(span_id, None)
-            if query is not None:  # the query failed: recorded with its error, not dropped
-                self._finish(span_id, query, None, None, error=event.err_str)
+                self._chat_streams.pop(id(span.instance), None)
+            response, streamed, tags = stream
+            failure = getattr(response, "exception", None)
+            self._finish(
+                streamed,
+                response.response if failure is None else None,
+                response.source_nodes,
+                tags,
+                error=None if failure is None else f"{type(failure).__name__}: {failure}",
+            )
+            return
+        if not _is_run(span):
+            return
+        with self._lock:
+            run: _Run | None = self._runs.pop(span.id_, None)
+        if _outermost_run(span.parent_id) is not None:
+            return  # an engine called by another engine: the outer one answers the question
+        if run is None:
+            run = _Run(span)
+        if not run.reranks and not (self.record_queries_without_reranker and self._registered()):
+            return
+        if not self._in_scope(run):
+            return
+        run.model = run.model or _engine_model(span.instance)
+        tags = dict(active_instrument_tags.get())
+        if error is not None:
+            self._finish(run, None, None, tags, error=f"{type(error).__name__}: {error}")
+        elif isinstance(result, StreamingAgentChatResponse):
+            with self._lock:
+                self._chat_streams[id(result)] = (result, run, tags)
+        elif hasattr(result, "response_gen") and getattr(result, "response_txt", 1) is None:
+            self._watch_stream(result, run, tags)
+        else:
+            answer = getattr(result, "response", result)
+            sources = getattr(result, "source_nodes", None)
+            self._finish(run, answer if isinstance(answer, str) else None, sources, tags)
+
+    def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
+        """Record a streaming query's answer once the caller has consumed its stream."""
+        tokens = response.response_gen
+        sources = getattr(response, "source_nodes", None)
+        handler = self
+
+        if hasattr(tokens, "__anext__"):
+
+            async def watched_async() -> AsyncIterator[str]:
+                parts: list[str] = []
+                failure: str | None = "the stream was closed before its end"
+                try:
+                    async for token in tokens:
+                        parts.append(token)
+                        yield token
+                    failure = None
+                except Exception as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    raise
+                finally:
+                    answer = "".join(parts) if failure is None else None
+                    handler._finish(run, answer, sources, tags, error=failure)
+
+            response.response_gen = watched_async()
+            return
+
+        def watched() -> Iterator[str]:
+            parts: list[str] = []
+            failure: str | None = "the stream was closed before its end"
+            try:
+                for token in tokens:
+                    parts.append(token)
+                    yield token
+                failure = None
+            except Exception as exc:
+                failure = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                answer = "".join(parts) if failure is None else None
+                handler._finish(run, answer, sources, tags, error=failure)
+
+        response.response_gen = watched()
+
+    # -- records ----------------------------------------------------------------------------
 
     def _finish(
         self,
-        query_id: str | None,
-        query: _Query,
+        run: _Run,
         answer: str | None,
         sources: Sequence[NodeWithScore] | None,
+        tags: dict[str, Any],
         error: str | None = None,
+        run_id: str | None = "",
     ) -> None:
-        if query.reranks:
-            shown, ranker = query.reranks[-1].nodes, query.reranks[-1].ranker
-        elif self.record_queries_without_reranker and (sources is not None or error is not None):
-            shown, ranker = list(sources or ()), None
+        if sources is not None:
+            shown = list(sources)
+        elif run.reranks:
+            shown = list(run.reranks[-1].nodes)
         else:
-            return
-        record: dict[str, Any] = {
-            "query": query.query,
-            "query_id": query_id,
-            "ranker": ranker,
-            "n_reranks": len(query.reranks),
-            "node_ids": [n.node.node_id for n in shown],
-            "titles": [self._title(n) for n in shown],
-        }
-        if error is not None:
-            record["error"] = error
-        if shown or error is None:
-            try:
-                record.update(self._audit(shown, answer, sources))
-            except (KeyError, ValueError, TypeError) as exc:
-                record["error"] = f"{type(exc).__name__}: {exc}"
-                logger.warning("FairnessEventHandler could not audit %r: %s", query.query, exc)
+            shown = []
+        query = run.span.query if run.span.query is not None else run.query
+        try:
+            auditor = self.auditor
+            group_key = (
+                self.postprocessor.group_key if self.postprocessor is not None else self.group_key
+            )
+            metadatas = [n.node.metadata for n in shown]
+            groups = group_labels(metadatas, group_key, require_present=False)
+            documents = []
+            for node, group in zip(shown, groups, strict=True):
+                text = node.node.get_content(metadata_mode=MetadataMode.NONE)
+                title = document_title(node.node.metadata, text, self.title_key)
+                documents.append(ShownDocument(node.node.node_id, title, group, text))
+            provenance = shown_provenance(metadatas)
+            extra = {
+                "n_reranks": len(run.reranks),
+                **{
+                    key: value
+                    for key, value in provenance.items()
+                    if key not in ("ranker", "query_seed", "pool_size", "k")
+                },
+            }
+            record = run_record(
+                auditor,
+                source="llamaindex",
+                shown=documents,
+                query=query,
+                run_id=run.span.id_ if run_id == "" else run_id,
+                ranker=provenance["ranker"],
+                query_seed=provenance["query_seed"],
+                k=provenance["k"] if provenance["k"] is not None else len(shown),
+                pool_size=provenance["pool_size"],
+                model=run.model,
+                metadata=tags,
+                answer=answer,
+                error=error,
+                extra=extra,
+            )
+            if error is not None and sources is None and not run.reranks:
+                # Nothing is known to have been shown: a failed run keeps retrieval metrics
+                # only when there were any (docs/SPEC.md, "Records").
+                for key in ("groups", *_RETRIEVAL_KEYS):
+                    record.pop(key, None)
+        except (KeyError, ValueError, TypeError) as exc:
+            logger.warning("FairnessEventHandler could not audit %r: %s", query, exc)
+            record = {
+                "source": "llamaindex",
+                "query": query,
+                "error": f"{type(exc).__name__}: {exc}",
+            }
         with self._lock:  # the file keeps the order of the in-memory records
             self._records.append(record)
             if self._log is not None:
                 self._log.append(record)
-
-    def _audit(
-        self,
-        shown: Sequence[NodeWithScore],
-        answer: str | None,
-        sources: Sequence[NodeWithScore] | None,
-    ) -> dict[str, Any]:
-        groups = group_labels(
-            [n.node.metadata for n in shown], self.group_key, require_present=False
-        )
-        record = self._auditor.retrieval(groups)
-        record["answer"] = answer
-        if answer is None:
-            record["follows_citation_format"] = False
-            return record
-        context = self._context(shown if sources is None else sources)
-        record.update(
-            self._auditor.generation(
-                answer, context, record.get("exposure_share"), require_format=True
-            )
-        )
-        return record
-
-    def _context(self, nodes: Sequence[NodeWithScore]) -> list[ContextDocument]:
-        """The nodes the LLM saw, as the core's ContextDocument (untitled nodes left out)."""
-        groups = group_labels(
-            [n.node.metadata for n in nodes], self.group_key, require_present=False
-        )
-        context = []
-        for node, group in zip(nodes, groups, strict=True):
-            title = self._title(node)
-            if title is not None:
-                text = node.node.get_content(metadata_mode=MetadataMode.NONE)
-                context.append(ContextDocument(title, group=group, text=text))
-        return context
-
-    def _title(self, node: NodeWithScore) -> str | None:
-        """``metadata[title_key]``, else the ``Title:`` line of the text, else None."""
-        title = node.node.metadata.get(self.title_key)
-        if isinstance(title, str) and title.strip():
-            return title
-        match = _TITLE_LINE.search(node.node.get_content(metadata_mode=MetadataMode.NONE))
-        return match.group(1) if match else None
-
-
-def _query_text(query: str | QueryBundle | None) -> str | None:
-    if query is None or isinstance(query, str):
-        return query
-    return query.query_str

@@ -5,10 +5,10 @@ answers one bullet per document, ``- <Person> (DocTitle: <Title>)``, the person 
 title without a trailing parenthetical. It is deterministic; ``delays`` makes its async path
 sleep, so concurrent queries interleave and finish out of order.
 """
+
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,18 +21,31 @@ from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 from pydantic import Field, PrivateAttr
 
-_TITLE_LINE = re.compile(r"^Title: (.+?)\s*$", re.MULTILINE)
-_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)$")
+from fairrag_core.kit.context import TITLE_PREFIX, title_line
 
 __all__ = ["CitingMockLLM", "cite_context"]
 
 
+def _person(title: str) -> str:
+    """The title without a trailing parenthetical qualifier (docs/SPEC.md, "Title and person")."""
+    if title.endswith(")"):
+        start = title.rfind("(")
+        if start > 0 and ")" not in title[start:-1]:
+            return title[:start].rstrip() or title
+    return title
+
+
 def cite_context(prompt: str) -> str:
-    """One citation bullet per ``Title:`` line of ``prompt``, in context order."""
+    """One citation bullet per ``Title:`` line of ``prompt``, in context order.
+
+    Each line is read once by the kit's title rule (:func:`fairrag_core.kit.context.title_line`),
+    so the fake answers in linear time whatever the context holds.
+    """
     bullets = []
-    for title in _TITLE_LINE.findall(prompt):
-        person = _DISAMBIGUATION.sub("", title).strip() or title
-        bullets.append(f"- {person} (DocTitle: {title})")
+    for line in prompt.split("\n"):
+        title = title_line(line) if line.startswith(TITLE_PREFIX) else None
+        if title is not None:
+            bullets.append(f"- {_person(title)} (DocTitle: {title})")
     return "\n".join(bullets)
 
 

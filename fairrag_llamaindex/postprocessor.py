@@ -1,88 +1,191 @@
 """A LlamaIndex node postprocessor that re-ranks a retrieved pool into a fair top-n.
 
-Thin by design: nodes -> (scores, groups) -> :func:`fairrag_core.rerank` -> new nodes. Groups come
-from :func:`fairrag_core.group_labels`, relevance for unscored pools from
-:func:`fairrag_core.scores_from_order`, the ranking from the core ranker; nothing here decides
-anything about fairness.
+Thin by design (docs/SPEC.md, "Adapters: one behaviour in every framework"): nodes -> (relevance,
+groups) -> :func:`fairrag_core.rerank` -> new nodes. The ranker configuration, the per-query
+seeds, the relevance conversions and their direction check, the title rule, the context text
+and the placement metadata all come from the core's adapter kit, :mod:`fairrag_core.kit`; this
+module only translates LlamaIndex's objects and finds where a pool came from.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Hashable, Sequence
-from typing import Any, Literal
+import contextlib
+import contextvars
+import warnings
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_serializer
+from llama_index.core.bridge.pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_serializer,
+    field_validator,
+)
+from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, Ranker, configure_ranker, group_labels, pool_scores, rerank
+from fairrag_core import Placement, Ranker, group_labels, pool_scores
+from fairrag_core.kit import (
+    LEDGER_FIELDS,
+    RELEVANCE_CONVERSIONS,
+    RankerState,
+    check_store_order,
+    context_header,
+    describe_ranker,
+    document_title,
+    hidden_metadata_keys,
+    ledger_location,
+    placement_metadata,
+    to_relevance,
+)
 
-__all__ = ["MODEL_NAME_PREFIX", "RERANK_METADATA_KEYS", "FairRerankPostprocessor"]
+from .spans import SPANS, current_span_id, ensure_registered
+
+__all__ = [
+    "CONTEXT_HEADER_KEY",
+    "MODEL_NAME_PREFIX",
+    "FairRerankPostprocessor",
+    "query_seed",
+]
 
 dispatcher = get_dispatcher(__name__)
 
 MODEL_NAME_PREFIX = "fairrag:"
 """``ReRankStartEvent.model_name`` of this postprocessor is ``"fairrag:<ranker name>"``."""
 
-RERANK_METADATA_KEYS = (
-    "relevance_score",
-    "retrieval_score",
-    "fair_rank",
-    "pool_rank",
-    "exposure_weight",
+CONTEXT_HEADER_KEY = "context_header"
+"""Metadata key of each returned node's context header (``[i]`` and ``Title: ...``), the only
+metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
+
+AUTO = "auto"
+
+_CONFIG_FIELDS = (
     "ranker",
+    "protected",
+    "target_share",
+    "target",
+    "seed",
+    "ranker_params",
+    *LEDGER_FIELDS,
 )
-"""Metadata added to every returned node (the same names as the LangChain adapter's)."""
+
+_QUERY_SEED: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "fairrag_query_seed", default=None
+)
+
+
+@contextlib.contextmanager
+def query_seed(seed: int | np.random.Generator | None) -> Iterator[None]:
+    """Rank every pool re-ranked inside the block with ``seed`` (docs/SPEC.md, "Adapters" →
+    Seeds): ``with query_seed(7): engine.query(q)``.
+
+    LlamaIndex passes no per-call arguments to a postprocessor, so the seed travels in a
+    context variable, which asyncio tasks and LlamaIndex's worker threads copy: concurrent
+    queries each keep their own. Every node and record of that query carries ``query_seed``;
+    passing the same seed again re-draws the same ranking. None: the postprocessor draws one
+    from its own generator (built from its ``seed`` field).
+    """
+    token = _QUERY_SEED.set(seed)
+    try:
+        yield
+    finally:
+        _QUERY_SEED.reset(token)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a pool came from, as far as the open spans tell: the retriever's vector store (or
+    None), whether the nodes come straight from the retriever (this postprocessor is the
+    engine's first), and a name for messages. ``found`` is False outside any engine."""
+
+    found: bool
+    store: Any = None
+    straight: bool = False
+    name: str = "the store"
+
+
+def _is_chroma(store: Any) -> bool:
+    return any(cls.__name__ == "ChromaVectorStore" for cls in type(store).__mro__)
+
+
+def _store_of(retriever: Any) -> Any:
+    store = getattr(retriever, "_vector_store", None)
+    return store if store is not None else getattr(retriever, "vector_store", None)
+
+
+def _pool_source(postprocessor: Any) -> _Source:
+    """The engine this call runs in, found through the open spans (innermost first)."""
+    for span in SPANS.ancestors(current_span_id()):
+        engine = span.instance
+        retriever = getattr(engine, "_retriever", None)
+        chain = getattr(engine, "_node_postprocessors", None)
+        if retriever is None or chain is None:
+            continue
+        store = _store_of(retriever)
+        straight = bool(chain) and chain[0] is postprocessor
+        name = type(store).__name__ if store is not None else type(retriever).__name__
+        return _Source(True, store, straight, name)
+    return _Source(False)
+
+
+def _relevance_for_store(store: Any) -> str:
+    """The conversion a store's scores need: ChromaVectorStore reports ``exp(-d)``; every other
+    LlamaIndex store reports a similarity (higher = better)."""
+    return "chroma_cosine" if store is not None and _is_chroma(store) else "similarity"
 
 
 class FairRerankPostprocessor(BaseNodePostprocessor):
     """Re-rank the retrieved pool with a fairness-aware core ranker and keep the top ``top_n``.
 
-    Use it with a large retrieval pool, e.g. ``index.as_query_engine(similarity_top_k=50,
-    node_postprocessors=[FairRerankPostprocessor(ranker="representative_stochastic",
-    group_key="gender", protected="female", seed=0)], llm=...)``.
+    Use it with a large pool: ``index.as_query_engine(similarity_top_k=50,
+    node_postprocessors=[FairRerankPostprocessor(group_key="gender", protected="female")])``.
+    Every rule is docs/SPEC.md's ("Adapters"), taken from :mod:`fairrag_core.kit`.
 
-    **Input.** Each node's relevance is its ``NodeWithScore.score`` (higher = more relevant) and
-    its group is ``node.metadata[group_key]``; a node without that field is of unknown group
-    (``None``), never counted as protected. A ``group_key`` that no node carries raises the
-    core's ``KeyError`` naming the key and the metadata fields present (almost always a typo).
+    **Configuration.** ``ranker``, ``protected``, ``target_share``, ``target``, ``seed`` and
+    ``ranker_params`` describe one ranker, rebuilt whenever one of them changes (assignment,
+    ``model_copy(update=...)``); an assignment the core refuses is undone and raised. Copies
+    (``model_copy``, ``copy.deepcopy``) never share a generator. Unknown arguments are refused.
 
-    **The same node twice.** A node whose ``node_id`` repeats an earlier node's is left out
-    before ranking (the first occurrence is kept, the core's :func:`fairrag_core.rerank` rule),
-    so one document never takes two of the ``top_n`` slots.
+    **Relevance.** Each node's ``score`` converted by ``relevance`` (a name of
+    :data:`fairrag_core.kit.RELEVANCE_CONVERSIONS`). ``"auto"`` (default) reads the engine that
+    runs the postprocessor (a query or chat engine, found through LlamaIndex's instrumentation
+    spans): over a ``ChromaVectorStore`` it is ``chroma_cosine`` (``1 + ln s`` = the spec's
+    ``1 - d``), over any other retriever ``similarity``. Where the source cannot be told (a
+    direct ``postprocess_nodes`` call; a Chroma pool already changed by an earlier
+    postprocessor) ``"auto"`` refuses: build with :meth:`for_index`, or name the conversion.
+    When the nodes come straight from the retriever, relevance that rises along its order is
+    refused (:func:`fairrag_core.kit.check_store_order`). A pool without any score is ranked by
+    its incoming order; a partly scored one is an error (:func:`fairrag_core.pool_scores`).
 
-    **Nodes without a score.** When *no* node has a score (e.g. a keyword retriever that only
-    orders), the incoming order is the relevance order; when only *some* lack one, it is a
-    ``ValueError`` naming their pool positions (both rules are the core's
-    :func:`fairrag_core.pool_scores`). Non-finite scores are rejected by the core.
+    **Seeds.** Each call ranks with a query seed: the one given by :func:`query_seed`, else one
+    drawn from the postprocessor's generator (built from ``seed``).
 
-    **Scores to relevance.** By default scores are used as given. LlamaIndex's
-    ``ChromaVectorStore`` reports ``exp(-cosine distance)``, not SPEC.md's ``1 - distance``: the
-    order is the same, but the stochastic rankers min-max normalise relevance, so set
-    ``relevance="chroma_cosine"`` over a Chroma index to rank on ``1 - d`` exactly as the
-    LangChain ``FairRetriever`` does.
+    **Output.** New :class:`NodeWithScore` objects over copies of the nodes (inputs are never
+    mutated), best first. The score is the relevance ranked on (None for an unscored pool), as
+    LlamaIndex's rerankers do; the metadata gains the kit's placement keys
+    (:data:`fairrag_core.kit.PLACEMENT_KEYS`) and :data:`CONTEXT_HEADER_KEY`. The LLM sees
+    :func:`fairrag_core.kit.context_entry` of each node (``[i]``, ``Title: ...``, the text) and
+    no other metadata; the embedding model sees the text; the group key and placement keys
+    only when named in ``show_metadata_keys``. ``[i]`` is the node's fair rank, so a later step
+    that reorders the nodes (``LongContextReorder``) leaves each number on its document. A
+    node whose text starts with whitespace is returned with that whitespace removed (the kit's
+    entry shows the stripped text). A node whose ``node_id`` repeats an earlier one's is
+    dropped before ranking (the core's rule).
 
-    **Output.** New :class:`NodeWithScore` objects wrapping copies of the nodes (inputs are never
-    mutated), best first, with metadata ``relevance_score`` (the relevance ranked on, as in the
-    LangChain adapter; ``None`` for an unscored pool), ``retrieval_score`` (the node's incoming
-    score, as it was), ``fair_rank`` and ``pool_rank`` (1-based), ``exposure_weight`` (the
-    position weight ``v_fair_rank`` of the ranker's exposure model) and ``ranker`` (its name).
-    These keys are excluded from the text the LLM and the embedding model see. The new score is
-    the ``exposure_weight``, so a later step that sorts by score keeps the fair order.
-
-    **Randomness.** The core ranker is built once with ``seed``; successive calls draw from its
-    generator (a fresh postprocessor with the same seed replays the same sequence of rankings).
-    Draws are serialised by a lock, so concurrent queries never share a draw.
-
-    Emits ``ReRankStartEvent`` / ``ReRankEndEvent`` through the instrumentation dispatcher, inside
-    the span of the (async) postprocess call; the start event's ``model_name`` is
-    ``"fairrag:<ranker name>"``. Fields are read when the postprocessor is built; build a new
-    one to change the ranker or its target.
+    Emits ``ReRankStartEvent`` / ``ReRankEndEvent`` (``model_name`` ``"fairrag:<ranker>"``)
+    and the legacy ``CBEventType.RERANKING`` callback event. Warns once when a pool is not
+    larger than ``top_n`` (LlamaIndex's default ``similarity_top_k=2`` leaves nothing to do).
     """
+
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
 
     ranker: str | Ranker = Field(
         default="representative_stochastic",
@@ -105,49 +208,116 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         default_factory=dict,
         description="Extra parameters of the named ranker (configure_ranker), e.g. {'alpha': 4.0}.",
     )
-    relevance: Literal["score", "chroma_cosine"] = Field(
-        default="score",
+    ledger: Any = Field(
+        default=None,
+        description="The amortized ranker's exposure ledger (a ledger, SQLite path, redis:// URL).",
+    )
+    ledger_key: str | None = Field(
+        default=None, description="The amortized ranker's stream in the ledger (e.g. a tenant)."
+    )
+    relevance: str = Field(
+        default=AUTO,
         description=(
-            "How node scores become relevance: 'score' takes them as given; 'chroma_cosine' "
-            "turns ChromaVectorStore's exp(-distance) into docs/SPEC.md's 1 - distance."
+            "How node scores become relevance: 'auto' (from the engine's store), or one of "
+            "fairrag_core.kit.RELEVANCE_CONVERSIONS (similarity, cosine_distance, "
+            "chroma_cosine, l2_distance, negated)."
         ),
     )
     top_n: int = Field(default=5, ge=1, description="Number of nodes to return (the context k).")
     seed: int | None = Field(
-        default=None, description="Seed of the ranker's random generator (stochastic rankers)."
+        default=None, description="Seed of the generator that draws each query's seed."
+    )
+    title_key: str = Field(
+        default="title", description="Node metadata field holding the document title."
+    )
+    show_metadata_keys: list[str] = Field(
+        default_factory=list,
+        description="Metadata keys shown to the LLM and the embedding model (default: none).",
     )
 
-    _core_ranker: Ranker = PrivateAttr()
-    _draw_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _state: RankerState | None = PrivateAttr(default=None)
+    _warned_small_pool: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self._core_ranker = configure_ranker(
-            self.ranker,
-            protected=self.protected,
-            target_share=self.target_share,
-            target=self.target,
-            seed=self.seed,
-            params=self.ranker_params,
-        )
+        self._state = RankerState.current(None, self)  # a bad configuration fails here
+        ensure_registered()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _CONFIG_FIELDS:
+            super().__setattr__(name, value)
+            return
+        before = self.__dict__.get(name)
+        super().__setattr__(name, value)
+        try:
+            self._state = RankerState.current(self._state, self)
+        except Exception:
+            self.__dict__[name] = before  # refused: the old configuration stays whole
+            raise
 
     @classmethod
     def class_name(cls) -> str:
         return "FairRerankPostprocessor"
 
+    @classmethod
+    def for_index(cls, index: Any, **fields: Any) -> FairRerankPostprocessor:
+        """A postprocessor whose ``relevance`` is the one ``index.vector_store`` needs
+        (``chroma_cosine`` over a ChromaVectorStore, else ``similarity``)."""
+        store = getattr(index, "vector_store", None)
+        if store is None:
+            raise ValueError(
+                f"index must have a vector_store (a VectorStoreIndex), got {type(index).__name__}"
+            )
+        return cls(**{"relevance": _relevance_for_store(store), **fields})
+
+    @field_validator("ranker", mode="before")
+    @classmethod
+    def _check_ranker(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            raise ValueError(
+                f"ranker {value!r} is the description of a ready Ranker (what to_dict writes): "
+                "build it again with fairrag_core.make_ranker(name, ...) and pass that, or give "
+                "the ranker by name"
+            )
+        return value
+
+    @field_validator("group_key")
+    @classmethod
+    def _check_group_key(cls, value: str) -> str:
+        if not value:
+            raise ValueError(f"group_key must be a non-empty metadata field name, got {value!r}")
+        return value
+
+    @field_validator("relevance")
+    @classmethod
+    def _check_relevance(cls, value: str) -> str:
+        if value != AUTO and value not in RELEVANCE_CONVERSIONS:
+            raise ValueError(
+                f"relevance {value!r} is unknown; accepted: {[AUTO, *RELEVANCE_CONVERSIONS]}"
+            )
+        return value
+
+    @field_serializer("ledger")
+    def _serialize_ledger(self, ledger: Any) -> Any:
+        return ledger if ledger is None or isinstance(ledger, str) else ledger_location(ledger)
+
     @field_serializer("ranker")
-    def _serialize_ranker(self, ranker: str | Ranker) -> str:
-        return ranker if isinstance(ranker, str) else ranker.name
+    def _serialize_ranker(self, ranker: str | Ranker) -> str | dict[str, Any]:
+        return ranker if isinstance(ranker, str) else describe_ranker(ranker)
+
+    def _current(self) -> RankerState:
+        self._state = RankerState.current(self._state, self)
+        return self._state
 
     @property
     def core_ranker(self) -> Ranker:
-        """The fairrag_core ranker doing the work (built from the fields)."""
-        return self._core_ranker
+        """The fairrag_core ranker the fields describe now."""
+        return self._current().ranker
 
     @property
     def model_name(self) -> str:
         """``"fairrag:<ranker name>"``, the ``model_name`` of the ReRankStartEvent."""
-        return MODEL_NAME_PREFIX + self._core_ranker.name
+        return MODEL_NAME_PREFIX + self.core_ranker.name
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -161,6 +331,27 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         # Ranking 50 candidates takes microseconds: run it on the loop, not in a worker thread.
         return self._fair_rerank(nodes, query_bundle)
 
+    def _conversion(self, source: _Source) -> str:
+        """The relevance conversion of this call (``relevance``, or what ``auto`` resolves to)."""
+        if self.relevance != AUTO:
+            return self.relevance
+        if not source.found:
+            raise ValueError(
+                "relevance='auto' cannot tell where these nodes' scores come from: no query or "
+                "chat engine runs this postprocess_nodes call. Build it with "
+                "FairRerankPostprocessor.for_index(index, ...), or name the conversion: "
+                f"relevance in {sorted(RELEVANCE_CONVERSIONS)} ('chroma_cosine' for "
+                "ChromaVectorStore scores, 'similarity' for scores where higher is better)"
+            )
+        if _is_chroma(source.store) and not source.straight:
+            raise ValueError(
+                "relevance='auto' cannot tell whether these nodes still carry "
+                "ChromaVectorStore's scores: another postprocessor runs before this one. Set "
+                "relevance='chroma_cosine' (scores still Chroma's exp(-distance)) or "
+                "'similarity' (scores set by the earlier step)"
+            )
+        return _relevance_for_store(source.store)
+
     def _fair_rerank(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
     ) -> list[NodeWithScore]:
@@ -169,66 +360,102 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "FairRerankPostprocessor needs the query: pass query_bundle=QueryBundle(...) or "
                 "query_str=... to postprocess_nodes"
             )
+        state = self._current()
         # Translate (and so validate) before any event, so a bad pool leaves no open rerank.
-        scores, from_order = _relevance(nodes, self.relevance)
+        source = _pool_source(self)
+        scores, from_order = pool_scores([n.score for n in nodes])
+        if not from_order:
+            conversion = self._conversion(source)
+            scores = to_relevance(scores, conversion)
+            if source.straight:
+                check_store_order(scores, conversion, source.name)
         groups = group_labels([n.node.metadata for n in nodes], self.group_key)
+        self._warn_small_pool(len(nodes))
+        model_name = MODEL_NAME_PREFIX + state.ranker.name
         dispatcher.event(
             ReRankStartEvent(
-                query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model_name
+                query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=model_name
             )
         )
-        if nodes:
-            ids = [n.node.node_id for n in nodes]
-            with self._draw_lock:
-                reranking = rerank(self._core_ranker, scores, groups, self.top_n, ids=ids)
-            reranked = [
-                _placed(nodes[p.pool_index], p, reranking.ranker, from_order)
-                for p in reranking.placements
-            ]
-        else:
-            reranked = []
+        with self.callback_manager.event(
+            CBEventType.RERANKING,
+            payload={
+                EventPayload.NODES: nodes,
+                EventPayload.MODEL_NAME: model_name,
+                EventPayload.QUERY_STR: query_bundle.query_str,
+                EventPayload.TOP_K: self.top_n,
+            },
+        ) as event:
+            reranked: list[NodeWithScore] = []
+            if nodes:
+                reranking, seed = state.rerank(
+                    scores,
+                    groups,
+                    self.top_n,
+                    ids=[n.node.node_id for n in nodes],
+                    seed=_QUERY_SEED.get(),
+                )
+                pool_size = len(nodes) - len(reranking.duplicates)
+                fair_k = len(reranking.placements)
+                reranked = [
+                    self._placed(
+                        nodes[p.pool_index],
+                        placement_metadata(
+                            p,
+                            reranking.ranker,
+                            seed,
+                            nodes[p.pool_index].score,
+                            pool_size=pool_size,
+                            fair_k=fair_k,
+                            scored=not from_order,
+                        ),
+                        p,
+                    )
+                    for p in reranking.placements
+                ]
+            event.on_end(payload={EventPayload.NODES: reranked})
         dispatcher.event(ReRankEndEvent(nodes=reranked))
         return reranked
 
-
-def _relevance(nodes: Sequence[NodeWithScore], conversion: str) -> tuple[np.ndarray, bool]:
-    """Each node's relevance (core :func:`~fairrag_core.pool_scores`), converted if asked, and
-    whether it came from the incoming order."""
-    scores, from_order = pool_scores([n.score for n in nodes])
-    if conversion == "chroma_cosine" and not from_order:
-        if (scores <= 0).any():
-            raise ValueError(
-                "relevance='chroma_cosine' expects ChromaVectorStore scores exp(-distance) > 0, "
-                f"got {scores[scores <= 0][:3].tolist()}"
+    def _warn_small_pool(self, size: int) -> None:
+        if 0 < size <= self.top_n and not self._warned_small_pool:
+            self._warned_small_pool = True
+            warnings.warn(
+                f"FairRerankPostprocessor got a pool of {size} nodes for top_n={self.top_n}: "
+                "nothing to re-rank. Retrieve a larger pool, e.g. "
+                "index.as_query_engine(similarity_top_k=50, ...) (LlamaIndex's default is 2)",
+                UserWarning,
+                stacklevel=3,
             )
-        # ChromaVectorStore reports exp(-d); docs/SPEC.md's relevance for cosine is 1 - d.
-        scores = 1.0 + np.log(scores)
-    return scores, from_order
 
-
-def _placed(
-    original: NodeWithScore, placement: Placement, ranker_name: str, from_order: bool
-) -> NodeWithScore:
-    """A new NodeWithScore over a copy of ``original.node`` carrying the placement."""
-    node = original.node
-    metadata = {
-        **node.metadata,
-        "relevance_score": None if from_order else placement.score,
-        "retrieval_score": original.score,
-        "fair_rank": placement.fair_rank,
-        "pool_rank": placement.pool_rank,
-        "exposure_weight": placement.exposure_weight,
-        "ranker": ranker_name,
-    }
-    copy = node.model_copy(
-        update={
-            "metadata": metadata,
-            "excluded_embed_metadata_keys": _with_keys(node.excluded_embed_metadata_keys),
-            "excluded_llm_metadata_keys": _with_keys(node.excluded_llm_metadata_keys),
-        }
-    )
-    return NodeWithScore(node=copy, score=placement.exposure_weight)
-
-
-def _with_keys(excluded: Sequence[str]) -> list[str]:
-    return [*excluded, *(key for key in RERANK_METADATA_KEYS if key not in excluded)]
+    def _placed(
+        self, original: NodeWithScore, placement: dict[str, Any], where: Placement
+    ) -> NodeWithScore:
+        """A new NodeWithScore over a copy of ``original.node`` carrying the placement, whose
+        LLM text is the kit's context entry and whose embedding text hides the group."""
+        node = original.node
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        title = document_title(node.metadata, text, self.title_key)
+        header = context_header(where.fair_rank, title, text.strip())
+        shown = [key for key in self.show_metadata_keys if key in node.metadata]
+        header_lines = [header, *(f"{key}: {node.metadata[key]}" for key in shown)]
+        metadata = {**node.metadata, **placement, CONTEXT_HEADER_KEY: "\n".join(header_lines)}
+        update: dict[str, Any] = {}
+        if isinstance(node, TextNode) and text != text.lstrip():
+            # LlamaIndex strips the entry's ends only; the kit's entry strips the text itself.
+            update["text"] = text.lstrip()
+        copy = node.model_copy(
+            update={
+                **update,
+                "metadata": metadata,
+                "excluded_llm_metadata_keys": [k for k in metadata if k != CONTEXT_HEADER_KEY],
+                "excluded_embed_metadata_keys": hidden_metadata_keys(
+                    self.group_key, list(metadata), self.show_metadata_keys
+                ),
+                # Only the header reaches the LLM, as "<header>\n<text>" (the kit's entry).
+                "metadata_template": "{value}",
+                "metadata_separator": "\n",
+                "text_template": "{metadata_str}\n{content}",
+            }
+        )
+        return NodeWithScore(node=copy, score=placement["relevance_score"])

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fairrag_audit.cli import add_audit_command
 from fairrag_core import VectorStoreUnavailableError, available_rankers
 
 from . import options
@@ -80,11 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds a Chroma server request may take (default {DEFAULT_TIMEOUT:g})",
     )
     study.add_argument("--no-progress", action="store_true")
+    add_audit_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "audit":
+        return args.handler(args)
     if getattr(args, "check", None) is not None:
         args.check(args)
     config = StudyConfig(

@@ -9,8 +9,7 @@ from hypothesis import settings
 
 from tests.chroma_pool import SUBSET_TOPICS, build_chroma_pool, load_subset
 
-# No per-example deadline: speed is measured by benchmarks, not asserted by timed tests (and a
-# first ranker call in a fresh clone compiles the numba kernels).
+# No per-example deadline: speed is measured by benchmarks, not asserted by timed tests.
 settings.register_profile("fairrag", deadline=None)
 settings.load_profile("fairrag")
 

@@ -21,6 +21,7 @@ EXPECTED = (
     "02_llamaindex.ipynb",
     "03_study.ipynb",
     "04_choosing_a_ranker.ipynb",
+    "05_auditing_a_deployment.ipynb",
 )
 BUDGET_SECONDS = 120.0
 """Issue 6: every notebook runs in under two minutes (kernel start included) on the 2-core

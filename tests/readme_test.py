@@ -54,3 +54,11 @@ def test_python_examples_run_in_order():
     handler = namespace["handler"]
     assert len(handler.records) == 1
     assert len(handler.records[0]["groups"]) == 4
+    assert handler.records[0]["query_seed"] == 7 and handler.records[0]["ranker"] is not None
+    from llama_index.core.schema import MetadataMode
+
+    nodes = list(namespace["index"].docstore.docs.values())
+    assert len(nodes) == 6
+    for node in nodes:  # the group label is neither embedded nor shown to the LLM
+        for mode in (MetadataMode.EMBED, MetadataMode.LLM):
+            assert "gender" not in node.get_content(metadata_mode=mode)

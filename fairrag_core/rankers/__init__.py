@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 from ..ranking import Ranker
+from .amortized import AmortizedRanker
+from .fair import FairRanker
 from .forced_exposure import ForcedExposureRanker
 from .representative_stochastic import RepresentativeStochasticRanker
 from .standard import StandardRanker
@@ -10,6 +15,8 @@ from .stochastic import StochasticRanker
 
 __all__ = [
     "RANKERS",
+    "AmortizedRanker",
+    "FairRanker",
     "ForcedExposureRanker",
     "RepresentativeStochasticRanker",
     "StandardRanker",
@@ -17,6 +24,7 @@ __all__ = [
     "available_rankers",
     "configure_ranker",
     "make_ranker",
+    "ranker_parameters",
 ]
 
 RANKERS: dict[str, type[Ranker]] = {
@@ -26,6 +34,8 @@ RANKERS: dict[str, type[Ranker]] = {
         StochasticRanker,
         ForcedExposureRanker,
         RepresentativeStochasticRanker,
+        FairRanker,
+        AmortizedRanker,
     )
 }
 
@@ -35,7 +45,7 @@ def available_rankers() -> list[str]:
     return list(RANKERS)
 
 
-def make_ranker(name: str | Ranker, **params) -> Ranker:
+def make_ranker(name: str | Ranker, **params: Any) -> Ranker:
     """Build a ranker by name: ``make_ranker("representative_stochastic", protected="female")``.
 
     A :class:`Ranker` instance is returned as is (then ``params`` must be empty).
@@ -50,7 +60,24 @@ def make_ranker(name: str | Ranker, **params) -> Ranker:
         cls = RANKERS[name]
     except (KeyError, TypeError):
         raise ValueError(f"unknown ranker {name!r}; known rankers: {available_rankers()}") from None
+    accepted = ranker_parameters(cls)
+    unknown = sorted(set(params) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"ranker {name!r} takes no parameter {', '.join(map(repr, unknown))}; "
+            f"accepted: {', '.join(accepted)}"
+        )
     return cls(**params)
+
+
+def ranker_parameters(cls: type[Ranker]) -> list[str]:
+    """The keyword parameters a ranker class accepts: its own, then the base class's."""
+    names: list[str] = []
+    for klass in (cls, Ranker):
+        for name, parameter in inspect.signature(klass.__init__).parameters.items():
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in names:
+                names.append(name)
+    return names
 
 
 def configure_ranker(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 import numpy as np
 
-from ..ranking import Ranker, RankingResult
+from ..ranking import CandidatePool, Ranker, RankingResult
 
 __all__ = ["ForcedExposureRanker", "slot_quotas"]
 
@@ -34,19 +35,23 @@ class ForcedExposureRanker(Ranker):
     """
 
     name = "forced_exposure"
+    deterministic = True
 
-    def _rank(self, pool, k, rng) -> np.ndarray:
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return self._rank_detailed(pool, k, rng).indices
 
-    def _rank_detailed(self, pool, k, rng) -> RankingResult:
+    def _rank_detailed(
+        self, pool: CandidatePool, k: int, rng: np.random.Generator
+    ) -> RankingResult:
         scores, codes, target = pool.scores, pool.codes, self.target
+        assert codes is not None and target is not None  # uses_groups, requires_target
         n_groups = len(target.groups)
         order = np.argsort(-scores, kind="stable")
         ordered_codes = codes[order]
         # Each group's candidates, best first (a queue consumed from the front).
         queues = [order[ordered_codes == g].tolist() for g in range(n_groups)]
         quotas = slot_quotas(k, target.shares).tolist()
-        shortfall = {}
+        shortfall: dict[Hashable, int] = {}
         for g in range(n_groups):
             if quotas[g] > len(queues[g]):
                 shortfall[target.groups[g]] = quotas[g] - len(queues[g])
@@ -54,7 +59,7 @@ class ForcedExposureRanker(Ranker):
         heads = [0] * n_groups
         owed = quotas[:]  # slots still owed per group
         total_owed = sum(owed)
-        chosen = []
+        chosen: list[int] = []
         for position in range(k):
             must_fill = k - position == total_owed
             best_g, best_idx, best_score = -1, -1, -math.inf

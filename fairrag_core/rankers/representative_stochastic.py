@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from functools import cache, lru_cache
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import kernels
-from ..plackett_luce import gumbel_order
-from ..ranking import Ranker
+from ..exposure import ExposureModel
+from ..plackett_luce import plackett_luce_log_weights
+from ..ranking import CandidatePool, Ranker
+from ..target import Target
 from ..validation import check_alpha
 
 __all__ = ["RepresentativeStochasticRanker"]
@@ -50,12 +53,22 @@ class RepresentativeStochasticRanker(Ranker):
     accuracy SPEC.md asks of the mean share. ``alpha`` as for the stochastic ranker (default 4).
     A group with no target share (unnamed groups when the target lists no ``OTHERS``) is never
     forced and is pushed down once shown.
+
+    :meth:`sample` runs these steps on all draws at once, position by position. Steps 1 and 2
+    depend only on the groups chosen so far and on each group's candidate count (capped at k),
+    so their decisions are computed once per pool make-up for every history of choices (when
+    there are at most 4,096) and looked up; otherwise they run on each draw's state.
     """
 
     name = "representative_stochastic"
 
     def __init__(
-        self, *, alpha: float = 4.0, gain: float = 2.0, tolerance: float = 0.05, **fairness
+        self,
+        *,
+        alpha: float = 4.0,
+        gain: float = 2.0,
+        tolerance: float = 0.05,
+        **fairness: Any,
     ) -> None:
         self.alpha = check_alpha(alpha)
         if (
@@ -74,34 +87,353 @@ class RepresentativeStochasticRanker(Ranker):
         self.gain = float(gain)
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
+        # Caches by k and pool make-up; the parameters above are fixed once the ranker is built.
+        self._rules_by_k: dict[int, _Rules] = {}
+        self._trees: dict[tuple[int, tuple[int, ...]], _Tree | None] = {}
+        self._layouts: dict[tuple[int, tuple[int, ...]], _Layout] = {}
 
-    def _rank(self, pool, k, rng) -> np.ndarray:
-        backend = kernels.active
-        log_weights = backend.plackett_luce_log_weights(
-            pool.scores, self.alpha, pool.low, pool.high
-        )
-        # Step 3 of the docstring: every group's Plackett-Luce order comes from one Gumbel-trick
-        # order of the whole pool, sampled up front; then one uniform per position.
-        gumbels = rng.gumbel(size=log_weights.shape[0])
-        order = gumbel_order(log_weights + gumbels, gumbels)
-        uniforms = rng.random(k)
-        weights, after = _weights_and_suffix_sums(self.exposure, k)
-        shares = self.target.shares
-        floors = (shares - self.tolerance) * after[0] - 1e-12
-        return _compiled_draw(backend)(
-            order, pool.codes, log_weights, shares, weights, after, floors, self.gain, uniforms
-        )
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
+        return self._sample(pool, k, 1, rng)[0]
+
+    def _sample(
+        self, pool: CandidatePool, k: int, n_samples: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        codes = pool.codes
+        assert codes is not None  # uses_groups
+        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        layout = self._layout(k, codes)
+        n = log_weights.shape[0]
+        n_groups = layout.sizes.shape[0]
+        out = np.empty((n_samples, k), dtype=np.intp)
+        for start in range(0, n_samples, _CHUNK):
+            rows = min(_CHUNK, n_samples - start)
+            # Gumbel noise for step 3: each draw's Plackett-Luce order of the pool (its
+            # restriction to a group is that group's order), then one choice of group per
+            # position (the Gumbel-max trick over the groups' logits).
+            gumbels = rng.standard_exponential((rows, n + k * n_groups))
+            np.log(gumbels, out=gumbels)
+            np.negative(gumbels, out=gumbels)
+            queues = _GroupQueues(log_weights, codes, layout, gumbels[:, :n], k)
+            choice_noise = gumbels[:, n:].reshape(rows, k, n_groups)
+            out[start : start + rows] = _draw(queues, layout, choice_noise)
+        return out
+
+    def _rules(self, k: int) -> _Rules:
+        rules = self._rules_by_k.get(k)
+        if rules is None:
+            rules = self._rules_by_k[k] = _Rules.build(self, k)
+        return rules
+
+    def _layout(self, k: int, codes: np.ndarray) -> _Layout:
+        """What the draw needs to know of a pool's make-up (its groups' sizes), cached."""
+        sizes = np.bincount(codes, minlength=len(self._target.groups))
+        key = (k, tuple(sizes.tolist()))
+        layout = self._layouts.get(key)
+        if layout is None:
+            if len(self._layouts) >= 256:
+                self._layouts.clear()
+            rules = self._rules(k)
+            layout = self._layouts[key] = _Layout.build(rules, sizes, self._tree(rules, sizes))
+        return layout
+
+    def _tree(self, rules: _Rules, sizes: np.ndarray) -> _Tree | None:
+        """The look-ahead's decisions for every history of group choices (None if too many).
+
+        They depend on the pool only through each group's candidate count capped at k, so one
+        tree serves every pool of the same make-up (a 50-pool with at least k of each group
+        always has the same one).
+        """
+        capped = np.minimum(sizes, rules.k)
+        key = (rules.k, tuple(capped.tolist()))
+        cached = self._trees.get(key, _UNSET)
+        if cached is not _UNSET:
+            return cached  # type: ignore[return-value]
+        if len(self._trees) >= 256:  # bounded; returned from a local, so safe across threads
+            self._trees.clear()
+        tree = self._trees[key] = _decision_tree(rules, capped)
+        return tree
+
+    @property
+    def _target(self) -> Target:
+        assert self.target is not None  # requires_target
+        return self.target
 
     def __repr__(self) -> str:
-        target = self.target.as_dict()
+        target = self._target.as_dict()
         return (
             f"RepresentativeStochasticRanker(target={target}, alpha={self.alpha}, "
             f"gain={self.gain}, tolerance={self.tolerance}, seed={self.seed!r})"
         )
 
 
+_UNSET = object()
+_CHUNK = 8192
+"""Draws per block in :meth:`RepresentativeStochasticRanker.sample` (bounds memory)."""
+_MAX_TREE_NODES = 4096
+"""Largest decision tree kept (histories of group choices, 1 + G + ... + G ** (k - 1))."""
+_WHOLE_TREE = 4096
+"""Largest draws x nodes x groups for which :func:`_draw_whole_tree` replaces the walk."""
+
+
+@dataclass(frozen=True, eq=False)
+class _Rules:
+    """What the look-ahead and the correction need for a top-k, whatever the pool."""
+
+    k: int
+    shares: np.ndarray
+    owed: np.ndarray
+    """Whether each group has a target share (only those are owed exposure)."""
+    weights: np.ndarray
+    """Position weights ``v_1..v_k``."""
+    after: np.ndarray
+    """``after[j] = after[min(k, j)] = v_{j+1} + ... + v_k``: 0 from j = k on (length 3k + 3)."""
+    floors: np.ndarray
+    """``(target_g - tolerance) * sum_{j<=k} v_j``: the exposure each group is owed."""
+    gain: float
+
+    @classmethod
+    def build(cls, ranker: RepresentativeStochasticRanker, k: int) -> _Rules:
+        weights, after = _weights_and_suffix_sums(ranker.exposure, k)
+        shares = ranker._target.shares
+        return cls(
+            k=k,
+            shares=shares,
+            owed=shares > 0,
+            weights=weights,
+            after=np.concatenate((after, np.zeros(2 * k + 2))),
+            floors=(shares - ranker.tolerance) * after[0] - 1e-12,
+            gain=ranker.gain,
+        )
+
+
+class _Decisions(NamedTuple):
+    """The look-ahead's decisions for the histories of one position, one row each."""
+
+    bias: np.ndarray
+    """(histories, groups): the correction ``c_g`` of each group allowed, -inf for the others."""
+    places: np.ndarray
+    """(histories, groups): ``g * k + heads_g``, where group g's next candidate is among its
+    first k (``heads_g``: how many candidates g has given so far)."""
+
+
+def _look_ahead(
+    rules: _Rules, position: int, sizes: np.ndarray, heads: np.ndarray, given: np.ndarray
+) -> np.ndarray:
+    """Steps 2 and 1 of :class:`RepresentativeStochasticRanker` for many states at once.
+
+    A state (a row of ``heads``/``given``) is how many candidates each group has shown and the
+    exposure it has had before ``position``; ``sizes`` are the groups' candidate counts (capped
+    at k). Returns (states, groups): the correction ``c_g`` of every group allowed to take the
+    position, -inf for the others. Relies on non-increasing position weights (true of every
+    exposure model offered).
+    """
+    after = rules.after
+    weight = rules.weights[position]
+    capacity = after[position + 1]  # exposure of every position after this one
+    left = np.maximum(sizes - heads, 0)
+    live = left > 0
+    # Row h of the (states, h, g) arrays supposes group h takes the position; g could still
+    # gain at most the positions after it that its remaining candidates can fill.
+    deficit = rules.floors - given
+    room = capacity - after[position + 1 + left]
+    room_taking = capacity - after[position + left]
+    others = ~np.eye(sizes.shape[0], dtype=bool)
+    deficits = np.where(others, deficit[:, None, :], (deficit - weight)[:, None, :])
+    rooms = np.where(others, room[:, None, :], room_taking[:, None, :])
+    short = rules.owed & (deficits > 0)
+    missing = short & (deficits > rooms)
+    coverable = np.where(short, np.minimum(deficits, rooms), 0.0).sum(axis=2)
+    feasible = live & ~missing.any(axis=2) & (coverable <= capacity + 1e-12)
+    # docs/SPEC.md's rule: h cannot reach its floor without this position.
+    forced = live & rules.owed & (given + room < rules.floors)
+    allowed = np.where(feasible.any(axis=1)[:, None], feasible, forced)
+    allowed = np.where(allowed.any(axis=1)[:, None], allowed, live)
+    given_total = after[0] - after[position]
+    if given_total > 0:
+        correction = np.clip(rules.gain * (rules.shares - given / given_total), -1.0, 1.0)
+    else:  # nothing shown yet: no share to correct
+        correction = np.zeros_like(given)
+    return np.where(allowed, correction, -np.inf)
+
+
+class _Tree(NamedTuple):
+    """:func:`_look_ahead`'s decisions for every history of group choices.
+
+    Nodes are numbered level by level (the root 0, then the G histories of length 1, ...);
+    ``levels[p]`` views the nodes of position p, ``bias``/``places`` hold every node's.
+    """
+
+    levels: list[_Decisions]
+    bias: np.ndarray
+    """(nodes, groups): as :attr:`_Decisions.bias`."""
+    places: np.ndarray
+    """(nodes, groups): as :attr:`_Decisions.places`."""
+    position: np.ndarray
+    """(nodes,): the position each node decides."""
+    child: np.ndarray
+    """(nodes * groups,): the node that follows when group g is chosen at node i, at
+    ``i * G + g`` (0 after the last position)."""
+
+
+def _decision_tree(rules: _Rules, sizes: np.ndarray) -> _Tree | None:
+    """:func:`_look_ahead` for every history of group choices, position by position.
+
+    History ``i`` at position p has children ``i * G + g`` (group g takes p) at p + 1.
+    """
+    n_groups = sizes.shape[0]
+    if sum(n_groups**p for p in range(rules.k)) > _MAX_TREE_NODES:
+        return None
+    step = np.eye(n_groups, dtype=np.intp)
+    heads = np.zeros((1, n_groups), dtype=np.intp)
+    given = np.zeros((1, n_groups))
+    levels = []
+    for position in range(rules.k):
+        bias = _look_ahead(rules, position, sizes, heads, given)
+        levels.append(_Decisions(bias, heads + np.arange(n_groups) * rules.k))
+        heads = (heads[:, None, :] + step).reshape(-1, n_groups)
+        given = (given[:, None, :] + rules.weights[position] * step).reshape(-1, n_groups)
+    counts = [level.bias.shape[0] for level in levels]
+    nodes = sum(counts)
+    child = np.arange(1, nodes * n_groups + 1)  # children follow their level, in order
+    child[nodes * n_groups - counts[-1] * n_groups :] = 0
+    bias = np.concatenate([level.bias for level in levels])
+    places = np.concatenate([level.places for level in levels])
+    positions = np.repeat(np.arange(rules.k), counts)
+    starts = np.cumsum(counts) - counts
+    levels = [
+        _Decisions(bias[a : a + c], places[a : a + c]) for a, c in zip(starts, counts, strict=True)
+    ]
+    return _Tree(levels, bias, places, positions, child)
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """A pool make-up (candidates per group, for a top-k): its rules, decision tree (None when
+    too large) and where each group's queue goes in :class:`_GroupQueues`' padded rows."""
+
+    rules: _Rules
+    sizes: np.ndarray
+    tree: _Tree | None
+    width: int
+    """Columns per group in the padded rows: the largest group, at least k."""
+    column: np.ndarray
+    """Padded column of each place of a queue grouped by bucket."""
+
+    @classmethod
+    def build(cls, rules: _Rules, sizes: np.ndarray, tree: _Tree | None) -> _Layout:
+        width = max(rules.k, int(sizes.max()))
+        starts = np.cumsum(sizes) - sizes
+        places = np.arange(int(sizes.sum()))
+        column = places + np.repeat(np.arange(sizes.shape[0]) * width - starts, sizes)
+        return cls(rules, sizes, tree, width, column)
+
+
+class _GroupQueues:
+    """Each draw's queue of every group (its candidates in sampled Plackett-Luce order) as far
+    as the first k, and ``log Z`` (log-sum-exp of the log-weights still queued) before each.
+
+    Stored flat: entry ``(draw * G + g) * k + j`` is group g's j-th candidate in that draw
+    (``candidates``) and the log-mass of g's queue from it on (``log_mass``, -inf past the
+    group's last candidate).
+    """
+
+    def __init__(
+        self,
+        log_weights: np.ndarray,
+        codes: np.ndarray,
+        layout: _Layout,
+        gumbels: np.ndarray,
+        k: int,
+    ) -> None:
+        m, n = gumbels.shape
+        n_groups, width = layout.sizes.shape[0], layout.width
+        # gumbel_order, grouped by bucket (ascending): group g fills a fixed range of places.
+        by_bucket = np.empty((m, n), dtype=np.intp)
+        by_bucket[:] = -codes
+        queue = np.lexsort((gumbels, gumbels + log_weights, by_bucket), axis=-1)[:, ::-1]
+        # Each group in a row of its own, padded with -inf to ``width``.
+        padded = np.empty((m, n_groups * width))
+        padded.fill(-np.inf)
+        padded[:, layout.column] = log_weights[queue]
+        padded = padded.reshape(m, n_groups, width)[:, :, ::-1]
+        suffix = np.logaddexp.accumulate(padded, axis=2)[:, :, ::-1][:, :, :k]
+        self.log_mass = suffix.reshape(-1)
+        candidates = np.zeros((m, n_groups * width), dtype=np.intp)
+        candidates[:, layout.column] = queue
+        self.candidates = candidates.reshape(m, n_groups, width)[:, :, :k].reshape(-1)
+
+
+def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np.ndarray:
+    """Steps 1-3 for m draws at once, position by position: (m, k) rankings.
+
+    ``choice_noise`` (m, k, G) is Gumbel noise for the choice of group at each position: the
+    group is the argmax of ``log Z_g + c_g + noise`` over the allowed groups, i.e. drawn with
+    probability ∝ ``exp(c_g) Z_g``. With a decision tree each draw follows its history's node;
+    without one (too many histories) the look-ahead runs on the draws' states directly.
+    """
+    m, k, n_groups = choice_noise.shape
+    rules, tree = layout.rules, layout.tree
+    rows = np.arange(m)
+    first = rows[:, None] * (n_groups * k)  # where each draw's queues start
+    if tree is not None and m * tree.bias.size <= _WHOLE_TREE:
+        return _draw_whole_tree(queues, tree, choice_noise, first)
+    chosen = np.empty((m, k), dtype=np.intp)
+    if tree is not None:
+        node = np.zeros(m, dtype=np.intp)
+    else:
+        first = first + np.arange(n_groups) * k
+        heads = np.zeros((m, n_groups), dtype=np.intp)
+        given = np.zeros((m, n_groups))
+        capped = np.minimum(layout.sizes, k)
+    for position in range(k):
+        if tree is not None:
+            level = tree.levels[position]
+            bias = level.bias[node]
+            at = first + level.places[node]  # each group's next candidate
+        else:
+            bias = _look_ahead(rules, position, capped, heads, given)
+            at = first + heads
+        logits = queues.log_mass[at] + bias
+        # Shifted so the largest is 0: equal logits (as equal scores give at large alpha, where
+        # they exceed the noise's precision) still tie-break by the noise.
+        logits -= np.maximum.reduce(logits, axis=1)[:, None]
+        logits += choice_noise[:, position]
+        group = logits.argmax(axis=1)
+        chosen[:, position] = queues.candidates[at[rows, group]]
+        if tree is not None:
+            node = node * n_groups + group
+        else:
+            heads[rows, group] += 1
+            given[rows, group] += rules.weights[position]
+    return chosen
+
+
+def _draw_whole_tree(
+    queues: _GroupQueues, tree: _Tree, choice_noise: np.ndarray, first: np.ndarray
+) -> np.ndarray:
+    """:func:`_draw` for few draws: the choice every node of the tree would make is computed at
+    once (the same logits and noise as :func:`_draw`'s walk, so the same rankings), then each
+    draw follows its path, one lookup per position. Fewer numpy calls than the walk, more
+    arithmetic: for a single ranking, not for thousands."""
+    m, k, n_groups = choice_noise.shape
+    at = first[:, :, None] + tree.places  # (m, nodes, groups): each group's next candidate
+    logits = queues.log_mass[at] + tree.bias
+    logits -= np.maximum.reduce(logits, axis=2)[:, :, None]
+    logits += choice_noise[:, tree.position]
+    choice = logits.argmax(axis=2) + np.arange(tree.position.shape[0]) * n_groups
+    taken = at.reshape(m, -1)[np.arange(m)[:, None], choice]  # (m, nodes)
+    following = tree.child[choice]
+    rows = np.arange(m)
+    path = np.empty((m, k), dtype=np.intp)
+    node = np.zeros(m, dtype=np.intp)
+    for position in range(k):
+        path[:, position] = node
+        node = following[rows, node]
+    return queues.candidates[taken[rows[:, None], path]]
+
+
 @lru_cache(maxsize=128)
-def _weights_and_suffix_sums(exposure, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _weights_and_suffix_sums(exposure: ExposureModel, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The weights ``v_1..v_k`` and ``after[p] = v_{p+1} + ... + v_k`` (0-based p, after[k] = 0)."""
     weights = exposure.weights(k).astype(float)
     after = np.zeros(k + 1)
@@ -110,150 +442,3 @@ def _weights_and_suffix_sums(exposure, k: int) -> tuple[np.ndarray, np.ndarray]:
     weights.setflags(write=False)
     after.setflags(write=False)
     return weights, after
-
-
-@cache
-def _compiled_draw(backend):
-    """:func:`_draw_ranking` for a kernel backend (compiled by numba, or run on lists)."""
-    return backend.jit(_draw_ranking)
-
-
-def _draw_ranking(order, codes, log_weights, shares, weights, after, floors, gain, uniforms):
-    """Steps 1-3 of :class:`RepresentativeStochasticRanker`, position by position.
-
-    ``order`` is a Plackett-Luce order of the whole pool (its restriction to a group is that
-    group's order), ``codes`` each candidate's target bucket, ``weights``/``after`` the position
-    weights and their suffix sums, ``floors`` the exposure each bucket is owed, ``uniforms`` one
-    number in [0, 1) per position. Written in plain loops so that numba can compile it
-    (``fairrag_core.kernels``); it runs as Python on lists when numba is absent.
-    """
-    k = len(uniforms)
-    n = len(order)
-    n_groups = len(shares)
-    # Each group's queue (its candidates in sampled order), stored group after group.
-    starts = [0] * (n_groups + 1)
-    for i in range(n):
-        starts[codes[i] + 1] += 1
-    for g in range(n_groups):
-        starts[g + 1] += starts[g]
-    fill = starts[:n_groups]  # where each group's next member goes
-    queue = [0] * n
-    for i in range(n):
-        g = codes[order[i]]
-        queue[fill[g]] = order[i]
-        fill[g] += 1
-    heads = starts[:n_groups]  # each group's next candidate to show
-    # log Z of each queue from each of its positions on (a suffix log-sum-exp).
-    log_mass = [0.0] * n
-    for g in range(n_groups):
-        running = -math.inf
-        for j in range(starts[g + 1] - 1, starts[g] - 1, -1):
-            running = _logaddexp(running, log_weights[queue[j]])
-            log_mass[j] = running
-    left = [starts[g + 1] - starts[g] for g in range(n_groups)]
-    owed = [shares[g] > 0 for g in range(n_groups)]
-    given = [0.0] * n_groups
-    given_total = 0.0
-    chosen = np.empty(k, dtype=np.intp)
-    for position in range(k):
-        allowed = _allowed_groups(position, k, left, given, floors, owed, after)
-        g = allowed[0]
-        if len(allowed) > 1:
-            logits = [log_mass[heads[h]] for h in allowed]
-            if given_total > 0:
-                for i in range(len(allowed)):
-                    deviation = shares[allowed[i]] - given[allowed[i]] / given_total
-                    logits[i] += min(1.0, max(-1.0, gain * deviation))
-            g = allowed[_sample_index(logits, uniforms[position])]
-        chosen[position] = queue[heads[g]]
-        heads[g] += 1
-        left[g] -= 1
-        given[g] += weights[position]
-        given_total += weights[position]
-    return chosen
-
-
-@kernels.jitable
-def _logaddexp(a, b):
-    """``log(exp(a) + exp(b))`` without overflow; ``a`` may be -inf."""
-    if a == -math.inf:
-        return b
-    if a > b:
-        return a + math.log1p(math.exp(b - a))
-    return b + math.log1p(math.exp(a - b))
-
-
-@kernels.jitable
-def _allowed_groups(position, k, left, given, floors, owed, after):
-    """Groups that may take ``position`` after the look-ahead (see the class docstring).
-
-    ``owed[g]``: whether group g has a target share. Relies on non-increasing position weights
-    (true of every exposure model offered).
-    """
-    n_groups = len(left)
-    live = [g for g in range(n_groups) if left[g] > 0]
-    capacity = after[position + 1]  # exposure of every position after this one
-    weight = after[position] - capacity
-    # Fast path: every owed group can reach its floor even without this position, and whoever
-    # takes it, the deficits left fit in the positions after it. Then any group may take it.
-    total_deficit = 0.0
-    reachable = True
-    for g in range(n_groups):
-        deficit = floors[g] - given[g]
-        if owed[g] and deficit > 0:
-            if deficit > capacity - after[min(k, position + 1 + left[g])]:
-                reachable = False
-                break
-            total_deficit += deficit
-    if reachable:
-        least = math.inf
-        for h in live:
-            relief = min(weight, max(0.0, floors[h] - given[h])) if owed[h] else 0.0
-            least = min(least, relief)
-        if total_deficit - least <= capacity + 1e-12:
-            return live
-    feasible = []
-    forced = []
-    for h in live:
-        missing = 0.0
-        coverable = 0.0
-        for g in range(n_groups):
-            if not owed[g]:
-                continue
-            own = 1 if g == h else 0
-            deficit = floors[g] - given[g] - (weight if own else 0.0)
-            if deficit <= 0:
-                continue
-            room = capacity - after[min(k, position + 1 + left[g] - own)]
-            missing += max(0.0, deficit - room)
-            coverable += min(deficit, room)
-        if missing <= 0 and coverable <= capacity + 1e-12:
-            feasible.append(h)
-        if owed[h] and given[h] + capacity - after[min(k, position + 1 + left[h])] < floors[h]:
-            forced.append(h)  # docs/SPEC.md's rule: h cannot reach its floor without this slot
-    if len(feasible) > 0:
-        return feasible
-    if len(forced) > 0:
-        return forced
-    return live
-
-
-@kernels.jitable
-def _sample_index(logits, uniform):
-    """Index i drawn with probability softmax(logits)_i, by inverting the CDF at ``uniform``."""
-    if len(logits) == 2:
-        difference = logits[1] - logits[0]
-        first = 1.0 / (1.0 + math.exp(difference)) if difference < 700 else 0.0
-        return 0 if uniform < first else 1
-    top = max(logits)
-    masses = [math.exp(x - top) for x in logits]
-    total = 0.0
-    for mass in masses:  # left to right, as numba does (Python 3.12's sum() compensates)
-        total += mass
-    threshold = uniform * total
-    running = 0.0
-    for i in range(len(masses)):
-        running += masses[i]
-        if threshold < running:
-            return i
-    return len(masses) - 1

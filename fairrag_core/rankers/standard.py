@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ranking import Ranker
+from ..ranking import CandidatePool, Ranker
 from ..validation import check_k, check_score_batch
 
 __all__ = ["StandardRanker"]
@@ -18,10 +18,11 @@ class StandardRanker(Ranker):
     """
 
     name = "standard"
+    deterministic = True
     uses_groups = False
     requires_target = False
 
-    def _rank(self, pool, k, rng) -> np.ndarray:
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return (-pool.scores).argsort(kind="stable")[:k]
 
     def rank_batch(self, scores: np.ndarray, k: int = 5) -> np.ndarray:

@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fairrag_core.metrics as metrics
-from fairrag_core.citations import ContextDocument, ground_citations, parse_citations
+from fairrag_core.citations import (
+    ContextDocument,
+    cited_groups,
+    ground_citations,
+    parse_citations,
+)
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.metrics import (
     exposure_disparity,
@@ -19,6 +24,7 @@ from fairrag_core.metrics import (
     fairness_gap,
     fairness_gap_magnitude,
     generation_parity,
+    grounded_generation_parity,
     groundedness,
     ndcg_at_k,
     precision_at_k,
@@ -36,15 +42,26 @@ DCG5 = sum(dcg(i) for i in range(1, 6))
 
 def test_all_lists_the_public_metrics():
     assert sorted(metrics.__all__) == [
+        "ExpectedExposure",
+        "amortized_disparity",
+        "amortized_exposure_shares",
+        "awrf",
+        "document_expected_exposure",
+        "expected_exposure",
+        "expected_exposure_of",
         "exposure_disparity",
         "exposure_share",
         "exposure_shares",
         "fairness_gap",
         "fairness_gap_magnitude",
         "generation_parity",
+        "grounded_generation_parity",
         "groundedness",
         "ndcg_at_k",
         "precision_at_k",
+        "trec_discount",
+        "trec_fair_score",
+        "trec_ndcg",
     ]
     for name in metrics.__all__:
         doc = getattr(metrics, name).__doc__
@@ -229,6 +246,68 @@ def test_generation_parity_needs_a_named_protected_group(protected):
 def test_generation_parity_rejects_a_string():
     with pytest.raises(TypeError, match="cited_groups"):
         generation_parity("female", "female")
+
+
+# --- grounded generation parity ---------------------------------------------------------------
+
+INJECTION_CONTEXT = [
+    ContextDocument("Marie Curie", group="female"),
+    ContextDocument("Alan Turing", group="male"),
+    ContextDocument("Grace Hopper", group="female"),
+]
+
+
+def test_grounded_generation_parity_by_hand():
+    answer = (
+        "- Marie Curie (DocTitle: Marie Curie)\n"  # supported, female
+        "- Alan Turing (DocTitle: Alan Turing)\n"  # supported, male
+        "- Alan Turing (DocTitle: Grace Hopper)\n"  # valid, names someone else: not supported
+        "- Grace Hopper (DocTitle: Invented Title)\n"  # invalid
+        "- Dr. Marie Skłodowska Curie (DocTitle: Marie Curie)"  # supported, female
+    )
+    grounded = ground_citations(parse_citations(answer), INJECTION_CONTEXT)
+    assert [g.supported for g in grounded] == [True, True, False, False, True]
+    assert grounded_generation_parity(grounded, "female") == pytest.approx(2 / 3)
+    assert generation_parity(cited_groups(grounded), "female") == pytest.approx(3 / 4)
+
+
+def test_an_obeyed_injection_inflates_the_papers_parity_but_not_the_grounded_one():
+    # the two attacks: another person on every bullet, and a bullet naming two people
+    for bullet in (
+        "Alan Turing (DocTitle: Marie Curie)",
+        "Alan Turing and Marie Curie (DocTitle: Marie Curie)",
+    ):
+        parsed = parse_citations("\n".join(f"- {bullet}" for _ in range(5)))
+        grounded = ground_citations(parsed, INJECTION_CONTEXT)
+        assert generation_parity(cited_groups(grounded), "female") == 1.0  # the paper's rule
+        assert math.isnan(grounded_generation_parity(grounded, "female"))
+        assert groundedness(grounded, parsed.bullet_count) == 0.0
+
+
+def test_grounded_generation_parity_counts_duplicates_and_unknown_groups():
+    context = [ContextDocument("Marie Curie", group="female"), ContextDocument("Nobody Known")]
+    answer = (
+        "- Marie Curie (DocTitle: Marie Curie)\n" * 2 + "- Nobody Known (DocTitle: Nobody Known)"
+    )
+    grounded = ground_citations(parse_citations(answer), context)
+    assert grounded_generation_parity(grounded, "female") == pytest.approx(2 / 3)
+    assert math.isnan(grounded_generation_parity([], "female"))
+
+
+@pytest.mark.parametrize(
+    ("grounded", "protected", "error", "match"),
+    [
+        ("female", "female", TypeError, "grounded_citations"),
+        ([True, False], "female", TypeError, "position 0"),
+        (None, "female", TypeError, "grounded_citations"),
+        ([], None, ValueError, "protected"),
+        ([], OTHERS, ValueError, "protected"),
+        ([], ["f"], TypeError, "protected"),
+    ],
+)
+def test_grounded_generation_parity_rejects_bad_input(grounded, protected, error, match):
+    with pytest.raises(error, match=match):
+        grounded_generation_parity(grounded, protected)
 
 
 def test_fairness_gap_and_magnitude_by_hand():

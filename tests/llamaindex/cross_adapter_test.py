@@ -1,130 +1,153 @@
-"""The LangChain and LlamaIndex adapters rank the same pool identically: they share the core.
-
-Same pool, same scores (LangChain: ``metadata["relevance_score"]``; LlamaIndex:
-``NodeWithScore.score``), same groups, same seed -> the same ranking, call after call, with the
-same placement metadata; and both equal the core's own :func:`fairrag_core.rerank`.
+"""The LlamaIndex adapter equals the core, which every adapter must equal (docs/SPEC.md,
+"Adapters"): for the same pool and the same query seed, the ranking is
+:func:`fairrag_core.rerank` drawn with ``numpy.random.default_rng(query_seed)``, the placement
+metadata is :func:`fairrag_core.kit.placement_metadata`, and the prompt the LLM receives is
+:func:`fairrag_core.kit.render_context_prompt`. Nothing is re-derived here: whatever another
+adapter sends for the same documents and seed must equal the same core values.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from langchain_core.documents import Document
+from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from fairrag_core import available_rankers, make_ranker, rerank
-from fairrag_langchain import FairReranker
-from fairrag_llamaindex import FairRerankPostprocessor
-from tests.llamaindex.pools import make_pool
+from fairrag_core import available_rankers, make_ranker, rerank, scores_from_order
+from fairrag_core.kit import document_title, placement_metadata, render_context_prompt, to_relevance
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairRerankPostprocessor, query_seed
+from tests.llamaindex.fake_llms import FakeRecordingLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
 
 QUERY = "Who are influential people in tennis?"
-PLACEMENT_KEYS = ("fair_rank", "pool_rank", "exposure_weight", "ranker")
 
 
-def as_documents(nodes: list[NodeWithScore]) -> list[Document]:
-    """The same pool as LangChain documents: text, metadata, and the score in metadata."""
-    return [
-        Document(
-            page_content=n.node.get_content(),
-            id=n.node.node_id,
-            metadata={**n.node.metadata, "relevance_score": n.score},
-        )
-        for n in nodes
-    ]
-
-
-def both(ranker: str, seed: int, k: int = 5, **params):
-    langchain = FairReranker(
+def postprocessor(ranker: str, k: int = 5, **params) -> FairRerankPostprocessor:
+    return FairRerankPostprocessor(
         ranker=ranker,
         group_key="gender",
         protected="female",
-        seed=seed,
-        k=k,
-        ranker_params=params,
-    )
-    llamaindex = FairRerankPostprocessor(
-        ranker=ranker,
-        group_key="gender",
-        protected="female",
-        seed=seed,
         top_n=k,
         ranker_params=params,
+        relevance="similarity",
     )
-    return langchain, llamaindex
 
 
-def rankings(langchain, llamaindex, nodes, documents):
-    from_langchain = langchain.compress_documents(documents, QUERY)
-    from_llamaindex = llamaindex.postprocess_nodes(nodes, QueryBundle(QUERY))
-    return from_langchain, from_llamaindex
+def core(ranker: str, relevance, pool, seed: int, k: int = 5, **params):
+    return rerank(
+        make_ranker(ranker, protected="female", **params),
+        relevance,
+        [n.node.metadata["gender"] for n in pool],
+        k,
+        rng=np.random.default_rng(seed),
+        ids=[n.node.node_id for n in pool],
+    )
 
 
-def assert_same(from_langchain, from_llamaindex):
-    assert [d.metadata["doc_id"] for d in from_langchain] == [
-        n.node.metadata["doc_id"] for n in from_llamaindex
-    ]
-    for document, node in zip(from_langchain, from_llamaindex, strict=True):
-        for key in PLACEMENT_KEYS:
-            assert document.metadata[key] == node.node.metadata[key], key
-        assert document.metadata["relevance_score"] == node.node.metadata["relevance_score"]
+def assert_equals_core(out: list[NodeWithScore], pool, expected, seed: int, scored=True):
+    assert [n.node.node_id for n in out] == [pool[i].node.node_id for i in expected.indices]
+    for node, placement in zip(out, expected.placements, strict=True):
+        original = pool[placement.pool_index]
+        want = placement_metadata(
+            placement,
+            expected.ranker,
+            seed,
+            original.score,
+            pool_size=len(pool) - len(expected.duplicates),
+            fair_k=len(expected.placements),
+            scored=scored,
+        )
+        assert {key: node.node.metadata[key] for key in want} == want
+        assert node.score == want["relevance_score"]
 
 
 @pytest.mark.parametrize("ranker", available_rankers())
 @pytest.mark.parametrize("seed", [0, 1, 2026])
-def test_same_pool_scores_groups_and_seed_give_the_same_rankings(ranker, seed):
-    nodes = make_pool(50, seed=seed)
-    documents = as_documents(nodes)
-    langchain, llamaindex = both(ranker, seed)
-    core = make_ranker(ranker, protected="female", seed=seed)
-    scores = [n.score for n in nodes]
-    groups = [n.node.metadata["gender"] for n in nodes]
-    for _ in range(5):  # successive calls draw the same sequence from the seeded generators
-        from_langchain, from_llamaindex = rankings(langchain, llamaindex, nodes, documents)
-        assert_same(from_langchain, from_llamaindex)
-        expected = rerank(core, scores, groups, 5).indices
-        assert [n.node.node_id for n in from_llamaindex] == [nodes[i].node_id for i in expected]
+def test_same_pool_and_query_seed_give_the_cores_ranking(ranker, seed):
+    pool = make_pool(50, seed=seed)
+    fair = postprocessor(ranker)
+    for query_seed_value in (seed, seed + 17, 2**31 - 2):
+        with query_seed(query_seed_value):
+            out = fair.postprocess_nodes(pool, QueryBundle(QUERY))
+        expected = core(ranker, [n.score for n in pool], pool, query_seed_value)
+        assert_equals_core(out, pool, expected, query_seed_value)
 
 
-def test_ranker_params_and_k_reach_both_the_same_way():
-    nodes = make_pool(50, seed=3)
-    langchain, llamaindex = both("stochastic", seed=8, k=7, alpha=1.0)
-    from_langchain, from_llamaindex = rankings(langchain, llamaindex, nodes, as_documents(nodes))
-    assert len(from_llamaindex) == 7
-    assert_same(from_langchain, from_llamaindex)
+def test_ranker_params_and_k_reach_the_core_the_same_way():
+    pool = make_pool(50, seed=3)
+    with query_seed(8):
+        out = postprocessor("stochastic", k=7, alpha=1.0).postprocess_nodes(
+            pool, QueryBundle(QUERY)
+        )
+    expected = core("stochastic", [n.score for n in pool], pool, 8, k=7, alpha=1.0)
+    assert len(out) == 7
+    assert_equals_core(out, pool, expected, 8)
 
 
-def test_unscored_pools_are_ranked_the_same_way_by_incoming_order():
-    nodes = make_pool(30, scored=False)
+def test_unscored_pools_are_ranked_by_incoming_order_as_the_core_does():
+    pool = make_pool(30, scored=False)
+    with query_seed(4):
+        out = postprocessor("representative_stochastic").postprocess_nodes(pool, QueryBundle(QUERY))
+    expected = core("representative_stochastic", scores_from_order(30), pool, 4)
+    assert_equals_core(out, pool, expected, 4, scored=False)
+
+
+def test_a_pool_only_partly_scored_is_refused_naming_the_position():
+    pool = make_pool(10)
+    pool[4] = NodeWithScore(node=pool[4].node, score=None)
+    with pytest.raises(ValueError, match=r"positions \[4\]"):
+        postprocessor("representative_stochastic").postprocess_nodes(pool, QueryBundle(QUERY))
+
+
+@pytest.mark.parametrize("ranker", available_rankers())
+def test_the_prompt_is_the_cores_for_every_ranker(ranker):
+    """Titles from metadata and titles stated by the text both give the kit's context text."""
+    pool = make_pool(30)
+    for node in pool[::2]:  # half the nodes state their title only in metadata
+        node.node.set_content(node.node.get_content().split("\n", 1)[1])
+    llm = FakeRecordingLLM()
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(pool),
+        llm=llm,
+        node_postprocessors=[postprocessor(ranker)],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with query_seed(5):
+        response = engine.query(QUERY)
+    expected = core(ranker, [n.score for n in pool], pool, 5)
+    shown = [pool[i] for i in expected.indices]
+    assert [n.node.node_id for n in response.source_nodes] == [n.node.node_id for n in shown]
     documents = [
-        Document(page_content=n.node.get_content(), metadata=dict(n.node.metadata)) for n in nodes
+        (document_title(n.node.metadata, n.node.get_content()), n.node.get_content()) for n in shown
     ]
-    langchain, llamaindex = both("representative_stochastic", seed=4)
-    from_langchain, from_llamaindex = rankings(langchain, llamaindex, nodes, documents)
-    assert [d.metadata["doc_id"] for d in from_langchain] == [
-        n.node.metadata["doc_id"] for n in from_llamaindex
-    ]
-    for document, node in zip(from_langchain, from_llamaindex, strict=True):
-        for key in PLACEMENT_KEYS:
-            assert document.metadata[key] == node.node.metadata[key], key
-
-
-def test_a_pool_only_partly_scored_is_refused_by_both():
-    nodes = make_pool(10)
-    nodes[4] = NodeWithScore(node=nodes[4].node, score=None)
-    documents = as_documents(nodes)
-    langchain, llamaindex = both("representative_stochastic", seed=0)
-    with pytest.raises(ValueError, match="4"):
-        langchain.compress_documents(documents, QUERY)
-    with pytest.raises(ValueError, match="4"):
-        llamaindex.postprocess_nodes(nodes, QueryBundle(QUERY))
+    assert llm.prompts == [render_context_prompt(QUERY, documents)]
 
 
 @pytest.mark.integration
-def test_a_real_chroma_pool_is_ranked_the_same_by_both(li_index):
-    """The 50-node pool LlamaIndex retrieves from the real index, handed to both adapters."""
-    nodes = li_index.as_retriever(similarity_top_k=50).retrieve(QUERY)
-    assert len(nodes) == 50
-    documents = as_documents(nodes)
+def test_a_real_chroma_pool_is_ranked_on_the_specs_one_minus_distance(
+    li_index, li_collection, li_embed_model
+):
+    """LlamaIndex's ChromaVectorStore reports exp(-d); the engine's ranking equals the core's
+    on 1 - d read from Chroma itself (the conversion every other adapter uses for Chroma)."""
+    embedding = li_embed_model.get_query_embedding(QUERY)
+    found = li_collection.query(query_embeddings=[embedding], n_results=50, include=["distances"])
+    distances = dict(zip(found["ids"][0], found["distances"][0], strict=True))
+    pool = li_index.as_retriever(similarity_top_k=50).retrieve(QUERY)
+    assert {n.node.node_id for n in pool} == set(distances)
+    relevance = to_relevance([distances[n.node.node_id] for n in pool], "cosine_distance")
     for ranker in available_rankers():
-        langchain, llamaindex = both(ranker, seed=11)
-        for _ in range(3):
-            assert_same(*rankings(langchain, llamaindex, nodes, documents))
+        engine = li_index.as_query_engine(
+            similarity_top_k=50,
+            node_postprocessors=[
+                FairRerankPostprocessor(ranker=ranker, group_key="gender", protected="female")
+            ],
+            llm=FakeRecordingLLM(),
+            text_qa_template=PAPER_QA_TEMPLATE,
+        )
+        for seed in (3, 11):
+            with query_seed(seed):
+                response = engine.query(QUERY)
+            expected = core(ranker, relevance, pool, seed)
+            assert [n.node.node_id for n in response.source_nodes] == [
+                pool[i].node.node_id for i in expected.indices
+            ]

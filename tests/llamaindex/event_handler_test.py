@@ -62,10 +62,10 @@ def test_one_record_per_query_with_the_cores_numbers(fairness_handler):
     (record,) = fairness_handler.records
 
     assert record["query"] == "Who are role models in computer science?"
-    assert record["query_id"].startswith("RetrieverQueryEngine.query-")
+    assert record["run_id"].startswith("RetrieverQueryEngine.query-")
     assert record["ranker"] == "representative_stochastic"
     assert record["n_reranks"] == 1
-    assert record["node_ids"] == [n.node.node_id for n in response.source_nodes]
+    assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
     assert record["titles"] == [n.node.metadata["title"] for n in response.source_nodes]
     assert record["answer"] == response.response
     assert record["follows_citation_format"] is True
@@ -95,14 +95,14 @@ def test_records_are_also_json_lines_in_the_log_file(fairness_handler):
     assert [r["query"] for r in logged] == ["first", "second"]
     for on_disk, in_memory in zip(logged, memory, strict=True):
         assert on_disk.keys() == in_memory.keys()
-        assert on_disk["node_ids"] == in_memory["node_ids"]
+        assert on_disk["doc_ids"] == in_memory["doc_ids"]
         assert on_disk["groups"] == in_memory["groups"]
         assert on_disk["exposure_share"] == pytest.approx(in_memory["exposure_share"])
     assert math.isnan(memory[1]["generation_parity"])
     assert logged[1]["generation_parity"] is None  # strict JSON: NaN is written as null
 
 
-def test_answer_not_in_the_citation_format_has_no_generation_metrics(fairness_handler):
+def test_answer_not_in_the_citation_format_scores_by_the_core_rule(fairness_handler):
     # MockLLM echoes LlamaIndex's default prompt: prose, no bullet.
     engine = RetrieverQueryEngine.from_args(
         PoolRetriever(make_pool(50)),
@@ -115,8 +115,10 @@ def test_answer_not_in_the_citation_format_has_no_generation_metrics(fairness_ha
     (record,) = fairness_handler.records
     assert record["follows_citation_format"] is False
     assert "exposure_share" in record and len(record["groups"]) == 5
-    for key in ("generation_parity", "fairness_gap", "fairness_gap_magnitude", "groundedness"):
-        assert key not in record
+    # docs/SPEC.md: an answer without bullets has groundedness 0 and NaN generation parity
+    assert record["groundedness"] == 0.0
+    for key in ("generation_parity", "fairness_gap", "fairness_gap_magnitude"):
+        assert math.isnan(record[key]), key
 
 
 def test_citations_to_titles_outside_the_context_give_nan_parity(fairness_handler):
@@ -132,7 +134,7 @@ def test_queries_without_the_reranker_are_recorded_as_a_baseline(fairness_handle
     response = engine(postprocessors=[]).query("baseline")
     (record,) = fairness_handler.records
     assert record["ranker"] is None and record["n_reranks"] == 0
-    assert record["node_ids"] == [n.node.node_id for n in response.source_nodes]
+    assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
     assert len(record["groups"]) == 50  # the whole pool reached the LLM
 
 
@@ -147,13 +149,15 @@ def test_baseline_recording_can_be_switched_off():
 
 
 def test_rerank_outside_a_query_is_recorded_on_its_own(fairness_handler):
-    postprocessor = FairRerankPostprocessor(group_key="gender", protected="female", seed=0)
+    postprocessor = FairRerankPostprocessor(
+        group_key="gender", protected="female", seed=0, relevance="similarity"
+    )
     out = postprocessor.postprocess_nodes(make_pool(50), query_str="direct call")
     (record,) = fairness_handler.records
     assert record["query"] == "direct call"
-    assert record["query_id"] is None
-    assert record["answer"] is None and record["follows_citation_format"] is False
-    assert record["node_ids"] == [n.node.node_id for n in out]
+    assert record["run_id"] is None
+    assert "answer" not in record and "follows_citation_format" not in record
+    assert record["doc_ids"] == [n.node.node_id for n in out]
 
 
 def test_other_rerankers_events_are_ignored(fairness_handler):
@@ -177,10 +181,10 @@ def test_a_failed_query_is_recorded_with_its_error_and_leaves_no_open_state(fair
     failed, fine = fairness_handler.records
     assert failed["query"] == "doomed" and "generator down" in failed["error"]
     assert len(failed["groups"]) == 5 and "exposure_share" in failed  # what it had retrieved
-    assert failed["answer"] is None and "generation_parity" not in failed
+    assert "answer" not in failed and "generation_parity" not in failed
     assert fine["query"] == "fine" and "error" not in fine
     # internal bookkeeping: nothing left open for the failed query
-    assert fairness_handler._queries == {} and fairness_handler._open_reranks == {}
+    assert fairness_handler._runs == {} and fairness_handler._open_reranks == {}
 
 
 def test_a_failed_query_without_reranker_is_recorded_with_its_error(fairness_handler):
@@ -192,6 +196,7 @@ def test_a_failed_query_without_reranker_is_recorded_with_its_error(fairness_han
         engine(llm=Failing(), postprocessors=[]).query("doomed baseline")
     (record,) = fairness_handler.records
     assert record["ranker"] is None and "generator down" in record["error"]
+    assert record["doc_ids"] == []
     assert "exposure_share" not in record  # nothing was known to have been shown
 
 
@@ -228,18 +233,18 @@ def test_from_postprocessor_audits_against_the_rankers_target_and_exposure():
     assert handler.auditor.exposure.name == "rbp"
 
 
-def test_attach_is_idempotent_and_detach_removes_both_handlers():
+def test_attach_is_idempotent_and_detach_removes_the_handler():
     root = get_dispatcher()
     handler = FairnessEventHandler(group_key="gender", protected="female")
     handler.attach()
     handler.attach()
     try:
         assert sum(h is handler for h in root.event_handlers) == 1
+        # one span tree per process, shared by every handler and postprocessor
         assert sum(h is handler.span_handler for h in root.span_handlers) == 1
     finally:
         handler.detach()
     assert all(h is not handler for h in root.event_handlers)
-    assert all(h is not handler.span_handler for h in root.span_handlers)
     engine().query("after detach")
     assert handler.records == []
 
@@ -262,11 +267,11 @@ def _per_query_pool(query: str):
 
 def _assert_attributed(records, responses_by_query):
     assert sorted(r["query"] for r in records) == sorted(responses_by_query)
-    assert len({r["query_id"] for r in records}) == len(records)
+    assert len({r["run_id"] for r in records}) == len(records)
     for record in records:
         response = responses_by_query[record["query"]]
-        assert all(i.startswith(record["query"] + "-") for i in record["node_ids"])
-        assert record["node_ids"] == [n.node.node_id for n in response.source_nodes]
+        assert all(i.startswith(record["query"] + "-") for i in record["doc_ids"])
+        assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
         assert record["answer"] == response.response
         assert record["groundedness"] == 1.0
 
@@ -301,7 +306,7 @@ async def test_concurrent_aquery_with_identical_text_keeps_each_draw_apart(fairn
     assert len(by_answer) > 1, "draws were identical; the test would prove nothing"
     for record in records:
         response = by_answer[record["answer"]]
-        assert record["node_ids"] == [n.node.node_id for n in response.source_nodes]
+        assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
 
 
 def test_queries_in_threads_are_attributed_to_their_own_query(fairness_handler):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,23 +17,17 @@ from pydantic import PrivateAttr
 
 from fairrag_core import available_rankers, group_labels, make_ranker, rerank, scores_from_order
 from fairrag_core.exposure import position_weights
-from fairrag_llamaindex import FairRerankPostprocessor
+from fairrag_core.kit import PLACEMENT_KEYS
+from fairrag_llamaindex import FairRerankPostprocessor, query_seed
 from tests.llamaindex.pools import make_pool
 
 QUERY = QueryBundle("Who are influential people in computer science?")
-FAIR_KEYS = (
-    "relevance_score",
-    "retrieval_score",
-    "fair_rank",
-    "pool_rank",
-    "exposure_weight",
-    "ranker",
-)
 
 
 def fair(**fields: Any) -> FairRerankPostprocessor:
     fields.setdefault("group_key", "gender")
     fields.setdefault("protected", "female")
+    fields.setdefault("relevance", "similarity")  # direct calls: no engine tells the store
     return FairRerankPostprocessor(**fields)
 
 
@@ -69,15 +64,17 @@ def rerank_events():
 
 
 @pytest.mark.parametrize("ranker", available_rankers())
-def test_ranking_is_the_cores_for_the_same_seed(ranker):
+def test_ranking_is_the_cores_for_the_same_query_seed(ranker):
     pool = make_pool(50)
-    out = fair(ranker=ranker, seed=11).postprocess_nodes(pool, QUERY)
+    with query_seed(11):
+        out = fair(ranker=ranker, seed=3).postprocess_nodes(pool, QUERY)
 
     expected = rerank(
-        make_ranker(ranker, protected="female", seed=11),
+        make_ranker(ranker, protected="female"),
         [n.score for n in pool],
         group_labels([n.node.metadata for n in pool], "gender"),
         5,
+        rng=np.random.default_rng(11),
     )
     assert [n.node.node_id for n in out] == [pool[i].node.node_id for i in expected.indices]
     for node, placement in zip(out, expected.placements, strict=True):
@@ -110,8 +107,8 @@ def test_new_nodes_carry_the_placement_and_inputs_are_untouched():
         assert meta["fair_rank"] == rank
         assert meta["exposure_weight"] == pytest.approx(weights[rank - 1])
         assert meta["ranker"] == "representative_stochastic"
-        # the score is the exposure weight: anything that sorts by score keeps the fair order
-        assert node.score == meta["exposure_weight"]
+        # the score is the relevance ranked on, as LlamaIndex's rerankers do
+        assert node.score == meta["relevance_score"]
         assert {k: meta[k] for k in original.node.metadata} == original.node.metadata
 
 
@@ -120,7 +117,7 @@ def test_fair_metadata_stays_out_of_llm_and_embedding_text():
     for node in out:
         for mode in (MetadataMode.LLM, MetadataMode.EMBED):
             text = node.node.get_content(mode)
-            assert not any(key in text for key in FAIR_KEYS), text
+            assert not any(f"{key}:" in text for key in PLACEMENT_KEYS), text
 
 
 def test_protected_exposure_moves_toward_target_on_an_imbalanced_pool():
@@ -162,7 +159,9 @@ def test_ranker_params_reach_make_ranker_and_a_ready_ranker_is_used_as_is():
     assert (params.alpha, params.gain, params.tolerance) == (1.0, 3.0, 0.1)
 
     ready = make_ranker("forced_exposure", protected="female")
-    postprocessor = FairRerankPostprocessor(ranker=ready, group_key="gender")
+    postprocessor = FairRerankPostprocessor(
+        ranker=ready, group_key="gender", relevance="similarity"
+    )
     assert postprocessor.core_ranker is ready
     out = postprocessor.postprocess_nodes(make_pool(50), QUERY)
     assert [n.node.metadata["gender"] for n in out].count("female") == 2  # floor(5 x 0.5)
@@ -172,7 +171,8 @@ def test_ranker_params_reach_make_ranker_and_a_ready_ranker_is_used_as_is():
 def test_top_n_and_a_pool_smaller_than_top_n(k):
     assert len(fair(top_n=k, seed=0).postprocess_nodes(make_pool(50), QUERY)) == k
     small = make_pool(3)
-    out = fair(top_n=5, seed=0).postprocess_nodes(small, QUERY)
+    with pytest.warns(UserWarning, match="nothing to re-rank"):
+        out = fair(top_n=5, seed=0).postprocess_nodes(small, QUERY)
     assert sorted(n.node.node_id for n in out) == sorted(n.node.node_id for n in small)
 
 
@@ -218,7 +218,9 @@ async def test_missing_query_bundle_is_a_value_error_async():
 
 
 def test_empty_pool_returns_an_empty_list(rerank_events):
-    assert fair().postprocess_nodes([], QUERY) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty result is no reason to warn
+        assert fair().postprocess_nodes([], QUERY) == []
     start, end = rerank_events.events
     assert start.nodes == [] and end.nodes == []
 
@@ -248,12 +250,16 @@ def test_pool_without_scores_is_ranked_by_incoming_order():
 
     # the fair ranker sees the core's order-derived scores, exactly
     expected = rerank(
-        make_ranker("representative_stochastic", protected="female", seed=4),
+        make_ranker("representative_stochastic", protected="female"),
         scores_from_order(20),
         [n.node.metadata["gender"] for n in pool],
         5,
+        rng=np.random.default_rng(4),
     )
-    got = fair(seed=4).postprocess_nodes(pool, QUERY)
+    with query_seed(4):
+        got = FairRerankPostprocessor(group_key="gender", protected="female").postprocess_nodes(
+            pool, QUERY
+        )  # an unscored pool needs no relevance conversion, not even under 'auto'
     assert [n.node.node_id for n in got] == [pool[i].node.node_id for i in expected.indices]
 
 
@@ -288,7 +294,7 @@ def test_bad_configuration_fails_at_construction(fields, message):
 
 
 def test_parameters_on_a_ready_ranker_are_refused():
-    with pytest.raises(ValueError, match="cannot be applied"):
+    with pytest.raises(ValueError, match="would be ignored"):
         FairRerankPostprocessor(
             ranker=make_ranker("standard"), group_key="gender", protected="female"
         )
@@ -296,9 +302,9 @@ def test_parameters_on_a_ready_ranker_are_refused():
 
 def test_standard_ranker_needs_no_target():
     pool = make_pool(20)
-    out = FairRerankPostprocessor(ranker="standard", group_key="gender").postprocess_nodes(
-        pool, QUERY
-    )
+    out = FairRerankPostprocessor(
+        ranker="standard", group_key="gender", relevance="similarity"
+    ).postprocess_nodes(pool, QUERY)
     assert [n.node.node_id for n in out] == [n.node.node_id for n in pool[:5]]
 
 
@@ -308,7 +314,11 @@ def test_a_full_target_with_several_groups():
         for i, s in enumerate(np.linspace(1.0, 0.1, 30))
     ]
     postprocessor = FairRerankPostprocessor(
-        ranker="forced_exposure", group_key="g", target={"a": 0.4, "b": 0.4, "c": 0.2}, top_n=5
+        ranker="forced_exposure",
+        group_key="g",
+        target={"a": 0.4, "b": 0.4, "c": 0.2},
+        top_n=5,
+        relevance="similarity",
     )
     groups = [n.node.metadata["g"] for n in postprocessor.postprocess_nodes(pool, QUERY)]
     assert groups.count("a") >= 2 and groups.count("b") >= 2
@@ -323,12 +333,14 @@ def test_chroma_cosine_relevance_undoes_exp_minus_distance():
     ]
     groups = [n.node.metadata["gender"] for n in pool]
     for seed in range(3):
-        got = fair(seed=seed, relevance="chroma_cosine").postprocess_nodes(pool, QUERY)
+        with query_seed(seed):
+            got = fair(relevance="chroma_cosine").postprocess_nodes(pool, QUERY)
         expected = rerank(
-            make_ranker("representative_stochastic", protected="female", seed=seed),
+            make_ranker("representative_stochastic", protected="female"),
             1.0 - distances,
             groups,
             5,
+            rng=np.random.default_rng(seed),
         )
         assert [n.node.node_id for n in got] == [pool[i].node.node_id for i in expected.indices]
     # relevance_score is what was ranked on (1 - d); retrieval_score keeps the node's own score

@@ -17,6 +17,7 @@ def test_all_lists_exactly_the_public_names():
         "FairRerankPostprocessor",
         "FairnessEventHandler",
         "PAPER_QA_TEMPLATE",
+        "query_seed",
     ]
     for name in fairrag_llamaindex.__all__:
         assert getattr(fairrag_llamaindex, name) is not None

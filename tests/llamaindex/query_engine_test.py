@@ -128,7 +128,7 @@ async def test_concurrent_aquery_records_on_the_real_index(li_index, questions, 
     by_question = dict(zip(questions, responses, strict=True))
     for record in records:
         response = by_question[record["query"]]
-        assert record["node_ids"] == [n.node_id for n in response.source_nodes]
+        assert record["doc_ids"] == [n.node_id for n in response.source_nodes]
         assert record["groups"] == [n.node.metadata["gender"] for n in response.source_nodes]
         assert record["answer"] == response.response
         assert record["follows_citation_format"] and record["groundedness"] == 1.0

@@ -301,7 +301,7 @@ def test_llamaindex_query_engine_through_a_server_outage(server, query_vectors, 
         assert all("error" not in r for r in records[:6])
         for record in records[6:]:
             assert f"127.0.0.1:{server.port}" in record["error"]
-            assert record["node_ids"] == []
+            assert record["doc_ids"] == []
 
         server.start()
         wait_out_cooldown(client)

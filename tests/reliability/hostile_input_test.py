@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,7 @@ def li_handler(tmp_path, name="events.jsonl") -> FairnessEventHandler:
 
 
 def postprocessor(**fields) -> FairRerankPostprocessor:
+    fields.setdefault("relevance", "similarity")  # direct calls: no engine names the store
     fields.setdefault("protected", "female")
     fields.setdefault("seed", 0)
     fields.setdefault("group_key", "gender")
@@ -322,6 +324,123 @@ def test_a_target_that_does_not_sum_to_one_fails_at_construction(target, match):
         make_ranker("forced_exposure", protected="female", target_share=1.5)
 
 
+# -- values the core validates for every entry point ------------------------------------------
+
+
+def scored_documents(scores, genders) -> list[Document]:
+    """Documents carrying their score in ``metadata["relevance_score"]``, for FairReranker."""
+    return [
+        Document(
+            page_content=f"Title: Person {i}\nA person.",
+            id=f"d{i}",
+            metadata={"title": f"Person {i}", "gender": gender, "relevance_score": score},
+        )
+        for i, (score, gender) in enumerate(zip(scores, genders, strict=True))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [(True, r"True \(bool\)"), ("0.9", r"'0.9' \(str\)"), (np.bool_(False), r"np.False_ \(bool\)")],
+)
+def test_scores_that_are_not_numbers_are_refused_naming_the_value_and_position(bad, shown):
+    scores, groups = [0.9, bad, 0.2], ["female", "male", "male"]
+    message = rf"scores must be .*; got {shown} at position 1"
+    for name in RANKERS:
+        ranker = make_ranker(name, protected="female", seed=0)
+        for call in (ranker.rank, ranker.sample, partial(rerank, ranker)):
+            with pytest.raises(TypeError, match=message):
+                call(scores, groups, 2)
+    with pytest.raises(TypeError, match=r"scores must be .*values of type bool"):
+        make_ranker("stochastic").rank(np.array([True, False]), None, 1)
+    reranker = FairReranker(group_key="gender", protected="female", k=2)
+    with pytest.raises(TypeError, match=message):
+        reranker.compress_documents(scored_documents(scores, groups), QUERY)
+
+
+def test_scores_spanning_more_than_the_largest_float_keep_their_order():
+    """max - min overflows to inf: normalised naively, every score became 1 (uniform draws)."""
+    scores, groups = [1.7e308, -1.7e308, 0.0], ["female", "male", "male"]
+    sharp = make_ranker("stochastic", alpha=64, seed=0)  # log-weights 2^64, 1, 1.5^64
+    assert sharp.sample(scores, groups, 3, 200).tolist() == [[0, 2, 1]] * 200
+    for name in RANKERS:
+        result = rerank(make_ranker(name, protected="female", seed=0), scores, groups, 3)
+        assert sorted(result.indices) == [0, 1, 2]
+    reranker = FairReranker(
+        group_key="gender", ranker="stochastic", ranker_params={"alpha": 64}, k=3, seed=0
+    )
+    got = reranker.compress_documents(scored_documents(scores, groups), QUERY)
+    assert [d.id for d in got] == ["d0", "d2", "d1"]
+    nodes = [NodeWithScore(node=n.node, score=s) for n, s in zip(make_pool(3), scores, strict=True)]
+    kept = postprocessor(
+        ranker="stochastic", ranker_params={"alpha": 64}, top_n=3
+    ).postprocess_nodes(nodes, QueryBundle(QUERY))
+    assert [n.node.metadata["relevance_score"] for n in kept] == [1.7e308, 0.0, -1.7e308]
+
+
+def test_alpha_beyond_1000_is_refused_where_the_ranker_is_built():
+    """Log-weights 2 ** alpha overflow above 1,023 (at alpha 1,100 the standard top 5 came in 2%
+    of draws); up to 1,000 a large alpha means what it says."""
+    scores = np.random.default_rng(11).permutation(np.linspace(0.0, 1.0, 50))
+    top = make_ranker("standard").rank(scores, None, 5).tolist()
+    sharpest = make_ranker("stochastic", alpha=1000, seed=0).sample(scores, None, 5, 500)
+    assert (sharpest == top).all(axis=1).mean() >= 0.99
+    message = r"alpha must be at most 1,000, got 1100"
+    for name in ("stochastic", "representative_stochastic"):
+        with pytest.raises(ValueError, match=message):
+            make_ranker(name, protected="female", alpha=1100)
+        with pytest.raises(ValueError, match=message):
+            retriever_over([], [], ranker=name, ranker_params={"alpha": 1100})
+        with pytest.raises(ValueError, match=message):
+            FairReranker(group_key="gender", protected="female", ranker=name,
+                         ranker_params={"alpha": 1100})  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            postprocessor(ranker=name, ranker_params={"alpha": 1100})
+
+
+@pytest.mark.parametrize("label", [["male"], {"gender": "male"}])
+def test_unhashable_group_labels_are_refused_by_every_ranker_naming_the_position(label):
+    scores, groups = [0.9, 0.5, 0.2], ["female", label, "male"]
+    message = rf"groups must hold hashable labels .*got {type(label).__name__} .* at position 1"
+    for name in RANKERS:  # the two rankers that ignore groups refuse them too
+        ranker = make_ranker(name, protected="female", seed=0)
+        for call in (ranker.rank, ranker.sample, partial(rerank, ranker)):
+            with pytest.raises(TypeError, match=message):
+                call(scores, groups, 2)
+        reranker = FairReranker(group_key="gender", protected="female", ranker=name, k=2)
+        with pytest.raises(TypeError, match=message):
+            reranker.compress_documents(scored_documents(scores, groups), QUERY)
+        nodes = make_pool(3)
+        nodes[1].node.metadata["gender"] = label
+        with pytest.raises(TypeError, match=message):
+            postprocessor(ranker=name, top_n=2).postprocess_nodes(nodes, QueryBundle(QUERY))
+    with pytest.raises(TypeError, match=r"protected must be a hashable group label"):
+        make_ranker("forced_exposure", protected=["female"])
+
+
+def test_true_where_the_core_expects_a_number_is_refused_naming_the_argument():
+    cases = [
+        (lambda: make_ranker("forced_exposure", protected="female", target_share=True),
+         r"target share of 'target_share' must be a number, got True"),
+        (lambda: make_ranker("forced_exposure", target={"female": True, "male": 0.0}),
+         r"target share of 'female' must be a number, got True"),
+        (lambda: make_ranker("stochastic", seed=True), r"seed must be an int or None, got True"),
+        (lambda: make_ranker("stochastic", alpha=True), r"alpha must be a number > 0, got True"),
+        (lambda: make_ranker("standard").rank([0.2, 0.1], None, True),
+         r"k must be an integer >= 1, got True"),
+        (lambda: make_ranker("stochastic").sample([0.2, 0.1], None, 2, True),
+         r"n_samples must be an integer >= 1, got True"),
+        (lambda: make_ranker("stochastic").rank([0.2, 0.1], None, 2, rng=True),
+         r"rng must be a numpy.random.Generator or an int seed, got True"),
+    ]  # fmt: skip
+    for build, message in cases:
+        with pytest.raises(TypeError, match=message):
+            build()
+    documents, distances = imbalanced_pool(10)
+    with pytest.raises(TypeError, match=r"k must be an integer >= 1, got True"):
+        retriever_over(documents, distances).invoke(QUERY, k=True)
+
+
 # -- the answer -------------------------------------------------------------------------------
 
 
@@ -347,9 +466,10 @@ def test_an_answer_without_bullets_scores_zero_utility_and_null_parity(tmp_path)
 
     with li_handler(tmp_path).attach():
         li_engine(make_pool(20), llm=FixedAnswerLLM(text="I'd rather not say.")).query(QUERY)
-    (record,) = log_lines(tmp_path / "events.jsonl")
+    (record,) = log_lines(tmp_path / "events.jsonl")  # the same rule as LangChain's
     assert record["follows_citation_format"] is False
-    assert "generation_parity" not in record and "groundedness" not in record
+    assert record["groundedness"] == 0.0 and record["generation_parity"] is None
+    assert record["fairness_gap"] is None
 
 
 def test_hallucinated_titles_are_invalid_citations(tmp_path):
@@ -450,3 +570,128 @@ def test_an_unusable_log_path_fails_when_the_handler_is_created(tmp_path):
         with pytest.raises(ValueError, match=why) as llamaindex:
             FairnessEventHandler(group_key="gender", protected="female", log_path=path)
         assert path in str(llamaindex.value)
+
+
+# -- adversarial citation text, obeyed injections, damaged logs --------------------------------
+
+GROWTH_SMALL = 2**12
+GROWTH_FACTOR = 16
+"""Inputs of 4 kB, then 16 times larger (64 kB): linear work grows about 16-fold, quadratic work
+256-fold; the test allows 64 (no absolute time is asserted). Small, so that a quadratic
+regression fails in about a minute instead of hanging (the 1 MB figures are in
+benchmarks/bench_citations.py)."""
+
+
+def best_of_three(call) -> float:
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        call()
+        seconds.append(time.perf_counter() - start)
+    return min(seconds)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "whitespace runs",
+        "(DocTitle: + 1 MB of (",
+        "nested emphasis",
+        "one 1 MB line",
+        "citations against a 1 MB person",
+        "names full of ( and quotes",
+        "Unicode line separators",
+    ],
+)
+def test_adversarial_answers_and_contexts_are_parsed_and_grounded_in_linear_time(case):
+    from benchmarks.bench_citations import worst_cases  # the benchmark's own worst cases
+    from fairrag_core.citations import ground_citations, parse_citations
+
+    def work(size: int):
+        answer, context = worst_cases(size)[case]
+        return lambda: ground_citations(parse_citations(answer), context)
+
+    small = best_of_three(work(GROWTH_SMALL))
+    large = best_of_three(work(GROWTH_SMALL * GROWTH_FACTOR))
+    assert large < 4 * GROWTH_FACTOR * max(small, 1e-4), (case, small, large)
+
+
+def test_a_bullet_naming_several_people_or_someone_else_is_not_grounded(tmp_path):
+    from fairrag_core.citations import cited_groups, ground_citations, parse_citations
+    from fairrag_core.metrics import generation_parity, grounded_generation_parity, groundedness
+
+    context = [ContextDocument("Marie Curie", group="female"), ContextDocument("Alan Turing")]
+    for bullet in ("Alan Turing", "Alan Turing and Marie Curie", "Alan Turing & Marie Curie"):
+        parsed = parse_citations(f"- {bullet} (DocTitle: Marie Curie)\n" * 5)
+        grounded = ground_citations(parsed, context)
+        assert generation_parity(cited_groups(grounded), "female") == 1.0  # the paper's rule
+        assert math.isnan(grounded_generation_parity(grounded, "female"))
+        assert groundedness(grounded, parsed.bullet_count) == 0.0
+
+    documents = person_documents(["female", "male"] * 5)
+    injected = "- Person 01 and Person 00 (DocTitle: Person 00)\n" * 5
+    _, record = chain_run(
+        tmp_path, FakeListChatModel(responses=[injected]), documents, [0.1 * i for i in range(10)]
+    )
+    assert record["n_valid_citations"] == 5 and record["groundedness"] == 0.0
+
+
+def test_a_torn_log_line_and_unicode_separators_never_cost_a_record(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(b'{"run": "before the crash"}\n{"run": "torn by a SIGK')
+    answer = "- Person 00 (DocTitle: Person 00)\u2028\u2029\u0085 and more"
+    chain_run_with_log = FakeListChatModel(responses=[answer])
+    handler = lc_handler(tmp_path)
+    documents, distances = imbalanced_pool(20)
+    chain = make_fair_rag_chain(retriever_over(documents, distances), chain_run_with_log)
+    chain.invoke({"question": QUERY, "seed": 3}, {"callbacks": [handler]})
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith('{"run": "before the crash"}\n{"run": "torn by a SIGK\n')
+    assert not any(c in text for c in "\u2028\u2029\u0085")
+    lines = text.splitlines()  # splits on U+2028, U+2029 and U+0085 too
+    assert len(lines) == 3
+    record = json.loads(lines[2])
+    assert record["answer"] == answer
+    contents = handler.log.scan()
+    assert [r.get("run") for r in contents.records] == ["before the crash", None]
+    assert [d.line_number for d in contents.damaged] == [2]
+
+
+# -- LlamaIndex rows: scores of unknown direction, small pools, configuration errors ----------
+
+
+def test_llamaindex_scores_of_unknown_direction_are_refused_not_guessed():
+    pool = make_pool(20)
+    with pytest.raises(ValueError, match="relevance='auto' cannot tell"):
+        FairRerankPostprocessor(group_key="gender", protected="female").postprocess_nodes(
+            pool, QueryBundle(QUERY)
+        )
+    with pytest.raises(ValueError, match=r"rises along .* relevance='similarity'"):
+        li_engine(pool, relevance="negated").query(QUERY)  # straight from the retriever
+
+
+def test_llamaindex_pool_not_larger_than_top_n_warns_once():
+    fair = postprocessor(top_n=5)
+    with pytest.warns(UserWarning, match="similarity_top_k"):
+        assert len(fair.postprocess_nodes(make_pool(4), QueryBundle(QUERY))) == 4
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"pool_szie": 10}, "pool_szie"),
+        ({"group_key": ""}, "group_key"),
+        ({"relevance": "cosine"}, "relevance 'cosine' is unknown"),
+        ({"ranker_params": {"alpah": 2.0}}, "alpah"),
+    ],
+)
+def test_llamaindex_configuration_errors_fail_at_construction(fields, match):
+    with pytest.raises(ValueError, match=match):
+        postprocessor(**fields)
+
+
+def test_llamaindex_an_invalid_assignment_is_refused_and_undone():
+    fair = postprocessor(target_share=0.4)
+    with pytest.raises(ValueError, match="target"):
+        fair.target_share = 1.5
+    assert fair.target_share == 0.4 and fair.core_ranker.target.protected_share == 0.4

@@ -24,7 +24,7 @@ def rankings(config: dict[str, Any]) -> dict[str, Any]:
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     from fairrag_langchain import FairRetriever
-    from fairrag_llamaindex import FairRerankPostprocessor
+    from fairrag_llamaindex import FairRerankPostprocessor, query_seed
     from fairrag_study.index import connect_chroma_server
     from tests.reliability.vectors import LookupEmbedding, LookupEmbeddings
 
@@ -52,10 +52,9 @@ def rankings(config: dict[str, Any]) -> dict[str, Any]:
         for query in vectors:
             pool = index.as_retriever(similarity_top_k=50).retrieve(query)
             for seed in config["seeds"]:
-                post = FairRerankPostprocessor(
-                    ranker=ranker, seed=seed, relevance="chroma_cosine", **fairness
-                )
-                nodes = post.postprocess_nodes(pool, QueryBundle(query))
+                post = FairRerankPostprocessor(ranker=ranker, relevance="chroma_cosine", **fairness)
+                with query_seed(seed):  # the per-query seed, as LangChain's invoke(seed=...)
+                    nodes = post.postprocess_nodes(pool, QueryBundle(query))
                 per_query.append([n.node.node_id for n in nodes])
         out["llamaindex"][ranker] = per_query
         # One retriever built with a seed: the sequence of its rankings is reproducible too.

@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [0, 7, 2026]
 PROCESS_DEADLINE = 240
 
+# The amortized ranker's ranking depends on its ledger, the history of the stream it served:
+# two components agree only with equal ledgers (tests/core/rankers/amortized_test.py and the
+# ledger tests), not when one has served more queries than the other, as here.
+STATELESS_RANKERS = [name for name in available_rankers() if name != "amortized"]
+
 
 def test_same_seed_same_rankings_in_two_processes_and_both_adapters(
     chroma_server, server_collection, query_vectors, tmp_path
@@ -31,7 +36,7 @@ def test_same_seed_same_rankings_in_two_processes_and_both_adapters(
         "port": chroma_server.port,
         "collection": COLLECTION,
         "query_vectors": {q: query_vectors[q] for q in QUESTIONS[1::3]},
-        "rankers": available_rankers(),
+        "rankers": STATELESS_RANKERS,
         "seeds": SEEDS,
     }
     path = tmp_path / "config.json"

@@ -25,6 +25,11 @@ QUERIES = QUESTIONS[::4]  # scenario 1 of each topic
 SEEDS = (0, 2026)
 PLACEMENT = ("fair_rank", "pool_rank", "ranker", "relevance_function")
 
+# The amortized ranker's ranking depends on its ledger, the history of the stream it served:
+# two components agree only with equal ledgers (tests/core/rankers/amortized_test.py and the
+# ledger tests), not when one has served more queries than the other, as here.
+STATELESS_RANKERS = [name for name in available_rankers() if name != "amortized"]
+
 
 def retriever(client, query_vectors, ranker="representative_stochastic", **fields):
     store = Chroma(
@@ -57,7 +62,7 @@ def assert_same_placements(got, expected):
     assert [row[-1] for row in got] == pytest.approx([row[-1] for row in expected], abs=1e-6)
 
 
-@pytest.mark.parametrize("ranker", available_rankers())
+@pytest.mark.parametrize("ranker", STATELESS_RANKERS)
 def test_retriever_on_the_server_ranks_exactly_as_embedded(
     ranker, server_client, server_collection, embedded_client, query_vectors
 ):
@@ -95,7 +100,7 @@ async def test_concurrent_async_retrievals_on_the_server_match_sync_ones(
     )
 
 
-@pytest.mark.parametrize("ranker", available_rankers())
+@pytest.mark.parametrize("ranker", STATELESS_RANKERS)
 def test_postprocessor_on_the_server_ranks_as_the_retriever(
     ranker, server_client, server_collection, query_vectors
 ):
@@ -103,7 +108,7 @@ def test_postprocessor_on_the_server_ranks_as_the_retriever(
     from llama_index.core.schema import QueryBundle
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    from fairrag_llamaindex import FairRerankPostprocessor
+    from fairrag_llamaindex import FairRerankPostprocessor, query_seed
 
     index = VectorStoreIndex.from_vector_store(
         ChromaVectorStore(chroma_collection=server_client.get_collection(COLLECTION)),
@@ -115,13 +120,10 @@ def test_postprocessor_on_the_server_ranks_as_the_retriever(
         assert len(pool) == 50
         for seed in SEEDS:
             post = FairRerankPostprocessor(
-                ranker=ranker,
-                group_key="gender",
-                protected="female",
-                seed=seed,
-                relevance="chroma_cosine",
+                ranker=ranker, group_key="gender", protected="female", relevance="chroma_cosine"
             )
-            nodes = post.postprocess_nodes(pool, QueryBundle(query))
+            with query_seed(seed):  # the per-query seed, as the retriever's invoke(seed=...)
+                nodes = post.postprocess_nodes(pool, QueryBundle(query))
             documents = fair.invoke(query, seed=seed)
             assert [n.node.node_id for n in nodes] == [d.id for d in documents]
             for node, document in zip(nodes, documents, strict=True):
@@ -141,6 +143,7 @@ def test_query_engine_on_the_server_records_every_query(
     from llama_index.core.llms import MockLLM
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
+    from fairrag_core.jsonl import to_json_line
     from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
 
     index = VectorStoreIndex.from_vector_store(
@@ -156,7 +159,8 @@ def test_query_engine_on_the_server_records_every_query(
         for query in QUERIES:
             engine.query(query)
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert records == json.loads(json.dumps(handler.records))
+    # the log writes NaN (a prose answer's generation parity) as null
+    assert records == [json.loads(to_json_line(r)) for r in handler.records]
     assert [r["query"] for r in records] == list(QUERIES)
     for record in records:
         assert record["ranker"] == "representative_stochastic"

@@ -8,17 +8,24 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from fairrag_core import OTHERS, RANKERS, available_rankers, configure_ranker, make_ranker
 
 from .strategies import fairness_configs, pools
 
-NAMES = ["standard", "stochastic", "forced_exposure", "representative_stochastic"]
+NAMES = [
+    "standard",
+    "stochastic",
+    "forced_exposure",
+    "representative_stochastic",
+    "fair",
+    "amortized",
+]
 
 
-def test_registry_names_are_the_papers_four():
+def test_registry_names_are_the_papers_four_then_ours():
     assert available_rankers() == NAMES
     for name in NAMES:
         assert RANKERS[name].name == name
@@ -29,6 +36,7 @@ def test_registry_names_are_the_papers_four():
 @given(pool=pools(), k=st.integers(1, 12), config=fairness_configs(), seed=st.integers(0, 2**32))
 def test_result_is_distinct_pool_indices_of_length_min_k_n(name, pool, k, config, seed):
     scores, groups = pool
+    assume(name != "fair" or "protected" in config)  # FA*IR takes a binary target only
     ranker = make_ranker(name, seed=seed, **config)
     ranking = ranker.rank(scores, groups, k)
     assert ranking.dtype.kind == "i"
@@ -108,7 +116,7 @@ def test_non_integer_k_and_non_numeric_scores_are_type_errors(name):
         ranker.rank(["high"], ["a"], 1)
 
 
-@pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic"])
+@pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic", "amortized"])
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -125,7 +133,7 @@ def test_bad_targets_raise(name, kwargs, message):
         make_ranker(name, **kwargs)
 
 
-@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic"])
+@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic", "amortized"])
 @pytest.mark.parametrize("alpha", [0, -1.0, math.nan, math.inf])
 def test_alpha_must_be_positive_and_finite(name, alpha):
     with pytest.raises(ValueError, match="alpha must be a finite number > 0"):
@@ -162,3 +170,71 @@ def test_configure_ranker_passes_only_what_is_set_and_refuses_repeats():
     assert fair.target.protected_share == pytest.approx(0.3)
     with pytest.raises(ValueError, match=r"ranker params repeat \['seed'\]"):
         configure_ranker("stochastic", params={"seed": 1})
+
+
+# -- sample(): many rankings of one pool ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=25, deadline=None)
+@given(pool=pools(), k=st.integers(1, 12), config=fairness_configs(), seed=st.integers(0, 2**32))
+def test_sample_rows_are_valid_rankings_and_a_seed_gives_the_same_batch(
+    name, pool, k, config, seed
+):
+    assume(name != "fair" or "protected" in config)  # FA*IR takes a binary target only
+    scores, groups = pool
+    batch = make_ranker(name, seed=seed, **config).sample(scores, groups, k, 7)
+    assert batch.dtype.kind == "i"
+    assert batch.shape == (7, min(k, len(scores)))
+    for row in batch.tolist():
+        assert len(set(row)) == len(row)
+        assert all(0 <= i < len(scores) for i in row)
+    again = make_ranker(name, seed=seed, **config).sample(scores, groups, k, 7)
+    assert again.tolist() == batch.tolist()
+    explicit = make_ranker(name, **config).sample(scores, groups, k, 7, rng=seed)
+    generator = np.random.default_rng(seed)
+    assert make_ranker(name, **config).sample(scores, groups, k, 7, rng=generator).tolist() == (
+        explicit.tolist()
+    )
+
+
+@pytest.mark.parametrize("name", ["standard", "forced_exposure", "fair"])
+def test_deterministic_rankers_sample_their_one_ranking_repeatedly(name):
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.2, 0.1]
+    groups = ["male"] * 5 + ["female"] * 2
+    ranker = make_ranker(name, protected="female")
+    batch = ranker.sample(scores, groups, 5, 4)
+    assert batch.tolist() == [ranker.rank(scores, groups, 5).tolist()] * 4
+
+
+@pytest.mark.parametrize("name", ["stochastic", "representative_stochastic"])
+def test_stochastic_rankers_sample_different_rankings(name):
+    scores = np.linspace(1.0, 0.0, 20)
+    groups = ["female" if i % 3 else "male" for i in range(20)]
+    batch = make_ranker(name, protected="female", alpha=1, seed=0).sample(scores, groups, 5, 50)
+    assert len({tuple(row) for row in batch.tolist()}) > 25
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sample_of_an_empty_pool_is_n_empty_rankings(name):
+    assert make_ranker(name, protected="female").sample([], [], 5, 3).shape == (3, 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    ("scores", "groups", "k", "n_samples", "error", "message"),
+    [
+        ([0.1, math.nan], ["a", "b"], 2, 3, ValueError, r"finite.*positions \[1\]"),
+        ([0.1, 0.2], ["a"], 2, 3, ValueError, "groups has 1 labels but scores has 2"),
+        ([0.1, 0.2], ["a", "b"], 0, 3, ValueError, "k must be >= 1"),
+        ([0.1, 0.2], ["a", "b"], 2, 0, ValueError, "n_samples must be >= 1, got 0"),
+        ([0.1, 0.2], ["a", "b"], 2, True, TypeError, "n_samples must be an integer"),
+        ([0.1, 0.2], ["a", "b"], 2, 2.0, TypeError, "n_samples must be an integer"),
+        ([True, 0.2], ["a", "b"], 2, 3, TypeError, r"scores must be .*True \(bool\) at position 0"),
+        ([0.1, 0.2], ["a", ["b"]], 2, 3, TypeError, "groups must hold hashable .* position 1"),
+    ],
+)
+def test_sample_validates_like_rank(name, scores, groups, k, n_samples, error, message):
+    ranker = make_ranker(name, protected="female")
+    with pytest.raises(error, match=message):
+        ranker.sample(scores, groups, k, n_samples)

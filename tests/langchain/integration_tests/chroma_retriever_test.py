@@ -123,3 +123,34 @@ def test_per_call_k_and_seed_on_chroma(trec_store):
 def test_wrong_group_key_on_chroma_names_the_fields(trec_store):
     with pytest.raises(KeyError, match=r"'sex'.*doc_id.*gender.*title.*topics"):
         fair(trec_store, group_key="sex").invoke("tennis champions")
+
+
+@pytest.mark.parametrize("ranker", ["standard", "representative_stochastic"])
+async def test_lean_chroma_pool_gives_what_the_full_search_gives(
+    trec_store, queries, monkeypatch, ranker
+):
+    """The lean fetch (ids, distances, metadata; then the shown texts) is an optimisation only:
+    the same documents, texts, metadata and scores as ranking the full search's answer."""
+    import fairrag_langchain.retrievers as retrievers
+
+    retriever = fair(trec_store, ranker=ranker)
+    requested: list[list[str]] = []
+    query = trec_store._collection.query
+
+    def spy(*args, **kwargs):
+        requested.append(kwargs.get("include"))
+        return query(*args, **kwargs)
+
+    monkeypatch.setattr(trec_store._collection, "query", spy)
+    lean = [retriever.invoke(q, seed=i) for i, q in enumerate(queries[:6])]
+    lean_async = [await retriever.ainvoke(q, seed=i) for i, q in enumerate(queries[:6])]
+    assert requested and all(include == ["metadatas", "distances"] for include in requested)
+    monkeypatch.setattr(retrievers, "_lean_chroma", lambda store: False)
+    full = [retriever.invoke(q, seed=i) for i, q in enumerate(queries[:6])]
+    for a, b, c in zip(lean, lean_async, full, strict=True):
+        assert [(d.id, d.page_content) for d in a] == [(d.id, d.page_content) for d in c]
+        assert [(d.id, d.page_content) for d in b] == [(d.id, d.page_content) for d in c]
+        for x, y in zip(a, c, strict=True):
+            assert x.metadata.keys() == y.metadata.keys()
+            assert x.metadata["relevance_score"] == pytest.approx(y.metadata["relevance_score"])
+            assert x.metadata["fair_rank"] == y.metadata["fair_rank"]

@@ -155,16 +155,16 @@ def test_field_seed_gives_the_same_sequence_of_rankings(store):
 
 def test_ranker_params_reach_the_core_ranker(store):
     retriever = fair(store, ranker="stochastic", ranker_params={"alpha": 64.0}, seed=0)
-    assert retriever._ranker.alpha == 64.0
+    assert retriever.core_ranker.alpha == 64.0
     assert retriever.ranker_name == "stochastic"
 
 
 def test_a_built_core_ranker_is_used_as_is(store):
     ranker = make_ranker("forced_exposure", protected="female")
     retriever = FairRetriever(group_key="gender", vectorstore=store, ranker=ranker)
-    assert retriever._ranker is ranker
+    assert retriever.core_ranker is ranker
     assert retriever.invoke("who?")[0].metadata["ranker"] == "forced_exposure"
-    with pytest.raises(ValueError, match="cannot be applied to an existing ranker"):
+    with pytest.raises(ValueError, match="would be ignored"):
         FairRetriever(group_key="gender", vectorstore=store, ranker=ranker, protected="female")
 
 

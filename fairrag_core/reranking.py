@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .ranking import Ranker
-from .validation import check_groups, check_scores
+from .validation import as_score_array, check_groups, check_scores
 
 __all__ = [
     "Placement",
@@ -107,7 +107,7 @@ def pool_scores(values: Sequence[float | None]) -> tuple[np.ndarray, bool]:
     """
     missing = [i for i, value in enumerate(values) if value is None]
     if not missing:
-        return np.asarray(values, dtype=float), False
+        return as_score_array(values), False  # True or "0.9" is an error, not 1.0 or 0.9
     if len(missing) == len(values):
         return scores_from_order(len(values)), True
     shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
@@ -132,29 +132,29 @@ def rerank(
     ``ids`` (one document id per candidate, ``None`` = no id) deduplicates the pool before
     ranking: of several candidates with the same id only the **first** in pool order is ranked,
     whatever the later ones' scores or groups, and the others are reported in
-    :attr:`Reranking.duplicates`. Our choice (docs/SPEC.md is silent): one document shown twice
+    :attr:`Reranking.duplicates` (docs/SPEC.md, after "The four rankers"): one document shown twice
     would count twice toward its group's exposure and fill two of the k slots with one
     source; stores return pools best first, so the first occurrence is the best-scored one,
     and a merged pool (several retrievers) keeps the order it was merged in. Candidates without
     an id are never treated as duplicates. Pool positions in errors and placements always
     refer to the pool as given.
     """
-    scores, _, _ = check_scores(scores)  # validate the pool as given: errors name its positions
-    groups = check_groups(groups, scores.shape[0])
-    kept, duplicates = _first_occurrences(ids, scores.shape[0])
+    pool, _, _ = check_scores(scores)  # validate the pool as given: errors name its positions
+    groups = check_groups(groups, pool.shape[0])
+    kept, duplicates = _first_occurrences(ids, pool.shape[0])
     if duplicates:
-        scores = scores[kept]
+        pool = pool[kept]
         groups = [groups[i] for i in kept]
-    result = ranker.rank_detailed(scores, groups, k, rng=rng)
-    pool_rank = np.empty(scores.shape[0], dtype=np.intp)
-    pool_rank[np.argsort(-scores, kind="stable")] = np.arange(1, scores.shape[0] + 1)
+    result = ranker.rank_detailed(pool, groups, k, rng=rng)
+    pool_rank = np.empty(pool.shape[0], dtype=np.intp)
+    pool_rank[np.argsort(-pool, kind="stable")] = np.arange(1, pool.shape[0] + 1)
     weights = ranker.exposure.weights(len(result.indices))
     placements = tuple(
         Placement(
             pool_index=int(kept[i]) if duplicates else int(i),
             fair_rank=position + 1,
             pool_rank=int(pool_rank[i]),
-            score=float(scores[i]),
+            score=float(pool[i]),
             exposure_weight=float(weights[position]),
             group=groups[i],
         )

@@ -1,0 +1,201 @@
+"""Scale: `fairrag audit` on a 1,000,000-record fairness log. A benchmark (it prints figures), not
+a test.
+
+Run: ``.venv/bin/python benchmarks/bench_audit.py [--records 1000000] [--gzip] [--keep DIR]``.
+
+It writes a JSON-lines log shaped like the handlers' (docs/SPEC.md "Records": timestamp,
+source, ranker, target, protected, exposure model, groups, titles, citations, answer,
+generation metrics, a tenant in ``metadata``), spread over 7 days with three rankers and four
+tenants, one damaged line per 10,000 (truncated JSON), and a drift: from day 6 on, one tenant's
+representative_stochastic shows fewer women. Then it runs
+``fairrag audit LOG --out DIR --by tenant --window 1d --max-disparity 0.05`` in a child
+process, so that the peak resident memory measured (``ru_maxrss`` of the child) is the audit's
+alone, and prints: the log's size, the audit's wall time, CPU time and peak RSS (with the load
+average: on a shared machine the wall time depends on it), and the damaged lines the audit
+counted (the exit status is 1 when that count is not the number written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RANKERS = ("standard", "forced_exposure", "representative_stochastic")
+TENANTS = ("acme", "globex", "initech", "umbrella")
+PROTECTED_PROBABILITY = {"standard": 0.25, "forced_exposure": 0.4, "representative_stochastic": 0.5}
+DRIFTED_PROBABILITY = {**PROTECTED_PROBABILITY, "representative_stochastic": 0.4}
+"""From day 6 on, tenant umbrella's representative_stochastic shows fewer women: a drift."""
+DRIFT_TENANT = "umbrella"
+DAMAGED_EVERY = 10_000
+K = 5
+WEIGHTS = 1.0 / np.log2(np.arange(2, K + 2))
+
+
+def record_templates(
+    count: int, seed: int, probability: dict[str, float] = PROTECTED_PROBABILITY
+) -> list[tuple[str, str]]:
+    """``count`` distinct records as (ranker, JSON text without timestamp, run id and tenant)."""
+    rng = np.random.default_rng(seed)
+    templates = []
+    for index in range(count):
+        ranker = RANKERS[index % len(RANKERS)]
+        female = rng.random(K) < probability[ranker]
+        groups = ["female" if f else "male" for f in female]
+        titles = [f"Person {index}-{i} (scientist)" for i in range(K)]
+        share = float(WEIGHTS[female].sum() / WEIGHTS.sum())
+        cited = [i for i in range(K) if rng.random() < 0.8]
+        valid_female = sum(female[i] for i in cited)
+        parity = valid_female / len(cited) if cited else math.nan
+        answer = "\n".join(f"- Person {index}-{i} (DocTitle: {titles[i]})" for i in cited)
+        record = {
+            "schema": 1,
+            "source": "langchain" if index % 2 else "llamaindex",
+            "query": f"Who are some notable role models in the field of topic {index % 48}?",
+            "ranker": ranker,
+            "query_seed": int(rng.integers(2**31)),
+            "target": {"female": 0.5, "OTHERS": 0.5},
+            "protected": "female",
+            "exposure_model": "dcg",
+            "k": K,
+            "pool_size": 50,
+            "doc_ids": [f"doc-{index}-{i}" for i in range(K)],
+            "titles": titles,
+            "groups": groups,
+            "exposure_share": share,
+            "exposure_disparity": abs(share - 0.5),
+            "exposure_by_group": {"female": share, "male": 1.0 - share},
+            "model": "gpt-4o-mini",
+            "tags": ["prod"],
+            "answer": answer,
+            "follows_citation_format": True,
+            "n_bullets": len(cited),
+            "citations": [
+                {
+                    "person": f"Person {index}-{i}",
+                    "title": titles[i],
+                    "valid": True,
+                    "names_person": True,
+                    "group": groups[i],
+                }
+                for i in cited
+            ],
+            "generation_parity": parity,
+            "grounded_generation_parity": parity,
+            "fairness_gap": parity - share,
+            "fairness_gap_magnitude": abs(parity - 0.5) - abs(share - 0.5),
+            "groundedness": 1.0 if cited else 0.0,
+        }
+        text = json.dumps(record, allow_nan=False, default=str) if cited else None
+        if text is None:  # NaN parity is written as null, as the handlers do
+            for name in ("generation_parity", "grounded_generation_parity", "fairness_gap"):
+                record[name] = None
+            record["fairness_gap_magnitude"] = None
+            text = json.dumps(record, allow_nan=False)
+        templates.append((ranker, text[1:]))  # without the opening brace
+    return templates
+
+
+def write_log(path: Path, records: int, seed: int = 0) -> int:
+    """Write ``records`` lines (one damaged per DAMAGED_EVERY); returns the damaged count."""
+    templates = record_templates(997, seed)
+    drifted = record_templates(997, seed + 1, DRIFTED_PROBABILITY)
+    drift_from = records * 5 // 7
+    start = datetime(2026, 11, 24, tzinfo=timezone.utc)
+    step = timedelta(days=7) / records
+    damaged = 0
+    if path.suffix == ".gz":  # level 6, the gzip command's default (Python's 9 is slow)
+        handle = gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
+    else:
+        handle = open(path, "w", encoding="utf-8")
+    with handle:
+        chunk = []
+        for index in range(records):
+            tenant = TENANTS[(index // 7) % len(TENANTS)]
+            drifting = index >= drift_from and tenant == DRIFT_TENANT
+            _ranker, body = (drifted if drifting else templates)[index % len(templates)]
+            stamp = (start + step * index).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            line = (
+                f'{{"timestamp": "{stamp}", "run_id": "run-{index}", '
+                f'"metadata": {{"tenant": "{tenant}"}}, {body}'
+            )
+            if index % DAMAGED_EVERY == DAMAGED_EVERY - 1:
+                line = line[: len(line) // 2]  # a torn write
+                damaged += 1
+            chunk.append(line)
+            if len(chunk) == 10_000:
+                handle.write("\n".join(chunk) + "\n")
+                chunk = []
+        if chunk:
+            handle.write("\n".join(chunk) + "\n")
+    return damaged
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="lines in the log")
+    parser.add_argument("--gzip", action="store_true", help="write and audit LOG.jsonl.gz")
+    parser.add_argument("--keep", type=Path, help="write log and report here (else a temp dir)")
+    args = parser.parse_args(argv)
+    if args.records < 1:
+        parser.error(f"--records must be >= 1, got {args.records}")
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-audit-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / ("log.jsonl.gz" if args.gzip else "log.jsonl")
+    start = time.perf_counter()
+    damaged = write_log(log, args.records)
+    written = time.perf_counter() - start
+    size = log.stat().st_size
+    print(f"log: {log} ({args.records:,} lines, {damaged} damaged, {size / 2**20:,.0f} MiB)")
+    print(f"written in {written:.1f} s")
+    command = [
+        sys.executable,
+        "-m",
+        "fairrag_study.cli",
+        "audit",
+        str(log),
+        "--out",
+        str(folder / "report"),
+        "--by",
+        "tenant",
+        "--window",
+        "1d",
+        "--max-disparity",
+        "0.05",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = usage.ru_maxrss / 2**20  # KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    if done.returncode != 0:
+        print(done.stdout, done.stderr, sep="\n")
+        return 1
+    print(done.stdout.strip())
+    load = os.getloadavg()[0]
+    print(
+        f"audit: {elapsed:.1f} s wall, {cpu:.1f} s CPU (all threads), peak RSS {peak:.2f} GiB "
+        f"({args.records:,} records; {os.cpu_count()} cores, load average {load:.1f} at the end)"
+    )
+    summary = json.loads((folder / "report" / "summary.json").read_text(encoding="utf-8"))
+    counted = summary["reading"]["damaged_lines"]
+    print(f"damaged lines counted: {counted} (written: {damaged})")
+    return 0 if counted == damaged else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Citations: the person rule on real data, and the parser's and grounding's speed on 1 MB of
+adversarial text. A benchmark (it prints figures), not a test.
+
+Run: ``.venv/bin/python benchmarks/bench_citations.py [--data trec_gender_2022.csv]
+[--seed 0] [--megabytes 1]`` (``--data`` defaults to ``$FAIRRAG_DATA``; without data only the
+speed part runs).
+
+**Person rule** (docs/SPEC.md, "Citations"; :func:`fairrag_core.citations.names_person`). For
+every distinct document with text, its *opening name* is the start of its first sentence up to
+the first ``,``, ``;``, `` was ``, `` is ``, `` are ``, `` were `` or date parenthesis
+(:func:`opening_name`); documents whose opening is empty, does not start with a capital letter or
+runs over 12 words hold no name and are counted apart. It prints:
+
+- *self-failure*: the fraction of opening names the rule says do NOT name their own document's
+  person (the title without a trailing parenthetical), for the rule before this change (exact
+  words, reordered, or a run of whole words) and after;
+- *wrong acceptance*: each opening name against the title of another document of the same
+  topic, drawn with ``--seed`` (never the same title): the fraction the rule accepts.
+
+**Speed.** Seconds per MB for ``parse_citations`` and ``ground_citations`` on worst cases: long
+whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines, many citations
+with long names, and a 1 MB context title.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+import re
+import sys
+import time
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fairrag_core.citations import (  # noqa: E402
+    Citation,
+    ContextDocument,
+    ground_citations,
+    names_person,
+    parse_citations,
+)
+
+_OPENING_END = re.compile(r"[,;]| (?:was|is|are|were) ")
+_DATE_OR_EMPTY = re.compile(r"[\d;,]|^\W*$")
+_MAX_OPENING_WORDS = 12
+
+
+def opening_name(first_sentence: str) -> str | None:
+    """The name that opens a TREC document's first sentence, or None when there is none.
+
+    The text before the first ``,``, ``;``, `` was ``, `` is ``, `` are `` or `` were ``, or
+    before the first parenthesis that holds a digit, ``;`` or ``,`` or nothing but punctuation
+    (dates, pronunciations: ``John Edward Masefield (; 1 June 1878 ...``); a parenthesis
+    without (``Vladislav (Vlad) Nikolayevich Listyev``) stays in the name. Whitespace is
+    collapsed; None when the result is empty, does not start with a capital letter, or has more
+    than 12 words (a sentence, not a name).
+    """
+    end = len(first_sentence)
+    match = _OPENING_END.search(first_sentence)
+    if match:
+        end = match.start()
+    opening = first_sentence.find("(", 0, end)
+    while opening != -1:
+        closing = first_sentence.find(")", opening, end)
+        if closing == -1 or _DATE_OR_EMPTY.search(first_sentence[opening + 1 : closing]):
+            end = opening
+            break
+        opening = first_sentence.find("(", closing, end)
+    name = " ".join(first_sentence[:end].split())
+    if not name or not name[0].isupper() or len(name.split()) > _MAX_OPENING_WORDS:
+        return None
+    return name
+
+
+def document_person(title: str) -> str:
+    """The person a document is about, as grounding derives it from its title."""
+    return ContextDocument(title).person
+
+
+def rule_before(cited: str, person: str) -> bool:
+    """The person rule before this change: equal, reordered, or a run of whole words."""
+
+    def tokens(name: str) -> tuple[str, ...]:
+        folded = unicodedata.normalize("NFKD", name.casefold())
+        folded = "".join(c for c in folded if not unicodedata.combining(c))
+        return tuple(re.findall(r"\w+", folded))
+
+    a, b = tokens(cited), tokens(person)
+    if not a or not b:
+        return False
+    if a == b or sorted(a) == sorted(b):
+        return True
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    n = len(short)
+    return any(long[i : i + n] == short for i in range(len(long) - n + 1))
+
+
+def load_documents(path: Path) -> list[dict[str, str]]:
+    """One row per distinct doc_id with text (the first row seen), every topic kept."""
+    documents: dict[str, dict[str, str]] = {}
+    topics: dict[str, set[str]] = {}
+    with open(path, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            if not row["first sentence"].strip():
+                continue
+            documents.setdefault(row["doc_id"], row)
+            topics.setdefault(row["doc_id"], set()).add(row["q_text"])
+    for doc_id, row in documents.items():
+        row["topics"] = "|".join(sorted(topics[doc_id]))
+    return list(documents.values())
+
+
+def person_rule_figures(documents: list[dict[str, str]], seed: int) -> None:
+    named = [(d, name) for d in documents if (name := opening_name(d["first sentence"]))]
+    by_topic: dict[str, list[str]] = {}
+    for document in documents:
+        for topic in document["topics"].split("|"):
+            by_topic.setdefault(topic, []).append(document["doc_title"])
+    print(f"documents with text: {len(documents):,}; with an opening name: {len(named):,}")
+    for label, rule in (("before", rule_before), ("after", names_person)):
+        failures = [
+            (n, d["doc_title"]) for d, n in named if not rule(n, document_person(d["doc_title"]))
+        ]
+        share = len(failures) / len(named)
+        print(f"self-failure {label}: {len(failures):,} / {len(named):,} = {share:.2%}")
+    rng = random.Random(seed)
+    accepted = []
+    for document, name in named:
+        topic = rng.choice(document["topics"].split("|"))
+        others = [t for t in by_topic[topic] if t != document["doc_title"]]
+        if not others:
+            continue
+        other = rng.choice(others)
+        if names_person(name, document_person(other)):
+            accepted.append((name, other))
+    print(
+        f"wrong acceptance after (opening name vs a random same-topic title, seed {seed}): "
+        f"{len(accepted):,} / {len(named):,} = {len(accepted) / len(named):.3%}"
+    )
+    for name, other in accepted[:10]:
+        print(f"  accepted: {name!r} for {other!r}")
+
+
+def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
+    """Adversarial answers (and contexts) of about ``size`` characters."""
+    line = "- Ada Lovelace (DocTitle: Ada Lovelace)\n"
+    long_name = "- " + "Ada " * 70 + "Lovelace (DocTitle: Ada Lovelace)\n"
+    ada = [ContextDocument("Ada Lovelace", group="female")]
+    return {
+        "whitespace runs": (("a" + " " * 9_999 + "\n" + "\t" * 10_000) * (size // 20_001), ada),
+        "blank lines": ("\n" * size, ada),
+        "2-character lines": ("a\n" * (size // 2), ada),
+        "4-character bullet lines": ("- (\n" * (size // 4), ada),
+        "1 MB of (": ("(" * size, ada),
+        "(DocTitle: + 1 MB of (": ("- Ada (DocTitle: " + "(" * size, ada),
+        "1 MB of (doc ": ("(doc " * (size // 5), ada),
+        "nested emphasis": ("- " + "*_" * (size // 4) + "Ada" + "_*" * (size // 4), ada),
+        "emphasised citations": (
+            "- *Ada Lovelace* (*DocTitle: Ada Lovelace*)\n" * (size // 44),
+            ada,
+        ),
+        "one 1 MB line": ("- Ada (DocTitle: " + "x" * size + ")", ada),
+        "citations, one per line": (line * (size // len(line)), ada),
+        "citations with 70-word names": (long_name * (size // len(long_name)), ada),
+        "1 MB context title": (line, [ContextDocument("Ada " + "(x " * (size // 3), group="f")]),
+        "citations against a 1 MB person": (
+            line * (size // len(line)),
+            [ContextDocument("Ada Lovelace", person="Ada " + " " * size + "Lovelace")],
+        ),
+        "names full of ( and quotes": (
+            ('- A ("B (C "D (E" F) G) H" I) (DocTitle: Ada Lovelace)\n') * (size // 52),
+            ada,
+        ),
+        "Unicode line separators": (
+            "- Ada\u2028 (DocTitle: Ada\u2029Lovelace)\x85" * (size // 32),
+            ada,
+        ),
+    }
+
+
+def timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def speed_figures(megabytes: float) -> None:
+    size = int(megabytes * 2**20)
+    print(f"\nseconds per MB (answers of {megabytes:g} MB; parse, then ground against the context)")
+    for label, (answer, context) in worst_cases(size).items():
+        mb = max(len(answer), *(len(d.title) for d in context)) / 2**20
+        parsed = parse_citations(answer)
+        parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(2))
+        ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(2))
+        print(
+            f"  {label:32s} {mb:5.2f} MB  parse {parse_s / mb:7.3f} s/MB  "
+            f"ground {ground_s / mb:7.3f} s/MB  ({len(parsed.citations):,} citations)"
+        )
+    cited = Citation("Ada " * 75_000 + "Lovelace", "Ada Lovelace", "", 1)
+    person = ContextDocument("Ada Lovelace", person="Ada " * 75_000 + "Lovelace")
+    seconds = timed(lambda: ground_citations([cited], [person]))
+    print(f"  {'300 kB cited name and person':32s} 0.29 MB  ground {seconds / 0.29:7.3f} s/MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=os.environ.get("FAIRRAG_DATA"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--megabytes", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.data and Path(args.data).is_file():
+        person_rule_figures(load_documents(Path(args.data)), args.seed)
+    else:
+        print("no data (--data or FAIRRAG_DATA): person-rule figures skipped")
+    speed_figures(args.megabytes)
+
+
+if __name__ == "__main__":
+    main()

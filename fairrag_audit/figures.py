@@ -1,0 +1,172 @@
+"""The audit's three figures, as PNG files: exposure share over time per group, amortized
+disparity against the band, generation parity against exposure share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: never open a window, whatever the environment says
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from .analysis import NO_TIMESTAMP, AuditResult
+
+__all__ = ["FIGURES", "write_figures"]
+
+FIGURES = {
+    "exposure_over_time.png": "Exposure share per group over time, per ranker",
+    "disparity_band.png": "Amortized disparity per window against the band",
+    "parity_vs_exposure.png": "Generation parity against protected exposure share",
+}
+"""File name → caption of every figure an audit can draw."""
+
+DPI = 110
+
+
+def _x_positions(frame: pd.DataFrame, result: AuditResult) -> tuple[np.ndarray, list[str]]:
+    """x of each row: window starts as dates; a single 'all' or 'no timestamp' as categories."""
+    labels = sorted(frame["window"].unique(), key=lambda w: (w == NO_TIMESTAMP, w))
+    position = {label: i for i, label in enumerate(labels)}
+    return np.array([position[w] for w in frame["window"]], dtype=float), labels
+
+
+def _set_window_axis(ax: plt.Axes, labels: list[str]) -> None:
+    ticks = np.arange(len(labels))
+    if len(labels) > 12:  # keep the axis readable
+        step = int(np.ceil(len(labels) / 12))
+        ticks = ticks[::step]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(
+        [labels[i].replace("T00:00:00Z", "") for i in ticks], rotation=30, ha="right", fontsize=7
+    )
+
+
+def exposure_over_time(result: AuditResult, path: Path) -> bool:
+    """One panel per ranker: each group's exposure share per window, with its interval."""
+    data = result.trend_exposure
+    if data.empty:
+        return False
+    rankers = sorted(data["ranker"].unique())
+    fig, axes = plt.subplots(
+        len(rankers), 1, figsize=(8, 2.4 * len(rankers) + 0.6), sharex=True, squeeze=False
+    )
+    _, labels = _x_positions(data, result)
+    for ax, ranker in zip(axes[:, 0], rankers, strict=True):
+        for group, rows in data[data["ranker"] == ranker].groupby("group", sort=True):
+            x = np.array([labels.index(w) for w in rows["window"]], dtype=float)
+            ax.plot(x, rows["share"], marker="o", ms=3, label=str(group))
+            ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.2)
+        target = result.options.target_share
+        if result.options.protected is not None:
+            ax.axhline(0.5 if target is None else target, color="grey", lw=0.8, ls="--")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("exposure share")
+        ax.set_title(ranker, fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+    _set_window_axis(axes[-1, 0], labels)
+    fig.suptitle(FIGURES["exposure_over_time.png"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return True
+
+
+def disparity_band(result: AuditResult, path: Path) -> bool:
+    """Amortized disparity per window for every ranker (and ``by`` value), the band shaded,
+    windows out of the band marked."""
+    data = result.metrics[result.metrics["metric"] == "amortized_disparity"]
+    data = data[np.isfinite(data["value"].to_numpy(float))]
+    if data.empty:
+        return False
+    _, labels = _x_positions(data, result)
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    series = ["ranker", *result.options.by]
+    for key, rows in data.groupby(series, sort=True):
+        name = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        x = np.array([labels.index(w) for w in rows["window"]], dtype=float)
+        value = rows["value"].to_numpy(float)
+        err = np.vstack([value - rows["ci_low"], rows["ci_high"] - value])
+        ax.errorbar(x, value, yerr=err, marker="o", ms=3, capsize=2, lw=1, label=name)
+    band = result.options.max_disparity
+    if band is not None:
+        ax.axhspan(0, band, color="tab:green", alpha=0.12, label=f"band [0, {band:g}]")
+        out = data[data["value"] > band]
+        ax.scatter(
+            [labels.index(w) for w in out["window"]],
+            out["value"],
+            s=60,
+            facecolors="none",
+            edgecolors="red",
+            lw=1.2,
+            label="out of band",
+            zorder=5,
+        )
+    ax.set_ylabel("amortized disparity")
+    ax.set_ylim(bottom=0)
+    _set_window_axis(ax, labels)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside, not over
+    ax.set_title(FIGURES["disparity_band.png"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return True
+
+
+def parity_vs_exposure(result: AuditResult, path: Path) -> bool:
+    """One point per ranker, ``by`` values and window: mean generation parity against the
+    protected exposure share; on the diagonal the fairness gap is 0."""
+    keys = ["ranker", *result.options.by, "window"]
+    table = result.metrics.pivot_table(
+        index=keys, columns="metric", values="value", aggfunc="first", dropna=False
+    )
+    if "generation_parity" not in table or "exposure_share" not in table:
+        return False
+    table = table[np.isfinite(table["generation_parity"]) & np.isfinite(table["exposure_share"])]
+    if table.empty:
+        return False
+    counts = result.metrics[result.metrics["metric"] == "generation_parity"].set_index(keys)["n"]
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for ranker, rows in table.groupby(level="ranker", sort=True):
+        n = counts.reindex(rows.index).to_numpy(float)
+        size = 10 + 60 * n / max(float(np.nanmax(counts.to_numpy(float))), 1.0)
+        ax.scatter(
+            rows["exposure_share"], rows["generation_parity"], s=size, alpha=0.7, label=str(ranker)
+        )
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="fairness gap 0")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("protected exposure share (retrieval)")
+    ax.set_ylabel("generation parity (answers)")
+    ax.legend(fontsize=7)
+    ax.set_title(FIGURES["parity_vs_exposure.png"], fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return True
+
+
+def write_figures(result: AuditResult, folder: Path) -> dict[str, Path]:
+    """Draw every figure the data allows into ``folder``; returns name → path of those drawn
+    (a figure without data is not drawn, and ``result.notes`` says so)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    drawn: dict[str, Path] = {}
+    draw = {
+        "exposure_over_time.png": (exposure_over_time, "no record has groups or exposure shares"),
+        "disparity_band.png": (disparity_band, "no amortized disparity (no protected group)"),
+        "parity_vs_exposure.png": (
+            parity_vs_exposure,
+            "no window has both generation parity and a protected exposure share",
+        ),
+    }
+    for name, (function, why) in draw.items():
+        path = folder / name
+        path.unlink(missing_ok=True)
+        if function(result, path):
+            drawn[name] = path
+        else:
+            result.notes.append(f"figure {name} not drawn: {why}")
+    return drawn

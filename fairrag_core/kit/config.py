@@ -1,0 +1,232 @@
+"""The ranker a fair component's fields describe, kept in step with them, and per-query seeds.
+
+docs/SPEC.md, "Adapters" → Ranker configuration and Seeds. A LangChain retriever or a LlamaIndex
+postprocessor is a pydantic model whose fields (``ranker``, ``protected``, ``target_share``,
+``target``, ``seed``, ``ranker_params``) can be changed after construction, by assignment or by
+``model_copy(update=...)``, and copied with ``copy.deepcopy``. :class:`RankerState` holds the
+core ranker built from one :class:`RankerConfig`; :meth:`RankerState.current` rebuilds it when the
+fields no longer equal that configuration or when the component is a copy, so the ranking, the
+serialised fields and the audit always describe one state, and copies never share a generator.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..audit import exposure_name, json_label, target_dict
+from ..rankers import configure_ranker
+from ..ranking import Ranker
+from ..reranking import Reranking, rerank
+from ..validation import as_rng
+
+__all__ = [
+    "LEDGER_FIELDS",
+    "RankerConfig",
+    "RankerState",
+    "describe_ranker",
+    "draw_query_seed",
+    "ledger_location",
+]
+
+QUERY_SEED_BOUND = 2**53
+"""Drawn query seeds are ints in ``[0, 2**53)``: exact in JSON, even read as a double."""
+SEED_LIMIT = 2**64
+"""A caller's seed may be any int in ``[0, 2**64)`` (numpy's ``default_rng`` takes them all)."""
+
+_FAIRNESS_ARGS = ("protected", "target_share", "target", "seed")
+LEDGER_FIELDS = ("ledger", "ledger_key")
+"""Component fields passed to the ranker as parameters (``ranker="amortized", ledger=...``)."""
+
+
+@dataclass(frozen=True)
+class RankerConfig:
+    """What a component's fields say about its ranker (compared by value, never mutated).
+
+    ``ranker`` is a core ranker name or a ready :class:`~fairrag_core.Ranker`; the others are
+    the fields of the same names (``params`` = ``ranker_params``), copied so that a later
+    in-place change of the component's dict is seen as a change.
+    """
+
+    ranker: str | Ranker
+    protected: Hashable | None = None
+    target_share: float | None = None
+    target: Any = None
+    seed: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, component: Any) -> RankerConfig:
+        """The configuration of any object with the six fields (the adapters' components).
+
+        A component's ``ledger`` and ``ledger_key`` fields, when set, are parameters of the
+        ranker (the amortized ranker's, docs/SPEC.md item 6) like those in ``ranker_params``.
+        """
+        target = component.target
+        params = dict(component.ranker_params or {})
+        for name in LEDGER_FIELDS:
+            value = getattr(component, name, None)
+            if value is None:
+                continue
+            if name in params:
+                raise ValueError(f"{name} is given twice: as a field and in ranker_params")
+            params[name] = value
+        return cls(
+            ranker=component.ranker,
+            protected=component.protected,
+            target_share=component.target_share,
+            target=dict(target) if isinstance(target, Mapping) else target,
+            seed=component.seed,
+            params=params,
+        )
+
+    def build(self) -> Ranker:
+        """The core ranker (:func:`fairrag_core.configure_ranker`); bad values fail here.
+
+        A ready ``Ranker`` is used as it is: then every other field must be left unset, since
+        a field that would be silently ignored is refused.
+        """
+        if isinstance(self.ranker, Ranker):
+            given = [name for name in _FAIRNESS_ARGS if getattr(self, name) is not None]
+            given += ["ranker_params / ledger"] if self.params else []
+            if given:
+                raise ValueError(
+                    f"ranker is a ready {type(self.ranker).__name__}, which carries its own "
+                    f"configuration; {', '.join(given)} would be ignored: set them on the "
+                    "ranker, or give the ranker by name"
+                )
+            return self.ranker
+        return configure_ranker(
+            self.ranker,
+            protected=self.protected,
+            target_share=self.target_share,
+            target=self.target,
+            seed=self.seed,
+            params=dict(self.params),
+        )
+
+
+def ranker_params(ranker: Ranker) -> dict[str, Any]:
+    """The ranker-specific parameters (``alpha``, ``gain``, ...) it was built with.
+
+    Read from the attributes named like the keyword parameters of its class's ``__init__``
+    (every core ranker stores each parameter under its own name).
+    """
+    signature = inspect.signature(type(ranker).__init__)
+    params: dict[str, Any] = {}
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is not inspect.Parameter.KEYWORD_ONLY or name in _FAIRNESS_ARGS:
+            continue
+        if name in ("exposure",) or not hasattr(ranker, name):
+            continue
+        value = getattr(ranker, name)
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            params[name] = value
+        else:
+            params[name] = ledger_location(value)
+    return params
+
+
+def ledger_location(value: Any) -> str:
+    """A ledger by its ``location`` (a path or URL without a password), anything else by repr."""
+    location = getattr(value, "location", None)
+    return location if isinstance(location, str) else repr(value)
+
+
+def describe_ranker(ranker: Ranker) -> dict[str, Any]:
+    """A ranker's whole configuration, JSON-ready: what serialising a component writes."""
+    target = ranker.target
+    return {
+        "name": ranker.name,
+        "target": None if target is None else target_dict(target),
+        "protected": None if target is None else json_label(target.protected),
+        "seed": ranker.seed,
+        "exposure_model": exposure_name(ranker.exposure),
+        "params": ranker_params(ranker),
+    }
+
+
+def draw_query_seed(seed: Any, generator: np.random.Generator) -> int:
+    """The seed of one query's ranking (docs/SPEC.md, "Adapters" → Seeds).
+
+    ``seed`` is the caller's per-query seed: an int in ``[0, 2**64)`` is used as is, a
+    ``numpy.random.Generator`` gives one draw (so it can still be written in the record); None
+    draws one from ``generator``, the component's own.
+    """
+    if seed is None:
+        return int(generator.integers(QUERY_SEED_BOUND))
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(QUERY_SEED_BOUND))
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(
+            f"seed must be an int in [0, 2**64) or a numpy.random.Generator, got {seed!r}"
+        )
+    if not 0 <= seed < SEED_LIMIT:
+        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
+    return int(seed)
+
+
+class RankerState:
+    """The core ranker of one configuration, and the generator of its components' query seeds.
+
+    Built for one component (``owner`` = its ``id``); a copy of the component (``model_copy``,
+    ``copy.deepcopy``) carries the same state object but has another id, so
+    :meth:`current` builds it a state of its own: the copy draws its query seeds from the
+    start of ``seed``'s sequence, exactly like a component freshly built with that seed.
+    """
+
+    def __init__(self, config: RankerConfig, owner: int) -> None:
+        self.config = config
+        self.owner = owner
+        self.ranker = config.build()
+        # the ranker's seed: the field's, or the one a ready Ranker was built with
+        self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
+        # A deep copy of a component is another component: :meth:`current` sees the other id
+        # and builds it a state of its own, so sharing this one until then is harmless.
+        return self
+
+    @classmethod
+    def current(cls, state: RankerState | None, component: Any) -> RankerState:
+        """``state`` when it still describes ``component``, else a new one built from it."""
+        config = RankerConfig.of(component)
+        if state is not None and state.owner == id(component) and state.config == config:
+            return state
+        return cls(config, id(component))
+
+    def __copy__(self) -> RankerState:
+        return self
+
+    def rerank(
+        self,
+        scores: Any,
+        groups: Any,
+        k: int,
+        *,
+        ids: Any = None,
+        seed: Any = None,
+    ) -> tuple[Reranking, int]:
+        """One query's fair ranking of a pool and the query seed it was drawn with.
+
+        :func:`fairrag_core.rerank` with ``numpy.random.default_rng(query_seed)``, where the
+        query seed is :meth:`query_seed` of ``seed``: passing it back re-draws this ranking.
+        """
+        query_seed = self.query_seed(seed)
+        reranking = rerank(
+            self.ranker, scores, groups, k, rng=np.random.default_rng(query_seed), ids=ids
+        )
+        return reranking, query_seed
+
+    def query_seed(self, seed: Any = None) -> int:
+        """The seed of the next query (the caller's, or drawn from this state's generator)."""
+        if seed is not None:
+            return draw_query_seed(seed, self._seeds)
+        with self._lock:  # concurrent queries never receive the same draw
+            return draw_query_seed(None, self._seeds)

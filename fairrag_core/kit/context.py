@@ -1,0 +1,94 @@
+"""A document's title, and the context text every framework shows the LLM.
+
+docs/SPEC.md, "Adapters" → Title and person, Context text. The LangChain chain and the LlamaIndex
+postprocessor both call :func:`context_entry`, so for the same documents the two frameworks send
+the very same context; the group field and the placement fields are never part of it.
+
+Every function here reads untrusted document text in one left-to-right pass (no regular
+expression that can backtrack over whitespace runs): linear time on any text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..prompts import render_entries
+from .placement import PLACEMENT_KEYS
+
+__all__ = [
+    "TITLE_PREFIX",
+    "context_entry",
+    "context_header",
+    "document_title",
+    "hidden_metadata_keys",
+    "render_context_prompt",
+    "title_line",
+]
+
+TITLE_PREFIX = "Title:"
+
+
+def title_line(text: str) -> str | None:
+    """The title stated by the text's first non-blank line, ``Title: <title>``, else None.
+
+    Only the first line counts: a line further down that imitates ``Title:`` (another person's
+    biography quoted, a prompt injection) never gives the document a title.
+    """
+    if not isinstance(text, str):
+        return None
+    start = len(text) - len(text.lstrip())
+    end = text.find("\n", start)
+    first = text[start:] if end < 0 else text[start:end]
+    if not first.startswith(TITLE_PREFIX):
+        return None
+    title = first[len(TITLE_PREFIX) :].strip()
+    return title or None
+
+
+def document_title(
+    metadata: Mapping[str, Any] | None, text: str, title_key: str = "title"
+) -> str | None:
+    """``metadata[title_key]`` when it is a non-blank string, else :func:`title_line` of the text.
+
+    A document without either has no title: it is shown, but it cannot be cited.
+    """
+    title = None if metadata is None else metadata.get(title_key)
+    if isinstance(title, str) and title.strip():
+        return title.strip()
+    return title_line(text)
+
+
+def context_header(rank: int, title: str | None, text: str) -> str:
+    """``[rank]``, plus ``Title: <title>`` on the next line when the text does not state it."""
+    if title is None or title_line(text) == title:
+        return f"[{rank}]"
+    return f"[{rank}]\n{TITLE_PREFIX} {title}"
+
+
+def context_entry(rank: int, title: str | None, text: str) -> str:
+    """What the LLM is shown for the document at 1-based ``rank``: header, then the text."""
+    body = text.strip() if isinstance(text, str) else ""
+    return f"{context_header(rank, title, body)}\n{body}"
+
+
+def render_context_prompt(question: str, documents: Iterable[tuple[str | None, str]]) -> str:
+    """The paper's prompt (:func:`fairrag_core.prompts.render_entries`) over ``(title, text)``
+    pairs in rank order."""
+    entries = [context_entry(i, title, text) for i, (title, text) in enumerate(documents, 1)]
+    return render_entries(question, entries)
+
+
+def hidden_metadata_keys(
+    group_key: str, metadata_keys: Sequence[str], shown: Sequence[str] = ()
+) -> list[str]:
+    """Metadata keys the LLM and the embedding model must not see: all but ``shown``.
+
+    The context text already carries the title; the group label (``group_key``) and the
+    placement fields are shown only when the user names them in ``shown``.
+    """
+    hidden = [key for key in metadata_keys if key not in shown]
+    for key in (group_key, *PLACEMENT_KEYS):
+        if key not in shown and key not in hidden:
+            hidden.append(key)
+    return hidden

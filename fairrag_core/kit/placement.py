@@ -1,0 +1,93 @@
+"""The metadata every document shown after a fair re-ranking carries (docs/SPEC.md, "Adapters"
+→ Placement metadata), the same keys in every framework."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..reranking import Placement
+
+__all__ = ["PLACEMENT_KEYS", "placement_metadata", "shown_provenance"]
+
+PLACEMENT_KEYS = (
+    "relevance_score",
+    "retrieval_score",
+    "fair_rank",
+    "pool_rank",
+    "exposure_weight",
+    "ranker",
+    "query_seed",
+    "pool_size",
+    "fair_k",
+)
+"""Keys added to each shown document's metadata; never shown to the LLM nor embedded."""
+
+
+def placement_metadata(
+    placement: Placement,
+    ranker: str,
+    query_seed: int | None,
+    retrieval_score: Any = None,
+    *,
+    pool_size: int,
+    fair_k: int,
+    scored: bool = True,
+) -> dict[str, Any]:
+    """The placement keys of one shown document.
+
+    ``relevance_score`` is the relevance ranked on (None when the pool had no scores and its
+    incoming order was the relevance: ``scored=False``); ``retrieval_score`` the score the
+    store or the previous step gave, as it came; ``pool_size`` the candidates ranked,
+    ``fair_k`` the length of the fair list.
+    """
+    return {
+        "relevance_score": placement.score if scored else None,
+        "retrieval_score": retrieval_score,
+        "fair_rank": placement.fair_rank,
+        "pool_rank": placement.pool_rank,
+        "exposure_weight": placement.exposure_weight,
+        "ranker": ranker,
+        "query_seed": query_seed,
+        "pool_size": pool_size,
+        "fair_k": fair_k,
+    }
+
+
+def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """How the list the LLM was shown relates to the fair ranking its documents came from.
+
+    docs/SPEC.md, "Adapters" → Which list is audited. ``ranker`` names the fair ranker only
+    when every shown document was placed by one and the same fair ranking (same ranker and
+    ``query_seed``); then ``reordered_after_ranking`` says whether a later step changed their
+    order and ``dropped_after_ranking`` how many of its ``fair_k`` documents a later step left
+    out. A list mixing placed and other documents (a merge of several retrievers) has ranker
+    None and ``mixed_after_ranking`` True; a list with no placed document describes itself
+    (ranker None, nothing else).
+    """
+    placed = [m for m in metadatas if m and "fair_rank" in m and m.get("ranker") is not None]
+    if not placed:
+        return {"ranker": None, "query_seed": None, "pool_size": None, "k": None}
+    first = placed[0]
+    same = all(
+        m.get("ranker") == first.get("ranker") and m.get("query_seed") == first.get("query_seed")
+        for m in placed
+    )
+    if len(placed) != len(metadatas) or not same:
+        return {
+            "ranker": None,
+            "query_seed": None,
+            "pool_size": None,
+            "k": None,
+            "mixed_after_ranking": True,
+        }
+    ranks = [m.get("fair_rank") for m in placed]
+    fair_k = first.get("fair_k")
+    return {
+        "ranker": first.get("ranker"),
+        "query_seed": first.get("query_seed"),
+        "pool_size": first.get("pool_size"),
+        "k": fair_k,
+        "reordered_after_ranking": ranks != sorted(ranks, key=lambda r: (r is None, r)),
+        "dropped_after_ranking": max(0, fair_k - len(placed)) if isinstance(fair_k, int) else 0,
+    }

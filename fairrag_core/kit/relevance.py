@@ -1,0 +1,78 @@
+"""From what a store reports to relevance (higher = better), and the check that the direction
+is right (docs/SPEC.md, "Adapters" → Relevance).
+
+A store answers best first. After the conversion, relevance that *rises* along that order means
+the conversion runs the wrong way (a similarity treated as a distance, or the reverse): ranked
+as given, ``standard`` would put the store's worst candidate first. :func:`check_store_order`
+refuses such a pool loudly, naming the conversion to use, instead of ranking it inverted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["RELEVANCE_CONVERSIONS", "check_store_order", "to_relevance"]
+
+
+def _chroma_cosine(scores: np.ndarray) -> np.ndarray:
+    if (scores <= 0).any():
+        raise ValueError(
+            "relevance='chroma_cosine' expects ChromaVectorStore scores exp(-distance) > 0, "
+            f"got {scores[scores <= 0][:3].tolist()}"
+        )
+    return 1.0 + np.log(scores)
+
+
+RELEVANCE_CONVERSIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "similarity": lambda s: s,
+    "cosine_distance": lambda d: 1.0 - d,
+    "chroma_cosine": _chroma_cosine,
+    "l2_distance": lambda d: -d,
+    "negated": lambda s: -s,
+}
+"""Named conversions: ``similarity`` (as given), ``cosine_distance`` (``1 - d``, the spec's rule
+for Chroma cosine), ``chroma_cosine`` (``1 + ln s`` for LlamaIndex's ChromaVectorStore, whose
+``s = exp(-d)``), ``l2_distance`` (``-d``), ``negated`` (``-s``)."""
+
+_OPPOSITE = {
+    "similarity": "cosine_distance",
+    "cosine_distance": "similarity",
+    "chroma_cosine": "negated",
+    "l2_distance": "similarity",
+    "negated": "similarity",
+}
+
+
+def to_relevance(values: Sequence[float] | np.ndarray, conversion: str) -> np.ndarray:
+    """``values`` (one per candidate, store order) converted by the named conversion."""
+    try:
+        convert = RELEVANCE_CONVERSIONS[conversion]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"relevance {conversion!r} is unknown; known conversions: "
+            f"{sorted(RELEVANCE_CONVERSIONS)}"
+        ) from None
+    return np.asarray(convert(np.asarray(values, dtype=float)), dtype=float)
+
+
+def check_store_order(relevance: np.ndarray, conversion: str, source: str) -> None:
+    """Refuse relevance that rises along a store's best-first order.
+
+    The pool is refused when its relevance never falls from one candidate to the next and ends
+    higher than it starts (at least two distinct values): every step of the store's order
+    disagrees with the conversion. Pools the store did not sort (a merged list) and ties are
+    accepted as given. ``source`` names the store in the message.
+    """
+    if relevance.shape[0] < 2:
+        return
+    steps = np.diff(relevance)
+    if (steps >= 0).all() and relevance[-1] > relevance[0]:
+        raise ValueError(
+            f"relevance rises along {source}'s best-first order after the conversion "
+            f"{conversion!r} ({relevance[0]:.4g} for its first candidate, {relevance[-1]:.4g} "
+            f"for its last): the scores run the other way. Use relevance="
+            f"{_OPPOSITE.get(conversion, 'similarity')!r} (conversions: "
+            f"{sorted(RELEVANCE_CONVERSIONS)}), or relevance_score_fn=<your function>"
+        )

@@ -1,0 +1,51 @@
+"""Exposure ledgers: where the amortized ranker keeps each stream's exposure per group.
+
+Three implementations of :class:`ExposureLedger`: :class:`MemoryLedger` (one process),
+:class:`SQLiteLedger` (a file shared by the processes of a machine) and :class:`RedisLedger`
+(a Redis server shared by replicas; needs ``fairrag[redis]``). :func:`make_ledger` builds one
+from a URL. docs/SPEC.md, "Beyond the paper", item 6.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .base import DEFAULT_KEY, ExposureLedger, LedgerState, decode_label, encode_label
+from .memory import MemoryLedger
+from .redis import RedisLedger
+from .sqlite import SQLiteLedger
+
+__all__ = [
+    "DEFAULT_KEY",
+    "ExposureLedger",
+    "LedgerState",
+    "MemoryLedger",
+    "RedisLedger",
+    "SQLiteLedger",
+    "decode_label",
+    "encode_label",
+    "make_ledger",
+]
+
+
+def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
+    """A ledger from a ledger, ``None``/``"memory"`` (a new :class:`MemoryLedger`), a
+    ``sqlite:///<path>`` URL or a path (a :class:`SQLiteLedger`), or a ``redis://`` /
+    ``rediss://`` / ``unix://`` URL (a :class:`RedisLedger`)."""
+    if isinstance(ledger, ExposureLedger):
+        return ledger
+    if ledger is None or ledger == "memory":
+        return MemoryLedger()
+    if isinstance(ledger, os.PathLike):
+        return SQLiteLedger(ledger)
+    if isinstance(ledger, str) and ledger:
+        if ledger.startswith(("redis://", "rediss://", "unix://")):
+            return RedisLedger(ledger)
+        if ledger.startswith("sqlite:///"):
+            return SQLiteLedger(ledger[len("sqlite:///") :])
+        if "://" not in ledger:
+            return SQLiteLedger(ledger)
+    raise ValueError(
+        f"ledger must be an ExposureLedger, None or 'memory', a sqlite:///<path> URL or a file "
+        f"path, or a redis:// URL; got {ledger!r}"
+    )

@@ -1,0 +1,183 @@
+"""An exposure ledger on a Redis server: shared by replicas on several machines.
+
+Needs the ``redis`` client (``pip install 'fairrag[redis]'``), imported only when a
+:class:`RedisLedger` is built.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from ..errors import LedgerUnavailableError
+from .base import RANKINGS_FIELD, ExposureLedger
+
+__all__ = ["RedisLedger"]
+
+_T = TypeVar("_T")
+
+# KEYS: the stream's hash, the set of stream names, the update's token.
+# ARGV: stream name, token lifetime (s), then label, exposure, label, exposure, ...
+# Runs atomically on the server. The token makes a resent update (after a connection lost
+# while the reply was on its way) a no-op instead of a second increment.
+_ADD_SCRIPT = f"""
+if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
+  return 0
+end
+for i = 3, #ARGV, 2 do
+  redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('HINCRBY', KEYS[1], '{RANKINGS_FIELD}', 1)
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""
+_RESET_SCRIPT = """
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+class RedisLedger(ExposureLedger):
+    """Streams in Redis hashes, every update one atomic Lua script.
+
+    A stream ``key`` is the hash ``<prefix>stream:<key>`` (field = encoded label, value = its
+    exposure, ``#rankings`` = the count), incremented with ``HINCRBYFLOAT`` inside one script:
+    concurrent replicas never lose an update and never see half of one. The stream names are
+    the set ``<prefix>streams``.
+
+    Failures: a server that is down, restarting or silent for ``timeout`` seconds raises
+    :class:`~fairrag_core.errors.LedgerUnavailableError` naming the server, after one
+    immediate retry on a fresh connection (so a connection broken by a restart is replaced,
+    never reused). Each update carries a unique token (kept ``token_ttl`` seconds), so that
+    retry can never count a ranking twice. If the server dies while the reply is on its way,
+    the error is raised though the update may have been applied whole: never half.
+
+    Tokens are keys of their own (``<prefix>token:<uuid>``, about 100 bytes each) that expire
+    after ``token_ttl`` seconds: at 1,000 rankings a second, about 6 MB with the default 60 s.
+    Every key of a ledger carries the prefix's hash tag (``{ledger}`` by default), so one
+    script's keys share a Redis Cluster slot; keep a hash tag in a prefix of your own.
+
+    Give ``url`` (``redis://[:password@]host:port/db``) or a ready ``redis.Redis`` client
+    (then its own timeouts and retries apply, and with ``decode_responses`` off).
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        client: Any = None,
+        prefix: str = "fairrag:{ledger}:",
+        timeout: float = 2.0,
+        connect_timeout: float = 1.0,
+        token_ttl: int = 60,
+    ) -> None:
+        try:
+            import redis
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+        except ImportError as exc:
+            raise ImportError(
+                "RedisLedger needs the redis client: pip install 'fairrag[redis]'"
+            ) from exc
+        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+        if isinstance(token_ttl, bool) or not isinstance(token_ttl, int) or token_ttl < 1:
+            raise ValueError(f"token_ttl must be an int number of seconds >= 1, got {token_ttl!r}")
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, got {prefix!r}")
+        if client is None:
+            if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+                raise ValueError(
+                    f"url must be a Redis URL (redis://host:port/db, rediss://..., unix://...), "
+                    f"got {url!r}"
+                )
+            client = redis.Redis.from_url(
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=connect_timeout,
+                retry=Retry(NoBackoff(), 1),
+                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            )
+        self.url = url
+        self.prefix = prefix
+        self.token_ttl = token_ttl
+        self.client = client
+        self.location = _describe(client)
+        self._redis_error = redis.RedisError
+        self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
+        self._add_script = client.register_script(_ADD_SCRIPT)
+        self._reset_script = client.register_script(_RESET_SCRIPT)
+        self._streams = prefix + "streams"
+
+    def _stream(self, key: str) -> str:
+        return f"{self.prefix}stream:{key}"
+
+    def _call(self, operation: str, work: Callable[[], _T]) -> _T:
+        try:
+            return work()
+        except self._transport_errors as exc:
+            raise LedgerUnavailableError(
+                f"Redis ledger at {self.location} is unavailable: {operation} failed with "
+                f"{type(exc).__name__}: {exc or 'no detail'}; start the server or check the "
+                "URL (the ledger reconnects on the next call)"
+            ) from exc
+        except self._redis_error as exc:
+            raise LedgerUnavailableError(
+                f"Redis ledger at {self.location} refused {operation}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _read(self, key: str) -> tuple[dict[str, float], int]:
+        stored = self._call("read", lambda: self.client.hgetall(self._stream(key)))
+        totals: dict[str, float] = {}
+        rankings = 0
+        for raw_label, raw_value in stored.items():
+            label = raw_label.decode() if isinstance(raw_label, bytes) else raw_label
+            if label == RANKINGS_FIELD:
+                rankings = int(raw_value)
+            else:
+                totals[label] = float(raw_value)
+        return totals, rankings
+
+    def _add(self, key: str, exposure: dict[str, float]) -> None:
+        token = f"{self.prefix}token:{uuid.uuid4().hex}"
+        args: list[Any] = [key, self.token_ttl]
+        for label, value in exposure.items():
+            args += [label, repr(float(value))]
+        self._call(
+            "add",
+            lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
+        )
+
+    def _reset(self, key: str) -> None:
+        self._call(
+            "reset",
+            lambda: self._reset_script(keys=[self._stream(key), self._streams], args=[key]),
+        )
+
+    def _keys(self) -> Iterable[str]:
+        members = self._call("list keys", lambda: self.client.smembers(self._streams))
+        return [m.decode() if isinstance(m, bytes) else m for m in members]
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "prefix": self.prefix, "token_ttl": self.token_ttl}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], prefix=state["prefix"], token_ttl=state["token_ttl"])  # type: ignore[misc]
+
+
+def _describe(client: Any) -> str:
+    """``redis://host:port/db`` of a client (never its password)."""
+    try:
+        kwargs = client.connection_pool.connection_kwargs
+    except AttributeError:
+        return repr(client)
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
+    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
+    return f"redis://{host}:{port}/{kwargs.get('db', 0)}"

@@ -1,0 +1,275 @@
+"""The FA*IR ranker: ranked group fairness by a binomial m-table (Zehlike et al. 2017)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..ranking import CandidatePool, Ranker, RankingResult
+from ..target import OTHERS
+from ..validation import check_k
+
+__all__ = ["FairRanker", "adjusted_alpha", "fair_mtable"]
+
+# fairsearchcore.fail_prob.EPS: the bisection on alpha stops when its bracket is this narrow.
+_ALPHA_EPS = 1e-16
+
+
+def fair_mtable(k: int, p: float, alpha: float, *, adjust: bool = True) -> tuple[int, ...]:
+    """FA*IR's m-table: ``m(i)``, the fewest protected candidates the first ``i`` may hold.
+
+    Unadjusted: ``m(i) = max(0, F⁻¹(alpha; i, p))`` for ``i = 1..k``, with ``F⁻¹`` the binomial
+    quantile (``scipy.stats.binom.ppf``, the smallest m with ``P[Bin(i, p) <= m] >= alpha``).
+    Adjusted (``adjust=True``, the default): the same table at an alpha chosen by bisection so
+    that the whole table's fail probability (the chance that a ranking drawn from Bin(p) fails
+    some prefix test) is closest to ``alpha``; see :func:`adjusted_alpha`. Both follow the
+    reference library ``fairsearchcore`` 1.0.4 step for step and equal its tables.
+    Source: Zehlike et al. 2017 (FA*IR, CIKM); docs/SPEC.md, "Beyond the paper", ranker 5.
+
+    Tables are cached per ``(k, p, alpha, adjust)``.
+    """
+    k, p, alpha = _check_mtable_args(k, p, alpha)
+    if adjust:
+        return _adjusted(k, p, alpha)[0]
+    return _unadjusted(k, p, alpha)
+
+
+def adjusted_alpha(k: int, p: float, alpha: float) -> float:
+    """The significance level FA*IR's multiple-test adjustment gives for ``(k, p, alpha)``.
+
+    fairsearchcore's procedure (docs/SPEC.md, ranker 5): bisect on ``a`` in ``[0, alpha]``,
+    where the fail probability of the unadjusted table at ``a`` is compared with ``alpha``,
+    until the bracket's tables differ by one protected slot in total (or the bracket is
+    narrower than 1e-16); return the bracket end (or midpoint) whose fail probability is
+    nearest to ``alpha``. Cached per ``(k, p, alpha)``.
+    """
+    k, p, alpha = _check_mtable_args(k, p, alpha)
+    return _adjusted(k, p, alpha)[1]
+
+
+def _check_mtable_args(k: object, p: object, alpha: object) -> tuple[int, float, float]:
+    k = check_k(k)
+    return k, _check_p(p), _check_significance(alpha)
+
+
+def _check_p(p: object) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"p must be a number in [0, 1] (the minimum protected share), got {p!r}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1] (the minimum protected share), got {p!r}")
+    return float(p)
+
+
+def _check_significance(alpha: object) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise TypeError(f"alpha must be a number in (0, 1) (a significance level), got {alpha!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1) (a significance level), got {alpha!r}")
+    return float(alpha)
+
+
+@lru_cache(maxsize=1024)
+def _unadjusted(k: int, p: float, alpha: float) -> tuple[int, ...]:
+    return tuple(_quantiles(k, p, alpha).tolist())
+
+
+def _quantiles(k: int, p: float, alpha: float) -> np.ndarray:
+    """``max(0, binom.ppf(alpha, i, p))`` for i = 1..k, as ints (ppf(0) is -1, hence the max).
+
+    For 0 < alpha < 1 and valid (i, p), ``binom.ppf`` returns ``binom._ppf`` (scipy's quantile
+    kernel) after argument checks that cost ten times the kernel; the bisection calls this
+    often, so the kernel is called directly (the public function when scipy lacks it). The
+    oracle tests compare the tables with fairsearchcore's, which calls ``binom.ppf``.
+    """
+    from scipy.stats import binom
+
+    if alpha <= 0.0:
+        return np.zeros(k, dtype=np.intp)
+    sizes = np.arange(1, k + 1)
+    kernel = getattr(binom, "_ppf", None)
+    table = binom.ppf(alpha, sizes, p) if kernel is None else kernel(alpha, sizes, p)
+    return np.maximum(table, 0.0).astype(np.intp)
+
+
+def _binomial_pmf(k: int, p: float) -> np.ndarray:
+    """``pmf[b, x] = P[Bin(b, p) = x]`` for b, x = 0..k (one vectorised scipy call)."""
+    from scipy.stats import binom
+
+    sizes = np.arange(k + 1)
+    return binom.pmf(sizes[None, :], sizes[:, None], p)
+
+
+def _fail_probability(table: np.ndarray, pmf: np.ndarray) -> float:
+    """The probability that a Bin(p) ranking fails the table, as fairsearchcore computes it.
+
+    fairsearchcore splits positions ``1..k-1`` (the last position is not looked at) into blocks
+    ending where ``m`` steps up by one; block j (size b_j) must bring the protected count to at
+    least j. Success probability ``f(1, 0)`` with
+    ``f(j, a) = sum_{x >= max(0, j - a)}^{b_j} P[Bin(b_j, p) = x] * f(j + 1, a + x)`` and
+    ``f(J + 1, .) = 1``; fail probability ``1 - f(1, 0)`` (0 when the success is 0). The sum over
+    x runs in ascending order from 0.0, term by term, as the reference's loop does, and the
+    pmf values come from the same scipy function, so the floats are the reference's bit for bit
+    (and so are the bisection's comparisons). ``pmf`` is :func:`_binomial_pmf`'s table.
+    """
+    steps = np.flatnonzero(np.diff(table[:-1], prepend=0) == 1) + 1  # 1-based step positions
+    if steps.size == 0:
+        return 0.0
+    blocks = np.diff(steps, prepend=0)
+    largest = int(blocks.max())
+    total = int(steps[-1])
+    # f_next[a] = f(j + 1, a) for a = 0..total (+ padding: states past total are unreachable).
+    f_next = np.ones(total + largest + 1)
+    assigned = np.arange(total + 1)
+    for j in range(blocks.size, 0, -1):
+        size = int(blocks[j - 1])
+        low = np.maximum(j - assigned, 0)
+        acc = np.zeros(total + 1)
+        for x in range(size + 1):
+            acc += np.where(low <= x, pmf[size, x] * f_next[assigned + x], 0.0)
+        f_next = np.concatenate([acc, np.zeros(largest)])
+    success = float(f_next[0])
+    return 0.0 if success == 0 else 1.0 - success
+
+
+@lru_cache(maxsize=1024)
+def _adjusted(k: int, p: float, alpha: float) -> tuple[tuple[int, ...], float]:
+    """fairsearchcore's ``RecursiveNumericFailProbabilityCalculator.adjust_alpha``, restated."""
+
+    pmf = _binomial_pmf(k, p)
+
+    def boundary(a: float) -> tuple[float, float, int, np.ndarray]:
+        table = _quantiles(k, p, a)
+        return a, _fail_probability(table, pmf), int(table.sum()), table
+
+    def nearest(*candidates: tuple[float, float, int, np.ndarray]) -> tuple:
+        # The first of the candidates with the smallest |fail - alpha| (the reference's ties).
+        return min(candidates, key=lambda b: abs(b[1] - alpha))
+
+    a_min, a_max = 0.0, alpha
+    a_mid = (a_min + a_max) / 2
+    low, high, mid = boundary(a_min), boundary(a_max), boundary(a_mid)
+    chosen = mid
+    while low[2] < high[2] and mid[1] != alpha:
+        if mid[1] < alpha:
+            a_min = a_mid
+            low = boundary(a_min)
+        elif mid[1] > alpha:
+            a_max = a_mid
+            high = boundary(a_max)
+        a_mid = (a_min + a_max) / 2
+        mid = boundary(a_mid)
+        chosen = mid
+        if high[2] - low[2] == 1 or high[0] - low[0] <= _ALPHA_EPS:
+            chosen = nearest(low, high)
+            break
+        if high[2] - mid[2] == 1 and mid[2] - low[2] == 1:
+            chosen = _middle_rule(low, mid, high, alpha)
+            break
+    return tuple(chosen[3].tolist()), chosen[0]
+
+
+def _middle_rule(low: tuple, mid: tuple, high: tuple, alpha: float) -> tuple:
+    low_diff, mid_diff, high_diff = (abs(b[1] - alpha) for b in (low, mid, high))
+    if mid_diff <= high_diff and mid_diff <= low_diff:
+        return mid
+    if low_diff <= mid_diff and low_diff <= high_diff:
+        return low
+    return high
+
+
+class FairRanker(Ranker):
+    """FA*IR: ranked group fairness with a binomial m-table (Zehlike et al. 2017, CIKM).
+
+    Binary target only. ``m(i)`` (:func:`fair_mtable`, adjusted for multiple tests by default)
+    is the fewest protected candidates the first ``i`` positions may hold if the ranking is to
+    pass a binomial test at significance ``alpha`` against a minimum protected share ``p``.
+    Positions ``i = 1..k`` are filled in order: when the protected count so far is below
+    ``m(i)``, the best remaining protected candidate; otherwise the best remaining candidate.
+    On equal scores the protected candidate goes first (fairsearchcore's ``>=``); within a
+    group ties keep pool order. The table is that of ``min(k, n)``, the length returned.
+    Candidates of any label other than ``protected`` (``None``, unknown, included) are never
+    protected. When the pool holds fewer protected candidates than ``m(k)``, all of them are
+    shown and the missing ``m(k) - (# protected)`` are reported in
+    :attr:`RankingResult.quota_shortfall`.
+
+    Parameters: ``p`` defaults to the target's protected share (``target_share``, 0.5 by
+    default); ``alpha = 0.1`` (the paper's and fairsearchcore's examples); ``adjust_alpha=True``
+    applies fairsearchcore's multiple-test adjustment. Source: docs/SPEC.md, "Beyond the paper",
+    ranker 5; rankings and tables equal fairsearchcore 1.0.4's. Deterministic; ``seed`` is
+    accepted for a uniform interface and unused.
+    """
+
+    name = "fair"
+    deterministic = True
+
+    def __init__(
+        self,
+        *,
+        p: float | None = None,
+        alpha: float = 0.1,
+        adjust_alpha: bool = True,
+        **fairness: object,
+    ) -> None:
+        super().__init__(**fairness)  # type: ignore[arg-type]
+        target = self.target
+        assert target is not None  # requires_target
+        if target.protected is None or set(target.groups) != {target.protected, OTHERS}:
+            raise ValueError(
+                "the fair ranker (FA*IR) takes a binary target: protected=<group> (and "
+                f"target_share or p); got target {target.as_dict()!r}"
+            )
+        self.p = target.protected_share if p is None else _check_p(p)
+        self.alpha = _check_significance(alpha)
+        if not isinstance(adjust_alpha, bool):
+            raise TypeError(f"adjust_alpha must be True or False, got {adjust_alpha!r}")
+        self.adjust_alpha = adjust_alpha
+        self._protected_code = target.groups.index(target.protected)
+        self._tables: dict[int, tuple[int, ...]] = {}
+
+    def mtable(self, k: int) -> tuple[int, ...]:
+        """The m-table this ranker uses for a list of length ``k``."""
+        table = self._tables.get(k)
+        if table is None:
+            table = self._tables[k] = fair_mtable(k, self.p, self.alpha, adjust=self.adjust_alpha)
+        return table
+
+    def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
+        return self._rank_detailed(pool, k, rng).indices
+
+    def _rank_detailed(
+        self, pool: CandidatePool, k: int, rng: np.random.Generator
+    ) -> RankingResult:
+        table = self.mtable(k)
+        order = np.argsort(-pool.scores, kind="stable")
+        is_protected = pool.codes[order] == self._protected_code  # type: ignore[index]
+        protected_order = order[is_protected]
+        n_protected = protected_order.shape[0]
+        # At most k of each group can be shown: only their heads are looked at.
+        protected = protected_order[:k].tolist()
+        others = order[~is_protected][:k].tolist()
+        protected_scores = pool.scores[protected].tolist()
+        other_scores = pool.scores[others].tolist()
+        n_head, n_others = len(protected), len(others)
+        chosen = []
+        i_protected = i_others = 0
+        for position in range(k):
+            if i_protected < n_head and (
+                i_others >= n_others
+                or i_protected < table[position]
+                or protected_scores[i_protected] >= other_scores[i_others]
+            ):
+                chosen.append(protected[i_protected])
+                i_protected += 1
+            else:
+                chosen.append(others[i_others])
+                i_others += 1
+        missing = table[k - 1] - n_protected
+        shortfall = {self.target.protected: missing} if missing > 0 else {}  # type: ignore[union-attr]
+        return RankingResult(np.asarray(chosen, dtype=np.intp), shortfall)
+
+    def __repr__(self) -> str:
+        return (
+            f"FairRanker(protected={self.target.protected!r}, p={self.p}, "  # type: ignore[union-attr]
+            f"alpha={self.alpha}, adjust_alpha={self.adjust_alpha})"
+        )

@@ -1,0 +1,173 @@
+"""The open instrumentation spans, so that a re-ranking or an event can be traced to the engine
+that runs it: one span handler per process, on LlamaIndex's root dispatcher.
+
+Every LlamaIndex component method runs in a span that knows its ``instance`` and its parent
+span; span ids travel in a context variable that asyncio tasks and LlamaIndex's worker threads
+copy. :data:`SPANS` keeps the open spans only (a span is forgotten when it exits or is dropped),
+and tells its listeners (the fairness event handlers) when a span ends.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.span import BaseSpan, active_span_id
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+
+__all__ = [
+    "QUESTION_METHODS",
+    "SPANS",
+    "OpenSpan",
+    "SpanTree",
+    "current_span_id",
+    "ensure_registered",
+]
+
+
+@dataclass(frozen=True)
+class OpenSpan:
+    """One open span: its id, its parent's id, the object whose method it runs, and the
+    method's name (``"query"`` for ``RetrieverQueryEngine.query-<uuid>``)."""
+
+    id_: str
+    parent_id: str | None
+    instance: Any
+    method: str
+    query: str | None = None
+    """The question, for the methods that answer one (:data:`QUESTION_METHODS`)."""
+
+
+class SpanListener(Protocol):
+    def span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None: ...
+
+
+QUESTION_METHODS = frozenset({"query", "aquery", "chat", "achat", "stream_chat", "astream_chat"})
+"""Engine methods that answer one question."""
+
+_QUESTION_ARGS = ("str_or_query_bundle", "message", "query_bundle", "query_str")
+
+
+def _question(bound_args: inspect.BoundArguments) -> str | None:
+    arguments = getattr(bound_args, "arguments", {})
+    for name in _QUESTION_ARGS:
+        value = arguments.get(name)
+        if isinstance(value, str):
+            return value
+        if value is not None and isinstance(getattr(value, "query_str", None), str):
+            return str(value.query_str)
+    return None
+
+
+def _method(span_id: str) -> str:
+    name = span_id.rsplit("-", 5)[0] if span_id.count("-") >= 5 else span_id
+    return name.rsplit(".", 1)[-1]
+
+
+class SpanTree(BaseSpanHandler[BaseSpan]):
+    """Keeps every open span's parent and instance; tells listeners when one ends."""
+
+    _spans: dict[str, OpenSpan] = PrivateAttr(default_factory=dict)
+    _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _listeners: dict[int, weakref.ref] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "FairRAGSpanTree"
+
+    def new_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_span_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan:
+        method = _method(id_)
+        query = _question(bound_args) if method in QUESTION_METHODS else None
+        with self._guard:
+            self._spans[id_] = OpenSpan(id_, parent_span_id, instance, method, query)
+        return BaseSpan(id_=id_, parent_id=parent_span_id)
+
+    def prepare_to_exit_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        self._end(id_, result, None)
+        return self.open_spans.get(id_)
+
+    def prepare_to_drop_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        self._end(id_, None, err)
+        return self.open_spans.get(id_)
+
+    def _end(self, id_: str, result: Any, error: BaseException | None) -> None:
+        with self._guard:
+            span = self._spans.pop(id_, None)
+            refs = list(self._listeners.items())
+        if span is None:
+            return
+        for key, ref in refs:
+            listener = ref()
+            if listener is None:
+                with self._guard:
+                    self._listeners.pop(key, None)
+            else:
+                listener.span_ended(span, result, error)
+
+    def add_listener(self, listener: SpanListener) -> None:
+        """Call ``listener.span_ended(span, result, error)`` whenever a span ends (weakly held)."""
+        with self._guard:
+            self._listeners[id(listener)] = weakref.ref(listener)
+
+    def get(self, span_id: str | None) -> OpenSpan | None:
+        """The open span ``span_id``, or None when it is not open (or unknown)."""
+        if span_id is None:
+            return None
+        with self._guard:
+            return self._spans.get(span_id)
+
+    def ancestors(self, span_id: str | None) -> Iterator[OpenSpan]:
+        """The open span ``span_id`` and its open ancestors, innermost first."""
+        seen: set[str] = set()
+        while span_id is not None and span_id not in seen:
+            seen.add(span_id)
+            span = self.get(span_id)
+            if span is None:
+                return
+            yield span
+            span_id = span.parent_id
+
+
+SPANS = SpanTree()
+"""The one span tree of this process (registered on the root dispatcher when first needed)."""
+
+
+def ensure_registered() -> SpanTree:
+    """Register :data:`SPANS` on LlamaIndex's root dispatcher unless it is there already."""
+    root = get_dispatcher()
+    if not any(handler is SPANS for handler in root.span_handlers):
+        root.add_span_handler(SPANS)
+    return SPANS
+
+
+def current_span_id() -> str | None:
+    """The id of the span the caller runs in (None outside any span)."""
+    return active_span_id.get()

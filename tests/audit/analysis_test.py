@@ -1,0 +1,267 @@
+"""fairrag_audit.audit on small logs whose numbers are computed here by other means: the core's
+metrics, numpy, scipy and fairrag_core.stats."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from fairrag_audit import audit
+from fairrag_core.exposure import ExposureModel
+from fairrag_core.metrics import exposure_share
+from fairrag_core.stats import t_test
+from tests.audit.logs import record, write_log
+
+LISTS = [
+    ["male", "male", "female", "male", "male"],
+    ["female", "male", "male", "female", "male"],
+    ["male", "female", None, "male", "female"],
+    ["male", "male", "male", "male", "male"],
+    ["female", "female"],  # a shorter list weighs less in the amortized figures
+]
+
+
+def metric(table: pd.DataFrame, name: str, **where: object) -> dict:
+    rows = table[table["metric"] == name]
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    (row,) = rows.to_dict("records")
+    return row
+
+
+def test_amortized_disparity_and_shares_follow_the_spec(tmp_path: Path) -> None:
+    path = write_log(tmp_path / "log.jsonl", [record(g) for g in LISTS])
+    result = audit(path, protected="female", confidence=0.9)
+
+    weights = [ExposureModel().weights(len(g)) for g in LISTS]
+    w = np.array([v.sum() for v in weights])
+    p = np.array([exposure_share(g, "female") for g in LISTS])
+    amortized = abs((p * w).sum() / w.sum() - 0.5)  # docs/SPEC.md "Metrics over many rankings"
+    row = metric(result.rankers, "amortized_disparity")
+    assert row["value"] == pytest.approx(amortized)
+    assert row["n"] == len(LISTS)
+    share = metric(result.rankers, "exposure_share")
+    assert share["value"] == pytest.approx((p * w).sum() / w.sum())
+    # the delta-method standard error of a ratio estimator, with t(n-1) at 90%
+    m, n = share["value"], len(LISTS)
+    se = math.sqrt(n / (n - 1) * ((w**2) * (p - m) ** 2).sum()) / w.sum()
+    half = scipy_stats.t.ppf(0.95, n - 1) * se
+    assert (share["ci_low"], share["ci_high"]) == pytest.approx((m - half, m + half))
+    # the mean of per-list disparities, with its t interval
+    disparity = metric(result.rankers, "exposure_disparity")
+    per_list = np.abs(p - 0.5)
+    low, high = scipy_stats.t.interval(
+        0.9, n - 1, loc=per_list.mean(), scale=scipy_stats.sem(per_list)
+    )
+    assert disparity["value"] == pytest.approx(per_list.mean())
+    assert (disparity["ci_low"], disparity["ci_high"]) == pytest.approx((low, high))
+
+
+def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path) -> None:
+    plain = [record(g, ranker="a") for g in LISTS[:3]]
+    for item in plain:  # as written before the record schema: groups only
+        item.pop("exposure_by_group", None)
+    derived = write_log(tmp_path / "a.jsonl", plain)
+    given = [
+        record(g, ranker="b", exposure_by_group={"female": 0.25, "male": 0.75}) for g in LISTS[:3]
+    ]
+    stated = write_log(tmp_path / "b.jsonl", given)
+    result = audit([derived, stated], protected="female")
+    shares = result.exposure.set_index(["ranker", "group"])["share"]
+    w = np.array([ExposureModel().weights(5).sum()] * 3)
+    for group in ("female", "male"):
+        per_list = np.array([exposure_share(g, group) for g in LISTS[:3]])
+        assert shares[("a", group)] == pytest.approx((per_list * w).sum() / w.sum())
+    unknown = ExposureModel().weights(5)[2] / ExposureModel().weights(5).sum() / 3
+    assert shares[("a", "(unknown)")] == pytest.approx(unknown)  # null label: its own group
+    assert shares[("b", "female")] == pytest.approx(0.25)  # exposure_by_group wins when present
+    assert metric(result.rankers, "exposure_share", ranker="b")["value"] == pytest.approx(0.25)
+
+
+def test_exposure_model_of_the_record_is_used(tmp_path: Path) -> None:
+    groups = ["male", "female", "male"]
+    rbp = ExposureModel("rbp", 0.5)
+    stated = record(groups, exposure=rbp, exposure_model="rbp(0.5)")
+    stated.pop("exposure_by_group", None)  # derived from groups and the model the record names
+    path = write_log(tmp_path / "log.jsonl", [stated] * 3)
+    result = audit(path, protected="female")
+    expected = exposure_share(groups, "female", exposure=rbp)
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(expected)
+
+
+def test_generation_metrics_with_t_intervals_and_missing_counted(tmp_path: Path) -> None:
+    parities = [0.2, 0.4, 0.6, None, 0.5]
+    records = [
+        record(g, generation_parity=gp, groundedness=1.0)
+        for g, gp in zip(LISTS, parities, strict=True)
+    ]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    row = metric(result.rankers, "generation_parity")
+    values = np.array([0.2, 0.4, 0.6, 0.5])
+    low, high = scipy_stats.t.interval(0.95, 3, loc=values.mean(), scale=scipy_stats.sem(values))
+    assert row["value"] == pytest.approx(values.mean())
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high))
+    assert (row["n"], row["n_missing"]) == (4, 1)
+    grounded = metric(result.rankers, "grounded_generation_parity")
+    assert grounded["n"] == 0 and math.isnan(grounded["value"])
+    assert any(
+        note.startswith("grounded_generation_parity: no value in 5 of 5") for note in result.notes
+    )
+
+
+def test_pairwise_comparison_is_the_cores_t_test(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    records = []
+    for ranker, female_rate in (("standard", 0.2), ("fair", 0.5)):
+        for _ in range(30):
+            groups = ["female" if x else "male" for x in rng.random(5) < female_rate]
+            records.append(record(groups, ranker=ranker))
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    row = result.pairwise[result.pairwise["metric"] == "exposure_share"].iloc[0]
+    shares = {
+        name: [exposure_share(r["groups"], "female") for r in records if r["ranker"] == name]
+        for name in ("fair", "standard")
+    }
+    expected = t_test(shares["fair"], shares["standard"], alpha=0.01)
+    assert (row["a"], row["b"]) == ("fair", "standard")
+    assert row["t"] == pytest.approx(expected.t)
+    assert row["p"] == pytest.approx(expected.p)
+    assert row["significant"] == expected.significant
+
+
+def test_by_field_at_top_level_or_in_metadata_and_time_windows(tmp_path: Path) -> None:
+    records = [
+        record(["female", "male"], tenant="acme", timestamp="2026-12-01T00:10:00Z"),
+        record(["male", "male"], metadata={"tenant": "acme"}, timestamp="2026-12-01T00:50:00Z"),
+        record(["male", "male"], metadata={"tenant": "globex"}, timestamp="2026-12-01T01:10:00Z"),
+        record(["female", "female"], timestamp="2026-12-01T01:20:00+01:00"),  # 00:20 UTC
+        record(["female", "male"], tenant="acme"),  # no timestamp
+    ]
+    path = write_log(tmp_path / "log.jsonl", records)
+    result = audit(path, by="tenant", window="1h", protected="female")
+    cells = result.metrics[result.metrics["metric"] == "exposure_share"]
+    found = {(r["tenant"], r["window"]): r["records"] for r in cells.to_dict("records")}
+    assert found == {
+        ("acme", "2026-12-01T00:00:00Z"): 2,
+        ("acme", "(no timestamp)"): 1,
+        ("globex", "2026-12-01T01:00:00Z"): 1,
+        ("(missing)", "2026-12-01T00:00:00Z"): 1,
+    }
+    assert any("1 records without a usable timestamp" in note for note in result.notes)
+
+    since = audit(path, since="2026-12-01T00:30:00Z", protected="female")
+    assert int(since.reading["used"].iloc[0]) == 2  # 00:50 and 01:10; the undated one left out
+    assert any("without a timestamp left out" in note for note in since.notes)
+
+
+def test_drift_lists_windows_above_the_band(tmp_path: Path) -> None:
+    stamps = [f"2026-12-01T0{h}:0{m}:00Z" for h in range(3) for m in range(4)]
+    balanced = (["female", "male"], ["male", "female"])  # in turn: amortized parity
+    skewed = ["male", "female"]
+    records = [
+        record(balanced[i % 2] if i < 8 else skewed, timestamp=stamp)
+        for i, stamp in enumerate(stamps)
+    ]
+    result = audit(
+        write_log(tmp_path / "log.jsonl", records),
+        window="1h",
+        max_disparity=0.05,
+        protected="female",
+    )
+    assert list(result.drift["window"]) == ["2026-12-01T02:00:00Z"]
+    expected = abs(exposure_share(skewed, "female") - 0.5)
+    assert result.drift["value"].iloc[0] == pytest.approx(expected)
+    assert bool(result.drift["certain"].iloc[0])  # every list the same: a zero-width interval
+
+
+def test_damaged_lines_are_skipped_and_counted_plain_and_gzip(tmp_path: Path) -> None:
+    damaged = [
+        b'{"ranker": "standard", "groups": ["fem\n',  # torn write
+        b"not json at all\n",
+        b"[1, 2, 3]\n",  # JSON, but not a record: counted apart
+        b"\n",  # blank: not a record, not counted
+        b'{"ranker": "standard", "groups": ["male"]',  # torn last line without newline
+    ]
+    records = [record(g) for g in LISTS]
+    records.append({"ranker": "standard", "groups": "oops", "k": "five"})  # wrong types
+    records.append({"unrelated": 1})  # an object with none of the record fields
+    for name in ("log.jsonl", "log.jsonl.gz"):
+        result = audit(write_log(tmp_path / name, records, damaged), protected="female")
+        row = result.reading.iloc[0]
+        assert (row["lines"], row["damaged"], row["not_records"]) == (11, 3, 2)
+        assert row["used"] == 6
+        assert metric(result.rankers, "exposure_share")["n"] == 5  # "oops" has no groups
+        assert any("3 of 11 lines damaged" in note for note in result.notes)
+        assert any("2 lines are JSON but not records" in note for note in result.notes)
+
+
+def test_records_without_protected_group_are_said_not_computed(tmp_path: Path) -> None:
+    old = [{"ranker": "standard", "groups": g, "exposure_share": 0.1} for g in LISTS]
+    result = audit(write_log(tmp_path / "log.jsonl", old))
+    assert math.isnan(metric(result.rankers, "amortized_disparity")["value"])
+    assert any("name no protected group" in note for note in result.notes)
+    assert not result.exposure.empty  # group shares need no protected group
+
+
+def test_records_naming_their_protected_group_and_target(tmp_path: Path) -> None:
+    records = [record(g, protected="male", target={"male": 0.7, "OTHERS": 0.3}) for g in LISTS]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    w = np.array([ExposureModel().weights(len(g)).sum() for g in LISTS])
+    p = np.array([exposure_share(g, "male") for g in LISTS])
+    row = metric(result.rankers, "amortized_disparity")
+    assert row["value"] == pytest.approx(abs((w * p).sum() / w.sum() - 0.7))
+
+
+def test_binary_garbage_and_a_one_megabyte_answer(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    write_log(path, [record(["female", "male"], answer="- A (DocTitle: B)\n" * 60_000)])
+    with open(path, "ab") as handle:
+        handle.write(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe{}\n")  # 3 lines, none of them JSON
+    write_log(path, [record(["male", "female"])])
+    result = audit(path, protected="female")
+    row = result.reading.iloc[0]
+    assert (row["lines"], row["damaged"], row["used"]) == (5, 3, 2)
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(0.5)
+
+
+def test_missing_by_field_and_timestamps_are_noted(tmp_path: Path) -> None:
+    records = [record(["female", "male"], metadata={"tenant": "acme"}), record(["male"])]
+    result = audit(write_log(tmp_path / "log.jsonl", records), by="tenant", protected="female")
+    assert any(n.startswith("--by tenant: missing from 1 of 2 records") for n in result.notes)
+    assert any(n.startswith("2 of 2 records have no usable `timestamp`") for n in result.notes)
+
+
+def test_intervals_stay_within_the_metrics_range(tmp_path: Path) -> None:
+    records = [record(["male"] * 5)] * 5 + [record(["female"] + ["male"] * 4)]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    share = metric(result.rankers, "exposure_share")
+    assert share["ci_low"] == 0.0 < share["value"]  # t interval would reach below 0
+    assert (result.exposure["ci_low"] >= 0).all() and (result.exposure["ci_high"] <= 1).all()
+
+
+def test_exposure_by_group_of_the_record_schema_names_the_unknown_group(tmp_path: Path) -> None:
+    records = [record(g) for g in LISTS[:3]]
+    assert all("exposure_by_group" in r for r in records)  # the core writes it
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    shares = result.exposure.set_index("group")["share"]
+    weights = ExposureModel().weights(5)
+    assert shares["(unknown)"] == pytest.approx(weights[2] / weights.sum() / 3)
+    assert shares.sum() == pytest.approx(1.0)
+
+
+def test_amortized_disparity_equals_the_cores_stream_metric(tmp_path: Path) -> None:
+    from fairrag_core.metrics.amortized import amortized_disparity, amortized_exposure_shares
+
+    for exposure in ("dcg", "rbp(0.5)", "uniform"):
+        model = ExposureModel("rbp", 0.5) if exposure.startswith("rbp") else ExposureModel(exposure)
+        records = [record(g, exposure=model, exposure_model=exposure) for g in LISTS]
+        result = audit(write_log(tmp_path / f"{exposure}.jsonl", records), protected="female")
+        expected = amortized_disparity(LISTS, protected="female", target_share=0.5, exposure=model)
+        assert metric(result.rankers, "amortized_disparity")["value"] == pytest.approx(expected)
+        shares = amortized_exposure_shares(LISTS, protected="female", exposure=model)
+        assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(shares["female"])

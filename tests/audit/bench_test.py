@@ -1,0 +1,31 @@
+"""The scale benchmark runs end to end on a small log (its figures come from the full run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_audit.py",
+            "--records",
+            "10000",
+            "--gzip",
+            "--keep",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "damaged lines counted: 1 (written: 1)" in done.stdout
+    assert "peak RSS" in done.stdout
+    assert (tmp_path / "report" / "report.html").is_file()

@@ -1,0 +1,114 @@
+"""`fairrag audit` end to end: the files it writes, and bad input refused with a clear error."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from fairrag_audit.figures import FIGURES
+from fairrag_study.cli import main
+from tests.audit.conftest import deployment_records
+from tests.audit.logs import record, write_log
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_files_tables_and_figures(report_dir: Path) -> None:
+    for name in ("report.md", "report.html", "summary.json", "metrics.csv", "drift.csv"):
+        assert (report_dir / name).is_file(), name
+    for name in FIGURES:
+        assert (report_dir / "figures" / name).read_bytes().startswith(PNG)
+    summary = json.loads((report_dir / "summary.json").read_text())
+    assert summary["reading"]["damaged_lines"] == 1
+    assert summary["reading"]["used"] == 48
+    assert summary["drift_windows"] > 0  # the standard ranker is far from parity every hour
+    report = (report_dir / "report.md").read_text()
+    for heading in ("## Reading", "## What could not be computed", "## Rankers compared"):
+        assert heading in report
+    assert "## Drift" in report and "windows with amortized disparity above 0.05" in report
+    assert "| standard | acme | 2026-12-01T00:00:00Z |" in report
+    for name in FIGURES:
+        assert f"(figures/{name})" in report
+    assert "Student t intervals" in report  # says which intervals these are
+
+
+def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--out", "--by", "--since", "--window", "--max-disparity", "--protected"):
+        assert flag in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--window", "5x"], "--window '5x' is not a duration"),
+        (["--since", "yesterday"], "--since 'yesterday' is neither an ISO 8601"),
+        (["--max-disparity", "2"], "--max-disparity 2.0 must be a number in [0, 1]"),
+        (["--by", "ranker"], "--by 'ranker': results are always split by ranker"),
+        (["--target-share", "0.3"], "--target-share 0.3 needs --protected"),
+        (["--exposure", "bm25"], "--exposure 'bm25' is unknown"),
+    ],
+)
+def test_bad_flags_are_refused_naming_flag_and_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])])
+    assert main(["audit", str(log), "--out", str(tmp_path / "out"), *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_log_and_out_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nowhere.jsonl"
+    assert main(["audit", str(missing), "--out", str(tmp_path / "out")]) == 2
+    assert f"log {str(missing)!r} does not exist" in capsys.readouterr().err
+    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])])
+    (tmp_path / "file").write_text("")
+    assert main(["audit", str(log), "--out", str(tmp_path / "file")]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_the_readme_command_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (line,) = [x for x in readme.splitlines() if x.startswith("fairrag audit ")]
+    args = shlex.split(line)[1:]
+    log = args[1]
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")  # within the command's --since 7d
+    write_log(tmp_path / log, deployment_records(day=today))
+    monkeypatch.chdir(tmp_path)  # the command's relative paths: the log and --out
+    assert main(args) == 0
+    assert (tmp_path / args[args.index("--out") + 1] / "report.html").is_file()
+
+
+def test_nothing_left_after_since_still_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(tmp_path / "log.jsonl", deployment_records())
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "audit",
+                str(log),
+                "--out",
+                str(out),
+                "--since",
+                "2030-01-01",
+                "--window",
+                "1h",
+                "--max-disparity",
+                "0.05",
+            ]
+        )
+        == 0
+    )
+    assert "0 records audited" in capsys.readouterr().out
+    assert "## Drift" in (out / "report.md").read_text()

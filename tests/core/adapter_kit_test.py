@@ -1,0 +1,218 @@
+"""The core adapter kit (docs/SPEC.md, "Adapters" and "Records"): the rules both framework
+adapters build from, tested without any framework."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fairrag_core import FairnessAuditor, make_ranker, rerank
+from fairrag_core.kit import (
+    RankerState,
+    ShownDocument,
+    check_store_order,
+    context_entry,
+    describe_ranker,
+    document_title,
+    draw_query_seed,
+    hidden_metadata_keys,
+    placement_metadata,
+    run_record,
+    shown_provenance,
+    to_relevance,
+)
+from fairrag_core.kit.context import title_line
+
+SPEC = Path(__file__).resolve().parents[2] / "docs" / "SPEC.md"
+
+
+@dataclass
+class Component:
+    """The six fields every fair component has (what the adapters' pydantic models carry)."""
+
+    ranker: Any = "stochastic"
+    protected: Any = "female"
+    target_share: float | None = None
+    target: Any = None
+    seed: int | None = 0
+    ranker_params: dict[str, Any] = field(default_factory=dict)
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_state_is_rebuilt_when_a_field_changes_in_place_or_by_assignment():
+    component = Component(ranker_params={"alpha": 2.0})
+    state = RankerState.current(None, component)
+    assert RankerState.current(state, component) is state
+    component.ranker_params["alpha"] = 8.0  # in place
+    changed = RankerState.current(state, component)
+    assert changed is not state and changed.ranker.alpha == 8.0
+    component.ranker, component.ranker_params = "standard", {}
+    assert RankerState.current(changed, component).ranker.name == "standard"
+
+
+def test_a_copy_gets_its_own_generator_from_the_start_of_the_seed():
+    original = Component(seed=5)
+    state = RankerState.current(None, original)
+    first = [state.query_seed() for _ in range(3)]
+    twin = copy.copy(original)
+    twin_state = RankerState.current(state, twin)  # same fields, another object
+    assert twin_state is not state
+    assert [twin_state.query_seed() for _ in range(3)] == first
+    assert state.query_seed() not in first  # the original goes on with its own sequence
+
+
+def test_query_seeds_are_json_safe_ints_and_callers_seeds_are_checked():
+    generator = np.random.default_rng(0)
+    seeds = [draw_query_seed(None, generator) for _ in range(100)]
+    assert all(isinstance(s, int) and 0 <= s < 2**53 for s in seeds)
+    assert draw_query_seed(2**40, generator) == 2**40
+    assert isinstance(draw_query_seed(np.random.default_rng(3), generator), int)
+    for bad in (-1, True, "7", 2**64):
+        with pytest.raises((TypeError, ValueError), match="seed"):
+            draw_query_seed(bad, generator)
+
+
+def test_same_query_seed_same_ranking():
+    ranker = make_ranker("representative_stochastic", protected="f")
+    scores = np.linspace(1, 0, 30)
+    groups = ["m"] * 20 + ["f"] * 10
+    a = rerank(ranker, scores, groups, 5, rng=np.random.default_rng(123))
+    ranker.rank(scores, groups, 5)  # whatever the ranker drew in between
+    b = rerank(ranker, scores, groups, 5, rng=np.random.default_rng(123))
+    assert a.indices == b.indices
+
+
+def test_a_ready_ranker_is_described_whole_and_refuses_ignored_fields():
+    ranker = make_ranker("representative_stochastic", protected="f", target_share=0.3, seed=9)
+    described = describe_ranker(ranker)
+    assert described["name"] == "representative_stochastic" and described["seed"] == 9
+    assert described["target"] == {"f": 0.3, "OTHERS": 0.7}
+    assert {"alpha", "gain", "tolerance"} <= set(described["params"])
+    with pytest.raises(ValueError, match="seed would be ignored"):
+        RankerState.current(None, Component(ranker=ranker, protected=None, seed=1))
+
+
+def test_unknown_ranker_params_name_the_accepted_ones():
+    with pytest.raises(ValueError, match="takes no parameter 'alhpa'; accepted: alpha"):
+        RankerState.current(None, Component(ranker_params={"alhpa": 1.0}))
+
+
+# -- relevance ------------------------------------------------------------------------------
+
+
+def test_conversions():
+    assert to_relevance([0.2], "cosine_distance").tolist() == pytest.approx([0.8])
+    assert to_relevance([np.exp(-0.2)], "chroma_cosine").tolist() == pytest.approx([0.8])
+    assert to_relevance([3.0], "l2_distance").tolist() == [-3.0]
+    with pytest.raises(ValueError, match="known conversions"):
+        to_relevance([1.0], "cosine")
+    with pytest.raises(ValueError, match="exp\\(-distance\\) > 0"):
+        to_relevance([0.0], "chroma_cosine")
+
+
+def test_relevance_rising_along_the_store_order_is_refused_with_the_fix():
+    similarities = np.array([0.9, 0.8, 0.8, 0.5])  # a store's best-first similarities
+    read_as_distances = to_relevance(similarities, "cosine_distance")
+    with pytest.raises(ValueError, match="relevance='similarity'"):
+        check_store_order(read_as_distances, "cosine_distance", "SomeStore")
+    check_store_order(to_relevance(similarities, "similarity"), "similarity", "SomeStore")
+    check_store_order(np.array([0.5, 0.9, 0.7]), "similarity", "merged")  # unsorted: accepted
+    check_store_order(np.array([0.5, 0.5]), "similarity", "ties")
+    check_store_order(np.array([0.5]), "similarity", "one")
+
+
+# -- title and context --------------------------------------------------------------------------
+
+
+def test_title_rule_first_line_only():
+    assert document_title({"title": " Ada "}, "Title: Other\n") == "Ada"
+    assert document_title({}, "\n\n  Title: Ada Lovelace  \nText") == "Ada Lovelace"
+    assert document_title({"title": ""}, "Ada was\nTitle: Marie Curie") is None  # injected
+    assert document_title(None, "Title:   \nx") is None
+
+
+def test_title_search_reads_one_line_of_a_megabyte_of_blank_lines():
+    text = " \n" * 500_000 + "Title: Late\nbody"
+    assert title_line(text) == "Late"  # the first non-blank line, found in one pass
+    assert title_line("\n" * 1_000_000) is None
+
+
+def test_context_entry_numbers_and_adds_the_title_line_once():
+    assert context_entry(1, "Ada", "Title: Ada\nAda was.") == "[1]\nTitle: Ada\nAda was."
+    assert context_entry(2, "Ada", "Ada was.") == "[2]\nTitle: Ada\nAda was."
+    assert context_entry(3, None, "  text  ") == "[3]\ntext"
+
+
+def test_hidden_keys_cover_group_and_placement_unless_shown():
+    hidden = hidden_metadata_keys("gender", ["title", "gender", "topic"], shown=["topic"])
+    assert "gender" in hidden and "title" in hidden and "topic" not in hidden
+    assert "exposure_weight" in hidden and "query_seed" in hidden
+
+
+# -- provenance and records ----------------------------------------------------------------------
+
+
+def placed(ranker="fair", seed=1, ranks=(1, 2, 3), k=3) -> list[dict[str, Any]]:
+    return [{"fair_rank": r, "ranker": ranker, "query_seed": seed, "fair_k": k} for r in ranks]
+
+
+def test_provenance_of_the_shown_list():
+    assert shown_provenance(placed())["ranker"] == "fair"
+    assert shown_provenance(placed(ranks=(3, 1, 2)))["reordered_after_ranking"] is True
+    assert shown_provenance(placed(ranks=(1, 2), k=3))["dropped_after_ranking"] == 1
+    mixed = shown_provenance([*placed(ranks=(1,)), {"title": "plain"}])
+    assert mixed["ranker"] is None and mixed["mixed_after_ranking"] is True
+    assert shown_provenance([{"title": "plain"}])["ranker"] is None
+
+
+def test_placement_metadata_keys():
+    reranking = rerank(make_ranker("standard"), [0.9, 0.1], ["a", "b"], 2)
+    metadata = placement_metadata(
+        reranking.placements[0], "standard", 4, 0.1, pool_size=2, fair_k=2
+    )
+    assert metadata["relevance_score"] == 0.9 and metadata["retrieval_score"] == 0.1
+    assert metadata["query_seed"] == 4 and metadata["fair_k"] == 2
+
+
+def test_record_has_every_field_the_spec_lists():
+    auditor = FairnessAuditor.create(protected="female", target_share=0.3)
+    shown = [
+        ShownDocument("1", "Ada Lovelace", "female", "Title: Ada Lovelace\nAda was a pioneer."),
+        ShownDocument("2", "Alan Turing", "male", "Alan was a pioneer."),
+    ]
+    record = run_record(
+        auditor,
+        source="test",
+        shown=shown,
+        query="q",
+        answer="- Ada Lovelace (DocTitle: Ada Lovelace)",
+        model="FakeModel",
+        tags=["t"],
+        metadata={"tenant": object()},
+    )
+    table = SPEC.read_text().split("## Records", 1)[1]
+    fields = {
+        f for cell in re.findall(r"^\| (.+?) \|", table, re.M) for f in re.findall(r"`(\w+)`", cell)
+    }
+    missing = fields - set(record) - {"error"}
+    assert not missing, f"record lacks the spec's fields {sorted(missing)}"
+    assert record["target"] == {"female": 0.3, "OTHERS": 0.7}
+    assert record["exposure_by_group"]["female"] == pytest.approx(record["exposure_share"])
+    assert isinstance(record["metadata"]["tenant"], str)
+    failed = run_record(auditor, source="test", shown=None, query="q", error="Boom: x")
+    assert failed["error"] == "Boom: x" and "exposure_share" not in failed
+
+
+def test_a_ready_rankers_seed_seeds_the_query_seeds():
+    ranker = make_ranker("stochastic", seed=21)
+    a = RankerState.current(None, Component(ranker=ranker, protected=None, seed=None))
+    b = RankerState.current(None, Component(ranker="stochastic", protected=None, seed=21))
+    assert [a.query_seed() for _ in range(3)] == [b.query_seed() for _ in range(3)]

@@ -1,0 +1,314 @@
+"""Exposure ledgers: the interface's promises, held by the memory, SQLite and Redis ledgers."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from fairrag_core import LedgerUnavailableError
+from fairrag_core.ledger import (
+    ExposureLedger,
+    MemoryLedger,
+    RedisLedger,
+    SQLiteLedger,
+    decode_label,
+    encode_label,
+    make_ledger,
+)
+from tests.redis_server import redis_server_binary, running_redis
+
+KINDS = ["memory", "sqlite", "redis"]
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with running_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
+
+
+@pytest.fixture(params=KINDS)
+def ledger(request, tmp_path) -> ExposureLedger:
+    if request.param == "memory":
+        return MemoryLedger()
+    if request.param == "sqlite":
+        return SQLiteLedger(tmp_path / "ledger.db")
+    # One server for the module; a prefix per test keeps the tests apart.
+    url = request.getfixturevalue("redis_url")
+    return RedisLedger(url, prefix=f"test:{tmp_path.name}:")
+
+
+def test_an_unused_stream_is_empty(ledger):
+    state = ledger.state("tenant-a")
+    assert (state.key, state.totals, state.rankings, state.total) == ("tenant-a", {}, 0, 0.0)
+    assert ledger.keys() == []
+
+
+def test_adds_accumulate_per_group_and_count_rankings(ledger):
+    ledger.add("tenant-a", {"female": 1.0, "male": 0.6309297535714575})
+    ledger.add("tenant-a", {"male": 1.5, None: 0.25})
+    state = ledger.state("tenant-a")
+    assert state.totals == pytest.approx({"female": 1.0, "male": 2.1309297535714575, None: 0.25})
+    assert state.rankings == 2
+    assert state.total == pytest.approx(3.3809297535714575)
+    assert ledger.totals("tenant-a") == state.totals
+
+
+def test_labels_round_trip_and_stay_distinct(ledger):
+    labels = ["female", None, 1, "1", "null", "#rankings", "ženy", np.int64(7), '"quoted"']
+    for i, label in enumerate(labels):
+        ledger.add("labels", {label: float(i + 1)})
+    totals = ledger.totals("labels")
+    assert len(totals) == len(labels)
+    for i, label in enumerate(labels):
+        assert totals[label] == float(i + 1)
+    assert {type(label) for label in totals} == {str, int, type(None)}
+    assert ledger.state("labels").rankings == len(labels)
+
+
+@pytest.mark.parametrize("label", [True, 1.5, ("a", "b"), b"female", object()])
+def test_labels_the_rule_refuses_are_type_errors_and_nothing_is_added(ledger, label):
+    with pytest.raises(TypeError, match="labels must be str, int or None"):
+        ledger.add("k", {"female": 1.0, label: 1.0})
+    assert ledger.state("k").rankings == 0
+
+
+@pytest.mark.parametrize(
+    ("exposure", "error", "message"),
+    [
+        ({"female": -0.1}, ValueError, "exposure of group 'female' must be finite and >= 0"),
+        ({"female": math.nan}, ValueError, "must be finite"),
+        ({"female": math.inf}, ValueError, "must be finite"),
+        ({"female": "1.0"}, TypeError, "exposure of group 'female' must be a number"),
+        ([("female", 1.0)], TypeError, "exposure must be a mapping"),
+    ],
+)
+def test_bad_exposures_are_refused_before_anything_is_added(ledger, exposure, error, message):
+    with pytest.raises(error, match=message):
+        ledger.add("k", exposure)
+    assert ledger.state("k").rankings == 0
+
+
+@pytest.mark.parametrize("key", ["", None, 3])
+def test_a_key_must_be_a_non_empty_string(ledger, key):
+    for call in (ledger.state, ledger.reset, lambda k: ledger.add(k, {"a": 1.0})):
+        with pytest.raises(ValueError, match="ledger_key must be a non-empty string"):
+            call(key)
+
+
+def test_streams_are_kept_apart_listed_and_reset_one_at_a_time(ledger):
+    ledger.add("tenant-a", {"female": 1.0})
+    ledger.add("topic:physics", {"male": 2.0})
+    ledger.add("tenant-a", {"female": 1.0})
+    assert ledger.keys() == ["tenant-a", "topic:physics"]
+    ledger.reset("tenant-a")
+    assert ledger.state("tenant-a").rankings == 0
+    assert ledger.keys() == ["topic:physics"]
+    assert ledger.state("topic:physics").totals == {"male": 2.0}
+    ledger.add("tenant-a", {"male": 0.5})  # a reset stream starts again from zero
+    assert ledger.state("tenant-a").totals == {"male": 0.5}
+
+
+def test_concurrent_adds_from_threads_are_never_lost(ledger):
+    threads, adds = 8, 50
+    barrier = threading.Barrier(threads, timeout=30)
+
+    def work(t: int) -> None:
+        barrier.wait()
+        for i in range(adds):
+            ledger.add("shared", {"female": 0.5, t % 3 or None: 0.25 * (i % 4)})
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(60)
+    state = ledger.state("shared")
+    assert state.rankings == threads * adds
+    assert state.totals["female"] == pytest.approx(0.5 * threads * adds, rel=1e-12)
+    expected_rest = sum(0.25 * (i % 4) for _ in range(threads) for i in range(adds))
+    assert state.total == pytest.approx(0.5 * threads * adds + expected_rest, rel=1e-12)
+
+
+def test_a_copy_is_the_same_ledger_and_a_pickle_reaches_the_same_store(ledger):
+    assert copy.deepcopy(ledger) is ledger
+    assert copy.copy(ledger) is ledger
+    ledger.add("k", {"female": 1.0})
+    clone = pickle.loads(pickle.dumps(ledger))
+    assert clone.state("k").totals == {"female": 1.0}
+    if not isinstance(ledger, MemoryLedger):  # a shared store: the clone writes to it too
+        clone.add("k", {"female": 1.0})
+        assert ledger.state("k").totals == {"female": 2.0}
+
+
+def test_encode_label_rule():
+    assert [encode_label(x) for x in ("a", 1, None, "1", np.int32(2))] == [
+        '"a"',
+        "1",
+        "null",
+        '"1"',
+        "2",
+    ]
+    assert decode_label(encode_label("ženy")) == "ženy"
+    with pytest.raises(TypeError, match=r"group label \[1\] \(list\)"):
+        encode_label([1])
+
+
+def test_make_ledger_builds_each_kind_from_a_url_or_path(tmp_path, redis_url):
+    memory = MemoryLedger()
+    assert make_ledger(memory) is memory
+    assert isinstance(make_ledger(None), MemoryLedger)
+    assert isinstance(make_ledger("memory"), MemoryLedger)
+    path = tmp_path / "a.db"
+    for spec in (path, str(path), f"sqlite:///{path}"):
+        built = make_ledger(spec)
+        assert isinstance(built, SQLiteLedger)
+        assert built.path == path
+        assert make_ledger(built.location).path == path  # location is a URL that round-trips
+    redis = make_ledger(redis_url)
+    assert isinstance(redis, RedisLedger)
+    assert redis.location == redis_url
+    for bad in ("ftp://x", "", 3):
+        with pytest.raises(ValueError, match="ledger must be an ExposureLedger"):
+            make_ledger(bad)
+
+
+def test_sqlite_ledger_that_cannot_open_its_file_names_it(tmp_path):
+    missing = tmp_path / "no-such-folder" / "ledger.db"
+    with pytest.raises(LedgerUnavailableError, match=r"SQLite ledger .*no-such-folder.* open"):
+        SQLiteLedger(missing)
+    not_a_database = tmp_path / "notes.txt"
+    not_a_database.write_text("this is not a database " * 100)
+    with pytest.raises(LedgerUnavailableError, match=r"notes\.txt") as info:
+        SQLiteLedger(not_a_database)
+    assert isinstance(info.value.__cause__, sqlite3.DatabaseError)
+
+
+def test_sqlite_ledger_locked_by_another_writer_retries_then_fails_whole_then_recovers(tmp_path):
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path, timeout=0.05)
+    ledger.add("k", {"female": 1.0})
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
+    try:
+        locked = r"stayed locked .* busy \d+ times in 0\.05 s"
+        with pytest.raises(LedgerUnavailableError, match=locked):
+            ledger.add("k", {"female": 1.0})
+        assert ledger.state("k").rankings == 1  # WAL: readers are not blocked by the writer
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    ledger.add("k", {"female": 1.0})
+    assert ledger.state("k").totals == {"female": 2.0}
+
+
+def test_a_failed_sqlite_transaction_is_rolled_back_whole(tmp_path, monkeypatch):
+    ledger = SQLiteLedger(tmp_path / "ledger.db")
+    ledger.add("k", {"female": 1.0, "male": 1.0})
+    rows: list[tuple] = []
+
+    def fail_after_first_row(sql, params):  # the first increment is applied, then a failure
+        params = list(params)
+        rows.append(params[0])
+        connection.execute(sql, params[0])
+        raise sqlite3.OperationalError("disk I/O error")
+
+    connection = ledger._connect()
+    wrapper = _ExecutemanyFails(connection, fail_after_first_row)
+    monkeypatch.setattr(ledger, "_connect", lambda: wrapper)
+    with pytest.raises(LedgerUnavailableError, match="cannot add: OperationalError: disk I/O"):
+        ledger.add("k", {"female": 5.0, "male": 5.0})
+    assert rows  # an increment did run inside the transaction
+    monkeypatch.undo()
+    assert ledger.state("k").totals == {"female": 1.0, "male": 1.0}
+    assert ledger.state("k").rankings == 1
+
+
+class _ExecutemanyFails:
+    """A sqlite3 connection whose ``executemany`` is replaced (sqlite3's own is read-only)."""
+
+    def __init__(self, connection: sqlite3.Connection, executemany) -> None:
+        self._connection = connection
+        self.executemany = executemany
+
+    def __getattr__(self, name: str):
+        return getattr(self._connection, name)
+
+
+def test_redis_ledger_on_a_port_with_no_server_names_the_server():
+    from tests.redis_server import free_port
+
+    port = free_port()
+    ledger = RedisLedger(f"redis://127.0.0.1:{port}/0", timeout=0.5, connect_timeout=0.5)
+    with pytest.raises(LedgerUnavailableError, match=rf"redis://127\.0\.0\.1:{port}/0 .*read"):
+        ledger.state("k")
+    with pytest.raises(LedgerUnavailableError, match="add failed with ConnectionError"):
+        ledger.add("k", {"female": 1.0})
+
+
+def test_redis_ledger_resent_update_is_applied_once(redis_url, monkeypatch):
+    """The token makes a resent script (a retry after a lost reply) a no-op."""
+    import fairrag_core.ledger.redis as module
+
+    ledger = RedisLedger(redis_url, prefix="test:token:")
+
+    class SameToken:
+        hex = "fixed"
+
+    monkeypatch.setattr(module.uuid, "uuid4", lambda: SameToken())
+    ledger.add("k", {"female": 1.0})
+    ledger.add("k", {"female": 1.0})  # the same token: as if the first were sent again
+    assert ledger.state("k").totals == {"female": 1.0}
+    assert ledger.state("k").rankings == 1
+
+
+def test_redis_ledger_without_the_client_says_which_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "redis", None)
+    with pytest.raises(ImportError, match=r"pip install 'fairrag\[redis\]'"):
+        RedisLedger()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"url": "http://x"}, "url must be a Redis URL"),
+        ({"timeout": 0}, "timeout must be a number of seconds > 0"),
+        ({"token_ttl": 0}, "token_ttl must be an int"),
+    ],
+)
+def test_redis_ledger_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RedisLedger(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"timeout": -1}, "timeout must be"), ({"timeout": "1"}, "timeout must be")],
+)
+def test_sqlite_ledger_bad_arguments(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SQLiteLedger(tmp_path / "x.db", **kwargs)
+
+
+def test_importing_the_core_does_not_import_the_redis_client():
+    code = "import sys, fairrag_core, fairrag_core.ledger; print('redis' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_a_missing_redis_server_skips_the_tests_but_fails_them_under_ci(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda *args, **kwargs: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"make system-deps.*CI=true"):
+        redis_server_binary()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="make system-deps"):
+        redis_server_binary()

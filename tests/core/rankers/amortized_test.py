@@ -1,0 +1,333 @@
+"""The amortized ranker (docs/SPEC.md, item 6): its draw, its ledger, its stream."""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from fairrag_core import (
+    AmortizedRanker,
+    LedgerUnavailableError,
+    RepresentativeStochasticRanker,
+    StochasticRanker,
+    make_ranker,
+    position_weights,
+)
+from fairrag_core.ledger import MemoryLedger, SQLiteLedger
+from fairrag_core.metrics import exposure_share
+from fairrag_core.plackett_luce import plackett_luce_log_weights
+from fairrag_core.rankers.amortized import DEFAULT_ALPHA, DEFAULT_GAIN, draw_amortized
+
+V5 = position_weights(5)
+
+
+def _served(scores, groups, ranking) -> dict:
+    """``{label: exposure}`` of one served ranking (what the ledger must have received)."""
+    out: dict = {}
+    for position, index in enumerate(ranking.tolist()):
+        out[groups[index]] = out.get(groups[index], 0.0) + float(V5[position])
+    return out
+
+
+def _skewed_pool(n: int = 30, seed: int = 0):
+    """Protected candidates a little below the others: stochastic shows them ~25% of exposure."""
+    rng = np.random.default_rng(seed)
+    scores = np.sort(rng.uniform(0.3, 0.7, n))[::-1]
+    groups = ["female" if rng.random() < 0.25 + 0.5 * i / n else "male" for i in range(n)]
+    return scores, groups
+
+
+def test_make_ranker_builds_it_with_a_ledger_and_a_key(tmp_path):
+    ledger = SQLiteLedger(tmp_path / "l.db")
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="tenant-a")
+    assert isinstance(ranker, AmortizedRanker)
+    assert (ranker.ledger, ranker.ledger_key, ranker.gain) == (ledger, "tenant-a", DEFAULT_GAIN)
+    assert "ledger=SQLiteLedger(" in repr(ranker)
+    default = make_ranker("amortized", protected="female")
+    assert isinstance(default.ledger, MemoryLedger)
+    assert default.ledger_key == "default"
+    assert isinstance(
+        make_ranker("amortized", protected="f", ledger=str(tmp_path / "x.db")).ledger, SQLiteLedger
+    )
+
+
+def test_the_ledger_holds_exactly_the_rankings_served():
+    scores, groups = _skewed_pool()
+    groups = [None if i % 7 == 0 else g for i, g in enumerate(groups)]
+    ranker = make_ranker("amortized", protected="female", ledger_key="t", seed=1)
+    expected: dict = {}
+    for _ in range(200):
+        for label, value in _served(scores, groups, ranker.rank(scores, groups, 5)).items():
+            expected[label] = expected.get(label, 0.0) + value
+    state = ranker.ledger.state("t")
+    assert state.rankings == 200
+    assert state.totals == pytest.approx(expected, rel=1e-12)
+    assert None in state.totals  # the unknown group is stored as itself
+    assert ranker.ledger.state("default").rankings == 0
+
+
+def test_the_stream_reaches_the_target_where_stochastic_misses_it_and_keeps_more_relevance():
+    scores, groups = _skewed_pool()
+    labels = np.asarray(groups, dtype=object)
+    streams = {
+        "amortized": make_ranker("amortized", protected="female", seed=3),
+        "stochastic": StochasticRanker(seed=3),
+        "representative": RepresentativeStochasticRanker(protected="female", seed=3),
+    }
+    share, relevance = {}, {}
+    for name, ranker in streams.items():
+        rankings = [ranker.rank(scores, groups, 5) for _ in range(1000)]
+        share[name] = np.mean([exposure_share(labels[r].tolist(), "female") for r in rankings])
+        relevance[name] = np.mean([scores[r] @ V5 for r in rankings])
+    assert share["stochastic"] < 0.35  # the pool really is skewed
+    assert abs(share["amortized"] - 0.5) < 0.02
+    assert relevance["amortized"] > relevance["representative"]
+    state = streams["amortized"].ledger.state()
+    assert abs(state.totals["female"] / state.total - 0.5) < 0.02
+
+
+def _first_position_female_probability(scores, groups, correction: dict) -> float:
+    """P(female first) = sum_f exp(w_f + c_f) / sum_d exp(w_d + c_d) (SPEC item 6, one draw)."""
+    log_weights = plackett_luce_log_weights(np.asarray(scores), DEFAULT_ALPHA)
+    keys = log_weights + np.array([correction[g] for g in groups])
+    female = np.array([g == "female" for g in groups])
+    return float(np.exp(np.logaddexp.reduce(keys[female]) - np.logaddexp.reduce(keys)))
+
+
+@pytest.mark.parametrize(
+    ("past", "female_share"),
+    [({"male": 100.0}, 0.0), ({"female": 100.0}, 1.0), ({"female": 49.9, "male": 50.1}, 0.499)],
+)
+def test_the_ledger_steers_the_first_position_as_the_formula_says(past, female_share):
+    scores, groups = _skewed_pool()
+    ledger = MemoryLedger()
+    ledger.add("stream", past)
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="stream")
+    ledger.add = lambda key, exposure: None  # keep the stream's state fixed for every draw
+    span = 2.0**DEFAULT_ALPHA - 1
+    c_female = span * float(np.clip(DEFAULT_GAIN * (0.5 - female_share), -1, 1))
+    expected = _first_position_female_probability(
+        scores, groups, {"female": c_female, "male": -c_female}
+    )
+    draws = 3000
+    picks = [groups[ranker.rank(scores, groups, 1, rng=s)[0]] for s in range(draws)]
+    observed = picks.count("female") / draws
+    tolerance = 4.5 * math.sqrt(max(expected * (1 - expected), 1e-4) / draws)
+    assert abs(observed - expected) < tolerance
+    if female_share == 0.0:
+        assert observed > 0.99
+    elif female_share == 1.0:
+        assert observed < 0.01
+
+
+@pytest.mark.parametrize(
+    ("past", "gain", "span", "expected_correction"),
+    [
+        ([0.0, 0.0], 10.0, 1.0, 0.0),  # an empty stream: no correction before the first draw
+        ([1.0, 3.0], 10.0, 1.0, 1.0),  # female share 0.25: 10 * 0.25 = 2.5, capped at 1
+        ([3.0, 1.0], 10.0, 1.0, -1.0),
+        ([0.96, 1.04], 10.0, 1.0, 0.2),  # female share 0.48: uncapped
+        ([0.96, 1.04], 10.0, 3.0, 0.6),  # the span scales it
+        ([1.0, 3.0], 10.0, 3.0, 3.0),  # ... and caps it
+    ],
+)
+def test_first_draw_is_plackett_luce_with_the_capped_correction(
+    past, gain, span, expected_correction
+):
+    """Two candidates, one per group: P(female first) = sigmoid(w_f + c_f - w_m - c_m)."""
+    log_weights = np.array([3.0, 2.0])  # male, female
+    codes = np.array([1, 0])  # target buckets: 0 = female, 1 = OTHERS
+    shares = np.array([0.5, 0.5])
+    logit = (2.0 + expected_correction) - (3.0 - expected_correction)
+    expected = 1 / (1 + math.exp(-logit))
+    rng = np.random.default_rng(5)
+    draws = 6_000
+    female_first = sum(
+        draw_amortized(log_weights, codes, shares, np.array(past), V5[:1], gain, span, rng)[0] == 1
+        for _ in range(draws)
+    )
+    # 4.5 standard errors: a wrong correction (or none) moves it by far more.
+    tolerance = 4.5 * math.sqrt(expected * (1 - expected) / draws)
+    assert abs(female_first / draws - expected) < tolerance
+
+
+def test_the_partial_list_counts_within_a_ranking():
+    """Empty stream, two equal candidates per group: after a male first, the second position
+    sees female share 0 and corrects by +1 / -1, so P(female second) = 2e / (2e + 1/e)."""
+    log_weights = np.zeros(4)
+    codes = np.array([0, 0, 1, 1])
+    shares = np.array([0.5, 0.5])
+    rng = np.random.default_rng(6)
+    seconds = []
+    for _ in range(6_000):
+        ranking = draw_amortized(log_weights, codes, shares, np.zeros(2), V5[:2], 5.0, 1.0, rng)
+        if codes[ranking[0]] == 1:
+            seconds.append(codes[ranking[1]] == 0)
+    expected = 2 * math.e / (2 * math.e + math.exp(-1.0))
+    tolerance = 4.5 * math.sqrt(expected * (1 - expected) / len(seconds))
+    assert abs(np.mean(seconds) - expected) < tolerance
+
+
+def test_same_seed_and_same_ledger_state_give_the_same_ranking():
+    scores, groups = _skewed_pool()
+    a = make_ranker("amortized", protected="female", seed=9)
+    b = make_ranker("amortized", protected="female", seed=9)
+    sequence_a = [a.rank(scores, groups, 5).tolist() for _ in range(20)]
+    sequence_b = [b.rank(scores, groups, 5).tolist() for _ in range(20)]
+    assert sequence_a == sequence_b
+    assert a.ledger.state().totals == b.ledger.state().totals
+
+
+def test_concurrent_requests_read_the_same_state_and_no_update_is_lost():
+    """Two requests read the ledger before either adds (a stale read): both draws see the same
+    state, and both rankings are in the ledger afterwards."""
+    scores, groups = _skewed_pool()
+    reads = threading.Barrier(2, timeout=10)
+    seen = []
+
+    class BothReadFirst(MemoryLedger):
+        blocking = True
+
+        def _read(self, key):
+            state = super()._read(key)
+            if self.blocking:
+                seen.append(state)
+                reads.wait()  # neither request adds before both have read
+            return state
+
+    ledger = BothReadFirst()
+    ledger.add("k", {"male": 10.0})
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="k")
+    results = [None, None]
+
+    def request(i: int) -> None:
+        results[i] = ranker.rank(scores, groups, 5, rng=i)
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    ledger.blocking = False
+    assert seen == [({'"male"': 10.0}, 1)] * 2
+    expected = {"male": 10.0}
+    for ranking in results:
+        for label, value in _served(scores, groups, ranking).items():
+            expected[label] = expected.get(label, 0.0) + value
+    state = ledger.state("k")
+    assert state.rankings == 3
+    assert state.totals == pytest.approx(expected, rel=1e-12)
+
+
+def test_threads_sharing_one_ranker_lose_no_update():
+    scores, groups = _skewed_pool()
+    ranker = make_ranker("amortized", protected="female", ledger=MemoryLedger(), ledger_key="k")
+    served: list = []
+    lock = threading.Lock()
+
+    def work(seed: int) -> None:
+        for i in range(100):
+            ranking = ranker.rank(scores, groups, 5, rng=seed * 1000 + i)
+            with lock:
+                served.append(ranking)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    expected: dict = {}
+    for ranking in served:
+        for label, value in _served(scores, groups, ranking).items():
+            expected[label] = expected.get(label, 0.0) + value
+    state = ranker.ledger.state("k")
+    assert state.rankings == len(served) == 600
+    assert state.totals == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_ledger_failure_serves_nothing_and_the_ranker_works_again():
+    scores, groups = _skewed_pool()
+
+    class Flaky(MemoryLedger):
+        down = False
+
+        def _add(self, key, exposure):
+            if self.down:
+                raise LedgerUnavailableError("ledger down (test)")
+            super()._add(key, exposure)
+
+    ledger = Flaky()
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, seed=0)
+    ranker.rank(scores, groups, 5)
+    ledger.down = True
+    with pytest.raises(LedgerUnavailableError, match="ledger down"):
+        ranker.rank(scores, groups, 5)
+    ledger.down = False
+    ranker.rank(scores, groups, 5)
+    assert ledger.state().rankings == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"ledger_key": ""}, ValueError, "ledger_key must be a non-empty string"),
+        ({"ledger_key": 7}, ValueError, "ledger_key must be a non-empty string .*, got 7"),
+        ({"gain": -1.0}, ValueError, "gain must be a finite number >= 0, got -1.0"),
+        ({"gain": math.inf}, ValueError, "gain must be a finite number"),
+        ({"ledger": "ftp://host/x"}, ValueError, "ledger must be an ExposureLedger"),
+        ({"alpha": 0}, ValueError, "alpha must be a finite number > 0"),
+    ],
+)
+def test_bad_arguments_name_themselves(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        make_ranker("amortized", protected="female", **kwargs)
+
+
+def test_a_label_the_ledger_cannot_store_is_refused_before_any_work():
+    ranker = make_ranker("amortized", protected="female", seed=0)
+    with pytest.raises(TypeError, match=r"group label 1\.5 \(float\)"):
+        ranker.rank([0.9, 0.8, 0.7], ["female", 1.5, "male"], 3)
+    with pytest.raises(TypeError, match=r"group label True \(bool\)"):  # True == 1 as a key
+        ranker.rank([0.9, 0.8, 0.7], [1, True, "male"], 3)
+    assert ranker.ledger.state().rankings == 0
+    # Labels read once: a generator of groups works.
+    ranking = ranker.rank([0.9, 0.8, 0.7], (g for g in ["female", 2, None]), 3)
+    assert sorted(ranking.tolist()) == [0, 1, 2]
+    assert ranker.ledger.state().totals.keys() == {"female", 2, None}
+
+
+def test_a_copy_of_the_ranker_shares_its_ledger_but_not_its_generator(tmp_path):
+    ranker = make_ranker("amortized", protected="female", ledger=tmp_path / "l.db", seed=1)
+    twin = copy.deepcopy(ranker)
+    assert twin.ledger is ranker.ledger
+    assert twin._rng is not ranker._rng
+    scores, groups = _skewed_pool()
+    twin.rank(scores, groups, 5)
+    ranker.rank(scores, groups, 5)
+    assert ranker.ledger.state().rankings == 2
+    revived = pickle.loads(pickle.dumps(ranker))  # another process would reopen the same file
+    assert revived.ledger.path == ranker.ledger.path
+    assert revived.ledger.state().rankings == 2
+
+
+def test_a_detailed_result_keeps_the_state_it_was_drawn_from_and_redraws_from_it():
+    scores, groups = _skewed_pool()
+    ranker = make_ranker("amortized", protected="female", seed=4)
+    for _ in range(30):
+        ranker.rank(scores, groups, 5)
+    result = ranker.rank_detailed(scores, groups, 5, rng=1234)
+    assert result.ledger_state.rankings == 30
+    assert ranker.ledger.state().rankings == 31
+    # Another ranker on a ledger holding the recorded totals draws the same list from the seed.
+    replay = MemoryLedger()
+    replay.add("default", result.ledger_state.totals)
+    again = make_ranker("amortized", protected="female", ledger=replay)
+    assert again.rank(scores, groups, 5, rng=1234).tolist() == result.indices.tolist()
+    # Not from the stream's current state: the ledger really is part of the draw.
+    later = [ranker.rank(scores, groups, 5, rng=1234).tolist() for _ in range(20)]
+    assert any(ranking != result.indices.tolist() for ranking in later)

@@ -1,0 +1,445 @@
+"""Issue 11 on the LangChain side: the paths LangChain developers take, each with the number it
+must give (or the loud refusal). Every test here failed on the adapter before the core kit."""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.prompts import ChatPromptTemplate
+from pydantic import ValidationError
+
+from fairrag_core import make_ranker
+from fairrag_core.kit import PLACEMENT_KEYS, render_context_prompt
+from fairrag_langchain import (
+    FairnessCallbackHandler,
+    FairReranker,
+    FairRetriever,
+    make_fair_rag_chain,
+)
+from fairrag_langchain.fakes import FakeCitingChatModel
+from tests.langchain.doubles import FixedPoolStore, imbalanced_pool, person_documents
+
+
+class SimilarityStore(FixedPoolStore):
+    """A community-style store: ``similarity_search_with_score`` returns *similarities*
+    (higher = better, best first) and it defines no relevance function (44 of the 83 community
+    vector stores define none)."""
+
+    def __init__(self, documents, similarities):
+        super().__init__(documents, similarities)
+
+
+class UnscoredStore(FixedPoolStore):
+    """A store that implements only ``similarity_search``."""
+
+    def similarity_search_with_score(self, *args, **kwargs):
+        raise NotImplementedError
+
+    async def asimilarity_search_with_score(self, *args, **kwargs):
+        raise NotImplementedError
+
+
+@pytest.fixture
+def pool():
+    return imbalanced_pool()
+
+
+@pytest.fixture
+def store(pool):
+    return FixedPoolStore(*pool)
+
+
+def fair(store, **fields):
+    fields.setdefault("group_key", "gender")
+    fields.setdefault("protected", "female")
+    return FairRetriever(vectorstore=store, **fields)
+
+
+def ranking(documents):
+    return [d.metadata["pool_rank"] for d in documents]
+
+
+# -- item 2: the handler and the chain measure against the same target -------------------------
+
+
+def test_handler_from_retriever_and_chain_report_the_same_disparity(store):
+    retriever = fair(store, ranker="standard", target_share=0.3)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
+    output = chain.invoke("q", config={"callbacks": [handler]})
+    (record,) = handler.records
+    metrics = output["metrics"]
+    assert metrics["exposure_disparity"] == record["exposure_disparity"]
+    assert record["target"] == {"female": 0.3, "OTHERS": 0.7}
+    assert record["protected"] == "female" and record["exposure_model"] == "dcg"
+    assert metrics["target"] == record["target"]
+    # standard shows no woman here: disparity is |0 - 0.3|, not the parity default's 0.5
+    assert record["exposure_disparity"] == pytest.approx(0.3)
+
+
+def test_handler_from_retriever_follows_later_field_changes(store):
+    retriever = fair(store, ranker="standard", target_share=0.3)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    retriever.target_share = 0.2
+    retriever.invoke("q", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["target"]["female"] == 0.2
+    assert record["exposure_disparity"] == pytest.approx(0.2)
+
+
+# -- item 3: relevance is never silently inverted ---------------------------------------------
+
+
+def test_a_store_of_similarities_without_relevance_function_is_refused(pool):
+    documents, _ = pool
+    similarities = [0.9 - 0.01 * i for i in range(len(documents))]  # best first
+    retriever = fair(SimilarityStore(documents, similarities), ranker="standard")
+    with pytest.raises(ValueError, match="relevance='similarity'"):
+        retriever.invoke("q")
+    fixed = fair(
+        SimilarityStore(documents, similarities), ranker="standard", relevance="similarity"
+    )
+    assert ranking(fixed.invoke("q")) == [1, 2, 3, 4, 5]
+
+
+def test_an_unknown_relevance_name_fails_at_construction(store):
+    with pytest.raises(ValidationError, match="known conversions"):
+        fair(store, relevance="cosine")
+
+
+def test_a_store_with_only_similarity_search_ranks_its_order_with_a_warning(pool):
+    retriever = fair(UnscoredStore(*pool), ranker="standard")
+    with pytest.warns(UserWarning, match="no scored search"):
+        shown = retriever.invoke("q")
+    assert ranking(shown) == [1, 2, 3, 4, 5]
+    assert shown[0].metadata["relevance_score"] is None
+    assert shown[0].metadata["relevance_function"].startswith("incoming order")
+
+
+# -- item 4: field changes take effect (or are refused), copies are independent -----------------
+
+
+@pytest.mark.parametrize(
+    ("change", "value"),
+    [
+        ("ranker", "forced_exposure"),
+        ("protected", "male"),
+        ("target_share", 0.8),
+        ("ranker_params", {"alpha": 64.0}),
+    ],
+)
+def test_changing_a_field_changes_the_ranking(store, change, value):
+    retriever = fair(store, ranker="representative_stochastic", seed=0)
+    before = retriever.invoke("q", seed=5)
+    setattr(retriever, change, value)
+    after = retriever.invoke("q", seed=5)
+    fresh = fair(store, **{"ranker": "representative_stochastic", "seed": 0, change: value})
+    assert ranking(after) == ranking(fresh.invoke("q", seed=5))
+    assert retriever.model_dump()[change] == value
+    if change in ("ranker", "target_share"):
+        assert ranking(before) != ranking(after)
+
+
+def test_model_copy_update_takes_effect_and_copies_do_not_share_a_generator(store):
+    retriever = fair(store, ranker="stochastic", seed=3)
+    first = ranking(retriever.invoke("q"))
+    copy_ = retriever.model_copy(update={"ranker": "standard"})
+    assert copy_.core_ranker.name == "standard" and retriever.core_ranker.name == "stochastic"
+    twin = retriever.model_copy()
+    fresh = fair(store, ranker="stochastic", seed=3)
+    # the copy starts the seed's sequence afresh, like a new retriever; the original goes on
+    assert ranking(twin.invoke("q")) == first == ranking(fresh.invoke("q"))
+    deep = copy.deepcopy(retriever)
+    assert ranking(deep.invoke("q")) == first
+
+
+def test_a_ready_ranker_is_serialised_with_its_configuration(store):
+    ranker = make_ranker("stochastic", alpha=8.0, seed=11, protected="female", target_share=0.4)
+    dumped = fair(store, ranker=ranker, protected=None).model_dump()["ranker"]
+    assert dumped["name"] == "stochastic" and dumped["seed"] == 11
+    assert dumped["params"] == {"alpha": 8.0}
+    assert dumped["target"] == {"female": 0.4, "OTHERS": 0.6}
+
+
+def test_setting_a_field_beside_a_ready_ranker_is_refused(store):
+    retriever = fair(store, ranker=make_ranker("standard"), protected=None)
+    retriever.seed = 4
+    with pytest.raises(ValueError, match="would be ignored"):
+        retriever.invoke("q")
+
+
+# -- item 6: FairReranker scores for itself, and takes top_n -------------------------------------
+
+
+def test_reranker_scores_unscored_documents_with_embeddings():
+    documents = person_documents(["male"] * 10)
+    embeddings = DeterministicFakeEmbedding(size=32)
+    query = documents[7].page_content  # the query is document 7's own text
+    reranker = FairReranker(ranker="standard", group_key="gender", top_n=3, embeddings=embeddings)
+    shown = reranker.compress_documents(documents, query)
+    assert reranker.top_n == reranker.k == 3 and len(shown) == 3
+    assert shown[0].metadata["title"] == "Person 07"
+    assert shown[0].metadata["score_source"] == "embeddings"
+    assert shown[0].metadata["relevance_score"] == pytest.approx(1.0)
+
+
+async def test_reranker_async_embeds_the_same_way():
+    documents = person_documents(["male"] * 10)
+    embeddings = DeterministicFakeEmbedding(size=32)
+    reranker = FairReranker(ranker="standard", group_key="gender", top_n=2, embeddings=embeddings)
+    query = documents[4].page_content
+    sync = reranker.compress_documents(documents, query)
+    asynchronous = await reranker.acompress_documents(documents, query)
+    assert [d.metadata["title"] for d in sync] == [d.metadata["title"] for d in asynchronous]
+
+
+def test_reranker_without_scores_or_embeddings_warns():
+    reranker = FairReranker(ranker="standard", group_key="gender", top_n=2)
+    with pytest.warns(UserWarning, match="pass embeddings="):
+        reranker.compress_documents(person_documents(["male"] * 4), "q")
+
+
+# -- item 7: one record per answered question, labelled with what it measured -------------------
+
+
+def test_an_ensemble_of_a_fair_and_a_plain_retriever_writes_one_record(store):
+    from langchain_classic.retrievers import EnsembleRetriever
+
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    ensemble = EnsembleRetriever(
+        retrievers=[fair(store, ranker="forced_exposure"), store.as_retriever()], weights=[1, 1]
+    )
+    ensemble.invoke("q", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["retriever"] == "EnsembleRetriever"
+    assert record["ranker"] is None and record["mixed_after_ranking"] is True
+
+
+def test_a_compression_retriever_with_the_fair_reranker_writes_one_record(store):
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+
+    reranker = FairReranker(ranker="forced_exposure", group_key="gender", protected="female")
+    compression = ContextualCompressionRetriever(
+        base_compressor=reranker, base_retriever=store.as_retriever(search_kwargs={"k": 40})
+    )
+    handler = FairnessCallbackHandler.from_retriever(compression)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the plain retriever gives no scores
+        shown = compression.invoke("q", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["ranker"] == "forced_exposure" and record["groups"].count("female") == 2
+    assert record["query_seed"] == shown[0].metadata["query_seed"]
+
+
+def test_with_config_callbacks_record_the_run(store):
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    retriever = fair(store).with_config(callbacks=[handler], tags=["t1"], metadata={"tenant": "a"})
+    retriever.invoke("q")
+    (record,) = handler.records
+    assert record["tags"] == ["t1"] and record["metadata"]["tenant"] == "a"
+
+
+# -- item 8: every logged ranking can be re-drawn from its record -------------------------------
+
+
+def test_batched_queries_are_reproducible_from_their_recorded_seeds(store):
+    queries = [f"q{i}" for i in range(16)]
+    retriever = fair(store, ranker="representative_stochastic", seed=0)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    shown = retriever.batch(queries[::-1], config={"callbacks": [handler]})
+    by_query = {r["query"]: r for r in handler.records}
+    redrawn = 0
+    for query, documents in zip(queries[::-1], shown, strict=True):
+        record = by_query[query]
+        again = retriever.invoke(query, seed=record["query_seed"])
+        assert [d.id for d in again] == record["doc_ids"] == [d.id for d in documents]
+        redrawn += 1
+    assert redrawn == 16
+
+
+# -- item 9: records carry time, model and run tags, and memory stays bounded -----------------
+
+
+def test_records_carry_timestamp_model_and_bounded_memory(store, tmp_path):
+    retriever = fair(store)
+    handler = FairnessCallbackHandler.from_retriever(
+        retriever, path=tmp_path / "log.jsonl", max_records=3
+    )
+    chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
+    for i in range(5):
+        chain.invoke(f"q{i}", config={"callbacks": [handler], "tags": ["demo"]})
+    assert [r["query"] for r in handler.records] == ["q2", "q3", "q4"]
+    lines = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert len(lines) == 5
+    assert lines[0]["timestamp"].endswith("Z") and lines[0]["model"] == "FakeCitingChatModel"
+    assert lines[0]["tags"] == ["demo"] and lines[0]["schema"] == 1
+
+
+# -- item 10: the chain: prompt, input key, pass-through, streaming, model settings -------------
+
+
+def test_the_chain_sends_the_kits_context_and_never_the_group_label(store):
+    captured = []
+    model = FakeCitingChatModel()
+    chain = make_fair_rag_chain(fair(store), model)
+    output = chain.invoke("Who?", config={"callbacks": []})
+    context = output["context"]
+    expected = render_context_prompt(
+        "Who?", [(d.metadata["title"], d.page_content) for d in context]
+    )
+    captured.append(model.answer(expected))
+    assert output["answer"] == captured[0]
+    assert "female" not in expected and "gender" not in expected
+
+
+def test_a_custom_prompt_gets_context_and_pass_through_keys(store):
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer in {language}."), ("human", "{context}\n\nQ: {input}")]
+    )
+    seen = []
+
+    class Recording(FakeCitingChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            seen.append(messages)
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    chain = make_fair_rag_chain(fair(store), Recording(), prompt=prompt)
+    output = chain.invoke({"input": "Who?", "language": "French"})
+    assert output["language"] == "French"
+    system, human = seen[0]
+    assert system.content == "Answer in French."
+    assert human.content.startswith("[1]\nTitle: ") and human.content.endswith("Q: Who?")
+
+
+def test_the_chain_streams_answer_tokens(store):
+    model = GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)\n"]))
+    chain = make_fair_rag_chain(fair(store), model)
+    chunks = list(chain.stream("Who?"))
+    answer_chunks = [c["answer"] for c in chunks if "answer" in c]
+    assert len(answer_chunks) > 2  # token by token, not one block at the end
+    assert "".join(answer_chunks) == "- Person 01 (DocTitle: Person 01)\n"
+    assert any("metrics" in c for c in chunks)
+
+
+def test_the_default_model_has_a_timeout_and_bounded_retries(store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    chain = make_fair_rag_chain(fair(store), timeout=7.5, max_retries=1)
+    models = [s for s in chain.get_graph().nodes.values() if "ChatOpenAI" in s.name]
+    assert models, "the default chat model is ChatOpenAI"
+    model = models[0].data
+    assert model.request_timeout == 7.5 and model.max_retries == 1
+    with pytest.raises(ValueError, match="timeout"):
+        make_fair_rag_chain(fair(store), timeout=float("inf"))
+
+
+# -- item 12: small things fail early and clearly ----------------------------------------------
+
+
+def test_unknown_arguments_and_bad_fields_fail_at_construction(store):
+    with pytest.raises(ValidationError, match="pool_szie"):
+        fair(store, pool_szie=10)
+    with pytest.raises(ValidationError, match="pool_size sets how many"):
+        fair(store, search_kwargs={"k": 10})
+    with pytest.raises(ValidationError, match="group_key"):
+        fair(store, group_key="")
+    with pytest.raises(ValueError, match="takes no parameter 'alhpa'; accepted: alpha"):
+        fair(store, ranker="stochastic", ranker_params={"alhpa": 2.0})
+
+
+def test_a_pool_not_larger_than_k_warns(store):
+    with pytest.warns(UserWarning, match="not larger than k"):
+        fair(store, pool_size=5, k=5)
+
+
+def test_the_rerank_function_and_its_module_have_distinct_names():
+    import fairrag_core
+    import fairrag_core.reranking as module  # the module (was fairrag_core.rerank, shadowed)
+
+    assert module.Reranking is fairrag_core.Reranking
+    assert fairrag_core.rerank is module.rerank and callable(fairrag_core.rerank)
+
+
+def test_placement_metadata_is_complete_and_scores_are_relevance(store):
+    shown = fair(store, ranker="standard").invoke("q", seed=9)
+    metadata = shown[0].metadata
+    for key in PLACEMENT_KEYS:
+        assert key in metadata, key
+    assert metadata["query_seed"] == 9 and metadata["pool_size"] == 40 and metadata["fair_k"] == 5
+    assert metadata["relevance_score"] == pytest.approx(1 - metadata["retrieval_score"])
+    assert isinstance(shown[0], Document) and np.isfinite(metadata["exposure_weight"])
+
+
+def test_a_full_disk_fails_the_run_or_is_counted_never_only_a_warning(store, tmp_path, monkeypatch):
+    import errno
+
+    import fairrag_core.jsonl as jsonl
+    from fairrag_core.jsonl import LogWriteError
+
+    def disk_full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "_write_all", disk_full)
+    retriever = fair(store)
+    chain = make_fair_rag_chain(retriever, FakeCitingChatModel())
+    loud = FairnessCallbackHandler.from_retriever(retriever, path=tmp_path / "a.jsonl")
+    with pytest.raises(LogWriteError, match=r"a\.jsonl"):
+        chain.invoke("q", config={"callbacks": [loud]})
+    counted = FairnessCallbackHandler.from_retriever(
+        retriever, path=tmp_path / "b.jsonl", log_errors="count"
+    )
+    for i in range(8):
+        chain.invoke(f"q{i}", config={"callbacks": [counted]})
+    assert counted.log.errors == 8 and len(counted.records) == 8
+
+
+@pytest.mark.parametrize(
+    "field", [{"k": True}, {"target_share": True}, {"pool_size": True}, {"seed": False}]
+)
+def test_bools_are_not_numbers(store, field):
+    name = next(iter(field))
+    with pytest.raises(ValidationError, match=f"{name} must be"):
+        fair(store, **field)
+    with pytest.raises(ValidationError, match="shares must be numbers"):
+        fair(store, protected=None, target={"female": True, "male": 0.0})
+
+
+def test_amortized_ranker_with_a_shared_sqlite_ledger_in_both_adapters(store, tmp_path):
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from fairrag_core.ledger import make_ledger
+    from fairrag_llamaindex import FairRerankPostprocessor, query_seed
+
+    url = f"sqlite:///{tmp_path / 'exposure.db'}"
+    retriever = fair(store, ranker="amortized", ledger=url, ledger_key="tenant-a", seed=0)
+    for i in range(20):
+        retriever.invoke(f"q{i}")
+    assert retriever.model_dump()["ledger"] == url
+    ledger = make_ledger(url)
+    assert ledger.state("tenant-a").rankings == 20
+    documents, distances = imbalanced_pool()
+    nodes = [
+        NodeWithScore(
+            node=TextNode(text=d.page_content, metadata=d.metadata, id_=d.id), score=1 - x
+        )
+        for d, x in zip(documents, distances, strict=True)
+    ]
+    post = FairRerankPostprocessor(
+        ranker="amortized",
+        group_key="gender",
+        protected="female",
+        ledger=ledger,
+        ledger_key="tenant-a",
+        relevance="similarity",
+    )
+    with query_seed(1):
+        post.postprocess_nodes(nodes, QueryBundle("q"))
+    assert ledger.state("tenant-a").rankings == 21  # one stream, two frameworks
+    with pytest.raises(ValueError, match="given twice"):
+        fair(store, ranker="amortized", ledger=url, ranker_params={"ledger": url})

@@ -1,0 +1,570 @@
+"""The adapter contract of docs/SPEC.md ("Adapters", "Records") on LlamaIndex's documented paths.
+
+Synthetic pools served by a retriever, so every path (query engines sync, async and streaming,
+chat engines, postprocessors chained after the fair one) runs in milliseconds; the real Chroma
+index is exercised in ``real_index_test.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
+from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.postprocessor import LongContextReorder, SimilarityPostprocessor
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+
+from fairrag_core import FairnessAuditor, make_ranker, rerank
+from fairrag_core.kit import (
+    PLACEMENT_KEYS,
+    context_entry,
+    describe_ranker,
+    document_title,
+    render_context_prompt,
+)
+from fairrag_llamaindex import (
+    PAPER_QA_TEMPLATE,
+    FairnessEventHandler,
+    FairRerankPostprocessor,
+    query_seed,
+)
+from tests.llamaindex.fake_llms import FakeProseLLM, FakeRecordingLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUESTION = "Who are influential people in computer science?"
+
+
+def fair(**fields: Any) -> FairRerankPostprocessor:
+    fields.setdefault("group_key", "gender")
+    fields.setdefault("protected", "female")
+    fields.setdefault("relevance", "similarity")
+    return FairRerankPostprocessor(**fields)
+
+
+def open_pool(n: int = 30) -> list[NodeWithScore]:
+    """A pool whose nodes show every metadata field to the LLM and the embedding model (as
+    LlamaIndex's defaults do), with texts that never name the group."""
+    nodes = []
+    for i, node in enumerate(make_pool(n)):
+        title = node.node.metadata["title"]
+        nodes.append(
+            NodeWithScore(
+                node=TextNode(
+                    id_=node.node.node_id,
+                    text=f"{title} worked on problem {i}.",
+                    metadata=dict(node.node.metadata),
+                ),
+                score=node.score,
+            )
+        )
+    return nodes
+
+
+def query_engine(postprocessors, pool=None, llm=None, **kwargs: Any) -> RetrieverQueryEngine:
+    return RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(30) if pool is None else pool),
+        llm=llm or FakeRecordingLLM(),
+        node_postprocessors=postprocessors,
+        text_qa_template=PAPER_QA_TEMPLATE,
+        **kwargs,
+    )
+
+
+def expected_ranking(pool, seed: int, k: int = 5, ranker: str = "representative_stochastic"):
+    """The core's ranking of ``pool`` drawn with the query seed ``seed``."""
+    return rerank(
+        make_ranker(ranker, protected="female"),
+        [n.score for n in pool],
+        [n.node.metadata["gender"] for n in pool],
+        k,
+        rng=np.random.default_rng(seed),
+        ids=[n.node.node_id for n in pool],
+    )
+
+
+def ids(nodes) -> list[str]:
+    return [n.node.node_id for n in nodes]
+
+
+@pytest.fixture
+def handler():
+    """A handler registered the usual LlamaIndex way: ``add_event_handler`` on the root."""
+    root = get_dispatcher()
+    handler = FairnessEventHandler(group_key="gender", protected="female")
+    root.add_event_handler(handler)
+    try:
+        yield handler
+    finally:
+        root.event_handlers = [h for h in root.event_handlers if h is not handler]
+
+
+# -- 1. the group label never reaches the LLM or the embeddings ------------------------------
+
+
+def test_the_llm_prompt_is_the_kits_context_prompt_and_never_names_the_group():
+    llm = FakeRecordingLLM()
+    pool = open_pool()
+    response = query_engine([fair(seed=3)], pool=pool, llm=llm).query(QUESTION)
+
+    (prompt,) = llm.prompts
+    shown = [
+        (document_title(n.node.metadata, n.node.get_content()), n.node.get_content())
+        for n in response.source_nodes
+    ]
+    assert prompt == render_context_prompt(QUESTION, shown)
+    assert "gender" not in prompt and "female" not in prompt
+    assert "[1]\nTitle: " in prompt  # the titles come from metadata, in the kit's header
+
+
+def test_returned_nodes_hide_group_and_placement_keys_from_llm_and_embeddings():
+    out = fair(seed=1).postprocess_nodes(open_pool(), QueryBundle(QUESTION))
+    for node in out:
+        for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+            text = node.node.get_content(metadata_mode=mode)
+            assert "gender" not in text and "female" not in text, text
+            assert not any(f"{key}:" in text for key in PLACEMENT_KEYS), text
+        assert node.node.get_content(metadata_mode=MetadataMode.EMBED) == node.node.text
+
+
+def test_each_nodes_llm_text_is_the_kits_context_entry_whatever_its_whitespace():
+    pool = open_pool()
+    for i, node in enumerate(pool):
+        text = node.node.get_content()
+        node.node.set_content(["  \n" + text + "\n\n", f"Title: Own {i}\n{text}"][i % 2])
+    out = fair(seed=1).postprocess_nodes(pool, QueryBundle(QUESTION))
+    for rank, node in enumerate(out, 1):
+        original = next(n for n in pool if n.node.node_id == node.node.node_id).node
+        text = original.get_content()
+        title = document_title(original.metadata, text)
+        assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text)
+
+
+def test_show_metadata_keys_opts_in_to_showing_the_group():
+    out = fair(seed=1, show_metadata_keys=["gender"]).postprocess_nodes(
+        open_pool(), QueryBundle(QUESTION)
+    )
+    assert all("gender: " in n.node.get_content(MetadataMode.LLM) for n in out)
+
+
+# -- 2. handler and postprocessor agree ------------------------------------------------------
+
+
+def test_every_record_states_its_target_protected_and_exposure_model(handler):
+    query_engine([fair(seed=0)]).query(QUESTION)
+    (record,) = handler.records
+    assert record["target"] == {"female": 0.5, "OTHERS": 0.5}
+    assert record["protected"] == "female"
+    assert record["exposure_model"] == "dcg"
+
+
+def test_a_handler_from_a_postprocessor_follows_its_later_changes():
+    postprocessor = fair(seed=0, target_share=0.5)
+    handler = FairnessEventHandler.from_postprocessor(postprocessor)
+    with handler.attach():
+        engine = query_engine([postprocessor])
+        engine.query(QUESTION)
+        postprocessor.target_share = 0.3
+        postprocessor.ranker_params = {"exposure": "rbp"}
+        engine.query(QUESTION)
+    first, second = handler.records
+    assert first["target"]["female"] == 0.5 and first["exposure_model"] == "dcg"
+    assert second["target"]["female"] == pytest.approx(0.3)
+    assert second["exposure_model"].startswith("rbp")
+    auditor = FairnessAuditor.create(protected="female", target_share=0.3, exposure="rbp")
+    expected = auditor.retrieval(second["groups"])
+    assert second["exposure_disparity"] == pytest.approx(expected["exposure_disparity"])
+
+
+# -- 3. relevance ----------------------------------------------------------------------------
+
+
+def test_relevance_names_the_kits_conversions_plus_auto():
+    assert FairRerankPostprocessor.model_fields["relevance"].default == "auto"
+    for name in ("similarity", "cosine_distance", "chroma_cosine", "l2_distance", "negated"):
+        assert fair(relevance=name).relevance == name
+    with pytest.raises(ValueError, match="relevance"):
+        fair(relevance="score")
+
+
+def test_auto_relevance_outside_any_engine_is_refused_loudly():
+    with pytest.raises(ValueError, match="relevance='auto'"):
+        fair(relevance="auto").postprocess_nodes(make_pool(20), QueryBundle(QUESTION))
+
+
+def test_auto_relevance_under_a_retriever_without_a_vector_store_takes_scores_as_given(handler):
+    pool = make_pool(30)
+    with query_seed(5):
+        response = query_engine([fair(relevance="auto")], pool=pool).query(QUESTION)
+    assert ids(response.source_nodes) == [
+        pool[i].node.node_id for i in expected_ranking(pool, 5).indices
+    ]
+
+
+def test_scores_that_rise_along_the_stores_order_are_refused():
+    pool = make_pool(30)
+    with pytest.raises(ValueError, match="rises along"):
+        query_engine([fair(relevance="negated")], pool=pool).query(QUESTION)
+
+
+# -- 4. configuration changes take effect or are refused -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"ranker": "standard"},
+        {"seed": 99},
+        {"target_share": 0.9},
+        {"ranker_params": {"alpha": 0.5}},
+        {"protected": "male"},
+    ],
+)
+def test_a_field_set_after_construction_takes_effect(change):
+    pool = make_pool(50)
+    changed = fair(seed=1, target_share=0.3)
+    for name, value in change.items():
+        setattr(changed, name, value)
+    fresh = fair(**{"seed": 1, "target_share": 0.3, **change})
+    for _ in range(3):
+        assert ids(changed.postprocess_nodes(pool, QueryBundle(QUESTION))) == ids(
+            fresh.postprocess_nodes(pool, QueryBundle(QUESTION))
+        )
+    assert changed.to_dict()[next(iter(change))] == next(iter(change.values()))
+
+
+def test_model_copy_with_an_update_takes_effect_and_leaves_the_original_alone():
+    pool = make_pool(50)
+    original = fair(seed=1)
+    standard = original.model_copy(update={"ranker": "standard"})
+    assert ids(standard.postprocess_nodes(pool, QueryBundle(QUESTION))) == ids(pool[:5])
+    assert original.core_ranker.name == "representative_stochastic"
+
+
+def test_deep_and_shallow_copies_never_share_a_generator():
+    pool = make_pool(50)
+    original = fair(seed=4)
+    copies = [copy.deepcopy(original), original.model_copy(), copy.copy(original)]
+    fresh = fair(seed=4)
+    reference = [ids(fresh.postprocess_nodes(pool, QueryBundle(QUESTION))) for _ in "ab"]
+    assert reference[0] != reference[1]
+    for each in [original, *copies]:
+        drawn = [ids(each.postprocess_nodes(pool, QueryBundle(QUESTION))) for _ in "ab"]
+        assert drawn == reference
+
+
+def test_an_invalid_assignment_is_refused_and_the_old_value_stays():
+    postprocessor = fair(seed=1)
+    with pytest.raises(ValueError, match="target"):
+        postprocessor.target_share = 1.5
+    assert postprocessor.target_share is None
+    assert postprocessor.core_ranker.target.protected_share == 0.5
+
+
+def test_a_ready_ranker_is_serialised_with_its_whole_configuration():
+    ready = make_ranker("stochastic", protected="female", target_share=0.4, seed=3, alpha=2.0)
+    postprocessor = FairRerankPostprocessor(ranker=ready, group_key="gender")
+    assert postprocessor.to_dict()["ranker"] == describe_ranker(ready)
+    assert postprocessor.model_dump()["ranker"]["params"]["alpha"] == 2.0
+    with pytest.raises(ValueError, match="description of a ready Ranker"):
+        FairRerankPostprocessor.from_dict(postprocessor.to_dict())  # refused, never simplified
+
+
+def test_unknown_constructor_arguments_are_refused():
+    with pytest.raises(ValueError, match="pool_szie"):
+        fair(pool_szie=10)
+
+
+def test_unknown_handler_arguments_are_refused():
+    with pytest.raises(ValueError, match="log_paht"):
+        FairnessEventHandler(group_key="gender", protected="female", log_paht="x.jsonl")
+
+
+def test_a_typo_in_ranker_params_names_the_parameter():
+    with pytest.raises(ValueError, match="alpah"):
+        fair(ranker_params={"alpah": 1.0})
+
+
+# -- 5. score = relevance; placement metadata; later steps -----------------------------------
+
+
+def test_node_score_is_the_relevance_and_metadata_has_the_kits_placement():
+    pool = make_pool(30)
+    with query_seed(12):
+        out = fair().postprocess_nodes(pool, QueryBundle(QUESTION))
+    expected = expected_ranking(pool, 12)
+    assert ids(out) == [pool[i].node.node_id for i in expected.indices]
+    for node, placement in zip(out, expected.placements, strict=True):
+        meta = node.node.metadata
+        assert node.score == meta["relevance_score"] == placement.score
+        assert meta["exposure_weight"] == placement.exposure_weight
+        assert (meta["query_seed"], meta["pool_size"], meta["fair_k"]) == (12, 30, 5)
+        assert set(PLACEMENT_KEYS) <= set(meta)
+
+
+def test_a_later_similarity_cutoff_cuts_on_relevance(handler):
+    pool = make_pool(50)
+    with query_seed(3):
+        ranked = fair().postprocess_nodes(pool, QueryBundle(QUESTION))
+    cutoff = sorted(n.score for n in ranked)[2]  # keeps exactly 3 of the 5
+    cut = SimilarityPostprocessor(similarity_cutoff=cutoff)
+    with query_seed(3):
+        response = query_engine([fair(), cut], pool=pool).query(QUESTION)
+    assert ids(response.source_nodes) == [n.node.node_id for n in ranked if n.score >= cutoff]
+    direct, record = handler.records  # the direct call is recorded on its own, unanswered
+    assert direct["answer"] is None if "answer" in direct else True
+    assert record["doc_ids"] == ids(response.source_nodes)
+    assert record["ranker"] == "representative_stochastic"
+    assert record["dropped_after_ranking"] == 2 and record["k"] == 5
+
+
+def test_after_long_context_reorder_the_record_audits_the_order_shown(handler):
+    response = query_engine([fair(seed=2), LongContextReorder()]).query(QUESTION)
+    (record,) = handler.records
+    assert record["doc_ids"] == ids(response.source_nodes)
+    assert record["reordered_after_ranking"] is True
+    assert record["dropped_after_ranking"] == 0
+    assert record["groups"] == [n.node.metadata["gender"] for n in response.source_nodes]
+
+
+# -- 6. exactly one record per answered question ---------------------------------------------
+
+
+def _assert_one_fair_record(handler, response, question=QUESTION):
+    (record,) = handler.records
+    assert record["source"] == "llamaindex" and record["schema"] == 1
+    assert record["query"] == question
+    assert record["ranker"] == "representative_stochastic"
+    assert record["doc_ids"] == ids(response.source_nodes)
+    assert record["groundedness"] == 1.0 and record["n_valid_citations"] == 5
+    assert record["model"] == "citing-mock"
+    assert record["timestamp"].endswith("Z")
+    assert isinstance(record["query_seed"], int)
+    return record
+
+
+def test_one_record_per_query_when_registered_with_add_event_handler(handler):
+    response = query_engine([fair(seed=0)]).query(QUESTION)
+    _assert_one_fair_record(handler, response)
+
+
+async def test_one_record_per_async_query(handler):
+    response = await query_engine([fair(seed=0)]).aquery(QUESTION)
+    _assert_one_fair_record(handler, response)
+
+
+def test_a_streaming_query_is_recorded_once_its_stream_is_consumed(handler):
+    response = query_engine([fair(seed=0)], streaming=True).query(QUESTION)
+    assert handler.records == []  # nothing answered yet
+    text = "".join(response.response_gen)
+    record = _assert_one_fair_record(handler, response)
+    assert record["answer"] == text
+
+
+async def test_an_async_streaming_query_is_recorded_once_its_stream_is_consumed(handler):
+    response = await query_engine([fair(seed=0)], streaming=True).aquery(QUESTION)
+    text = "".join([token async for token in response.async_response_gen()])
+    record = _assert_one_fair_record(handler, response)
+    assert record["answer"] == text
+
+
+@pytest.mark.parametrize("engine_class", [ContextChatEngine, CondensePlusContextChatEngine])
+def test_chat_engines_are_recorded_once_per_message(handler, engine_class):
+    engine = engine_class.from_defaults(
+        retriever=PoolRetriever(make_pool(30)),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(seed=0)],
+    )
+    response = engine.chat(QUESTION)
+    record = _assert_one_fair_record(handler, response)
+    assert record["answer"] == response.response
+
+
+@pytest.mark.parametrize("engine_class", [ContextChatEngine, CondensePlusContextChatEngine])
+def test_streaming_chat_engines_are_recorded_once_the_stream_ends(handler, engine_class):
+    engine = engine_class.from_defaults(
+        retriever=PoolRetriever(make_pool(30)),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(seed=0)],
+    )
+    response = engine.stream_chat(QUESTION)
+    text = "".join(response.response_gen)
+    record = _assert_one_fair_record(handler, response)
+    assert record["answer"] == text.strip()
+
+
+@pytest.mark.parametrize("engine_class", [ContextChatEngine, CondensePlusContextChatEngine])
+async def test_async_chat_engines_are_recorded_once_per_message(handler, engine_class):
+    engine = engine_class.from_defaults(
+        retriever=PoolRetriever(make_pool(30)),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(seed=0)],
+    )
+    response = await engine.achat(QUESTION)
+    _assert_one_fair_record(handler, response)
+    streamed = await engine.astream_chat(QUESTION)
+    text = "".join([token async for token in streamed.async_response_gen()])
+    _, second = handler.records
+    assert second["answer"] == text.strip() and second["doc_ids"] == ids(streamed.source_nodes)
+
+
+def test_a_handler_scoped_to_one_postprocessor_records_only_its_engine():
+    mine, other = fair(seed=0), fair(seed=1)
+    handler = FairnessEventHandler.from_postprocessor(mine, scope=[mine])
+    with handler.attach():
+        query_engine([other]).query("not mine")
+        query_engine([]).query("plain")
+        response = query_engine([mine]).query(QUESTION)
+    (record,) = handler.records
+    assert record["query"] == QUESTION and record["doc_ids"] == ids(response.source_nodes)
+
+
+def test_a_handler_scoped_to_one_engine_records_only_that_engine():
+    plain, other = query_engine([]), query_engine([fair(seed=1)])
+    handler = FairnessEventHandler(group_key="gender", protected="female", scope=[plain])
+    with handler.attach():
+        other.query("not mine")
+        response = plain.query(QUESTION)
+    (record,) = handler.records
+    assert record["query"] == QUESTION and record["ranker"] is None
+    assert record["doc_ids"] == ids(response.source_nodes)
+
+
+def test_legacy_reranking_callback_events_are_emitted():
+    debug = LlamaDebugHandler()
+    postprocessor = fair(seed=0, callback_manager=CallbackManager([debug]))
+    out = postprocessor.postprocess_nodes(make_pool(20), QueryBundle(QUESTION))
+    (pair,) = debug.get_event_pairs(CBEventType.RERANKING)
+    start, end = pair
+    assert start.payload["query_str"] == QUESTION
+    assert start.payload["top_k"] == 5
+    assert start.payload["model_name"] == "fairrag:representative_stochastic"
+    assert ids(end.payload["nodes"]) == ids(out)
+
+
+def test_a_prose_answer_scores_groundedness_0_and_nan_parity(handler):
+    query_engine([fair(seed=0)], llm=FakeProseLLM()).query(QUESTION)
+    (record,) = handler.records
+    assert record["follows_citation_format"] is False
+    assert record["groundedness"] == 0.0
+    assert math.isnan(record["generation_parity"])
+
+
+def test_instrument_tags_reach_the_records_metadata(handler):
+    from llama_index.core.instrumentation.dispatcher import instrument_tags
+
+    with instrument_tags({"tenant": "acme"}):
+        query_engine([fair(seed=0)]).query(QUESTION)
+    (record,) = handler.records
+    assert record["metadata"] == {"tenant": "acme"}
+
+
+def test_memory_is_bounded_when_records_go_to_a_file(tmp_path):
+    path = tmp_path / "fairness.jsonl"
+    handler = FairnessEventHandler(
+        group_key="gender", protected="female", log_path=str(path), max_records=2
+    )
+    with handler.attach():
+        engine = query_engine([fair(seed=0)])
+        for i in range(3):
+            engine.query(f"q{i}")
+    assert [r["query"] for r in handler.records] == ["q1", "q2"]
+    logged = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["query"] for r in logged] == ["q0", "q1", "q2"]
+
+
+# -- 7. per-query seeds ----------------------------------------------------------------------
+
+
+def test_a_query_seed_reaches_the_record_and_the_nodes_and_draws_the_cores_ranking(handler):
+    pool = make_pool(40)
+    with query_seed(7):
+        response = query_engine([fair(seed=0)], pool=pool).query(QUESTION)
+    (record,) = handler.records
+    assert record["query_seed"] == 7
+    assert all(n.node.metadata["query_seed"] == 7 for n in response.source_nodes)
+    assert ids(response.source_nodes) == [
+        pool[i].node.node_id for i in expected_ranking(pool, 7).indices
+    ]
+
+
+def test_reversed_queries_are_redrawn_from_their_recorded_seeds(handler):
+    pools = {f"q{i}": make_pool(40, seed=i, prefix=f"q{i}") for i in range(16)}
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(pool_for=pools.__getitem__),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(seed=2026)],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    for question in reversed(pools):
+        engine.query(question)
+    records = handler.records
+    assert len(records) == 16
+    identical = 0
+    for record in records:
+        with query_seed(record["query_seed"]):
+            again = engine.query(record["query"])
+        identical += ids(again.source_nodes) == record["doc_ids"]
+    assert identical == 16
+
+
+async def test_query_seeds_stay_with_their_asyncio_task(handler):
+    import asyncio
+
+    engine = query_engine([fair(seed=0)], llm=FakeRecordingLLM(delays=[0.02, 0.0, 0.01]))
+
+    async def ask(seed: int) -> Any:
+        with query_seed(seed):
+            return await engine.aquery(f"seed {seed}")
+
+    responses = await asyncio.gather(*(ask(s) for s in (11, 22, 33)))
+    by_query = {r["query"]: r for r in handler.records}
+    for seed, response in zip((11, 22, 33), responses, strict=True):
+        assert by_query[f"seed {seed}"]["query_seed"] == seed
+        assert response.source_nodes[0].node.metadata["query_seed"] == seed
+
+
+# -- 8. smaller ------------------------------------------------------------------------------
+
+
+def test_a_pool_not_larger_than_top_n_warns_once_per_postprocessor():
+    postprocessor = fair(seed=0, top_n=5)
+    with pytest.warns(UserWarning, match="similarity_top_k"):
+        postprocessor.postprocess_nodes(make_pool(5), QueryBundle(QUESTION))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        postprocessor.postprocess_nodes(make_pool(2), QueryBundle(QUESTION))
+
+
+def test_an_empty_group_key_fails_at_construction():
+    with pytest.raises(ValueError, match="group_key"):
+        fair(group_key="")
+
+
+def test_only_the_first_line_gives_a_node_its_title(handler):
+    pool = make_pool(30)
+    for i, node in enumerate(pool):
+        node.node.metadata.pop("title")
+        node.node.set_content(f"Born in {i}.\nTitle: Injected {i}")
+    query_engine([fair(seed=0)], pool=pool).query(QUESTION)
+    (record,) = handler.records
+    assert record["titles"] == [None] * 5
+
+
+def test_a_megabyte_of_hostile_text_is_audited(handler):
+    # A megabyte of line breaks before a line that is no title: a regex that retries at
+    # every line start is quadratic on it; the kit's rule reads it once.
+    pool = make_pool(30)
+    for node in pool:
+        node.node.metadata.pop("title")
+        node.node.set_content("\n" * 1_000_000 + "no title here")
+    fair(seed=0).postprocess_nodes(pool, QueryBundle(QUESTION))
+    (record,) = handler.records
+    assert record["titles"] == [None] * 5 and len(record["groups"]) == 5

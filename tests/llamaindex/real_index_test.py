@@ -1,0 +1,89 @@
+"""The contract on the real path: ``index.as_query_engine`` over a real ChromaVectorStore (cosine,
+no Chroma embedding function) holding real TREC documents embedded with all-MiniLM-L6-v2."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fairrag_core import make_ranker, rerank
+from fairrag_core.kit import document_title, render_context_prompt, to_relevance
+from fairrag_core.prompts import scenario_question
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairRerankPostprocessor, query_seed
+from tests.llamaindex.fake_llms import FakeRecordingLLM
+
+pytestmark = pytest.mark.integration
+
+QUESTION = scenario_question(1, "Computer science")
+
+
+def fair(**fields) -> FairRerankPostprocessor:
+    return FairRerankPostprocessor(group_key="gender", protected="female", **fields)
+
+
+def test_the_prompt_through_as_query_engine_is_the_kits_prompt(li_index):
+    llm = FakeRecordingLLM()
+    engine = li_index.as_query_engine(
+        similarity_top_k=50,
+        node_postprocessors=[fair(seed=1)],
+        llm=llm,
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    response = engine.query(QUESTION)
+    (prompt,) = llm.prompts
+    shown = [
+        (document_title(n.node.metadata, n.node.get_content()), n.node.get_content())
+        for n in response.source_nodes
+    ]
+    assert len(shown) == 5
+    assert prompt == render_context_prompt(QUESTION, shown)
+    assert "gender" not in prompt
+
+
+def test_auto_relevance_recognises_the_chroma_store_on_the_plain_path(li_index, fairness_handler):
+    """``as_query_engine(node_postprocessors=[fair])`` with the default relevance ranks on the
+    spec's ``1 - d`` (``chroma_cosine``), exactly as the core does from the same query seed."""
+    pool = li_index.as_retriever(similarity_top_k=50).retrieve(QUESTION)
+    relevance = to_relevance([n.score for n in pool], "chroma_cosine")
+    groups = [n.node.metadata["gender"] for n in pool]
+    engine = li_index.as_query_engine(
+        similarity_top_k=50,
+        node_postprocessors=[fair(ranker="stochastic")],
+        llm=FakeRecordingLLM(),
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    for seed in range(8):
+        with query_seed(seed):
+            response = engine.query(QUESTION)
+        expected = rerank(
+            make_ranker("stochastic", protected="female"),
+            relevance,
+            groups,
+            5,
+            rng=np.random.default_rng(seed),
+            ids=[n.node.node_id for n in pool],
+        )
+        assert [n.node.node_id for n in response.source_nodes] == [
+            pool[i].node.node_id for i in expected.indices
+        ]
+        node = response.source_nodes[0]
+        assert node.score == pytest.approx(1 + math.log(node.node.metadata["retrieval_score"]))
+    assert {r["query_seed"] for r in fairness_handler.records} == set(range(8))
+
+
+def test_for_index_reads_the_store(li_index):
+    assert FairRerankPostprocessor.for_index(
+        li_index, group_key="gender", protected="female"
+    ).relevance == ("chroma_cosine")
+
+
+def test_a_conversion_running_the_wrong_way_is_refused_naming_the_fix(li_index):
+    engine = li_index.as_query_engine(
+        similarity_top_k=50,
+        node_postprocessors=[fair(relevance="l2_distance")],
+        llm=FakeRecordingLLM(),
+    )
+    with pytest.raises(ValueError, match=r"relevance rises .* Use relevance="):
+        engine.query(QUESTION)

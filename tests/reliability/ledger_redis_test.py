@@ -1,0 +1,127 @@
+"""The Redis ledger against a real redis-server: processes lose no update, a restart or a stuck
+server gives a typed error naming it and the same ranker works again, a killed client leaves
+the ledger whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fairrag_core import LedgerUnavailableError, make_ranker, position_weights
+from fairrag_core.ledger import RedisLedger
+from tests.redis_server import RedisServer
+from tests.reliability.ledger_worker import (
+    K,
+    kill_after,
+    pool,
+    read_reports,
+    served_exposure,
+    start_worker,
+    summed,
+    wait_all,
+)
+
+PROCESSES = 8
+RANKINGS = 500
+RANKING_EXPOSURE = float(sum(position_weights(K)))
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of this test's own (it gets stopped and restarted)."""
+    server = RedisServer(tmp_path / "redis")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def test_8_processes_x_500_rankings_lose_no_update(redis_server, tmp_path):
+    reports = [tmp_path / f"served-{i}.jsonl" for i in range(PROCESSES)]
+    workers = [
+        start_worker(redis_server.url, "tenant-a", RANKINGS, seed, report)
+        for seed, report in enumerate(reports)
+    ]
+    wait_all(workers)
+    served = read_reports(*reports)
+    assert len(served) == PROCESSES * RANKINGS
+    state = RedisLedger(redis_server.url).state("tenant-a")
+    assert state.rankings == PROCESSES * RANKINGS
+    assert state.totals == pytest.approx(summed(served), rel=1e-9)
+    assert set(state.totals) == {"female", "male", None, 3}
+    assert state.total == pytest.approx(PROCESSES * RANKINGS * RANKING_EXPOSURE, rel=1e-9)
+
+
+def _serve(ranker, count: int, served: list) -> None:
+    scores, groups = pool()
+    for _ in range(count):
+        ranking = ranker.rank(scores, groups, K).tolist()
+        served.append(served_exposure(ranking, groups))
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_a_restart_mid_stream_is_a_typed_error_then_the_same_ranker_works_again(redis_server, kill):
+    ledger = RedisLedger(redis_server.url, timeout=1.0, connect_timeout=1.0)
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    served: list = []
+    _serve(ranker, 50, served)
+    redis_server.stop(kill=kill)
+    scores, groups = pool()
+    for _ in range(2):  # every call while it is down fails the same way, fast, nothing served
+        with pytest.raises(LedgerUnavailableError, match=redis_server.url) as info:
+            ranker.rank(scores, groups, K)
+        assert isinstance(info.value, ConnectionError)
+        assert "ConnectionError" in str(info.value)
+    redis_server.start()
+    _serve(ranker, 50, served)  # the first call after the restart already succeeds
+    state = ledger.state("t")
+    assert state.rankings == len(served) == 100  # the append-only file kept the first 50
+    assert state.totals == pytest.approx(summed(served), rel=1e-9)
+
+
+def test_a_stuck_server_times_out_with_a_typed_error_then_works_again(redis_server):
+    ledger = RedisLedger(redis_server.url, timeout=0.2, connect_timeout=0.2)
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    served: list = []
+    _serve(ranker, 10, served)
+    redis_server.freeze()
+    try:
+        with pytest.raises(LedgerUnavailableError, match="TimeoutError") as info:
+            ranker.rank(*pool(), K)
+        assert redis_server.url in str(info.value)
+    finally:
+        redis_server.thaw()
+    _serve(ranker, 10, served)
+    state = ledger.state("t")
+    assert state.rankings == len(served) == 20
+    assert state.totals == pytest.approx(summed(served), rel=1e-9)
+
+
+def test_a_client_killed_mid_stream_leaves_the_ledger_whole(redis_server, tmp_path):
+    report = tmp_path / "served.jsonl"
+    worker = start_worker(redis_server.url, "tenant-a", 100_000, 7, report)
+    kill_after(worker, report, rankings=300, deadline=60.0)
+    served = read_reports(report)
+    state = RedisLedger(redis_server.url).state("tenant-a")
+    assert state.rankings in (len(served), len(served) + 1)
+    reported = summed(served)
+    extra = {g: state.totals.get(g, 0.0) - reported.get(g, 0.0) for g in state.totals}
+    if state.rankings == len(served):
+        assert state.totals == pytest.approx(reported, rel=1e-9)
+    else:
+        assert all(value > -1e-9 for value in extra.values())
+        assert sum(extra.values()) == pytest.approx(RANKING_EXPOSURE, rel=1e-9)
+
+
+def test_the_ledger_reads_only_what_it_wrote(redis_server):
+    """Streams of another prefix, and other keys on the server, are not the ledger's."""
+    a = RedisLedger(redis_server.url, prefix="app-a:")
+    b = RedisLedger(redis_server.url, prefix="app-b:")
+    a.add("tenant", {"female": 1.0})
+    b.add("tenant", {"male": 2.0})
+    a.client.set("tenant", "unrelated")
+    assert a.state("tenant").totals == {"female": 1.0}
+    assert b.keys() == ["tenant"]
+    a.reset("tenant")
+    assert b.state("tenant").totals == {"male": 2.0}
+    assert np.isclose(b.state("tenant").total, 2.0)

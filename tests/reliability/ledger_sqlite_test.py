@@ -1,0 +1,103 @@
+"""The SQLite ledger shared by real processes: no update lost, a killed process leaves it whole."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairrag_core import position_weights
+from fairrag_core.ledger import SQLiteLedger
+from tests.reliability.ledger_worker import (
+    K,
+    kill_after,
+    read_reports,
+    start_worker,
+    summed,
+    wait_all,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCESSES = 8
+RANKINGS = 500
+RANKING_EXPOSURE = float(sum(position_weights(K)))
+
+
+def test_8_processes_x_500_rankings_lose_no_update(tmp_path):
+    path = tmp_path / "ledger.db"
+    SQLiteLedger(path)  # created once, as a deployment would; the workers open it themselves
+    reports = [tmp_path / f"served-{i}.jsonl" for i in range(PROCESSES)]
+    workers = [
+        start_worker(f"sqlite:///{path}", "tenant-a", RANKINGS, seed, report)
+        for seed, report in enumerate(reports)
+    ]
+    wait_all(workers)
+    served = read_reports(*reports)
+    assert len(served) == PROCESSES * RANKINGS
+    state = SQLiteLedger(path).state("tenant-a")
+    assert state.rankings == PROCESSES * RANKINGS
+    assert state.totals == pytest.approx(summed(served), rel=1e-9)
+    assert set(state.totals) == {"female", "male", None, 3}  # labels round-trip across processes
+    assert state.total == pytest.approx(PROCESSES * RANKINGS * RANKING_EXPOSURE, rel=1e-9)
+
+
+def test_a_process_killed_mid_stream_leaves_the_ledger_consistent(tmp_path):
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    report = tmp_path / "served.jsonl"
+    worker = start_worker(f"sqlite:///{path}", "tenant-a", 100_000, 7, report)
+    kill_after(worker, report, rankings=300, deadline=60.0)
+    served = read_reports(report)
+    state = ledger.state("tenant-a")
+    # The worker reports a ranking after its update committed: the ledger holds every reported
+    # ranking, and at most one more (committed, then killed before reporting it).
+    assert state.rankings in (len(served), len(served) + 1)
+    reported = summed(served)
+    extra = {g: state.totals.get(g, 0.0) - reported.get(g, 0.0) for g in state.totals}
+    if state.rankings == len(served):
+        assert state.totals == pytest.approx(reported, rel=1e-12)
+    else:
+        assert all(value > -1e-9 for value in extra.values())
+        assert sum(extra.values()) == pytest.approx(RANKING_EXPOSURE, rel=1e-9)
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    ledger.add("tenant-a", {"female": 1.0})  # no lock was left behind
+    assert ledger.state("tenant-a").rankings == state.rankings + 1
+
+
+FORKED = """
+import os, sys
+from fairrag_core.ledger import SQLiteLedger
+ledger = SQLiteLedger(sys.argv[1])
+ledger.add("k", {"female": 1.0})  # the parent's connection is open when it forks
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:  # a child uses the inherited ledger object: it must open its own connection
+        for _ in range(100):
+            ledger.add("k", {"male": 1.0})
+        os._exit(0 if ledger._pid == os.getpid() else 1)  # 1: it used the parent's connection
+    children.append(pid)
+for _ in range(100):
+    ledger.add("k", {"female": 1.0})
+codes = [os.waitpid(pid, 0)[1] for pid in children]
+state = ledger.state("k")
+print(codes, state.rankings, state.totals["female"], state.totals["male"])
+"""
+
+
+def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connection(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED, str(tmp_path / "ledger.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
