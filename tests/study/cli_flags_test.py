@@ -54,6 +54,7 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--alpha", "nan"], "--alpha", "finite number > 0"),
         (["--alpha", "0"], "--alpha", "finite number > 0"),
         (["--alpha", "inf"], "--alpha", "finite number > 0"),
+        (["--alpha", "5000"], "--alpha", "alpha must be at most"),  # the core's bound
         (["--llm", "gpt"], "--llm", "expected auto, none, fake or openai:<model>"),
         (["--llm", "openai:"], "--llm", "expected auto, none, fake or openai:<model>"),
         (["--rankers", ","], "--rankers", "holds an empty name"),
