@@ -46,10 +46,13 @@ from .index import (
 )
 from .outputs import OutputFolder
 from .plan import Trial, plan_trials
-from .report import write_outputs
+from .report import PAPER, write_outputs
 
-__all__ = ["StudyConfig", "StudyResult", "run_study"]
+__all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
+PAPER_RANKERS: tuple[str, ...] = tuple(PAPER["exposure_disparity"])
+"""The four rankers the paper compares (those :data:`fairrag_study.report.PAPER` has numbers
+for): the study's default, whatever else the core's registry holds."""
 PROTECTED = "female"
 TARGET_SHARE = 0.5
 GROUP_KEY = "gender"
@@ -63,7 +66,8 @@ class StudyConfig:
 
     data: Path | None = None
     corpus: str = "balanced"
-    rankers: tuple[str, ...] = tuple(available_rankers())
+    rankers: tuple[str, ...] = PAPER_RANKERS
+    """The rankers compared; by default the paper's four (any of ``available_rankers()``)."""
     trials: int = 80
     seed: int = 2026
     pool_size: int = 50
@@ -387,26 +391,42 @@ def _checked_store(
 ) -> Any:
     """The study's LangChain Chroma store, refusing a short pool.
 
-    A query for ``k`` candidates must return ``min(k, expected)`` of them (``expected``: the
+    A query for ``n`` candidates must return ``min(n, expected)`` of them (``expected``: the
     documents the index holds); fewer means a damaged index (e.g. its HNSW files lost), whose
     report would look right and be wrong, so the study stops with :class:`IndexDamagedError`.
+    The check sits on the Chroma collection's ``query``, which every search of the store
+    (LangChain's methods, or a retriever reading the collection directly) goes through.
     """
     from langchain_chroma import Chroma
 
-    class CheckedChroma(Chroma):
-        def similarity_search_with_score(
-            self, query: str, k: int = 4, **kwargs: Any
-        ) -> list[tuple[Any, float]]:
-            pool = super().similarity_search_with_score(query, k=k, **kwargs)
-            if len(pool) != min(k, expected) and not kwargs.get("filter"):
-                raise IndexDamagedError(
-                    f"the index at {where} returned {len(pool)} candidates for a pool of "
-                    f"{min(k, expected)} (it holds {expected} documents): it is damaged. Delete "
-                    "it and run again to rebuild it"
-                )
-            return pool
+    store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
+    store._chroma_collection = _PoolCheckedCollection(store._collection, expected, where)
+    return store
 
-    return CheckedChroma(client=client, collection_name=collection, embedding_function=embeddings)
+
+class _PoolCheckedCollection:
+    """A Chroma collection whose unfiltered queries must return full pools (else
+    :class:`IndexDamagedError`); every other attribute is the collection's own."""
+
+    def __init__(self, collection: Any, expected: int, where: object) -> None:
+        self._wrapped, self._expected, self._where = collection, expected, where
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._wrapped.query(*args, **kwargs)
+        if kwargs.get("where") or kwargs.get("where_document"):
+            return result  # a filtered pool may legitimately be short
+        wanted = min(int(kwargs.get("n_results", 10)), self._expected)
+        for ids in result["ids"]:
+            if len(ids) != wanted:
+                raise IndexDamagedError(
+                    f"the index at {self._where} returned {len(ids)} candidates for a pool of "
+                    f"{wanted} (it holds {self._expected} documents): it is damaged. Delete it "
+                    "and run again to rebuild it"
+                )
+        return result
 
 
 def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str | None:
