@@ -105,7 +105,8 @@ def connect_chroma_server(
             f"{exc or 'no detail'}); start one with `chroma run --path <folder> --host {host} "
             f"--port {port}`, or give the host and port of a running one"
         ) from exc
-    server = client._server  # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
+    # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
+    server = client._server  # type: ignore[attr-defined]
     try:
         session, make_request = server._session, server._make_request
     except AttributeError as exc:  # pragma: no cover - a chromadb whose internals moved
@@ -335,7 +336,7 @@ def open_embedded_index(
                 log(f"index {folder} is damaged ({problem}; {mismatch}): rebuilding it")
                 shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    client = chromadb.PersistentClient(path=str(folder))
+    client: Any = chromadb.PersistentClient(path=str(folder))
     try:
         collection = open_collection(client, name)
         added = embed_missing(collection, documents, model, progress=progress)

@@ -200,7 +200,7 @@ def _probe_main() -> int:
     try:
         import chromadb
 
-        client = chromadb.PersistentClient(path=request["folder"])
+        client: Any = chromadb.PersistentClient(path=request["folder"])
         try:
             collection = client.get_collection(request["collection"])
             problem = probe_collection(

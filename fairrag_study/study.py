@@ -400,7 +400,8 @@ def _checked_store(
     from langchain_chroma import Chroma
 
     store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
-    store._chroma_collection = _PoolCheckedCollection(store._collection, expected, where)
+    checked: Any = _PoolCheckedCollection(store._collection, expected, where)
+    store._chroma_collection = checked
     return store
 
 
@@ -443,11 +444,14 @@ def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str
     elif isinstance(exc, openai.APIStatusError):
         what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
     elif isinstance(exc, openai.APIConnectionError):
-        root = exc  # the transport error under the client's wrappers (e.g. httpx.ConnectError)
+        root: BaseException = (
+            exc  # the transport error under the client's wrappers (e.g. httpx.ConnectError)
+        )
         for _ in range(10):
-            if (root.__cause__ or root.__context__) is None:
+            under = root.__cause__ or root.__context__
+            if under is None:
                 break
-            root = root.__cause__ or root.__context__
+            root = under
         what = f"could not be reached ({type(root).__name__})"
     else:
         what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -490,7 +494,7 @@ def _run_trials(
         path=out / "callback_log.jsonl",
     )
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
-    records = []
+    records: list[dict[str, Any]] = []
     bar = _progress(config, len(trials) * len(config.rankers))
     for ranker in config.rankers:
         retriever = FairRetriever(
@@ -506,7 +510,7 @@ def _run_trials(
         )
         chain = None if llm is None else make_fair_rag_chain(retriever, llm)
         for trial in trials:
-            run_config = {"callbacks": [handler], "run_name": "fairrag-trial"}
+            run_config: Any = {"callbacks": [handler], "run_name": "fairrag-trial"}
             logged = len(handler.records)
             if chain is None:
                 docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
