@@ -340,6 +340,12 @@ def open_embedded_index(
     try:
         collection = open_collection(client, name)
         added = embed_missing(collection, documents, model, progress=progress)
+        count = collection.count()  # every corpus id is there now; nothing else may be
+        if count != len(documents):
+            raise IndexDamagedError(
+                f"the index at {folder} holds {count} documents, the corpus {len(documents)}: "
+                "it holds documents the corpus does not. Delete the folder and run again"
+            )
         if not verified or added:
             verify_collection(collection, documents, model, where=str(folder), probes=probes)
             write_manifest(folder, name, collection.count())

@@ -195,3 +195,18 @@ def test_a_short_pool_stops_the_study_naming_the_index(
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "failed" and "IndexDamagedError" in run["error"]
     assert not (out / "report.md").exists()
+
+
+def test_an_index_holding_documents_the_corpus_does_not_is_refused(built: dict[str, Any]) -> None:
+    import chromadb
+
+    from fairrag_study.errors import IndexDamagedError
+
+    _restore(built)
+    client = chromadb.PersistentClient(path=str(built["folder"]))
+    client.get_collection(COLLECTION).add(
+        ids=["not-in-the-corpus"], embeddings=[built["queries"][0][1]], documents=["Title: X"]
+    )
+    client.close()
+    with pytest.raises(IndexDamagedError, match="holds 73 documents, the corpus 72"):
+        _pools(built["folder"], built["corpus"], built["model"], built["queries"])
