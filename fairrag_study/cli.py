@@ -9,51 +9,75 @@ from pathlib import Path
 from fairrag_audit.cli import add_audit_command
 from fairrag_core import VectorStoreUnavailableError, available_rankers
 
+from . import options
 from .data import CORPUS_KINDS, DataNotFoundError
 from .embedding import DEFAULT_MODEL
+from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
-from .study import StudyConfig, run_study
+from .study import PAPER_RANKERS, StudyConfig, run_study
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairrag", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     study = commands.add_parser("study", help="reproduce the paper's study end to end")
+    # Path flags depend on the disk and on each other: checked after parsing, before any work.
+    study.set_defaults(check=lambda args: options.check_paths(study, args))
     study.add_argument(
         "--data", type=Path, help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download)"
     )
     study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
     study.add_argument(
         "--rankers",
-        default=",".join(available_rankers()),
-        help="comma-separated rankers (default: all four)",
+        type=options.rankers,
+        default=PAPER_RANKERS,
+        help=f"comma-separated rankers, each once (default: the paper's four; known: "
+        f"{', '.join(available_rankers())})",
     )
-    study.add_argument("--trials", type=int, default=80, help="trials per ranker (default 80)")
-    study.add_argument("--seed", type=int, default=2026)
-    study.add_argument("--pool-size", type=int, default=50)
-    study.add_argument("--k", type=int, default=5)
-    study.add_argument("--alpha", type=float, default=4.0)
+    study.add_argument(
+        "--trials", type=options.int_at_least(1), default=80, help="trials per ranker (default 80)"
+    )
+    study.add_argument("--seed", type=options.int_at_least(0), default=2026)
+    study.add_argument("--pool-size", type=options.int_at_least(1), default=50)
+    study.add_argument("--k", type=options.int_at_least(1), default=5)
+    study.add_argument("--alpha", type=options.alpha, default=4.0)
     study.add_argument(
         "--llm",
+        type=options.llm_choice,
         default="auto",
         help="auto (OpenAI gpt-4o-mini when OPENAI_API_KEY is set), none, openai:<model>, "
         "or fake (offline test double)",
     )
-    study.add_argument("--base-url", help="any OpenAI-compatible server")
+    study.add_argument("--base-url", type=options.url, help="any OpenAI-compatible server")
+    study.add_argument(
+        "--llm-timeout",
+        type=options.positive_seconds,
+        help="seconds one request to the chat model may take (default: default_chat_model's, 60)",
+    )
+    study.add_argument(
+        "--llm-retries",
+        type=options.int_at_least(0),
+        help="retries of a failed chat model request (default: default_chat_model's, 2)",
+    )
     study.add_argument("--out", type=Path, default=Path("fairrag-output"))
     study.add_argument(
         "--cache-dir", type=Path, help="index and data cache (default ~/.cache/fairrag)"
     )
     study.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
-    study.add_argument("--topics", help="comma-separated topics to restrict the corpus to")
     study.add_argument(
-        "--per-group", type=int, default=50, help="balanced corpus: per gender per topic"
+        "--topics", type=options.comma_list, help="comma-separated topics to restrict the corpus to"
+    )
+    study.add_argument(
+        "--per-group",
+        type=options.int_at_least(1),
+        default=50,
+        help="balanced corpus: per gender per topic",
     )
     study.add_argument("--chroma-host", help="use a Chroma server instead of the embedded one")
-    study.add_argument("--chroma-port", type=int, default=8000)
+    study.add_argument("--chroma-port", type=options.port, default=8000)
     study.add_argument(
         "--chroma-timeout",
-        type=float,
+        type=options.positive_seconds,
         default=DEFAULT_TIMEOUT,
         help=f"seconds a Chroma server request may take (default {DEFAULT_TIMEOUT:g})",
     )
@@ -66,10 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "audit":
         return args.handler(args)
+    if getattr(args, "check", None) is not None:
+        args.check(args)
     config = StudyConfig(
         data=args.data,
         corpus=args.corpus,
-        rankers=tuple(r.strip() for r in args.rankers.split(",") if r.strip()),
+        rankers=args.rankers,
         trials=args.trials,
         seed=args.seed,
         pool_size=args.pool_size,
@@ -77,10 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         alpha=args.alpha,
         llm=args.llm,
         base_url=args.base_url,
+        llm_timeout=args.llm_timeout,
+        llm_retries=args.llm_retries,
         out=args.out,
         cache_dir=args.cache_dir,
         model=args.model,
-        topics=tuple(t.strip() for t in args.topics.split(",")) if args.topics else None,
+        topics=args.topics,
         per_group=args.per_group,
         chroma_host=args.chroma_host,
         chroma_port=args.chroma_port,
@@ -89,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         run_study(config)
-    except (DataNotFoundError, ValueError, VectorStoreUnavailableError) as exc:
+    except (DataNotFoundError, ValueError, VectorStoreUnavailableError, StudyError) as exc:
         print(f"fairrag study: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

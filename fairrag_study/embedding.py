@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import Any
 
 __all__ = ["DEFAULT_MODEL", "load_sentence_transformer", "resolve_model_path"]
 
@@ -28,7 +29,7 @@ def resolve_model_path(name: str = DEFAULT_MODEL) -> str:
 
 
 @lru_cache(maxsize=4)
-def load_sentence_transformer(name: str = DEFAULT_MODEL, device: str = "cpu"):
+def load_sentence_transformer(name: str = DEFAULT_MODEL, device: str = "cpu") -> Any:
     """A cached ``SentenceTransformer`` for ``name`` (resolved by :func:`resolve_model_path`)."""
     from sentence_transformers import SentenceTransformer
 

@@ -6,24 +6,34 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Sequence
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fairrag_core import VectorStoreUnavailableError
 
 from .data import CorpusDocument
+from .errors import IndexDamagedError
+from .integrity import manifest_mismatch, probe_collection, probe_folder, write_manifest
 
 __all__ = [
     "COLLECTION_SPACE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_COOLDOWN",
     "DEFAULT_TIMEOUT",
     "EF_SEARCH",
+    "CircuitBreaker",
+    "circuit_breaker",
     "collection_name",
     "connect_chroma_server",
     "corpus_fingerprint",
     "embed_missing",
     "open_collection",
+    "open_embedded_index",
+    "verify_collection",
 ]
 
 EF_SEARCH = 500
@@ -36,6 +46,8 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds a Chroma server request may wait for an answer (read, write, pool) before failing."""
 DEFAULT_CONNECT_TIMEOUT = 5.0
 """Seconds to establish a connection to a Chroma server."""
+DEFAULT_COOLDOWN = 5.0
+"""Seconds a Chroma server client fails fast after a timeout or a lost connection."""
 ENCODE_BATCH = 16
 """Texts per forward pass: on 2 CPU cores, 16 embeds ~30% faster than 64 (less padding)."""
 
@@ -54,7 +66,8 @@ def connect_chroma_server(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-):
+    cooldown: float = DEFAULT_COOLDOWN,
+) -> Any:
     """A ``chromadb.HttpClient`` to the server at ``host:port``, with timeouts and typed errors.
 
     ``chromadb.HttpClient`` waits forever by default (its HTTP session has no timeout), so a
@@ -62,10 +75,17 @@ def connect_chroma_server(
     ``connect_timeout`` seconds to connect and ``timeout`` seconds for the answer, and any
     transport failure (connection refused or reset, timeout) raises
     :class:`fairrag_core.VectorStoreUnavailableError` naming the server and the request, with
-    chromadb's ``httpx`` error as ``__cause__``. Nothing is retried: once the server is back
-    (e.g. restarted on the same port and ``--path``), the same client, stores and retrievers
-    work again. Errors the server sends back (a missing collection, a bad argument) stay
-    chromadb's own.
+    chromadb's ``httpx`` error as ``__cause__``. Nothing is retried. Errors the server sends
+    back (a missing collection, a bad argument) stay chromadb's own.
+
+    Once a request times out or loses its connection, the server is known to be down: for
+    ``cooldown`` seconds every request fails at once with the same typed error (the last
+    transport error as its cause) instead of waiting out its own timeout, so callers queued
+    behind a frozen server fail within about one timeout, not one timeout each; then one
+    request is let through as a probe (others still fail fast while it runs), and its success
+    closes the circuit (:class:`CircuitBreaker`). Once the server is back (e.g. restarted on the
+    same port and ``--path``), the same client, stores and retrievers work again after at most
+    the cool-down.
 
     The server is checked first (its heartbeat, within the timeouts), so an unreachable one
     fails here, fast, not in the middle of a run. Each ``HttpClient`` has its own connection
@@ -85,7 +105,8 @@ def connect_chroma_server(
             f"{exc or 'no detail'}); start one with `chroma run --path <folder> --host {host} "
             f"--port {port}`, or give the host and port of a running one"
         ) from exc
-    server = client._server  # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
+    # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
+    server = client._server  # type: ignore[attr-defined]
     try:
         session, make_request = server._session, server._make_request
     except AttributeError as exc:  # pragma: no cover - a chromadb whose internals moved
@@ -96,31 +117,109 @@ def connect_chroma_server(
         ) from exc
     session.timeout = limits
     if not getattr(make_request, "_fairrag_typed_errors", False):
-        server._make_request = _typed_transport_errors(make_request, where, limits)
+        breaker = CircuitBreaker(where, cooldown)
+        server._make_request = _typed_transport_errors(make_request, where, limits, breaker)
     return client
 
 
-def _typed_transport_errors(make_request: Any, where: str, limits: Any):
-    """Wrap chromadb's one request method: transport errors become typed, with the cause kept."""
+def circuit_breaker(client: Any) -> CircuitBreaker | None:
+    """The :class:`CircuitBreaker` of a client made by :func:`connect_chroma_server`."""
+    request = getattr(getattr(client, "_server", None), "_make_request", None)
+    return getattr(request, "breaker", None)
+
+
+class CircuitBreaker:
+    """Fail fast while a Chroma server is known to be down (closed -> open -> half-open).
+
+    Closed: requests go through. A timeout or transport failure opens it for ``cooldown``
+    seconds: requests fail at once. After the cool-down one request goes through as a probe
+    (half-open; the others still fail fast); its success closes the circuit, its failure opens
+    it again. Thread-safe: one breaker serves every thread using the client.
+    """
+
+    def __init__(self, where: str, cooldown: float = DEFAULT_COOLDOWN) -> None:
+        if not cooldown >= 0:
+            raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
+        self.where = where
+        self.cooldown = float(cooldown)
+        self._lock = threading.Lock()
+        self._open_until: float | None = None
+        self._probing = False
+        self._last_error: BaseException | None = None
+        self._last_failure = ""
+        self.fast_failures = 0
+        """Requests refused without reaching the server (a count, for tests and logs)."""
+
+    def remaining(self) -> float:
+        """Seconds left in the cool-down (0 when closed or ready for a probe)."""
+        with self._lock:
+            if self._open_until is None:
+                return 0.0
+            return max(0.0, self._open_until - time.monotonic())
+
+    def before(self, method: str, path: str) -> None:
+        """Let a request through, or raise the typed error at once while the circuit is open."""
+        with self._lock:
+            if self._open_until is None:
+                return
+            left = self._open_until - time.monotonic()
+            if left <= 0 and not self._probing:
+                self._probing = True  # this request is the probe
+                return
+            self.fast_failures += 1
+            error = self._last_error
+            wait = f"a probe in {left:.1f} s" if left > 0 else "a probe is running"
+            message = (
+                f"Chroma server at http://{self.where} is unavailable: {method.upper()} {path} "
+                f"failed fast, without a request, since an earlier request failed ("
+                f"{self._last_failure}); {wait}"
+            )
+        raise VectorStoreUnavailableError(message) from error
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._open_until, self._probing = None, False
+
+    def failed(self, error: BaseException, description: str) -> None:
+        with self._lock:
+            self._open_until = time.monotonic() + self.cooldown
+            self._probing = False
+            self._last_error, self._last_failure = error, description
+
+
+def _typed_transport_errors(
+    make_request: Any, where: str, limits: Any, breaker: CircuitBreaker
+) -> Callable[..., Any]:
+    """Wrap chromadb's one request method: transport errors become typed, with the cause kept,
+    and the breaker fails requests fast while the server is known to be down."""
     import httpx
 
     @functools.wraps(make_request)
     def request(method: str, path: str, **kwargs: Any) -> Any:
+        breaker.before(method, path)
         try:
-            return make_request(method, path, **kwargs)
+            result = make_request(method, path, **kwargs)
         except httpx.TimeoutException as exc:
+            breaker.failed(exc, f"{method.upper()} {path}: {type(exc).__name__}")
             raise VectorStoreUnavailableError(
                 f"Chroma server at http://{where} did not answer {method.upper()} {path} in time "
                 f"(connect {limits.connect} s, read {limits.read} s; {type(exc).__name__}); "
                 "nothing was retried"
             ) from exc
         except httpx.TransportError as exc:
+            breaker.failed(exc, f"{method.upper()} {path}: {type(exc).__name__}")
             raise VectorStoreUnavailableError(
                 f"Chroma server at http://{where} is unavailable: {method.upper()} {path} failed "
                 f"with {type(exc).__name__}: {exc or 'no detail'}; nothing was retried"
             ) from exc
+        except BaseException:
+            breaker.succeeded()  # the server answered (with an error of its own)
+            raise
+        breaker.succeeded()
+        return result
 
     request._fairrag_typed_errors = True  # type: ignore[attr-defined]
+    request.breaker = breaker  # type: ignore[attr-defined]
     return request
 
 
@@ -133,7 +232,7 @@ def collection_name(corpus: str, model_name: str, fingerprint: str) -> str:
     return f"fairrag-{corpus}-{_slug(model_name)}-{fingerprint}"
 
 
-def open_collection(client, name: str):
+def open_collection(client: Any, name: str) -> Any:
     """Get or create ``name`` with cosine space, :data:`EF_SEARCH`, no Chroma embedding function.
 
     ``embedding_function=None`` stops Chroma from running (and downloading) its default ONNX
@@ -151,9 +250,9 @@ def open_collection(client, name: str):
 
 
 def embed_missing(
-    collection,
+    collection: Any,
     documents: Sequence[CorpusDocument],
-    model,
+    model: Any,
     *,
     batch_size: int = 64,
     progress: bool = False,
@@ -190,6 +289,90 @@ def embed_missing(
     if bar is not None:
         bar.close()
     return len(todo)
+
+
+def probe_vectors(documents: Sequence[CorpusDocument], model: Any) -> list[tuple[str, list[float]]]:
+    """Three documents of the corpus (first, middle, last) with their vectors, for a probe."""
+    if not documents:
+        return []
+    chosen = {0: documents[0], 1: documents[len(documents) // 2], 2: documents[-1]}
+    picked = list({doc.doc_id: doc for doc in chosen.values()}.values())
+    vectors = model.encode(
+        [doc.page_content for doc in picked], batch_size=ENCODE_BATCH, normalize_embeddings=True
+    )
+    return [(doc.doc_id, vector.tolist()) for doc, vector in zip(picked, vectors, strict=True)]
+
+
+def open_embedded_index(
+    folder: Path,
+    name: str,
+    documents: Sequence[CorpusDocument],
+    model: Any,
+    *,
+    progress: bool = False,
+    log: Callable[[str], None] = print,
+) -> tuple[Any, Any, int]:
+    """``(client, collection, added)``: the persistent index in ``folder``, verified, completed.
+
+    A cached index is trusted when its segment files match the manifest written when it was
+    last verified (:mod:`fairrag_study.integrity`); otherwise it is probed in a child process,
+    and a damaged one (segment folder deleted, a data file zeroed, truncated or overwritten,
+    Chroma crashing on it) is deleted and rebuilt, with a message naming the folder. After the
+    documents are embedded the index must hold exactly the corpus and pass the probe, else
+    :class:`IndexDamagedError` names the folder; then the manifest is written.
+    """
+    import chromadb
+
+    probes: list[tuple[str, list[float]]] | None = None
+    verified = False
+    if (folder / "chroma.sqlite3").exists():
+        mismatch = manifest_mismatch(folder, name, len(documents))
+        if mismatch is None:
+            verified = True
+        else:
+            probes = probe_vectors(documents, model)
+            problem = probe_folder(folder, name, probes, expected_count=None)
+            if problem is not None:
+                log(f"index {folder} is damaged ({problem}; {mismatch}): rebuilding it")
+                shutil.rmtree(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    client: Any = chromadb.PersistentClient(path=str(folder))
+    try:
+        collection = open_collection(client, name)
+        added = embed_missing(collection, documents, model, progress=progress)
+        count = collection.count()  # every corpus id is there now; nothing else may be
+        if count != len(documents):
+            raise IndexDamagedError(
+                f"the index at {folder} holds {count} documents, the corpus {len(documents)}: "
+                "it holds documents the corpus does not. Delete the folder and run again"
+            )
+        if not verified or added:
+            verify_collection(collection, documents, model, where=str(folder), probes=probes)
+            write_manifest(folder, name, collection.count())
+    except BaseException:
+        client.close()
+        raise
+    return client, collection, added
+
+
+def verify_collection(
+    collection: Any,
+    documents: Sequence[CorpusDocument],
+    model: Any,
+    *,
+    where: str,
+    probes: list[tuple[str, list[float]]] | None = None,
+) -> None:
+    """The collection holds exactly the corpus and answers probes exactly, else
+    :class:`IndexDamagedError` naming ``where`` (the index folder or the server)."""
+    problem = probe_collection(
+        collection, probes or probe_vectors(documents, model), expected_count=len(documents)
+    )
+    if problem is not None:
+        raise IndexDamagedError(
+            f"the index at {where} is not the corpus's: {problem}. Delete it (embedded: the "
+            "folder; server: the collection) and run again to rebuild it"
+        )
 
 
 def index_folder(cache_dir: Path, corpus: str, model_name: str, fingerprint: str) -> Path:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
+import socket
 import sys
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 
 from fairrag_core import JsonLinesLog, available_rankers
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
+from fairrag_core.validation import check_alpha
 
 from .data import (
     DEFAULT_CORPUS_SEED,
@@ -29,6 +32,7 @@ from .data import (
     study_topics,
 )
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
+from .errors import GeneratorUnavailableError, IndexDamagedError
 from .index import (
     DEFAULT_TIMEOUT,
     collection_name,
@@ -37,18 +41,23 @@ from .index import (
     embed_missing,
     index_folder,
     open_collection,
+    open_embedded_index,
+    verify_collection,
 )
+from .outputs import OutputFolder
 from .plan import Trial, plan_trials
-from .report import write_outputs
+from .report import PAPER, write_outputs
 
-__all__ = ["StudyConfig", "StudyResult", "run_study"]
+__all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
+PAPER_RANKERS: tuple[str, ...] = tuple(PAPER["exposure_disparity"])
+"""The four rankers the paper compares (those :data:`fairrag_study.report.PAPER` has numbers
+for): the study's default, whatever else the core's registry holds."""
 PROTECTED = "female"
 TARGET_SHARE = 0.5
 GROUP_KEY = "gender"
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
-OUTPUT_FILES = ("records.jsonl", "callback_log.jsonl", "summary.csv", "report.md", "run.json")
 
 
 @dataclass
@@ -57,7 +66,8 @@ class StudyConfig:
 
     data: Path | None = None
     corpus: str = "balanced"
-    rankers: tuple[str, ...] = tuple(available_rankers())
+    rankers: tuple[str, ...] = PAPER_RANKERS
+    """The rankers compared; by default the paper's four (any of ``available_rankers()``)."""
     trials: int = 80
     seed: int = 2026
     pool_size: int = 50
@@ -67,6 +77,10 @@ class StudyConfig:
     """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
     or ``fake`` (the offline test double that cites from its context; not a real model)."""
     base_url: str | None = None
+    llm_timeout: float | None = None
+    """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60)."""
+    llm_retries: int | None = None
+    """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2)."""
     out: Path = Path("fairrag-output")
     cache_dir: Path | None = None
     model: str = DEFAULT_MODEL
@@ -100,23 +114,74 @@ def _peak_rss_mib() -> float:
 
 def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyResult:
     """Run the whole study and write its outputs to ``config.out`` (see the README)."""
-    unknown = sorted(set(config.rankers) - set(available_rankers()))
-    if unknown:
-        raise ValueError(f"unknown rankers {unknown}; known rankers: {available_rankers()}")
+    _check_config(config)
     server = None
     if config.chroma_host:  # an unreachable server fails now, before any slow work
         server = connect_chroma_server(
             config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
         )
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _clear_previous_outputs(out)
+    folder = OutputFolder(out, log)
+    folder.claim()  # refuses a folder of other files, or one another study is writing
+    try:
+        return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
+    finally:
+        folder.release()
+
+
+def _check_config(config: StudyConfig) -> None:
+    """The configuration's values, checked before any work (the CLI checks its flags the same
+    way; this is for callers of :func:`run_study`): a ``ValueError`` naming the field."""
+    for name, low in (("trials", 1), ("pool_size", 1), ("k", 1), ("per_group", 1), ("seed", 0)):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    check_alpha(config.alpha)
+    known = available_rankers()
+    unknown = sorted(set(config.rankers) - set(known))
+    if unknown:
+        raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
+    if not config.rankers or len(set(config.rankers)) != len(config.rankers):
+        raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
+    for name in ("chroma_timeout", "llm_timeout"):
+        value = getattr(config, name)
+        if value is None and name == "llm_timeout":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not (math.isfinite(value) and value > 0)
+        ):
+            raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    retries = config.llm_retries
+    if retries is not None and (
+        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    ):
+        raise ValueError(f"llm_retries must be an integer >= 0, got {retries!r}")
+
+
+def _run_claimed(
+    config: StudyConfig,
+    server: Any,
+    out: Path,
+    log: Callable[[str], None],
+    previous: str | None,
+) -> StudyResult:
     timings: dict[str, float] = {}
-    run_info: dict[str, Any] = {"status": "running", "config": _jsonable(asdict(config))}
+    run_info: dict[str, Any] = {
+        "status": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": _jsonable(asdict(config)),
+    }
+    if previous is not None:
+        log(previous)
+        run_info["previous_run"] = previous
     _write_json(out / "run.json", run_info)
 
     @contextmanager
-    def phase(name: str):
+    def phase(name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
             yield
@@ -124,6 +189,7 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             timings[name] = time.perf_counter() - start
             log(f"[{name}] {timings[name]:.1f} s")
 
+    client = None
     try:
         with phase("load"):
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
@@ -137,18 +203,29 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             )
             female = sum(doc.gender == PROTECTED for doc in corpus)
             log(f"corpus {config.corpus}: {len(corpus)} documents, {female} female ({data_path})")
+            # Planned, and the generator built, before the model and index load: a bad --trials
+            # or a missing API key fails in seconds, not after the embedding.
+            trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+            llm, generation_note = _chat_model(config)
         with phase("embed"):
             model = load_sentence_transformer(config.model)
-            client, index_path, name = _chroma_client(config, corpus, server)
-            collection = open_collection(client, name)
-            added = embed_missing(collection, corpus, model, progress=config.progress)
-            log(f"index {index_path}: {collection.count()} documents ({added} embedded now)")
-        trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
-        llm, generation_note = _chat_model(config)
+            client, index_path, name, added = _open_index(config, corpus, model, server, log)
+            collection_size = len(corpus)
+            log(f"index {index_path}: {collection_size} documents ({added} embedded now)")
         records_log = JsonLinesLog(out / "records.jsonl")
         with phase("trials"):
             records = _run_trials(
-                config, client, name, model, corpus, trials, llm, records_log, out, log
+                config,
+                client,
+                name,
+                model,
+                corpus,
+                trials,
+                llm,
+                records_log,
+                out,
+                log,
+                index_path,
             )
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
@@ -182,6 +259,9 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         _write_json(out / "run.json", run_info)
         log(f"failed: the records written so far stay in {out / 'records.jsonl'}")
         raise
+    finally:
+        if client is not None and server is None:
+            client.close()  # the embedded index's files are released (a later run may rebuild)
     peak = _peak_rss_mib()
     run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
     _write_json(out / "run.json", run_info)
@@ -193,13 +273,22 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     return StudyResult(out, records, timings, peak, generation_note, added)
 
 
-def _clear_previous_outputs(out: Path) -> None:
-    """Start cleanly: remove what an earlier (possibly interrupted) run left in ``out``."""
-    for name in OUTPUT_FILES:
-        (out / name).unlink(missing_ok=True)
-    for pattern in ("table*.md", "outliers.md", "*.tmp", "figures/*.png"):
-        for path in out.glob(pattern):
-            path.unlink()
+def _previous_run(out: Path, previous: dict[str, Any] | None) -> str | None:
+    """What to say about the previous run in ``out`` (its ``run.json``) if it never recorded
+    its end.
+
+    Read with the folder's lock held, so a ``run.json`` still saying "running" belongs to a
+    process that is gone: it crashed (a native library's segfault, the out-of-memory killer) or
+    was killed before it could record anything.
+    """
+    if previous is None or previous.get("status") != "running":
+        return None
+    who = f"pid {previous.get('pid', '?')}, started {previous.get('started', '?')}"
+    return (
+        f"the previous study in {out} ({who}) stopped while running without recording why: it "
+        "crashed (e.g. a segfault in a native library) or was killed. Its partial outputs are "
+        "replaced by this run"
+    )
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -212,22 +301,36 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _chroma_client(config: StudyConfig, corpus: Sequence[CorpusDocument], server=None):
-    """``(client, where, collection name)``: the server's client when connected, else the
-    persistent index folder of this corpus and model."""
-    import chromadb
+def _open_index(
+    config: StudyConfig,
+    corpus: Sequence[CorpusDocument],
+    model: Any,
+    server: Any,
+    log: Callable[[str], None],
+) -> tuple[Any, Path | str, str, int]:
+    """``(client, where, collection name, documents embedded now)``, the index verified.
 
+    On a server, the corpus's collection (:func:`collection_name`); embedded, the persistent
+    index folder of this corpus and model (:func:`open_embedded_index` checks it, rebuilding a
+    damaged one).
+    """
     fingerprint = corpus_fingerprint(corpus, config.model)
     if server is not None:
         where = f"http://{config.chroma_host}:{config.chroma_port}"
-        return server, where, collection_name(config.corpus, config.model, fingerprint)
+        name = collection_name(config.corpus, config.model, fingerprint)
+        collection = open_collection(server, name)
+        added = embed_missing(collection, corpus, model, progress=config.progress)
+        verify_collection(collection, corpus, model, where=f"{where} (collection {name})")
+        return server, where, name, added
     cache = config.cache_dir or default_cache_dir()
     folder = index_folder(cache, config.corpus, config.model, fingerprint)
-    folder.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(folder)), folder, COLLECTION
+    client, _, added = open_embedded_index(
+        folder, COLLECTION, corpus, model, progress=config.progress, log=log
+    )
+    return client, folder, COLLECTION, added
 
 
-def _chat_model(config: StudyConfig):
+def _chat_model(config: StudyConfig) -> tuple[Any, str | None]:
     """The generator, or ``(None, why not)``."""
     choice = config.llm
     if choice == "none":
@@ -247,11 +350,16 @@ def _chat_model(config: StudyConfig):
     if choice.startswith("openai:"):
         from fairrag_langchain.chains import default_chat_model
 
-        return default_chat_model(config.base_url, model=choice.split(":", 1)[1]), None
+        bounds: dict[str, Any] = {}
+        if config.llm_timeout is not None:
+            bounds["timeout"] = config.llm_timeout
+        if config.llm_retries is not None:
+            bounds["max_retries"] = config.llm_retries
+        return default_chat_model(config.base_url, model=choice.split(":", 1)[1], **bounds), None
     raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
 
 
-def _query_embeddings(model):
+def _query_embeddings(model: Any) -> Any:
     """LangChain embeddings over the loaded model; each distinct query is embedded once.
 
     ``prefill`` embeds all of the study's questions in one batch; every later ``embed_query``
@@ -278,8 +386,94 @@ def _query_embeddings(model):
     return CachedQueryEmbeddings()
 
 
-def _run_trials(config, client, collection, model, corpus, trials, llm, records_log, out, log):
+def _checked_store(
+    client: Any, collection: str, embeddings: Any, expected: int, where: object
+) -> Any:
+    """The study's LangChain Chroma store, refusing a short pool.
+
+    A query for ``n`` candidates must return ``min(n, expected)`` of them (``expected``: the
+    documents the index holds); fewer means a damaged index (e.g. its HNSW files lost), whose
+    report would look right and be wrong, so the study stops with :class:`IndexDamagedError`.
+    The check sits on the Chroma collection's ``query``, which every search of the store
+    (LangChain's methods, or a retriever reading the collection directly) goes through.
+    """
     from langchain_chroma import Chroma
+
+    store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
+    checked: Any = _PoolCheckedCollection(store._collection, expected, where)
+    store._chroma_collection = checked
+    return store
+
+
+class _PoolCheckedCollection:
+    """A Chroma collection whose unfiltered queries must return full pools (else
+    :class:`IndexDamagedError`); every other attribute is the collection's own."""
+
+    def __init__(self, collection: Any, expected: int, where: object) -> None:
+        self._wrapped, self._expected, self._where = collection, expected, where
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def query(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._wrapped.query(*args, **kwargs)
+        if kwargs.get("where") or kwargs.get("where_document"):
+            return result  # a filtered pool may legitimately be short
+        wanted = min(int(kwargs.get("n_results", 10)), self._expected)
+        for ids in result["ids"]:
+            if len(ids) != wanted:
+                raise IndexDamagedError(
+                    f"the index at {self._where} returned {len(ids)} candidates for a pool of "
+                    f"{wanted} (it holds {self._expected} documents): it is damaged. Delete it "
+                    "and run again to rebuild it"
+                )
+        return result
+
+
+def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str | None:
+    """The message for a chat model server's failure (HTTP status, refused, timeout), or None."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - langchain-openai depends on it
+        return None
+    if not isinstance(exc, openai.APIError):
+        return None
+    server = config.base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
+    if isinstance(exc, openai.APITimeoutError):
+        what = f"did not answer within --llm-timeout {config.llm_timeout or 60:g} s"
+    elif isinstance(exc, openai.APIStatusError):
+        what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
+    elif isinstance(exc, openai.APIConnectionError):
+        root: BaseException = (
+            exc  # the transport error under the client's wrappers (e.g. httpx.ConnectError)
+        )
+        for _ in range(10):
+            under = root.__cause__ or root.__context__
+            if under is None:
+                break
+            root = under
+        what = f"could not be reached ({type(root).__name__})"
+    else:
+        what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
+    return (
+        f"the chat model server {server} {what} ({where}, after "
+        f"{config.llm_retries if config.llm_retries is not None else 2} retries)"
+    )
+
+
+def _run_trials(
+    config: StudyConfig,
+    client: Any,
+    collection: str,
+    model: Any,
+    corpus: Sequence[CorpusDocument],
+    trials: Sequence[Trial],
+    llm: Any,
+    records_log: JsonLinesLog,
+    out: Path,
+    log: Callable[[str], None],
+    where: object,
+) -> list[dict[str, Any]]:
 
     # docs/SPEC.md's cosine relevance 1 - d is negative for d > 1; LangChain warns about any score
     # outside [0, 1], once per query with the whole pool in the message. Expected here.
@@ -292,7 +486,7 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
 
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
-    store = Chroma(client=client, collection_name=collection, embedding_function=embeddings)
+    store = _checked_store(client, collection, embeddings, len(corpus), where)
     handler = FairnessCallbackHandler(
         group_key=GROUP_KEY,
         protected=PROTECTED,
@@ -300,7 +494,7 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
         path=out / "callback_log.jsonl",
     )
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
-    records = []
+    records: list[dict[str, Any]] = []
     bar = _progress(config, len(trials) * len(config.rankers))
     for ranker in config.rankers:
         retriever = FairRetriever(
@@ -316,13 +510,20 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
         )
         chain = None if llm is None else make_fair_rag_chain(retriever, llm)
         for trial in trials:
-            run_config = {"callbacks": [handler], "run_name": "fairrag-trial"}
+            run_config: Any = {"callbacks": [handler], "run_name": "fairrag-trial"}
             logged = len(handler.records)
             if chain is None:
                 docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
             else:
-                result = chain.invoke({"question": trial.question, "seed": trial.seed}, run_config)
-                docs = result["context"]
+                try:
+                    question = {"question": trial.question, "seed": trial.seed}
+                    docs = chain.invoke(question, run_config)["context"]
+                except Exception as exc:
+                    where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
+                    message = _generator_error(exc, config, where)
+                    if message is None:
+                        raise
+                    raise GeneratorUnavailableError(message) from exc
             # Trials run one at a time, so this run wrote exactly the handler's newest record.
             new = handler.records[logged:]
             if len(new) != 1:
@@ -338,7 +539,14 @@ def _run_trials(config, client, collection, model, corpus, trials, llm, records_
     return records
 
 
-def _trial_record(record: dict, ranker: str, trial: Trial, docs, topic_size, k: int) -> dict:
+def _trial_record(
+    record: dict,
+    ranker: str,
+    trial: Trial,
+    docs: Sequence[Any],
+    topic_size: Mapping[str, int],
+    k: int,
+) -> dict:
     """The handler's record of this run, with the trial's identity and retrieval relevance."""
     relevant = [trial.topic in doc.metadata.get("topics", "").split("|") for doc in docs]
     return {
@@ -362,7 +570,7 @@ class _NoBar:
         pass
 
 
-def _progress(config: StudyConfig, total: int):
+def _progress(config: StudyConfig, total: int) -> Any:
     if not config.progress:
         return _NoBar()
     from tqdm.auto import tqdm

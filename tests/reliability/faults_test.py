@@ -1,17 +1,22 @@
 """Faults: the Chroma server stopped, killed or frozen in the middle of a batch of queries.
 
 The affected calls raise :class:`fairrag_core.VectorStoreUnavailableError` (typed, naming the
-server, the transport error as its cause) within the client's timeouts; the fairness logs stay
-valid JSON lines holding exactly the runs that completed (LangChain) or every query, failed
-ones with their error (LlamaIndex); and after a restart on the same port and ``--path`` the
-very same retriever, store and query engine objects work again, with the same rankings.
+server, the transport error as its cause) within the client's timeouts; once the server is
+known to be down, calls fail at once instead of each waiting out its timeout (the client's
+circuit breaker); the fairness logs stay valid JSON lines holding exactly the runs that
+completed (LangChain) or every query, failed ones with their error (LlamaIndex); and after a
+restart on the same port and ``--path`` the very same retriever, store and query engine objects
+work again, with the same rankings, once the breaker's cool-down has passed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import os
 import time
+from typing import Any
 
 import chromadb
 import httpx
@@ -20,7 +25,7 @@ from langchain_chroma import Chroma
 
 from fairrag_core import VectorStoreUnavailableError
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
-from fairrag_study.index import connect_chroma_server, open_collection
+from fairrag_study.index import circuit_breaker, connect_chroma_server, open_collection
 from tests.reliability.chroma_server import ChromaServer
 from tests.reliability.conftest import COLLECTION, index_documents
 from tests.reliability.vectors import QUESTIONS, LookupEmbedding, LookupEmbeddings
@@ -74,6 +79,11 @@ def read_log(path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+def wait_out_cooldown(client: Any) -> None:
+    """Sleep out the client's circuit-breaker cool-down: the next call is let through."""
+    time.sleep(circuit_breaker(client).remaining())
+
+
 def assert_unavailable(error: BaseException, server: ChromaServer) -> None:
     assert isinstance(error, VectorStoreUnavailableError), repr(error)
     assert f"127.0.0.1:{server.port}" in str(error)
@@ -81,8 +91,8 @@ def assert_unavailable(error: BaseException, server: ChromaServer) -> None:
 
 
 def test_server_stopped_mid_batch_then_restarted(server, query_vectors, tmp_path):
-    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
-                          query_vectors)  # fmt: skip
+    client = connect_chroma_server(server.host, server.port, timeout=TIMEOUT)
+    fair = fair_retriever(client, query_vectors)
     expected = [ids(fair.invoke(q, seed=i)) for i, q in enumerate(QUESTIONS)]
     handler = FairnessCallbackHandler(
         group_key="gender", protected="female", path=tmp_path / "runs.jsonl"
@@ -109,14 +119,15 @@ def test_server_stopped_mid_batch_then_restarted(server, query_vectors, tmp_path
         assert "exposure_share" not in record
 
     server.start()  # same port, same --path: the index is still there
+    wait_out_cooldown(client)
     again = [ids(fair.invoke(q, {"callbacks": [handler]}, seed=i)) for i, q in enumerate(QUESTIONS)]
     assert again == expected
     assert len(read_log(tmp_path / "runs.jsonl")) == 2 * len(QUESTIONS)
 
 
 async def test_server_killed_during_concurrent_async_retrievals(server, query_vectors, tmp_path):
-    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
-                          query_vectors)  # fmt: skip
+    client = connect_chroma_server(server.host, server.port, timeout=TIMEOUT)
+    fair = fair_retriever(client, query_vectors)
     calls = [(QUESTIONS[i % len(QUESTIONS)], i) for i in range(240)]
     expected = {seed: ids(fair.invoke(q, seed=seed)) for q, seed in calls}
     handler = FairnessCallbackHandler(
@@ -150,6 +161,8 @@ async def test_server_killed_during_concurrent_async_retrievals(server, query_ve
     assert sum("error" in record for record in records) == len(failed)
 
     server.start()
+    wait_out_cooldown(client)
+    fair.invoke(QUESTIONS[0], seed=0)  # the breaker's probe (unlogged), then the batch
     retried = await asyncio.gather(
         *(fair.ainvoke(q, {"callbacks": [handler]}, seed=s) for q, s in calls if s in failed)
     )
@@ -158,8 +171,8 @@ async def test_server_killed_during_concurrent_async_retrievals(server, query_ve
 
 
 def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
-    fair = fair_retriever(connect_chroma_server(server.host, server.port, timeout=TIMEOUT),
-                          query_vectors)  # fmt: skip
+    client = connect_chroma_server(server.host, server.port, timeout=TIMEOUT)
+    fair = fair_retriever(client, query_vectors)
     query = QUESTIONS[0]
     expected = ids(fair.invoke(query, seed=1))
     server.freeze()  # SIGSTOP: the port stays open, nothing answers
@@ -173,7 +186,57 @@ def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
     assert TIMEOUT * 0.9 <= elapsed < CALL_DEADLINE
     assert_unavailable(caught.value, server)
     assert isinstance(caught.value.__cause__, httpx.TimeoutException)
+    wait_out_cooldown(client)
     assert ids(fair.invoke(query, seed=1)) == expected
+
+
+async def test_200_concurrent_calls_to_a_frozen_server_fail_fast(
+    server: ChromaServer, query_vectors: dict[str, list[float]]
+) -> None:
+    """The issue's case: 200 concurrent retrievals, a frozen server, a 2 s timeout. Before the
+    breaker each call waited out its own timeout in the executor's queue (the slowest returned
+    after 44-60 s); now only the calls already in flight wait, the rest fail at once."""
+    client = connect_chroma_server(server.host, server.port, timeout=TIMEOUT)
+    breaker = circuit_breaker(client)
+    fair = fair_retriever(client, query_vectors)
+    expected = ids(fair.invoke(QUESTIONS[0], seed=0))
+
+    async def call(i: int) -> tuple[BaseException | list[str], float]:
+        start = time.monotonic()
+        try:
+            got: BaseException | list[str] = ids(await fair.ainvoke(QUESTIONS[i % 12], seed=i))
+        except VectorStoreUnavailableError as error:
+            got = error
+        return got, time.monotonic() - start
+
+    server.freeze()
+    try:
+        start = time.monotonic()
+        outcomes = await asyncio.wait_for(asyncio.gather(*(call(i) for i in range(200))), 300)
+        elapsed = time.monotonic() - start
+    finally:
+        server.thaw()
+    errors = [got for got, _ in outcomes]
+    for error in errors:
+        assert_unavailable(error, server)
+    waited = [e for e in errors if "did not answer" in str(e)]
+    fast = [e for e in errors if "failed fast, without a request" in str(e)]
+    assert len(waited) + len(fast) == 200
+    # Only calls already sent when the server froze wait: at most one per executor thread
+    # (asyncio's default executor), plus one probe per cool-down the batch lasted.
+    in_flight = min(32, (os.cpu_count() or 1) + 4)
+    probes = math.ceil(elapsed / breaker.cooldown)
+    assert 1 <= len(waited) <= in_flight + probes, (len(waited), elapsed)
+    assert breaker.fast_failures == len(fast) >= 200 - in_flight - probes
+    slowest = max(seconds for _, seconds in outcomes)
+    print(f"200 calls: {len(waited)} waited for the timeout, {len(fast)} failed fast; "
+          f"batch {elapsed:.1f} s, slowest call {slowest:.1f} s")  # fmt: skip
+
+    wait_out_cooldown(client)  # then the probe goes through, and the circuit closes
+    assert ids(fair.invoke(QUESTIONS[0], seed=0)) == expected
+    assert breaker.remaining() == 0.0
+    results = await asyncio.gather(*(fair.ainvoke(QUESTIONS[i % 12], seed=i) for i in range(24)))
+    assert len(results) == 24 and all(len(r) == 5 for r in results)
 
 
 def test_a_plain_http_client_gets_the_same_typed_error_from_the_retriever(server, query_vectors):
@@ -241,6 +304,7 @@ def test_llamaindex_query_engine_through_a_server_outage(server, query_vectors, 
             assert record["doc_ids"] == []
 
         server.start()
+        wait_out_cooldown(client)
         # The same engine works again; its postprocessor's generator has moved on, so compare
         # with a fresh engine that made the same successful draws.
         _, replay = engine(seed=5)

@@ -210,10 +210,11 @@ def test_study_on_the_server_matches_the_embedded_study(chroma_server, tmp_path,
 
 def test_study_without_a_server_fails_at_once_naming_it(tmp_path, capsys):
     from fairrag_study.cli import main
+    from tests.chroma_pool import data_path_or_skip
 
     port = free_port()  # nothing listens there
     start = time.monotonic()
-    args = _study_args(tmp_path / "no-data.csv", tmp_path / "out")
+    args = _study_args(data_path_or_skip(), tmp_path / "out")
     assert main([*args, "--chroma-host", "127.0.0.1", "--chroma-port", str(port)]) == 2
     assert time.monotonic() - start < 10
     error = capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import chromadb
@@ -37,3 +38,49 @@ def test_pools_are_the_exact_cosine_top_50(chroma_collection, sentence_model, su
         pool = chroma_collection.query(query_embeddings=[query.tolist()], n_results=50)
         exact = {stored["ids"][i] for i in np.argsort(-(vectors @ query))[:50]}
         assert set(pool["ids"][0]) == exact, question
+
+
+def test_the_circuit_breaker_fails_fast_then_lets_one_probe_through() -> None:
+    """Closed -> open (fail fast, no request) -> half-open (one probe; others still fail fast)
+    -> closed, on chromadb's request method as connect_chroma_server wraps it."""
+    import threading
+
+    import httpx
+
+    from fairrag_core import VectorStoreUnavailableError
+    from fairrag_study.index import CircuitBreaker, _typed_transport_errors
+
+    sent: list[str] = []
+    server_up = threading.Event()
+    probe_started, release_probe = threading.Event(), threading.Event()
+
+    def make_request(method: str, path: str, **kwargs: object) -> dict:
+        sent.append(path)
+        if path == "/probe":
+            probe_started.set()
+            release_probe.wait(30)
+        if not server_up.is_set():
+            raise httpx.ConnectError("connection refused")
+        return {"path": path}
+
+    breaker = CircuitBreaker("127.0.0.1:9", cooldown=0.2)
+    request = _typed_transport_errors(make_request, "127.0.0.1:9", httpx.Timeout(1.0), breaker)
+    with pytest.raises(VectorStoreUnavailableError, match="failed with ConnectError"):
+        request("post", "/first")
+    for _ in range(5):
+        with pytest.raises(VectorStoreUnavailableError, match="failed fast, without a request"):
+            request("post", "/queued")
+    assert sent == ["/first"] and breaker.fast_failures == 5
+
+    server_up.set()
+    time.sleep(breaker.remaining())
+    probe = threading.Thread(target=request, args=("post", "/probe"))
+    probe.start()
+    assert probe_started.wait(30)
+    with pytest.raises(VectorStoreUnavailableError, match="a probe is running") as caught:
+        request("post", "/during-probe")
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    release_probe.set()
+    probe.join(30)
+    assert request("post", "/after") == {"path": "/after"}
+    assert sent == ["/first", "/probe", "/after"] and breaker.remaining() == 0.0

@@ -1,0 +1,21 @@
+"""Errors of the study that end ``fairrag study`` with a message and exit status 2."""
+
+from __future__ import annotations
+
+__all__ = ["GeneratorUnavailableError", "IndexDamagedError", "OutputFolderError", "StudyError"]
+
+
+class StudyError(Exception):
+    """A study cannot run or cannot go on; the message says why and what to do."""
+
+
+class OutputFolderError(StudyError):
+    """``--out`` holds files the study did not write, or another study is writing there."""
+
+
+class IndexDamagedError(StudyError):
+    """The vector index does not hold what the corpus says (missing or damaged segment files)."""
+
+
+class GeneratorUnavailableError(StudyError):
+    """The chat model's server failed a request (HTTP error, refused connection, timeout)."""

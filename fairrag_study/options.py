@@ -1,0 +1,177 @@
+"""Checks of the ``fairrag study`` flags, run before any work (no model, data or index loaded).
+
+Each function is an ``argparse`` type: a bad value becomes ``argparse.ArgumentTypeError``, which
+argparse reports as ``fairrag study: error: argument --flag: ...`` with exit status 2. Path flags
+are checked after parsing by :func:`check_paths` (they depend on each other and on the disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse
+
+from fairrag_core import available_rankers
+from fairrag_core.validation import check_alpha
+
+__all__ = [
+    "alpha",
+    "check_paths",
+    "comma_list",
+    "int_at_least",
+    "llm_choice",
+    "port",
+    "positive_seconds",
+    "rankers",
+    "url",
+]
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An integer >= ``low`` (``--trials``, ``--k``, ``--pool-size``: 1; ``--seed``: 0)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer; expected an integer >= {low}"
+            ) from None
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"{value} is out of range; expected an integer >= {low}"
+            )
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0 (``--chroma-timeout``, ``--llm-timeout``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; expected a finite number of seconds > 0"
+        ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not accepted; expected a finite number of seconds > 0"
+        )
+    return value
+
+
+def alpha(text: str) -> float:
+    """The stochastic rankers' sharpness, checked by the core's own rule (one bound, one place)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    try:
+        return check_alpha(value)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: {exc}") from None
+
+
+def rankers(text: str) -> tuple[str, ...]:
+    """Comma-separated ranker names, each registered in ``fairrag_core`` (asked now, not a list
+    written here), none twice, at least one."""
+    names = tuple(name.strip() for name in text.split(","))
+    known = available_rankers()
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} holds an empty name; expected comma-separated names from {known}"
+        )
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown rankers {unknown}; known rankers: {known}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names {repeated} more than once; name each ranker once"
+        )
+    return names
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """Comma-separated non-empty names (``--topics``)."""
+    names = tuple(name.strip() for name in text.split(","))
+    if any(not name for name in names):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} holds an empty name; expected comma-separated names"
+        )
+    return names
+
+
+def llm_choice(text: str) -> str:
+    """``auto``, ``none``, ``fake`` or ``openai:<model>``."""
+    if text in ("auto", "none", "fake"):
+        return text
+    if text.startswith("openai:") and text.split(":", 1)[1].strip():
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is unknown; expected auto, none, fake or openai:<model> "
+        "(e.g. openai:gpt-4o-mini)"
+    )
+
+
+def port(text: str) -> int:
+    """A TCP port, 1 to 65535."""
+    value = int_at_least(1)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; expected a port 1 to 65535")
+    return value
+
+
+def url(text: str) -> str:
+    """An ``http://`` or ``https://`` address with a host (``--base-url``)."""
+    parts = urlparse(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not accepted; expected an http:// or https:// address such as "
+            "http://127.0.0.1:8000/v1"
+        )
+    return text
+
+
+def _writable_folder_error(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a folder this process writes in, or ``None``.
+
+    Writability is tried, not read from the mode bits: root passes every ``os.access`` check,
+    and a read-only mount or ``/proc`` refuses writes whatever the bits say.
+    """
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder"
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"cannot be created: {str(existing)!r} is a file, not a folder"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        where = "" if existing == path else f" (in {str(existing)!r})"
+        return f"is not writable{where}: {exc.strerror or exc}"
+    return None
+
+
+def check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--out`` and ``--cache-dir`` must be (or become) writable folders, ``--data`` a file.
+
+    Reported through ``parser.error`` (exit 2), before anything is created or loaded.
+    """
+    checks = [("--out", args.out)]
+    if args.cache_dir is not None:
+        checks.append(("--cache-dir", args.cache_dir))
+    for flag, path in checks:
+        problem = _writable_folder_error(Path(os.path.expanduser(path)))
+        if problem:
+            parser.error(f"argument {flag}: {str(path)!r} {problem}; expected a writable folder")
+    if args.data is not None and not Path(os.path.expanduser(args.data)).is_file():
+        parser.error(f"argument --data: {str(args.data)!r} is not a file; expected the CSV's path")

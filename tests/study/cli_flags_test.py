@@ -1,0 +1,184 @@
+"""Every `fairrag study` flag is checked before any work: a bad value exits 2 naming the flag,
+with no model, index or data loaded and nothing created."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairrag_core import rankers as registry
+from fairrag_core.validation import check_alpha
+from fairrag_study.cli import build_parser
+from fairrag_study.study import StudyConfig, run_study
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "sentence_transformers", "transformers", "chromadb", "langchain_chroma")
+"""Modules a study loads for its work; none may be imported to reject a flag."""
+
+# A child runs every case through main() and reports its exit status, stderr and what it
+# imported: one interpreter start for all cases, and a clean sys.modules to look at.
+CHILD = r"""
+import contextlib, io, json, sys
+from fairrag_study.cli import main
+results = []
+for case in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(case)
+        except SystemExit as exit:
+            code = exit.code
+    results.append({"code": code, "stderr": err.getvalue()})
+heavy = sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)
+print(json.dumps({"results": results, "heavy": heavy}))
+"""
+
+
+def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
+    """``(extra flags, flag named, words of the message)``."""
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("not a folder")
+    return [
+        (["--trials", "0"], "--trials", "expected an integer >= 1"),
+        (["--trials", "many"], "--trials", "is not an integer"),
+        (["--k", "0"], "--k", "expected an integer >= 1"),
+        (["--pool-size", "0"], "--pool-size", "expected an integer >= 1"),
+        (["--per-group", "-3"], "--per-group", "expected an integer >= 1"),
+        (["--seed", "-1"], "--seed", "expected an integer >= 0"),
+        (["--alpha", "nan"], "--alpha", "finite number > 0"),
+        (["--alpha", "0"], "--alpha", "finite number > 0"),
+        (["--alpha", "inf"], "--alpha", "finite number > 0"),
+        (["--alpha", "5000"], "--alpha", "alpha must be at most"),  # the core's bound
+        (["--llm", "gpt"], "--llm", "expected auto, none, fake or openai:<model>"),
+        (["--llm", "openai:"], "--llm", "expected auto, none, fake or openai:<model>"),
+        (["--rankers", ","], "--rankers", "holds an empty name"),
+        (["--rankers", ""], "--rankers", "holds an empty name"),
+        (["--rankers", "standard,standard"], "--rankers", "more than once"),
+        (["--rankers", "standard,best"], "--rankers", "unknown rankers ['best']"),
+        (["--topics", "Tennis,"], "--topics", "holds an empty name"),
+        (["--chroma-timeout", "inf"], "--chroma-timeout", "finite number of seconds > 0"),
+        (["--chroma-timeout", "0"], "--chroma-timeout", "finite number of seconds > 0"),
+        (["--llm-timeout", "-5"], "--llm-timeout", "finite number of seconds > 0"),
+        (["--llm-timeout", "nan"], "--llm-timeout", "finite number of seconds > 0"),
+        (["--llm-retries", "-1"], "--llm-retries", "expected an integer >= 0"),
+        (["--chroma-port", "70000"], "--chroma-port", "expected a port 1 to 65535"),
+        (["--base-url", "localhost:8000"], "--base-url", "http:// or https://"),
+        (["--out", str(a_file)], "--out", "is a file, not a folder"),
+        (["--out", str(a_file / "sub")], "--out", "is a file, not a folder"),
+        # Root writes through any mode bits, so the unwritable folder is one no one can write.
+        (["--out", "/proc/fairrag-study-out"], "--out", "is not writable"),
+        (["--cache-dir", str(a_file)], "--cache-dir", "is a file, not a folder"),
+        (["--cache-dir", "/proc/fairrag-cache"], "--cache-dir", "is not writable"),
+        (["--data", str(tmp_path / "missing.csv")], "--data", "is not a file"),
+    ]
+
+
+def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    base = ["study", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    cases = _bad_cases(tmp_path)
+    argvs = [[*base, *flags] for flags, _, _ in cases]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(argvs), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout.strip().splitlines()[-1])
+    for (flags, flag, words), result in zip(cases, report["results"], strict=True):
+        assert result["code"] == 2, (flags, result)
+        assert f"argument {flag}: " in result["stderr"], (flags, result["stderr"])
+        assert words in result["stderr"], (flags, result["stderr"])
+        assert "Traceback" not in result["stderr"]
+    assert report["heavy"] == [], "a flag was checked only after loading the model or index"
+    assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("value", ["5000", "1100", "1025", "4", "1e-9", "-1"])
+def test_alpha_is_the_cores_rule(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI accepts exactly the alphas `fairrag_core.validation.check_alpha` accepts."""
+    try:
+        check_alpha(float(value))
+        core_accepts = True
+    except (TypeError, ValueError):
+        core_accepts = False
+    args = ["study", "--alpha", value]
+    if core_accepts:
+        assert build_parser().parse_args(args).alpha == float(value)
+    else:
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args(args)
+        assert exited.value.code == 2
+        assert "argument --alpha" in capsys.readouterr().err
+
+
+def test_rankers_are_checked_against_the_registry_when_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ranker registered in the core is accepted without a change here."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["study", "--rankers", "standard,newcomer"])
+    monkeypatch.setitem(registry.RANKERS, "newcomer", registry.RANKERS["standard"])
+    parsed = build_parser().parse_args(["study", "--rankers", "standard, newcomer"])
+    assert parsed.rankers == ("standard", "newcomer")
+    # The default is the paper's four, whatever else the registry holds.
+    assert build_parser().parse_args(["study"]).rankers == (
+        "standard",
+        "stochastic",
+        "forced_exposure",
+        "representative_stochastic",
+    )
+
+
+def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
+    parsed = build_parser().parse_args(
+        ["study", "--trials", "8", "--k", "3", "--pool-size", "20", "--seed", "0",
+         "--alpha", "2.5", "--llm", "openai:gpt-4.1-mini", "--llm-timeout", "1.5",
+         "--llm-retries", "0", "--chroma-timeout", "10", "--topics", "Tennis, Medicine",
+         "--base-url", "http://127.0.0.1:9/v1"]
+    )  # fmt: skip
+    assert (parsed.trials, parsed.k, parsed.pool_size, parsed.seed) == (8, 3, 20, 0)
+    assert (parsed.alpha, parsed.llm, parsed.llm_timeout, parsed.llm_retries) == (
+        2.5,
+        "openai:gpt-4.1-mini",
+        1.5,
+        0,
+    )
+    assert parsed.topics == ("Tennis", "Medicine")
+    assert math.isfinite(parsed.chroma_timeout)
+    defaults = build_parser().parse_args(["study"])
+    assert (defaults.llm_timeout, defaults.llm_retries) == (None, None)  # the library's 60 s, 2
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("trials", 0, "trials must be an integer >= 1"),
+        ("k", True, "k must be an integer >= 1"),
+        ("seed", -1, "seed must be an integer >= 0"),
+        ("alpha", math.nan, "alpha must be a finite number > 0"),
+        ("rankers", ("standard", "standard"), "must name each ranker once"),
+        ("rankers", ("best",), "unknown rankers ['best']"),
+        ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds > 0"),
+        ("llm_retries", -1, "llm_retries must be an integer >= 0"),
+        ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds > 0"),
+    ],
+)
+def test_run_study_checks_its_configuration_before_any_work(
+    field: str, value: object, words: str, tmp_path: Path
+) -> None:
+    config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
+    with pytest.raises(ValueError) as caught:
+        run_study(config)
+    assert words in str(caught.value)
+    assert not (tmp_path / "out").exists()
