@@ -547,16 +547,18 @@ def _trial_record(
     topic_size: Mapping[str, int],
     k: int,
 ) -> dict:
-    """The handler's record of this run, with the trial's identity and retrieval relevance."""
+    """The handler's record of this run (docs/SPEC.md, "Records"; ``source`` "study"), with the
+    trial's identity and retrieval relevance."""
     relevant = [trial.topic in doc.metadata.get("topics", "").split("|") for doc in docs]
     return {
+        "source": "study",
         "ranker": ranker,
         "trial": trial.index,
         "scenario": trial.scenario,
         "topic": trial.topic,
         "question": trial.question,
         "seed": trial.seed,
-        **{key: value for key, value in record.items() if key not in ("ranker", "query")},
+        **{k: v for k, v in record.items() if k not in ("ranker", "query", "source")},
         "precision_at_k": precision_at_k(relevant, k),
         "ndcg_at_k": ndcg_at_k(relevant, k, n_relevant=max(topic_size[trial.topic], sum(relevant))),
     }
