@@ -37,7 +37,7 @@ from fairrag_study.data import (
 from fairrag_study.embedding import load_sentence_transformer
 from fairrag_study.index import corpus_fingerprint, index_folder
 from fairrag_study.plan import Trial, plan_trials
-from fairrag_study.study import PROTECTED, TARGET_SHARE, StudyConfig, _chroma_client, _trial_record
+from fairrag_study.study import PROTECTED, TARGET_SHARE, StudyConfig, _open_index, _trial_record
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
@@ -67,7 +67,8 @@ def study_pools(config: StudyConfig) -> tuple[list[Pool], Counter]:
     )
     if not folder.exists():
         sys.exit(f"no study index at {folder}: run `make study` (or `fairrag study`) first")
-    client, _, name = _chroma_client(config, corpus)
+    model = load_sentence_transformer(config.model)
+    client, _, name, _ = _open_index(config, corpus, model, None, print)  # verified, as the study
     collection = client.get_collection(name)
     if collection.count() != len(corpus):
         sys.exit(
@@ -75,7 +76,6 @@ def study_pools(config: StudyConfig) -> tuple[list[Pool], Counter]:
             "let `make study` finish building it first"
         )
     trials = plan_trials(study_topics(documents), config.trials, config.seed)
-    model = load_sentence_transformer(config.model)
     vectors = model.encode([t.question for t in trials], normalize_embeddings=True).tolist()
     found = collection.query(
         query_embeddings=vectors, n_results=config.pool_size, include=["distances", "metadatas"]
