@@ -141,6 +141,15 @@ def check_k(k: object) -> int:
     return int(k)
 
 
+def check_gain(gain: object) -> float:
+    """The correction gain of the representative and amortized rankers: finite and >= 0."""
+    if isinstance(gain, bool) or not isinstance(gain, (int, float)):
+        raise TypeError(f"gain must be a finite number >= 0, got {gain!r}")
+    if not math.isfinite(gain) or gain < 0:
+        raise ValueError(f"gain must be a finite number >= 0, got {gain!r}")
+    return float(gain)
+
+
 def check_alpha(alpha: object) -> float:
     """``alpha`` (the Plackett-Luce sharpness) as a float in (0, :data:`ALPHA_MAX`]."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):

@@ -14,7 +14,7 @@ from ..ledger import ExposureLedger, make_ledger
 from ..ledger.base import DEFAULT_KEY, LedgerState, check_key, encode_label
 from ..plackett_luce import gumbel_order, plackett_luce_log_weights
 from ..ranking import Ranker, RankingResult
-from ..validation import check_alpha, check_groups
+from ..validation import check_alpha, check_gain, check_groups
 
 __all__ = ["AmortizedRanker", "AmortizedRankingResult"]
 
@@ -94,14 +94,7 @@ class AmortizedRanker(Ranker):
         **fairness: object,
     ) -> None:
         self.alpha = check_alpha(alpha)
-        if (
-            isinstance(gain, bool)
-            or not isinstance(gain, (int, float))
-            or not math.isfinite(gain)
-            or gain < 0
-        ):
-            raise ValueError(f"gain must be a finite number >= 0, got {gain!r}")
-        self.gain = float(gain)
+        self.gain = check_gain(gain)
         self.ledger = make_ledger(ledger)
         self.ledger_key = check_key(ledger_key)
         super().__init__(**fairness)  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -13,7 +12,7 @@ from ..exposure import ExposureModel
 from ..plackett_luce import plackett_luce_log_weights
 from ..ranking import CandidatePool, Ranker
 from ..target import Target
-from ..validation import check_alpha
+from ..validation import check_alpha, check_gain
 
 __all__ = ["RepresentativeStochasticRanker"]
 
@@ -71,20 +70,13 @@ class RepresentativeStochasticRanker(Ranker):
         **fairness: Any,
     ) -> None:
         self.alpha = check_alpha(alpha)
-        if (
-            isinstance(gain, bool)
-            or not isinstance(gain, (int, float))
-            or not math.isfinite(gain)
-            or gain < 0
-        ):
-            raise ValueError(f"gain must be a finite number >= 0, got {gain!r}")
+        self.gain = check_gain(gain)
         if (
             isinstance(tolerance, bool)
             or not isinstance(tolerance, (int, float))
             or not 0 <= tolerance < 1
         ):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
-        self.gain = float(gain)
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
         # Caches by k and pool make-up; the parameters above are fixed once the ranker is built.

@@ -216,3 +216,14 @@ def test_a_ready_rankers_seed_seeds_the_query_seeds():
     a = RankerState.current(None, Component(ranker=ranker, protected=None, seed=None))
     b = RankerState.current(None, Component(ranker="stochastic", protected=None, seed=21))
     assert [a.query_seed() for _ in range(3)] == [b.query_seed() for _ in range(3)]
+
+
+def test_deep_and_shallow_copies_of_a_component_get_their_own_state():
+    original = Component(seed=5)
+    state = RankerState.current(None, original)
+    first = state.query_seed()
+    for duplicate in (copy.deepcopy(original), copy.copy(original)):
+        duplicate_state = RankerState.current(copy.deepcopy(state), duplicate)
+        assert duplicate_state is not state
+        assert duplicate_state.query_seed() == first  # a fresh generator, not the original's
+    assert state.query_seed() != first  # the original's own sequence went on
