@@ -49,6 +49,11 @@ METRICS: tuple[MetricSpec, ...] = (
         "Generation demographic parity (share of valid citations to women)",
         "table_generation_parity.md",
     ),
+    MetricSpec(
+        "grounded_generation_parity",
+        "Grounded generation parity (share of citations naming their document's person, to women)",
+        "table_grounded_generation_parity.md",
+    ),
     MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"),
     MetricSpec("fairness_gap", "Fairness gap GDP - ES_female", "table_fairness_gap.md"),
     MetricSpec(

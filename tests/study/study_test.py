@@ -45,7 +45,8 @@ def test_every_output_file_exists(study_run):
         "records.jsonl", "callback_log.jsonl", "summary.csv", "report.md", "run.json",
         "outliers.md", "table1_exposure_disparity.md", "table2_exposure_share.md",
         "table_precision_at_k.md", "table_ndcg_at_k.md", "table_generation_parity.md",
-        "table_groundedness.md", "table_fairness_gap.md", "table_fairness_gap_magnitude.md",
+        "table_grounded_generation_parity.md", "table_groundedness.md", "table_fairness_gap.md",
+        "table_fairness_gap_magnitude.md",
         "figures/retrieval.png", "figures/generation.png",
     ]  # fmt: skip
     for name in expected:
