@@ -83,12 +83,18 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     ``seed``; it is written in each document's ``query_seed`` metadata, and passing it again
     with the same query re-draws the same documents, whatever ran before or concurrently.
 
-    How the pool is scored: with the store's own relevance
-    (``similarity_search_with_relevance_scores``) when the store states a relevance function;
-    otherwise ``similarity_search_with_score`` with docs/SPEC.md's rule for cosine distances,
-    ``relevance = 1 - distance`` (``InMemoryVectorStore``, whose scores already are cosine
-    similarities, keeps them as they are). ``relevance_score_fn`` replaces both. Each document's
-    ``relevance_function`` metadata says which was used.
+    How the pool is scored: ``relevance`` names one of the core's conversions of
+    ``similarity_search_with_score`` values (``similarity``, ``cosine_distance``,
+    ``l2_distance``, ``negated``; :data:`fairrag_core.kit.RELEVANCE_CONVERSIONS`), or
+    ``relevance_score_fn`` maps them; left unset, the store's own relevance
+    (``similarity_search_with_relevance_scores``) when it states a relevance function, the
+    similarities of an ``InMemoryVectorStore`` as they are, and otherwise the spec's rule for
+    cosine distances, ``1 - distance``. Whatever the rule, relevance that rises along the
+    store's best-first order is refused with a ``ValueError`` naming the conversion to use
+    (:func:`fairrag_core.kit.check_store_order`): a store of similarities that states no
+    relevance function is never ranked upside down. A store that returns no scores at all (only
+    ``similarity_search``) is ranked by its order (the core's rule for unscored pools, with a
+    warning). Each document's ``relevance_function`` metadata says which rule was used.
 
     Groups come from ``metadata[group_key]``: a candidate without it is an unknown group, and a
     ``group_key`` that no candidate carries is a ``KeyError`` naming the key and the fields that
