@@ -170,7 +170,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         return value
 
     @model_validator(mode="after")
-    def _pool_larger_than_k(self) -> FairRetriever:
+    def _consistent(self) -> FairRetriever:
         if self.relevance is not None and self.relevance_score_fn is not None:
             raise ValueError("give relevance or relevance_score_fn, not both")
         if self.pool_size <= self.k:
