@@ -15,7 +15,7 @@ from .embedding import DEFAULT_MODEL
 from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
 from .study import PAPER_RANKERS, StudyConfig, run_study
-from .sweep import add_sweep_command
+from .sweep_options import add_sweep_command
 
 
 def build_parser() -> argparse.ArgumentParser:

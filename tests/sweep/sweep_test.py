@@ -27,6 +27,7 @@ from fairrag_study.sweep import (
     pareto_front,
     sweep_point,
 )
+from fairrag_study.sweep_options import grid_flag
 from tests.chroma_pool import data_path_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +176,7 @@ def test_pareto_front_on_hand_made_points() -> None:
 CHILD = r"""
 import contextlib, io, json, sys
 from fairrag_study.cli import main
+from fairrag_study.sweep_options import grid_flag
 results = []
 for case in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -230,3 +232,15 @@ def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path
         assert "Traceback" not in result["stderr"]
     assert report["heavy"] == [], "a flag was checked only after loading the model or index"
     assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+def test_good_grids_parse_to_their_values() -> None:
+    assert grid_flag("representative_stochastic: alpha=1,2 ; gain=0") == (
+        "representative_stochastic",
+        {"alpha": (1.0, 2.0), "gain": (0.0,)},
+    )
+    assert grid_flag("standard") == ("standard", {})
+    assert grid_flag("fair:p=0.7") == ("fair", {"p": (0.7,)})
+    settings = expand({"amortized": {"gain": (20.0, 80.0), "alpha": (8.0,)}})
+    assert [s.label for s in settings] == ["gain=20;alpha=8", "gain=80;alpha=8"]
+    assert all(s.streamed for s in settings)
