@@ -79,12 +79,19 @@ def add_sweep_command(commands: Any) -> None:
         default=100,
         help="sampled rankings per question (default 100)",
     )
-    sweep.add_argument("--out", type=Path, default=Path("fairrag-sweep"))
+    sweep.add_argument(
+        "--out",
+        type=Path,
+        default=Path("fairrag-sweep"),
+        help="folder for sweep.csv and frontier.png (default fairrag-sweep)",
+    )
     sweep.add_argument(
         "--data", type=Path, help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download)"
     )
     sweep.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
-    sweep.add_argument("--trials", type=options.int_at_least(1), default=80)
+    sweep.add_argument(
+        "--trials", type=options.int_at_least(1), default=80, help="questions (default 80)"
+    )
     sweep.add_argument("--seed", type=options.int_at_least(0), default=2026)
     sweep.add_argument("--pool-size", type=options.int_at_least(1), default=50)
     sweep.add_argument("--k", type=options.int_at_least(1), default=5)
