@@ -36,7 +36,14 @@ from fairrag_core.metrics import (
 from .data import build_corpus, load_documents, locate_data, study_topics
 from .embedding import load_sentence_transformer
 from .plan import Trial, plan_trials
-from .study import GROUP_KEY, PROTECTED, TARGET_SHARE, StudyConfig, _open_index
+from .study import (
+    GROUP_KEY,
+    PROTECTED,
+    TARGET_SHARE,
+    StudyConfig,
+    _open_index,
+    _PoolCheckedCollection,
+)
 
 __all__ = [
     "DEFAULT_GRID",
@@ -155,7 +162,7 @@ class SweepPool:
 
 def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPool]:
     """The study's pools: its corpus, index (opened and verified as the study does, built when
-    missing), trial plan and per-trial seeds."""
+    missing; a short pool refused), trial plan and per-trial seeds."""
     documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir))
     corpus = build_corpus(
         documents,
@@ -169,7 +176,8 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPoo
     client, where, name, added = _open_index(config, corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
-        collection = client.get_collection(name)
+        # A short pool means a damaged index: refused as the study refuses it.
+        collection = _PoolCheckedCollection(client.get_collection(name), len(corpus), where)
         vectors = model.encode([t.question for t in trials], normalize_embeddings=True).tolist()
         found = collection.query(
             query_embeddings=vectors,
