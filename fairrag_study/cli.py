@@ -15,6 +15,7 @@ from .embedding import DEFAULT_MODEL
 from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
 from .study import PAPER_RANKERS, StudyConfig, run_study
+from .sweep_options import add_sweep_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,12 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     study.add_argument("--no-progress", action="store_true")
     add_audit_command(commands)
+    add_sweep_command(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "audit":
+    if args.command in ("audit", "sweep"):
         return args.handler(args)
     if getattr(args, "check", None) is not None:
         args.check(args)

@@ -1,0 +1,395 @@
+"""``fairrag sweep``: the fairness–utility frontier of every ranker's knobs on the study's pools.
+
+docs/SPEC.md, "Sweep". For each ranker and each setting of its knobs (a grid), the study's
+questions are ranked from their pools of ``pool_size`` candidates: a batch of ``samples``
+rankings per question from ``ranker.sample`` (a deterministic ranker repeats its one ranking),
+except the amortized ranker, whose every draw updates its ledger: it runs as one stream over the
+questions in trial order, one ranking each, on a fresh in-memory ledger. One point per setting:
+mean per-query exposure disparity, amortized disparity, nDCG@k, P@k and (where rankings were
+sampled) expected exposure EE-L; the Pareto front (lower disparity, higher nDCG@k) is marked.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairrag_core import Ranker, make_ranker
+from fairrag_core.metrics import (
+    amortized_disparity,
+    expected_exposure,
+    exposure_disparity,
+    ndcg_at_k,
+    precision_at_k,
+)
+
+from .data import build_corpus, load_documents, locate_data, study_topics
+from .embedding import load_sentence_transformer
+from .plan import Trial, plan_trials
+from .study import (
+    GROUP_KEY,
+    PROTECTED,
+    TARGET_SHARE,
+    StudyConfig,
+    _open_index,
+    _PoolCheckedCollection,
+)
+
+__all__ = [
+    "DEFAULT_GRID",
+    "KNOBS",
+    "Setting",
+    "SweepConfig",
+    "expand",
+    "load_pools",
+    "pareto_front",
+    "run_sweep",
+    "sweep_point",
+]
+
+KNOBS: dict[str, tuple[str, ...]] = {
+    "standard": (),
+    "stochastic": ("alpha",),
+    "representative_stochastic": ("alpha", "gain", "tolerance"),
+    "forced_exposure": ("target_share",),
+    "fair": ("p", "alpha"),
+    "amortized": ("gain", "alpha"),
+}
+"""The knobs a grid may set, per ranker (fair's ``alpha`` is FA*IR's significance level)."""
+
+DEFAULT_GRID: dict[str, dict[str, tuple[float, ...]]] = {
+    "standard": {},
+    "stochastic": {"alpha": (1.0, 2.0, 4.0, 8.0)},
+    "representative_stochastic": {"alpha": (1.0, 2.0, 4.0, 8.0, 16.0), "gain": (2.0,)},
+    "forced_exposure": {"target_share": (0.3, 0.4, 0.5, 0.6)},
+    "fair": {"p": (0.5, 0.6, 0.7, 0.8, 0.9), "alpha": (0.1,)},
+    "amortized": {"gain": (20.0, 80.0), "alpha": (4.0, 8.0)},
+}
+"""Small by design (23 points; on the study's pools the representative ranker's gain barely
+moves it and FA*IR's p below 0.5 changes nothing at k = 5); ``--grid`` replaces one ranker's
+grid."""
+
+COLUMNS = (
+    "ranker",
+    "setting",
+    "mode",
+    "rankings_per_question",
+    "questions",
+    "k",
+    "disparity",
+    "amortized_disparity",
+    "ndcg_at_k",
+    "precision_at_k",
+    "ee_loss",
+    "pareto",
+    "pareto_amortized",
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the sweep: a ranker and the values of its knobs."""
+
+    ranker: str
+    params: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``alpha=4;gain=2`` (empty for a ranker without knobs)."""
+        return ";".join(f"{key}={value:g}" for key, value in self.params)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the ranker keeps state across rankings (then it is run as a stream)."""
+        return self.ranker == "amortized"
+
+    def build(self, seed: int) -> Ranker:
+        """The ranker, with the study's fairness target (``target_share`` may be a knob)."""
+        fairness: dict[str, Any] = {}
+        if self.ranker not in ("standard", "stochastic"):
+            fairness = {"protected": PROTECTED, "target_share": TARGET_SHARE}
+        return make_ranker(self.ranker, seed=seed, **{**fairness, **dict(self.params)})
+
+
+def expand(grid: Mapping[str, Mapping[str, Sequence[float]]]) -> list[Setting]:
+    """Every combination of each ranker's knob values, rankers in the grid's order."""
+    settings = []
+    for ranker, knobs in grid.items():
+        keys = list(knobs)
+        for values in itertools.product(*(knobs[key] for key in keys)):
+            settings.append(Setting(ranker, tuple(zip(keys, values, strict=True))))
+    return settings
+
+
+@dataclass
+class SweepConfig:
+    """Every knob of a sweep run; the pools are the study's (its defaults, its seeds)."""
+
+    study: StudyConfig = field(default_factory=lambda: StudyConfig(llm="none"))
+    rankers: tuple[str, ...] = tuple(DEFAULT_GRID)
+    grid: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
+    """Per-ranker grids replacing :data:`DEFAULT_GRID`'s."""
+    samples: int = 100
+    out: Path = Path("fairrag-sweep")
+
+    def settings(self) -> list[Setting]:
+        """The points to run, in ranker order."""
+        return expand({r: self.grid.get(r, DEFAULT_GRID[r]) for r in self.rankers})
+
+
+@dataclass(frozen=True)
+class SweepPool:
+    """One question's pool as the rankers see it, with its relevance (the study's rule)."""
+
+    trial: Trial
+    scores: np.ndarray
+    groups: list[Any]
+    relevant: np.ndarray
+    """Whether each candidate belongs to the question's topic."""
+    n_relevant: int
+    """Relevant documents in the corpus (nDCG's ideal), as the study counts them."""
+
+
+def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPool]:
+    """The study's pools: its corpus, index (opened and verified as the study does, built when
+    missing; a short pool refused), trial plan and per-trial seeds."""
+    documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir))
+    corpus = build_corpus(
+        documents,
+        config.corpus,
+        seed=config.corpus_seed,
+        topics=config.topics,
+        per_group=config.per_group,
+    )
+    trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+    model = load_sentence_transformer(config.model)
+    client, where, name, added = _open_index(config, corpus, model, None, log)
+    try:
+        log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
+        # A short pool means a damaged index: refused as the study refuses it.
+        collection = _PoolCheckedCollection(client.get_collection(name), len(corpus), where)
+        vectors = model.encode([t.question for t in trials], normalize_embeddings=True).tolist()
+        found = collection.query(
+            query_embeddings=vectors,
+            n_results=config.pool_size,
+            include=["distances", "metadatas"],
+        )
+    finally:
+        client.close()
+    topic_size = Counter(topic for doc in corpus for topic in doc.topics)
+    pools = []
+    for trial, distances, metadatas in zip(
+        trials, found["distances"], found["metadatas"], strict=True
+    ):
+        relevant = [trial.topic in str(m.get("topics", "")).split("|") for m in metadatas]
+        pools.append(
+            SweepPool(
+                trial,
+                1.0 - np.asarray(distances),  # docs/SPEC.md: Chroma cosine relevance 1 - d
+                [m.get(GROUP_KEY) for m in metadatas],
+                np.asarray(relevant, dtype=bool),
+                max(topic_size[trial.topic], sum(relevant)),
+            )
+        )
+    return pools
+
+
+def _ranking_figures(pool: SweepPool, ranking: np.ndarray, k: int) -> tuple[float, float, float]:
+    """(exposure disparity, nDCG@k, P@k) of one ranking, by the core's metrics."""
+    shown = [pool.groups[i] for i in ranking.tolist()]
+    flags = pool.relevant[ranking]
+    return (
+        exposure_disparity(shown, protected=PROTECTED, target_share=TARGET_SHARE),
+        ndcg_at_k(flags, k, n_relevant=pool.n_relevant),
+        precision_at_k(flags, k),
+    )
+
+
+def sweep_point(
+    setting: Setting, pools: Sequence[SweepPool], k: int, samples: int, seed: int
+) -> dict[str, Any]:
+    """One setting's row of ``sweep.csv`` (docs/SPEC.md, "Sweep")."""
+    ranker = setting.build(seed)
+    per_query: list[np.ndarray] = []  # (disparity, nDCG, P) means per question
+    losses: list[float] = []
+    labels: list[np.ndarray] = []  # (rankings, k) group labels per question
+    for pool in pools:
+        if setting.streamed:  # each draw reads and updates the ledger: one ranking, in order
+            rankings = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)[None, :]
+        else:
+            rankings = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
+            losses.append(
+                expected_exposure(
+                    rankings, pool.groups, protected=PROTECTED, target_share=TARGET_SHARE
+                ).loss
+            )
+        # Each distinct ranking is scored once and weighted by how often it was drawn.
+        distinct, counts = np.unique(rankings, axis=0, return_counts=True)
+        figures = np.array([_ranking_figures(pool, row, k) for row in distinct])
+        per_query.append(counts @ figures / counts.sum())
+        labels.append(np.asarray(pool.groups, dtype=object)[rankings])
+    # Stream j is the j-th ranking of every question in trial order: each is a stream a user
+    # would see, so its amortized disparity compares with the amortized ranker's one stream.
+    streams = np.stack(labels, axis=1)  # (rankings, questions, k)
+    amortized = [
+        amortized_disparity(stream, protected=PROTECTED, target_share=TARGET_SHARE)
+        for stream in streams
+    ]
+    means = np.mean(per_query, axis=0)
+    return {
+        "ranker": setting.ranker,
+        "setting": setting.label,
+        "mode": "stream" if setting.streamed else "sampled",
+        "rankings_per_question": streams.shape[0],
+        "questions": len(pools),
+        "k": k,
+        "disparity": float(means[0]),
+        "amortized_disparity": float(np.mean(amortized)),
+        "ndcg_at_k": float(means[1]),
+        "precision_at_k": float(means[2]),
+        "ee_loss": float(np.mean(losses)) if losses else math.nan,
+    }
+
+
+def pareto_front(disparity: Sequence[float], utility: Sequence[float]) -> list[bool]:
+    """Whether each point is on the Pareto front: no other point has a disparity as low and a
+    utility as high, one of them strictly better (equal points are all on the front)."""
+    points = list(zip(disparity, utility, strict=True))
+    return [
+        not any((d2 <= d and u2 >= u) and (d2 < d or u2 > u) for d2, u2 in points)
+        for d, u in points
+    ]
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """``sweep.csv``: one row per setting, :data:`COLUMNS` (EE-L empty where not sampled)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(
+                {
+                    key: ("" if isinstance(v, float) and math.isnan(v) else v)
+                    for key, v in row.items()
+                }
+            )
+    tmp.replace(path)
+
+
+def plot_frontier(path: Path, rows: Sequence[Mapping[str, Any]], k: int) -> None:
+    """``frontier.png``: nDCG@k against per-query and amortized disparity, one colour per
+    ranker, the Pareto front joined and ringed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    rankers = list(dict.fromkeys(row["ranker"] for row in rows))
+    colours = {r: plt.get_cmap("tab10")(i) for i, r in enumerate(rankers)}
+    for ax, x, front, title in (
+        (axes[0], "disparity", "pareto", "mean per-query exposure disparity"),
+        (axes[1], "amortized_disparity", "pareto_amortized", "amortized disparity (stream)"),
+    ):
+        for ranker in rankers:
+            mine = [row for row in rows if row["ranker"] == ranker]
+            ax.scatter(
+                [r[x] for r in mine], [r["ndcg_at_k"] for r in mine], color=colours[ranker],
+                label=ranker, s=30,
+            )  # fmt: skip
+        best = sorted((row for row in rows if row[front]), key=lambda row: row[x])
+        ax.plot([r[x] for r in best], [r["ndcg_at_k"] for r in best], "k--", lw=1)
+        ax.scatter(
+            [r[x] for r in best], [r["ndcg_at_k"] for r in best], s=120, facecolors="none",
+            edgecolors="black", label="Pareto front",
+        )  # fmt: skip
+        ax.set_xlabel(f"{title} (lower is fairer)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"mean nDCG@{k}")
+    axes[1].legend(fontsize=8, loc="lower right")
+    fig.suptitle("fairrag sweep: the fairness–utility frontier")
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Run the sweep and write ``sweep.csv`` and ``frontier.png`` to ``config.out``."""
+    timings: dict[str, float] = {}
+
+    @contextmanager
+    def phase(name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[name] = time.perf_counter() - start
+            log(f"[{name}] {timings[name]:.1f} s")
+
+    study = config.study
+    settings = config.settings()
+    with phase("pools"):
+        pools = load_pools(study, log)
+        log(f"{len(pools)} questions, pools of {study.pool_size}, k = {study.k}")
+    if any(setting.streamed for setting in settings):
+        log(
+            "amortized: not batch-sampled (every draw updates its ledger); run as one stream "
+            f"over the {len(pools)} questions in trial order, one ranking each, on a fresh "
+            "in-memory ledger per setting"
+        )
+    rows = []
+    with phase("sweep"):
+        bar = _progress(study.progress, len(settings))
+        for setting in settings:
+            rows.append(sweep_point(setting, pools, study.k, config.samples, study.seed))
+            bar.update(1)
+        bar.close()
+    front = pareto_front([r["disparity"] for r in rows], [r["ndcg_at_k"] for r in rows])
+    amortized_front = pareto_front(
+        [r["amortized_disparity"] for r in rows], [r["ndcg_at_k"] for r in rows]
+    )
+    for row, on, on_amortized in zip(rows, front, amortized_front, strict=True):
+        row["pareto"], row["pareto_amortized"] = on, on_amortized
+    with phase("write"):
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(out / "sweep.csv", rows)
+        plot_frontier(out / "frontier.png", rows, study.k)
+    for row in rows:
+        log(
+            f"{row['ranker']:<26}{row['setting']:<22}{row['disparity']:>8.4f}"
+            f"{row['amortized_disparity']:>8.4f}{row['ndcg_at_k']:>8.4f}"
+            f"{'  front' if row['pareto'] else ''}"
+        )
+    phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
+    log(f"wall time per phase: {phases}; total {sum(timings.values()):.1f} s; outputs in {out}")
+    return rows
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(show: bool, total: int) -> Any:
+    if not show:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="sweep", unit="setting")
