@@ -23,10 +23,38 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     study = commands.add_parser("study", help="reproduce the paper's study end to end")
     # Path flags depend on the disk and on each other: checked after parsing, before any work.
-    study.set_defaults(check=lambda args: options.check_paths(study, args))
+    study.set_defaults(check=lambda args: _check_study(study, args))
     study.add_argument(
-        "--data", type=Path, help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download)"
+        "--data",
+        type=Path,
+        help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download), or with --target "
+        "your own labelled CSV",
     )
+    study.add_argument(
+        "--target",
+        type=options.target,
+        help='your own data: every group\'s target share as JSON, e.g. \'{"a": 0.4, "b": 0.3, '
+        '"c": 0.3}\' (its keys are the groups; default: the TREC data, female 0.5)',
+    )
+    study.add_argument(
+        "--group-key",
+        type=options.column_name,
+        help="with --target: the CSV column holding each document's group (default gender)",
+    )
+    study.add_argument(
+        "--protected",
+        help="with --target: the group the one-group metrics (exposure share, generation "
+        "parity) are about (default: none)",
+    )
+    for flag, default in (
+        ("--doc-id-column", "doc_id"),
+        ("--title-column", "doc_title"),
+        ("--text-column", "first sentence"),
+        ("--topic-column", "q_text"),
+    ):
+        study.add_argument(
+            flag, type=options.column_name, help=f"with --target: default {default!r}"
+        )
     study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
     study.add_argument(
         "--rankers",
@@ -71,8 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument(
         "--per-group",
         type=options.int_at_least(1),
-        default=50,
-        help="balanced corpus: per gender per topic",
+        help="balanced corpus: documents per group per topic (default 50)",
     )
     study.add_argument("--chroma-host", help="use a Chroma server instead of the embedded one")
     study.add_argument("--chroma-port", type=options.port, default=8000)
@@ -88,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The checks that need several flags or the disk, before any work (exit 2)."""
+    options.check_paths(parser, args)
+    args.dataset = options.dataset_from_args(parser, args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in ("audit", "sweep"):
@@ -96,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         args.check(args)
     config = StudyConfig(
         data=args.data,
+        dataset=args.dataset,
         corpus=args.corpus,
         rankers=args.rankers,
         trials=args.trials,

@@ -1,4 +1,5 @@
-"""The TREC 2022 Fair Ranking gender data: finding it, verifying it, and building study corpora."""
+"""Study data: finding and verifying the TREC 2022 Fair Ranking gender data, loading any labelled
+CSV a :class:`~fairrag_study.dataset.StudyDataset` describes, and building study corpora."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from .dataset import TREC_GENDER, StudyDataset
 
 __all__ = [
     "DATA_ENV",
@@ -45,7 +48,6 @@ DATA_SHA256 = "6c599e7d21eeb7eafd32a6402279794a2b7f4b723cb899b85a37ac292747fec7"
 
 CORPUS_KINDS = ("balanced", "natural")
 DEFAULT_CORPUS_SEED = 2022
-_EXPECTED_COLUMNS = ("q_id", "q_text", "doc_id", "gender", "doc_title", "first sentence")
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -119,7 +121,10 @@ def _download(cached: Path, timeout: float) -> Path:
         member = next((m for m in tar.getmembers() if m.name.endswith(DATA_FILENAME)), None)
         if member is None or not member.isfile():
             raise DataNotFoundError(f"{DATA_URL} holds no {DATA_FILENAME}")
-        payload = tar.extractfile(member).read()
+        extracted = tar.extractfile(member)
+        if extracted is None:
+            raise DataNotFoundError(f"{DATA_URL}: {member.name} cannot be read")
+        payload = extracted.read()
     actual = hashlib.sha256(payload).hexdigest()
     if actual != DATA_SHA256:
         raise DataNotFoundError(
@@ -139,9 +144,17 @@ class CorpusDocument:
     doc_id: str
     title: str
     text: str
-    gender: str
+    group: str
+    """The document's group label (the data set's group column: ``female``/``male`` in TREC)."""
     topics: tuple[str, ...]
     """Every topic (``q_text``) the document appears under, sorted."""
+    group_key: str = "gender"
+    """The metadata field the group is stored under (the data set's ``group_key``)."""
+
+    @property
+    def gender(self) -> str:
+        """The group under its TREC name (the notebooks and fixtures of the gender data)."""
+        return self.group
 
     @property
     def page_content(self) -> str:
@@ -152,7 +165,7 @@ class CorpusDocument:
         return {
             "doc_id": self.doc_id,
             "title": self.title,
-            "gender": self.gender,
+            self.group_key: self.group,
             "topics": "|".join(self.topics),
         }
 
@@ -162,40 +175,59 @@ def document_text(title: str, text: str) -> str:
     return f"Title: {title}\n{text}"
 
 
-def load_documents(path: str | os.PathLike[str]) -> list[CorpusDocument]:
+def load_documents(
+    path: str | os.PathLike[str], dataset: StudyDataset = TREC_GENDER
+) -> list[CorpusDocument]:
     """Every document with text, once, with all its topics, in first-appearance order.
 
-    Rows whose text is empty are dropped (docs/SPEC.md). A ``doc_id`` appearing with two different
-    genders or titles is an error: the data would be inconsistent.
+    Columns come from ``dataset``. Rows whose text is empty are dropped (docs/SPEC.md). A
+    ``doc_id`` appearing with two different groups or titles is an error: the data would be
+    inconsistent; so is a group label that is not one of ``dataset.groups``.
     """
+    d = dataset
     first: dict[str, dict[str, str]] = {}
     topics: dict[str, set[str]] = defaultdict(set)
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in _EXPECTED_COLUMNS if c not in (reader.fieldnames or ())]
+        missing = [c for c in d.columns if c not in (reader.fieldnames or ())]
         if missing:
             raise ValueError(
-                f"{path}: missing columns {missing}; expected {list(_EXPECTED_COLUMNS)}"
+                f"{path}: missing columns {missing}; expected {list(d.columns)} "
+                f"(found {list(reader.fieldnames or ())})"
             )
         for row in reader:
-            text = (row["first sentence"] or "").strip()
+            text = (row[d.text_column] or "").strip()
             if not text:
                 continue
-            doc_id = row["doc_id"].strip()
+            doc_id = row[d.doc_id_column].strip()
             seen = first.setdefault(doc_id, row)
-            if seen["gender"] != row["gender"] or seen["doc_title"] != row["doc_title"]:
-                raise ValueError(f"{path}: doc_id {doc_id} has conflicting gender or title")
-            topics[doc_id].add(row["q_text"].strip())
-    return [
+            if (
+                seen[d.group_column] != row[d.group_column]
+                or seen[d.title_column] != row[d.title_column]
+            ):
+                raise ValueError(
+                    f"{path}: {d.doc_id_column} {doc_id} has conflicting "
+                    f"{d.group_column} or {d.title_column}"
+                )
+            topics[doc_id].add(row[d.topic_column].strip())
+    documents = [
         CorpusDocument(
             doc_id=doc_id,
-            title=row["doc_title"].strip(),
-            text=row["first sentence"].strip(),
-            gender=row["gender"].strip(),
+            title=row[d.title_column].strip(),
+            text=row[d.text_column].strip(),
+            group=row[d.group_column].strip(),
             topics=tuple(sorted(topics[doc_id])),
+            group_key=d.group_key,
         )
         for doc_id, row in first.items()
     ]
+    unknown = sorted({doc.group for doc in documents} - set(d.groups))
+    if unknown:
+        raise ValueError(
+            f"{path}: column {d.group_column!r} holds groups {unknown} that the data set does "
+            f"not name; expected only {list(d.groups)} (name every group in the target)"
+        )
+    return documents
 
 
 def _by_topic(documents: Sequence[CorpusDocument]) -> dict[str, list[CorpusDocument]]:
@@ -207,28 +239,32 @@ def _by_topic(documents: Sequence[CorpusDocument]) -> dict[str, list[CorpusDocum
 
 
 def study_topics(
-    documents: Sequence[CorpusDocument], topics: Iterable[str] | None = None
+    documents: Sequence[CorpusDocument],
+    topics: Iterable[str] | None = None,
+    groups: Sequence[str] = TREC_GENDER.groups,
 ) -> list[str]:
-    """The topics the study uses, sorted: those holding documents of both genders.
+    """The topics the study uses, sorted: those holding documents of every one of ``groups``.
 
-    On the full data that is 48 of the 50 topics (``Dams`` is male-only, ``Women``
-    female-only). ``topics`` restricts the choice; an unknown or one-gender topic there is an
-    error naming it.
+    On the full TREC data that is 48 of the 50 topics (``Dams`` is male-only, ``Women``
+    female-only). ``topics`` restricts the choice; an unknown topic there, or one missing a
+    group, is an error naming it.
     """
-    genders: dict[str, set[str]] = defaultdict(set)
+    present: dict[str, set[str]] = defaultdict(set)
     for doc in documents:
         for topic in doc.topics:
-            genders[topic].add(doc.gender)
-    both = sorted(t for t, g in genders.items() if {"female", "male"} <= g)
+            present[topic].add(doc.group)
+    every = sorted(t for t, g in present.items() if set(groups) <= g)
     if topics is None:
-        return both
+        return every
     wanted = sorted(set(topics))
-    unknown = [t for t in wanted if t not in genders]
+    unknown = [t for t in wanted if t not in present]
     if unknown:
-        raise ValueError(f"unknown topics {unknown}; known topics: {sorted(genders)}")
-    one_gender = [t for t in wanted if t not in both]
-    if one_gender:
-        raise ValueError(f"topics {one_gender} hold only one gender; the study needs both")
+        raise ValueError(f"unknown topics {unknown}; known topics: {sorted(present)}")
+    lacking = [t for t in wanted if t not in every]
+    if lacking:
+        raise ValueError(
+            f"topics {lacking} do not hold every group {list(groups)}; the study needs all"
+        )
     return wanted
 
 
@@ -239,12 +275,14 @@ def build_corpus(
     seed: int = DEFAULT_CORPUS_SEED,
     topics: Iterable[str] | None = None,
     per_group: int = 50,
+    groups: Sequence[str] = TREC_GENDER.groups,
 ) -> list[CorpusDocument]:
     """The study corpus (docs/SPEC.md, "The study").
 
-    - ``balanced``: the topics holding both genders, in sorted order; from each, among its
-      documents not already taken, ``min(per_group, #female, #male)`` of each gender, sampled
-      without replacement with ``seed``. Exactly half female.
+    - ``balanced``: the topics holding every one of ``groups``, in sorted order; from each,
+      among its documents not already taken, ``min(per_group, #smallest group)`` of each group
+      (in ``groups`` order), sampled without replacement with ``seed``. Equal group sizes
+      (TREC: exactly half female).
     - ``natural``: every document once (the real, imbalanced distribution).
 
     ``topics`` restricts either kind to those topics (for small test corpora); see
@@ -257,21 +295,23 @@ def build_corpus(
     if kind == "natural":
         if topics is None:
             return list(documents)
-        keep = set(study_topics(documents, topics))
+        keep = set(study_topics(documents, topics, groups))
         return [doc for doc in documents if keep.intersection(doc.topics)]
-    chosen_topics = study_topics(documents, topics)
+    chosen_topics = study_topics(documents, topics, groups)
     by_topic = _by_topic(documents)
     rng = np.random.default_rng(seed)
     taken: set[str] = set()
     corpus: list[CorpusDocument] = []
     for topic in chosen_topics:
         available = [doc for doc in by_topic[topic] if doc.doc_id not in taken]
-        female = sorted((d for d in available if d.gender == "female"), key=lambda d: d.doc_id)
-        male = sorted((d for d in available if d.gender == "male"), key=lambda d: d.doc_id)
-        size = min(per_group, len(female), len(male))
+        pools = [
+            sorted((d for d in available if d.group == group), key=lambda d: d.doc_id)
+            for group in groups
+        ]
+        size = min(per_group, *(len(pool) for pool in pools))
         if size == 0:
             continue
-        for pool in (female, male):
+        for pool in pools:
             for i in sorted(rng.choice(len(pool), size=size, replace=False).tolist()):
                 corpus.append(pool[i])
                 taken.add(pool[i].doc_id)
@@ -283,7 +323,7 @@ def sample_documents(
     sample: Mapping[str, Mapping[str, int]],
     seed: int = DEFAULT_CORPUS_SEED,
 ) -> list[CorpusDocument]:
-    """A small real subset: ``sample[topic][gender]`` documents of each, each document once.
+    """A small real subset: ``sample[topic][group]`` documents of each, each document once.
 
     Topics are taken in the mapping's order, documents drawn without replacement with ``seed``
     among those not taken yet. Asking for more than a topic holds is an error naming it. For
@@ -292,16 +332,16 @@ def sample_documents(
     rng = np.random.default_rng(seed)
     taken: set[str] = set()
     subset: list[CorpusDocument] = []
-    for topic, per_gender in sample.items():
-        for gender, count in per_gender.items():
+    for topic, per_group in sample.items():
+        for group, count in per_group.items():
             pool = sorted(
-                (d for d in documents if topic in d.topics and d.gender == gender),
+                (d for d in documents if topic in d.topics and d.group == group),
                 key=lambda d: d.doc_id,
             )
             pool = [d for d in pool if d.doc_id not in taken]
             if count > len(pool):
                 raise ValueError(
-                    f"sample asks for {count} {gender} documents of {topic!r}; it holds {len(pool)}"
+                    f"sample asks for {count} {group} documents of {topic!r}; it holds {len(pool)}"
                 )
             for i in sorted(rng.choice(len(pool), size=count, replace=False).tolist()):
                 subset.append(pool[i])

@@ -8,6 +8,8 @@ are checked after parsing by :func:`check_paths` (they depend on each other and 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import math
 import os
 import tempfile
@@ -15,20 +17,36 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from fairrag_core import available_rankers
+from fairrag_core import available_rankers, make_target
 from fairrag_core.validation import check_alpha
 
+from .dataset import TREC_GENDER, StudyDataset, custom_dataset
+
 __all__ = [
+    "DATASET_FLAGS",
     "alpha",
     "check_paths",
+    "column_name",
     "comma_list",
+    "dataset_from_args",
     "int_at_least",
     "llm_choice",
     "port",
     "positive_seconds",
     "rankers",
+    "target",
     "url",
 ]
+
+DATASET_FLAGS: dict[str, str] = {
+    "--group-key": "group_key",
+    "--protected": "protected",
+    "--doc-id-column": "doc_id_column",
+    "--title-column": "title_column",
+    "--text-column": "text_column",
+    "--topic-column": "topic_column",
+}
+"""The flags describing a user's own data set (each needs ``--target``), and their attributes."""
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -106,6 +124,79 @@ def comma_list(text: str) -> tuple[str, ...]:
             f"{text!r} holds an empty name; expected comma-separated names"
         )
     return names
+
+
+def column_name(text: str) -> str:
+    """A non-empty CSV column or metadata field name (``--group-key``, ``--text-column``...)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; expected a column name")
+    return text
+
+
+def target(text: str) -> dict[str, float]:
+    """A JSON object ``{"group": share, ...}``: two or more groups, shares >= 0 summing to 1,
+    checked by the core's own rule (``fairrag_core.make_target``)."""
+    example = 'expected a JSON object of group shares summing to 1, e.g. \'{"a": 0.4, "b": 0.6}\''
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({exc.msg}); {example}") from None
+    if not isinstance(value, dict) or len(value) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; {example} (two or more)")
+    bad = [k for k, v in value.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad or any(not k.strip() for k in value):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has non-numeric shares or empty group names {bad}; {example}"
+        )
+    shares = {k: float(v) for k, v in value.items()}
+    try:
+        make_target(target=shares)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: {exc}") from None
+    return shares
+
+
+def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> StudyDataset:
+    """The study's data set: the TREC gender data, or with ``--target`` the user's CSV.
+
+    Reported through ``parser.error`` (exit 2), before any work: a data-set flag without
+    ``--target``, a ``--protected`` group not in the target, a data set the core refuses, or a
+    ``--data`` file whose header lacks a named column.
+    """
+    given = {flag: getattr(args, attr) for flag, attr in DATASET_FLAGS.items()}
+    given = {flag: value for flag, value in given.items() if value is not None}
+    if args.target is None:
+        if given:
+            parser.error(
+                f"argument {next(iter(given))}: describes your own data set and needs --target "
+                '(e.g. --target \'{"a": 0.5, "b": 0.5}\'); without it the study runs on the '
+                "TREC gender data"
+            )
+        return TREC_GENDER
+    if args.protected is not None and args.protected not in args.target:
+        parser.error(
+            f"argument --protected: {args.protected!r} is not a group of --target; expected "
+            f"one of {list(args.target)}"
+        )
+    columns = {DATASET_FLAGS[flag]: value for flag, value in given.items()}
+    try:
+        dataset = custom_dataset(args.target, name="custom", **columns)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"argument --target: {exc}")
+    if args.data is not None and Path(os.path.expanduser(args.data)).is_file():
+        with open(os.path.expanduser(args.data), newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), [])
+        flags = {attr: flag for flag, attr in DATASET_FLAGS.items()}
+        read = ("group_column", "doc_id_column", "title_column", "text_column", "topic_column")
+        for attr in read:
+            column = getattr(dataset, attr)
+            if column not in header:
+                flag = flags.get(attr, "--group-key")
+                parser.error(
+                    f"argument {flag}: column {column!r} is not in {str(args.data)!r}; its "
+                    f"columns are {header}"
+                )
+    return dataset
 
 
 def llm_choice(text: str) -> str:

@@ -6,9 +6,11 @@ import csv
 import io
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +25,9 @@ from fairrag_core.stats import (
     zscore_outliers,
 )
 
-__all__ = ["METRICS", "PAPER", "MetricSpec", "write_outputs"]
+from .dataset import PAPER_NUMBERS, TREC_GENDER, StudyDataset
+
+__all__ = ["METRICS", "PAPER", "MetricSpec", "metric_specs", "write_outputs"]
 
 
 @dataclass(frozen=True)
@@ -33,69 +37,99 @@ class MetricSpec:
     filename: str
 
 
-METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec(
-        "exposure_disparity",
-        "Table 1: exposure disparity |ES_female - 0.5|",
-        "table1_exposure_disparity.md",
-    ),
-    MetricSpec(
-        "exposure_share", "Table 2: female exposure share ES_female", "table2_exposure_share.md"
-    ),
-    MetricSpec("precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md"),
-    MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md"),
-    MetricSpec(
-        "generation_parity",
-        "Generation demographic parity (share of valid citations to women)",
-        "table_generation_parity.md",
-    ),
-    MetricSpec(
-        "grounded_generation_parity",
-        "Grounded generation parity (share of citations naming their document's person, to women)",
-        "table_grounded_generation_parity.md",
-    ),
-    MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"),
-    MetricSpec("fairness_gap", "Fairness gap GDP - ES_female", "table_fairness_gap.md"),
-    MetricSpec(
-        "fairness_gap_magnitude",
-        "Fairness gap magnitude |GDP - 0.5| - |ES_female - 0.5|",
-        "table_fairness_gap_magnitude.md",
-    ),
-)
+def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
+    """The study's tables for ``dataset``: with one protected group, its exposure share and the
+    generation metrics about it (the paper's tables); with a full target, one exposure share
+    table per group."""
+    protected, who = dataset.protected, dataset.protected_noun or dataset.protected
+    if dataset.target is None:
+        goal = f"{dataset.target_share:g}"
+        disparity = f"|ES_{protected} - {goal}|"
+    else:
+        disparity = "1/2 sum_g |ES_g - target_g| (" + dataset.target_label() + ")"
+    specs = [
+        MetricSpec(
+            "exposure_disparity",
+            f"Table 1: exposure disparity {disparity}",
+            "table1_exposure_disparity.md",
+        )
+    ]
+    if protected is not None:
+        specs.append(
+            MetricSpec(
+                "exposure_share",
+                f"Table 2: {protected} exposure share ES_{protected}",
+                "table2_exposure_share.md",
+            )
+        )
+    if dataset.target is not None:
+        specs.extend(
+            MetricSpec(
+                f"exposure_share_{group}",
+                f"Exposure share of {group} ES_{group} (target {share:g})",
+                f"table_exposure_share_{_file_safe(group)}.md",
+            )
+            for group, share in dataset.target.items()
+        )
+    specs += [
+        MetricSpec("precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md"),
+        MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md"),
+    ]
+    if protected is not None:
+        goal = f"{dataset.target_share if dataset.target is None else dataset.target[protected]:g}"
+        specs += [
+            MetricSpec(
+                "generation_parity",
+                f"Generation demographic parity (share of valid citations to {who})",
+                "table_generation_parity.md",
+            ),
+            MetricSpec(
+                "grounded_generation_parity",
+                "Grounded generation parity (share of citations naming their document's "
+                f"person, to {who})",
+                "table_grounded_generation_parity.md",
+            ),
+        ]
+    specs.append(MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"))
+    if protected is not None:
+        specs += [
+            MetricSpec(
+                "fairness_gap", f"Fairness gap GDP - ES_{protected}", "table_fairness_gap.md"
+            ),
+            MetricSpec(
+                "fairness_gap_magnitude",
+                f"Fairness gap magnitude |GDP - {goal}| - |ES_{protected} - {goal}|",
+                "table_fairness_gap_magnitude.md",
+            ),
+        ]
+    return tuple(specs)
 
-PAPER: dict[str, dict[str, float]] = {
-    "exposure_disparity": {
-        "standard": 0.4188,
-        "stochastic": 0.4077,
-        "forced_exposure": 0.2517,
-        "representative_stochastic": 0.0430,
-    },
-    "exposure_share": {
-        "standard": 0.1250,
-        "stochastic": 0.0941,
-        "forced_exposure": 0.2921,
-        "representative_stochastic": 0.5229,
-    },
-    "generation_parity": {
-        "standard": 0.1344,
-        "stochastic": 0.1101,
-        "forced_exposure": 0.3508,
-        "representative_stochastic": 0.6302,
-    },
-    "groundedness": {
-        "standard": 0.8650,
-        "stochastic": 0.7792,
-        "forced_exposure": 0.8750,
-        "representative_stochastic": 0.6100,
-    },
-}
-"""The paper's reported means (docs/SPEC.md, "The study"), as fractions."""
+
+def _file_safe(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+METRICS: tuple[MetricSpec, ...] = metric_specs(TREC_GENDER)
+"""The paper's tables (the TREC gender data set)."""
+
+PAPER: dict[str, dict[str, float]] = PAPER_NUMBERS
+"""The paper's reported means (docs/SPEC.md, "The study"), as fractions (``TREC_GENDER.paper``)."""
+
+
+def _value(record: Mapping, key: str) -> Any:
+    """A record's metric; ``exposure_share_<group>`` is read from its ``exposure_by_group``."""
+    if key in record or not key.startswith("exposure_share_"):
+        return record.get(key)
+    by_group = record.get("exposure_by_group")
+    if by_group is None:
+        return None
+    return by_group.get(key.removeprefix("exposure_share_"), 0.0)
 
 
 def _samples(records: Sequence[Mapping], rankers: Sequence[str], key: str) -> dict[str, np.ndarray]:
     out = {}
     for ranker in rankers:
-        values = [r.get(key) for r in records if r["ranker"] == ranker]
+        values = [_value(r, key) for r in records if r["ranker"] == ranker]
         out[ranker] = np.array([math.nan if v is None else float(v) for v in values], dtype=float)
     return out
 
@@ -130,13 +164,20 @@ def write_outputs(
     config: Mapping[str, object],
     generation_note: str | None,
     alpha: float = DEFAULT_ALPHA,
+    dataset: StudyDataset = TREC_GENDER,
 ) -> dict[str, dict[str, Descriptive]]:
-    """Write every table, the summary CSV, outliers, figures and report.md into ``out_dir``."""
+    """Write every table, the summary CSV, outliers, figures and report.md into ``out_dir``.
+
+    Tables, figures and the report name ``dataset``'s groups and target; the paper comparison
+    appears only when the data set has the paper's numbers.
+    """
     figures = out_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[str, Descriptive]] = {}
     present = [
-        spec for spec in METRICS if any(spec.key in r and r[spec.key] is not None for r in records)
+        spec
+        for spec in metric_specs(dataset)
+        if any(_value(r, spec.key) is not None for r in records)
     ]
     for spec in present:
         text, descriptives = metric_table(spec, _samples(records, rankers, spec.key), alpha)
@@ -144,18 +185,31 @@ def write_outputs(
         results[spec.key] = descriptives
     _atomic_write(out_dir / "summary.csv", _summary_csv(results))
     _atomic_write(out_dir / "outliers.md", _outliers_markdown(records, rankers, present))
-    _plot(figures / "retrieval.png", results, rankers, ("exposure_disparity", "exposure_share"))
+    shares = (
+        ("exposure_share",)
+        if dataset.target is None
+        else tuple(f"exposure_share_{group}" for group in dataset.target)
+    )
+    _plot(figures / "retrieval.png", results, rankers, ("exposure_disparity", *shares), dataset)
     if "generation_parity" in results:
-        _plot(figures / "generation.png", results, rankers, ("generation_parity", "groundedness"))
-    significance = _significance(records, rankers, alpha)
+        _plot(
+            figures / "generation.png",
+            results,
+            rankers,
+            ("generation_parity", "groundedness"),
+            dataset,
+        )
+    significance = _significance(records, rankers, alpha, dataset)
     _atomic_write(
         out_dir / "report.md",
-        _report(results, rankers, config, generation_note, present, significance),
+        _report(results, rankers, config, generation_note, present, significance, dataset),
     )
     return results
 
 
-def _significance(records: Sequence[Mapping], rankers: Sequence[str], alpha: float) -> str | None:
+def _significance(
+    records: Sequence[Mapping], rankers: Sequence[str], alpha: float, dataset: StudyDataset
+) -> str | None:
     """The exposure-disparity t-test pattern, in the paper's terms."""
     samples = _samples(records, rankers, "exposure_disparity")
     if len(samples) < 2 or any(describe(v).n < 2 for v in samples.values()):
@@ -171,7 +225,7 @@ def _significance(records: Sequence[Mapping], rankers: Sequence[str], alpha: flo
         text += f"; not significant: {', '.join(not_significant)}"
     return text + (
         ". The paper: five of six significant, standard vs stochastic not."
-        if len(rankers) == 4
+        if len(rankers) == 4 and dataset.paper is not None
         else "."
     )
 
@@ -224,6 +278,7 @@ def _plot(
     results: Mapping[str, Mapping[str, Descriptive]],
     rankers: Sequence[str],
     keys: Sequence[str],
+    dataset: StudyDataset,
 ) -> None:
     import matplotlib
 
@@ -237,11 +292,12 @@ def _plot(
         errors = [per[r].std if r in per else math.nan for r in rankers]
         x = np.arange(len(rankers))
         ax.bar(x, means, yerr=errors, capsize=4, color="#4C72B0", label="this run (mean ± sd)")
-        paper = [PAPER.get(key, {}).get(r, math.nan) for r in rankers]
+        paper = [(dataset.paper or {}).get(key, {}).get(r, math.nan) for r in rankers]
         if any(math.isfinite(p) for p in paper):
             ax.scatter(x, paper, color="#DD8452", zorder=3, marker="D", label="paper (mean)")
-        if key in ("exposure_share", "generation_parity"):
-            ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="parity target")
+        goal = _goal(dataset, key)
+        if goal is not None:
+            ax.axhline(goal, color="grey", linestyle="--", linewidth=1, label="target")
         ax.set_xticks(x, [r.replace("_", "\n") for r in rankers], fontsize=8)
         ax.set_title(key.replace("_", " "))
         ax.set_ylim(bottom=min(0.0, *[m for m in means if math.isfinite(m)] or [0.0]))
@@ -251,6 +307,17 @@ def _plot(
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+def _goal(dataset: StudyDataset, key: str) -> float | None:
+    """The target line of a share metric's plot (the protected group's or a group's target)."""
+    if key in ("exposure_share", "generation_parity") and dataset.protected is not None:
+        if dataset.target is None:
+            return dataset.target_share
+        return dataset.target[dataset.protected]
+    if key.startswith("exposure_share_") and dataset.target is not None:
+        return dataset.target.get(key.removeprefix("exposure_share_"))
+    return None
 
 
 def _fmt(value: float) -> str:
@@ -264,26 +331,37 @@ def _report(
     generation_note: str | None,
     specs: Sequence[MetricSpec],
     significance: str | None = None,
+    dataset: StudyDataset = TREC_GENDER,
 ) -> str:
-    lines = ["# FairRAG study: reproduction of Tikoo (2026)\n"]
+    paper = dataset.paper
+    if paper is not None:
+        lines = ["# FairRAG study: reproduction of Tikoo (2026)\n"]
+    else:
+        lines = [f"# FairRAG study: {dataset.name} (groups by `{dataset.group_key}`)\n"]
     lines.append("## Configuration\n")
     for key, value in config.items():
         lines.append(f"- {key}: `{value}`")
-    lines.append("\n## This run beside the paper (means over trials)\n")
-    lines.append("| metric | ranker | this run | sd | n | paper |")
-    lines.append("|---|---|---:|---:|---:|---:|")
+    if paper is not None:
+        lines.append("\n## This run beside the paper (means over trials)\n")
+        lines.append("| metric | ranker | this run | sd | n | paper |")
+        lines.append("|---|---|---:|---:|---:|---:|")
+    else:
+        lines.append("\n## This run (means over trials)\n")
+        lines.append("| metric | ranker | this run | sd | n |")
+        lines.append("|---|---|---:|---:|---:|")
     for spec in specs:
         for ranker in rankers:
             d = results[spec.key].get(ranker)
             if d is None:
                 continue
-            paper = PAPER.get(spec.key, {}).get(ranker, math.nan)
-            cells = [spec.key, ranker, _fmt(d.mean), _fmt(d.std), str(d.n), _fmt(paper)]
+            cells = [spec.key, ranker, _fmt(d.mean), _fmt(d.std), str(d.n)]
+            if paper is not None:
+                cells.append(_fmt(paper.get(spec.key, {}).get(ranker, math.nan)))
             lines.append("| " + " | ".join(cells) + " |")
     if generation_note:
         lines.append(f"\n**Generation metrics skipped:** {generation_note}\n")
     lines.append("\n## Reading\n")
-    lines.extend(_reading(results, rankers))
+    lines.extend(_reading(results, rankers, dataset))
     if significance:
         lines.append(significance)
     lines.append("\n## Files\n")
@@ -297,8 +375,13 @@ def _report(
     return "\n".join(lines) + "\n"
 
 
-def _reading(results: Mapping[str, Mapping[str, Descriptive]], rankers: Sequence[str]) -> list[str]:
-    """A short, rule-based reading: where this run agrees with the paper and where it does not."""
+def _reading(
+    results: Mapping[str, Mapping[str, Descriptive]],
+    rankers: Sequence[str],
+    dataset: StudyDataset = TREC_GENDER,
+) -> list[str]:
+    """A short, rule-based reading: where this run agrees with the paper and where it does not
+    (with no paper numbers: each ranker's exposure per group against the target)."""
     out = []
     share = results.get("exposure_share", {})
     disparity = results.get("exposure_disparity", {})
@@ -306,16 +389,40 @@ def _reading(results: Mapping[str, Mapping[str, Descriptive]], rankers: Sequence
         (r for r in rankers if r in share and math.isfinite(share[r].mean)),
         key=lambda r: share[r].mean,
     )
-    if order:
-        out.append(
-            "- Female exposure share, lowest to highest: "
+    if order and dataset.protected is not None:
+        line = (
+            f"- {dataset.protected.capitalize()} exposure share, lowest to highest: "
             + ", ".join(f"{r} {_fmt(share[r].mean)}" for r in order)
-            + ". The paper's order is stochastic < standard < forced_exposure < "
-            "representative_stochastic."
+            + "."
         )
+        if dataset.paper is not None:
+            line += (
+                " The paper's order is stochastic < standard < forced_exposure < "
+                "representative_stochastic."
+            )
+        out.append(line)
+    if dataset.target is not None:
+        for ranker in rankers:
+            if ranker not in disparity or not math.isfinite(disparity[ranker].mean):
+                continue
+            per_group = ", ".join(
+                f"{group} {_fmt(results[f'exposure_share_{group}'][ranker].mean)} "
+                f"(target {_fmt(goal)})"
+                for group, goal in dataset.target.items()
+                if ranker in results.get(f"exposure_share_{group}", {})
+            )
+            out.append(
+                f"- {ranker}: exposure disparity {_fmt(disparity[ranker].mean)}; exposure "
+                f"share per group: {per_group}."
+            )
+    paper = dataset.paper
+    if paper is None:
+        if "generation_parity" not in results and dataset.protected is not None:
+            out.append("- Generation was not run, so generation parity and utility are not known.")
+        return out
     for ranker in rankers:
         ours = disparity.get(ranker)
-        theirs = PAPER["exposure_disparity"].get(ranker)
+        theirs = paper["exposure_disparity"].get(ranker)
         if ours is None or theirs is None or not math.isfinite(ours.mean):
             continue
         delta = ours.mean - theirs

@@ -31,6 +31,7 @@ from .data import (
     sha256_of,
     study_topics,
 )
+from .dataset import TREC_GENDER, StudyDataset
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
 from .errors import GeneratorUnavailableError, IndexDamagedError
 from .index import (
@@ -46,16 +47,13 @@ from .index import (
 )
 from .outputs import OutputFolder
 from .plan import Trial, plan_trials
-from .report import PAPER, write_outputs
+from .report import write_outputs
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
-PAPER_RANKERS: tuple[str, ...] = tuple(PAPER["exposure_disparity"])
-"""The four rankers the paper compares (those :data:`fairrag_study.report.PAPER` has numbers
-for): the study's default, whatever else the core's registry holds."""
-PROTECTED = "female"
-TARGET_SHARE = 0.5
-GROUP_KEY = "gender"
+PAPER_RANKERS: tuple[str, ...] = tuple((TREC_GENDER.paper or {})["exposure_disparity"])
+"""The four rankers the paper compares (those :data:`TREC_GENDER`'s paper numbers cover): the
+study's default, whatever else the core's registry holds."""
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
 
@@ -65,6 +63,8 @@ class StudyConfig:
     """Every knob of a study run; the defaults are the paper's setting."""
 
     data: Path | None = None
+    dataset: StudyDataset = TREC_GENDER
+    """What the data is: columns, groups, target, questions, the paper's numbers if any."""
     corpus: str = "balanced"
     rankers: tuple[str, ...] = PAPER_RANKERS
     """The rankers compared; by default the paper's four (any of ``available_rankers()``)."""
@@ -86,7 +86,8 @@ class StudyConfig:
     model: str = DEFAULT_MODEL
     topics: tuple[str, ...] | None = None
     """Restrict the corpus to these topics (small runs and tests)."""
-    per_group: int = 50
+    per_group: int | None = None
+    """Balanced corpus: documents per group per topic; ``None``: the data set's (TREC: 50)."""
     corpus_seed: int = DEFAULT_CORPUS_SEED
     chroma_host: str | None = None
     """A Chroma server (``chroma run``) to use instead of the embedded, persistent index."""
@@ -134,6 +135,8 @@ def _check_config(config: StudyConfig) -> None:
     way; this is for callers of :func:`run_study`): a ``ValueError`` naming the field."""
     for name, low in (("trials", 1), ("pool_size", 1), ("k", 1), ("per_group", 1), ("seed", 0)):
         value = getattr(config, name)
+        if name == "per_group" and value is None:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     check_alpha(config.alpha)
@@ -141,6 +144,8 @@ def _check_config(config: StudyConfig) -> None:
     unknown = sorted(set(config.rankers) - set(known))
     if unknown:
         raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
+    if not isinstance(config.dataset, StudyDataset):
+        raise ValueError(f"dataset must be a StudyDataset, got {config.dataset!r}")
     if not config.rankers or len(set(config.rankers)) != len(config.rankers):
         raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
     for name in ("chroma_timeout", "llm_timeout"):
@@ -190,22 +195,29 @@ def _run_claimed(
             log(f"[{name}] {timings[name]:.1f} s")
 
     client = None
+    dataset = config.dataset
     try:
         with phase("load"):
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
-            documents = load_documents(data_path)
+            documents = load_documents(data_path, dataset)
             corpus = build_corpus(
                 documents,
                 config.corpus,
                 seed=config.corpus_seed,
                 topics=config.topics,
-                per_group=config.per_group,
+                per_group=config.per_group or dataset.per_group,
+                groups=dataset.groups,
             )
-            female = sum(doc.gender == PROTECTED for doc in corpus)
-            log(f"corpus {config.corpus}: {len(corpus)} documents, {female} female ({data_path})")
+            composition = _composition(corpus, dataset)
+            log(f"corpus {config.corpus}: {len(corpus)} documents, {composition} ({data_path})")
             # Planned, and the generator built, before the model and index load: a bad --trials
             # or a missing API key fails in seconds, not after the embedding.
-            trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+            trials = plan_trials(
+                study_topics(documents, config.topics, dataset.groups),
+                config.trials,
+                config.seed,
+                dataset.question_templates,
+            )
             llm, generation_note = _chat_model(config)
         with phase("embed"):
             model = load_sentence_transformer(config.model)
@@ -234,11 +246,19 @@ def _run_claimed(
         with phase("report"):
             report_config = {
                 "data": f"{data_path} (sha256 {sha256_of(data_path)[:12]}...)",
-                "corpus": f"{config.corpus}: {len(corpus)} documents, {female} female",
+                "corpus": f"{config.corpus}: {len(corpus)} documents, {composition}",
                 "trials per ranker": len(trials),
                 "rankers": ", ".join(config.rankers),
                 "pool size / k / alpha": f"{config.pool_size} / {config.k} / {config.alpha}",
                 "seed": config.seed,
+                **(
+                    {}
+                    if dataset.paper is not None
+                    else {
+                        "group key": dataset.group_key,
+                        "target": dataset.target_label(),
+                    }
+                ),
                 "embedding model": config.model,
                 "generator": config.llm if llm is not None else "none",
             }
@@ -246,6 +266,7 @@ def _run_claimed(
                 out,
                 records,
                 list(config.rankers),
+                dataset=dataset,
                 config=report_config,
                 generation_note=generation_note,
             )
@@ -271,6 +292,14 @@ def _run_claimed(
     log(f"wall time per phase: {phases} (generation: {generation})")
     log(f"total {total:.1f} s; peak memory {peak:.0f} MiB; outputs in {out}")
     return StudyResult(out, records, timings, peak, generation_note, added)
+
+
+def _composition(corpus: Sequence[CorpusDocument], dataset: StudyDataset) -> str:
+    """``3071 female`` (one protected group) or ``120 a, 118 b, 95 c`` (several groups)."""
+    counts = Counter(doc.group for doc in corpus)
+    if dataset.target is None and dataset.protected is not None:
+        return f"{counts[dataset.protected]} {dataset.protected}"
+    return ", ".join(f"{counts[group]} {group}" for group in dataset.groups)
 
 
 def _previous_run(out: Path, previous: dict[str, Any] | None) -> str | None:
@@ -317,13 +346,15 @@ def _open_index(
     fingerprint = corpus_fingerprint(corpus, config.model)
     if server is not None:
         where = f"http://{config.chroma_host}:{config.chroma_port}"
-        name = collection_name(config.corpus, config.model, fingerprint)
+        kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
+        name = collection_name(kind, config.model, fingerprint)
         collection = open_collection(server, name)
         added = embed_missing(collection, corpus, model, progress=config.progress)
         verify_collection(collection, corpus, model, where=f"{where} (collection {name})")
         return server, where, name, added
     cache = config.cache_dir or default_cache_dir()
-    folder = index_folder(cache, config.corpus, config.model, fingerprint)
+    kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
+    folder = index_folder(cache, kind, config.model, fingerprint)
     client, _, added = open_embedded_index(
         folder, COLLECTION, corpus, model, progress=config.progress, log=log
     )
@@ -487,10 +518,10 @@ def _run_trials(
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
     store = _checked_store(client, collection, embeddings, len(corpus), where)
+    dataset = config.dataset
     handler = FairnessCallbackHandler(
-        group_key=GROUP_KEY,
-        protected=PROTECTED,
-        target_share=TARGET_SHARE,
+        group_key=dataset.group_key,
+        **dataset.target_arguments(),
         path=out / "callback_log.jsonl",
     )
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
@@ -501,9 +532,8 @@ def _run_trials(
             vectorstore=store,
             ranker=ranker,
             ranker_params={"alpha": config.alpha} if "stochastic" in ranker else {},
-            group_key=GROUP_KEY,
-            protected=PROTECTED,
-            target_share=TARGET_SHARE,
+            group_key=dataset.group_key,
+            **dataset.target_arguments(),
             pool_size=config.pool_size,
             k=config.k,
             seed=config.seed,

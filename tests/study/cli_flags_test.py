@@ -44,7 +44,21 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
     """``(extra flags, flag named, words of the message)``."""
     a_file = tmp_path / "a-file.txt"
     a_file.write_text("not a folder")
+    mine = tmp_path / "mine.csv"
+    mine.write_text("q_text,doc_id,region,doc_title,first sentence\n")
+    three = '{"a": 0.4, "b": 0.3, "c": 0.3}'
+    regions = ["--data", str(mine), "--target", three, "--group-key", "region"]
     return [
+        (["--target", "a=0.5"], "--target", "is not JSON"),
+        (["--target", '{"a": 1}'], "--target", "two or more"),
+        (["--target", '{"a": 0.5, "b": "half"}'], "--target", "non-numeric shares"),
+        (["--target", '{"a": 0.7, "b": 0.7}'], "--target", "is not accepted"),
+        (["--group-key", "region"], "--group-key", "needs --target"),
+        (["--text-column", "bio"], "--text-column", "needs --target"),
+        (["--group-key", " "], "--group-key", "expected a column name"),
+        (["--target", three, "--protected", "z"], "--protected", "is not a group of --target"),
+        (["--data", str(mine), "--target", three], "--group-key", "column 'gender' is not in"),
+        ([*regions, "--text-column", "bio"], "--text-column", "column 'bio' is not in"),
         (["--trials", "0"], "--trials", "expected an integer >= 1"),
         (["--trials", "many"], "--trials", "is not an integer"),
         (["--k", "0"], "--k", "expected an integer >= 1"),

@@ -1,0 +1,109 @@
+"""The study on a user's own labelled CSV: three groups and a full target, through the CLI."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+
+import pytest
+
+from fairrag_study.cli import main
+from fairrag_study.dataset import TREC_GENDER, StudyDataset, custom_dataset
+from fairrag_study.report import METRICS, PAPER, metric_specs
+from tests.chroma_pool import data_path_or_skip
+
+TOPICS = ("Computer science", "Medicine", "Tennis")
+TARGET = {"a": 0.4, "b": 0.3, "c": 0.3}
+RANKERS = ("standard", "representative_stochastic")
+
+
+def _region(doc_id: str) -> str:
+    """A synthetic group, fixed by the document's id (the same on every machine)."""
+    return "abc"[hashlib.sha256(doc_id.encode()).digest()[0] % 3]
+
+
+@pytest.fixture(scope="module")
+def three_group_run(tmp_path_factory):
+    """The TREC rows of three topics, relabelled by ``region`` a/b/c, gender column dropped."""
+    root = tmp_path_factory.mktemp("regions")
+    mine = root / "mine.csv"
+    with open(data_path_or_skip(), newline="", encoding="utf-8") as source:
+        rows = [row for row in csv.DictReader(source) if row["q_text"] in TOPICS]
+    with open(mine, "w", newline="", encoding="utf-8") as target:
+        columns = ["q_text", "doc_id", "region", "doc_title", "first sentence"]
+        writer = csv.DictWriter(target, columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "region": _region(row["doc_id"])})
+    out = root / "out"
+    args = [
+        "study", "--data", str(mine), "--group-key", "region", "--target", json.dumps(TARGET),
+        "--per-group", "8", "--trials", "8", "--rankers", ",".join(RANKERS), "--llm", "none",
+        "--out", str(out), "--cache-dir", str(root / "cache"), "--no-progress",
+    ]  # fmt: skip
+    assert main(args) == 0
+    return out
+
+
+def test_records_carry_the_three_groups_and_the_target(three_group_run):
+    records = [json.loads(line) for line in (three_group_run / "records.jsonl").open()]
+    assert len(records) == 8 * len(RANKERS)
+    for record in records:
+        assert {group: share for group, share in record["target"].items() if share} == TARGET
+        assert set(record["groups"]) <= set(TARGET)
+        assert set(record["exposure_by_group"]) <= set(TARGET)
+        shares = [record["exposure_by_group"].get(g, 0.0) for g in TARGET]
+        half_l1 = sum(abs(share - TARGET[g]) for share, g in zip(shares, TARGET, strict=True)) / 2
+        assert record["exposure_disparity"] == pytest.approx(half_l1)
+        assert "exposure_share" not in record  # no protected group named
+    # The balanced corpus holds every group equally: 3 topics x 8 per group.
+    report = (three_group_run / "report.md").read_text()
+    assert "72 documents, 24 a, 24 b, 24 c" in report
+
+
+def test_tables_and_report_name_the_groups_and_no_paper(three_group_run):
+    for group in TARGET:
+        table = (three_group_run / f"table_exposure_share_{group}.md").read_text()
+        assert f"Exposure share of {group} ES_{group} (target {TARGET[group]:g})" in table
+    table1 = (three_group_run / "table1_exposure_disparity.md").read_text()
+    assert "1/2 sum_g |ES_g - target_g| (a 0.4, b 0.3, c 0.3)" in table1
+    assert not (three_group_run / "table2_exposure_share.md").exists()
+    summary = list(csv.DictReader((three_group_run / "summary.csv").open()))
+    metrics = {row["metric"] for row in summary}
+    assert {"exposure_share_a", "exposure_share_b", "exposure_share_c"} <= metrics
+    assert {row["ranker"] for row in summary} == set(RANKERS)
+    report = (three_group_run / "report.md").read_text()
+    assert "# FairRAG study: custom (groups by `region`)" in report
+    assert "| metric | ranker | this run | sd | n |\n" in report  # no paper column
+    assert "paper" not in report.lower() and "female" not in report
+    assert "target: `a 0.4, b 0.3, c 0.3`" in report
+    assert "exposure share per group: a " in report
+    assert (three_group_run / "figures" / "retrieval.png").stat().st_size > 0
+
+
+def test_the_paper_data_set_is_todays_constants():
+    """TREC_GENDER reproduces the study's former constants: the default output is unchanged."""
+    assert (TREC_GENDER.group_key, TREC_GENDER.protected, TREC_GENDER.target_share) == (
+        "gender",
+        "female",
+        0.5,
+    )
+    assert TREC_GENDER.groups == ("female", "male") and TREC_GENDER.per_group == 50
+    assert TREC_GENDER.paper is PAPER and metric_specs(TREC_GENDER) == METRICS
+    assert TREC_GENDER.index_kind("balanced", [("1", "female")]) == "balanced"
+    assert METRICS[0].title == "Table 1: exposure disparity |ES_female - 0.5|"
+
+
+def test_a_data_set_refuses_what_the_study_could_not_run():
+    with pytest.raises(ValueError, match="not one of the groups"):
+        custom_dataset(TARGET, protected="z")
+    with pytest.raises(ValueError, match="no \\{topic\\} placeholder"):
+        StudyDataset(name="x", groups=("a", "b"), target={"a": 0.5, "b": 0.5},
+                     question_templates=("Who?",))  # fmt: skip
+    with pytest.raises(ValueError):
+        custom_dataset({"a": 0.7, "b": 0.7})
+    relabelled = custom_dataset(TARGET, group_key="region")
+    assert relabelled.index_kind("balanced", [("1", "a")]) != relabelled.index_kind(
+        "balanced", [("1", "b")]
+    )
