@@ -34,13 +34,16 @@ from fairrag_study.data import (
     locate_data,
     study_topics,
 )
+from fairrag_study.dataset import TREC_GENDER
 from fairrag_study.embedding import load_sentence_transformer
 from fairrag_study.index import corpus_fingerprint, index_folder
 from fairrag_study.plan import Trial, plan_trials
-from fairrag_study.study import PROTECTED, TARGET_SHARE, StudyConfig, _open_index, _trial_record
+from fairrag_study.study import StudyConfig, _open_index, _trial_record
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
+
+PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
 
 
 @dataclass(frozen=True)
