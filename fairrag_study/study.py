@@ -526,7 +526,7 @@ def _run_trials(
     )
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
     records: list[dict[str, Any]] = []
-    bar = _progress(config, len(trials) * len(config.rankers))
+    bar = progress_bar(config.progress, len(trials) * len(config.rankers), "trials", "trial")
     for ranker in config.rankers:
         retriever = FairRetriever(
             vectorstore=store,
@@ -602,9 +602,10 @@ class _NoBar:
         pass
 
 
-def _progress(config: StudyConfig, total: int) -> Any:
-    if not config.progress:
+def progress_bar(show: bool, total: int, desc: str, unit: str) -> Any:
+    """A tqdm bar of ``total`` steps, or a stand-in that shows nothing."""
+    if not show:
         return _NoBar()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="trials", unit="trial")
+    return tqdm(total=total, desc=desc, unit=unit)

@@ -37,7 +37,7 @@ from .data import build_corpus, load_documents, locate_data, study_topics
 from .dataset import TREC_GENDER
 from .embedding import load_sentence_transformer
 from .plan import Trial, plan_trials
-from .study import StudyConfig, _open_index, _PoolCheckedCollection
+from .study import StudyConfig, _open_index, _PoolCheckedCollection, progress_bar
 
 # The sweep runs on the paper's data set (the study's other data sets: not yet).
 GROUP_KEY = TREC_GENDER.group_key
@@ -351,7 +351,7 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
         )
     rows = []
     with phase("sweep"):
-        bar = _progress(study.progress, len(settings))
+        bar = progress_bar(study.progress, len(settings), "sweep", "setting")
         for setting in settings:
             rows.append(sweep_point(setting, pools, study.k, config.samples, study.seed))
             bar.update(1)
@@ -376,19 +376,3 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
     phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings.items())
     log(f"wall time per phase: {phases}; total {sum(timings.values()):.1f} s; outputs in {out}")
     return rows
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(show: bool, total: int) -> Any:
-    if not show:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="sweep", unit="setting")
