@@ -17,7 +17,7 @@ def test_new_and_previously_cached_collections_get_the_search_breadth():
     client = chromadb.EphemeralClient()
     fresh = open_collection(client, f"fresh-{uuid.uuid4().hex[:8]}")
     assert fresh.configuration["hnsw"]["space"] == "cosine"
-    assert fresh.configuration["hnsw"]["ef_search"] == EF_SEARCH == 500
+    assert fresh.configuration["hnsw"]["ef_search"] == EF_SEARCH == 2000
     # An index cached before EF_SEARCH existed has Chroma's default breadth (100).
     name = f"cached-{uuid.uuid4().hex[:8]}"
     old = client.create_collection(
