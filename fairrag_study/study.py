@@ -12,7 +12,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,15 +185,7 @@ def _run_claimed(
         run_info["previous_run"] = previous
     _write_json(out / "run.json", run_info)
 
-    @contextmanager
-    def phase(name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            timings[name] = time.perf_counter() - start
-            log(f"[{name}] {timings[name]:.1f} s")
-
+    phase = phase_timer(timings, log)
     client = None
     dataset = config.dataset
     try:
@@ -600,6 +592,23 @@ class _NoBar:
 
     def close(self) -> None:
         pass
+
+
+def phase_timer(
+    timings: dict[str, float], log: Callable[[str], None]
+) -> Callable[[str], AbstractContextManager[None]]:
+    """``with phase("trials"):`` times a phase into ``timings[name]`` and logs it."""
+
+    @contextmanager
+    def phase(name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[name] = time.perf_counter() - start
+            log(f"[{name}] {timings[name]:.1f} s")
+
+    return phase
 
 
 def progress_bar(show: bool, total: int, desc: str, unit: str) -> Any:

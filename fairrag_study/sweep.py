@@ -14,10 +14,8 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +35,7 @@ from .data import build_corpus, load_documents, locate_data, study_topics
 from .dataset import TREC_GENDER
 from .embedding import load_sentence_transformer
 from .plan import Trial, plan_trials
-from .study import StudyConfig, _open_index, _PoolCheckedCollection, progress_bar
+from .study import StudyConfig, _open_index, _PoolCheckedCollection, phase_timer, progress_bar
 
 # The sweep runs on the paper's data set (the study's other data sets: not yet).
 GROUP_KEY = TREC_GENDER.group_key
@@ -328,15 +326,7 @@ def plot_frontier(path: Path, rows: Sequence[Mapping[str, Any]], k: int) -> None
 def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Run the sweep and write ``sweep.csv`` and ``frontier.png`` to ``config.out``."""
     timings: dict[str, float] = {}
-
-    @contextmanager
-    def phase(name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            timings[name] = time.perf_counter() - start
-            log(f"[{name}] {timings[name]:.1f} s")
+    phase = phase_timer(timings, log)
 
     study = config.study
     settings = config.settings()

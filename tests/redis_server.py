@@ -19,16 +19,10 @@ from pathlib import Path
 
 import pytest
 
-HOST = "127.0.0.1"
+from tests.reliability.chroma_server import HOST, free_port
+
 STARTUP_DEADLINE = 20.0
 STOP_DEADLINE = 10.0
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (the kernel's choice, on the loopback interface)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def redis_server_binary() -> str:
