@@ -1,10 +1,11 @@
 """Fairness over a stream: the study's 80 questions as one stream per ranker (docs/SPEC.md item 6).
 
-Run (after ``make study`` has built the index; nothing is embedded or indexed here):
+Run (best after ``make study`` has built the index, which is built here otherwise):
 ``.venv/bin/python benchmarks/bench_amortized.py [--grid 10:8,20:6] [--orders 20]``.
 
-The 80 pools are the study's own: its corpus, its cached Chroma index, its 80 (scenario, topic)
-trials with their per-trial seeds, its nDCG@5 relevance (a document is relevant when it belongs
+The 80 pools are the study's own (``fairrag_study.sweep.load_pools``, as the sweep reads them):
+its corpus, its cached Chroma index, its 80 (scenario, topic) trials with their per-trial
+seeds, its nDCG@5 relevance (a document is relevant when it belongs
 to the trial's topic). Each ranker ranks the 80 pools in trial order, one ranking each; the
 amortized ranker carries one in-memory ledger through the stream. Printed per ranker: the
 amortized disparity ``|Σ_t ES_female,t W_t / Σ_t W_t − 0.5|`` (docs/SPEC.md, "Metrics over many
@@ -18,27 +19,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from collections import Counter
-from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
 from fairrag_core import available_rankers, make_ranker, position_weights
-from fairrag_core.metrics import amortized_disparity, exposure_disparity, exposure_share
-from fairrag_study.data import (
-    build_corpus,
-    default_cache_dir,
-    load_documents,
-    locate_data,
-    study_topics,
+from fairrag_core.metrics import (
+    amortized_disparity,
+    exposure_disparity,
+    exposure_share,
+    ndcg_at_k,
 )
 from fairrag_study.dataset import TREC_GENDER
-from fairrag_study.embedding import load_sentence_transformer
-from fairrag_study.index import corpus_fingerprint, index_folder
-from fairrag_study.plan import Trial, plan_trials
-from fairrag_study.study import StudyConfig, _open_index, _trial_record
+from fairrag_study.plan import Trial
+from fairrag_study.study import StudyConfig
+from fairrag_study.sweep import SweepPool, load_pools
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
@@ -46,57 +40,7 @@ GOAL_DISPARITY = 0.02
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
 
 
-@dataclass(frozen=True)
-class Pool:
-    """One trial's candidate pool as the rankers see it, with what nDCG@5 needs."""
-
-    trial: Trial
-    scores: np.ndarray
-    groups: list[str | None]
-    metadatas: list[dict]
-
-
-def study_pools(config: StudyConfig) -> tuple[list[Pool], Counter]:
-    """The study's 80 pools (``pool_size`` candidates each) from its cached index."""
-    documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir))
-    corpus = build_corpus(
-        documents, config.corpus, seed=config.corpus_seed, per_group=config.per_group
-    )
-    folder = index_folder(
-        config.cache_dir or default_cache_dir(),
-        config.corpus,
-        config.model,
-        corpus_fingerprint(corpus, config.model),
-    )
-    if not folder.exists():
-        sys.exit(f"no study index at {folder}: run `make study` (or `fairrag study`) first")
-    model = load_sentence_transformer(config.model)
-    client, _, name, _ = _open_index(config, corpus, model, None, print)  # verified, as the study
-    collection = client.get_collection(name)
-    if collection.count() != len(corpus):
-        sys.exit(
-            f"the study index at {folder} holds {collection.count()} of {len(corpus)} documents: "
-            "let `make study` finish building it first"
-        )
-    trials = plan_trials(study_topics(documents), config.trials, config.seed)
-    vectors = model.encode([t.question for t in trials], normalize_embeddings=True).tolist()
-    found = collection.query(
-        query_embeddings=vectors, n_results=config.pool_size, include=["distances", "metadatas"]
-    )
-    pools = []
-    for trial, distances, metadatas in zip(
-        trials, found["distances"], found["metadatas"], strict=True
-    ):
-        scores = 1.0 - np.asarray(distances)  # docs/SPEC.md: Chroma cosine relevance 1 - d
-        groups = [m.get("gender") for m in metadatas]
-        pools.append(Pool(trial, scores, groups, [dict(m) for m in metadatas]))
-    topic_size = Counter(topic for doc in corpus for topic in doc.topics)
-    return pools, topic_size
-
-
-def run_stream(
-    name: str, pools: list[Pool], topic_size: Counter, k: int, **params: float
-) -> dict[str, float]:
+def run_stream(name: str, pools: list[SweepPool], k: int, **params: float) -> dict[str, float]:
     """One stream: every pool once, in order; the figures of docs/SPEC.md for it."""
     plain = name in ("standard", "stochastic")
     fairness: dict[str, str] = {} if plain else {"protected": PROTECTED}
@@ -104,16 +48,15 @@ def run_stream(
     weights = position_weights(k)
     stream, shares, disparities, ndcgs, masses = [], [], [], [], []
     for pool in pools:
-        ranking = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed).tolist()
-        shown = [pool.groups[i] for i in ranking]
+        ranking = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)
+        shown = [pool.groups[i] for i in ranking.tolist()]
         stream.append(shown)
         shares.append(exposure_share(shown, PROTECTED))
         disparities.append(
             exposure_disparity(shown, protected=PROTECTED, target_share=TARGET_SHARE)
         )
         masses.append(math.fsum(weights[: len(ranking)]))
-        docs = [SimpleNamespace(metadata=pool.metadatas[i]) for i in ranking]
-        ndcgs.append(_trial_record({}, name, pool.trial, docs, topic_size, k)["ndcg_at_k"])
+        ndcgs.append(ndcg_at_k(pool.relevant[ranking], k, n_relevant=pool.n_relevant))
     amortized_share = math.fsum(s * w for s, w in zip(shares, masses, strict=True)) / math.fsum(
         masses
     )
@@ -127,7 +70,7 @@ def run_stream(
     }
 
 
-def shuffled(pools: list[Pool], seed: int) -> list[Pool]:
+def shuffled(pools: list[SweepPool], seed: int) -> list[SweepPool]:
     """The pools in another order, each with another per-trial seed."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pools))
@@ -135,8 +78,44 @@ def shuffled(pools: list[Pool], seed: int) -> list[Pool]:
     for i in order.tolist():
         pool = pools[i]
         trial = Trial(**{**pool.trial.__dict__, "seed": int(rng.integers(2**32))})
-        reseeded.append(Pool(trial, pool.scores, pool.groups, pool.metadatas))
+        reseeded.append(SweepPool(trial, pool.scores, pool.groups, pool.relevant, pool.n_relevant))
     return reseeded
+
+
+def bonus_stream(pools: list[SweepPool], k: int, bonus: float) -> tuple[float, float]:
+    """(stream share of the protected group, mean nDCG@k) when every pool is ranked by
+    ``score + bonus`` for protected candidates (deterministic, ties in pool order)."""
+    weights = position_weights(k)
+    exposure = total = 0.0
+    ndcgs = []
+    for pool in pools:
+        protected = np.array([group == PROTECTED for group in pool.groups])
+        ranking = np.argsort(-(pool.scores + bonus * protected), kind="stable")[:k]
+        exposure += float(weights[: len(ranking)][protected[ranking]].sum())
+        total += float(weights[: len(ranking)].sum())
+        ndcgs.append(ndcg_at_k(pool.relevant[ranking], k, n_relevant=pool.n_relevant))
+    return exposure / total, float(np.mean(ndcgs))
+
+
+def score_only_bound(pools: list[SweepPool], k: int) -> tuple[float, float, float]:
+    """``(bonus, stream share, nDCG@k)`` of the smallest constant bonus whose stream reaches
+    the target share (bisection; the share is a non-decreasing step function of the bonus).
+
+    Ranking every pool by ``score + bonus * [protected]`` maximises ``sum_t sum_i v_i s_{r_i}
+    + bonus * (protected exposure)`` (rearrangement): the Lagrangian of "most score-weighted
+    exposure subject to the stream's protected share". So at the bonus where the stream first
+    reaches the target, no ranker that sees only the scores and groups serves more relevance
+    score at that share; its nDCG@k (topic labels, which no ranker sees) is the bound the
+    amortized ranker is measured against.
+    """
+    low, high = 0.0, float(max(p.scores.max() - p.scores.min() for p in pools)) + 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        if bonus_stream(pools, k, middle)[0] >= TARGET_SHARE:
+            high = middle
+        else:
+            low = middle
+    return (high, *bonus_stream(pools, k, high))
 
 
 def main() -> None:
@@ -146,8 +125,8 @@ def main() -> None:
     )
     parser.add_argument("--orders", type=int, default=0, help="shuffled trial orders to add")
     args = parser.parse_args()
-    config = StudyConfig(progress=False)
-    pools, topic_size = study_pools(config)
+    config = StudyConfig(progress=False, per_group=TREC_GENDER.per_group)
+    pools = load_pools(config, print)
     print(f"{len(pools)} pools of {config.pool_size} from the study index, k = {config.k}")
     runs: list[tuple[str, dict[str, float]]] = [(name, {}) for name in RANKERS]
     runs += [
@@ -161,7 +140,7 @@ def main() -> None:
     )
     for name, params in runs:
         label = name + "".join(f" {key}={value:g}" for key, value in params.items())
-        results[label] = run_stream(name, pools, topic_size, config.k, **params)
+        results[label] = run_stream(name, pools, config.k, **params)
         base = results["standard"]["ndcg"]
         r = results[label]
         print(
@@ -176,6 +155,12 @@ def main() -> None:
         f"{'yes' if disparity < GOAL_DISPARITY else 'NO'}; nDCG@5 loss {loss_am:.4f} <= half of "
         f"representative_stochastic's {loss_rs:.4f}: {'yes' if loss_am <= loss_rs / 2 else 'NO'}"
     )
+    bonus, share, ndcg = score_only_bound(pools, config.k)
+    bound_loss = results["standard"]["ndcg"] - ndcg
+    print(
+        f"score-only bound: a constant bonus of {bonus:.4f} to every {PROTECTED} score reaches "
+        f"the stream share {share:.4f} at nDCG@5 {ndcg:.4f} (loss {bound_loss:.4f})"
+    )
     if args.orders:
         print(
             f"\nover {args.orders} shuffled trial orders "
@@ -184,7 +169,7 @@ def main() -> None:
         for name, params in runs:
             label = name + "".join(f" {key}={value:g}" for key, value in params.items())
             figures = [
-                run_stream(name, shuffled(pools, 1000 + i), topic_size, config.k, **params)
+                run_stream(name, shuffled(pools, 1000 + i), config.k, **params)
                 for i in range(args.orders)
             ]
             amortized = [f["amortized_disparity"] for f in figures]

@@ -166,7 +166,7 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPoo
         config.corpus,
         seed=config.corpus_seed,
         topics=config.topics,
-        per_group=config.per_group,
+        per_group=config.per_group or TREC_GENDER.per_group,
     )
     trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
     model = load_sentence_transformer(config.model)
