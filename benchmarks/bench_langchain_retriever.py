@@ -10,9 +10,14 @@ on the study's scenario questions, calls interleaved (alternating which goes fir
 and background load hit both alike. Two figures:
 
 - **end to end**: each call embeds its query with the real model, as a user's call does. This
-  is the issue's figure; target: ratio of medians <= 1.15.
+  is the issue's figure; target (issue 13): ratio of medians <= 1.10.
 - **store + re-ranking**: query vectors memoized, so the ratio shows what the fair retriever
   adds to the search itself (a 50- instead of 5-candidate search, the ranking, the copies).
+
+Beside each, the floor: the same plain retriever asked for the whole pool
+(``search_kwargs={"k": 50}``), what any re-ranker of 50 candidates pays before it ranks. With
+embedded Chroma the group label needs each candidate's metadata, and the metadata is most of
+that cost (a 50-candidate query with distances only is close to a 5-candidate one).
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-TARGET_RATIO = 1.15
+TARGET_RATIO = 1.10
 TOPICS = ("Computer science", "Medicine", "Tennis")
 
 
@@ -71,33 +76,36 @@ def build_store(docs: int, persist: str | None, seed: int):
 
 
 def interleaved(
-    plain: Callable[[str], object], fair: Callable[[str], object], queries, rounds: int
-) -> tuple[list[float], list[float]]:
-    """Per-call seconds of each, calls alternating (and which goes first alternating)."""
+    calls: Sequence[Callable[[str], object]], queries: Sequence[str], rounds: int
+) -> list[list[float]]:
+    """Per-call seconds of each, calls interleaved (the order rotating from query to query)."""
     clock = time.perf_counter
-    plain_times: list[float] = []
-    fair_times: list[float] = []
+    times: list[list[float]] = [[] for _ in calls]
     for round_index in range(rounds):
         for query_index, query in enumerate(queries):
-            order = [(plain, plain_times), (fair, fair_times)]
-            if (round_index + query_index) % 2:
-                order.reverse()
-            for call, times in order:
+            shift = (round_index + query_index) % len(calls)
+            for j in [*range(shift, len(calls)), *range(shift)]:
                 start = clock()
-                call(query)
-                times.append(clock() - start)
-    return plain_times, fair_times
+                calls[j](query)
+                times[j].append(clock() - start)
+    return times
 
 
-def report(label: str, plain: list[float], fair: list[float]) -> float:
+def report(label: str, plain: list[float], fair: list[float], whole_pool: list[float]) -> float:
     ratio = statistics.median(fair) / statistics.median(plain)
     print(f"\n{label}  ({len(plain)} calls each)")
     print(f"  {'retriever':<44}{'median ms':>11}{'mean ms':>10}")
-    for name, times in (("as_retriever(k=5).invoke", plain), ("FairRetriever.invoke", fair)):
+    for name, times in (
+        ("as_retriever(k=5).invoke", plain),
+        ("FairRetriever.invoke", fair),
+        ("as_retriever(k=50).invoke (floor)", whole_pool),
+    ):
         median, mean = statistics.median(times) * 1e3, statistics.fmean(times) * 1e3
         print(f"  {name:<44}{median:>11.2f}{mean:>10.2f}")
     mean_ratio = statistics.fmean(fair) / statistics.fmean(plain)
+    floor = statistics.median(whole_pool) / statistics.median(plain)
     print(f"  ratio (fair / plain): median {ratio:.3f}, mean {mean_ratio:.3f}")
+    print(f"  floor (plain k=50 / plain k=5): median {floor:.3f}")
     return ratio
 
 
@@ -124,6 +132,7 @@ def main() -> None:
     ):
         store = Chroma(client=client, collection_name=name, embedding_function=embedding)
         plain = store.as_retriever(search_kwargs={"k": 5})
+        whole_pool = store.as_retriever(search_kwargs={"k": 50})
         fair = FairRetriever(
             vectorstore=store,
             ranker="representative_stochastic",
@@ -131,8 +140,9 @@ def main() -> None:
             protected="female",
             seed=0,
         )
-        interleaved(plain.invoke, fair.invoke, queries, 1)  # warm-up (and fill the memo)
-        ratios[label] = report(label, *interleaved(plain.invoke, fair.invoke, queries, args.rounds))
+        calls = (plain.invoke, fair.invoke, whole_pool.invoke)
+        interleaved(calls, queries, 1)  # warm-up (and fill the memo)
+        ratios[label] = report(label, *interleaved(calls, queries, args.rounds))
     end_to_end = ratios["end to end (real query embedding)"]
     verdict = "ok" if end_to_end <= TARGET_RATIO else "ABOVE TARGET"
     print(f"\nend-to-end ratio {end_to_end:.3f} (target <= {TARGET_RATIO}): {verdict}")
