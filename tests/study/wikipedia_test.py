@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,239 @@ def test_a_line_torn_by_a_crash_is_ignored_and_its_title_fetched_again(tmp_path)
     assert got.articles[PEOPLE[2]].extract == ARTICLES[PEOPLE[2]]
     reread = ArticleCache(path).load()  # the append started on a fresh line
     assert sorted(reread) == PEOPLE[:3]
+
+
+# --- the study with --text wikipedia, against the stub ---
+
+TOPIC = "Tennis"
+
+
+def _tennis_articles():
+    """The stub's Wikipedia for the Tennis topic: an article per title, three titles without
+    one, and one reached through a redirect."""
+    from fairrag_study.data import load_documents
+    from tests.chroma_pool import data_path_or_skip
+
+    docs = [d for d in load_documents(data_path_or_skip()) if TOPIC in d.topics]
+    women = sorted(d.title for d in docs if d.group == "female")
+    missing = women[:3]
+    articles = {
+        d.title: f"== Lead ==\n{d.title} (; born 1950) STUB-ARTICLE {' '.join(['tennis'] * 150)}"
+        for d in docs
+        if d.title not in missing
+    }
+    renamed = women[3]
+    articles[f"{renamed} (player)"] = articles.pop(renamed)
+    return articles, {renamed: f"{renamed} (player)"}, missing
+
+
+@pytest.fixture(scope="module")
+def wiki_runs(tmp_path_factory):
+    """The same small study twice with --text wikipedia, then once with --text csv, one cache."""
+    from fairrag_study.study import StudyConfig, run_study
+    from tests.chroma_pool import data_path_or_skip
+
+    root = tmp_path_factory.mktemp("wiki-study")
+    articles, redirects, missing = _tennis_articles()
+    said: list[str] = []
+    base = dict(
+        data=data_path_or_skip(), topics=(TOPIC,), per_group=4, trials=4,
+        rankers=("standard", "representative_stochastic"), llm="none", progress=False,
+        cache_dir=root / "cache",
+    )  # fmt: skip
+    with MediaWikiStub(articles, redirects) as stub:
+        wiki = StudyConfig(**base, out=root / "wiki", text="wikipedia", wikipedia_api=stub.url)
+        first = run_study(wiki, said.append)
+        first_requests = len(stub.requests)
+        stub.requests.clear()
+        second = run_study(wiki, said.append)
+        second_requests = len(stub.requests)
+    csv_run = run_study(StudyConfig(**base, out=root / "csv"), said.append)
+    return {
+        "root": root, "articles": articles, "missing": missing, "said": said,
+        "runs": (first, second, csv_run), "requests": (first_requests, second_requests),
+    }  # fmt: skip
+
+
+def _index_documents(folder: Path) -> list[str]:
+    import chromadb
+
+    from fairrag_study.study import COLLECTION
+
+    client = chromadb.PersistentClient(path=str(folder))
+    try:
+        return client.get_collection(COLLECTION).get(include=["documents"])["documents"]
+    finally:
+        client.close()
+
+
+def test_the_study_indexes_the_stubs_article_text_in_its_own_folder(wiki_runs):
+    folders = sorted((wiki_runs["root"] / "cache" / "index").iterdir())
+    wiki = [f for f in folders if "-wikipedia-" in f.name]
+    csv = [f for f in folders if "-wikipedia-" not in f.name]
+    assert len(wiki) == len(csv) == 1 and wiki[0].name.startswith("balanced-wikipedia-")
+    texts = _index_documents(wiki[0])
+    assert len(texts) == 8  # 4 per group
+    for text in texts:
+        title, body = text.split("\n", 1)
+        assert title.startswith("Title: ") and title[7:] not in wiki_runs["missing"]
+        assert body.startswith(f"{title[7:]} (born 1950) STUB-ARTICLE tennis")
+        assert len(body.split()) == 100
+    assert not any("STUB-ARTICLE" in text for text in _index_documents(csv[0]))
+
+
+def test_titles_without_an_article_are_dropped_listed_and_counted(wiki_runs):
+    out = wiki_runs["root"] / "wiki"
+    listed = (out / "wikipedia_missing.txt").read_text(encoding="utf-8").splitlines()
+    assert listed == [f"{title}\tmissing page" for title in wiki_runs["missing"]]
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "- titles without a Wikipedia article (dropped): `3 (wikipedia_missing.txt)`" in report
+    assert "- document text: `wikipedia: the first 100 words" in report
+    csv_report = (wiki_runs["root"] / "csv" / "report.md").read_text(encoding="utf-8")
+    assert "- document text: `csv: 'first sentence'`" in csv_report
+    assert "Wikipedia article" not in csv_report
+    assert not (wiki_runs["root"] / "csv" / "wikipedia_missing.txt").exists()
+    said = "\n".join(wiki_runs["said"])
+    assert "wikipedia: 498 of 501 documents have an article (501 fetched now in 26 requests" in said
+    assert "3 without one dropped" in said
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "complete" and run["config"]["text"] == "wikipedia"
+
+
+def test_a_second_run_fetches_and_embeds_nothing(wiki_runs):
+    first, second, _ = wiki_runs["runs"]
+    assert wiki_runs["requests"] == (26, 0)  # 501 titles, 20 per request; then none
+    assert (first.index_added, second.index_added) == (8, 0)
+    assert [r["doc_ids"] for r in first.records] == [r["doc_ids"] for r in second.records]
+    said = "\n".join(wiki_runs["said"])
+    assert "(0 fetched now in 0 requests, 501 from the cache" in said
+
+
+def _tennis_csv(path: Path, title=lambda row: row["doc_title"]) -> Path:
+    """The Tennis rows relabelled into three regions (the data set seam's own CSV)."""
+    import csv
+    import hashlib
+
+    from tests.chroma_pool import data_path_or_skip
+
+    with open(data_path_or_skip(), newline="", encoding="utf-8") as source:
+        rows = [row for row in csv.DictReader(source) if row["q_text"] == TOPIC]
+    with open(path, "w", newline="", encoding="utf-8") as target:
+        columns = ["q_text", "doc_id", "region", "doc_title", "first sentence"]
+        writer = csv.DictWriter(target, columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            region = "abc"[hashlib.sha256(row["doc_id"].encode()).digest()[0] % 3]
+            writer.writerow({**row, "region": region, "doc_title": title(row)})
+    return path
+
+
+def test_another_data_set_takes_article_text_by_its_title_column(tmp_path):
+    from fairrag_study.dataset import custom_dataset
+    from fairrag_study.study import StudyConfig, run_study
+
+    articles, redirects, _ = _tennis_articles()
+    dataset = custom_dataset({"a": 0.4, "b": 0.3, "c": 0.3}, group_key="region")
+    base = dict(
+        data=_tennis_csv(tmp_path / "mine.csv"), dataset=dataset, per_group=3, trials=4,
+        rankers=("standard",), llm="none", progress=False, cache_dir=tmp_path / "cache",
+        text="wikipedia",
+    )  # fmt: skip
+    with MediaWikiStub(articles, redirects) as stub:
+        run_study(StudyConfig(**base, out=tmp_path / "out", wikipedia_api=stub.url), print)
+    (folder,) = (tmp_path / "cache" / "index").iterdir()
+    assert folder.name.startswith("balanced-custom-") and "-wikipedia-" in folder.name
+    texts = _index_documents(folder)
+    assert len(texts) == 9 and all("STUB-ARTICLE" in text for text in texts)
+
+    # A title column holding no titles cannot name articles: refused, saying why.
+    blank = _tennis_csv(tmp_path / "blank.csv", title=lambda row: "")
+    with pytest.raises(ValueError, match="title column 'doc_title' is empty for every document"):
+        run_study(StudyConfig(**{**base, "data": blank}, out=tmp_path / "blank-out"), print)
+
+
+def test_the_flags_and_the_configuration_are_checked_before_any_work(tmp_path, capsys):
+    from fairrag_study.cli import build_parser, main
+    from fairrag_study.study import StudyConfig, run_study
+    from fairrag_study.wikipedia import DEFAULT_API
+
+    out = ["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
+    cases = [
+        (["--text", "html"], "argument --text: invalid choice: 'html'"),
+        (["--wikipedia-api", "http://127.0.0.1:9/w/api.php"], "only used with --text wikipedia"),
+        (["--text", "wikipedia", "--wikipedia-api", "ftp://x"], "expected an http:// or https://"),
+    ]
+    for flags, words in cases:
+        with pytest.raises(SystemExit) as exited:
+            main(["study", *flags, *out])
+        assert exited.value.code == 2
+        assert words in capsys.readouterr().err
+    parsed = build_parser().parse_args(["study"])
+    assert (parsed.text, parsed.wikipedia_api) == ("csv", None)
+    assert (StudyConfig().text, StudyConfig().wikipedia_api) == ("csv", DEFAULT_API)
+    for field, value, words in [
+        ("text", "html", "text must be one of ['csv', 'wikipedia'], got 'html'"),
+        ("wikipedia_api", "en.wikipedia.org", "wikipedia_api must be an http:// or https://"),
+    ]:
+        config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
+        with pytest.raises(ValueError, match=re.escape(words)):
+            run_study(config)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_api_that_fails_ends_the_study_with_exit_2_and_the_reason(tmp_path, capsys):
+    from fairrag_study.cli import main
+    from tests.chroma_pool import data_path_or_skip
+
+    args = [
+        "study", "--data", str(data_path_or_skip()), "--topics", TOPIC, "--per-group", "2",
+        "--trials", "2", "--llm", "none", "--text", "wikipedia", "--no-progress",
+        "--cache-dir", str(tmp_path / "cache"),
+    ]  # fmt: skip
+    with MediaWikiStub({}) as stub:
+        stub.fail("503", 10, retry_after=0)  # no wait, so the test does not sleep
+        code = main([*args, "--out", str(tmp_path / "a"), "--wikipedia-api", stub.url])
+        assert code == 2 and len(stub.requests) == 6  # 1 + 5 retries
+        err = capsys.readouterr().err
+        assert f"the MediaWiki API at {stub.url} is unavailable: it answered HTTP 503" in err
+        not_api = stub.url.replace("/w/api.php", "/nope")
+        assert main([*args, "--out", str(tmp_path / "b"), "--wikipedia-api", not_api]) == 2
+        assert "answered HTTP 404" in capsys.readouterr().err
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert run["status"] == "failed" and "WikipediaUnavailableError" in run["error"]
+
+
+def test_the_sweep_refuses_wikipedia_text_instead_of_mislabelling_a_csv_index():
+    from fairrag_study.study import StudyConfig
+    from fairrag_study.sweep import load_pools
+
+    with pytest.raises(ValueError, match="text='wikipedia' is not supported there"):
+        load_pools(StudyConfig(text="wikipedia", llm="none"), print)
+
+
+def test_the_index_key_names_the_text_source_and_keeps_the_csv_key_it_had():
+    import hashlib
+
+    from fairrag_study.index import collection_name, corpus_fingerprint, index_folder
+
+    docs = [CorpusDocument("1", "Ada Lovelace", "A mathematician.", "female", ("T",))]
+    model = "sentence-transformers/all-MiniLM-L6-v2"
+    before = hashlib.sha256(model.encode())  # the key of indexes cached before --text existed
+    before.update(b"\0" + b"1" + b"\0" + docs[0].page_content.encode())
+    csv_key = corpus_fingerprint(docs, model)
+    assert csv_key == corpus_fingerprint(docs, model, "csv") == before.hexdigest()[:16]
+    wiki_key = corpus_fingerprint(docs, model, "wikipedia")
+    assert wiki_key != csv_key  # even for the same texts
+    root = Path("/cache")
+    assert index_folder(root, "balanced", model, csv_key).name == (
+        f"balanced-all-MiniLM-L6-v2-{csv_key}"
+    )
+    assert index_folder(root, "balanced", model, wiki_key, "wikipedia").name == (
+        f"balanced-wikipedia-all-MiniLM-L6-v2-{wiki_key}"
+    )
+    assert collection_name("natural", model, wiki_key, "wikipedia") == (
+        f"fairrag-natural-wikipedia-all-MiniLM-L6-v2-{wiki_key}"
+    )
+    assert (
+        collection_name("natural", model, csv_key) == f"fairrag-natural-all-MiniLM-L6-v2-{csv_key}"
+    )
