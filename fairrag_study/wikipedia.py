@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import fcntl
+import functools
 import gzip
 import hashlib
 import http.client
@@ -75,12 +76,8 @@ CONTACT_ENV = "FAIRRAG_CONTACT"
 """An e-mail address or user page added to the User-Agent, as Wikimedia's policy asks."""
 STATUSES = ("ok", "missing", "invalid")
 
-_HEADING = re.compile(r"^=+.*=+$")
-_SPACE = re.compile(r"\s+")
-_OPEN_SEPARATOR = re.compile(r"\(\s*(?:[;,]\s*)+")
-_SEPARATOR_CLOSE = re.compile(r"(?:\s*[;,])+\s*\)")
-_EMPTY_PARENTHESES = re.compile(r"\s*\(\s*\)")
-_INNER_SPACE = (re.compile(r"\(\s+"), re.compile(r"\s+\)"))
+_PARENTHESES = re.compile(r"\(([^()]*)\)")
+"""An innermost pair of parentheses."""
 
 
 def clean_extract(text: str) -> str:
@@ -96,17 +93,34 @@ def clean_extract(text: str) -> str:
        spaces before it (``Curie () was`` -> ``Curie was``).
     """
     lines = (line.strip() for line in text.splitlines())
-    kept = " ".join(line for line in lines if line and not _HEADING.match(line))
-    cleaned = _SPACE.sub(" ", kept).strip()
+    kept = " ".join(line for line in lines if line and not _is_heading(line))
+    cleaned = " ".join(kept.split())  # str.split: every Unicode space, no-break ones included
     previous = None
-    while cleaned != previous:
+    while cleaned != previous and "(" in cleaned:
         previous = cleaned
-        cleaned = _OPEN_SEPARATOR.sub("(", cleaned)
-        cleaned = _SEPARATOR_CLOSE.sub(")", cleaned)
-        cleaned = _INNER_SPACE[0].sub("(", cleaned)
-        cleaned = _INNER_SPACE[1].sub(")", cleaned)
-        cleaned = _EMPTY_PARENTHESES.sub("", cleaned)
-    return _SPACE.sub(" ", cleaned).strip()
+        cleaned = _tidy_parentheses(cleaned)
+    return " ".join(cleaned.split())
+
+
+def _is_heading(line: str) -> bool:
+    return line.startswith("=") and line.endswith("=")
+
+
+def _tidy_parentheses(text: str) -> str:
+    """One pass over the innermost parentheses of ``text`` (its spaces collapsed):
+    ``(; born 1950)`` -> ``(born 1950)``; an emptied pair goes with the space before it."""
+    out: list[str] = []
+    end = 0
+    for match in _PARENTHESES.finditer(text):
+        out.append(text[end : match.start()])
+        end = match.end()
+        inner = match.group(1).strip(" ;,")
+        if inner:
+            out.append(f"({inner})")
+        elif out[-1].endswith(" "):
+            out[-1] = out[-1][:-1]
+    out.append(text[end:])
+    return "".join(out)
 
 
 def first_words(text: str, n: int = WORDS) -> str:
@@ -134,7 +148,7 @@ class Article:
     reason: str | None = None
     """Why the title is invalid, in the API's words."""
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         """The document's text: :func:`article_text` of the extract (empty without one)."""
         return article_text(self.extract) if self.status == "ok" else ""

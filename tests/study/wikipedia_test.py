@@ -533,3 +533,17 @@ def test_the_index_key_names_the_text_source_and_keeps_the_csv_key_it_had():
     assert (
         collection_name("natural", model, csv_key) == f"fairrag-natural-all-MiniLM-L6-v2-{csv_key}"
     )
+
+
+def test_the_benchmark_prints_its_figures():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/bench_wikipedia.py", "--titles", "50", "--words", "20"],
+        cwd=root, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert "fetch from the loopback stub: 3 requests" in done.stdout
+    assert "re-run from the cache: 0 requests" in done.stdout
+    assert "clean and cut to 100 words" in done.stdout and "(50 texts)" in done.stdout
