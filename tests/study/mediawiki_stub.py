@@ -8,11 +8,13 @@ followed, ``pages`` with their ``extract``, ``missing`` or ``invalid`` (listed i
 order, so that a client cannot map them back by position), and ``continue`` when it is told to
 send only a few extracts per response. It can fail as told: ``maxlag`` errors with
 ``Retry-After``, HTTP 429/503 with ``Retry-After``, HTTP 500, or every request after the first
-``n``. It binds 127.0.0.1 on a free port, runs in a thread, and counts requests.
+``n``. Like Wikimedia's servers it gzips its answers for clients that accept gzip. It binds
+127.0.0.1 on a free port, runs in a thread, and counts requests.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections import deque
@@ -67,7 +69,7 @@ class MediaWikiStub:
         self.fail_after, self.fail_status = fail_after, fail_status
         self.requests: list[dict[str, str]] = []
         self.headers: list[dict[str, str]] = []
-        self._failures: deque[tuple[str, int | None]] = deque()
+        self._failures: deque[tuple[str, int | str | None]] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -77,7 +79,7 @@ class MediaWikiStub:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/w/api.php"
 
-    def fail(self, kind: str, times: int = 1, retry_after: int | None = None) -> None:
+    def fail(self, kind: str, times: int = 1, retry_after: int | str | None = None) -> None:
         """The next ``times`` requests fail: ``maxlag`` (HTTP 200, the API's error), ``429``,
         ``503`` or ``500`` (HTTP status), with ``Retry-After: retry_after`` when given; ``ok``
         answers them normally (to place later failures further along)."""
@@ -176,6 +178,9 @@ class MediaWikiStub:
                     data, kind = payload.encode(), "text/html; charset=utf-8"
                 else:
                     data, kind = json.dumps(payload).encode(), "application/json; charset=utf-8"
+                if "gzip" in self.headers.get("Accept-Encoding", ""):
+                    data = gzip.compress(data)
+                    headers = {**headers, "Content-Encoding": "gzip"}
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))

@@ -187,6 +187,18 @@ def test_failures_without_retry_after_back_off_exponentially(tmp_path):
     assert got.articles[PEOPLE[0]].status == "ok"
 
 
+def test_retry_after_may_be_an_http_date(tmp_path):
+    sleeps = Sleeps()
+    with MediaWikiStub(ARTICLES) as stub:
+        stub.fail("503", 1, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")  # past: no wait
+        _fetch(stub, PEOPLE[:2], tmp_path, sleep=sleeps)
+        stub.fail("429", 1, retry_after="Fri, 01 Jan 2100 00:00:00 GMT")  # far beyond any bound
+        with pytest.raises(WikipediaUnavailableError, match="beyond the total wait of 600 s"):
+            _fetch(stub, PEOPLE[2:4], tmp_path, sleep=sleeps)
+    assert sleeps == [0]
+    assert all(h["accept-encoding"] == "gzip" for h in stub.headers)  # answers came gzipped
+
+
 def test_retries_are_bounded_and_the_error_names_the_api_and_what_to_do(tmp_path):
     sleeps = Sleeps()
     with MediaWikiStub(ARTICLES) as stub:
