@@ -16,6 +16,7 @@ from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
 from .study import PAPER_RANKERS, StudyConfig, run_study
 from .sweep_options import add_sweep_command
+from .wikipedia import DEFAULT_API, TEXT_SOURCES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
         )
     study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
     study.add_argument(
+        "--text",
+        choices=TEXT_SOURCES,
+        default="csv",
+        help="each document's text: csv (the CSV's text column, default) or wikipedia (the "
+        "first 100 words of the person's article, fetched once by title and cached; needs "
+        "the internet the first time)",
+    )
+    study.add_argument(
+        "--wikipedia-api",
+        type=options.url,
+        help=f"with --text wikipedia: the MediaWiki Action API to fetch from (default "
+        f"{DEFAULT_API})",
+    )
+    study.add_argument(
         "--rankers",
         type=options.rankers,
         default=PAPER_RANKERS,
@@ -90,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     study.add_argument("--out", type=Path, default=Path("fairrag-output"))
     study.add_argument(
-        "--cache-dir", type=Path, help="index and data cache (default ~/.cache/fairrag)"
+        "--cache-dir",
+        type=Path,
+        help="index, data and Wikipedia article cache (default ~/.cache/fairrag)",
     )
     study.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
     study.add_argument(
@@ -118,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The checks that need several flags or the disk, before any work (exit 2)."""
     options.check_paths(parser, args)
+    if args.wikipedia_api is not None and args.text != "wikipedia":
+        parser.error(
+            "argument --wikipedia-api: only used with --text wikipedia (the study embeds the "
+            "CSV's text otherwise); add --text wikipedia or drop it"
+        )
     args.dataset = options.dataset_from_args(parser, args)
 
 
@@ -146,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model,
         topics=args.topics,
         per_group=args.per_group,
+        text=args.text,
+        wikipedia_api=args.wikipedia_api or DEFAULT_API,
         chroma_host=args.chroma_host,
         chroma_port=args.chroma_port,
         chroma_timeout=args.chroma_timeout,

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["GeneratorUnavailableError", "IndexDamagedError", "OutputFolderError", "StudyError"]
+__all__ = [
+    "GeneratorUnavailableError",
+    "IndexDamagedError",
+    "OutputFolderError",
+    "StudyError",
+    "WikipediaError",
+    "WikipediaUnavailableError",
+]
 
 
 class StudyError(Exception):
@@ -19,3 +26,13 @@ class IndexDamagedError(StudyError):
 
 class GeneratorUnavailableError(StudyError):
     """The chat model's server failed a request (HTTP error, refused connection, timeout)."""
+
+
+class WikipediaError(StudyError):
+    """The MediaWiki API answered something other than articles (``--text wikipedia``): an HTTP
+    status or an error it will not retry, or a reply that is not the API's JSON."""
+
+
+class WikipediaUnavailableError(WikipediaError):
+    """The MediaWiki API stayed unavailable (transport errors, HTTP 429/5xx, ``maxlag``) through
+    every retry, or asked for a longer wait than allowed; what was fetched stays cached."""

@@ -53,9 +53,15 @@ ENCODE_BATCH = 16
 """Texts per forward pass: on 2 CPU cores, 16 embeds ~30% faster than 64 (less padding)."""
 
 
-def corpus_fingerprint(documents: Sequence[CorpusDocument], model_name: str) -> str:
-    """A short hash of the corpus (ids and texts) and the model: the index cache key."""
+def corpus_fingerprint(
+    documents: Sequence[CorpusDocument], model_name: str, text: str = "csv"
+) -> str:
+    """A short hash of the corpus (ids and texts), the model and the text source (``csv`` or
+    ``wikipedia``; docs/SPEC.md, "The study", Index): the index cache key. ``csv`` adds nothing,
+    so indexes cached before the text source was chosen keep their key."""
     digest = hashlib.sha256(model_name.encode())
+    if text != "csv":
+        digest.update(b"\0text\0" + text.encode())
     for doc in documents:
         digest.update(b"\0" + doc.doc_id.encode() + b"\0" + doc.page_content.encode())
     return digest.hexdigest()[:16]
@@ -224,13 +230,14 @@ def _typed_transport_errors(
     return request
 
 
-def collection_name(corpus: str, model_name: str, fingerprint: str) -> str:
-    """``fairrag-<corpus>-<model>-<fingerprint>``: the study's collection on a shared server.
+def collection_name(corpus: str, model_name: str, fingerprint: str, text: str = "csv") -> str:
+    """``fairrag-<corpus>[-<text>]-<model>-<fingerprint>``: the study's collection on a shared
+    server (the text source named unless it is ``csv``).
 
-    On a server one collection per corpus and model (as one folder per corpus and model
-    embedded, :func:`index_folder`), so runs with other topics or models never mix documents.
+    On a server one collection per corpus, text source and model (as one folder each embedded,
+    :func:`index_folder`), so runs with other topics, texts or models never mix documents.
     """
-    return f"fairrag-{corpus}-{_slug(model_name)}-{fingerprint}"
+    return f"fairrag-{_with_text(corpus, text)}-{_slug(model_name)}-{fingerprint}"
 
 
 def open_collection(client: Any, name: str) -> Any:
@@ -376,9 +383,16 @@ def verify_collection(
         )
 
 
-def index_folder(cache_dir: Path, corpus: str, model_name: str, fingerprint: str) -> Path:
-    """``<cache>/index/<corpus>-<model>-<fingerprint>``: one folder per corpus and model."""
-    return cache_dir / "index" / f"{corpus}-{_slug(model_name)}-{fingerprint}"
+def index_folder(
+    cache_dir: Path, corpus: str, model_name: str, fingerprint: str, text: str = "csv"
+) -> Path:
+    """``<cache>/index/<corpus>[-<text>]-<model>-<fingerprint>``: one folder per corpus, text
+    source (named unless it is ``csv``; docs/SPEC.md, "The study", Index) and model."""
+    return cache_dir / "index" / f"{_with_text(corpus, text)}-{_slug(model_name)}-{fingerprint}"
+
+
+def _with_text(corpus: str, text: str) -> str:
+    return corpus if text == "csv" else f"{corpus}-{text}"
 
 
 def _slug(model_name: str) -> str:

@@ -28,6 +28,7 @@ _WRITTEN = (
     "report.md",
     "run.json",
     "outliers.md",
+    "wikipedia_missing.txt",
     *(spec.filename for spec in METRICS),
 )
 _FIGURES = ("figures/retrieval.png", "figures/generation.png")

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from fairrag_core import JsonLinesLog, available_rankers
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
@@ -48,6 +49,7 @@ from .index import (
 from .outputs import OutputFolder
 from .plan import Trial, plan_trials
 from .report import write_outputs
+from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
@@ -89,6 +91,11 @@ class StudyConfig:
     per_group: int | None = None
     """Balanced corpus: documents per group per topic; ``None``: the data set's (TREC: 50)."""
     corpus_seed: int = DEFAULT_CORPUS_SEED
+    text: str = "csv"
+    """Each document's text: ``csv`` (the data set's text column) or ``wikipedia`` (the first
+    100 words of the person's article, fetched by title and cached; docs/SPEC.md)."""
+    wikipedia_api: str = DEFAULT_API
+    """The MediaWiki Action API ``text="wikipedia"`` fetches from."""
     chroma_host: str | None = None
     """A Chroma server (``chroma run``) to use instead of the embedded, persistent index."""
     chroma_port: int = 8000
@@ -163,6 +170,14 @@ def _check_config(config: StudyConfig) -> None:
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
     ):
         raise ValueError(f"llm_retries must be an integer >= 0, got {retries!r}")
+    if config.text not in TEXT_SOURCES:
+        raise ValueError(f"text must be one of {list(TEXT_SOURCES)}, got {config.text!r}")
+    api = urlparse(str(config.wikipedia_api))
+    if api.scheme not in ("http", "https") or not api.netloc:
+        raise ValueError(
+            f"wikipedia_api must be an http:// or https:// address of a MediaWiki Action API "
+            f"(default {DEFAULT_API}), got {config.wikipedia_api!r}"
+        )
 
 
 def _run_claimed(
@@ -192,6 +207,9 @@ def _run_claimed(
         with phase("load"):
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
             documents = load_documents(data_path, dataset)
+            text_config: dict[str, Any] = {"document text": f"csv: {dataset.text_column!r}"}
+            if config.text == "wikipedia":
+                documents, text_config = _article_documents(config, documents, out, log)
             corpus = build_corpus(
                 documents,
                 config.corpus,
@@ -239,6 +257,7 @@ def _run_claimed(
             report_config = {
                 "data": f"{data_path} (sha256 {sha256_of(data_path)[:12]}...)",
                 "corpus": f"{config.corpus}: {len(corpus)} documents, {composition}",
+                **text_config,
                 "trials per ranker": len(trials),
                 "rankers": ", ".join(config.rankers),
                 "pool size / k / alpha": f"{config.pool_size} / {config.k} / {config.alpha}",
@@ -322,6 +341,64 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _article_documents(
+    config: StudyConfig,
+    documents: Sequence[CorpusDocument],
+    out: Path,
+    log: Callable[[str], None],
+) -> tuple[list[CorpusDocument], dict[str, Any]]:
+    """``--text wikipedia``: the documents the corpus may draw from, with their article's text
+    (docs/SPEC.md, "Document text from Wikipedia"), and the report's lines about it.
+
+    Those are the documents of the study's topics (every document for a natural corpus of all
+    topics). Each title's article is fetched once and cached under the cache folder
+    (:func:`~fairrag_study.wikipedia.fetch_articles`); a document without one (missing page,
+    invalid title, empty article) is dropped before the corpus is built, and its title and why
+    are written to ``wikipedia_missing.txt`` in ``out``.
+    """
+    dataset = config.dataset
+    if not dataset.title_column:
+        raise ValueError(
+            f"text='wikipedia' fetches each document's article by its title, but the data set "
+            f"{dataset.name!r} has no title column; use text='csv'"
+        )
+    if config.corpus == "natural" and config.topics is None:
+        wanted = list(documents)
+    else:
+        chosen = set(study_topics(documents, config.topics, dataset.groups))
+        wanted = [doc for doc in documents if chosen.intersection(doc.topics)]
+    if wanted and not any(doc.title.strip() for doc in wanted):
+        raise ValueError(
+            f"text='wikipedia' fetches each document's article by its title, but the title "
+            f"column {dataset.title_column!r} is empty for every document; use text='csv'"
+        )
+    titles = list(dict.fromkeys(doc.title for doc in wanted))
+    bar = progress_bar(config.progress, len(titles), "wikipedia articles", "article")
+    try:
+        fetched = fetch_articles(
+            titles,
+            cache_dir=config.cache_dir or default_cache_dir(),
+            api_url=config.wikipedia_api,
+            on_batch=bar.update,
+        )
+    finally:
+        bar.close()
+    kept, dropped = with_article_text(wanted, fetched.articles)
+    missing = out / "wikipedia_missing.txt"
+    lines = sorted(f"{title}\t{why}\n" for title, why in dropped)
+    missing.write_text("".join(lines), encoding="utf-8")
+    log(
+        f"wikipedia: {len(kept)} of {len(wanted)} documents have an article ({fetched.fetched} "
+        f"fetched now in {fetched.requests} requests, {fetched.from_cache} from the cache "
+        f"{fetched.cache}); {len(dropped)} without one dropped, listed in {missing}"
+    )
+    return kept, {
+        "document text": f"wikipedia: the first {WORDS} words of each article's lead "
+        f"({config.wikipedia_api})",
+        "titles without a Wikipedia article (dropped)": f"{len(dropped)} (wikipedia_missing.txt)",
+    }
+
+
 def _open_index(
     config: StudyConfig,
     corpus: Sequence[CorpusDocument],
@@ -335,18 +412,18 @@ def _open_index(
     index folder of this corpus and model (:func:`open_embedded_index` checks it, rebuilding a
     damaged one).
     """
-    fingerprint = corpus_fingerprint(corpus, config.model)
+    fingerprint = corpus_fingerprint(corpus, config.model, config.text)
     if server is not None:
         where = f"http://{config.chroma_host}:{config.chroma_port}"
         kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
-        name = collection_name(kind, config.model, fingerprint)
+        name = collection_name(kind, config.model, fingerprint, config.text)
         collection = open_collection(server, name)
         added = embed_missing(collection, corpus, model, progress=config.progress)
         verify_collection(collection, corpus, model, where=f"{where} (collection {name})")
         return server, where, name, added
     cache = config.cache_dir or default_cache_dir()
     kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
-    folder = index_folder(cache, kind, config.model, fingerprint)
+    folder = index_folder(cache, kind, config.model, fingerprint, config.text)
     client, _, added = open_embedded_index(
         folder, COLLECTION, corpus, model, progress=config.progress, log=log
     )

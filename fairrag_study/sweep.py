@@ -160,6 +160,11 @@ class SweepPool:
 def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPool]:
     """The study's pools: its corpus, index (opened and verified as the study does, built when
     missing; a short pool refused), trial plan and per-trial seeds."""
+    if config.text != "csv":
+        raise ValueError(
+            f"the sweep ranks the pools of the CSV text's index; text={config.text!r} is not "
+            "supported there (run `fairrag study --text wikipedia` for Wikipedia text)"
+        )
     documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir))
     corpus = build_corpus(
         documents,
