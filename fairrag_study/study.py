@@ -205,6 +205,10 @@ def _run_claimed(
     dataset = config.dataset
     try:
         with phase("load"):
+            # The generator is built first, and the trials planned before the model and index
+            # load: a missing API key fails in seconds (not after a Wikipedia fetch), a bad
+            # --trials before the embedding.
+            llm, generation_note = _chat_model(config)
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
             documents = load_documents(data_path, dataset)
             text_config: dict[str, Any] = {"document text": f"csv: {dataset.text_column!r}"}
@@ -220,15 +224,12 @@ def _run_claimed(
             )
             composition = _composition(corpus, dataset)
             log(f"corpus {config.corpus}: {len(corpus)} documents, {composition} ({data_path})")
-            # Planned, and the generator built, before the model and index load: a bad --trials
-            # or a missing API key fails in seconds, not after the embedding.
             trials = plan_trials(
                 study_topics(documents, config.topics, dataset.groups),
                 config.trials,
                 config.seed,
                 dataset.question_templates,
             )
-            llm, generation_note = _chat_model(config)
         with phase("embed"):
             model = load_sentence_transformer(config.model)
             client, index_path, name, added = _open_index(config, corpus, model, server, log)
