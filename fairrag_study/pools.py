@@ -21,7 +21,11 @@ from fairrag_core.kit import to_relevance
 from .data import CorpusDocument
 from .plan import Trial
 
-__all__ = ["QuestionPool", "query_pools"]
+__all__ = ["NotInPoolError", "QuestionPool", "query_pools"]
+
+
+class NotInPoolError(LookupError):
+    """A shown document is not in the pool it is said to be ranked from."""
 
 
 @dataclass(frozen=True)
@@ -42,13 +46,13 @@ class QuestionPool:
     def positions(self, doc_ids: Sequence[str]) -> np.ndarray:
         """The pool indices of ``doc_ids`` (a shown list), in their order.
 
-        A document that is not in the pool raises ``LookupError``: the list was not ranked
-        from this pool.
+        A document that is not in the pool raises :class:`NotInPoolError`: the list was not
+        ranked from this pool.
         """
         index = {doc_id: i for i, doc_id in enumerate(self.doc_ids)}
         missing = [doc_id for doc_id in doc_ids if doc_id not in index]
         if missing:
-            raise LookupError(
+            raise NotInPoolError(
                 f"documents {missing} are not in the pool of trial {self.trial.index} "
                 f"({len(self.doc_ids)} candidates)"
             )
