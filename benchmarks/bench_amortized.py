@@ -18,6 +18,7 @@ trial orders (with other seeds) to show how much one order's figure depends on l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 
 import numpy as np
@@ -31,8 +32,9 @@ from fairrag_core.metrics import (
 )
 from fairrag_study.dataset import TREC_GENDER
 from fairrag_study.plan import Trial
+from fairrag_study.pools import QuestionPool
 from fairrag_study.study import StudyConfig
-from fairrag_study.sweep import SweepPool, load_pools
+from fairrag_study.sweep import load_pools
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
@@ -40,7 +42,7 @@ GOAL_DISPARITY = 0.02
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
 
 
-def run_stream(name: str, pools: list[SweepPool], k: int, **params: float) -> dict[str, float]:
+def run_stream(name: str, pools: list[QuestionPool], k: int, **params: float) -> dict[str, float]:
     """One stream: every pool once, in order; the figures of docs/SPEC.md for it."""
     plain = name in ("standard", "stochastic")
     fairness: dict[str, str] = {} if plain else {"protected": PROTECTED}
@@ -70,7 +72,7 @@ def run_stream(name: str, pools: list[SweepPool], k: int, **params: float) -> di
     }
 
 
-def shuffled(pools: list[SweepPool], seed: int) -> list[SweepPool]:
+def shuffled(pools: list[QuestionPool], seed: int) -> list[QuestionPool]:
     """The pools in another order, each with another per-trial seed."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pools))
@@ -78,11 +80,11 @@ def shuffled(pools: list[SweepPool], seed: int) -> list[SweepPool]:
     for i in order.tolist():
         pool = pools[i]
         trial = Trial(**{**pool.trial.__dict__, "seed": int(rng.integers(2**32))})
-        reseeded.append(SweepPool(trial, pool.scores, pool.groups, pool.relevant, pool.n_relevant))
+        reseeded.append(dataclasses.replace(pool, trial=trial))
     return reseeded
 
 
-def bonus_stream(pools: list[SweepPool], k: int, bonus: float) -> tuple[float, float]:
+def bonus_stream(pools: list[QuestionPool], k: int, bonus: float) -> tuple[float, float]:
     """(stream share of the protected group, mean nDCG@k) when every pool is ranked by
     ``score + bonus`` for protected candidates (deterministic, ties in pool order)."""
     weights = position_weights(k)
@@ -97,7 +99,7 @@ def bonus_stream(pools: list[SweepPool], k: int, bonus: float) -> tuple[float, f
     return exposure / total, float(np.mean(ndcgs))
 
 
-def score_only_bound(pools: list[SweepPool], k: int) -> tuple[float, float, float]:
+def score_only_bound(pools: list[QuestionPool], k: int) -> tuple[float, float, float]:
     """``(bonus, stream share, nDCG@k)`` of the smallest constant bonus whose stream reaches
     the target share (bisection; the share is a non-decreasing step function of the bonus).
 

@@ -14,6 +14,7 @@ from .data import CORPUS_KINDS, DataNotFoundError
 from .embedding import DEFAULT_MODEL
 from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
+from .many_rankings import study_rankers
 from .study import PAPER_RANKERS, StudyConfig, run_study
 from .sweep_options import add_sweep_command
 from .wikipedia import DEFAULT_API, TEXT_SOURCES
@@ -74,9 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument(
         "--rankers",
         type=options.rankers,
-        default=PAPER_RANKERS,
-        help=f"comma-separated rankers, each once (default: the paper's four; known: "
-        f"{', '.join(available_rankers())})",
+        help=f"comma-separated rankers, each once, or 'paper' (the paper's four: "
+        f"{', '.join(PAPER_RANKERS)}); default: every ranker that takes the data set's target "
+        f"({', '.join(available_rankers())})",
     )
     study.add_argument(
         "--trials", type=options.int_at_least(1), default=80, help="trials per ranker (default 80)"
@@ -85,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--pool-size", type=options.int_at_least(1), default=50)
     study.add_argument("--k", type=options.int_at_least(1), default=5)
     study.add_argument("--alpha", type=options.alpha, default=4.0)
+    study.add_argument(
+        "--samples",
+        type=options.int_at_least(1),
+        default=100,
+        help="rankings sampled per question and ranker for expected exposure (default 100)",
+    )
     study.add_argument(
         "--llm",
         type=options.llm_choice,
@@ -141,6 +148,11 @@ def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             "CSV's text otherwise); add --text wikipedia or drop it"
         )
     args.dataset = options.dataset_from_args(parser, args)
+    if args.rankers is not None:  # each must take the data set's target (FA*IR: binary only)
+        try:
+            study_rankers(args.rankers, alpha=args.alpha, dataset=args.dataset)
+        except ValueError as exc:
+            parser.error(f"argument --rankers: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         pool_size=args.pool_size,
         k=args.k,
         alpha=args.alpha,
+        samples=args.samples,
         llm=args.llm,
         base_url=args.base_url,
         llm_timeout=args.llm_timeout,

@@ -16,7 +16,7 @@ from typing import Any
 from fairrag_core import make_target
 from fairrag_core.prompts import SCENARIOS
 
-__all__ = ["PAPER_NUMBERS", "TREC_GENDER", "StudyDataset", "custom_dataset"]
+__all__ = ["PAPER_NUMBERS", "PAPER_RANKERS", "TREC_GENDER", "StudyDataset", "custom_dataset"]
 
 PAPER_NUMBERS: dict[str, dict[str, float]] = {
     "exposure_disparity": {
@@ -45,6 +45,9 @@ PAPER_NUMBERS: dict[str, dict[str, float]] = {
     },
 }
 """The paper's reported means on the TREC gender data (docs/SPEC.md, "The study"), as fractions."""
+
+PAPER_RANKERS: tuple[str, ...] = tuple(PAPER_NUMBERS["exposure_disparity"])
+"""The four rankers the paper compares (those its numbers cover); ``--rankers paper``."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from fairrag_core import available_rankers, make_target
 from fairrag_core.validation import check_alpha
 
-from .dataset import TREC_GENDER, StudyDataset, custom_dataset
+from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset, custom_dataset
 
 __all__ = [
     "DATASET_FLAGS",
@@ -97,17 +97,22 @@ def alpha(text: str) -> float:
 
 
 def rankers(text: str) -> tuple[str, ...]:
-    """Comma-separated ranker names, each registered in ``fairrag_core`` (asked now, not a list
-    written here), none twice, at least one."""
+    """``paper`` (the paper's four rankers) or comma-separated ranker names, each registered in
+    ``fairrag_core`` (asked now, not a list written here), none twice, at least one."""
+    if text.strip() == "paper":
+        return PAPER_RANKERS
     names = tuple(name.strip() for name in text.split(","))
     known = available_rankers()
     if not text.strip() or any(not name for name in names):
         raise argparse.ArgumentTypeError(
-            f"{text!r} holds an empty name; expected comma-separated names from {known}"
+            f"{text!r} holds an empty name; expected 'paper' (the paper's four) or "
+            f"comma-separated names from {known}"
         )
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown rankers {unknown}; known rankers: {known}")
+        raise argparse.ArgumentTypeError(
+            f"unknown rankers {unknown}; known rankers: {known} (or 'paper' for the paper's four)"
+        )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise argparse.ArgumentTypeError(

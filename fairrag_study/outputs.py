@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import OutputFolderError
-from .report import METRICS
+from .report import OUTPUT_FILES
 
 __all__ = ["LOCK_NAME", "MANIFEST_NAME", "STUDY_FILES", "OutputFolder"]
 
@@ -24,14 +24,11 @@ LOCK_NAME = ".fairrag-study.lock"
 _WRITTEN = (
     "records.jsonl",
     "callback_log.jsonl",
-    "summary.csv",
-    "report.md",
     "run.json",
-    "outliers.md",
     "wikipedia_missing.txt",
-    *(spec.filename for spec in METRICS),
+    *(name for name in OUTPUT_FILES if not name.endswith(".png")),
 )
-_FIGURES = ("figures/retrieval.png", "figures/generation.png")
+_FIGURES = tuple(name for name in OUTPUT_FILES if name.endswith(".png"))
 STUDY_FILES: tuple[str, ...] = (
     *_WRITTEN,
     *(f"{name}.tmp" for name in _WRITTEN),  # atomic writes: written beside, then renamed

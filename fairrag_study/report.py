@@ -1,4 +1,10 @@
-"""Study outputs: per-metric tables with t-tests, summary CSV, outliers, figures and report.md."""
+"""Study outputs: per-metric tables with t-tests, summary CSV, outliers, figures and report.md.
+
+The report sets this run beside the paper (its four rankers, its metrics), gives every ranker's
+means, the metrics over many rankings (docs/SPEC.md, "The study" → Over many rankings) with a
+one-line reading of each, and, on the paper's data set, every known difference from the paper's
+setting with its likely effect (:func:`differences`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ import io
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +33,20 @@ from fairrag_core.stats import (
 )
 
 from .dataset import PAPER_NUMBERS, TREC_GENDER, StudyDataset
+from .many_rankings import TRIAL_METRICS, ManyRankings
 
-__all__ = ["METRICS", "PAPER", "MetricSpec", "metric_specs", "write_outputs"]
+__all__ = [
+    "METRICS",
+    "OUTPUT_FILES",
+    "PAPER",
+    "PAPER_SETTING",
+    "MetricSpec",
+    "RunFacts",
+    "differences",
+    "full_topics",
+    "metric_specs",
+    "write_outputs",
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,67 @@ class MetricSpec:
     key: str
     title: str
     filename: str
+    percent: bool = True
+    """Shown as a percentage (shares, disparities, relevance); else as a number (EE, AWRF)."""
+    section: str = "paper"
+    """``paper`` (the paper's metrics and ours beside them) or ``many`` (over many rankings)."""
+
+
+MANY_RANKINGS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "ee_loss",
+        "Expected exposure EE-L = sum_g (E_g - T_g)^2 over N sampled rankings per question "
+        "(0 = on target in expectation)",
+        "table_ee_loss.md",
+        percent=False,
+        section="many",
+    ),
+    MetricSpec(
+        "ee_disparity",
+        "Expected exposure EE-D = sum_g E_g^2 (lower = exposure spread more equally)",
+        "table_ee_disparity.md",
+        percent=False,
+        section="many",
+    ),
+    MetricSpec(
+        "ee_relevance",
+        "Expected exposure EE-R = sum_g E_g T_g (higher = exposure where the target puts it)",
+        "table_ee_relevance.md",
+        percent=False,
+        section="many",
+    ),
+    MetricSpec(
+        "awrf",
+        "AWRF = 1 - JSD(a, target)^2 of the shown ranking (TREC 2022; 1 = on target)",
+        "table_awrf.md",
+        percent=False,
+        section="many",
+    ),
+    MetricSpec(
+        "trec_ndcg",
+        "TREC 2022 nDCG of the shown ranking (discount 1/log2(max(i, 2)), topic relevance)",
+        "table_trec_ndcg.md",
+        percent=False,
+        section="many",
+    ),
+    MetricSpec(
+        "trec_score",
+        "TREC 2022 Task 1 score = nDCG x AWRF of the shown ranking",
+        "table_trec_score.md",
+        percent=False,
+        section="many",
+    ),
+)
+"""The per-trial metrics over many rankings (:data:`fairrag_study.many_rankings.TRIAL_METRICS`)."""
+AMORTIZED = MetricSpec(
+    "amortized_disparity",
+    "Amortized disparity of each ranker's stream of shown rankings, in trial order",
+    "table_amortized_disparity.md",
+    section="many",
+)
+"""One value per ranker (its stream), not a mean over trials: no t-test."""
+TRIAL_METRICS_FILE = "trial_metrics.csv"
+FIGURES = ("figures/retrieval.png", "figures/generation.png", "figures/many_rankings.png")
 
 
 def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
@@ -102,7 +182,7 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
                 "table_fairness_gap_magnitude.md",
             ),
         ]
-    return tuple(specs)
+    return (*specs, *MANY_RANKINGS)
 
 
 def _file_safe(label: str) -> str:
@@ -110,7 +190,18 @@ def _file_safe(label: str) -> str:
 
 
 METRICS: tuple[MetricSpec, ...] = metric_specs(TREC_GENDER)
-"""The paper's tables (the TREC gender data set)."""
+"""The study's per-trial tables on the paper's data set (the TREC gender data)."""
+
+OUTPUT_FILES: tuple[str, ...] = (
+    "summary.csv",
+    "report.md",
+    "outliers.md",
+    TRIAL_METRICS_FILE,
+    AMORTIZED.filename,
+    *(spec.filename for spec in METRICS),
+    *FIGURES,
+)
+"""The files :func:`write_outputs` may write on the paper's data set (relative paths)."""
 
 PAPER: dict[str, dict[str, float]] = PAPER_NUMBERS
 """The paper's reported means (docs/SPEC.md, "The study"), as fractions (``TREC_GENDER.paper``)."""
@@ -142,7 +233,12 @@ def metric_table(
     parts = [f"# {spec.title}\n", describe_table_markdown(descriptives, name_header="ranker")]
     usable = {name: v for name, v in samples.items() if descriptives[name].n >= 2}
     skipped = sorted(set(samples) - set(usable))
-    if len(usable) >= 2:
+    if len(usable) >= 2 and _constant(usable.values()):
+        parts.append(
+            "\nEvery value is the same up to floating-point rounding, for every ranker: no "
+            "t-test (it would compare rounding errors, not rankers).\n"
+        )
+    elif len(usable) >= 2:
         rows = pairwise_t_tests(usable, alpha=alpha)
         df = rows[0].df
         parts.append(
@@ -156,6 +252,16 @@ def metric_table(
     return "\n".join(parts), descriptives
 
 
+def _constant(samples: Iterable[np.ndarray]) -> bool:
+    """Whether every finite value of every sample equals the others up to rounding (1e-9
+    relative), e.g. EE-R under a parity target, which is the same for every ranking."""
+    values = np.concatenate([np.asarray(v, dtype=float) for v in samples])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return False
+    return bool(values.max() - values.min() <= 1e-9 * max(1.0, float(np.abs(values).max())))
+
+
 def write_outputs(
     out_dir: Path,
     records: Sequence[Mapping],
@@ -165,26 +271,42 @@ def write_outputs(
     generation_note: str | None,
     alpha: float = DEFAULT_ALPHA,
     dataset: StudyDataset = TREC_GENDER,
+    many: ManyRankings | None = None,
+    facts: RunFacts | None = None,
 ) -> dict[str, dict[str, Descriptive]]:
     """Write every table, the summary CSV, outliers, figures and report.md into ``out_dir``.
 
     Tables, figures and the report name ``dataset``'s groups and target; the paper comparison
-    appears only when the data set has the paper's numbers.
+    (the paper's four rankers) and the differences from the paper (read from ``facts`` and
+    ``config``'s ``text``, default ``csv``) appear only when the data set has the paper's
+    numbers. ``many`` adds the metrics over many rankings: its per-trial values join the
+    records' metrics (tables, t-tests, outliers, ``trial_metrics.csv``), and each ranker's
+    stream gives its amortized disparity (one value per ranker, ``aggregate`` ``stream`` in
+    ``summary.csv``).
     """
     figures = out_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    rows = _with_trial_metrics(records, many)
     results: dict[str, dict[str, Descriptive]] = {}
     present = [
-        spec
-        for spec in metric_specs(dataset)
-        if any(_value(r, spec.key) is not None for r in records)
+        spec for spec in metric_specs(dataset) if any(_value(r, spec.key) is not None for r in rows)
     ]
     for spec in present:
-        text, descriptives = metric_table(spec, _samples(records, rankers, spec.key), alpha)
+        text, descriptives = metric_table(spec, _samples(rows, rankers, spec.key), alpha)
         _atomic_write(out_dir / spec.filename, text)
         results[spec.key] = descriptives
+    if many is not None:
+        _atomic_write(out_dir / TRIAL_METRICS_FILE, _trial_metrics_csv(many))
+        results[AMORTIZED.key] = {
+            name: Descriptive(
+                many.streams[name].disparity, math.nan, many.streams[name].rankings, 0
+            )
+            for name in rankers
+            if name in many.streams
+        }
+        _atomic_write(out_dir / AMORTIZED.filename, _amortized_table(many, rankers, dataset))
     _atomic_write(out_dir / "summary.csv", _summary_csv(results))
-    _atomic_write(out_dir / "outliers.md", _outliers_markdown(records, rankers, present))
+    _atomic_write(out_dir / "outliers.md", _outliers_markdown(rows, rankers, present))
     shares = (
         ("exposure_share",)
         if dataset.target is None
@@ -199,35 +321,127 @@ def write_outputs(
             ("generation_parity", "groundedness"),
             dataset,
         )
-    significance = _significance(records, rankers, alpha, dataset)
+    if many is not None:
+        keys = [key for key in MANY_FIGURE if key in results]
+        _plot(figures / "many_rankings.png", results, rankers, keys, dataset, columns=3)
+    significance = _significance(rows, rankers, alpha, dataset)
     _atomic_write(
         out_dir / "report.md",
-        _report(results, rankers, config, generation_note, present, significance, dataset),
+        _report(
+            results,
+            rankers,
+            config,
+            generation_note,
+            present,
+            significance,
+            dataset,
+            many=many,
+            facts=facts,
+        ),
     )
     return results
+
+
+MANY_FIGURE = (
+    "ee_loss",
+    "ee_disparity",
+    "ee_relevance",
+    "awrf",
+    "trec_score",
+    AMORTIZED.key,
+)
+"""The panels of ``figures/many_rankings.png``."""
+
+
+def _with_trial_metrics(
+    records: Sequence[Mapping], many: ManyRankings | None
+) -> list[Mapping[str, Any]]:
+    """The records, each with its trial's metrics over many rankings (when measured)."""
+    if many is None:
+        return list(records)
+    extra = {(row["ranker"], row["trial"]): row for row in many.trials}
+    joined = []
+    for record in records:
+        row = extra.get((record["ranker"], record.get("trial")), {})
+        joined.append({**record, **{key: row[key] for key in TRIAL_METRICS if key in row}})
+    return joined
+
+
+def _trial_metrics_csv(many: ManyRankings) -> str:
+    buffer = io.StringIO()
+    columns = ["ranker", "trial", "samples", *TRIAL_METRICS]
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for row in many.trials:
+        writer.writerow({key: repr(v) if isinstance(v, float) else v for key, v in row.items()})
+    return buffer.getvalue()
+
+
+def _amortized_table(many: ManyRankings, rankers: Sequence[str], dataset: StudyDataset) -> str:
+    groups = _stream_groups(dataset)
+    lines = [
+        f"# {AMORTIZED.title}\n",
+        "|Σ_t ES_t W_t / Σ_t W_t − target| over the rankings each ranker's trials showed, in "
+        "trial order (W_t the ranking's total exposure; several groups: half the L1 distance). "
+        "One value per ranker, so no t-test.\n",
+        "| ranker | amortized disparity | "
+        + " | ".join(f"stream share {label}" for _, label in groups)
+        + " | rankings |",
+        "|---|---:|" + "---:|" * len(groups) + "---:|",
+    ]
+    for name in rankers:
+        stream = many.streams.get(name)
+        if stream is None:
+            continue
+        shares = " | ".join(f"{stream.shares.get(key, math.nan):.4f}" for key, _ in groups)
+        lines.append(f"| {name} | {stream.disparity:.4f} | {shares} | {stream.rankings} |")
+    return "\n".join(lines) + "\n"
+
+
+def _stream_groups(dataset: StudyDataset) -> list[tuple[str, str]]:
+    """``(key in Stream.shares, column label)``: the protected group (binary target) or every
+    group of the target."""
+    if dataset.target is not None:
+        return [(str(group), group) for group in dataset.target]
+    return [(str(dataset.protected), str(dataset.protected))]
 
 
 def _significance(
     records: Sequence[Mapping], rankers: Sequence[str], alpha: float, dataset: StudyDataset
 ) -> str | None:
-    """The exposure-disparity t-test pattern, in the paper's terms."""
+    """The exposure-disparity t-test pattern; on the paper's data also among its four rankers,
+    in the paper's terms."""
     samples = _samples(records, rankers, "exposure_disparity")
     if len(samples) < 2 or any(describe(v).n < 2 for v in samples.values()):
         return None
+    text = _pattern(samples, alpha, f"Exposure disparity, pairwise t-tests at alpha = {alpha}")
+    paper_rankers = _paper_rankers(rankers, dataset)
+    if dataset.paper is not None and len(paper_rankers) == 4:
+        among = _pattern(
+            {name: samples[name] for name in paper_rankers}, alpha, "Among the paper's four"
+        )
+        if len(rankers) > 4:
+            text += "\n" + among
+        text += " The paper: five of six significant, standard vs stochastic not."
+    return text
+
+
+def _pattern(samples: Mapping[str, np.ndarray], alpha: float, lead: str) -> str:
     rows = pairwise_t_tests(samples, alpha=alpha)
     significant = [f"{r.a} vs {r.b}" for r in rows if r.significant]
     not_significant = [f"{r.a} vs {r.b}" for r in rows if not r.significant]
-    text = (
-        f"- Exposure disparity, pairwise t-tests at alpha = {alpha}: {len(significant)} of "
-        f"{len(rows)} significant"
-    )
+    text = f"- {lead}: {len(significant)} of {len(rows)} significant"
     if not_significant:
         text += f"; not significant: {', '.join(not_significant)}"
-    return text + (
-        ". The paper: five of six significant, standard vs stochastic not."
-        if len(rankers) == 4 and dataset.paper is not None
-        else "."
-    )
+    return text + "."
+
+
+def _paper_rankers(rankers: Sequence[str], dataset: StudyDataset) -> list[str]:
+    """The run's rankers the paper has numbers for (its four), in the run's order."""
+    if dataset.paper is None:
+        return []
+    covered = dataset.paper.get("exposure_disparity", {})
+    return [name for name in rankers if name in covered]
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -238,12 +452,18 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _summary_csv(results: Mapping[str, Mapping[str, Descriptive]]) -> str:
+    """One row per metric and ranker. ``aggregate`` says what ``mean`` is: ``mean`` over the
+    trials (``n`` of them), or ``stream``, one value over the ranker's stream of ``n`` shown
+    rankings (amortized disparity; no ``std``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["metric", "ranker", "mean", "std", "n", "n_missing"])
+    writer.writerow(["metric", "ranker", "mean", "std", "n", "n_missing", "aggregate"])
     for metric, per_ranker in results.items():
+        aggregate = "stream" if metric == AMORTIZED.key else "mean"
         for ranker, d in per_ranker.items():
-            writer.writerow([metric, ranker, repr(d.mean), repr(d.std), d.n, d.n_missing])
+            writer.writerow(
+                [metric, ranker, repr(d.mean), repr(d.std), d.n, d.n_missing, aggregate]
+            )
     return buffer.getvalue()
 
 
@@ -259,9 +479,8 @@ def _outliers_markdown(
     for spec in specs:
         for ranker in rankers:
             rows = [r for r in records if r["ranker"] == ranker]
-            values = np.array(
-                [math.nan if r.get(spec.key) is None else float(r[spec.key]) for r in rows]
-            )
+            found = [_value(r, spec.key) for r in rows]
+            values = np.array([math.nan if v is None else float(v) for v in found])
             finite = values[np.isfinite(values)]
             for i in zscore_outliers(values).tolist():
                 z = (values[i] - finite.mean()) / finite.std(ddof=1)
@@ -279,19 +498,44 @@ def _plot(
     rankers: Sequence[str],
     keys: Sequence[str],
     dataset: StudyDataset,
+    columns: int | None = None,
 ) -> None:
+    """Bars of each ranker's mean (± sd where there is one) per metric, the paper's means as
+    diamonds and the target as a dashed line where they exist; ``columns`` panels a row."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.2))
-    for ax, key in zip(np.atleast_1d(axes), keys, strict=True):
+    columns = columns or len(keys)
+    grid_rows = math.ceil(len(keys) / columns)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(5.2 * columns, 4.2 * grid_rows))
+    panels = list(np.atleast_1d(axes).ravel())
+    for ax in panels[len(keys) :]:
+        ax.set_visible(False)
+    for ax, key in zip(panels, keys, strict=False):
         per = results.get(key, {})
         means = [per[r].mean if r in per else math.nan for r in rankers]
         errors = [per[r].std if r in per else math.nan for r in rankers]
         x = np.arange(len(rankers))
-        ax.bar(x, means, yerr=errors, capsize=4, color="#4C72B0", label="this run (mean ± sd)")
+        stream = key == AMORTIZED.key
+        ax.bar(
+            x,
+            means,
+            yerr=None if stream else np.nan_to_num(errors),
+            capsize=4,
+            color="#4C72B0",
+            label="this run (one stream)" if stream else "this run (mean ± sd)",
+        )
+        if stream and "exposure_disparity" in results:  # per-query, for comparison
+            per_query = [
+                results["exposure_disparity"][r].mean
+                if r in results["exposure_disparity"]
+                else math.nan
+                for r in rankers
+            ]
+            ax.scatter(x, per_query, color="#55A868", zorder=3, marker="o",
+                       label="mean per-query disparity")  # fmt: skip
         paper = [(dataset.paper or {}).get(key, {}).get(r, math.nan) for r in rankers]
         if any(math.isfinite(p) for p in paper):
             ax.scatter(x, paper, color="#DD8452", zorder=3, marker="D", label="paper (mean)")
@@ -299,7 +543,7 @@ def _plot(
         if goal is not None:
             ax.axhline(goal, color="grey", linestyle="--", linewidth=1, label="target")
         ax.set_xticks(x, [r.replace("_", "\n") for r in rankers], fontsize=8)
-        ax.set_title(key.replace("_", " "))
+        ax.set_title(_PANEL_TITLES.get(key, key.replace("_", " ")))
         ax.set_ylim(bottom=min(0.0, *[m for m in means if math.isfinite(m)] or [0.0]))
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -307,6 +551,16 @@ def _plot(
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+_PANEL_TITLES = {
+    "ee_loss": "EE-L (lower: closer to target)",
+    "ee_disparity": "EE-D (lower: more equal)",
+    "ee_relevance": "EE-R (higher: where the target wants it)",
+    "awrf": "AWRF (1 = on target)",
+    "trec_score": "TREC 2022 score nDCG x AWRF",
+    "amortized_disparity": "amortized disparity (stream)",
+}
 
 
 def _goal(dataset: StudyDataset, key: str) -> float | None:
@@ -324,6 +578,12 @@ def _fmt(value: float) -> str:
     return "n/a" if not math.isfinite(value) else f"{100 * value:.2f}%"
 
 
+def _fmt_spec(spec: MetricSpec, value: float) -> str:
+    if not spec.percent:
+        return "n/a" if not math.isfinite(value) else f"{value:.4f}"
+    return _fmt(value)
+
+
 def _report(
     results: Mapping[str, Mapping[str, Descriptive]],
     rankers: Sequence[str],
@@ -332,6 +592,9 @@ def _report(
     specs: Sequence[MetricSpec],
     significance: str | None = None,
     dataset: StudyDataset = TREC_GENDER,
+    *,
+    many: ManyRankings | None = None,
+    facts: RunFacts | None = None,
 ) -> str:
     paper = dataset.paper
     if paper is not None:
@@ -342,37 +605,359 @@ def _report(
     for key, value in config.items():
         lines.append(f"- {key}: `{value}`")
     if paper is not None:
-        lines.append("\n## This run beside the paper (means over trials)\n")
+        covered = _paper_rankers(rankers, dataset)
+        lines.append("\n## This run beside the paper (the paper's rankers; means over trials)\n")
         lines.append("| metric | ranker | this run | sd | n | paper |")
         lines.append("|---|---|---:|---:|---:|---:|")
+        for spec in specs:
+            if spec.key not in paper:
+                continue
+            for ranker in covered:
+                d = results[spec.key].get(ranker)
+                if d is None:
+                    continue
+                theirs = _fmt(paper[spec.key].get(ranker, math.nan))
+                lines.append(
+                    f"| {spec.key} | {ranker} | {_fmt(d.mean)} | {_fmt(d.std)} | {d.n} | {theirs} |"
+                )
+        lines.append("\n## Every ranker (means over trials)\n")
     else:
         lines.append("\n## This run (means over trials)\n")
-        lines.append("| metric | ranker | this run | sd | n |")
-        lines.append("|---|---|---:|---:|---:|")
+    lines.append("| metric | ranker | this run | sd | n |")
+    lines.append("|---|---|---:|---:|---:|")
     for spec in specs:
         for ranker in rankers:
             d = results[spec.key].get(ranker)
             if d is None:
                 continue
-            cells = [spec.key, ranker, _fmt(d.mean), _fmt(d.std), str(d.n)]
-            if paper is not None:
-                cells.append(_fmt(paper.get(spec.key, {}).get(ranker, math.nan)))
+            cells = [spec.key, ranker, _fmt_spec(spec, d.mean), _fmt_spec(spec, d.std), str(d.n)]
             lines.append("| " + " | ".join(cells) + " |")
     if generation_note:
         lines.append(f"\n**Generation metrics skipped:** {generation_note}\n")
+    if many is not None:
+        lines.extend(_many_rankings_section(results, rankers, many, dataset))
+    if paper is not None and facts is not None:
+        lines.extend(differences(results, config, facts, generation_note))
     lines.append("\n## Reading\n")
     lines.extend(_reading(results, rankers, dataset))
     if significance:
         lines.append(significance)
     lines.append("\n## Files\n")
-    lines.append(
-        "Tables with every pairwise t-test: " + ", ".join(f"`{s.filename}`" for s in specs)
+    tables = [s.filename for s in specs]
+    many_files = (
+        f"; amortized disparity per stream: `{AMORTIZED.filename}`; metrics over many "
+        f"rankings per trial: `{TRIAL_METRICS_FILE}`"
+        if many is not None
+        else ""
     )
     lines.append(
-        "; per-trial records: `records.jsonl`; means: `summary.csv`; outliers: `outliers.md`; "
-        "figures: `figures/`."
+        "Tables with every pairwise t-test: "
+        + ", ".join(f"`{t}`" for t in tables)
+        + "; per-trial records: `records.jsonl`; means: `summary.csv`; outliers: `outliers.md`"
+        + f"{many_files}; figures: `figures/`."
     )
     return "\n".join(lines) + "\n"
+
+
+_MANY_COLUMNS = (
+    ("ee_loss", "EE-L"),
+    ("ee_disparity", "EE-D"),
+    ("ee_relevance", "EE-R"),
+    ("awrf", "AWRF"),
+    ("trec_ndcg", "TREC nDCG"),
+    ("trec_score", "TREC score"),
+)
+
+
+def _many_rankings_section(
+    results: Mapping[str, Mapping[str, Descriptive]],
+    rankers: Sequence[str],
+    many: ManyRankings,
+    dataset: StudyDataset,
+) -> list[str]:
+    """The metrics over many rankings: one table (means over trials; amortized disparity one
+    value per stream) and a one-line reading of each (docs/SPEC.md, "The study")."""
+    groups = _stream_groups(dataset)
+    header = [label for _, label in _MANY_COLUMNS] + ["amortized disparity"]
+    header += [f"stream share {label}" for _, label in groups]
+    lines = [
+        "\n## Over many rankings\n",
+        f"Expected exposure (EE) from {many.samples} rankings sampled per question from each "
+        "trial's pool (the amortized ranker's drawn from its ledger as that trial read it); "
+        "AWRF and the TREC 2022 score from the ranking each trial showed; amortized disparity "
+        "and each group's share of the exposure from each ranker's stream of shown rankings, "
+        "in trial order. Means over trials (tables `table_ee_*.md`, `table_awrf.md`, "
+        f"`table_trec_*.md`; per trial `{TRIAL_METRICS_FILE}`), one value per stream "
+        f"(`{AMORTIZED.filename}`).\n",
+        "| ranker | " + " | ".join(header) + " |",
+        "|---|" + "---:|" * len(header),
+    ]
+    for name in rankers:
+        cells = [name]
+        for key, _ in _MANY_COLUMNS:
+            d = results.get(key, {}).get(name)
+            cells.append("n/a" if d is None else f"{d.mean:.4f}")
+        stream = many.streams.get(name)
+        cells.append("n/a" if stream is None else _fmt(stream.disparity))
+        for key, _ in groups:
+            cells.append("n/a" if stream is None else _fmt(stream.shares.get(key, math.nan)))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+
+    def order(key: str, percent: bool = False) -> str:
+        per = results.get(key, {})
+        ranked = sorted(
+            (r for r in rankers if r in per and math.isfinite(per[r].mean)),
+            key=lambda r: per[r].mean,
+        )
+        shown = (_fmt(per[r].mean) if percent else f"{per[r].mean:.4f}" for r in ranked)
+        return ", ".join(f"{r} {v}" for r, v in zip(ranked, shown, strict=True))
+
+    n = max((stream.rankings for stream in many.streams.values()), default=0)
+    readings = [
+        ("ee_loss", f"EE-L, the squared distance between each group's expected exposure over "
+         f"{many.samples} draws and its target's (0 = on target in expectation; lower is "
+         "fairer), lowest to highest"),
+        ("ee_disparity", "EE-D, how unequally the expected exposure falls on the groups (lower "
+         "= more equal), lowest to highest"),
+        ("ee_relevance", "EE-R, expected exposure where the target puts it (higher is better), "
+         "lowest to highest"),
+        ("awrf", "AWRF of the shown rankings (1 = their group distribution under the TREC "
+         "discount equals the target), lowest to highest"),
+        ("trec_score", "TREC 2022 score nDCG x AWRF (relevance and fairness of one ranking "
+         "together; higher is better), lowest to highest"),
+    ]  # fmt: skip
+    means = {
+        key: [per[r].mean for r in rankers if r in per and math.isfinite(per[r].mean)]
+        for key, per in results.items()
+    }
+    same_ee_r = bool(means.get("ee_relevance")) and _constant([np.array(means["ee_relevance"])])
+    ee_identity = bool(means.get("ee_loss")) and all(
+        abs(
+            results["ee_disparity"][r].mean
+            - results["ee_loss"][r].mean
+            - results["ee_relevance"][r].mean
+        )
+        <= 1e-9 * max(1.0, abs(results["ee_disparity"][r].mean))
+        for r in rankers
+        if r in results.get("ee_loss", {})
+    )
+    for key, text in readings:
+        if not results.get(key):
+            continue
+        if key == "ee_relevance" and same_ee_r:
+            lines.append(
+                f"- EE-R is {means[key][0]:.4f} for every ranker: with this target "
+                "sum_g E_g T_g is fixed by the total exposure (½ (sum_i v_i)² at parity), so it "
+                "cannot tell rankers apart here."
+            )
+        elif key == "ee_disparity" and ee_identity:
+            lines.append(
+                f"- {text}: {order(key)}. Here EE-D = EE-L + EE-R (the target gives every group "
+                "the same exposure), so it orders the rankers as EE-L does."
+            )
+        else:
+            lines.append(f"- {text}: {order(key)}.")
+    if results.get(AMORTIZED.key):
+        lines.append(
+            f"- Amortized disparity over each stream of {n} shown rankings (0 = the stream as a "
+            "whole on target, whatever each list does), lowest to highest: "
+            f"{order(AMORTIZED.key, percent=True)}. A value far below the ranker's mean "
+            "exposure disparity per question (Table 1) means its lists balance one another "
+            "across questions rather than each on its own."
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the report's "Differences from the paper" reads about the run (not in ``config``)."""
+
+    corpus_kind: str
+    documents: int
+    topics: int
+    """Topics of the corpus (those holding every group)."""
+    full_topics: int
+    """Of those, the topics whose data hold ``per_group`` documents with text of every group."""
+    per_group: int
+    seed: int
+    trials: int
+    pool_size: int
+    k: int
+    ef_search: int
+    """The collection's HNSW search breadth."""
+    generator: str
+    """``none``, ``fake`` or ``openai:<model>``."""
+    temperature: float | None = None
+
+
+def full_topics(
+    documents: Iterable[Any], topics: Iterable[str], per_group: int, groups: Sequence[str]
+) -> int:
+    """How many of ``topics`` hold at least ``per_group`` documents of every group (documents
+    with text, as :func:`fairrag_study.data.load_documents` keeps them)."""
+    counts = Counter((topic, doc.group) for doc in documents for topic in doc.topics)
+    return sum(all(counts[topic, group] >= per_group for group in groups) for topic in topics)
+
+
+PAPER_SETTING: dict[str, Any] = {
+    "documents": 4800,
+    "topics": 48,
+    "per_group": 50,
+    "trials": 80,
+    "pool_size": 50,
+    "k": 5,
+    "generator": "openai:gpt-4o-mini",
+    "temperature": 0.1,
+}
+"""The paper's setting as it reports it (docs/SPEC.md, "The study"; 4,800 = 48 topics x 50 x 2)."""
+
+
+def differences(
+    results: Mapping[str, Mapping[str, Descriptive]],
+    config: Mapping[str, object],
+    facts: RunFacts,
+    generation_note: str | None = None,
+) -> list[str]:
+    """The "Differences from the paper" section: every known difference between this run and
+    the paper's setting, each with its likely effect, from the run's own facts (TREC only).
+
+    ``config["document text"]`` says where the documents' text came from (the study writes
+    ``csv: '<column>'`` or ``wikipedia: ...``; default ``csv``: the TREC file's first sentence;
+    a value naming ``wikipedia``: the articles' leads, as the paper's source).
+    """
+    paper = PAPER_SETTING
+    lines = [
+        "\n## Differences from the paper\n",
+        "Every difference we know of between this run and the paper's setting, with its "
+        "likely effect:\n",
+    ]
+    text = str(config.get("document text", "csv"))
+    if "wikipedia" in text.lower():
+        lines.append(
+            f"- **Document text.** This run: `{text}`, the paper's source (the first 100 words "
+            "of each person's Wikipedia article; here of its lead section, shorter for a few "
+            "people). Likely effect: small; the article revisions may differ from those the "
+            "paper read."
+        )
+    else:
+        lines.append(
+            "- **Document text.** This run: `Title: <name>` and the TREC CSV's first sentence "
+            f"of each biography (`{text}`). The paper: the first 100 words of each person's "
+            "Wikipedia article. Likely effect: one sentence says less about a person's field "
+            "than 100 words, so the embedding's relevance scores, and with them which people "
+            "(and how many women) the baselines show, can differ; the generator also has less "
+            "text to ground each citation on."
+        )
+    if facts.corpus_kind == "balanced" and facts.documents != paper["documents"]:
+        if facts.full_topics < facts.topics:
+            why = (
+                f", because only {facts.full_topics} of the {facts.topics} topics hold "
+                f"{facts.per_group} documents with text of every group (the others give as "
+                "many of each group as their smaller group holds)"
+            )
+        else:
+            why = f" ({facts.topics} topics x {facts.per_group} per group: a smaller run)"
+        lines.append(
+            f"- **Corpus.** This run: {facts.documents:,} documents from {facts.topics} topics, "
+            f"exactly balanced{why}. The paper reports {paper['documents']:,} "
+            f"({paper['topics']} topics x {paper['per_group']} x 2). Likely effect: fewer "
+            f"on-topic people per topic, so each pool of {facts.pool_size} mixes in other "
+            "topics' people (P@k and nDCG@k lower than a full corpus would give) and the "
+            "baselines' share of women follows that mix; the fair rankers' shares follow their "
+            "targets either way."
+        )
+    elif facts.corpus_kind != "balanced":
+        lines.append(
+            f"- **Corpus.** This run: the {facts.corpus_kind} corpus, {facts.documents:,} "
+            f"documents (every document once, imbalanced). The paper: a balanced corpus of "
+            f"{paper['documents']:,}. Likely effect: far fewer women in every pool, so every "
+            "ranker's share of women is lower and the fair rankers work harder for it."
+        )
+    lines.append(
+        f"- **Seeds.** This run: every trial's seed derived from the study seed {facts.seed}, "
+        "which also draws the topics asked; the same seed writes the same rankings. The paper: "
+        "seeds not published. Likely effect: other topics and other stochastic rankings; the "
+        f"means can differ within sampling noise (about sd/sqrt({facts.trials}) per mean; the "
+        "tables give each sd)."
+    )
+    lines.append(
+        f"- **Index.** This run: the exact cosine top-{facts.pool_size} for every question "
+        f"(Chroma HNSW with ef_search {facts.ef_search:,}, checked exact by the integrity "
+        "probe: probe queries must return the true nearest documents). The paper: index "
+        "settings not published. Likely effect: with Chroma's default ef_search of 100, the "
+        "pools here missed documents of the true top-50 for half of the questions; if the "
+        "paper's pools were approximate, its baselines ranked other candidates."
+    )
+    lines.append(_generator_difference(facts, generation_note))
+    setting = [
+        (name, getattr(facts, key), paper[key])
+        for name, key in (("trials per ranker", "trials"), ("pool", "pool_size"), ("k", "k"))
+        if getattr(facts, key) != paper[key]
+    ]
+    if setting:
+        lines.append(
+            "- **Setting.** This run: "
+            + ", ".join(f"{name} {ours}" for name, ours, _ in setting)
+            + "; the paper: "
+            + ", ".join(f"{name} {theirs}" for name, _, theirs in setting)
+            + ". Likely effect: "
+            + "; ".join(
+                "fewer trials widen every mean's noise and weaken the t-tests"
+                if name.startswith("trials")
+                else f"another {name} changes what every ranker can show"
+                for name, _, _ in setting
+            )
+            + "."
+        )
+    standard = results.get("exposure_share", {}).get("standard")
+    theirs = PAPER_NUMBERS["exposure_share"]["standard"]
+    if standard is not None and math.isfinite(standard.mean):
+        fairer = standard.mean > theirs
+        lines.append(
+            f"- **Baseline gap.** This run's standard ranker gives women {_fmt(standard.mean)} "
+            f"of the exposure; the paper's {_fmt(theirs)} ({100 * (standard.mean - theirs):+.2f} "
+            "points). Likely effect: the differences above set the baseline; with a baseline "
+            f"{'less' if fairer else 'more'} unfair than the paper's, every fair ranker's "
+            f"reduction of exposure disparity is {'smaller' if fairer else 'larger'} in absolute "
+            "terms, so compare the rankers' order and their distance to the target rather than "
+            "the baselines' numbers."
+        )
+    return lines
+
+
+def _generator_difference(facts: RunFacts, generation_note: str | None) -> str:
+    paper = f"gpt-4o-mini at temperature {PAPER_SETTING['temperature']:g}"
+    if facts.generator == "none":
+        why = f" ({generation_note.rstrip('.')})" if generation_note else ""
+        return (
+            f"- **Generator.** This run: none{why}. The paper: {paper}. Effect: "
+            "generation parity, the fairness gap and utility are not measured, so the paper's "
+            "generation numbers have nothing to compare with here."
+        )
+    if facts.generator == "fake":
+        return (
+            "- **Generator.** This run: the offline fake generator, a test double that cites "
+            f"its context in order (not a language model). The paper: {paper}. Effect: the "
+            "generation numbers only show that the pipeline works; they are not comparable."
+        )
+    model = facts.generator.split(":", 1)[-1]
+    temperature = (
+        "an unknown temperature"
+        if facts.temperature is None
+        else (f"temperature {facts.temperature:g}")
+    )
+    if model == "gpt-4o-mini" and facts.temperature == PAPER_SETTING["temperature"]:
+        return (
+            f"- **Generator.** This run: {model} at {temperature}, as the paper. Likely effect: "
+            "the model behind the name changes over time, and at this temperature answers "
+            "still vary; generation numbers can differ within that."
+        )
+    return (
+        f"- **Generator.** This run: {model} at {temperature}. The paper: {paper}. Likely "
+        "effect: another model (or temperature) cites differently; generation parity and "
+        "utility are not comparable one to one."
+    )
 
 
 def _reading(
@@ -432,12 +1017,9 @@ def _reading(
             f"({verdict} it, {100 * delta:+.2f} points)."
         )
     out.append(
-        "- Why numbers can differ: the paper does not publish its corpus sample, embedding "
-        "index or random seeds. Our balanced corpus is drawn per docs/SPEC.md (about 3,360 "
-        "documents, exactly half female) with our seed, and the standard ranker's share of "
-        "women depends on how the all-MiniLM-L6-v2 embedding scores women's biographies "
-        "against these questions on this sample. The fair rankers' shares depend mostly on "
-        "their targets, so they should reproduce more closely than the baselines."
+        '- Why numbers can differ: see "Differences from the paper" above. The fair rankers\' '
+        "shares depend mostly on their targets, so they should reproduce more closely than "
+        "the baselines."
     )
     if "generation_parity" not in results:
         out.append("- Generation was not run, so generation parity and utility are not compared.")

@@ -13,14 +13,14 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from fairrag_core import JsonLinesLog, available_rankers
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
-from fairrag_core.validation import check_alpha
+from fairrag_core.validation import check_alpha, check_n_samples
 
 from .data import (
     DEFAULT_CORPUS_SEED,
@@ -32,11 +32,12 @@ from .data import (
     sha256_of,
     study_topics,
 )
-from .dataset import TREC_GENDER, StudyDataset
+from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
 from .errors import GeneratorUnavailableError, IndexDamagedError
 from .index import (
     DEFAULT_TIMEOUT,
+    EF_SEARCH,
     collection_name,
     connect_chroma_server,
     corpus_fingerprint,
@@ -46,16 +47,15 @@ from .index import (
     open_embedded_index,
     verify_collection,
 )
+from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
 from .outputs import OutputFolder
 from .plan import Trial, plan_trials
-from .report import write_outputs
+from .pools import NotInPoolError, query_pools
+from .report import RunFacts, full_topics, write_outputs
 from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
-PAPER_RANKERS: tuple[str, ...] = tuple((TREC_GENDER.paper or {})["exposure_disparity"])
-"""The four rankers the paper compares (those :data:`TREC_GENDER`'s paper numbers cover): the
-study's default, whatever else the core's registry holds."""
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
 
@@ -68,13 +68,17 @@ class StudyConfig:
     dataset: StudyDataset = TREC_GENDER
     """What the data is: columns, groups, target, questions, the paper's numbers if any."""
     corpus: str = "balanced"
-    rankers: tuple[str, ...] = PAPER_RANKERS
-    """The rankers compared; by default the paper's four (any of ``available_rankers()``)."""
+    rankers: tuple[str, ...] | None = None
+    """The rankers compared (any of ``available_rankers()``; :data:`PAPER_RANKERS`: the paper's
+    four); ``None``: every registered ranker that takes the data set's target (TREC: all six)."""
     trials: int = 80
     seed: int = 2026
     pool_size: int = 50
     k: int = 5
     alpha: float = 4.0
+    samples: int = 100
+    """Rankings drawn per question and ranker for expected exposure (docs/SPEC.md, "The
+    study" → Over many rankings)."""
     llm: str = "auto"
     """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
     or ``fake`` (the offline test double that cites from its context; not a real model)."""
@@ -123,6 +127,10 @@ def _peak_rss_mib() -> float:
 def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyResult:
     """Run the whole study and write its outputs to ``config.out`` (see the README)."""
     _check_config(config)
+    rankers, left_out = study_rankers(config.rankers, alpha=config.alpha, dataset=config.dataset)
+    for name, reason in left_out.items():
+        log(f"ranker {name} left out: {reason}")
+    config = replace(config, rankers=rankers)
     server = None
     if config.chroma_host:  # an unreachable server fails now, before any slow work
         server = connect_chroma_server(
@@ -147,14 +155,25 @@ def _check_config(config: StudyConfig) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     check_alpha(config.alpha)
-    known = available_rankers()
-    unknown = sorted(set(config.rankers) - set(known))
-    if unknown:
-        raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
+    try:
+        check_n_samples(config.samples)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"samples (rankings drawn per question) must be an integer >= 1, got {config.samples!r}"
+        ) from None
     if not isinstance(config.dataset, StudyDataset):
         raise ValueError(f"dataset must be a StudyDataset, got {config.dataset!r}")
-    if not config.rankers or len(set(config.rankers)) != len(config.rankers):
-        raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
+    if config.rankers is not None:
+        known = available_rankers()
+        unknown = sorted(set(config.rankers) - set(known))
+        if unknown:
+            raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
+        if not config.rankers or len(set(config.rankers)) != len(config.rankers):
+            raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
+        try:
+            study_rankers(config.rankers, alpha=config.alpha, dataset=config.dataset)
+        except ValueError as exc:
+            raise ValueError(f"rankers: {exc}") from None
     for name in ("chroma_timeout", "llm_timeout"):
         value = getattr(config, name)
         if value is None and name == "llm_timeout":
@@ -250,6 +269,8 @@ def _run_claimed(
                 log,
                 index_path,
             )
+        with phase("many rankings"):
+            many = _many_rankings(config, client, name, model, corpus, trials, records, index_path)
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
         else:
@@ -260,8 +281,9 @@ def _run_claimed(
                 "corpus": f"{config.corpus}: {len(corpus)} documents, {composition}",
                 **text_config,
                 "trials per ranker": len(trials),
-                "rankers": ", ".join(config.rankers),
+                "rankers": describe_rankers(config.rankers, alpha=config.alpha, dataset=dataset),
                 "pool size / k / alpha": f"{config.pool_size} / {config.k} / {config.alpha}",
+                "rankings sampled per question (expected exposure)": config.samples,
                 "seed": config.seed,
                 **(
                     {}
@@ -274,6 +296,22 @@ def _run_claimed(
                 "embedding model": config.model,
                 "generator": config.llm if llm is not None else "none",
             }
+            corpus_topics = study_topics(documents, config.topics, dataset.groups)
+            per_group = config.per_group or dataset.per_group
+            facts = RunFacts(
+                corpus_kind=config.corpus,
+                documents=len(corpus),
+                topics=len(corpus_topics),
+                full_topics=full_topics(documents, corpus_topics, per_group, dataset.groups),
+                per_group=per_group,
+                seed=config.seed,
+                trials=len(trials),
+                pool_size=config.pool_size,
+                k=config.k,
+                ef_search=EF_SEARCH,
+                generator=_generator_name(config, llm),
+                temperature=getattr(llm, "temperature", None),
+            )
             write_outputs(
                 out,
                 records,
@@ -281,6 +319,8 @@ def _run_claimed(
                 dataset=dataset,
                 config=report_config,
                 generation_note=generation_note,
+                many=many,
+                facts=facts,
             )
     except KeyboardInterrupt:
         run_info.update(status="interrupted", timings=timings)
@@ -585,6 +625,7 @@ def _run_trials(
     from fairrag_langchain import FairnessCallbackHandler, FairRetriever
     from fairrag_langchain.chains import make_fair_rag_chain
 
+    assert config.rankers is not None  # resolved by run_study
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
     store = _checked_store(client, collection, embeddings, len(corpus), where)
@@ -601,7 +642,8 @@ def _run_trials(
         retriever = FairRetriever(
             vectorstore=store,
             ranker=ranker,
-            ranker_params={"alpha": config.alpha} if "stochastic" in ranker else {},
+            # fair: p = the target share, alpha 0.1; amortized: a fresh in-memory ledger
+            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset),
             group_key=dataset.group_key,
             **dataset.target_arguments(),
             pool_size=config.pool_size,
@@ -637,6 +679,58 @@ def _run_trials(
     bar.close()
     log(f"{len(records)} trial records ({len(trials)} trials x {len(config.rankers)} rankers)")
     return records
+
+
+def _many_rankings(
+    config: StudyConfig,
+    client: Any,
+    collection: str,
+    model: Any,
+    corpus: Sequence[CorpusDocument],
+    trials: Sequence[Trial],
+    records: Sequence[Mapping[str, Any]],
+    where: object,
+) -> ManyRankings:
+    """The metrics over many rankings (:func:`fairrag_study.many_rankings.measure`) on the
+    trials' pools: the collection the trials searched, queried with the same question vectors
+    (a short pool refused as in the trials)."""
+    assert config.rankers is not None  # resolved by run_study
+    embeddings = _query_embeddings(model)
+    embeddings.prefill([trial.question for trial in trials])
+    checked = _PoolCheckedCollection(client.get_collection(collection), len(corpus), where)
+    pools = query_pools(
+        checked,
+        [embeddings.embed_query(trial.question) for trial in trials],
+        trials,
+        corpus,
+        pool_size=config.pool_size,
+        group_key=config.dataset.group_key,
+    )
+    try:
+        return measure(
+            pools,
+            records,
+            config.rankers,
+            dataset=config.dataset,
+            k=config.k,
+            samples=config.samples,
+            alpha=config.alpha,
+            seed=config.seed,
+        )
+    except NotInPoolError as exc:
+        raise IndexDamagedError(
+            f"the index at {where} no longer returns the trials' pools ({exc}): it changed "
+            "during the run. Run the study again"
+        ) from exc
+
+
+def _generator_name(config: StudyConfig, llm: Any) -> str:
+    """``none``, ``fake`` or ``openai:<model>``: the generator the trials used."""
+    if llm is None:
+        return "none"
+    if config.llm == "auto":
+        return f"openai:{getattr(llm, 'model_name', 'gpt-4o-mini')}"
+    return config.llm
 
 
 def _trial_record(

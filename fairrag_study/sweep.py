@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +33,16 @@ from fairrag_core.metrics import (
 from .data import build_corpus, load_documents, locate_data, study_topics
 from .dataset import TREC_GENDER
 from .embedding import load_sentence_transformer
-from .plan import Trial, plan_trials
-from .study import StudyConfig, _open_index, _PoolCheckedCollection, phase_timer, progress_bar
+from .plan import plan_trials
+from .pools import QuestionPool, query_pools
+from .study import (
+    StudyConfig,
+    _open_index,
+    _PoolCheckedCollection,
+    _query_embeddings,
+    phase_timer,
+    progress_bar,
+)
 
 # The sweep runs on the paper's data set (the study's other data sets: not yet).
 GROUP_KEY = TREC_GENDER.group_key
@@ -144,22 +151,11 @@ class SweepConfig:
         return expand({r: self.grid.get(r, DEFAULT_GRID[r]) for r in self.rankers})
 
 
-@dataclass(frozen=True)
-class SweepPool:
-    """One question's pool as the rankers see it, with its relevance (the study's rule)."""
-
-    trial: Trial
-    scores: np.ndarray
-    groups: list[Any]
-    relevant: np.ndarray
-    """Whether each candidate belongs to the question's topic."""
-    n_relevant: int
-    """Relevant documents in the corpus (nDCG's ideal), as the study counts them."""
-
-
-def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPool]:
+def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[QuestionPool]:
     """The study's pools: its corpus, index (opened and verified as the study does, built when
-    missing; a short pool refused), trial plan and per-trial seeds."""
+    missing; a short pool refused), trial plan, per-trial seeds and question embeddings
+    (:func:`fairrag_study.pools.query_pools`, the same pools the study's metrics over many
+    rankings use)."""
     if config.text != "csv":
         raise ValueError(
             f"the sweep ranks the pools of the CSV text's index; text={config.text!r} is not "
@@ -180,33 +176,21 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPoo
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
         # A short pool means a damaged index: refused as the study refuses it.
         collection = _PoolCheckedCollection(client.get_collection(name), len(corpus), where)
-        vectors = model.encode([t.question for t in trials], normalize_embeddings=True).tolist()
-        found = collection.query(
-            query_embeddings=vectors,
-            n_results=config.pool_size,
-            include=["distances", "metadatas"],
+        embeddings = _query_embeddings(model)
+        embeddings.prefill([trial.question for trial in trials])
+        return query_pools(
+            collection,
+            [embeddings.embed_query(trial.question) for trial in trials],
+            trials,
+            corpus,
+            pool_size=config.pool_size,
+            group_key=GROUP_KEY,
         )
     finally:
         client.close()
-    topic_size = Counter(topic for doc in corpus for topic in doc.topics)
-    pools = []
-    for trial, distances, metadatas in zip(
-        trials, found["distances"], found["metadatas"], strict=True
-    ):
-        relevant = [trial.topic in str(m.get("topics", "")).split("|") for m in metadatas]
-        pools.append(
-            SweepPool(
-                trial,
-                1.0 - np.asarray(distances),  # docs/SPEC.md: Chroma cosine relevance 1 - d
-                [m.get(GROUP_KEY) for m in metadatas],
-                np.asarray(relevant, dtype=bool),
-                max(topic_size[trial.topic], sum(relevant)),
-            )
-        )
-    return pools
 
 
-def _ranking_figures(pool: SweepPool, ranking: np.ndarray, k: int) -> tuple[float, float, float]:
+def _ranking_figures(pool: QuestionPool, ranking: np.ndarray, k: int) -> tuple[float, float, float]:
     """(exposure disparity, nDCG@k, P@k) of one ranking, by the core's metrics."""
     shown = [pool.groups[i] for i in ranking.tolist()]
     flags = pool.relevant[ranking]
@@ -218,7 +202,7 @@ def _ranking_figures(pool: SweepPool, ranking: np.ndarray, k: int) -> tuple[floa
 
 
 def sweep_point(
-    setting: Setting, pools: Sequence[SweepPool], k: int, samples: int, seed: int
+    setting: Setting, pools: Sequence[QuestionPool], k: int, samples: int, seed: int
 ) -> dict[str, Any]:
     """One setting's row of ``sweep.csv`` (docs/SPEC.md, "Sweep")."""
     ranker = setting.build(seed)

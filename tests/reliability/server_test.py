@@ -199,7 +199,7 @@ def test_study_on_the_server_matches_the_embedded_study(chroma_server, tmp_path,
     assert main(_study_args(data, tmp_path / "embedded", *cache)) == 0
 
     on_server = _records(tmp_path / "server")
-    assert len(on_server) == 4 * 4
+    assert len(on_server) == len(available_rankers()) * 4  # every ranker, the default
     assert on_server == _records(tmp_path / "embedded") == _records(tmp_path / "again")
     # One collection per corpus and model on the server, so other runs never mix in.
     corpus = build_corpus(load_documents(data), "balanced", topics=("Tennis",), per_group=6)

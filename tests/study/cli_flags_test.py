@@ -15,6 +15,7 @@ import pytest
 from fairrag_core import rankers as registry
 from fairrag_core.validation import check_alpha
 from fairrag_study.cli import build_parser
+from fairrag_study.dataset import custom_dataset
 from fairrag_study.study import StudyConfig, run_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,8 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--rankers", ""], "--rankers", "holds an empty name"),
         (["--rankers", "standard,standard"], "--rankers", "more than once"),
         (["--rankers", "standard,best"], "--rankers", "unknown rankers ['best']"),
+        ([*regions, "--rankers", "standard,fair"], "--rankers", "'fair' cannot rank"),
+        (["--samples", "0"], "--samples", "expected an integer >= 1"),
         (["--topics", "Tennis,"], "--topics", "holds an empty name"),
         (["--chroma-timeout", "inf"], "--chroma-timeout", "finite number of seconds > 0"),
         (["--chroma-timeout", "0"], "--chroma-timeout", "finite number of seconds > 0"),
@@ -145,8 +148,10 @@ def test_rankers_are_checked_against_the_registry_when_parsed(
     monkeypatch.setitem(registry.RANKERS, "newcomer", registry.RANKERS["standard"])
     parsed = build_parser().parse_args(["study", "--rankers", "standard, newcomer"])
     assert parsed.rankers == ("standard", "newcomer")
-    # The default is the paper's four, whatever else the registry holds.
-    assert build_parser().parse_args(["study"]).rankers == (
+    # By default every ranker that takes the data set's target (resolved by run_study);
+    # "paper" names the paper's four, whatever else the registry holds.
+    assert build_parser().parse_args(["study"]).rankers is None
+    assert build_parser().parse_args(["study", "--rankers", "paper"]).rankers == (
         "standard",
         "stochastic",
         "forced_exposure",
@@ -183,6 +188,9 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
         ("alpha", math.nan, "alpha must be a finite number > 0"),
         ("rankers", ("standard", "standard"), "must name each ranker once"),
         ("rankers", ("best",), "unknown rankers ['best']"),
+        ("rankers", ("fair",), "rankers: 'fair' cannot rank"),
+        ("samples", 0, "samples (rankings drawn per question) must be an integer >= 1"),
+        ("samples", 2.5, "samples (rankings drawn per question) must be an integer >= 1"),
         ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds > 0"),
         ("llm_retries", -1, "llm_retries must be an integer >= 0"),
         ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds > 0"),
@@ -191,7 +199,10 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
 def test_run_study_checks_its_configuration_before_any_work(
     field: str, value: object, words: str, tmp_path: Path
 ) -> None:
-    config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
+    extra = {"dataset": custom_dataset({"a": 0.4, "b": 0.6})} if value == ("fair",) else {}
+    config = StudyConfig(
+        out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value}, **extra
+    )
     with pytest.raises(ValueError) as caught:
         run_study(config)
     assert words in str(caught.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 
 import pytest
 
@@ -80,6 +81,34 @@ def test_tables_and_report_name_the_groups_and_no_paper(three_group_run):
     assert "target: `a 0.4, b 0.3, c 0.3`" in report
     assert "exposure share per group: a " in report
     assert (three_group_run / "figures" / "retrieval.png").stat().st_size > 0
+
+
+def test_metrics_over_many_rankings_and_no_differences_section_without_a_paper(three_group_run):
+    """The metrics over many rankings take the full target; only the paper's data set has a
+    paper to differ from."""
+    report = (three_group_run / "report.md").read_text()
+    assert "## Over many rankings" in report
+    assert "Differences from the paper" not in report
+    assert "| ranker | EE-L |" in report and "stream share c |" in report
+    records = [json.loads(line) for line in (three_group_run / "records.jsonl").open()]
+    summary = {
+        (row["metric"], row["ranker"]): row
+        for row in csv.DictReader((three_group_run / "summary.csv").open())
+    }
+    weights = [1 / math.log2(i + 2) for i in range(5)]
+    for ranker in RANKERS:
+        stream = sorted((r for r in records if r["ranker"] == ranker), key=lambda r: r["trial"])
+        exposure = {group: 0.0 for group in TARGET}
+        for record in stream:
+            for i, group in enumerate(record["groups"]):
+                exposure[group] += weights[i]
+        total = sum(exposure.values())
+        half_l1 = sum(abs(exposure[g] / total - TARGET[g]) for g in TARGET) / 2
+        row = summary[("amortized_disparity", ranker)]
+        assert (row["aggregate"], int(row["n"])) == ("stream", len(stream))
+        assert float(row["mean"]) == pytest.approx(half_l1, abs=1e-12)
+        assert float(summary[("ee_loss", ranker)]["mean"]) >= 0.0
+        assert 0.0 <= float(summary[("awrf", ranker)]["mean"]) <= 1.0
 
 
 def test_the_paper_data_set_is_todays_constants():

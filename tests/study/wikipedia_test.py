@@ -399,7 +399,9 @@ def test_titles_without_an_article_are_dropped_listed_and_counted(wiki_runs):
     assert "- document text: `wikipedia: the first 100 words" in report
     csv_report = (wiki_runs["root"] / "csv" / "report.md").read_text(encoding="utf-8")
     assert "- document text: `csv: 'first sentence'`" in csv_report
-    assert "Wikipedia article" not in csv_report
+    assert "titles without a Wikipedia article" not in csv_report
+    # The report's "Differences from the paper" reads the same config line.
+    assert "the paper's source" in report and "the paper's source" not in csv_report
     assert not (wiki_runs["root"] / "csv" / "wikipedia_missing.txt").exists()
     said = "\n".join(wiki_runs["said"])
     assert "wikipedia: 498 of 501 documents have an article (501 fetched now in 26 requests" in said

@@ -1,0 +1,268 @@
+"""The study's rankers as it builds them, and its metrics over many rankings.
+
+docs/SPEC.md, "The study" → Rankers and Over many rankings. Every ranker of the core's registry
+runs in the study by default: the paper's four, FA*IR (``fair``: ``p`` the protected group's
+target share, significance :data:`FAIR_ALPHA`) and ``amortized`` (one stream over the trials in
+trial order, on a fresh in-memory ledger per study run). After the trials, for every ranker:
+
+- per trial, from the trial's pool (:mod:`fairrag_study.pools`), ``samples`` rankings drawn
+  with ``ranker.sample(scores, groups, k, samples, rng=trial seed)`` give the group expected
+  exposure (EE-L, EE-D, EE-R; :func:`fairrag_core.metrics.expected_exposure`). The amortized
+  ranker draws them from the ledger as that trial read it (:class:`SnapshotLedger`: the exposure
+  its earlier trials were shown), so they are the distribution the trial's ranking came from;
+- per trial, from the ranking the trial showed (its record): AWRF, TREC nDCG and the TREC 2022
+  score nDCG × AWRF (:mod:`fairrag_core.metrics.awrf`), relevance from the pool;
+- per ranker, from the rankings its trials showed, in trial order: the amortized disparity and
+  each group's share of the stream's exposure (:mod:`fairrag_core.metrics.amortized`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fairrag_core import Ranker, available_rankers, configure_ranker
+from fairrag_core.kit import describe_ranker
+from fairrag_core.ledger import ExposureLedger, MemoryLedger, encode_label
+from fairrag_core.metrics import (
+    amortized_disparity,
+    amortized_exposure_shares,
+    awrf,
+    expected_exposure,
+    trec_fair_score,
+    trec_ndcg,
+)
+
+from .dataset import StudyDataset
+from .pools import QuestionPool
+
+__all__ = [
+    "FAIR_ALPHA",
+    "STREAM_KEY",
+    "TRIAL_METRICS",
+    "ManyRankings",
+    "SnapshotLedger",
+    "Stream",
+    "build_ranker",
+    "describe_rankers",
+    "measure",
+    "ranker_fields",
+    "ranker_params",
+    "study_rankers",
+]
+
+FAIR_ALPHA = 0.1
+"""FA*IR's significance level in the study (docs/SPEC.md, ranker 5: its default)."""
+STREAM_KEY = "study"
+"""The amortized ranker's stream in its ledger."""
+TRIAL_METRICS = ("ee_loss", "ee_disparity", "ee_relevance", "awrf", "trec_ndcg", "trec_score")
+"""The per-trial metrics :func:`measure` adds (``trial_metrics.csv``)."""
+
+
+def ranker_params(name: str, *, alpha: float, dataset: StudyDataset) -> dict[str, Any]:
+    """The study's ``ranker_params`` for ``name`` (the core's other defaults apply).
+
+    ``stochastic`` and ``representative_stochastic``: the study's ``alpha``. ``fair``: ``p``
+    the protected group's target share (binary target) and ``alpha`` :data:`FAIR_ALPHA` (a
+    significance level, not the Plackett-Luce alpha). ``amortized``: its defaults (alpha 8,
+    gain 80; docs/SPEC.md item 6), its ledger given by :func:`ranker_fields`.
+    """
+    if name in ("stochastic", "representative_stochastic"):
+        return {"alpha": alpha}
+    if name == "fair":
+        share = {"p": dataset.target_share} if dataset.target_share is not None else {}
+        return {**share, "alpha": FAIR_ALPHA}
+    return {}
+
+
+def ranker_fields(
+    name: str, *, alpha: float, dataset: StudyDataset, ledger: ExposureLedger | None = None
+) -> dict[str, Any]:
+    """``FairRetriever`` fields for ``name``: ``ranker_params``, and for ``amortized`` its
+    ``ledger`` (default a new :class:`~fairrag_core.ledger.MemoryLedger`) and ``ledger_key``."""
+    fields: dict[str, Any] = {"ranker_params": ranker_params(name, alpha=alpha, dataset=dataset)}
+    if name == "amortized":
+        fields.update(ledger=MemoryLedger() if ledger is None else ledger, ledger_key=STREAM_KEY)
+    return fields
+
+
+def build_ranker(
+    name: str,
+    *,
+    alpha: float,
+    dataset: StudyDataset,
+    seed: int,
+    ledger: ExposureLedger | None = None,
+) -> Ranker:
+    """The core ranker a study retriever of ``name`` holds (the same configuration)."""
+    fields = ranker_fields(name, alpha=alpha, dataset=dataset, ledger=ledger)
+    params = dict(fields.pop("ranker_params"), **fields)
+    return configure_ranker(name, **dataset.target_arguments(), seed=seed, params=params)
+
+
+def _unavailable(name: str, alpha: float, dataset: StudyDataset) -> str | None:
+    try:
+        build_ranker(name, alpha=alpha, dataset=dataset, seed=0)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def study_rankers(
+    requested: Sequence[str] | None, *, alpha: float, dataset: StudyDataset
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``(rankers, left out)``: the rankers a study runs, and why the others cannot.
+
+    ``requested`` None: every registered ranker that takes ``dataset``'s target (TREC: all six;
+    a target of several groups leaves ``fair`` out, FA*IR being binary), with the reason for
+    each one left out. Named rankers must each take the target, else ``ValueError`` naming the
+    ranker, why, and the rankers that can.
+    """
+    reasons = {name: _unavailable(name, alpha, dataset) for name in available_rankers()}
+    able = [name for name, reason in reasons.items() if reason is None]
+    if requested is None:
+        return tuple(able), {name: reason for name, reason in reasons.items() if reason}
+    for name in requested:
+        reason = reasons.get(name)
+        if reason:
+            raise ValueError(
+                f"{name!r} cannot rank this data set's target "
+                f"({dataset.target_label()}): {reason}; rankers that can: {able}"
+            )
+    return tuple(requested), {}
+
+
+def describe_rankers(rankers: Iterable[str], *, alpha: float, dataset: StudyDataset) -> str:
+    """The parameters each ranker runs with, read from the built ranker (for the report)."""
+    parts = []
+    for name in rankers:
+        params = describe_ranker(build_ranker(name, alpha=alpha, dataset=dataset, seed=0))["params"]
+        shown = {key: value for key, value in params.items() if key != "ledger_key"}
+        if name == "amortized":
+            shown["ledger"] = "a fresh in-memory ledger, one stream over the trials in order"
+        text = ", ".join(
+            f"{key} {value:g}" if isinstance(value, float) else f"{key} {value}"
+            for key, value in shown.items()
+        )
+        parts.append(f"{name} ({text})" if text else name)
+    return "; ".join(parts)
+
+
+class SnapshotLedger(ExposureLedger):
+    """A ledger frozen at one instant: every read gives the same state, and adds are dropped.
+
+    For measuring the amortized ranker's distribution at one point of its stream (its N draws
+    all read the exposure its earlier rankings were shown; none of them was served, so none
+    is added). Not a ledger to serve from.
+    """
+
+    location = "snapshot"
+
+    def __init__(self, totals: Mapping[Hashable, float], rankings: int) -> None:
+        self._totals = {encode_label(label): float(value) for label, value in totals.items()}
+        self._rankings = rankings
+
+    def _read(self, key: str) -> tuple[dict[str, float], int]:
+        return dict(self._totals), self._rankings
+
+    def _add(self, key: str, exposure: dict[str, float]) -> None:
+        pass  # a draw from the snapshot is measured, not served
+
+    def _reset(self, key: str) -> None:
+        raise TypeError("a SnapshotLedger is read-only")
+
+    def _keys(self) -> Iterable[str]:
+        return [STREAM_KEY]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One ranker's stream: the rankings its trials showed, in trial order."""
+
+    ranker: str
+    rankings: int
+    disparity: float
+    """Amortized disparity (docs/SPEC.md, "Metrics over many rankings")."""
+    shares: dict[str, float]
+    """Each target group's share of all the stream's exposure (the others as ``OTHERS``)."""
+
+
+@dataclass(frozen=True)
+class ManyRankings:
+    """What :func:`measure` found: per-trial rows and one stream per ranker."""
+
+    samples: int
+    """Rankings drawn per question for expected exposure."""
+    trials: list[dict[str, Any]]
+    """One row per (ranker, trial): ``ranker``, ``trial``, ``samples`` and :data:`TRIAL_METRICS`."""
+    streams: dict[str, Stream]
+
+
+def measure(
+    pools: Sequence[QuestionPool],
+    records: Sequence[Mapping[str, Any]],
+    rankers: Sequence[str],
+    *,
+    dataset: StudyDataset,
+    k: int,
+    samples: int,
+    alpha: float,
+    seed: int,
+) -> ManyRankings:
+    """The metrics over many rankings of every ranker's trials (this module's docstring).
+
+    ``pools`` are the trials' pools, ``records`` the trials' records (``ranker``, ``trial``,
+    ``doc_ids``, ``groups``); each ranker is built as its retriever was (:func:`build_ranker`).
+    A shown document missing from its trial's pool raises
+    :class:`~fairrag_study.pools.NotInPoolError` (the index changed since the trial).
+    """
+    target = dataset.target_arguments()
+    pool_of = {pool.trial.index: pool for pool in pools}
+    rows: list[dict[str, Any]] = []
+    streams: dict[str, Stream] = {}
+    for name in rankers:
+        shown = sorted((r for r in records if r["ranker"] == name), key=lambda r: r["trial"])
+        ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed)
+        weights = ranker.exposure.weights(k)
+        served: dict[Hashable, float] = {}  # the amortized stream's exposure so far
+        for count, record in enumerate(shown):
+            pool = pool_of[record["trial"]]
+            if name == "amortized":
+                snapshot = SnapshotLedger(served, count)
+                ranker = build_ranker(
+                    name, alpha=alpha, dataset=dataset, seed=seed, ledger=snapshot
+                )
+            drawn = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
+            ee = expected_exposure(drawn, pool.groups, **target)
+            row: dict[str, Any] = {
+                "ranker": name,
+                "trial": record["trial"],
+                "samples": samples,
+                "ee_loss": ee.loss,
+                "ee_disparity": ee.disparity,
+                "ee_relevance": ee.relevance,
+            }
+            groups = record.get("groups")
+            if groups:
+                flags = pool.relevant[pool.positions(record["doc_ids"])]
+                row["awrf"] = float(awrf(groups, **target))
+                row["trec_ndcg"] = float(trec_ndcg(flags, n_relevant=pool.n_relevant, k=k))
+                row["trec_score"] = float(
+                    trec_fair_score(groups, flags, n_relevant=pool.n_relevant, k=k, **target)
+                )
+                for position, label in enumerate(groups):
+                    served[label] = served.get(label, 0.0) + float(weights[position])
+            else:  # no list was shown (a failed retrieval): nothing to score
+                row.update(awrf=math.nan, trec_ndcg=math.nan, trec_score=math.nan)
+            rows.append(row)
+        stream = [r["groups"] for r in shown if r.get("groups")]
+        shares = amortized_exposure_shares(stream, **target)
+        streams[name] = Stream(
+            name,
+            len(stream),
+            amortized_disparity(stream, **target),
+            {str(label): share for label, share in shares.items()},
+        )
+    return ManyRankings(samples, rows, streams)
