@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["GeneratorUnavailableError", "IndexDamagedError", "OutputFolderError", "StudyError"]
+__all__ = [
+    "AnswerStoreError",
+    "GeneratorUnavailableError",
+    "IndexDamagedError",
+    "OutputFolderError",
+    "StudyError",
+]
 
 
 class StudyError(Exception):
@@ -18,4 +24,9 @@ class IndexDamagedError(StudyError):
 
 
 class GeneratorUnavailableError(StudyError):
-    """The chat model's server failed a request (HTTP error, refused connection, timeout)."""
+    """The chat model's server failed a request (HTTP error, refused connection, timeout, a reply
+    the client could not read)."""
+
+
+class AnswerStoreError(StudyError):
+    """The answer store (the chat model answers already paid for) cannot be read or written."""
