@@ -110,6 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=options.int_at_least(0),
         help="retries of a failed chat model request (default: default_chat_model's, 2)",
     )
+    answers = study.add_mutually_exclusive_group()
+    answers.add_argument(
+        "--answers",
+        type=Path,
+        help="the answer store, a SQLite file of the chat model's answers reused by later runs "
+        "(default: answers.sqlite in the cache folder)",
+    )
+    answers.add_argument(
+        "--no-answer-cache",
+        action="store_true",
+        help="neither reuse nor store answers: every run pays for every answer",
+    )
     study.add_argument("--out", type=Path, default=Path("fairrag-output"))
     study.add_argument(
         "--cache-dir",
@@ -176,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         base_url=args.base_url,
         llm_timeout=args.llm_timeout,
         llm_retries=args.llm_retries,
+        answers=args.answers,
+        answer_cache=not args.no_answer_cache,
         out=args.out,
         cache_dir=args.cache_dir,
         model=args.model,

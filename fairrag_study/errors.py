@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AnswerStoreError",
     "GeneratorUnavailableError",
     "IndexDamagedError",
     "OutputFolderError",
@@ -25,7 +26,12 @@ class IndexDamagedError(StudyError):
 
 
 class GeneratorUnavailableError(StudyError):
-    """The chat model's server failed a request (HTTP error, refused connection, timeout)."""
+    """The chat model's server failed a request (HTTP error, refused connection, timeout, a reply
+    the client could not read)."""
+
+
+class AnswerStoreError(StudyError):
+    """The answer store (the chat model answers already paid for) cannot be read or written."""
 
 
 class WikipediaError(StudyError):

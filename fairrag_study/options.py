@@ -271,3 +271,25 @@ def check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             parser.error(f"argument {flag}: {str(path)!r} {problem}; expected a writable folder")
     if args.data is not None and not Path(os.path.expanduser(args.data)).is_file():
         parser.error(f"argument --data: {str(args.data)!r} is not a file; expected the CSV's path")
+    if getattr(args, "answers", None) is not None:
+        problem = _answer_store_error(Path(os.path.expanduser(args.answers)))
+        if problem:
+            parser.error(
+                f"argument --answers: {str(args.answers)!r} {problem}; expected the path of an "
+                "answer store (a SQLite file, created when missing)"
+            )
+
+
+def _answer_store_error(path: Path) -> str | None:
+    """Why ``path`` cannot be the answer store, or ``None``: a folder, a file that is not
+    SQLite (its first 16 bytes), or a place where no file can be created."""
+    if path.is_dir():
+        return "is a folder"
+    if path.is_file():
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+        if head and head != b"SQLite format 3\x00":
+            return "is not a SQLite file (left untouched)"
+        return None
+    problem = _writable_folder_error(path.parent)
+    return f"cannot be created: its folder {problem}" if problem else None

@@ -34,7 +34,7 @@ from .data import (
 )
 from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
 from .embedding import DEFAULT_MODEL, load_sentence_transformer
-from .errors import GeneratorUnavailableError, IndexDamagedError
+from .errors import AnswerStoreError, GeneratorUnavailableError, IndexDamagedError, StudyError
 from .index import (
     DEFAULT_TIMEOUT,
     EF_SEARCH,
@@ -87,6 +87,11 @@ class StudyConfig:
     """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60)."""
     llm_retries: int | None = None
     """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2)."""
+    answers: Path | None = None
+    """The answer store (SQLite file) of the OpenAI generator's answers; ``None``:
+    ``answers.sqlite`` in the cache folder (docs/SPEC.md, "The study", answer store)."""
+    answer_cache: bool = True
+    """Reuse and store answers (False: every run pays for every answer)."""
     out: Path = Path("fairrag-output")
     cache_dir: Path | None = None
     model: str = DEFAULT_MODEL
@@ -197,6 +202,10 @@ def _check_config(config: StudyConfig) -> None:
             f"wikipedia_api must be an http:// or https:// address of a MediaWiki Action API "
             f"(default {DEFAULT_API}), got {config.wikipedia_api!r}"
         )
+    if config.answers is not None and not isinstance(config.answers, (str, Path)):
+        raise ValueError(f"answers must be a file path or None, got {config.answers!r}")
+    if not isinstance(config.answer_cache, bool):
+        raise ValueError(f"answer_cache must be True or False, got {config.answer_cache!r}")
 
 
 def _run_claimed(
@@ -221,13 +230,16 @@ def _run_claimed(
 
     phase = phase_timer(timings, log)
     client = None
+    answers = None
     dataset = config.dataset
     try:
         with phase("load"):
             # The generator is built first, and the trials planned before the model and index
             # load: a missing API key fails in seconds (not after a Wikipedia fetch), a bad
             # --trials before the embedding.
-            llm, generation_note = _chat_model(config)
+            llm, generation_note = _chat_model(config, answers=True)
+            answers = _store_of(llm)
+            run_info["answers"] = _answer_counts(answers)
             data_path = locate_data(config.data, cache_dir=config.cache_dir)
             documents = load_documents(data_path, dataset)
             text_config: dict[str, Any] = {"document text": f"csv: {dataset.text_column!r}"}
@@ -269,10 +281,13 @@ def _run_claimed(
                 log,
                 index_path,
             )
+        run_info["answers"] = _answer_counts(answers)
         with phase("many rankings"):
             many = _many_rankings(config, client, name, model, corpus, trials, records, index_path)
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
+            if _pays(config):
+                log(f"answers: {_answers_line(answers)}")
         else:
             log(f"generation skipped: {generation_note}")
         with phase("report"):
@@ -295,6 +310,9 @@ def _run_claimed(
                 ),
                 "embedding model": config.model,
                 "generator": config.llm if llm is not None else "none",
+                **(
+                    {"answers": _answers_line(answers)} if llm is not None and _pays(config) else {}
+                ),
             }
             corpus_topics = study_topics(documents, config.topics, dataset.groups)
             per_group = config.per_group or dataset.per_group
@@ -323,18 +341,23 @@ def _run_claimed(
                 facts=facts,
             )
     except KeyboardInterrupt:
-        run_info.update(status="interrupted", timings=timings)
+        run_info.update(status="interrupted", timings=timings, answers=_answer_counts(answers))
         _write_json(out / "run.json", run_info)
-        log(f"interrupted: the records written so far stay in {out / 'records.jsonl'}")
+        kept = _answers_kept(answers, config)
+        log(f"interrupted: the records written so far stay in {out / 'records.jsonl'}{kept}")
         raise
     except Exception as exc:  # e.g. the Chroma server went away: say so in run.json too
         run_info.update(status="failed", error=f"{type(exc).__name__}: {exc}", timings=timings)
+        run_info["answers"] = _answer_counts(answers)
         _write_json(out / "run.json", run_info)
-        log(f"failed: the records written so far stay in {out / 'records.jsonl'}")
+        kept = _answers_kept(answers, config)
+        log(f"failed: the records written so far stay in {out / 'records.jsonl'}{kept}")
         raise
     finally:
         if client is not None and server is None:
             client.close()  # the embedded index's files are released (a later run may rebuild)
+        if answers is not None:
+            answers.close()
     peak = _peak_rss_mib()
     run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
     _write_json(out / "run.json", run_info)
@@ -471,8 +494,14 @@ def _open_index(
     return client, folder, COLLECTION, added
 
 
-def _chat_model(config: StudyConfig) -> tuple[Any, str | None]:
-    """The generator, or ``(None, why not)``."""
+def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | None]:
+    """The generator, or ``(None, why not)``.
+
+    An OpenAI generator names its server (``--base-url``, else ``OPENAI_API_BASE`` or
+    ``OPENAI_BASE_URL``, else OpenAI's), which is part of its answers' key. With ``answers``
+    and ``config.answer_cache`` it gets the answer store as its LangChain ``cache``
+    (:func:`answer_store_path`; docs/SPEC.md, "The study", answer store).
+    """
     choice = config.llm
     if choice == "none":
         return None, "--llm none: retrieval only, as asked."
@@ -491,13 +520,110 @@ def _chat_model(config: StudyConfig) -> tuple[Any, str | None]:
     if choice.startswith("openai:"):
         from fairrag_langchain.chains import default_chat_model
 
+        if not os.environ.get("OPENAI_API_KEY"):
+            raise ValueError(
+                f"--llm {choice} needs OPENAI_API_KEY (any value for an OpenAI-compatible "
+                "server that takes none, with --base-url); or use --llm none (retrieval only) "
+                "or --llm fake (the offline test double)"
+            )
+
         bounds: dict[str, Any] = {}
         if config.llm_timeout is not None:
             bounds["timeout"] = config.llm_timeout
         if config.llm_retries is not None:
             bounds["max_retries"] = config.llm_retries
-        return default_chat_model(config.base_url, model=choice.split(":", 1)[1], **bounds), None
+        model = choice.split(":", 1)[1]
+        llm = default_chat_model(_named_endpoint(config), model=model, **bounds)
+        if answers and config.answer_cache:
+            from .answers import AnswerStore
+
+            llm.cache = AnswerStore(answer_store_path(config))
+        return llm, None
     raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
+
+
+def answer_store_path(config: StudyConfig) -> Path:
+    """Where the study's answer store is: ``config.answers``, else ``answers.sqlite`` in the
+    cache folder (``config.cache_dir``, else :func:`~fairrag_study.data.default_cache_dir`),
+    never in ``--out``, which a re-run replaces."""
+    if config.answers is not None:
+        return Path(config.answers).expanduser()
+    return Path(config.cache_dir or default_cache_dir()).expanduser() / "answers.sqlite"
+
+
+def _named_endpoint(config: StudyConfig) -> str | None:
+    """The OpenAI-compatible server the study names: ``--base-url``, else ``OPENAI_API_BASE``,
+    else ``OPENAI_BASE_URL`` (``ChatOpenAI``'s and the ``openai`` client's order), else None
+    (OpenAI's own)."""
+    return (
+        config.base_url
+        or os.environ.get("OPENAI_API_BASE")
+        or os.environ.get("OPENAI_BASE_URL")
+        or None
+    )
+
+
+def _store_of(llm: Any) -> Any:
+    """The chat model's answer store, or None (no generator, another model, or turned off)."""
+    if llm is None:
+        return None
+    from .answers import AnswerStore
+
+    cache = getattr(llm, "cache", None)
+    return cache if isinstance(cache, AnswerStore) else None
+
+
+def _answer_counts(store: Any) -> dict[str, Any] | None:
+    """``run.json``'s ``answers``: the store, answers reused and paid (stored) in this run."""
+    if store is None:
+        return None
+    return {"store": str(store.path), "reused": store.reused, "paid": store.stored}
+
+
+def _pays(config: StudyConfig) -> bool:
+    """Whether the study's generator is a paid server's (``openai:<model>``, or ``auto`` with a
+    key), whose answers the answer store keeps."""
+    return config.llm.startswith("openai:") or (
+        config.llm == "auto" and bool(os.environ.get("OPENAI_API_KEY"))
+    )
+
+
+def _answers_line(store: Any) -> str:
+    """The log's and the report's line on answers, e.g. ``4 paid, 12 reused (store ...)``."""
+    if store is None:
+        return "every answer paid for (answer store off: --no-answer-cache)"
+    return f"{store.stored} paid, {store.reused} reused (answer store {store.path})"
+
+
+def _answers_kept(store: Any, config: StudyConfig) -> str:
+    """What a stopped run says about the answers it paid for (appended to its message)."""
+    if store is None:
+        if not _pays(config):
+            return ""
+        return "; the answer store is off (--no-answer-cache): a re-run pays for them again"
+    try:
+        total = f" ({len(store)} in all)"
+    except AnswerStoreError:  # the store itself failed: say what is known
+        total = ""
+    return (
+        f"; the {store.stored} answers paid in this run are kept in {store.path}{total}, "
+        "and a re-run reuses them"
+    )
+
+
+def _chat_model_errors() -> Any:
+    """A LangChain callback handler keeping every error a chat model run raised (``errors``),
+    so the study can tell a server's unreadable reply from a failure of its own code."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class ChatModelErrors(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.errors: list[BaseException] = []
+
+        def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
+            self.errors.append(error)
+
+    return ChatModelErrors()
 
 
 def _query_embeddings(model: Any) -> Any:
@@ -571,16 +697,26 @@ class _PoolCheckedCollection:
         return result
 
 
-def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str | None:
-    """The message for a chat model server's failure (HTTP status, refused, timeout), or None."""
+def _generator_error(
+    exc: BaseException, config: StudyConfig, where: str, from_chat_model: bool = False
+) -> str | None:
+    """The message for a chat model server's failure (HTTP status, refused, timeout, a reply
+    the client could not read), or None when ``exc`` is not one.
+
+    ``from_chat_model``: the chat model's own run raised ``exc`` (LangChain's ``on_llm_error``),
+    so an error that is not the ``openai`` client's (a ``TypeError`` on a completion without
+    ``choices``, a ``JSONDecodeError``) is the server's malformed reply.
+    """
     try:
         import openai
     except ImportError:  # pragma: no cover - langchain-openai depends on it
         return None
-    if not isinstance(exc, openai.APIError):
+    if isinstance(exc, StudyError) or not (isinstance(exc, openai.APIError) or from_chat_model):
         return None
-    server = config.base_url or os.environ.get("OPENAI_BASE_URL") or "api.openai.com"
-    if isinstance(exc, openai.APITimeoutError):
+    server = _named_endpoint(config) or "api.openai.com"
+    if not isinstance(exc, openai.APIError):
+        what = f"sent a reply the client could not read ({type(exc).__name__}: {str(exc)[:300]})"
+    elif isinstance(exc, openai.APITimeoutError):
         what = f"did not answer within --llm-timeout {config.llm_timeout or 60:g} s"
     elif isinstance(exc, openai.APIStatusError):
         what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
@@ -596,10 +732,8 @@ def _generator_error(exc: BaseException, config: StudyConfig, where: str) -> str
         what = f"could not be reached ({type(root).__name__})"
     else:
         what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
-    return (
-        f"the chat model server {server} {what} ({where}, after "
-        f"{config.llm_retries if config.llm_retries is not None else 2} retries)"
-    )
+    retries = config.llm_retries if config.llm_retries is not None else 2
+    return f"the chat model server {server} {what} ({where}, after {retries} retries)"
 
 
 def _run_trials(
@@ -636,6 +770,7 @@ def _run_trials(
         path=out / "callback_log.jsonl",
     )
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
+    chat_errors = _chat_model_errors()
     records: list[dict[str, Any]] = []
     bar = progress_bar(config.progress, len(trials) * len(config.rankers), "trials", "trial")
     for ranker in config.rankers:
@@ -652,7 +787,8 @@ def _run_trials(
         )
         chain = None if llm is None else make_fair_rag_chain(retriever, llm)
         for trial in trials:
-            run_config: Any = {"callbacks": [handler], "run_name": "fairrag-trial"}
+            callbacks = [handler, chat_errors]
+            run_config: Any = {"callbacks": callbacks, "run_name": "fairrag-trial"}
             logged = len(handler.records)
             if chain is None:
                 docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
@@ -662,10 +798,12 @@ def _run_trials(
                     docs = chain.invoke(question, run_config)["context"]
                 except Exception as exc:
                     where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
-                    message = _generator_error(exc, config, where)
+                    failed = any(exc is error for error in chat_errors.errors)
+                    message = _generator_error(exc, config, where, from_chat_model=failed)
                     if message is None:
                         raise
-                    raise GeneratorUnavailableError(message) from exc
+                    kept = _answers_kept(_store_of(llm), config)
+                    raise GeneratorUnavailableError(message + kept) from exc
             # Trials run one at a time, so this run wrote exactly the handler's newest record.
             new = handler.records[logged:]
             if len(new) != 1:
