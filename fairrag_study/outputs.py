@@ -15,27 +15,32 @@ from typing import IO, Any
 from .errors import OutputFolderError
 from .report import OUTPUT_FILES
 
-__all__ = ["LOCK_NAME", "MANIFEST_NAME", "STUDY_FILES", "OutputFolder"]
+__all__ = ["LOCK_NAME", "MANIFEST_NAME", "STUDY_FILES", "OutputFolder", "study_files"]
 
 MANIFEST_NAME = ".fairrag-study.json"
 """In ``--out``: the files the study wrote there (paths relative to the folder)."""
 LOCK_NAME = ".fairrag-study.lock"
 """In ``--out``: locked (``flock``) while a study writes there; holds the writer's pid."""
-_WRITTEN = (
-    "records.jsonl",
-    "callback_log.jsonl",
-    "run.json",
-    "wikipedia_missing.txt",
-    *(name for name in OUTPUT_FILES if not name.endswith(".png")),
-)
-_FIGURES = tuple(name for name in OUTPUT_FILES if name.endswith(".png"))
-STUDY_FILES: tuple[str, ...] = (
-    *_WRITTEN,
-    *(f"{name}.tmp" for name in _WRITTEN),  # atomic writes: written beside, then renamed
-    *_FIGURES,
-    *(name.removesuffix(".png") + ".tmp.png" for name in _FIGURES),
-)
-"""Every file a study may write in ``--out`` (relative paths)."""
+_RUN_FILES = ("records.jsonl", "callback_log.jsonl", "run.json", "wikipedia_missing.txt")
+
+
+def study_files(report_files: Iterable[str] = OUTPUT_FILES) -> tuple[str, ...]:
+    """Every file a study may write in ``--out``: its run files, ``report_files`` (what the
+    report writes for the run's data set: ``report.OUTPUT_FILES`` on TREC, more per-group
+    tables on others) and their temporary names (atomic writes: written beside, renamed)."""
+    names = list(dict.fromkeys(report_files))
+    written = [*_RUN_FILES, *(name for name in names if not name.endswith(".png"))]
+    figures = [name for name in names if name.endswith(".png")]
+    return (
+        *written,
+        *(f"{name}.tmp" for name in written),
+        *figures,
+        *(name.removesuffix(".png") + ".tmp.png" for name in figures),
+    )
+
+
+STUDY_FILES: tuple[str, ...] = study_files()
+"""Every file a study on the paper's data set may write in ``--out`` (relative paths)."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -59,9 +64,16 @@ class OutputFolder:
     kernel when a process ends, however it ends).
     """
 
-    def __init__(self, path: Path, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        path: Path,
+        log: Callable[[str], None] = print,
+        files: Iterable[str] = STUDY_FILES,
+    ) -> None:
         self.path = Path(path)
         self.log = log
+        self.files = tuple(files)
+        """Every file this run may write here (:func:`study_files` of its data set)."""
         self._lock: IO[str] | None = None
         self.previous_run: dict[str, Any] | None = None
         """The previous study's ``run.json`` (read by :meth:`claim` before it is replaced)."""
@@ -85,7 +97,7 @@ class OutputFolder:
                 (self.path / name).unlink(missing_ok=True)
             # Every name this run may write is recorded before it is written: a run that dies
             # half way leaves a manifest that still accounts for its files.
-            self._write_manifest(STUDY_FILES)
+            self._write_manifest(self.files)
         except BaseException:
             if not lock_existed:
                 (self.path / LOCK_NAME).unlink(missing_ok=True)
@@ -97,7 +109,7 @@ class OutputFolder:
         if self._lock is None:
             return
         try:
-            self._write_manifest(name for name in STUDY_FILES if (self.path / name).is_file())
+            self._write_manifest(name for name in self.files if (self.path / name).is_file())
         finally:
             self._unlock()
 

@@ -45,6 +45,7 @@ __all__ = [
     "differences",
     "full_topics",
     "metric_specs",
+    "output_files",
     "write_outputs",
 ]
 
@@ -192,15 +193,22 @@ def _file_safe(label: str) -> str:
 METRICS: tuple[MetricSpec, ...] = metric_specs(TREC_GENDER)
 """The study's per-trial tables on the paper's data set (the TREC gender data)."""
 
-OUTPUT_FILES: tuple[str, ...] = (
-    "summary.csv",
-    "report.md",
-    "outliers.md",
-    TRIAL_METRICS_FILE,
-    AMORTIZED.filename,
-    *(spec.filename for spec in METRICS),
-    *FIGURES,
-)
+
+def output_files(dataset: StudyDataset = TREC_GENDER) -> tuple[str, ...]:
+    """The files :func:`write_outputs` may write for ``dataset`` (relative paths): its
+    per-metric tables (one exposure-share table per group on a data set of several groups)."""
+    return (
+        "summary.csv",
+        "report.md",
+        "outliers.md",
+        TRIAL_METRICS_FILE,
+        AMORTIZED.filename,
+        *(spec.filename for spec in metric_specs(dataset)),
+        *FIGURES,
+    )
+
+
+OUTPUT_FILES: tuple[str, ...] = output_files(TREC_GENDER)
 """The files :func:`write_outputs` may write on the paper's data set (relative paths)."""
 
 PAPER: dict[str, dict[str, float]] = PAPER_NUMBERS

@@ -48,10 +48,10 @@ from .index import (
     verify_collection,
 )
 from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
-from .outputs import OutputFolder
+from .outputs import OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, query_pools
-from .report import RunFacts, full_topics, write_outputs
+from .report import RunFacts, full_topics, output_files, write_outputs
 from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
@@ -142,7 +142,7 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
         )
     out = Path(config.out)
-    folder = OutputFolder(out, log)
+    folder = OutputFolder(out, log, study_files(output_files(config.dataset)))
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
         return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))

@@ -44,7 +44,11 @@ def three_group_run(tmp_path_factory):
         "--out", str(out), "--cache-dir", str(root / "cache"), "--no-progress",
     ]  # fmt: skip
     assert main(args) == 0
+    _RUNS[out] = args
     return out
+
+
+_RUNS: dict = {}
 
 
 def test_records_carry_the_three_groups_and_the_target(three_group_run):
@@ -61,6 +65,16 @@ def test_records_carry_the_three_groups_and_the_target(three_group_run):
     # The balanced corpus holds every group equally: 3 topics x 8 per group.
     report = (three_group_run / "report.md").read_text()
     assert "72 documents, 24 a, 24 b, 24 c" in report
+
+
+def test_a_second_run_replaces_the_first_one_per_group_tables_included(three_group_run):
+    """The manifest accounts for the data set's own files (one exposure-share table per group),
+    so the same command again replaces them instead of refusing the folder as foreign."""
+    manifest = json.loads((three_group_run / ".fairrag-study.json").read_text())
+    per_group = {f"table_exposure_share_{group}.md" for group in TARGET}
+    assert per_group <= set(manifest["written"])
+    assert main(_RUNS[three_group_run]) == 0
+    assert all((three_group_run / name).is_file() for name in per_group)
 
 
 def test_tables_and_report_name_the_groups_and_no_paper(three_group_run):
