@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -72,12 +73,18 @@ def make_ranker(name: str | Ranker, **params: Any) -> Ranker:
 
 def ranker_parameters(cls: type[Ranker]) -> list[str]:
     """The keyword parameters a ranker class accepts: its own, then the base class's."""
+    return list(_keyword_parameters(cls))
+
+
+@functools.lru_cache(maxsize=64)
+def _keyword_parameters(cls: type[Ranker]) -> tuple[str, ...]:
+    # Read once per class: ``inspect.signature`` costs most of a ranker's construction.
     names: list[str] = []
     for klass in (cls, Ranker):
         for name, parameter in inspect.signature(klass.__init__).parameters.items():
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in names:
                 names.append(name)
-    return names
+    return tuple(names)
 
 
 def configure_ranker(

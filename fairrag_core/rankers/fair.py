@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -92,43 +93,59 @@ def _quantiles(k: int, p: float, alpha: float) -> np.ndarray:
     return np.maximum(table, 0.0).astype(np.intp)
 
 
-def _binomial_pmf(k: int, p: float) -> np.ndarray:
-    """``pmf[b, x] = P[Bin(b, p) = x]`` for b, x = 0..k (one vectorised scipy call)."""
+def _binomial_pmf(k: int, p: float) -> list[list[float]]:
+    """``pmf[b][x] = P[Bin(b, p) = x]`` for b, x = 0..k (one vectorised scipy call; 0 for x > b).
+
+    ``binom.pmf`` returns ``binom._pmf`` (scipy's kernel) inside the support after argument
+    checks that cost more than the kernel; the kernel is called directly (the public function
+    when scipy lacks it), and outside the support the value is 0, as the public one gives.
+    """
     from scipy.stats import binom
 
     sizes = np.arange(k + 1)
-    return binom.pmf(sizes[None, :], sizes[:, None], p)
+    x, b = np.broadcast_arrays(sizes[None, :], sizes[:, None])
+    kernel = getattr(binom, "_pmf", None)
+    table = binom.pmf(x, b, p) if kernel is None else kernel(x, b, p)
+    return np.where(x <= b, table, 0.0).tolist()
 
 
-def _fail_probability(table: np.ndarray, pmf: np.ndarray) -> float:
+def _fail_probability(table: Sequence[int], pmf: Sequence[Sequence[float]]) -> float:
     """The probability that a Bin(p) ranking fails the table, as fairsearchcore computes it.
 
     fairsearchcore splits positions ``1..k-1`` (the last position is not looked at) into blocks
-    ending where ``m`` steps up by one; block j (size b_j) must bring the protected count to at
-    least j. Success probability ``f(1, 0)`` with
+    ending where ``m`` steps up by exactly one; block j (size b_j) must bring the protected
+    count to at least j. Success probability ``f(1, 0)`` with
     ``f(j, a) = sum_{x >= max(0, j - a)}^{b_j} P[Bin(b_j, p) = x] * f(j + 1, a + x)`` and
     ``f(J + 1, .) = 1``; fail probability ``1 - f(1, 0)`` (0 when the success is 0). The sum over
     x runs in ascending order from 0.0, term by term, as the reference's loop does, and the
     pmf values come from the same scipy function, so the floats are the reference's bit for bit
-    (and so are the bisection's comparisons). ``pmf`` is :func:`_binomial_pmf`'s table.
+    (and so are the bisection's comparisons). ``pmf`` is :func:`_binomial_pmf`'s table. Plain
+    Python floats: the tables are a few entries long, where numpy's per-call cost dominates.
     """
-    steps = np.flatnonzero(np.diff(table[:-1], prepend=0) == 1) + 1  # 1-based step positions
-    if steps.size == 0:
+    steps = []  # 1-based positions where m steps up by one
+    previous = 0
+    for position, m in enumerate(table[:-1], start=1):
+        if m - previous == 1:
+            steps.append(position)
+        previous = m
+    if not steps:
         return 0.0
-    blocks = np.diff(steps, prepend=0)
-    largest = int(blocks.max())
-    total = int(steps[-1])
+    blocks = [end - start for start, end in zip([0, *steps[:-1]], steps, strict=True)]
+    largest, total = max(blocks), steps[-1]
     # f_next[a] = f(j + 1, a) for a = 0..total (+ padding: states past total are unreachable).
-    f_next = np.ones(total + largest + 1)
-    assigned = np.arange(total + 1)
-    for j in range(blocks.size, 0, -1):
-        size = int(blocks[j - 1])
-        low = np.maximum(j - assigned, 0)
-        acc = np.zeros(total + 1)
-        for x in range(size + 1):
-            acc += np.where(low <= x, pmf[size, x] * f_next[assigned + x], 0.0)
-        f_next = np.concatenate([acc, np.zeros(largest)])
-    success = float(f_next[0])
+    f_next = [1.0] * (total + largest + 1)
+    for j in range(len(blocks), 0, -1):
+        size = blocks[j - 1]
+        row = pmf[size]
+        acc = [0.0] * (total + 1)
+        for a in range(total + 1):
+            low = max(j - a, 0)
+            value = 0.0
+            for x in range(size + 1):
+                value += row[x] * f_next[a + x] if low <= x else 0.0
+            acc[a] = value
+        f_next = acc + [0.0] * largest
+    success = f_next[0]
     return 0.0 if success == 0 else 1.0 - success
 
 
@@ -138,11 +155,11 @@ def _adjusted(k: int, p: float, alpha: float) -> tuple[tuple[int, ...], float]:
 
     pmf = _binomial_pmf(k, p)
 
-    def boundary(a: float) -> tuple[float, float, int, np.ndarray]:
-        table = _quantiles(k, p, a)
-        return a, _fail_probability(table, pmf), int(table.sum()), table
+    def boundary(a: float) -> tuple[float, float, int, list[int]]:
+        table = _quantiles(k, p, a).tolist()
+        return a, _fail_probability(table, pmf), sum(table), table
 
-    def nearest(*candidates: tuple[float, float, int, np.ndarray]) -> tuple:
+    def nearest(*candidates: tuple[float, float, int, list[int]]) -> tuple:
         # The first of the candidates with the smallest |fail - alpha| (the reference's ties).
         return min(candidates, key=lambda b: abs(b[1] - alpha))
 
@@ -166,7 +183,7 @@ def _adjusted(k: int, p: float, alpha: float) -> tuple[tuple[int, ...], float]:
         if high[2] - mid[2] == 1 and mid[2] - low[2] == 1:
             chosen = _middle_rule(low, mid, high, alpha)
             break
-    return tuple(chosen[3].tolist()), chosen[0]
+    return tuple(chosen[3]), chosen[0]
 
 
 def _middle_rule(low: tuple, mid: tuple, high: tuple, alpha: float) -> tuple:
