@@ -26,37 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     study = commands.add_parser("study", help="reproduce the paper's study end to end")
     # Path flags depend on the disk and on each other: checked after parsing, before any work.
     study.set_defaults(check=lambda args: _check_study(study, args))
-    study.add_argument(
-        "--data",
-        type=Path,
-        help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download), or with --target "
-        "your own labelled CSV",
-    )
-    study.add_argument(
-        "--target",
-        type=options.target,
-        help='your own data: every group\'s target share as JSON, e.g. \'{"a": 0.4, "b": 0.3, '
-        '"c": 0.3}\' (its keys are the groups; default: the TREC data, female 0.5)',
-    )
-    study.add_argument(
-        "--group-key",
-        type=options.column_name,
-        help="with --target: the CSV column holding each document's group (default gender)",
-    )
-    study.add_argument(
-        "--protected",
-        help="with --target: the group the one-group metrics (exposure share, generation "
-        "parity) are about (default: none)",
-    )
-    for flag, default in (
-        ("--doc-id-column", "doc_id"),
-        ("--title-column", "doc_title"),
-        ("--text-column", "first sentence"),
-        ("--topic-column", "q_text"),
-    ):
-        study.add_argument(
-            flag, type=options.column_name, help=f"with --target: default {default!r}"
-        )
+    options.add_dataset_arguments(study)
     study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
     study.add_argument(
         "--text",

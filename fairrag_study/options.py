@@ -24,6 +24,7 @@ from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset, custom_dataset
 
 __all__ = [
     "DATASET_FLAGS",
+    "add_dataset_arguments",
     "alpha",
     "check_paths",
     "column_name",
@@ -159,6 +160,40 @@ def target(text: str) -> dict[str, float]:
     except (TypeError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not accepted: {exc}") from None
     return shares
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data`` and the flags describing a user's own data set (``--target``, the columns):
+    the study's and the sweep's (read back by :func:`dataset_from_args`)."""
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download), or with --target "
+        "your own labelled CSV",
+    )
+    parser.add_argument(
+        "--target",
+        type=target,
+        help='your own data: every group\'s target share as JSON, e.g. \'{"a": 0.4, "b": 0.3, '
+        '"c": 0.3}\' (its keys are the groups; default: the TREC data, female 0.5)',
+    )
+    parser.add_argument(
+        "--group-key",
+        type=column_name,
+        help="with --target: the CSV column holding each document's group (default gender)",
+    )
+    parser.add_argument(
+        "--protected",
+        help="with --target: the group the one-group metrics (exposure share, generation "
+        "parity) are about (default: none)",
+    )
+    for flag, default in (
+        ("--doc-id-column", "doc_id"),
+        ("--title-column", "doc_title"),
+        ("--text-column", "first sentence"),
+        ("--topic-column", "q_text"),
+    ):
+        parser.add_argument(flag, type=column_name, help=f"with --target: default {default!r}")
 
 
 def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> StudyDataset:

@@ -31,7 +31,7 @@ from fairrag_core.metrics import (
 )
 
 from .data import build_corpus, load_documents, locate_data, study_topics
-from .dataset import TREC_GENDER
+from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_sentence_transformer
 from .plan import plan_trials
 from .pools import QuestionPool, query_pools
@@ -44,16 +44,12 @@ from .study import (
     progress_bar,
 )
 
-# The sweep runs on the paper's data set (the study's other data sets: not yet).
-GROUP_KEY = TREC_GENDER.group_key
-PROTECTED = TREC_GENDER.protected
-TARGET_SHARE = TREC_GENDER.target_share
-
 __all__ = [
     "DEFAULT_GRID",
     "KNOBS",
     "Setting",
     "SweepConfig",
+    "default_grid",
     "expand",
     "load_pools",
     "pareto_front",
@@ -82,6 +78,21 @@ DEFAULT_GRID: dict[str, dict[str, tuple[float, ...]]] = {
 """Small by design (23 points; on the study's pools the representative ranker's gain barely
 moves it and FA*IR's p below 0.5 changes nothing at k = 5); ``--grid`` replaces one ranker's
 grid."""
+
+BINARY_KNOBS: dict[str, tuple[str, ...]] = {"forced_exposure": ("target_share",), "fair": ("p",)}
+"""Knobs that set the protected group's share: only for a binary target (one protected group
+against the rest); FA*IR itself takes only a binary target."""
+
+
+def default_grid(dataset: StudyDataset = TREC_GENDER) -> dict[str, dict[str, tuple[float, ...]]]:
+    """:data:`DEFAULT_GRID` for a binary target; for a target of several groups, without FA*IR
+    (binary only) and with forced exposure at the data set's target (one point)."""
+    if dataset.target is None:
+        return {ranker: dict(knobs) for ranker, knobs in DEFAULT_GRID.items()}
+    grid = {ranker: dict(knobs) for ranker, knobs in DEFAULT_GRID.items() if ranker != "fair"}
+    grid["forced_exposure"] = {}
+    return grid
+
 
 COLUMNS = (
     "ranker",
@@ -117,11 +128,12 @@ class Setting:
         """Whether the ranker keeps state across rankings (then it is run as a stream)."""
         return self.ranker == "amortized"
 
-    def build(self, seed: int) -> Ranker:
-        """The ranker, with the study's fairness target (``target_share`` may be a knob)."""
+    def build(self, seed: int, dataset: StudyDataset = TREC_GENDER) -> Ranker:
+        """The ranker, with the data set's fairness target (a binary target's ``target_share``
+        may be a knob)."""
         fairness: dict[str, Any] = {}
         if self.ranker not in ("standard", "stochastic"):
-            fairness = {"protected": PROTECTED, "target_share": TARGET_SHARE}
+            fairness = dataset.target_arguments()
         return make_ranker(self.ranker, seed=seed, **{**fairness, **dict(self.params)})
 
 
@@ -147,8 +159,25 @@ class SweepConfig:
     out: Path = Path("fairrag-sweep")
 
     def settings(self) -> list[Setting]:
-        """The points to run, in ranker order."""
-        return expand({r: self.grid.get(r, DEFAULT_GRID[r]) for r in self.rankers})
+        """The points to run, in ranker order (a ranker the data set's target rules out, e.g.
+        FA*IR with several groups, is an error naming it)."""
+        dataset = self.study.dataset
+        defaults = default_grid(dataset)
+        if dataset.target is not None:
+            binary = [r for r in self.rankers if r == "fair"]
+            binary += [
+                f"{r}:{knob}"
+                for r, knobs in self.grid.items()
+                for knob in knobs
+                if knob in BINARY_KNOBS.get(r, ())
+            ]
+            if binary:
+                raise ValueError(
+                    f"{', '.join(binary)} set the protected group's share, which needs a binary "
+                    f"target; the data set's target has {len(dataset.groups)} groups "
+                    f"({dataset.target_label()})"
+                )
+        return expand({r: self.grid.get(r, defaults[r]) for r in self.rankers})
 
 
 def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[QuestionPool]:
@@ -161,15 +190,22 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
             f"the sweep ranks the pools of the CSV text's index; text={config.text!r} is not "
             "supported there (run `fairrag study --text wikipedia` for Wikipedia text)"
         )
-    documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir))
+    dataset = config.dataset
+    documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir), dataset)
     corpus = build_corpus(
         documents,
         config.corpus,
         seed=config.corpus_seed,
         topics=config.topics,
-        per_group=config.per_group or TREC_GENDER.per_group,
+        per_group=config.per_group or dataset.per_group,
+        groups=dataset.groups,
     )
-    trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
+    trials = plan_trials(
+        study_topics(documents, config.topics, dataset.groups),
+        config.trials,
+        config.seed,
+        dataset.question_templates,
+    )
     model = load_sentence_transformer(config.model)
     client, where, name, added = _open_index(config, corpus, model, None, log)
     try:
@@ -184,28 +220,38 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
             trials,
             corpus,
             pool_size=config.pool_size,
-            group_key=GROUP_KEY,
+            group_key=dataset.group_key,
         )
     finally:
         client.close()
 
 
-def _ranking_figures(pool: QuestionPool, ranking: np.ndarray, k: int) -> tuple[float, float, float]:
-    """(exposure disparity, nDCG@k, P@k) of one ranking, by the core's metrics."""
+def _ranking_figures(
+    pool: QuestionPool, ranking: np.ndarray, k: int, target: Mapping[str, Any]
+) -> tuple[float, float, float]:
+    """(exposure disparity, nDCG@k, P@k) of one ranking, by the core's metrics (``target``:
+    the data set's ``target_arguments()``)."""
     shown = [pool.groups[i] for i in ranking.tolist()]
     flags = pool.relevant[ranking]
     return (
-        exposure_disparity(shown, protected=PROTECTED, target_share=TARGET_SHARE),
+        exposure_disparity(shown, **target),
         ndcg_at_k(flags, k, n_relevant=pool.n_relevant),
         precision_at_k(flags, k),
     )
 
 
 def sweep_point(
-    setting: Setting, pools: Sequence[QuestionPool], k: int, samples: int, seed: int
+    setting: Setting,
+    pools: Sequence[QuestionPool],
+    k: int,
+    samples: int,
+    seed: int,
+    dataset: StudyDataset = TREC_GENDER,
 ) -> dict[str, Any]:
-    """One setting's row of ``sweep.csv`` (docs/SPEC.md, "Sweep")."""
-    ranker = setting.build(seed)
+    """One setting's row of ``sweep.csv`` (docs/SPEC.md, "Sweep"), disparities against the
+    data set's target."""
+    ranker = setting.build(seed, dataset)
+    target = dataset.target_arguments()
     per_query: list[np.ndarray] = []  # (disparity, nDCG, P) means per question
     losses: list[float] = []
     labels: list[np.ndarray] = []  # (rankings, k) group labels per question
@@ -214,23 +260,16 @@ def sweep_point(
             rankings = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)[None, :]
         else:
             rankings = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
-            losses.append(
-                expected_exposure(
-                    rankings, pool.groups, protected=PROTECTED, target_share=TARGET_SHARE
-                ).loss
-            )
+            losses.append(expected_exposure(rankings, pool.groups, **target).loss)
         # Each distinct ranking is scored once and weighted by how often it was drawn.
         distinct, counts = np.unique(rankings, axis=0, return_counts=True)
-        figures = np.array([_ranking_figures(pool, row, k) for row in distinct])
+        figures = np.array([_ranking_figures(pool, row, k, target) for row in distinct])
         per_query.append(counts @ figures / counts.sum())
         labels.append(np.asarray(pool.groups, dtype=object)[rankings])
     # Stream j is the j-th ranking of every question in trial order: each is a stream a user
     # would see, so its amortized disparity compares with the amortized ranker's one stream.
     streams = np.stack(labels, axis=1)  # (rankings, questions, k)
-    amortized = [
-        amortized_disparity(stream, protected=PROTECTED, target_share=TARGET_SHARE)
-        for stream in streams
-    ]
+    amortized = [amortized_disparity(stream, **target) for stream in streams]
     means = np.mean(per_query, axis=0)
     return {
         "ranker": setting.ranker,
@@ -332,7 +371,9 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
     with phase("sweep"):
         bar = progress_bar(study.progress, len(settings), "sweep", "setting")
         for setting in settings:
-            rows.append(sweep_point(setting, pools, study.k, config.samples, study.seed))
+            rows.append(
+                sweep_point(setting, pools, study.k, config.samples, study.seed, study.dataset)
+            )
             bar.update(1)
         bar.close()
     front = pareto_front([r["disparity"] for r in rows], [r["ndcg_at_k"] for r in rows])

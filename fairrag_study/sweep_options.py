@@ -13,7 +13,7 @@ from .data import CORPUS_KINDS, DataNotFoundError
 from .embedding import DEFAULT_MODEL
 from .errors import StudyError
 from .study import StudyConfig
-from .sweep import DEFAULT_GRID, KNOBS, SweepConfig, expand, run_sweep
+from .sweep import KNOBS, SweepConfig, default_grid, expand, run_sweep
 
 __all__ = ["add_sweep_command", "grid_flag"]
 
@@ -70,8 +70,8 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument(
         "--rankers",
         type=options.rankers,
-        default=tuple(DEFAULT_GRID),
-        help="comma-separated rankers to sweep (default: all)",
+        help="comma-separated rankers to sweep (default: every ranker that takes the data "
+        "set's target)",
     )
     sweep.add_argument(
         "--samples",
@@ -85,9 +85,7 @@ def add_sweep_command(commands: Any) -> None:
         default=Path("fairrag-sweep"),
         help="folder for sweep.csv and frontier.png (default fairrag-sweep)",
     )
-    sweep.add_argument(
-        "--data", type=Path, help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download)"
-    )
+    options.add_dataset_arguments(sweep)
     sweep.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
     sweep.add_argument(
         "--trials", type=options.int_at_least(1), default=80, help="questions (default 80)"
@@ -98,12 +96,19 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument("--cache-dir", type=Path, help="index and data cache (~/.cache/fairrag)")
     sweep.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
     sweep.add_argument("--topics", type=options.comma_list, help="restrict the corpus")
-    sweep.add_argument("--per-group", type=options.int_at_least(1), default=50)
+    sweep.add_argument(
+        "--per-group",
+        type=options.int_at_least(1),
+        help="balanced corpus: documents per group per topic (default: the data set's; TREC 50)",
+    )
     sweep.add_argument("--no-progress", action="store_true")
 
 
 def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     options.check_paths(parser, args)
+    dataset = options.dataset_from_args(parser, args)
+    if args.rankers is None:
+        args.rankers = tuple(default_grid(dataset))
     grid: dict[str, dict[str, tuple[float, ...]]] = {}
     for ranker, knobs in args.grid:
         if ranker in grid:
@@ -116,6 +121,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         grid[ranker] = knobs
     study = StudyConfig(
         data=args.data,
+        dataset=dataset,
         corpus=args.corpus,
         trials=args.trials,
         seed=args.seed,
@@ -129,6 +135,10 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     config = SweepConfig(study, args.rankers, grid, args.samples, args.out)
+    try:
+        config.settings()  # a ranker or knob the data set's target rules out: exit 2 now
+    except ValueError as exc:
+        parser.error(f"argument --rankers/--grid: {exc}")
     try:
         run_sweep(config)
     except (DataNotFoundError, ValueError, StudyError) as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 
@@ -12,31 +11,16 @@ import pytest
 from fairrag_study.cli import main
 from fairrag_study.dataset import TREC_GENDER, StudyDataset, custom_dataset
 from fairrag_study.report import METRICS, PAPER, metric_specs
-from tests.chroma_pool import data_path_or_skip
+from tests.three_groups import TARGET, write_three_group_csv
 
-TOPICS = ("Computer science", "Medicine", "Tennis")
-TARGET = {"a": 0.4, "b": 0.3, "c": 0.3}
 RANKERS = ("standard", "representative_stochastic")
-
-
-def _region(doc_id: str) -> str:
-    """A synthetic group, fixed by the document's id (the same on every machine)."""
-    return "abc"[hashlib.sha256(doc_id.encode()).digest()[0] % 3]
 
 
 @pytest.fixture(scope="module")
 def three_group_run(tmp_path_factory):
     """The TREC rows of three topics, relabelled by ``region`` a/b/c, gender column dropped."""
     root = tmp_path_factory.mktemp("regions")
-    mine = root / "mine.csv"
-    with open(data_path_or_skip(), newline="", encoding="utf-8") as source:
-        rows = [row for row in csv.DictReader(source) if row["q_text"] in TOPICS]
-    with open(mine, "w", newline="", encoding="utf-8") as target:
-        columns = ["q_text", "doc_id", "region", "doc_title", "first sentence"]
-        writer = csv.DictWriter(target, columns, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**row, "region": _region(row["doc_id"])})
+    mine = write_three_group_csv(root / "mine.csv")
     out = root / "out"
     args = [
         "study", "--data", str(mine), "--group-key", "region", "--target", json.dumps(TARGET),

@@ -17,6 +17,7 @@ import pytest
 
 from fairrag_core.metrics import amortized_disparity, exposure_disparity, ndcg_at_k
 from fairrag_study.cli import main
+from fairrag_study.dataset import custom_dataset
 from fairrag_study.study import StudyConfig
 from fairrag_study.sweep import (
     COLUMNS,
@@ -29,9 +30,11 @@ from fairrag_study.sweep import (
 )
 from fairrag_study.sweep_options import grid_flag
 from tests.chroma_pool import data_path_or_skip
+from tests.three_groups import TARGET, write_three_group_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = "Computer science,Medicine,Tennis"
+THREE = json.dumps(TARGET)
 HEAVY = ("torch", "sentence_transformers", "transformers", "chromadb", "langchain_chroma")
 
 
@@ -142,6 +145,43 @@ def test_a_point_is_the_cores_metrics_over_every_draw(
     assert sweep_point(amortized, pools, 5, 20, 7) == sweep_point(amortized, pools, 5, 20, 7)
 
 
+def test_a_users_three_group_data_set_sweeps_against_its_target(tmp_path: Path) -> None:
+    """``--data mine.csv --group-key region --target ...``: the sweep reads the data set
+    through the study's seam; FA*IR (binary only) is left out by default, forced exposure runs
+    at the data set's target, and every disparity is against the three-group target."""
+    mine = write_three_group_csv(tmp_path / "mine.csv")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    args = [
+        "sweep", "--data", str(mine), "--group-key", "region", "--target", THREE,
+        "--per-group", "8", "--trials", "8", "--samples", "10", "--out", str(out),
+        "--cache-dir", str(cache), "--no-progress",
+    ]  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(args) == 0
+    rows = _rows(out)
+    rankers = {row["ranker"] for row in rows}
+    assert rankers == set(DEFAULT_GRID) - {"fair"}
+    assert [row["setting"] for row in rows if row["ranker"] == "forced_exposure"] == [""]
+    dataset = custom_dataset(TARGET, name="custom", group_key="region")
+    study = StudyConfig(
+        data=mine, dataset=dataset, llm="none", cache_dir=cache, per_group=8, trials=8,
+        progress=False,
+    )  # fmt: skip
+    pools = load_pools(study, lambda _: None)
+    assert {g for pool in pools for g in pool.groups} <= set(TARGET)
+    shown = [
+        [pool.groups[i] for i in np.argsort(-pool.scores, kind="stable")[:5]] for pool in pools
+    ]
+    standard = next(row for row in rows if row["ranker"] == "standard")
+    expected = np.mean([exposure_disparity(s, target=TARGET) for s in shown])
+    assert float(standard["disparity"]) == pytest.approx(expected, abs=1e-12)
+    assert float(standard["amortized_disparity"]) == pytest.approx(
+        amortized_disparity(shown, target=TARGET), abs=1e-12
+    )
+    forced = next(row for row in rows if row["ranker"] == "forced_exposure")
+    assert float(forced["disparity"]) < float(standard["disparity"])
+
+
 def test_grid_flag_replaces_one_rankers_grid_and_reuses_the_index(
     sweep_run: tuple[Path, Path, list[str]], tmp_path: Path
 ) -> None:
@@ -176,6 +216,7 @@ def test_pareto_front_on_hand_made_points() -> None:
 CHILD = r"""
 import contextlib, io, json, sys
 from fairrag_study.cli import main
+from fairrag_study.dataset import custom_dataset
 from fairrag_study.sweep_options import grid_flag
 results = []
 for case in json.loads(sys.argv[1]):
@@ -211,6 +252,13 @@ def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path
         (["--out", str(a_file)], "--out", "is a file, not a folder"),
         (["--cache-dir", "/proc/fairrag-cache"], "--cache-dir", "is not writable"),
         (["--data", str(tmp_path / "missing.csv")], "--data", "is not a file"),
+        (["--group-key", "region"], "--group-key", "needs --target"),
+        (["--target", THREE, "--rankers", "standard,fair"], "--rankers/--grid", "binary target"),
+        (
+            ["--target", THREE, "--grid", "forced_exposure:target_share=0.3"],
+            "--rankers/--grid",
+            "forced_exposure:target_share set the protected group's share",
+        ),
     ]
     out = tmp_path / "out"
     base = ["sweep", "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
