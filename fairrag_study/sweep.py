@@ -33,7 +33,7 @@ from fairrag_core.metrics import (
 
 from .data import build_corpus, load_documents, locate_data, study_topics
 from .dataset import TREC_GENDER
-from .embedding import load_sentence_transformer
+from .embedding import load_embedding_model
 from .plan import Trial, plan_trials
 from .study import StudyConfig, _open_index, _PoolCheckedCollection, phase_timer, progress_bar
 
@@ -169,7 +169,9 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[SweepPoo
         per_group=config.per_group,
     )
     trials = plan_trials(study_topics(documents, config.topics), config.trials, config.seed)
-    model = load_sentence_transformer(config.model)
+    model = load_embedding_model(
+        config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
+    )
     client, where, name, added = _open_index(config, corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
