@@ -11,7 +11,7 @@ from fairrag_core import VectorStoreUnavailableError, available_rankers
 
 from . import options
 from .data import CORPUS_KINDS, DataNotFoundError
-from .embedding import DEFAULT_MODEL
+from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
 from .errors import StudyError
 from .index import DEFAULT_TIMEOUT
 from .many_rankings import study_rankers
@@ -100,6 +100,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     study.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
     study.add_argument(
+        "--embedding-backend",
+        choices=EMBEDDING_BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="onnx: ONNX Runtime on an fp32 export of the model, made once in the cache (no "
+        "torch import); torch: sentence-transformers (default onnx)",
+    )
+    study.add_argument(
         "--topics", type=options.comma_list, help="comma-separated topics to restrict the corpus to"
     )
     study.add_argument(
@@ -163,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         cache_dir=args.cache_dir,
         model=args.model,
+        embedding_backend=args.embedding_backend,
         topics=args.topics,
         per_group=args.per_group,
         text=args.text,

@@ -6,7 +6,8 @@ Chroma's embedded index keeps documents and metadata in ``chroma.sqlite3`` and t
 HNSW graph in one folder per segment, written every ``sync_threshold`` (1,000) vectors. With
 that folder deleted, or its ``data_level0.bin`` zeroed or truncated, Chroma still reports the
 full count but answers queries from the few vectors it had not flushed (pools of one document);
-with random bytes there it crashes (SIGSEGV). So the index is trusted only when its segment files
+with random bytes there it fails to find ids, and with random neighbour ids in the graph's link
+lists it crashes (SIGSEGV). So the index is trusted only when its segment files
 match the manifest written when it was built and verified, else after a probe: query documents
 whose own vectors are known, and check each finds itself (distance ~0) in a pool of
 ``min(n, count)`` candidates.

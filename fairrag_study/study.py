@@ -33,7 +33,13 @@ from .data import (
     study_topics,
 )
 from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
-from .embedding import DEFAULT_MODEL, load_sentence_transformer
+from .embedding import (
+    DEFAULT_BACKEND,
+    DEFAULT_MODEL,
+    EMBEDDING_BACKENDS,
+    embedding_backend,
+    load_embedding_model,
+)
 from .errors import AnswerStoreError, GeneratorUnavailableError, IndexDamagedError, StudyError
 from .index import (
     DEFAULT_TIMEOUT,
@@ -51,6 +57,7 @@ from .many_rankings import ManyRankings, describe_rankers, measure, ranker_field
 from .outputs import OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, query_pools
+from .progress import progress_bar
 from .report import RunFacts, full_topics, output_files, write_outputs
 from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
 
@@ -95,6 +102,8 @@ class StudyConfig:
     out: Path = Path("fairrag-output")
     cache_dir: Path | None = None
     model: str = DEFAULT_MODEL
+    embedding_backend: str = DEFAULT_BACKEND
+    """``onnx`` (ONNX Runtime on an fp32 export, no torch import) or ``torch``; docs/SPEC.md."""
     topics: tuple[str, ...] | None = None
     """Restrict the corpus to these topics (small runs and tests)."""
     per_group: int | None = None
@@ -166,6 +175,11 @@ def _check_config(config: StudyConfig) -> None:
         raise ValueError(
             f"samples (rankings drawn per question) must be an integer >= 1, got {config.samples!r}"
         ) from None
+    if config.embedding_backend not in EMBEDDING_BACKENDS:
+        raise ValueError(
+            f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got "
+            f"{config.embedding_backend!r}"
+        )
     if not isinstance(config.dataset, StudyDataset):
         raise ValueError(f"dataset must be a StudyDataset, got {config.dataset!r}")
     if config.rankers is not None:
@@ -262,7 +276,10 @@ def _run_claimed(
                 dataset.question_templates,
             )
         with phase("embed"):
-            model = load_sentence_transformer(config.model)
+            model = load_embedding_model(
+                config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
+            )
+            log(f"embedding with {config.model} on {embedding_backend(model)}")
             client, index_path, name, added = _open_index(config, corpus, model, server, log)
             collection_size = len(corpus)
             log(f"index {index_path}: {collection_size} documents ({added} embedded now)")
@@ -896,14 +913,6 @@ def _trial_record(
     }
 
 
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def phase_timer(
     timings: dict[str, float], log: Callable[[str], None]
 ) -> Callable[[str], AbstractContextManager[None]]:
@@ -919,12 +928,3 @@ def phase_timer(
             log(f"[{name}] {timings[name]:.1f} s")
 
     return phase
-
-
-def progress_bar(show: bool, total: int, desc: str, unit: str) -> Any:
-    """A tqdm bar of ``total`` steps, or a stand-in that shows nothing."""
-    if not show:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit)

@@ -32,16 +32,16 @@ from fairrag_core.metrics import (
 
 from .data import build_corpus, load_documents, locate_data, study_topics
 from .dataset import TREC_GENDER, StudyDataset
-from .embedding import load_sentence_transformer
+from .embedding import load_embedding_model
 from .plan import plan_trials
 from .pools import QuestionPool, query_pools
+from .progress import progress_bar
 from .study import (
     StudyConfig,
     _open_index,
     _PoolCheckedCollection,
     _query_embeddings,
     phase_timer,
-    progress_bar,
 )
 
 __all__ = [
@@ -206,7 +206,9 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
         config.seed,
         dataset.question_templates,
     )
-    model = load_sentence_transformer(config.model)
+    model = load_embedding_model(
+        config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
+    )
     client, where, name, added = _open_index(config, corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")

@@ -10,7 +10,7 @@ from typing import Any
 
 from . import options
 from .data import CORPUS_KINDS, DataNotFoundError
-from .embedding import DEFAULT_MODEL
+from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
 from .errors import StudyError
 from .study import StudyConfig
 from .sweep import KNOBS, SweepConfig, default_grid, expand, run_sweep
@@ -95,6 +95,12 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument("--k", type=options.int_at_least(1), default=5)
     sweep.add_argument("--cache-dir", type=Path, help="index and data cache (~/.cache/fairrag)")
     sweep.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
+    sweep.add_argument(
+        "--embedding-backend",
+        choices=EMBEDDING_BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="onnx (fp32 export, no torch import) or torch (default onnx)",
+    )
     sweep.add_argument("--topics", type=options.comma_list, help="restrict the corpus")
     sweep.add_argument(
         "--per-group",
@@ -130,6 +136,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         llm="none",
         cache_dir=args.cache_dir,
         model=args.model,
+        embedding_backend=args.embedding_backend,
         topics=args.topics,
         per_group=args.per_group,
         progress=not args.no_progress,

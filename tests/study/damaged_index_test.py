@@ -3,9 +3,9 @@
 The index is a real one built by the study from real documents, with its HNSW segment on disk:
 Chroma writes the segment every ``sync_threshold`` vectors (1,000 by default), so the test's
 collection is created with a threshold of 10 and 72 documents suffice. Each kind of damage the
-issue found (segment folder deleted, data file zeroed, truncated, overwritten with random bytes:
-the last one crashes Chroma) must end in a rebuilt index answering as the intact one did, and a
-study on it in the very records of an intact run.
+issue found (segment folder deleted, data file zeroed, truncated, overwritten with random bytes)
+and random neighbour ids in its link lists (which crash Chroma) must end in a rebuilt index
+answering as the intact one did, and a study on it in the very records of an intact run.
 """
 
 from __future__ import annotations
@@ -124,7 +124,25 @@ def _truncate(segment: Path) -> None:
 
 def _random_bytes(segment: Path) -> None:
     data = segment / "data_level0.bin"
-    data.write_bytes(np.random.default_rng(0).bytes(data.stat().st_size))  # crashes Chroma
+    data.write_bytes(np.random.default_rng(0).bytes(data.stat().st_size))  # labels lost too
+
+
+LINKS = 4 + 2 * 16 * 4
+"""Bytes of an element's level-0 link list in hnswlib's data_level0.bin: a count and 2 M
+neighbour ids (M = 16, Chroma's max_neighbors); then the vector (384 float32) and the label."""
+ELEMENT = LINKS + 384 * 4 + 8
+
+
+def _random_links(segment: Path) -> None:
+    """Random neighbour ids in every element's link list, labels and vectors kept: the graph
+    search follows ids outside the index (hnswlib does not check them) and Chroma crashes."""
+    data = segment / "data_level0.bin"
+    raw = bytearray(data.read_bytes())
+    assert len(raw) % ELEMENT == 0, (len(raw), ELEMENT)
+    rng = np.random.default_rng(0)
+    for start in range(0, len(raw), ELEMENT):
+        raw[start + 4 : start + LINKS] = rng.bytes(LINKS - 4)
+    data.write_bytes(bytes(raw))
 
 
 @pytest.mark.parametrize(
@@ -133,9 +151,16 @@ def _random_bytes(segment: Path) -> None:
         (_delete_folder, "is missing"),
         (_zero, "differs from the one verified"),
         (_truncate, "has 0 bytes"),
-        (_random_bytes, "crashed Chroma (SIGSEGV)"),
+        (_random_bytes, "failed with InternalError"),
+        (_random_links, "crashed Chroma (SIGSEGV)"),
     ],
-    ids=["segment-folder-deleted", "data-zeroed", "data-truncated", "data-random-bytes"],
+    ids=[
+        "segment-folder-deleted",
+        "data-zeroed",
+        "data-truncated",
+        "data-random-bytes",
+        "data-random-links",
+    ],
 )
 def test_a_damaged_index_is_found_and_rebuilt(
     built: dict[str, Any], damage: Callable[[Path], None], why: str
