@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -12,6 +13,20 @@ from tests.chroma_pool import SUBSET_TOPICS, build_chroma_pool, load_subset
 # No per-example deadline: speed is measured by benchmarks, not asserted by timed tests.
 settings.register_profile("fairrag", deadline=None)
 settings.load_profile("fairrag")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory):
+    """The study's default cache (``$FAIRRAG_CACHE``, else ``~/.cache/fairrag``) is a folder of
+    this test session, for this process and every child it starts: a test that leaves the cache
+    folder unset never reads or writes the user's indexes, exports and answers."""
+    before = os.environ.get("FAIRRAG_CACHE")
+    os.environ["FAIRRAG_CACHE"] = str(tmp_path_factory.mktemp("fairrag-cache"))
+    yield
+    if before is None:
+        os.environ.pop("FAIRRAG_CACHE", None)
+    else:
+        os.environ["FAIRRAG_CACHE"] = before
 
 
 @pytest.fixture(scope="session")
