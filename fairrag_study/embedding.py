@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .data import default_cache_dir, sha256_of
+
 __all__ = [
     "DEFAULT_BACKEND",
     "DEFAULT_MODEL",
@@ -193,7 +195,7 @@ class OnnxEmbedder:
         then recorded, within :data:`MAX_ABS_DIFF` (this onnxruntime computes as the one that
         was checked). Returns the largest probe difference; raises ``ValueError`` saying why."""
         for name, digest in self.meta["files"].items():
-            if _sha256(self.folder / name) != digest:
+            if sha256_of(self.folder / name) != digest:
                 raise ValueError(f"{name} differs from the file exported (sha256)")
         expected = np.asarray(self.meta["probe_vectors"], dtype=np.float32)
         found = self.encode(list(self.meta["probe_texts"]), normalize_embeddings=True)
@@ -206,14 +208,6 @@ class OnnxEmbedder:
                 f"(more than {MAX_ABS_DIFF:g})"
             )
         return worst
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _model_folder(name: str) -> Path:
@@ -332,7 +326,7 @@ def export_onnx(name: str, folder: Path) -> Path:
             "torch": torch.__version__,
             "probe_texts": probes,
             "probe_vectors": expected.tolist(),
-            "files": {name: _sha256(work / name) for name in ("model.onnx", "tokenizer.json")},
+            "files": {name: sha256_of(work / name) for name in ("model.onnx", "tokenizer.json")},
         }
         (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         exported = OnnxEmbedder(work)
@@ -379,8 +373,6 @@ def load_embedding_model(
     if backend not in EMBEDDING_BACKENDS:
         raise ValueError(f"unknown embedding backend {backend!r}; expected one of onnx, torch")
     if cache_dir is None:
-        from .data import default_cache_dir
-
         cache_dir = default_cache_dir()
     key = (name, backend, str(Path(cache_dir).expanduser()))
     if key not in _LOADED:

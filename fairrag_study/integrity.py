@@ -15,7 +15,6 @@ whose own vectors are known, and check each finds itself (distance ~0) in a pool
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -24,6 +23,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .data import sha256_of
 
 __all__ = [
     "INDEX_MANIFEST",
@@ -53,12 +54,8 @@ def segment_files(folder: Path) -> dict[str, dict[str, Any]]:
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*/*")):
         if path.is_file():
-            digest = hashlib.sha256()
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
             rel = path.relative_to(folder).as_posix()
-            files[rel] = {"size": path.stat().st_size, "sha256": digest.hexdigest()}
+            files[rel] = {"size": path.stat().st_size, "sha256": sha256_of(path)}
     return files
 
 

@@ -203,16 +203,21 @@ def test_a_malformed_reply_is_a_clear_error_and_is_never_stored(
     assert all(r["groundedness"] == 1.0 for r in records)
 
 
+def _cli_args(url: str, tmp_path: Path, cache: Path, *extra: str) -> list[str]:
+    """A small study through the CLI against the stub server at ``url``: 2 trials of standard."""
+    return [
+        "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",
+        "--trials", "2", "--rankers", "standard", "--llm", "openai:gpt-4o-mini",
+        "--base-url", url, "--out", str(tmp_path / "out"), "--cache-dir", str(cache),
+        "--no-progress", *extra,
+    ]  # fmt: skip
+
+
 def test_the_cli_names_a_malformed_reply_with_exit_2(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with OpenAIStub("no_choices") as stub:
-        args = [
-            "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group",
-            "6", "--trials", "2", "--rankers", "standard", "--llm", "openai:gpt-4o-mini",
-            "--base-url", stub.url, "--out", str(tmp_path / "out"), "--cache-dir", str(cache),
-            "--answers", str(tmp_path / "answers.sqlite"), "--no-progress",
-        ]  # fmt: skip
+        args = _cli_args(stub.url, tmp_path, cache, "--answers", str(tmp_path / "answers.sqlite"))
         assert main(args) == 2
     error = capsys.readouterr().err
     assert f"the chat model server {stub.url} sent a reply the client could not read" in error
@@ -415,12 +420,7 @@ def test_without_the_answer_store_every_run_pays(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with OpenAIStub("ok") as stub:
-        args = [
-            "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group",
-            "6", "--trials", "2", "--rankers", "standard", "--llm", "openai:gpt-4o-mini",
-            "--base-url", stub.url, "--out", str(tmp_path / "out"), "--cache-dir",
-            str(cache), "--no-answer-cache", "--no-progress",
-        ]  # fmt: skip
+        args = _cli_args(stub.url, tmp_path, cache, "--no-answer-cache")
         assert main(args) == 0 and main(args) == 0
         assert len(stub.requests) == 4
     assert not (cache / ANSWERS_FILE).exists()
