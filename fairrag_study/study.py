@@ -325,7 +325,7 @@ def _run_claimed(
                         "target": dataset.target_label(),
                     }
                 ),
-                "embedding model": config.model,
+                "embedding model": f"{config.model} ({embedding_backend(model)})",
                 "generator": config.llm if llm is not None else "none",
                 **(
                     {"answers": _answers_line(answers)} if llm is not None and _pays(config) else {}

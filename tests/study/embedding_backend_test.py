@@ -249,6 +249,8 @@ def test_the_study_on_the_onnx_backend_never_imports_torch(
     assert "embedding with sentence-transformers/all-MiniLM-L6-v2 on onnx" in done.stdout
     assert "exporting" not in done.stdout
     assert json.loads(done.stdout.splitlines()[-1]) == [0, []]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "sentence-transformers/all-MiniLM-L6-v2 (onnx)" in report  # the backend is named
 
 
 @pytest.mark.integration
