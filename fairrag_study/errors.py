@@ -6,6 +6,7 @@ __all__ = [
     "AnswerStoreError",
     "GeneratorUnavailableError",
     "IndexDamagedError",
+    "ModelNotFoundError",
     "OutputFolderError",
     "StudyError",
     "WikipediaError",
@@ -23,6 +24,11 @@ class OutputFolderError(StudyError):
 
 class IndexDamagedError(StudyError):
     """The vector index does not hold what the corpus says (missing or damaged segment files)."""
+
+
+class ModelNotFoundError(StudyError, OSError):
+    """``--model`` names no model found here: not the packaged one, not a folder, and neither in
+    the Hugging Face cache nor reachable on the hub."""
 
 
 class GeneratorUnavailableError(StudyError):

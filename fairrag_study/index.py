@@ -55,9 +55,9 @@ DEFAULT_COOLDOWN = 5.0
 ENCODE_BATCH = 16
 """Texts per forward pass (sorted by length over the whole set, :func:`embedding_order`)."""
 ADD_BATCH = 1024
-"""Documents per ``collection.add``: one transaction per slice (adds of 64 cost ~1.4 s more
-on the balanced corpus); a multiple of :data:`ENCODE_BATCH`, so slices do not change the
-forward passes."""
+"""Documents per ``collection.add``: one transaction per slice (on the balanced corpus, adds of
+64 took 3.64 s and slices of 1,024 2.76 s: benchmarks/bench_first_run.py); a multiple of
+:data:`ENCODE_BATCH`, so slices do not change the forward passes."""
 
 
 def corpus_fingerprint(
@@ -323,7 +323,8 @@ def embed_missing(
 
 
 def _max_add_batch(collection: Any) -> int:
-    """The most records the collection's client takes in one ``add`` (no limit if unknown)."""
+    """The most records the collection's client takes in one ``add`` (:data:`ADD_BATCH` if
+    the client does not say)."""
     limit = getattr(getattr(collection, "_client", None), "get_max_batch_size", None)
     value = limit() if callable(limit) else None
     return value if isinstance(value, int) and value > 0 else ADD_BATCH

@@ -30,6 +30,7 @@ from fairrag_study.embedding import (
     onnx_folder,
     token_lengths,
 )
+from fairrag_study.errors import ModelNotFoundError
 from fairrag_study.index import ENCODE_BATCH, embed_missing, open_collection
 from fairrag_study.plan import plan_trials
 from fairrag_study.study import StudyConfig, run_study
@@ -223,6 +224,49 @@ def test_an_interrupted_build_resumes_where_it_stopped(
     client.close()
 
 
+def _records(out: Path) -> list[tuple[Any, ...]]:
+    rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    return [(r["ranker"], r["trial"], r["doc_ids"], r["exposure_share"]) for r in rows]
+
+
+@pytest.mark.integration
+def test_an_interrupted_first_study_resumes_its_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's promise, through the study: Ctrl-C while the corpus is being added keeps
+    the slices added; the next run passes the index's probe (no manifest yet: the probe of an
+    interrupted build), embeds only the rest, and reports as an uninterrupted run."""
+    from chromadb.api.models.Collection import Collection
+
+    monkeypatch.setattr("fairrag_study.index._max_add_batch", lambda collection: 16)
+    real_add, sizes = Collection.add, []
+
+    def interrupted_add(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(kwargs["ids"]))
+        if len(sizes) == 2:
+            raise KeyboardInterrupt
+        return real_add(self, *args, **kwargs)
+
+    monkeypatch.setattr(Collection, "add", interrupted_add)
+    args = [
+        "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "20",
+        "--trials", "4", "--rankers", "standard,representative_stochastic", "--llm", "none",
+        "--no-progress",
+    ]  # fmt: skip
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert main([*args, *cache, "--out", str(tmp_path / "first")]) == 130
+    assert sizes == [16, 16]  # the first slice was added, the second interrupted
+    monkeypatch.setattr(Collection, "add", real_add)
+    capsys.readouterr()
+    assert main([*args, *cache, "--out", str(tmp_path / "resumed")]) == 0
+    printed = capsys.readouterr().out
+    assert ": 40 documents (24 embedded now)" in printed and "damaged" not in printed
+    other = ["--cache-dir", str(tmp_path / "other")]
+    assert main([*args, *other, "--out", str(tmp_path / "whole")]) == 0
+    assert ": 40 documents (40 embedded now)" in capsys.readouterr().out
+    assert _records(tmp_path / "resumed") == _records(tmp_path / "whole")
+
+
 @pytest.mark.integration
 def test_the_study_on_the_onnx_backend_never_imports_torch(
     tmp_path: Path, onnx_model: OnnxEmbedder
@@ -261,6 +305,8 @@ def test_the_study_on_the_onnx_backend_never_imports_torch(
         ("weights", "model.onnx differs from the file exported (sha256)", "exporting"),
         # the export checked in this process (the module's) is copied instead
         ("numbers", "probe vectors differ from those recorded at export by", "copying"),
+        # a meta.json cut short (or of another format): not an export, made again
+        ("meta", "is incomplete or of another format", "copying"),
     ],
 )
 def test_a_damaged_export_is_made_again(
@@ -279,10 +325,13 @@ def test_a_damaged_export_is_made_again(
         with open(weights, "r+b") as handle:
             handle.seek(weights.stat().st_size // 2)
             handle.write(np.random.default_rng(0).bytes(4096))
-    else:  # as if this onnxruntime computed otherwise than the one that verified the export
-        meta = json.loads((folder / "meta.json").read_text())
+    elif damage == "numbers":  # as if this onnxruntime computed otherwise than the one that
+        meta = json.loads((folder / "meta.json").read_text())  # verified the export
         meta["probe_vectors"][0][0] += 1e-5
         (folder / "meta.json").write_text(json.dumps(meta))
+    else:
+        text = (folder / "meta.json").read_text()
+        (folder / "meta.json").write_text(text[: len(text) // 2])
     said: list[str] = []
     model = load_embedding_model(cache_dir=tmp_path, log=said.append)
     assert isinstance(model, OnnxEmbedder) and model.check() <= MAX_ABS_DIFF
@@ -329,6 +378,22 @@ def test_without_what_onnx_needs_the_study_embeds_with_torch_and_says_why(
     assert model is sentence_model and embedding_backend(model) == "torch"
     assert "embedding with torch" in str(caught[0].message)
     assert not (tmp_path / "onnx").exists() or not any((tmp_path / "onnx").iterdir())
+
+
+def test_a_model_found_nowhere_is_named_before_any_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hub name that is neither installed nor in the hub cache (offline here): the ONNX
+    backend says it found no files and the torch load that follows fails with an error naming
+    the flag and the model (the study's exit 2); nothing is exported."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    name = "fairrag-tests/no-such-model"
+    with (
+        pytest.warns(EmbeddingBackendWarning, match="the model's files were not found"),
+        pytest.raises(ModelNotFoundError, match="--model 'fairrag-tests/no-such-model' was not"),
+    ):
+        load_embedding_model(name, cache_dir=tmp_path, log=lambda _: None)
+    assert not (tmp_path / "onnx").exists()
 
 
 @pytest.mark.parametrize("command", ["study", "sweep"])
