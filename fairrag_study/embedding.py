@@ -19,7 +19,8 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -306,10 +307,7 @@ def export_onnx(name: str, folder: Path) -> Path:
             embedding = self.model(dict(zip(inputs, args, strict=True)))["sentence_embedding"]
             return embedding, torch.nn.functional.normalize(embedding, p=2, dim=1)
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    os.chmod(work, 0o755)  # mkdtemp's 0700: the export is readable like the rest of the cache
-    try:
+    with _staged(folder) as work:
         axes = {k: {0: "batch", 1: "tokens"} for k in inputs}
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the tracer's notes on constants and the exporter
@@ -360,14 +358,26 @@ def export_onnx(name: str, folder: Path) -> Path:
         worst = exported.check()
         meta["max_abs_diff"] = worst
         (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    return folder
+
+
+@contextmanager
+def _staged(folder: Path) -> Iterator[Path]:
+    """A temporary folder beside ``folder`` to write an export in, renamed to ``folder`` when the
+    block ends without an error (a reader never sees half an export) and removed in any case.
+    When another process placed ``folder`` first, theirs is kept: it is as good."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    os.chmod(work, 0o755)  # mkdtemp's 0700: the export is readable like the rest of the cache
+    try:
+        yield work
         try:
             os.replace(work, folder)
-        except OSError:  # another process exported it first: theirs is as good
+        except OSError:
             if not _export_ready(folder):
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return folder
 
 
 _LOADED: dict[tuple[str, str, str], Any] = {}
@@ -464,16 +474,6 @@ def _checked(folder: Path) -> OnnxEmbedder:
 
 
 def _copy_export(source: Path, folder: Path) -> None:
-    """Copy an export folder whole: to a temporary folder beside ``folder``, then renamed."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
+    """Copy an export folder whole (staged beside ``folder``, then renamed)."""
+    with _staged(folder) as work:
         shutil.copytree(source, work, dirs_exist_ok=True)
-        os.chmod(work, 0o755)
-        try:
-            os.replace(work, folder)
-        except OSError:  # another process placed it first: theirs is as good
-            if not _export_ready(folder):
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
