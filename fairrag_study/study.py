@@ -259,22 +259,9 @@ def _run_claimed(
             text_config: dict[str, Any] = {"document text": f"csv: {dataset.text_column!r}"}
             if config.text == "wikipedia":
                 documents, text_config = _article_documents(config, documents, out, log)
-            corpus = build_corpus(
-                documents,
-                config.corpus,
-                seed=config.corpus_seed,
-                topics=config.topics,
-                per_group=config.per_group or dataset.per_group,
-                groups=dataset.groups,
-            )
+            corpus, trials = corpus_and_trials(config, documents)
             composition = _composition(corpus, dataset)
             log(f"corpus {config.corpus}: {len(corpus)} documents, {composition} ({data_path})")
-            trials = plan_trials(
-                study_topics(documents, config.topics, dataset.groups),
-                config.trials,
-                config.seed,
-                dataset.question_templates,
-            )
         with phase("embed"):
             model = load_embedding_model(
                 config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
@@ -416,6 +403,29 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def corpus_and_trials(
+    config: StudyConfig, documents: Sequence[CorpusDocument]
+) -> tuple[list[CorpusDocument], list[Trial]]:
+    """The corpus ``config`` indexes and the trials it plans, from the data set's documents:
+    the study's and the sweep's, so both rank the same pools (docs/SPEC.md, "The study")."""
+    dataset = config.dataset
+    corpus = build_corpus(
+        documents,
+        config.corpus,
+        seed=config.corpus_seed,
+        topics=config.topics,
+        per_group=config.per_group or dataset.per_group,
+        groups=dataset.groups,
+    )
+    trials = plan_trials(
+        study_topics(documents, config.topics, dataset.groups),
+        config.trials,
+        config.seed,
+        dataset.question_templates,
+    )
+    return corpus, trials
 
 
 def _jsonable(value: Any) -> Any:

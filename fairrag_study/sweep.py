@@ -30,10 +30,9 @@ from fairrag_core.metrics import (
     precision_at_k,
 )
 
-from .data import build_corpus, load_documents, locate_data, study_topics
+from .data import load_documents, locate_data
 from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_embedding_model
-from .plan import plan_trials
 from .pools import QuestionPool, query_pools
 from .progress import progress_bar
 from .study import (
@@ -41,6 +40,7 @@ from .study import (
     _open_index,
     _PoolCheckedCollection,
     _query_embeddings,
+    corpus_and_trials,
     phase_timer,
 )
 
@@ -192,20 +192,7 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
         )
     dataset = config.dataset
     documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir), dataset)
-    corpus = build_corpus(
-        documents,
-        config.corpus,
-        seed=config.corpus_seed,
-        topics=config.topics,
-        per_group=config.per_group or dataset.per_group,
-        groups=dataset.groups,
-    )
-    trials = plan_trials(
-        study_topics(documents, config.topics, dataset.groups),
-        config.trials,
-        config.seed,
-        dataset.question_templates,
-    )
+    corpus, trials = corpus_and_trials(config, documents)
     model = load_embedding_model(
         config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
     )
