@@ -31,7 +31,8 @@ def test_import_benchmark_prints_the_import_time():
 def test_other_benchmarks_and_the_study_command_parse_their_arguments():
     assert "--rounds" in run("benchmarks/bench_langchain_retriever.py", "--help")
     assert "usage" in run("benchmarks/bench_load.py", "--help").lower()
-    assert "--orders" in run("benchmarks/bench_amortized.py", "--help")
+    amortized_help = run("benchmarks/bench_amortized.py", "--help")
+    assert "--orders" in amortized_help and "--integral" in amortized_help
     assert "--backends" in run("benchmarks/bench_first_run.py", "--help")
     ledgers = run("benchmarks/bench_ledgers.py", "--calls", "20")
     for name in ("memory", "sqlite", "redis"):
