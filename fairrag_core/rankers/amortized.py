@@ -126,23 +126,50 @@ class AmortizedRanker(Ranker):
     def _rank_detailed(  # type: ignore[override]
         self, pool: _LabelledPool, k: int, rng: np.random.Generator
     ) -> AmortizedRankingResult:
-        target = self.target
-        assert target is not None  # requires_target: built in __init__
         state = self.ledger.state(self.ledger_key)
-        past = np.zeros(len(target.groups))
-        for label, exposure in state.totals.items():
-            past[target.bucket(label)] += exposure
-        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
         weights = self.exposure.weights(k)
-        chosen = draw_amortized(
-            log_weights, pool.codes, target.shares, past, weights, self.gain, self.span, rng
-        )
+        chosen = self._draw(pool, weights, self._past(state), rng)
         served: dict[Hashable, float] = {}
         for position, index in enumerate(chosen.tolist()):
             label = pool.labels[index]
             served[label] = served.get(label, 0.0) + float(weights[position])
         self.ledger.add(self.ledger_key, served)
         return AmortizedRankingResult(chosen, ledger_state=state)
+
+    def _sample(  # type: ignore[override]
+        self, pool: _LabelledPool, k: int, n_samples: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n_samples`` rankings drawn from the ledger as it is now, none of them served.
+
+        The ledger is read once and left unchanged: each row is distributed as the next
+        :meth:`rank` call would be (an independent draw from the same state), and measuring a
+        ranker (:func:`~fairrag_core.metrics.expected_exposure_of`) never adds exposure no user
+        saw to the stream.
+        """
+        weights = self.exposure.weights(k)
+        past = self._past(self.ledger.state(self.ledger_key))
+        out = np.empty((n_samples, k), dtype=np.intp)
+        for row in out:
+            row[:] = self._draw(pool, weights, past, rng)
+        return out
+
+    def _past(self, state: LedgerState) -> np.ndarray:
+        """The ledger's exposure per target bucket (labels mapped as the ranker buckets them)."""
+        target = self.target
+        assert target is not None  # requires_target: built in __init__
+        past = np.zeros(len(target.groups))
+        for label, exposure in state.totals.items():
+            past[target.bucket(label)] += exposure
+        return past
+
+    def _draw(
+        self, pool: _LabelledPool, weights: np.ndarray, past: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        assert self.target is not None  # requires_target: built in __init__
+        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        return draw_amortized(
+            log_weights, pool.codes, self.target.shares, past, weights, self.gain, self.span, rng
+        )
 
     @property
     def span(self) -> float:

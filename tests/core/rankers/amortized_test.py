@@ -331,3 +331,31 @@ def test_a_detailed_result_keeps_the_state_it_was_drawn_from_and_redraws_from_it
     # Not from the stream's current state: the ledger really is part of the draw.
     later = [ranker.rank(scores, groups, 5, rng=1234).tolist() for _ in range(20)]
     assert any(ranking != result.indices.tolist() for ranking in later)
+
+
+def test_sampling_and_expected_exposure_draw_from_the_ledger_without_adding_to_it(tmp_path):
+    from fairrag_core.metrics import expected_exposure_of
+
+    scores, groups = _skewed_pool()
+    ranker = make_ranker("amortized", protected="female", ledger=tmp_path / "l.db", seed=2)
+    for _ in range(40):
+        ranker.rank(scores, groups, 5)
+    before = ranker.ledger.state()
+    batch = ranker.sample(scores, groups, 5, 1000, rng=9)
+    expected_exposure_of(ranker, scores, groups, k=5, n_samples=100, rng=1)
+    assert ranker.ledger.state() == before  # measuring served nothing
+    assert batch.shape == (1000, 5)
+    assert all(len(set(row)) == 5 for row in batch.tolist())
+    # Every row is an independent draw from the same state: the first position's frequencies
+    # are those of the next rank() call on a ledger holding these totals (one seed each).
+    replay = MemoryLedger()
+    replay.add("default", before.totals)
+    fresh = make_ranker("amortized", protected="female", ledger=replay)
+    firsts = []
+    for seed in range(1000):
+        firsts.append(fresh.rank(scores, groups, 5, rng=seed)[0])
+        replay.reset("default")
+        replay.add("default", before.totals)
+    sampled = np.bincount(batch[:, 0], minlength=len(scores)) / 1000
+    served = np.bincount(firsts, minlength=len(scores)) / 1000
+    assert np.abs(sampled - served).sum() / 2 < 0.1  # total variation, 1000 draws each
