@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
 from fairrag_core import ExposureModel, FairnessAuditor, Ranker, Target, group_labels
-from fairrag_core.kit import RankerState, describe_ranker, ledger_location
+from fairrag_core.kit import (
+    RankerState,
+    describe_ranker,
+    ledger_location,
+    refuse_bool_number,
+    refuse_bool_shares,
+)
 
 from ._documents import placed_copies
 
@@ -55,16 +61,12 @@ class FairRankingFields(BaseModel):
     @field_validator("k", "target_share", "seed", mode="before")
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(f"{info.field_name} must be a number, not the bool {value!r}")
-        return value
+        return refuse_bool_number(value, info.field_name)
 
     @field_validator("target", mode="before")
     @classmethod
     def _no_bool_shares(cls, value: Any) -> Any:
-        if isinstance(value, Mapping) and any(isinstance(v, bool) for v in value.values()):
-            raise ValueError(f"target shares must be numbers, not bools: {dict(value)!r}")
-        return value
+        return refuse_bool_shares(value)
 
     @field_validator("group_key")
     @classmethod

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
@@ -32,7 +32,14 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
 from fairrag_core.exposure import ExposureModel
-from fairrag_core.kit import ShownDocument, document_title, run_record, shown_provenance
+from fairrag_core.kit import (
+    ShownDocument,
+    document_title,
+    refuse_bool_number,
+    refuse_bool_shares,
+    run_record,
+    shown_provenance,
+)
 
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor
 from .spans import QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
@@ -203,6 +210,16 @@ class FairnessEventHandler(BaseEventHandler):
     _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
     _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
+
+    @field_validator("target_share", mode="before")
+    @classmethod
+    def _no_bool_share(cls, value: Any, info: Any) -> Any:
+        return refuse_bool_number(value, info.field_name)
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _no_bool_shares(cls, value: Any) -> Any:
+        return refuse_bool_shares(value)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)

@@ -42,6 +42,8 @@ from fairrag_core.kit import (
     hidden_metadata_keys,
     ledger_location,
     placement_metadata,
+    refuse_bool_number,
+    refuse_bool_shares,
     to_relevance,
 )
 
@@ -280,6 +282,16 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "the ranker by name"
             )
         return value
+
+    @field_validator("top_n", "target_share", "seed", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
+        return refuse_bool_number(value, info.field_name)
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _no_bool_shares(cls, value: Any) -> Any:
+        return refuse_bool_shares(value)
 
     @field_validator("group_key")
     @classmethod

@@ -19,6 +19,8 @@ from .config import (
     describe_ranker,
     draw_query_seed,
     ledger_location,
+    refuse_bool_number,
+    refuse_bool_shares,
 )
 from .context import (
     context_entry,
@@ -48,6 +50,8 @@ __all__ = [
     "hidden_metadata_keys",
     "ledger_location",
     "placement_metadata",
+    "refuse_bool_number",
+    "refuse_bool_shares",
     "render_context_prompt",
     "run_record",
     "shown_provenance",

@@ -12,6 +12,7 @@ serialised fields and the audit always describe one state, and copies never shar
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..audit import exposure_name, json_label, target_dict
-from ..rankers import configure_ranker
+from ..rankers import RANKERS, configure_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
 from ..validation import as_rng
@@ -32,6 +33,8 @@ __all__ = [
     "describe_ranker",
     "draw_query_seed",
     "ledger_location",
+    "refuse_bool_number",
+    "refuse_bool_shares",
 ]
 
 QUERY_SEED_BOUND = 2**53
@@ -61,17 +64,22 @@ class RankerConfig:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, component: Any) -> RankerConfig:
+    def of(cls, component: Any, default_ledger: Any = None) -> RankerConfig:
         """The configuration of any object with the six fields (the adapters' components).
 
         A component's ``ledger`` and ``ledger_key`` fields, when set, are parameters of the
         ranker (the amortized ranker's, docs/SPEC.md item 6) like those in ``ranker_params``.
+        ``default_ledger`` is the in-memory ledger an earlier ranker of this component made
+        (:meth:`RankerState.current`): in the ``ledger`` field it is passed only to a ranker
+        that takes a ledger, so switching to another ranker and back keeps the stream.
         """
         target = component.target
         params = dict(component.ranker_params or {})
         for name in LEDGER_FIELDS:
             value = getattr(component, name, None)
             if value is None:
+                continue
+            if value is default_ledger and not _takes_ledger(component.ranker):
                 continue
             if name in params:
                 raise ValueError(f"{name} is given twice: as a field and in ranker_params")
@@ -111,6 +119,27 @@ class RankerConfig:
         )
 
 
+def refuse_bool_number(value: Any, name: str) -> Any:
+    """``value`` unchanged, unless it is a bool where a number is expected (a ValueError naming
+    ``name``): pydantic's lax mode would read ``True`` as 1, a share of 1.0 or a seed of 1."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a number, not the bool {value!r}")
+    return value
+
+
+def refuse_bool_shares(value: Any) -> Any:
+    """``value`` unchanged, unless it maps a group to a bool share (a ValueError)."""
+    if isinstance(value, Mapping) and any(isinstance(v, (bool, np.bool_)) for v in value.values()):
+        raise ValueError(f"target shares must be numbers, not bools: {dict(value)!r}")
+    return value
+
+
+def _takes_ledger(ranker: Any) -> bool:
+    """Whether the ranker named ``ranker`` takes a ``ledger`` parameter (an unknown name: no)."""
+    cls = RANKERS.get(ranker) if isinstance(ranker, str) else None
+    return cls is not None and "ledger" in ranker_parameters(cls)
+
+
 def ranker_params(ranker: Ranker) -> dict[str, Any]:
     """The ranker-specific parameters (``alpha``, ``gain``, ...) it was built with.
 
@@ -133,7 +162,10 @@ def ranker_params(ranker: Ranker) -> dict[str, Any]:
 
 
 def ledger_location(value: Any) -> str:
-    """A ledger by its ``location`` (a path or URL without a password), anything else by repr."""
+    """A ledger by its ``location`` (a path or URL without a password), a path as its text
+    (what :func:`~fairrag_core.ledger.make_ledger` reopens), anything else by repr."""
+    if isinstance(value, os.PathLike):
+        return os.fsdecode(value)
     location = getattr(value, "location", None)
     return location if isinstance(location, str) else repr(value)
 
@@ -187,6 +219,8 @@ class RankerState:
         # the ranker's seed: the field's, or the one a ready Ranker was built with
         self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
         self._lock = threading.Lock()
+        self.default_ledger: Any = None
+        """The in-memory ledger a ranker of this component made and its ``ledger`` field holds."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
         # A deep copy of a component is another component: :meth:`current` sees the other id
@@ -196,10 +230,25 @@ class RankerState:
     @classmethod
     def current(cls, state: RankerState | None, component: Any) -> RankerState:
         """``state`` when it still describes ``component``, else a new one built from it."""
-        config = RankerConfig.of(component)
+        default = None if state is None else state.default_ledger
+        config = RankerConfig.of(component, default)
         if state is not None and state.owner == id(component) and state.config == config:
             return state
-        return cls(config, id(component))
+        built = cls(config, id(component))
+        built.default_ledger = default
+        ledger = getattr(built.ranker, "ledger", None)
+        if (
+            ledger is not None
+            and isinstance(config.ranker, str)
+            and "ledger" not in config.params
+            and hasattr(component, "ledger")
+        ):
+            # The ranker made its default in-memory ledger: it becomes the component's
+            # ``ledger``, so field changes, copies and LangChain's per-call components
+            # (configurable_fields, built from the fields) keep one stream.
+            vars(component)["ledger"] = built.default_ledger = ledger
+            built.config = RankerConfig.of(component, ledger)
+        return built
 
     def __copy__(self) -> RankerState:
         return self

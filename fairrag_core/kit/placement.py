@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,6 +75,7 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
         for m in placed
     )
     if len(placed) != len(metadatas) or not same:
+        _warn_if_ledger_missed_it(placed, "was mixed with other documents")
         return {
             "ranker": None,
             "query_seed": None,
@@ -83,7 +85,7 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
         }
     ranks = [m.get("fair_rank") for m in placed]
     fair_k = first.get("fair_k")
-    return {
+    provenance = {
         "ranker": first.get("ranker"),
         "query_seed": first.get("query_seed"),
         "pool_size": first.get("pool_size"),
@@ -91,3 +93,19 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
         "reordered_after_ranking": ranks != sorted(ranks, key=lambda r: (r is None, r)),
         "dropped_after_ranking": max(0, fair_k - len(placed)) if isinstance(fair_k, int) else 0,
     }
+    if provenance["reordered_after_ranking"] or provenance["dropped_after_ranking"]:
+        _warn_if_ledger_missed_it(placed, "was reordered or cut")
+    return provenance
+
+
+def _warn_if_ledger_missed_it(placed: Sequence[Mapping[str, Any]], how: str) -> None:
+    """Warn when a list an amortized ranker served was changed before the LLM saw it: its
+    ledger counted the ranking as served (docs/SPEC.md item 6, "What counts as served")."""
+    if any(m.get("ranker") == "amortized" for m in placed):
+        warnings.warn(
+            f"an amortized ranking {how} after it was ranked: its ledger counted the ranking "
+            "as served, not the list the LLM saw, and steers the stream by it; put the "
+            "amortized ranker last",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -173,6 +173,23 @@ def test_provenance_of_the_shown_list():
     assert shown_provenance([{"title": "plain"}])["ranker"] is None
 
 
+def test_a_changed_amortized_list_warns_that_its_ledger_counted_another_one():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # unchanged lists, and other rankers' lists: no warning
+        shown_provenance(placed(ranker="amortized"))
+        shown_provenance(placed(ranks=(3, 1, 2)))
+        shown_provenance([*placed(ranks=(1,)), {"title": "plain"}])
+    for changed in (
+        placed(ranker="amortized", ranks=(3, 1, 2)),
+        placed(ranker="amortized", ranks=(1, 2), k=3),
+        [*placed(ranker="amortized", ranks=(1,)), {"title": "plain"}],
+    ):
+        with pytest.warns(UserWarning, match="its ledger counted the ranking as served"):
+            shown_provenance(changed)
+
+
 def test_placement_metadata_keys():
     reranking = rerank(make_ranker("standard"), [0.9, 0.1], ["a", "b"], 2)
     metadata = placement_metadata(

@@ -315,3 +315,17 @@ def test_queries_in_threads_are_attributed_to_their_own_query(fairness_handler):
     with ThreadPoolExecutor(max_workers=4) as pool:
         responses = list(pool.map(query_engine.query, queries))
     _assert_attributed(fairness_handler.records, dict(zip(queries, responses, strict=True)))
+
+
+def test_an_amortized_list_cut_by_a_later_postprocessor_is_recorded_and_warns(fairness_handler):
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+
+    post = FairRerankPostprocessor(
+        group_key="gender", protected="female", ranker="amortized", seed=0
+    )
+    cutoff = SimilarityPostprocessor(similarity_cutoff=0.85)  # drops the lower ones
+    with pytest.warns(UserWarning, match="its ledger counted the ranking as served"):
+        response = engine(postprocessors=[post, cutoff]).query("q")
+    (record,) = fairness_handler.records
+    assert record["dropped_after_ranking"] == 5 - len(response.source_nodes) > 0
+    assert post.ledger.state().rankings == 1  # what it counted: the 5 it ranked

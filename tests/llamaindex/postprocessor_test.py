@@ -351,3 +351,75 @@ def test_chroma_cosine_relevance_undoes_exp_minus_distance():
         fair(relevance="chroma_cosine").postprocess_nodes(
             [NodeWithScore(node=pool[0].node, score=0.0)], QUERY
         )
+
+
+def test_the_default_ledger_survives_field_changes_and_copies_and_is_shared_by_engines():
+    import copy
+
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import BaseRetriever
+
+    from fairrag_core.ledger import MemoryLedger
+
+    post = fair(ranker="amortized", seed=0)
+    ledger = post.ledger  # the ranker's in-memory ledger is the component's
+    assert isinstance(ledger, MemoryLedger) and post.core_ranker.ledger is ledger
+    assert post.model_dump()["ledger"] == "memory"
+
+    def served(nodes) -> float:
+        return sum(n.node.metadata["exposure_weight"] for n in nodes)
+
+    total = sum(served(post.postprocess_nodes(make_pool(30, seed=i), QUERY)) for i in range(4))
+    post.seed = 5  # a field change rebuilds the ranker on the same stream
+    post.ranker_params = {"gain": 40.0}
+    total += served(post.postprocess_nodes(make_pool(30, seed=9), QUERY))
+    twin = post.model_copy(update={"top_n": 3})
+    total += served(twin.postprocess_nodes(make_pool(30, seed=10), QUERY))
+    total += served(copy.deepcopy(post).postprocess_nodes(make_pool(30, seed=11), QUERY))
+
+    class PoolRetriever(BaseRetriever):
+        def _retrieve(self, query_bundle):
+            return make_pool(30, seed=12)
+
+    engines = [
+        RetrieverQueryEngine.from_args(PoolRetriever(), node_postprocessors=[post], llm=MockLLM())
+        for _ in range(2)
+    ]
+    for engine in engines:  # one postprocessor in two engines: one stream
+        response = engine.query("q")
+        total += served(response.source_nodes)
+    assert twin.core_ranker.ledger is ledger and post.core_ranker.ledger is ledger
+    state = ledger.state()
+    assert state.rankings == 4 + 1 + 1 + 1 + 2
+    assert sum(state.totals.values()) == pytest.approx(total, rel=1e-12)
+    # Another ranker ignores the ledger it made (it takes none); back to amortized, same stream.
+    post.ranker_params = {}  # gain is amortized's: the others refuse it
+    assert post.model_copy(update={"ranker": "standard"}).core_ranker.name == "standard"
+    post.ranker = "representative_stochastic"
+    post.postprocess_nodes(make_pool(30, seed=13), QUERY)
+    post.ranker = "amortized"
+    assert post.core_ranker.ledger is ledger and ledger.state().rankings == 9
+
+
+@pytest.mark.parametrize(
+    "field", [{"target_share": True}, {"seed": True}, {"top_n": True}, {"seed": np.bool_(False)}]
+)
+def test_bools_are_not_numbers(field):
+    from pydantic import ValidationError
+
+    from fairrag_llamaindex import FairnessEventHandler
+
+    name = next(iter(field))
+    with pytest.raises(ValidationError, match=f"{name} must be a number, not the bool"):
+        fair(**field)
+    with pytest.raises(ValidationError, match="shares must be numbers"):
+        fair(protected=None, target={"female": True, "male": 0.0})
+    post = fair()
+    with pytest.raises(ValidationError, match=f"{name} must be a number"):
+        setattr(post, name, next(iter(field.values())))  # validate_assignment: assignment too
+    if name == "target_share":
+        with pytest.raises(ValidationError, match="target_share must be a number"):
+            FairnessEventHandler(group_key="gender", protected="female", target_share=True)
+        with pytest.raises(ValidationError, match="shares must be numbers"):
+            FairnessEventHandler(group_key="gender", target={"female": 1, "male": False})

@@ -443,3 +443,52 @@ def test_amortized_ranker_with_a_shared_sqlite_ledger_in_both_adapters(store, tm
     assert ledger.state("tenant-a").rankings == 21  # one stream, two frameworks
     with pytest.raises(ValueError, match="given twice"):
         fair(store, ranker="amortized", ledger=url, ranker_params={"ledger": url})
+
+
+def _served_exposure(documents) -> float:
+    return sum(d.metadata["exposure_weight"] for d in documents)
+
+
+def test_the_default_ledger_survives_field_changes_copies_and_configurable_fields(store):
+    from langchain_core.runnables import ConfigurableField
+
+    from fairrag_core.ledger import MemoryLedger
+
+    retriever = fair(store, ranker="amortized", seed=0)
+    ledger = retriever.ledger  # the ranker's in-memory ledger is the component's
+    assert isinstance(ledger, MemoryLedger) and retriever.core_ranker.ledger is ledger
+    assert retriever.model_dump()["ledger"] == "memory"
+    served = sum(_served_exposure(retriever.invoke(f"q{i}")) for i in range(5))
+    retriever.seed = 3  # a field change rebuilds the ranker on the same stream
+    served += sum(_served_exposure(retriever.invoke(f"p{i}")) for i in range(5))
+    twin = retriever.model_copy(update={"k": 3})
+    served += _served_exposure(twin.invoke("x"))
+    deep = copy.deepcopy(retriever)
+    served += _served_exposure(deep.invoke("y"))
+    per_call = retriever.configurable_fields(k=ConfigurableField(id="top_k"))
+    for i in range(6):  # LangChain builds a new retriever from the fields on every call
+        served += _served_exposure(per_call.invoke(f"c{i}", config={"configurable": {"top_k": 4}}))
+    assert retriever.core_ranker.ledger is ledger and twin.core_ranker.ledger is ledger
+    state = ledger.state()
+    assert state.rankings == 5 + 5 + 1 + 1 + 6
+    assert sum(state.totals.values()) == pytest.approx(served, rel=1e-12)
+    # Another ranker ignores the ledger it made (it takes none); back to amortized, same stream.
+    assert retriever.model_copy(update={"ranker": "standard"}).invoke("s")
+    retriever.ranker = "representative_stochastic"
+    retriever.invoke("r")
+    retriever.ranker = "amortized"
+    assert retriever.core_ranker.ledger is ledger and ledger.state().rankings == 18
+    with pytest.raises(ValueError, match="takes no parameter 'ledger'"):
+        fair(store, ranker="standard", ledger=ledger)  # a ledger the user gives is never ignored
+
+
+def test_a_ledger_given_as_a_path_is_written_out_as_that_path(store, tmp_path):
+    from pathlib import Path
+
+    path = Path(tmp_path) / "exposure.db"
+    retriever = fair(store, ranker="amortized", ledger=path, seed=0)
+    retriever.invoke("q")
+    dumped = retriever.model_dump()
+    assert dumped["ledger"] == str(path)
+    again = fair(store, **{k: dumped[k] for k in ("ranker", "ledger", "seed")})
+    assert again.core_ranker.ledger.state().rankings == 1  # the same file reopened
