@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .ledger.base import LedgerState
 from .ranking import Ranker
 from .validation import as_score_array, check_groups, check_scores
 
@@ -52,6 +53,8 @@ class Reranking:
     quota_shortfall: Mapping[Hashable, int] = field(default_factory=dict)
     duplicates: tuple[int, ...] = ()
     """Pool positions left out because an earlier candidate has the same document id."""
+    ledger_state: LedgerState | None = None
+    """The amortized ranker's stream as read before the draw (None for other rankers)."""
 
     @property
     def indices(self) -> list[int]:
@@ -160,7 +163,13 @@ def rerank(
         )
         for position, i in enumerate(result.indices)
     )
-    return Reranking(placements, ranker.name, result.quota_shortfall, tuple(duplicates))
+    return Reranking(
+        placements,
+        ranker.name,
+        result.quota_shortfall,
+        tuple(duplicates),
+        getattr(result, "ledger_state", None),
+    )
 
 
 def _first_occurrences(

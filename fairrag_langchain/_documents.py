@@ -63,6 +63,7 @@ def placed_copies(
                 pool_size=pool_size,
                 fair_k=fair_k,
                 scored=scored,
+                ledger_state=reranking.ledger_state,
             ),
             **(extra or {}),
         }
@@ -135,10 +136,10 @@ def shown_record(
     shown = None if documents is None else shown_documents(documents, group_key, title_key)
     documents = list(documents or [])
     provenance = shown_provenance([d.metadata for d in documents])
-    flags = {
+    flags = {  # the provenance flags and the amortized ranker's ledger_state
         key: provenance.pop(key)
-        for key in ("reordered_after_ranking", "dropped_after_ranking", "mixed_after_ranking")
-        if key in provenance
+        for key in list(provenance)
+        if key not in ("ranker", "query_seed", "pool_size", "k")
     }
     relevance_function = next(
         (d.metadata["relevance_function"] for d in documents if "relevance_function" in d.metadata),

@@ -420,6 +420,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                             pool_size=pool_size,
                             fair_k=fair_k,
                             scored=not from_order,
+                            ledger_state=reranking.ledger_state,
                         ),
                         p,
                     )

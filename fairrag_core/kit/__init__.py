@@ -29,12 +29,18 @@ from .context import (
     hidden_metadata_keys,
     render_context_prompt,
 )
-from .placement import PLACEMENT_KEYS, placement_metadata, shown_provenance
+from .placement import (
+    LEDGER_PLACEMENT_KEYS,
+    PLACEMENT_KEYS,
+    placement_metadata,
+    shown_provenance,
+)
 from .records import RECORD_SCHEMA, ShownDocument, run_record, utc_timestamp
 from .relevance import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
 
 __all__ = [
     "LEDGER_FIELDS",
+    "LEDGER_PLACEMENT_KEYS",
     "PLACEMENT_KEYS",
     "RECORD_SCHEMA",
     "RELEVANCE_CONVERSIONS",

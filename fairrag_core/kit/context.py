@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..prompts import render_entries
-from .placement import PLACEMENT_KEYS
+from .placement import LEDGER_PLACEMENT_KEYS, PLACEMENT_KEYS
 
 __all__ = [
     "TITLE_PREFIX",
@@ -88,7 +88,7 @@ def hidden_metadata_keys(
     placement fields are shown only when the user names them in ``shown``.
     """
     hidden = [key for key in metadata_keys if key not in shown]
-    for key in (group_key, *PLACEMENT_KEYS):
+    for key in (group_key, *PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS):
         if key not in shown and key not in hidden:
             hidden.append(key)
     return hidden

@@ -7,9 +7,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..ledger.base import LedgerState
 from ..reranking import Placement
 
-__all__ = ["PLACEMENT_KEYS", "placement_metadata", "shown_provenance"]
+__all__ = [
+    "LEDGER_PLACEMENT_KEYS",
+    "PLACEMENT_KEYS",
+    "placement_metadata",
+    "shown_provenance",
+]
 
 PLACEMENT_KEYS = (
     "relevance_score",
@@ -23,6 +29,8 @@ PLACEMENT_KEYS = (
     "fair_k",
 )
 """Keys added to each shown document's metadata; never shown to the LLM nor embedded."""
+LEDGER_PLACEMENT_KEYS = ("ledger_state",)
+"""Added besides by the amortized ranker (the stream it drew from); hidden alike."""
 
 
 def placement_metadata(
@@ -34,14 +42,18 @@ def placement_metadata(
     pool_size: int,
     fair_k: int,
     scored: bool = True,
+    ledger_state: LedgerState | None = None,
 ) -> dict[str, Any]:
     """The placement keys of one shown document.
 
     ``relevance_score`` is the relevance ranked on (None when the pool had no scores and its
     incoming order was the relevance: ``scored=False``); ``retrieval_score`` the score the
     store or the previous step gave, as it came; ``pool_size`` the candidates ranked,
-    ``fair_k`` the length of the fair list.
+    ``fair_k`` the length of the fair list; ``ledger_state`` (the amortized ranker's stream as
+    read before the draw, :attr:`~fairrag_core.Reranking.ledger_state`) adds that key, as
+    :meth:`~fairrag_core.ledger.LedgerState.as_record` writes it.
     """
+    extra = {} if ledger_state is None else {"ledger_state": ledger_state.as_record()}
     return {
         "relevance_score": placement.score if scored else None,
         "retrieval_score": retrieval_score,
@@ -52,6 +64,7 @@ def placement_metadata(
         "query_seed": query_seed,
         "pool_size": pool_size,
         "fair_k": fair_k,
+        **extra,
     }
 
 
@@ -93,6 +106,8 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
         "reordered_after_ranking": ranks != sorted(ranks, key=lambda r: (r is None, r)),
         "dropped_after_ranking": max(0, fair_k - len(placed)) if isinstance(fair_k, int) else 0,
     }
+    if "ledger_state" in first:
+        provenance["ledger_state"] = first["ledger_state"]
     if provenance["reordered_after_ranking"] or provenance["dropped_after_ranking"]:
         _warn_if_ledger_missed_it(placed, "was reordered or cut")
     return provenance

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -86,6 +87,33 @@ class LedgerState:
     def total(self) -> float:
         """All the exposure served: the sum of :attr:`totals`."""
         return math.fsum(self.totals.values())
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready: ``{"key", "totals": [[label, exposure], ...], "rankings"}`` (pairs, so
+        that ``None`` and int labels come back as themselves)."""
+        totals = [[label, value] for label, value in self.totals.items()]
+        return {"key": self.key, "totals": totals, "rankings": self.rankings}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> LedgerState:
+        """The state :meth:`as_record` wrote (e.g. a record's ``ledger_state``)."""
+        try:
+            totals = {label: float(value) for label, value in record["totals"]}
+            return cls(check_key(record["key"]), totals, int(record["rankings"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                "a ledger state must be {'key': str, 'totals': [[label, exposure], ...], "
+                f"'rankings': int}} (what LedgerState.as_record writes); got {record!r:.200}"
+            ) from exc
+
+    def replay(self) -> ExposureLedger:
+        """A new in-memory ledger holding this state: the same seed on it re-draws the ranking
+        drawn from this state (docs/SPEC.md item 6, "Re-drawing")."""
+        from .memory import MemoryLedger  # the module imports this one
+
+        ledger = MemoryLedger()
+        ledger._restore(self.key, self.totals, self.rankings)
+        return ledger
 
 
 class ExposureLedger(ABC):

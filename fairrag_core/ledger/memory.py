@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 
-from .base import ExposureLedger
+from .base import ExposureLedger, encode_label
 
 __all__ = ["MemoryLedger"]
 
@@ -35,6 +35,12 @@ class MemoryLedger(ExposureLedger):
             for label, value in exposure.items():
                 updated[label] = updated.get(label, 0.0) + value
             self._streams[key] = (updated, rankings + 1)
+
+    def _restore(self, key: str, totals: Mapping[Hashable, float], rankings: int) -> None:
+        """Set stream ``key`` to these totals and count (:meth:`LedgerState.replay`)."""
+        encoded = {encode_label(label): float(value) for label, value in totals.items()}
+        with self._lock:
+            self._streams[key] = (encoded, rankings)
 
     def _reset(self, key: str) -> None:
         with self._lock:

@@ -219,11 +219,15 @@ def test_record_has_every_field_the_spec_lists():
     fields = {
         f for cell in re.findall(r"^\| (.+?) \|", table, re.M) for f in re.findall(r"`(\w+)`", cell)
     }
-    missing = fields - set(record) - {"error"}
+    missing = fields - set(record) - {"error", "ledger_state"}  # error: failed runs only
     assert not missing, f"record lacks the spec's fields {sorted(missing)}"
     assert record["target"] == {"female": 0.3, "OTHERS": 0.7}
     assert record["exposure_by_group"]["female"] == pytest.approx(record["exposure_share"])
     assert isinstance(record["metadata"]["tenant"], str)
+    amortized = shown_provenance(  # ledger_state: the amortized ranker's records only
+        [{"fair_rank": 1, "ranker": "amortized", "query_seed": 1, "fair_k": 1, "ledger_state": {}}]
+    )
+    assert "ledger_state" in amortized and "ledger_state" not in shown_provenance(placed())
     failed = run_record(auditor, source="test", shown=None, query="q", error="Boom: x")
     assert failed["error"] == "Boom: x" and "exposure_share" not in failed
 

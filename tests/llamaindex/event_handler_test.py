@@ -329,3 +329,25 @@ def test_an_amortized_list_cut_by_a_later_postprocessor_is_recorded_and_warns(fa
     (record,) = fairness_handler.records
     assert record["dropped_after_ranking"] == 5 - len(response.source_nodes) > 0
     assert post.ledger.state().rankings == 1  # what it counted: the 5 it ranked
+
+
+def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
+    fairness_handler,
+):
+    from fairrag_core.ledger import LedgerState
+    from fairrag_llamaindex import query_seed
+
+    post = FairRerankPostprocessor(
+        group_key="gender", protected="female", ranker="amortized", seed=0
+    )
+    for i in range(6):
+        engine(postprocessors=[post]).query(f"q{i}")
+    for number, record in enumerate(fairness_handler.records):
+        state = LedgerState.from_record(record["ledger_state"])
+        assert state.rankings == number
+        again = FairRerankPostprocessor(
+            group_key="gender", protected="female", ranker="amortized", ledger=state.replay()
+        )
+        with query_seed(record["query_seed"]):
+            response = engine(postprocessors=[again]).query(record["query"])
+        assert [n.node.node_id for n in response.source_nodes] == record["doc_ids"]

@@ -492,3 +492,21 @@ def test_a_ledger_given_as_a_path_is_written_out_as_that_path(store, tmp_path):
     assert dumped["ledger"] == str(path)
     again = fair(store, **{k: dumped[k] for k in ("ranker", "ledger", "seed")})
     assert again.core_ranker.ledger.state().rankings == 1  # the same file reopened
+
+
+def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(store):
+    from fairrag_core.ledger import LedgerState
+
+    retriever = fair(store, ranker="amortized", ledger_key="tenant-a", seed=0)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    for i in range(12):
+        retriever.invoke(f"q{i}", k=4, config={"callbacks": [handler]})
+    assert retriever.ledger.state("tenant-a").rankings == 12
+    for number, record in enumerate(json.loads(json.dumps(r)) for r in handler.records):
+        state = LedgerState.from_record(record["ledger_state"])
+        assert (state.key, state.rankings) == ("tenant-a", number)
+        again = fair(store, ranker="amortized", ledger=state.replay(), ledger_key="tenant-a")
+        redrawn = again.invoke(record["query"], k=4, seed=record["query_seed"])
+        assert [d.id for d in redrawn] == record["doc_ids"]
+    assert retriever.ledger.state("tenant-a").rankings == 12  # re-drawing served nothing here
+    assert "ledger_state" not in fair(store, ranker="standard").invoke("q")[0].metadata
