@@ -62,12 +62,21 @@ def position_weights(k: int, name: str = "dcg", patience: float = 0.8) -> np.nda
 
 
 def make_exposure_model(model: str | ExposureModel | None) -> ExposureModel:
-    """Accept a model name, an :class:`ExposureModel`, or ``None`` (the DCG default)."""
+    """Accept a model name, ``rbp(p)`` (the form records write, e.g. ``rbp(0.5)``), an
+    :class:`ExposureModel`, or ``None`` (the DCG default)."""
     if model is None:
         return ExposureModel()
     if isinstance(model, ExposureModel):
         return model
     if isinstance(model, str):
+        if model.startswith("rbp(") and model.endswith(")"):
+            try:
+                patience = float(model[4:-1])
+            except ValueError:
+                raise ValueError(
+                    f"exposure {model!r}: the patience in rbp(p) must be a number in (0, 1]"
+                ) from None
+            return ExposureModel("rbp", patience)
         return ExposureModel(model)
     raise TypeError(
         f"exposure must be a model name {sorted(_MODELS)} or an ExposureModel, got {model!r}"

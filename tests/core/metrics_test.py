@@ -98,6 +98,17 @@ def test_exposure_share_other_models():
     assert exposure_share(ranking, "f", exposure="uniform") == pytest.approx(0.4)
     rbp = (0.5 + 0.125) / (1 + 0.5 + 0.25 + 0.125 + 0.0625)
     assert exposure_share(ranking, "f", exposure=ExposureModel("rbp", 0.5)) == pytest.approx(rbp)
+    # the name records write (exposure_model) is accepted back, as a ranker's exposure too
+    assert exposure_share(ranking, "f", exposure="rbp(0.5)") == pytest.approx(rbp)
+    from fairrag_core import make_ranker
+    from fairrag_core.audit import exposure_name
+
+    ranker = make_ranker("standard", protected="f", exposure="rbp(0.5)")
+    assert exposure_name(ranker.exposure) == "rbp(0.5)"
+    with pytest.raises(ValueError, match=r"patience in rbp\(p\) must be a number"):
+        make_ranker("standard", protected="f", exposure="rbp(half)")
+    with pytest.raises(ValueError, match="patience must be in"):
+        make_ranker("standard", protected="f", exposure="rbp(1.5)")
 
 
 def test_exposure_share_absent_group_is_zero_and_empty_ranking_is_nan():
