@@ -156,7 +156,7 @@ def target_dict(target: Target) -> dict[str, float]:
 
 def exposure_name(model: ExposureModel) -> str:
     """``dcg``, ``uniform`` or ``rbp(p)``: an exposure model as records name it."""
-    return f"rbp({model.patience:g})" if model.name == "rbp" else model.name
+    return f"rbp({float(model.patience)!r})" if model.name == "rbp" else model.name
 
 
 def json_label(label: Hashable | None) -> object:

@@ -17,6 +17,7 @@ from fairrag_core.kit import (
     ShownDocument,
     context_entry,
     document_title,
+    drop_stale_placement,
     placement_metadata,
     run_record,
     shown_provenance,
@@ -54,7 +55,7 @@ def placed_copies(
         original = documents[placement.pool_index]
         given = None if retrieval_scores is None else retrieval_scores[placement.pool_index]
         metadata = {
-            **original.metadata,
+            **drop_stale_placement(original.metadata),
             **placement_metadata(
                 placement,
                 reranking.ranker,

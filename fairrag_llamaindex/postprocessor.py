@@ -39,6 +39,7 @@ from fairrag_core.kit import (
     context_header,
     describe_ranker,
     document_title,
+    drop_stale_placement,
     hidden_metadata_keys,
     ledger_location,
     placement_metadata,
@@ -452,7 +453,11 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         header = context_header(where.fair_rank, title, text.strip())
         shown = [key for key in self.show_metadata_keys if key in node.metadata]
         header_lines = [header, *(f"{key}: {node.metadata[key]}" for key in shown)]
-        metadata = {**node.metadata, **placement, CONTEXT_HEADER_KEY: "\n".join(header_lines)}
+        metadata = {
+            **drop_stale_placement(node.metadata),
+            **placement,
+            CONTEXT_HEADER_KEY: "\n".join(header_lines),
+        }
         update: dict[str, Any] = {}
         if isinstance(node, TextNode) and text != text.lstrip():
             # LlamaIndex strips the entry's ends only; the kit's entry strips the text itself.

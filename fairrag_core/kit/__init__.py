@@ -14,6 +14,7 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
 
 from .config import (
     LEDGER_FIELDS,
+    ComponentLedger,
     RankerConfig,
     RankerState,
     describe_ranker,
@@ -32,6 +33,7 @@ from .context import (
 from .placement import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
+    drop_stale_placement,
     placement_metadata,
     shown_provenance,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "PLACEMENT_KEYS",
     "RECORD_SCHEMA",
     "RELEVANCE_CONVERSIONS",
+    "ComponentLedger",
     "RankerConfig",
     "RankerState",
     "ShownDocument",
@@ -53,6 +56,7 @@ __all__ = [
     "describe_ranker",
     "document_title",
     "draw_query_seed",
+    "drop_stale_placement",
     "hidden_metadata_keys",
     "ledger_location",
     "placement_metadata",

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..audit import exposure_name, json_label, target_dict
+from ..ledger.memory import MemoryLedger
 from ..rankers import RANKERS, configure_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
@@ -28,6 +29,7 @@ from ..validation import as_rng
 
 __all__ = [
     "LEDGER_FIELDS",
+    "ComponentLedger",
     "RankerConfig",
     "RankerState",
     "describe_ranker",
@@ -64,14 +66,14 @@ class RankerConfig:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, component: Any, default_ledger: Any = None) -> RankerConfig:
+    def of(cls, component: Any) -> RankerConfig:
         """The configuration of any object with the six fields (the adapters' components).
 
         A component's ``ledger`` and ``ledger_key`` fields, when set, are parameters of the
         ranker (the amortized ranker's, docs/SPEC.md item 6) like those in ``ranker_params``.
-        ``default_ledger`` is the in-memory ledger an earlier ranker of this component made
-        (:meth:`RankerState.current`): in the ``ledger`` field it is passed only to a ranker
-        that takes a ledger, so switching to another ranker and back keeps the stream.
+        The component's own in-memory ledger (:class:`ComponentLedger`, or ``"memory"``) is
+        passed only to a ranker that takes a ledger and gives way to a ``ledger`` in
+        ``ranker_params``; a ledger the user gave never does (an error names it).
         """
         target = component.target
         params = dict(component.ranker_params or {})
@@ -79,8 +81,9 @@ class RankerConfig:
             value = getattr(component, name, None)
             if value is None:
                 continue
-            if value is default_ledger and not _takes_ledger(component.ranker):
-                continue
+            if name == "ledger" and _is_own_ledger(value):
+                if "ledger" in params or not _takes_ledger(component.ranker):
+                    continue
             if name in params:
                 raise ValueError(f"{name} is given twice: as a field and in ranker_params")
             params[name] = value
@@ -132,6 +135,35 @@ def refuse_bool_shares(value: Any) -> Any:
     if isinstance(value, Mapping) and any(isinstance(v, (bool, np.bool_)) for v in value.values()):
         raise ValueError(f"target shares must be numbers, not bools: {dict(value)!r}")
     return value
+
+
+class ComponentLedger(MemoryLedger):
+    """The in-memory ledger a component makes for its amortized ranker when given none.
+
+    Its ``ledger`` field holds it (serialised as ``"memory"``), so field changes, copies and
+    LangChain's per-call components (``configurable_fields``, built from the fields) keep one
+    stream; switching to a ranker that takes no ledger and back keeps it too.
+    """
+
+
+_OWN_LEDGER_LOCK = threading.Lock()
+
+
+def _is_own_ledger(value: Any) -> bool:
+    return isinstance(value, ComponentLedger) or (isinstance(value, str) and value == "memory")
+
+
+def adopt_own_ledger(component: Any) -> None:
+    """Give ``component`` its own :class:`ComponentLedger` when its ranker takes a ledger and
+    it names none (``ledger`` None or ``"memory"``, no ``ledger`` in ``ranker_params``)."""
+    if not hasattr(component, "ledger") or not _takes_ledger(component.ranker):
+        return
+    if "ledger" in (component.ranker_params or {}):
+        return
+    with _OWN_LEDGER_LOCK:  # concurrent first calls adopt one ledger, not one each
+        value = component.ledger
+        if value is None or (isinstance(value, str) and value == "memory"):
+            vars(component)["ledger"] = ComponentLedger()  # no validation: it is the default
 
 
 def _takes_ledger(ranker: Any) -> bool:
@@ -219,8 +251,6 @@ class RankerState:
         # the ranker's seed: the field's, or the one a ready Ranker was built with
         self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
         self._lock = threading.Lock()
-        self.default_ledger: Any = None
-        """The in-memory ledger a ranker of this component made and its ``ledger`` field holds."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
         # A deep copy of a component is another component: :meth:`current` sees the other id
@@ -230,25 +260,11 @@ class RankerState:
     @classmethod
     def current(cls, state: RankerState | None, component: Any) -> RankerState:
         """``state`` when it still describes ``component``, else a new one built from it."""
-        default = None if state is None else state.default_ledger
-        config = RankerConfig.of(component, default)
+        adopt_own_ledger(component)
+        config = RankerConfig.of(component)
         if state is not None and state.owner == id(component) and state.config == config:
             return state
-        built = cls(config, id(component))
-        built.default_ledger = default
-        ledger = getattr(built.ranker, "ledger", None)
-        if (
-            ledger is not None
-            and isinstance(config.ranker, str)
-            and "ledger" not in config.params
-            and hasattr(component, "ledger")
-        ):
-            # The ranker made its default in-memory ledger: it becomes the component's
-            # ``ledger``, so field changes, copies and LangChain's per-call components
-            # (configurable_fields, built from the fields) keep one stream.
-            vars(component)["ledger"] = built.default_ledger = ledger
-            built.config = RankerConfig.of(component, ledger)
-        return built
+        return cls(config, id(component))
 
     def __copy__(self) -> RankerState:
         return self

@@ -13,6 +13,7 @@ from ..reranking import Placement
 __all__ = [
     "LEDGER_PLACEMENT_KEYS",
     "PLACEMENT_KEYS",
+    "drop_stale_placement",
     "placement_metadata",
     "shown_provenance",
 ]
@@ -66,6 +67,12 @@ def placement_metadata(
         "fair_k": fair_k,
         **extra,
     }
+
+
+def drop_stale_placement(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` without the keys only some rankings add (:data:`LEDGER_PLACEMENT_KEYS`): a
+    document placed again by another fair ranking must not keep an earlier one's."""
+    return {key: value for key, value in metadata.items() if key not in LEDGER_PLACEMENT_KEYS}
 
 
 def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:

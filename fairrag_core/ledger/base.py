@@ -19,6 +19,7 @@ __all__ = [
     "LedgerState",
     "check_key",
     "decode_label",
+    "encode_exposure",
     "encode_label",
 ]
 
@@ -64,6 +65,23 @@ def decode_label(text: str) -> Hashable:
     return json.loads(text)
 
 
+def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float]:
+    """``{encoded label: exposure}`` of ``(label, exposure)`` pairs, a label's values summed.
+
+    Exposures must be numbers (not bools), finite and >= 0; labels follow :func:`encode_label`.
+    """
+    encoded: dict[str, float] = {}
+    for label, value in pairs:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            raise TypeError(f"exposure of group {label!r} must be a number, got {value!r}")
+        value = float(value)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"exposure of group {label!r} must be finite and >= 0, got {value}")
+        name = encode_label(label)
+        encoded[name] = encoded.get(name, 0.0) + value
+    return encoded
+
+
 def check_key(key: object) -> str:
     """A ledger key (the name of one stream: a tenant, a topic, ...): a non-empty ``str``."""
     if not isinstance(key, str) or not key:
@@ -96,14 +114,24 @@ class LedgerState:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> LedgerState:
-        """The state :meth:`as_record` wrote (e.g. a record's ``ledger_state``)."""
+        """The state :meth:`as_record` wrote (e.g. a record's ``ledger_state``); anything else
+        (a label twice, a bad label or exposure, a count that is not an int >= 0) is a
+        ValueError saying what is accepted."""
         try:
-            totals = {label: float(value) for label, value in record["totals"]}
-            return cls(check_key(record["key"]), totals, int(record["rankings"]))
+            pairs = [(label, value) for label, value in record["totals"]]
+            encoded = encode_exposure(pairs)
+            rankings = record["rankings"]
+            if len(encoded) != len(pairs):
+                raise ValueError("a label is given twice")
+            if isinstance(rankings, bool) or not isinstance(rankings, int) or rankings < 0:
+                raise ValueError(f"rankings must be an int >= 0, got {rankings!r}")
+            totals = {decode_label(name): value for name, value in encoded.items()}
+            return cls(check_key(record["key"]), totals, rankings)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(
                 "a ledger state must be {'key': str, 'totals': [[label, exposure], ...], "
-                f"'rankings': int}} (what LedgerState.as_record writes); got {record!r:.200}"
+                f"'rankings': int}} (what LedgerState.as_record writes): {exc}; "
+                f"got {record!r:.200}"
             ) from exc
 
     def replay(self) -> ExposureLedger:
@@ -156,18 +184,7 @@ class ExposureLedger(ABC):
             raise TypeError(
                 f"exposure must be a mapping {{group label: exposure}}, got {exposure!r:.200}"
             )
-        encoded: dict[str, float] = {}
-        for label, value in exposure.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-                raise TypeError(f"exposure of group {label!r} must be a number, got {value!r}")
-            value = float(value)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(
-                    f"exposure of group {label!r} must be finite and >= 0, got {value}"
-                )
-            name = encode_label(label)
-            encoded[name] = encoded.get(name, 0.0) + value
-        self._add(key, encoded)
+        self._add(key, encode_exposure(exposure.items()))
 
     def reset(self, key: str = DEFAULT_KEY) -> None:
         """Forget the stream ``key`` (its totals and count); other streams are untouched."""

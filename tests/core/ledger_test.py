@@ -312,3 +312,37 @@ def test_a_missing_redis_server_skips_the_tests_but_fails_them_under_ci(monkeypa
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="make system-deps"):
         redis_server_binary()
+
+
+def test_a_state_record_round_trips_through_json_and_bad_ones_are_refused():
+    import json
+
+    from fairrag_core.ledger import LedgerState
+
+    state = LedgerState("tenant", {"female": 1.5, 1: 0.25, None: 0.5, "1": 2.0}, 3)
+    again = LedgerState.from_record(json.loads(json.dumps(state.as_record())))
+    assert again == state
+    replayed = again.replay()
+    assert replayed.state("tenant") == state
+    for bad, why in (
+        ({"key": "t", "totals": [["a", 1.0]], "rankings": 1.7}, "rankings must be an int"),
+        ({"key": "t", "totals": [["a", 1.0]], "rankings": -3}, "rankings must be an int"),
+        ({"key": "t", "totals": [["a", float("nan")]], "rankings": 1}, "finite and >= 0"),
+        ({"key": "t", "totals": [["a", -1.0]], "rankings": 1}, "finite and >= 0"),
+        ({"key": "t", "totals": [["a", True]], "rankings": 1}, "must be a number"),
+        ({"key": "t", "totals": [["a", 1.0], ["a", 2.0]], "rankings": 1}, "given twice"),
+        ({"key": "t", "totals": [[1.5, 1.0]], "rankings": 1}, "labels must be str, int or None"),
+        ({"key": "", "totals": [], "rankings": 0}, "ledger_key must be"),
+        ({"totals": [], "rankings": 0}, "key"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            LedgerState.from_record(bad)
+
+
+def test_the_exposure_model_records_write_reads_back_equal():
+    from fairrag_core.audit import exposure_name
+    from fairrag_core.exposure import ExposureModel, make_exposure_model
+
+    for patience in (0.8, 0.123456789, 0.1 + 0.2, 1.0):
+        model = ExposureModel("rbp", patience)
+        assert make_exposure_model(exposure_name(model)) == model

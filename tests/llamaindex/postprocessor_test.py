@@ -423,3 +423,24 @@ def test_bools_are_not_numbers(field):
             FairnessEventHandler(group_key="gender", protected="female", target_share=True)
         with pytest.raises(ValidationError, match="shares must be numbers"):
             FairnessEventHandler(group_key="gender", target={"female": 1, "male": False})
+
+
+def test_the_own_ledger_survives_to_dict_pickle_and_ranker_switches():
+    import pickle
+
+    post = fair(ranker="amortized", seed=0)
+    post.postprocess_nodes(make_pool(30), QUERY)
+    post.ranker = "representative_stochastic"
+    restored = FairRerankPostprocessor.from_dict(post.to_dict())
+    assert restored.to_dict()["ledger"] == "memory"
+    restored.postprocess_nodes(make_pool(30), QUERY)  # a ranker without a ledger: fine
+    restored.ranker = "amortized"
+    restored.postprocess_nodes(make_pool(30), QUERY)
+    own = restored.ledger
+    restored.seed = 9  # a field change keeps the ledger the restored component adopted
+    restored.postprocess_nodes(make_pool(30), QUERY)
+    assert restored.core_ranker.ledger is own and own.state().rankings == 2
+    unpickled = pickle.loads(pickle.dumps(restored))
+    assert unpickled.ledger.state().rankings == 2  # the totals travel with it
+    unpickled.ranker = "standard"
+    assert len(unpickled.postprocess_nodes(make_pool(30), QUERY)) == 5

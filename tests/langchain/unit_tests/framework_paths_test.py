@@ -479,7 +479,64 @@ def test_the_default_ledger_survives_field_changes_copies_and_configurable_field
     retriever.ranker = "amortized"
     assert retriever.core_ranker.ledger is ledger and ledger.state().rankings == 18
     with pytest.raises(ValueError, match="takes no parameter 'ledger'"):
-        fair(store, ranker="standard", ledger=ledger)  # a ledger the user gives is never ignored
+        fair(store, ranker="standard", ledger=MemoryLedger())  # a user's ledger: never ignored
+
+
+def test_the_components_own_ledger_gives_way_and_survives_rebuilds(store, tmp_path):
+    import threading
+
+    from langchain_core.runnables import ConfigurableField
+
+    from fairrag_core.kit import ComponentLedger
+    from fairrag_core.ledger import make_ledger
+
+    retriever = fair(store, ranker="amortized", seed=0)
+    path = str(tmp_path / "l.db")
+    retriever.ranker_params = {"ledger": path}  # the user's ledger wins over the own one
+    retriever.invoke("q")
+    assert make_ledger(path).state().rankings == 1
+    retriever.ranker_params = {}
+    # Rebuilt from its fields: "memory" becomes a new own ledger, which later changes keep.
+    retriever.ranker = "representative_stochastic"
+    dumped = {k: v for k, v in retriever.model_dump().items() if k != "vectorstore"}
+    assert dumped["ledger"] == "memory"
+    rebuilt = FairRetriever(vectorstore=store, **dumped)
+    rebuilt.invoke("q")
+    rebuilt.ranker = "amortized"
+    rebuilt.invoke("q")
+    own = rebuilt.ledger
+    assert isinstance(own, ComponentLedger)
+    rebuilt.seed = 9
+    rebuilt.invoke("q")
+    assert rebuilt.core_ranker.ledger is own and own.state().rankings == 2
+    # LangChain's per-call ranker switch, through the own ledger
+    per_call = rebuilt.configurable_fields(ranker=ConfigurableField(id="ranker"))
+    per_call.invoke("q", config={"configurable": {"ranker": "representative_stochastic"}})
+    per_call.invoke("q", config={"configurable": {"ranker": "amortized"}})
+    assert own.state().rankings == 3
+    # Concurrent first calls after a switch adopt one ledger: no ranking is lost.
+    threaded = fair(store, ranker="standard", seed=0)
+    threaded.ranker = "amortized"
+    barrier = threading.Barrier(8)
+
+    def call():
+        barrier.wait()
+        threaded.invoke("q")
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert threaded.ledger.state().rankings == 8
+
+
+def test_a_document_placed_again_by_another_ranker_drops_the_amortized_ledger_state(store):
+    amortized = fair(store, ranker="amortized", seed=0, k=6)
+    again = FairReranker(group_key="gender", protected="female", seed=0, k=3)
+    documents = again.compress_documents(amortized.invoke("q"), "q")
+    assert all("ledger_state" in d.metadata for d in amortized.invoke("q"))
+    assert not any("ledger_state" in d.metadata for d in documents)
 
 
 def test_a_ledger_given_as_a_path_is_written_out_as_that_path(store, tmp_path):
