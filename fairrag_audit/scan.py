@@ -198,12 +198,12 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                     SELECT *,
                         regexp_extract(exposure_model, '^(dcg|uniform|rbp)', 1) AS model_name,
                         COALESCE(TRY_CAST(regexp_extract(
-                            exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE), 0.8)
+                            exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE), 0.8)
                             AS patience,
                         (exposure_model IN ('dcg', 'uniform', 'rbp') OR (
-                            regexp_matches(exposure_model, '^rbp\\([0-9.]+\\)$')
+                            regexp_matches(exposure_model, '^rbp\\([0-9.eE+-]+\\)$')
                             AND TRY_CAST(regexp_extract(
-                                exposure_model, '^rbp\\(([0-9.]+)\\)$', 1) AS DOUBLE)
+                                exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
                                 BETWEEN 1e-12 AND 1.0)) AS model_ok,
                         COALESCE(
                             TRY_CAST(json_extract(

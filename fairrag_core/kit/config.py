@@ -142,7 +142,9 @@ class ComponentLedger(MemoryLedger):
 
     Its ``ledger`` field holds it (serialised as ``"memory"``), so field changes, copies and
     LangChain's per-call components (``configurable_fields``, built from the fields) keep one
-    stream; switching to a ranker that takes no ledger and back keeps it too.
+    stream. Wherever it is passed it stays a default: used only by a named ranker that takes a
+    ledger (switching to another ranker and back keeps the stream) and giving way to a
+    ``ledger`` in ``ranker_params`` (docs/SPEC.md, "Adapters" → Ranker configuration).
     """
 
 
@@ -251,6 +253,8 @@ class RankerState:
         # the ranker's seed: the field's, or the one a ready Ranker was built with
         self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
         self._lock = threading.Lock()
+        self._successors: dict[int, RankerState] = {}
+        """The state :meth:`current` built from this one for each component (owner id)."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
         # A deep copy of a component is another component: :meth:`current` sees the other id
@@ -262,9 +266,16 @@ class RankerState:
         """``state`` when it still describes ``component``, else a new one built from it."""
         adopt_own_ledger(component)
         config = RankerConfig.of(component)
-        if state is not None and state.owner == id(component) and state.config == config:
+        owner = id(component)
+        if state is None:
+            return cls(config, owner)
+        if state.owner == owner and state.config == config:
             return state
-        return cls(config, id(component))
+        with state._lock:  # concurrent first calls after a change build one state, not one each
+            successor = state._successors.get(owner)
+            if successor is None or successor.config != config:
+                successor = state._successors[owner] = cls(config, owner)
+            return successor
 
     def __copy__(self) -> RankerState:
         return self

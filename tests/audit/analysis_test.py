@@ -12,6 +12,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from fairrag_audit import audit
+from fairrag_core.audit import exposure_name
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.metrics import exposure_share
 from fairrag_core.stats import t_test
@@ -88,6 +89,18 @@ def test_exposure_model_of_the_record_is_used(tmp_path: Path) -> None:
     rbp = ExposureModel("rbp", 0.5)
     stated = record(groups, exposure=rbp, exposure_model="rbp(0.5)")
     stated.pop("exposure_by_group", None)  # derived from groups and the model the record names
+    path = write_log(tmp_path / "log.jsonl", [stated] * 3)
+    result = audit(path, protected="female")
+    expected = exposure_share(groups, "female", exposure=rbp)
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(expected)
+
+
+def test_an_exposure_model_written_in_exponent_form_is_read(tmp_path: Path) -> None:
+    groups = ["male", "female", "male"]
+    rbp = ExposureModel("rbp", 9.99999999e-05)
+    stated = record(groups, exposure=rbp, exposure_model=exposure_name(rbp))
+    assert stated["exposure_model"] == "rbp(9.99999999e-05)"
+    stated.pop("exposure_by_group", None)
     path = write_log(tmp_path / "log.jsonl", [stated] * 3)
     result = audit(path, protected="female")
     expected = exposure_share(groups, "female", exposure=rbp)

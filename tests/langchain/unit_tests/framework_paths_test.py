@@ -567,3 +567,34 @@ def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
         assert [d.id for d in redrawn] == record["doc_ids"]
     assert retriever.ledger.state("tenant-a").rankings == 12  # re-drawing served nothing here
     assert "ledger_state" not in fair(store, ranker="standard").invoke("q")[0].metadata
+
+
+def test_concurrent_first_calls_after_a_field_change_never_share_a_query_seed(store, monkeypatch):
+    import threading
+    import time
+
+    from fairrag_core.kit import RankerConfig
+
+    retriever = fair(store, ranker="representative_stochastic", seed=0)
+    retriever.invoke("q")
+    build = RankerConfig.build
+
+    def slow_build(self):
+        time.sleep(0.05)  # widen the window in which every thread sees the old state
+        return build(self)
+
+    monkeypatch.setattr(RankerConfig, "build", slow_build)
+    retriever.seed = 1
+    barrier = threading.Barrier(8)
+    seeds = []
+
+    def call():
+        barrier.wait()
+        seeds.append(retriever.invoke("q")[0].metadata["query_seed"])
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(seeds)) == 8
