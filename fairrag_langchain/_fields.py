@@ -13,8 +13,7 @@ from fairrag_core.kit import (
     RankerState,
     describe_ranker,
     ledger_location,
-    refuse_bool_number,
-    refuse_bool_shares,
+    refuse_bools,
 )
 
 from ._documents import placed_copies
@@ -58,15 +57,10 @@ class FairRankingFields(BaseModel):
 
     _state: RankerState | None = PrivateAttr(default=None)
 
-    @field_validator("k", "target_share", "seed", mode="before")
+    @field_validator("k", "target_share", "seed", "target", mode="before")
     @classmethod
-    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
-        return refuse_bool_number(value, info.field_name)
-
-    @field_validator("target", mode="before")
-    @classmethod
-    def _no_bool_shares(cls, value: Any) -> Any:
-        return refuse_bool_shares(value)
+    def _no_bools(cls, value: Any, info: Any) -> Any:
+        return refuse_bools(value, info.field_name)
 
     @field_validator("group_key")
     @classmethod

@@ -35,8 +35,7 @@ from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     ShownDocument,
     document_title,
-    refuse_bool_number,
-    refuse_bool_shares,
+    refuse_bools,
     run_record,
     shown_provenance,
 )
@@ -211,15 +210,10 @@ class FairnessEventHandler(BaseEventHandler):
     _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
 
-    @field_validator("target_share", mode="before")
+    @field_validator("target_share", "target", mode="before")
     @classmethod
-    def _no_bool_share(cls, value: Any, info: Any) -> Any:
-        return refuse_bool_number(value, info.field_name)
-
-    @field_validator("target", mode="before")
-    @classmethod
-    def _no_bool_shares(cls, value: Any) -> Any:
-        return refuse_bool_shares(value)
+    def _no_bools(cls, value: Any, info: Any) -> Any:
+        return refuse_bools(value, info.field_name)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)

@@ -43,8 +43,7 @@ from fairrag_core.kit import (
     hidden_metadata_keys,
     ledger_location,
     placement_metadata,
-    refuse_bool_number,
-    refuse_bool_shares,
+    refuse_bools,
     to_relevance,
 )
 
@@ -284,15 +283,10 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             )
         return value
 
-    @field_validator("top_n", "target_share", "seed", mode="before")
+    @field_validator("top_n", "target_share", "seed", "target", mode="before")
     @classmethod
-    def _no_bool_numbers(cls, value: Any, info: Any) -> Any:
-        return refuse_bool_number(value, info.field_name)
-
-    @field_validator("target", mode="before")
-    @classmethod
-    def _no_bool_shares(cls, value: Any) -> Any:
-        return refuse_bool_shares(value)
+    def _no_bools(cls, value: Any, info: Any) -> Any:
+        return refuse_bools(value, info.field_name)
 
     @field_validator("group_key")
     @classmethod

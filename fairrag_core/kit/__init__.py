@@ -20,8 +20,7 @@ from .config import (
     describe_ranker,
     draw_query_seed,
     ledger_location,
-    refuse_bool_number,
-    refuse_bool_shares,
+    refuse_bools,
 )
 from .context import (
     context_entry,
@@ -60,8 +59,7 @@ __all__ = [
     "hidden_metadata_keys",
     "ledger_location",
     "placement_metadata",
-    "refuse_bool_number",
-    "refuse_bool_shares",
+    "refuse_bools",
     "render_context_prompt",
     "run_record",
     "shown_provenance",

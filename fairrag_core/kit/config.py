@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 import threading
+import weakref
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +36,7 @@ __all__ = [
     "describe_ranker",
     "draw_query_seed",
     "ledger_location",
-    "refuse_bool_number",
-    "refuse_bool_shares",
+    "refuse_bools",
 ]
 
 QUERY_SEED_BOUND = 2**53
@@ -122,18 +122,14 @@ class RankerConfig:
         )
 
 
-def refuse_bool_number(value: Any, name: str) -> Any:
-    """``value`` unchanged, unless it is a bool where a number is expected (a ValueError naming
-    ``name``): pydantic's lax mode would read ``True`` as 1, a share of 1.0 or a seed of 1."""
+def refuse_bools(value: Any, name: str) -> Any:
+    """``value`` unchanged, unless it is a bool where a number is expected, or a mapping with a
+    bool share (a ValueError naming ``name``): pydantic's lax mode would read ``True`` as 1, a
+    share of 1.0 or a seed of 1. The adapters' number fields and ``target`` call it."""
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a number, not the bool {value!r}")
-    return value
-
-
-def refuse_bool_shares(value: Any) -> Any:
-    """``value`` unchanged, unless it maps a group to a bool share (a ValueError)."""
     if isinstance(value, Mapping) and any(isinstance(v, (bool, np.bool_)) for v in value.values()):
-        raise ValueError(f"target shares must be numbers, not bools: {dict(value)!r}")
+        raise ValueError(f"{name} shares must be numbers, not bools: {dict(value)!r}")
     return value
 
 
@@ -151,6 +147,10 @@ class ComponentLedger(MemoryLedger):
 _OWN_LEDGER_LOCK = threading.Lock()
 
 
+def _is_adopted(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and value == "memory")
+
+
 def _is_own_ledger(value: Any) -> bool:
     return isinstance(value, ComponentLedger) or (isinstance(value, str) and value == "memory")
 
@@ -160,11 +160,10 @@ def adopt_own_ledger(component: Any) -> None:
     it names none (``ledger`` None or ``"memory"``, no ``ledger`` in ``ranker_params``)."""
     if not hasattr(component, "ledger") or not _takes_ledger(component.ranker):
         return
-    if "ledger" in (component.ranker_params or {}):
-        return
+    if "ledger" in (component.ranker_params or {}) or _is_adopted(component.ledger):
+        return  # every call of an amortized component passes here: no lock once adopted
     with _OWN_LEDGER_LOCK:  # concurrent first calls adopt one ledger, not one each
-        value = component.ledger
-        if value is None or (isinstance(value, str) and value == "memory"):
+        if not _is_adopted(component.ledger):
             vars(component)["ledger"] = ComponentLedger()  # no validation: it is the default
 
 
@@ -253,8 +252,11 @@ class RankerState:
         # the ranker's seed: the field's, or the one a ready Ranker was built with
         self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
         self._lock = threading.Lock()
-        self._successors: dict[int, RankerState] = {}
-        """The state :meth:`current` built from this one for each component (owner id)."""
+        self._successors: weakref.WeakValueDictionary[int, RankerState] = (
+            weakref.WeakValueDictionary()
+        )
+        """The state :meth:`current` built from this one for each component (owner id); weak,
+        so that copies made and dropped per request leave nothing behind."""
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
         # A deep copy of a component is another component: :meth:`current` sees the other id

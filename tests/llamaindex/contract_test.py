@@ -594,3 +594,34 @@ def test_a_full_disk_is_counted_and_logged_never_lost_silently(tmp_path, monkeyp
     assert handler.log is not None and handler.log.errors == 3
     assert len(handler.records) == 3  # kept in memory
     assert sum("could not write a record" in r.message for r in caplog.records) == 3
+
+
+async def test_amortized_through_chat_engines_and_streams_counts_what_each_message_showed(
+    handler, tmp_path
+):
+    from fairrag_core.ledger import LedgerState, make_ledger
+
+    path = str(tmp_path / "exposure.db")
+    post = fair(ranker="amortized", seed=0, ledger=path, ledger_key="tenant")
+    chat = ContextChatEngine.from_defaults(
+        retriever=PoolRetriever(make_pool(30)), llm=FakeRecordingLLM(), node_postprocessors=[post]
+    )
+    streamed = query_engine([post], streaming=True).query(QUESTION)
+    "".join(streamed.response_gen)
+    responses = [streamed, chat.chat(QUESTION)]
+    stream_chat = chat.stream_chat(QUESTION)
+    "".join(stream_chat.response_gen)
+    responses.append(stream_chat)
+    achat = await chat.astream_chat(QUESTION)
+    "".join([token async for token in achat.async_response_gen()])
+    responses.append(achat)
+    shown: dict = {}
+    for response in responses:
+        for node in response.source_nodes:
+            group = node.node.metadata["gender"]
+            shown[group] = shown.get(group, 0.0) + node.node.metadata["exposure_weight"]
+    state = make_ledger(path).state("tenant")
+    assert state.rankings == 4 and state.totals == pytest.approx(shown, rel=1e-12)
+    records = handler.records
+    assert len(records) == 4
+    assert [LedgerState.from_record(r["ledger_state"]).rankings for r in records] == [0, 1, 2, 3]

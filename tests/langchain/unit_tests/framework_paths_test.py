@@ -598,3 +598,26 @@ def test_concurrent_first_calls_after_a_field_change_never_share_a_query_seed(st
     for thread in threads:
         thread.join()
     assert len(set(seeds)) == 8
+
+
+def test_states_built_for_dropped_copies_are_not_kept(store):
+    import gc
+
+    retriever = fair(store, ranker="amortized", seed=0)
+    retriever.invoke("q")
+    state = retriever.ranker_state
+    for i in range(50):  # a copy per request, as an app overriding k per call would make
+        retriever.model_copy(update={"k": 3}).invoke(f"q{i}")
+    gc.collect()
+    assert len(state._successors) == 0
+    assert retriever.ledger.state().rankings == 51  # every copy served the one stream
+
+
+def test_streaming_a_chain_over_an_amortized_retriever_counts_one_ranking(store):
+    model = GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)\n"]))
+    retriever = fair(store, ranker="amortized", seed=0)
+    chunks = list(make_fair_rag_chain(retriever, model).stream("Who?"))
+    (metrics,) = [c["metrics"] for c in chunks if "metrics" in c]
+    state = retriever.ledger.state()
+    assert state.rankings == 1
+    assert metrics["ledger_state"] == {"key": "default", "totals": [], "rankings": 0}
