@@ -18,8 +18,11 @@ Beside each, the floor: the same plain retriever asked for the whole pool
 (``search_kwargs={"k": 50}``), what any re-ranker of 50 candidates pays before it ranks. With
 embedded Chroma the group label needs each candidate's metadata, and the metadata is most of
 that cost (a 50-candidate query with distances only is close to a 5-candidate one). The last
-table times that on the raw collection: whether a lean fetch (ids and distances, then the
-metadata) could beat fetching the pool whole.
+table times that on the raw collection: whether a lean fetch could beat fetching the pool
+whole, in the two forms the issue proposed (the 50 candidates' metadata and distances without
+their text, then the text of the 5 shown; or ids and distances, then the 50 metadata by id).
+``--server`` times the same table on a ``chroma run`` server on loopback (the collection
+copied there), where each extra request is a round trip.
 """
 
 from __future__ import annotations
@@ -111,17 +114,23 @@ def report(label: str, plain: list[float], fair: list[float], whole_pool: list[f
     return ratio
 
 
-def lean_fetch_figures(client, name: str, vectors: Sequence[list[float]], rounds: int) -> None:
-    """The lean fetch the issue proposed, on the raw Chroma collection (no LangChain, vectors
+def lean_fetch_figures(
+    collection, vectors: Sequence[list[float]], rounds: int, where: str = "embedded"
+) -> None:
+    """The lean fetch the issue proposed, on a raw Chroma collection (no LangChain, vectors
     given): the pool of 50 with text and metadata, without text, with distances only, and in two
-    steps (ids and distances, then the metadata of those 50 by id, which the group label needs).
+    steps: the 50 metadata and distances, then the text of the 5 shown by id (the issue's
+    proposal); ids and distances, then the 50 metadata by id (which the group label needs).
     """
-    collection = client.get_collection(name)
 
     def query(n: int, include: list[str]) -> Callable[[list[float]], object]:
         return lambda v: collection.query(query_embeddings=[v], n_results=n, include=include)
 
-    def two_steps(v: list[float]) -> object:
+    def text_of_five(v: list[float]) -> object:
+        pool = collection.query(query_embeddings=[v], n_results=50, include=["metadatas"])
+        return collection.get(ids=pool["ids"][0][:5], include=["documents"])
+
+    def metadata_by_id(v: list[float]) -> object:
         ids = collection.query(query_embeddings=[v], n_results=50, include=["distances"])["ids"]
         return collection.get(ids=ids[0], include=["metadatas"])
 
@@ -130,12 +139,45 @@ def lean_fetch_figures(client, name: str, vectors: Sequence[list[float]], rounds
         "k=50, text + metadata + distances": query(50, ["documents", "metadatas", "distances"]),
         "k=50, metadata + distances": query(50, ["metadatas", "distances"]),
         "k=50, distances only (no group label)": query(50, ["distances"]),
-        "k=50, distances, then get 50 metadata": two_steps,
+        "k=50 metadata + distances, then 5 texts": text_of_five,
+        "k=50, distances, then get 50 metadata": metadata_by_id,
     }
     times = interleaved(list(cases.values()), vectors, rounds)
-    print(f"\nraw Chroma collection.query, vectors given ({len(times[0])} calls each)")
+    print(f"\nraw Chroma collection.query ({where}), vectors given ({len(times[0])} calls each)")
     for label, spent in zip(cases, times, strict=True):
         print(f"  {label:<44}{statistics.median(spent) * 1e3:>11.2f} ms")
+
+
+def server_lean_fetch_figures(
+    client, name: str, vectors: Sequence[list[float]], rounds: int
+) -> None:
+    """The same table on a ``chroma run`` server on loopback, the collection copied there."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/reliability's helper
+    from fairrag_study.index import connect_chroma_server
+    from tests.reliability.chroma_server import ChromaServer
+
+    source = client.get_collection(name).get(include=["documents", "metadatas", "embeddings"])
+    folder = Path(tempfile.mkdtemp(prefix="fairrag-bench-server-"))
+    try:
+        with ChromaServer(folder / "chroma") as server:
+            remote = connect_chroma_server(server.host, server.port)
+            collection = remote.create_collection(
+                name, metadata={"hnsw:space": "cosine"}, embedding_function=None
+            )
+            collection.add(
+                ids=source["ids"],
+                documents=source["documents"],
+                metadatas=source["metadatas"],
+                embeddings=source["embeddings"],
+            )
+            interleaved([lambda v: collection.query(query_embeddings=[v])], vectors, 1)
+            lean_fetch_figures(collection, vectors, rounds, f"chroma run on {server.url}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main() -> None:
@@ -144,6 +186,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=300, help="documents in the index")
     parser.add_argument("--persist", help="Chroma folder to reuse between runs")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--server", action="store_true", help="also time the lean fetch on a `chroma run` server"
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -172,7 +217,10 @@ def main() -> None:
         calls = (plain.invoke, fair.invoke, whole_pool.invoke)
         interleaved(calls, queries, 1)  # warm-up (and fill the memo)
         ratios[label] = report(label, *interleaved(calls, queries, args.rounds))
-    lean_fetch_figures(client, name, [embeddings.embed_query(q) for q in queries], args.rounds)
+    vectors = [embeddings.embed_query(q) for q in queries]
+    lean_fetch_figures(client.get_collection(name), vectors, args.rounds)
+    if args.server:
+        server_lean_fetch_figures(client, name, vectors, args.rounds)
     end_to_end = ratios["end to end (real query embedding)"]
     verdict = "ok" if end_to_end <= TARGET_RATIO else "ABOVE TARGET"
     print(f"\nend-to-end ratio {end_to_end:.3f} (target <= {TARGET_RATIO}): {verdict}")
