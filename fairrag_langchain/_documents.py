@@ -125,6 +125,8 @@ def shown_record(
     documents: Sequence[Document] | None,
     group_key: str,
     title_key: str = "title",
+    *,
+    ranked: Sequence[Document] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The record (:func:`fairrag_core.kit.run_record`) of a shown list and its run.
@@ -136,7 +138,9 @@ def shown_record(
     """
     shown = None if documents is None else shown_documents(documents, group_key, title_key)
     documents = list(documents or [])
-    provenance = shown_provenance([d.metadata for d in documents])
+    provenance = shown_provenance(
+        [d.metadata for d in documents], None if ranked is None else [d.metadata for d in ranked]
+    )
     flags = {  # the provenance flags and the amortized ranker's ledger_state
         key: provenance.pop(key)
         for key in list(provenance)

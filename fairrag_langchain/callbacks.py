@@ -18,6 +18,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
+from fairrag_core.kit import is_placed
 
 from ._documents import shown_record
 from ._fields import FairRankingFields
@@ -34,6 +35,9 @@ class _Retrieval:
     name: str | None = None
     documents: list[Document] | None = None
     """What it returned (what the LLM is shown); None until the retriever ends."""
+    ranked: list[Document] | None = None
+    """The list a retriever nested in it returned last (a compression retriever's base): the
+    fair ranking its own list came from, when a later step dropped all of it."""
     answer: str | None = None
     model: str | None = None
     llm_run_id: UUID | None = None
@@ -215,6 +219,17 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             seen += 1
         return False
 
+    def _outer_retrieval(self, state: _RootRun, run_id: UUID) -> _Retrieval | None:
+        """The outermost retriever run a nested retriever run belongs to."""
+        parent = self._parent.get(run_id)
+        seen = 0
+        while parent is not None and seen < len(state.members):
+            if parent in state.retrievals:
+                return state.retrievals[parent]
+            parent = self._parent.get(parent)
+            seen += 1
+        return None
+
     def _ended(self, run_id: UUID, error: BaseException | None = None) -> None:
         """A run ended: when it is a root, write its records."""
         with self._lock:
@@ -247,6 +262,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             retrieval.documents,
             self.group_key,
             self.title_key,
+            ranked=retrieval.ranked,
             query=retrieval.query,
             run_id=str(root),
             model=retrieval.model,
@@ -331,6 +347,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             if retrieval is not None:
                 retrieval.documents = list(documents)
                 state.last_ended = run_id
+            elif run_id in state.nested and any(is_placed(d.metadata) for d in documents):
+                outer = self._outer_retrieval(state, run_id)
+                if outer is not None:
+                    outer.ranked = list(documents)
         self._ended(run_id)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

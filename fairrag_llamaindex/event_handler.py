@@ -106,6 +106,26 @@ def _engine_model(engine: Any) -> str | None:
     return _model_name(llm)
 
 
+def _source_nodes(response: Any) -> list[NodeWithScore] | None:
+    """The nodes a response says the LLM was shown: its ``source_nodes``, else those of its
+    tool outputs' responses.
+
+    A chat engine that answers through a query engine (``condense_question``) keeps the
+    query engine's response in ``sources``; LlamaIndex copies its nodes into ``source_nodes``
+    for a ``Response`` or ``StreamingResponse`` but not for the ``AsyncStreamingResponse`` of
+    ``astream_chat``, whose ``source_nodes`` stay empty although the LLM saw them.
+    """
+    nodes = getattr(response, "source_nodes", None)
+    if nodes:
+        return list(nodes)
+    found = [
+        node
+        for output in getattr(response, "sources", None) or []
+        for node in getattr(getattr(output, "raw_output", None), "source_nodes", None) or []
+    ]
+    return found or (None if nodes is None else list(nodes))
+
+
 def _query_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -124,17 +144,18 @@ class FairnessEventHandler(BaseEventHandler):
     **What is one question.** The outermost query or chat engine call (``query``, ``aquery``,
     ``chat``, ``achat``, ``stream_chat``, ``astream_chat``), found through LlamaIndex's
     instrumentation spans: query engines (sync, async, streaming) and chat engines (``context``,
-    ``condense_plus_context``, ...). A streaming answer is recorded when its stream has been
-    consumed (query engines) or written to the chat memory (chat engines). A failed call is
-    recorded with its ``error``. A fair re-ranking outside any engine (a direct
-    ``postprocess_nodes`` call) is recorded on its own, without an answer. With
+    ``condense_plus_context``, ``condense_question``, ...). A streaming answer is recorded when
+    its stream has been consumed (query engines) or written to the chat memory (chat engines).
+    A failed call is recorded with its ``error``. A fair re-ranking outside any engine (a
+    direct ``postprocess_nodes`` call) is recorded on its own, without an answer. With
     ``record_queries_without_reranker`` (default), a question answered without any fair
     re-ranking is recorded too (``ranker: null``): the baseline of a plain engine.
 
     **What is audited.** The nodes the LLM was shown (the response's ``source_nodes``, after
-    every postprocessor), in that order; :func:`fairrag_core.kit.shown_provenance` says which
-    fair ranking placed them and whether a later step reordered or dropped some. Titles follow
-    :func:`fairrag_core.kit.document_title`; groups are ``metadata[group_key]``.
+    every postprocessor; for a chat engine answering through a query engine, that engine's
+    response's), in that order; :func:`fairrag_core.kit.shown_provenance` says which fair
+    ranking placed them and whether a later step reordered or dropped some, or all of them.
+    Titles follow :func:`fairrag_core.kit.document_title`; groups are ``metadata[group_key]``.
 
     **Registration.** ``get_dispatcher().add_event_handler(handler)``, :meth:`attach` or
     ``with handler:`` all work: the span tree the handler needs is registered on the root
@@ -395,7 +416,7 @@ class FairnessEventHandler(BaseEventHandler):
             self._finish(
                 streamed,
                 response.response if failure is None else None,
-                response.source_nodes,
+                _source_nodes(response),
                 tags,
                 error=None if failure is None else f"{type(failure).__name__}: {failure}",
             )
@@ -423,8 +444,9 @@ class FairnessEventHandler(BaseEventHandler):
             self._watch_stream(result, run, tags)
         else:
             answer = getattr(result, "response", result)
-            sources = getattr(result, "source_nodes", None)
-            self._finish(run, answer if isinstance(answer, str) else None, sources, tags)
+            self._finish(
+                run, answer if isinstance(answer, str) else None, _source_nodes(result), tags
+            )
 
     def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
         """Record a streaming query's answer once the caller has consumed its stream."""
@@ -499,7 +521,8 @@ class FairnessEventHandler(BaseEventHandler):
                 text = node.node.get_content(metadata_mode=MetadataMode.NONE)
                 title = document_title(node.node.metadata, text, self.title_key)
                 documents.append(ShownDocument(node.node.node_id, title, group, text))
-            provenance = shown_provenance(metadatas)
+            ranked = [n.node.metadata for n in run.reranks[-1].nodes] if run.reranks else None
+            provenance = shown_provenance(metadatas, ranked)
             extra = {
                 "n_reranks": len(run.reranks),
                 **{

@@ -33,6 +33,7 @@ from .placement import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
     drop_stale_placement,
+    is_placed,
     placement_metadata,
     shown_provenance,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "draw_query_seed",
     "drop_stale_placement",
     "hidden_metadata_keys",
+    "is_placed",
     "ledger_location",
     "placement_metadata",
     "refuse_bools",

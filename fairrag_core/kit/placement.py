@@ -14,6 +14,7 @@ __all__ = [
     "LEDGER_PLACEMENT_KEYS",
     "PLACEMENT_KEYS",
     "drop_stale_placement",
+    "is_placed",
     "placement_metadata",
     "shown_provenance",
 ]
@@ -75,7 +76,10 @@ def drop_stale_placement(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in metadata.items() if key not in LEDGER_PLACEMENT_KEYS}
 
 
-def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+def shown_provenance(
+    metadatas: Sequence[Mapping[str, Any] | None],
+    ranked: Sequence[Mapping[str, Any] | None] | None = None,
+) -> dict[str, Any]:
     """How the list the LLM was shown relates to the fair ranking its documents came from.
 
     docs/SPEC.md, "Adapters" → Which list is audited. ``ranker`` names the fair ranker only
@@ -85,10 +89,16 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
     out. A list mixing placed and other documents (a merge of several retrievers) has ranker
     None and ``mixed_after_ranking`` True; a list with no placed document describes itself
     (ranker None, nothing else).
+
+    ``ranked``: the metadata of the list the run's last fair ranking returned, when the adapter
+    saw it (a postprocessor or a retriever nested in the one whose list was shown). It matters
+    only when no shown document was placed: an empty shown list then had every document of
+    that ranking dropped (``ranker`` names it, ``dropped_after_ranking`` is its ``fair_k``), and
+    a list of other documents only replaced it (``mixed_after_ranking``).
     """
-    placed = [m for m in metadatas if m and "fair_rank" in m and m.get("ranker") is not None]
+    placed = _placed(metadatas)
     if not placed:
-        return {"ranker": None, "query_seed": None, "pool_size": None, "k": None}
+        return _without_placed_documents(len(metadatas), _placed(ranked or []))
     first = placed[0]
     same = all(
         m.get("ranker") == first.get("ranker") and m.get("query_seed") == first.get("query_seed")
@@ -96,20 +106,11 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
     )
     if len(placed) != len(metadatas) or not same:
         _warn_if_ledger_missed_it(placed, "was mixed with other documents")
-        return {
-            "ranker": None,
-            "query_seed": None,
-            "pool_size": None,
-            "k": None,
-            "mixed_after_ranking": True,
-        }
+        return {**_NO_RANKING, "mixed_after_ranking": True}
     ranks = [m.get("fair_rank") for m in placed]
     fair_k = first.get("fair_k")
     provenance = {
-        "ranker": first.get("ranker"),
-        "query_seed": first.get("query_seed"),
-        "pool_size": first.get("pool_size"),
-        "k": fair_k,
+        **_ranking_of(first),
         "reordered_after_ranking": ranks != sorted(ranks, key=lambda r: (r is None, r)),
         "dropped_after_ranking": max(0, fair_k - len(placed)) if isinstance(fair_k, int) else 0,
     }
@@ -120,7 +121,51 @@ def shown_provenance(metadatas: Sequence[Mapping[str, Any] | None]) -> dict[str,
     return provenance
 
 
-def _warn_if_ledger_missed_it(placed: Sequence[Mapping[str, Any]], how: str) -> None:
+_NO_RANKING = {"ranker": None, "query_seed": None, "pool_size": None, "k": None}
+
+
+def is_placed(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a document's metadata says a fair ranking placed it."""
+    return metadata is not None and "fair_rank" in metadata and metadata.get("ranker") is not None
+
+
+def _placed(metadatas: Sequence[Mapping[str, Any] | None]) -> list[Mapping[str, Any]]:
+    """The metadata of the documents a fair ranking placed."""
+    return [m for m in metadatas if m is not None and is_placed(m)]
+
+
+def _ranking_of(first: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "ranker": first.get("ranker"),
+        "query_seed": first.get("query_seed"),
+        "pool_size": first.get("pool_size"),
+        "k": first.get("fair_k"),
+    }
+
+
+def _without_placed_documents(shown: int, ranked: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Provenance of a shown list without placed documents, given the run's last fair list."""
+    if not ranked:
+        return dict(_NO_RANKING)  # no fair ranking is known to have run: a plain list
+    if shown:
+        _warn_if_ledger_missed_it(ranked, "was replaced by other documents", 4)
+        return {**_NO_RANKING, "mixed_after_ranking": True}
+    first = ranked[0]
+    _warn_if_ledger_missed_it(ranked, "had every document removed", 4)
+    fair_k = first.get("fair_k")
+    provenance = {
+        **_ranking_of(first),
+        "reordered_after_ranking": False,
+        "dropped_after_ranking": fair_k if isinstance(fair_k, int) else len(ranked),
+    }
+    if "ledger_state" in first:
+        provenance["ledger_state"] = first["ledger_state"]
+    return provenance
+
+
+def _warn_if_ledger_missed_it(
+    placed: Sequence[Mapping[str, Any]], how: str, stacklevel: int = 3
+) -> None:
     """Warn when a list an amortized ranker served was changed before the LLM saw it: its
     ledger counted the ranking as served (docs/SPEC.md item 6, "What counts as served")."""
     if any(m.get("ranker") == "amortized" for m in placed):
@@ -129,5 +174,5 @@ def _warn_if_ledger_missed_it(placed: Sequence[Mapping[str, Any]], how: str) -> 
             "as served, not the list the LLM saw, and steers the stream by it; put the "
             "amortized ranker last",
             UserWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )

@@ -173,6 +173,25 @@ def test_provenance_of_the_shown_list():
     assert shown_provenance([{"title": "plain"}])["ranker"] is None
 
 
+def test_provenance_of_an_empty_or_replaced_list_after_a_known_fair_ranking():
+    # The adapter saw the run's fair list: an empty shown list had all of it dropped, a list
+    # of other documents replaced it; without that list both describe themselves.
+    emptied = shown_provenance([], ranked=placed(ranker="fair", k=3))
+    assert emptied["ranker"] == "fair" and emptied["k"] == 3 and emptied["query_seed"] == 1
+    assert emptied["dropped_after_ranking"] == 3 and emptied["reordered_after_ranking"] is False
+    replaced = shown_provenance([{"title": "plain"}], ranked=placed())
+    assert replaced["ranker"] is None and replaced["mixed_after_ranking"] is True
+    assert shown_provenance([], ranked=[{"title": "plain"}]) == shown_provenance([])
+    assert shown_provenance([])["ranker"] is None
+    # A shown list with placed documents is described by them alone.
+    assert shown_provenance(placed(ranks=(1, 2)), ranked=placed())["dropped_after_ranking"] == 1
+    with pytest.warns(UserWarning, match="had every document removed"):
+        amortized = shown_provenance(
+            [], ranked=[{**m, "ledger_state": {}} for m in placed(ranker="amortized")]
+        )
+    assert amortized["ranker"] == "amortized" and amortized["ledger_state"] == {}
+
+
 def test_a_changed_amortized_list_warns_that_its_ledger_counted_another_one():
     import warnings
 

@@ -7,6 +7,7 @@ index is exercised in ``real_index_test.py``.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import math
@@ -413,6 +414,44 @@ async def test_async_chat_engines_are_recorded_once_per_message(handler, engine_
     text = "".join([token async for token in streamed.async_response_gen()])
     _, second = handler.records
     assert second["answer"] == text.strip() and second["doc_ids"] == ids(streamed.source_nodes)
+
+
+def _shown_by_condense_question(response) -> list[NodeWithScore]:
+    """The nodes the condense_question engine's query engine showed its LLM (its tool output's
+    response: LlamaIndex leaves ``source_nodes`` empty on ``astream_chat``)."""
+    (tool_output,) = response.sources
+    return list(tool_output.raw_output.source_nodes)
+
+
+@pytest.mark.parametrize("method", ["chat", "stream_chat", "achat", "astream_chat"])
+async def test_condense_question_chat_engines_record_the_list_their_query_engine_showed(
+    handler, method
+):
+    from llama_index.core.chat_engine import CondenseQuestionChatEngine
+
+    streaming = method in ("stream_chat", "astream_chat")
+    engine = CondenseQuestionChatEngine.from_defaults(
+        query_engine=query_engine([fair(seed=0)], llm=FakeRecordingLLM(), streaming=streaming),
+        llm=FakeRecordingLLM(),
+    )
+    if method == "chat":
+        response = engine.chat(QUESTION)
+    elif method == "achat":
+        response = await engine.achat(QUESTION)
+    elif method == "stream_chat":
+        response = engine.stream_chat(QUESTION)
+        "".join(response.response_gen)
+    else:
+        response = await engine.astream_chat(QUESTION)
+        "".join([token async for token in response.async_response_gen()])
+        await asyncio.sleep(0.05)  # the engine writes the answer to its memory in a task
+    shown = _shown_by_condense_question(response)
+    assert len(shown) == 5
+    (record,) = handler.records
+    assert record["ranker"] == "representative_stochastic"
+    assert record["doc_ids"] == ids(shown)
+    assert record["groups"] == [n.node.metadata["gender"] for n in shown]
+    assert record["n_valid_citations"] == 5
 
 
 def test_a_handler_scoped_to_one_postprocessor_records_only_its_engine():

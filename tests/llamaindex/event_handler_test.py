@@ -331,6 +331,27 @@ def test_an_amortized_list_cut_by_a_later_postprocessor_is_recorded_and_warns(fa
     assert post.ledger.state().rankings == 1  # what it counted: the 5 it ranked
 
 
+def test_an_amortized_list_cut_whole_by_a_later_postprocessor_is_recorded_and_warns(
+    fairness_handler,
+):
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+
+    post = FairRerankPostprocessor(
+        group_key="gender", protected="female", ranker="amortized", seed=0
+    )
+    cutoff = SimilarityPostprocessor(similarity_cutoff=2.0)  # above every score: drops all
+    with pytest.warns(UserWarning, match="had every document removed after it was ranked"):
+        response = engine(postprocessors=[post, cutoff]).query("q")
+    assert response.source_nodes == []
+    (record,) = fairness_handler.records
+    # The question is filed under the ranking that was made (and that its ledger counted), not
+    # under the plain-retriever baseline.
+    assert record["ranker"] == "amortized" and record["k"] == 5
+    assert record["dropped_after_ranking"] == 5 and record["groups"] == []
+    assert record["ledger_state"]["rankings"] == 0
+    assert post.ledger.state().rankings == 1
+
+
 def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
     fairness_handler,
 ):

@@ -238,6 +238,31 @@ def test_a_compression_retriever_with_the_fair_reranker_writes_one_record(store)
     assert record["query_seed"] == shown[0].metadata["query_seed"]
 
 
+def test_a_fair_list_a_compressor_drops_whole_is_recorded_under_its_ranking(store):
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_core.documents.compressor import BaseDocumentCompressor
+
+    class DropEverything(BaseDocumentCompressor):
+        """A filter whose threshold no document passes."""
+
+        def compress_documents(self, documents, query, callbacks=None):
+            return []
+
+    retriever = fair(store, ranker="amortized", seed=0)
+    compression = ContextualCompressionRetriever(
+        base_compressor=DropEverything(), base_retriever=retriever
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    with pytest.warns(UserWarning, match="had every document removed after it was ranked"):
+        assert compression.invoke("q", config={"callbacks": [handler]}) == []
+    (record,) = handler.records
+    # Filed under the ranking its ledger counted, not under the plain-retriever baseline.
+    assert record["retriever"] == "ContextualCompressionRetriever"
+    assert record["ranker"] == "amortized" and record["k"] == 5 and record["pool_size"] == 40
+    assert record["dropped_after_ranking"] == 5 and record["groups"] == []
+    assert retriever.ledger.state().rankings == 1
+
+
 def test_with_config_callbacks_record_the_run(store):
     handler = FairnessCallbackHandler(group_key="gender", protected="female")
     retriever = fair(store).with_config(callbacks=[handler], tags=["t1"], metadata={"tenant": "a"})
