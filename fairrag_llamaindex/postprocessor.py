@@ -137,9 +137,38 @@ def _pool_source(postprocessor: Any) -> _Source:
 
 
 def _relevance_for_store(store: Any) -> str:
-    """The conversion a store's scores need: ChromaVectorStore reports ``exp(-d)``; every other
-    LlamaIndex store reports a similarity (higher = better)."""
-    return "chroma_cosine" if store is not None and _is_chroma(store) else "similarity"
+    """The conversion a store's scores need: ChromaVectorStore reports ``exp(-d)``, ``d`` the
+    distance of its collection's space (``chroma_cosine``: ``1 - d`` for cosine and ip,
+    ``chroma_l2``: ``-d`` for l2, Chroma's default); every other LlamaIndex store reports a
+    similarity (higher = better)."""
+    if store is None or not _is_chroma(store):
+        return "similarity"
+    space = _chroma_space(store)
+    if space in ("cosine", "ip"):
+        return "chroma_cosine"
+    if space == "l2":
+        return "chroma_l2"
+    raise ValueError(
+        f"relevance='auto' cannot tell the distance space of this ChromaVectorStore's "
+        f"collection (read {space!r}): name the conversion, relevance='chroma_cosine' for a "
+        "cosine or ip space or 'chroma_l2' for l2"
+    )
+
+
+def _chroma_space(store: Any) -> str | None:
+    """The distance space of a ChromaVectorStore's collection (None when it cannot be read)."""
+    collection = getattr(store, "_collection", None)
+    try:
+        configuration = collection.configuration or {}  # type: ignore[union-attr]
+    except Exception:  # an older client or a collection object without one
+        configuration = {}
+    for index in ("hnsw", "spann"):
+        space = (configuration.get(index) or {}).get("space")
+        if space is not None:
+            return str(space)
+    metadata = getattr(collection, "metadata", None) or {}
+    space = metadata.get("hnsw:space") if isinstance(metadata, dict) else None
+    return None if space is None else str(space)
 
 
 class FairRerankPostprocessor(BaseNodePostprocessor):
@@ -158,7 +187,8 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     :data:`fairrag_core.kit.RELEVANCE_CONVERSIONS`). ``"auto"`` (default) reads the engine that
     runs the postprocessor (a query or chat engine, found through LlamaIndex's instrumentation
     spans): over a ``ChromaVectorStore`` it is ``chroma_cosine`` (``1 + ln s`` = the spec's
-    ``1 - d``), over any other retriever ``similarity``. Where the source cannot be told (a
+    ``1 - d``) on a cosine (or ip) collection and ``chroma_l2`` (``ln s = -d``) on an l2 one,
+    over any other retriever ``similarity``. Where the source cannot be told (a
     direct ``postprocess_nodes`` call; a Chroma pool already changed by an earlier
     postprocessor) ``"auto"`` refuses: build with :meth:`for_index`, or name the conversion.
     When the nodes come straight from the retriever, relevance that rises along its order is
@@ -222,7 +252,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         description=(
             "How node scores become relevance: 'auto' (from the engine's store), or one of "
             "fairrag_core.kit.RELEVANCE_CONVERSIONS (similarity, cosine_distance, "
-            "chroma_cosine, l2_distance, negated)."
+            "chroma_cosine, l2_distance, chroma_l2, negated)."
         ),
     )
     top_n: int = Field(default=5, ge=1, description="Number of nodes to return (the context k).")
@@ -264,7 +294,8 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     @classmethod
     def for_index(cls, index: Any, **fields: Any) -> FairRerankPostprocessor:
         """A postprocessor whose ``relevance`` is the one ``index.vector_store`` needs
-        (``chroma_cosine`` over a ChromaVectorStore, else ``similarity``)."""
+        (over a ChromaVectorStore ``chroma_cosine`` or ``chroma_l2`` by its collection's
+        space, else ``similarity``)."""
         store = getattr(index, "vector_store", None)
         if store is None:
             raise ValueError(
@@ -348,14 +379,16 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "chat engine runs this postprocess_nodes call. Build it with "
                 "FairRerankPostprocessor.for_index(index, ...), or name the conversion: "
                 f"relevance in {sorted(RELEVANCE_CONVERSIONS)} ('chroma_cosine' for "
-                "ChromaVectorStore scores, 'similarity' for scores where higher is better)"
+                "ChromaVectorStore scores of a cosine collection, 'chroma_l2' of an l2 one, "
+                "'similarity' for scores where higher is better)"
             )
         if _is_chroma(source.store) and not source.straight:
             raise ValueError(
                 "relevance='auto' cannot tell whether these nodes still carry "
                 "ChromaVectorStore's scores: another postprocessor runs before this one. Set "
-                "relevance='chroma_cosine' (scores still Chroma's exp(-distance)) or "
-                "'similarity' (scores set by the earlier step)"
+                "relevance='chroma_cosine' or 'chroma_l2' (scores still Chroma's "
+                "exp(-distance), cosine or l2 space) or 'similarity' (scores set by the earlier "
+                "step)"
             )
         return _relevance_for_store(source.store)
 

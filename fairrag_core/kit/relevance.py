@@ -25,22 +25,34 @@ def _chroma_cosine(scores: np.ndarray) -> np.ndarray:
     return 1.0 + np.log(scores)
 
 
+def _chroma_l2(scores: np.ndarray) -> np.ndarray:
+    if (scores <= 0).any():
+        raise ValueError(
+            "relevance='chroma_l2' expects ChromaVectorStore scores exp(-distance) > 0, "
+            f"got {scores[scores <= 0][:3].tolist()}"
+        )
+    return np.log(scores)
+
+
 RELEVANCE_CONVERSIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "similarity": lambda s: s,
     "cosine_distance": lambda d: 1.0 - d,
     "chroma_cosine": _chroma_cosine,
     "l2_distance": lambda d: -d,
+    "chroma_l2": _chroma_l2,
     "negated": lambda s: -s,
 }
 """Named conversions: ``similarity`` (as given), ``cosine_distance`` (``1 - d``, the spec's rule
 for Chroma cosine), ``chroma_cosine`` (``1 + ln s`` for LlamaIndex's ChromaVectorStore, whose
-``s = exp(-d)``), ``l2_distance`` (``-d``), ``negated`` (``-s``)."""
+``s = exp(-d)``: ``1 - d``), ``l2_distance`` (``-d``), ``chroma_l2`` (``ln s`` for a
+ChromaVectorStore over an l2 collection: ``-d``, ``l2_distance``'s rule), ``negated`` (``-s``)."""
 
 _OPPOSITE = {
     "similarity": "cosine_distance",
     "cosine_distance": "similarity",
     "chroma_cosine": "negated",
     "l2_distance": "similarity",
+    "chroma_l2": "negated",
     "negated": "similarity",
 }
 

@@ -112,10 +112,12 @@ def test_conversions():
     assert to_relevance([0.2], "cosine_distance").tolist() == pytest.approx([0.8])
     assert to_relevance([np.exp(-0.2)], "chroma_cosine").tolist() == pytest.approx([0.8])
     assert to_relevance([3.0], "l2_distance").tolist() == [-3.0]
+    assert to_relevance([np.exp(-3.0)], "chroma_l2").tolist() == pytest.approx([-3.0])
     with pytest.raises(ValueError, match="known conversions"):
         to_relevance([1.0], "cosine")
-    with pytest.raises(ValueError, match="exp\\(-distance\\) > 0"):
-        to_relevance([0.0], "chroma_cosine")
+    for name in ("chroma_cosine", "chroma_l2"):
+        with pytest.raises(ValueError, match="exp\\(-distance\\) > 0"):
+            to_relevance([0.0], name)
 
 
 def test_relevance_rising_along_the_store_order_is_refused_with_the_fix():

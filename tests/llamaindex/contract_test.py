@@ -26,6 +26,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 from fairrag_core import FairnessAuditor, make_ranker, rerank
 from fairrag_core.kit import (
     PLACEMENT_KEYS,
+    RELEVANCE_CONVERSIONS,
     context_entry,
     describe_ranker,
     document_title,
@@ -189,8 +190,9 @@ def test_a_handler_from_a_postprocessor_follows_its_later_changes():
 
 def test_relevance_names_the_kits_conversions_plus_auto():
     assert FairRerankPostprocessor.model_fields["relevance"].default == "auto"
-    for name in ("similarity", "cosine_distance", "chroma_cosine", "l2_distance", "negated"):
+    for name in RELEVANCE_CONVERSIONS:
         assert fair(relevance=name).relevance == name
+    assert "chroma_l2" in RELEVANCE_CONVERSIONS
     with pytest.raises(ValueError, match="relevance"):
         fair(relevance="score")
 

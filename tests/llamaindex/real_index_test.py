@@ -87,3 +87,57 @@ def test_a_conversion_running_the_wrong_way_is_refused_naming_the_fix(li_index):
     )
     with pytest.raises(ValueError, match=r"relevance rises .* Use relevance="):
         engine.query(QUESTION)
+
+
+def test_auto_relevance_reads_the_space_of_an_l2_collection(
+    li_index, li_collection, li_embed_model, chroma_client
+):
+    """Over an l2 collection (Chroma's default space) ``auto`` ranks on ``chroma_l2``, ``-d``,
+    and every node's score is minus the squared L2 distance Chroma measured (``1 - d``, the
+    cosine rule, was reported there before)."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    source = li_collection.get(include=["embeddings", "documents", "metadatas"])  # li_index's
+    l2 = chroma_client.create_collection(
+        "llamaindex-trec-subset-l2",
+        configuration={"hnsw": {"space": "l2"}},
+        embedding_function=None,
+    )
+    l2.add(
+        ids=source["ids"],
+        embeddings=source["embeddings"],
+        documents=source["documents"],
+        metadatas=source["metadatas"],
+    )
+    index = VectorStoreIndex.from_vector_store(
+        ChromaVectorStore(chroma_collection=l2), embed_model=li_embed_model
+    )
+    assert FairRerankPostprocessor.for_index(
+        index, group_key="gender", protected="female"
+    ).relevance == ("chroma_l2")
+    vector = li_embed_model.get_query_embedding(QUESTION)
+    found = l2.query(query_embeddings=[vector], n_results=50, include=["distances"])
+    distance = dict(zip(found["ids"][0], found["distances"][0], strict=True))
+    pool = index.as_retriever(similarity_top_k=50).retrieve(QUESTION)
+    engine = index.as_query_engine(
+        similarity_top_k=50,
+        node_postprocessors=[fair(ranker="stochastic")],
+        llm=FakeRecordingLLM(),
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with query_seed(4):
+        response = engine.query(QUESTION)
+    expected = rerank(
+        make_ranker("stochastic", protected="female"),
+        [-distance[n.node.node_id] for n in pool],
+        [n.node.metadata["gender"] for n in pool],
+        5,
+        rng=np.random.default_rng(4),
+        ids=[n.node.node_id for n in pool],
+    )
+    assert [n.node.node_id for n in response.source_nodes] == [
+        pool[i].node.node_id for i in expected.indices
+    ]
+    for node in response.source_nodes:
+        assert node.score == pytest.approx(-distance[node.node.node_id], abs=1e-6)
