@@ -52,8 +52,8 @@ class _RootRun:
     retrievals: dict[UUID, _Retrieval] = field(default_factory=dict)
     nested: set[UUID] = field(default_factory=set)
     """Retriever runs inside another retriever run (an ensemble's members): not recorded."""
-    last_ended: UUID | None = None
-    """The retriever run that ended last: the context a model run starting now was given."""
+    ended: list[UUID] = field(default_factory=list)
+    """The outermost retriever runs that have ended, in the order they ended."""
     llm_links: dict[UUID, UUID] = field(default_factory=dict)
     """Model run -> the retriever run it is linked to."""
     model_names: dict[UUID, str | None] = field(default_factory=dict)
@@ -86,12 +86,14 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     base retriever of a compression retriever) are part of the outer run's record, never
     records of their own: one record per answered question.
 
-    A model run is linked to the retrieval of its root run that ended last before the model
-    started (the context a RAG chain hands it); when a retrieval feeds several model runs, its
-    record holds the last one and counts them in ``llm_runs``. A record is written when its
-    root run ends; a root run that fails still writes what it retrieved, with its ``error``, and
-    so does one whose retrieval itself failed (then without metrics). A root run without any
-    retrieval (a bare model call) writes nothing.
+    A model run is linked to the retrieval of its root run that ended before the model started
+    and is closest to it in the run tree (their nearest common ancestor the deepest: the
+    retrieval of its own chain, not of a branch running beside it in a ``RunnableParallel``),
+    of those the one that ended last (the context a RAG chain hands it); when a retrieval feeds
+    several model runs, its record holds the last one and counts them in ``llm_runs``. A record
+    is written when its root run ends; a root run that fails still writes what it retrieved,
+    with its ``error``, and so does one whose retrieval itself failed (then without metrics). A
+    root run without any retrieval (a bare model call) writes nothing.
 
     Records are kept in :attr:`records` (the last ``max_records``; default: all of them
     without ``path``, the last 1,000 with one) and, with ``path``, appended to that file by the
@@ -346,7 +348,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             retrieval = state.retrievals.get(run_id)
             if retrieval is not None:
                 retrieval.documents = list(documents)
-                state.last_ended = run_id
+                state.ended.append(run_id)
             elif run_id in state.nested and any(is_placed(d.metadata) for d in documents):
                 outer = self._outer_retrieval(state, run_id)
                 if outer is not None:
@@ -367,9 +369,31 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     ) -> None:
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
-            if state.last_ended is not None:
-                state.llm_links[run_id] = state.last_ended
+            link = self._context_of(state, run_id)
+            if link is not None:
+                state.llm_links[run_id] = link
                 state.model_names[run_id] = _model_name(serialized, kwargs)
+
+    def _context_of(self, state: _RootRun, model_run: UUID) -> UUID | None:
+        """The ended retrieval a model run starting now was handed: the one closest to it in
+        the run tree (their nearest common ancestor the fewest steps above the model run: its
+        own chain's, not a parallel branch's), on a tie the one that ended last. Caller holds
+        the lock; every walk is bounded by the root run's size."""
+        limit = len(state.members)
+        steps_up: dict[UUID, int] = {}  # the model run's ancestors -> steps above it
+        run = self._parent.get(model_run)
+        while run is not None and len(steps_up) < limit:
+            steps_up[run] = len(steps_up)
+            run = self._parent.get(run)
+        best, best_steps = None, limit
+        for retrieval in state.ended:  # in end order: on a tie the later one wins
+            ancestor, walked = self._parent.get(retrieval), 0
+            while ancestor is not None and ancestor not in steps_up and walked < limit:
+                ancestor, walked = self._parent.get(ancestor), walked + 1
+            common = steps_up.get(ancestor, limit) if ancestor is not None else limit
+            if common <= best_steps:
+                best, best_steps = retrieval, common
+        return best
 
     def on_chat_model_start(
         self,

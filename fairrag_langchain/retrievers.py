@@ -46,6 +46,7 @@ def _named(conversion: str) -> Callable[[float], float]:
         return float(to_relevance([value], conversion)[0])
 
     convert.__name__ = conversion
+    convert.conversion = conversion  # type: ignore[attr-defined]  # read by the direction check
     return convert
 
 
@@ -308,7 +309,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         documents = [document for document, _ in pool]
         given = [score for _, score in pool]
         scores = np.asarray(given if convert is None else [convert(s) for s in given], dtype=float)
-        check_store_order(scores, relevance_function, type(self.vectorstore).__name__)
+        check_store_order(
+            scores,
+            getattr(convert, "conversion", None),  # a named one's opposite is the fix
+            type(self.vectorstore).__name__,
+            described=relevance_function,
+        )
         return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
 
     def _place_unscored(

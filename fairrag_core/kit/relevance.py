@@ -69,22 +69,33 @@ def to_relevance(values: Sequence[float] | np.ndarray, conversion: str) -> np.nd
     return np.asarray(convert(np.asarray(values, dtype=float)), dtype=float)
 
 
-def check_store_order(relevance: np.ndarray, conversion: str, source: str) -> None:
+def check_store_order(
+    relevance: np.ndarray, conversion: str | None, source: str, described: str | None = None
+) -> None:
     """Refuse relevance that rises along a store's best-first order.
 
     The pool is refused when its relevance never falls from one candidate to the next and ends
     higher than it starts (at least two distinct values): every step of the store's order
     disagrees with the conversion. Pools the store did not sort (a merged list) and ties are
-    accepted as given. ``source`` names the store in the message.
+    accepted as given. ``conversion`` is the named conversion used (None: a function of the
+    store's or the user's), whose opposite the message names as the fix; ``described`` says in
+    the message how the relevance was computed (default: the conversion's name); ``source``
+    names the store.
     """
     if relevance.shape[0] < 2:
         return
     steps = np.diff(relevance)
     if (steps >= 0).all() and relevance[-1] > relevance[0]:
+        opposite = _OPPOSITE.get(conversion) if conversion is not None else None
+        fix = (
+            f"Use relevance={opposite!r}"
+            if opposite is not None
+            else "Name the conversion its scores need, relevance=<name>"
+        )
         raise ValueError(
             f"relevance rises along {source}'s best-first order after the conversion "
-            f"{conversion!r} ({relevance[0]:.4g} for its first candidate, {relevance[-1]:.4g} "
-            f"for its last): the scores run the other way. Use relevance="
-            f"{_OPPOSITE.get(conversion, 'similarity')!r} (conversions: "
-            f"{sorted(RELEVANCE_CONVERSIONS)}), or relevance_score_fn=<your function>"
+            f"{described or conversion!r} ({relevance[0]:.4g} for its first candidate, "
+            f"{relevance[-1]:.4g} for its last): the scores run the other way. {fix} "
+            f"(conversions: {sorted(RELEVANCE_CONVERSIONS)}), or relevance_score_fn=<your "
+            "function>"
         )

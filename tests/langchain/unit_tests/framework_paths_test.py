@@ -109,6 +109,15 @@ def test_a_store_of_similarities_without_relevance_function_is_refused(pool):
     assert ranking(fixed.invoke("q")) == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize(
+    ("given", "fix"), [("similarity", "cosine_distance"), ("chroma_cosine", "negated")]
+)
+def test_a_wrong_conversion_is_refused_naming_its_opposite_not_itself(store, given, fix):
+    # FixedPoolStore returns cosine distances, best first: read as similarities they rise.
+    with pytest.raises(ValueError, match=rf"'given: {given}'.* Use relevance='{fix}'"):
+        fair(store, relevance=given).invoke("q")
+
+
 def test_an_unknown_relevance_name_fails_at_construction(store):
     with pytest.raises(ValidationError, match="known conversions"):
         fair(store, relevance="cosine")
@@ -261,6 +270,38 @@ def test_a_fair_list_a_compressor_drops_whole_is_recorded_under_its_ranking(stor
     assert record["ranker"] == "amortized" and record["k"] == 5 and record["pool_size"] == 40
     assert record["dropped_after_ranking"] == 5 and record["groups"] == []
     assert retriever.ledger.state().rankings == 1
+
+
+def test_parallel_chains_under_one_handler_keep_their_own_answers(store):
+    import time
+
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    def pause(seconds):
+        def wait(value):
+            time.sleep(seconds)
+            return value
+
+        return RunnableLambda(wait)
+
+    # A pauses after its retrieval and B retrieves meanwhile: when A's model starts, the
+    # retrieval that ended last in the root run is B's, not the one A's model was handed.
+    fields = {"group_key": "gender", "protected": "female"}
+    chain_a = make_fair_rag_chain(
+        fair(store, ranker="standard") | pause(0.4), FakeCitingChatModel(), **fields
+    )
+    chain_b = make_fair_rag_chain(
+        pause(0.1) | fair(store, ranker="forced_exposure"), FakeCitingChatModel(), **fields
+    )
+    handler = FairnessCallbackHandler(**fields)
+    out = RunnableParallel(a=chain_a, b=chain_b).invoke("q", config={"callbacks": [handler]})
+    records = {record["ranker"]: record for record in handler.records}
+    assert set(records) == {"standard", "forced_exposure"}
+    for branch, ranker in (("a", "standard"), ("b", "forced_exposure")):
+        record, metrics = records[ranker], out[branch]["metrics"]
+        assert record.get("answer") == metrics["answer"] and record["llm_runs"] == 1
+        assert record["groundedness"] == metrics["groundedness"] == 1.0
+        assert record["doc_ids"] == [d.id for d in out[branch]["context"]]
 
 
 def test_with_config_callbacks_record_the_run(store):
