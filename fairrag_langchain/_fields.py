@@ -18,7 +18,20 @@ from fairrag_core.kit import (
 
 from ._documents import placed_copies
 
-__all__ = ["FairRankingFields"]
+__all__ = ["FairRankingFields", "fair_component_of"]
+
+
+def fair_component_of(retriever: Any) -> FairRankingFields | None:
+    """The FairRetriever or FairReranker that ranks a retriever's documents, if one is visible:
+    the retriever itself, under ``with_config``/``bind`` (``RunnableBinding.bound``, nested any
+    depth), or a compression retriever's ``base_compressor``."""
+    from langchain_core.runnables import RunnableBinding
+
+    seen = 0
+    while isinstance(retriever, RunnableBinding) and seen < 64:  # bindings of bindings
+        retriever, seen = retriever.bound, seen + 1
+    component = getattr(retriever, "base_compressor", retriever)
+    return component if isinstance(component, FairRankingFields) else None
 
 
 class FairRankingFields(BaseModel):

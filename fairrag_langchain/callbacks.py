@@ -21,7 +21,7 @@ from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
 from fairrag_core.kit import is_placed
 
 from ._documents import shown_record
-from ._fields import FairRankingFields
+from ._fields import FairRankingFields, fair_component_of
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -64,9 +64,13 @@ class _RootRun:
 class FairnessCallbackHandler(BaseCallbackHandler):
     """One fairness record per answered question: exposure of what was shown, and the answer.
 
-    Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``), to
-    ``with_config(callbacks=[...])`` or to a component's ``callbacks``. One handler serves any
-    number of concurrent runs, sync or async: its state is keyed by run id under a lock.
+    Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``) or with
+    ``with_config(callbacks=[...])`` on the outermost runnable, so that it sees the retrieval
+    and the model run of each question: LangChain hands a component's own callbacks (a chat
+    model's ``callbacks=``, a ``with_config`` on the retriever alone) to that component's runs
+    only, and a record then lacks what the handler did not see (the answer; a bare model run
+    without a retrieval writes nothing). One handler serves any number of concurrent runs, sync
+    or async: its state is keyed by run id under a lock.
 
     Build it from the component it audits, so it measures against the same target and exposure
     model as the ranker (and follows later changes of its fields):
@@ -148,13 +152,14 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
         """A handler auditing with ``retriever``'s group key, target and exposure model.
 
-        ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, or a retriever
-        whose ``base_compressor`` is one (``ContextualCompressionRetriever``). The handler reads
+        ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, either under
+        ``with_config``, or a retriever whose ``base_compressor`` is one
+        (``ContextualCompressionRetriever``). The handler reads
         the target and exposure model from it at every record, so a later change of its fields
         is audited with the new values. ``fields`` are the other constructor arguments.
         """
-        component = getattr(retriever, "base_compressor", retriever)
-        if not isinstance(component, FairRankingFields):
+        component = fair_component_of(retriever)
+        if component is None:
             raise TypeError(
                 "from_retriever takes a FairRetriever, a FairReranker or a retriever whose "
                 f"base_compressor is one, got {type(retriever).__name__}; build the handler "

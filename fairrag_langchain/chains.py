@@ -19,7 +19,7 @@ from fairrag_core import FairnessAuditor
 from fairrag_core.prompts import join_context, render_entries
 
 from ._documents import context_entries, shown_record
-from ._fields import FairRankingFields
+from ._fields import fair_component_of
 from .output_parsers import CitationOutputParser
 
 __all__ = [
@@ -136,17 +136,17 @@ def make_fair_rag_chain(
     field and the placement metadata are never part of the context.
 
     Fairness target and group field: taken from a :class:`FairRetriever` or a
-    :class:`FairReranker`-based compression retriever (its ranker's current target and exposure
-    model, its ``group_key``) unless given here; for any other retriever, give ``protected``
-    (and ``target_share``) or ``target``, and ``group_key`` (required).
+    :class:`FairReranker`-based compression retriever, either one also under ``with_config``
+    (its ranker's current target and exposure model, its ``group_key``) unless given here;
+    for any other retriever, give ``protected`` (and ``target_share``) or ``target``, and
+    ``group_key`` (required).
     """
     chat_model = (
         default_chat_model(base_url, model, timeout=timeout, max_retries=max_retries)
         if llm is None
         else llm
     )
-    component = getattr(retriever, "base_compressor", retriever)
-    component = component if isinstance(component, FairRankingFields) else None
+    component = fair_component_of(retriever)
     explicit = protected is not None or target_share is not None or target is not None
     if component is not None:
         group_key = group_key or component.group_key

@@ -312,6 +312,17 @@ def test_with_config_callbacks_record_the_run(store):
     assert record["tags"] == ["t1"] and record["metadata"]["tenant"] == "a"
 
 
+def test_a_retriever_under_with_config_is_still_known_to_the_chain_and_the_handler(store):
+    retriever = fair(store, ranker="standard", target_share=0.3)
+    handler = FairnessCallbackHandler.from_retriever(retriever.with_config(tags=["t"]))
+    bound = retriever.with_config(callbacks=[handler]).with_config(metadata={"tenant": "a"})
+    output = make_fair_rag_chain(bound, FakeCitingChatModel()).invoke("q")
+    assert output["metrics"]["target"] == {"female": 0.3, "OTHERS": 0.7}  # the retriever's own
+    (record,) = handler.records
+    assert record["ranker"] == "standard" and record["target"] == output["metrics"]["target"]
+    assert record["metadata"]["tenant"] == "a"
+
+
 # -- item 8: every logged ranking can be re-drawn from its record -------------------------------
 
 
