@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+)
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
@@ -29,6 +34,7 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
 from fairrag_core.exposure import ExposureModel
@@ -189,7 +195,12 @@ class FairnessEventHandler(BaseEventHandler):
         default="title", description="Node metadata field holding the document title."
     )
     log_path: str | None = Field(
-        default=None, description="File the records are appended to as JSON lines (optional)."
+        default=None,
+        validation_alias=AliasChoices("log_path", "path"),
+        description=(
+            "File the records are appended to as JSON lines (optional; also accepted as path=, "
+            "the name LangChain's FairnessCallbackHandler uses)."
+        ),
     )
     log_errors: Literal["count", "raise"] = Field(
         default="count",

@@ -110,6 +110,8 @@ class _Source:
     store: Any = None
     straight: bool = False
     name: str = "the store"
+    unclear: str | None = None
+    """Why ``auto`` cannot tell the scores' meaning here (a fused list mixing stores)."""
 
 
 def _is_chroma(store: Any) -> bool:
@@ -119,6 +121,17 @@ def _is_chroma(store: Any) -> bool:
 def _store_of(retriever: Any) -> Any:
     store = getattr(retriever, "_vector_store", None)
     return store if store is not None else getattr(retriever, "vector_store", None)
+
+
+def _fused_stores(retriever: Any) -> list[Any] | None:
+    """The member stores whose scores a ``QueryFusionRetriever`` passes on: in its ``simple``
+    mode the fused list keeps each node's original score (the best over queries and members);
+    other modes score the list themselves (None: its scores are similarities of its own)."""
+    members = getattr(retriever, "_retrievers", None)
+    mode = getattr(retriever, "mode", None)
+    if members is None or mode is None or getattr(mode, "value", mode) != "simple":
+        return None
+    return [_store_of(member) for member in members]
 
 
 def _pool_source(postprocessor: Any) -> _Source:
@@ -131,8 +144,20 @@ def _pool_source(postprocessor: Any) -> _Source:
             continue
         store = _store_of(retriever)
         straight = bool(chain) and chain[0] is postprocessor
+        unclear = None
+        fused = _fused_stores(retriever) if store is None else None
+        if fused:
+            chroma = [member for member in fused if member is not None and _is_chroma(member)]
+            if chroma and (len(chroma) < len(fused) or len(set(map(_chroma_space, chroma))) > 1):
+                unclear = (
+                    f"the {type(retriever).__name__} (simple mode) merges the scores of "
+                    "ChromaVectorStore members with those of other stores or spaces, which "
+                    "mean different things"
+                )
+            elif chroma:
+                store = chroma[0]
         name = type(store).__name__ if store is not None else type(retriever).__name__
-        return _Source(True, store, straight, name)
+        return _Source(True, store, straight, name, unclear)
     return _Source(False)
 
 
@@ -188,9 +213,12 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     runs the postprocessor (a query or chat engine, found through LlamaIndex's instrumentation
     spans): over a ``ChromaVectorStore`` it is ``chroma_cosine`` (``1 + ln s`` = the spec's
     ``1 - d``) on a cosine (or ip) collection and ``chroma_l2`` (``ln s = -d``) on an l2 one,
-    over any other retriever ``similarity``. Where the source cannot be told (a
-    direct ``postprocess_nodes`` call; a Chroma pool already changed by an earlier
-    postprocessor) ``"auto"`` refuses: build with :meth:`for_index`, or name the conversion.
+    also behind a ``QueryFusionRetriever`` in its ``simple`` mode (which keeps the members'
+    scores; members mixing Chroma and other stores or spaces are refused), and over any other
+    retriever (other fusion modes score their list themselves) ``similarity``. Where the source
+    cannot be told (a direct ``postprocess_nodes`` call; a Chroma pool already changed by an
+    earlier postprocessor) ``"auto"`` refuses: build with :meth:`for_index`, or name the
+    conversion.
     When the nodes come straight from the retriever, relevance that rises along its order is
     refused (:func:`fairrag_core.kit.check_store_order`). A pool without any score is ranked by
     its incoming order; a partly scored one is an error (:func:`fairrag_core.pool_scores`).
@@ -381,6 +409,11 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 f"relevance in {sorted(RELEVANCE_CONVERSIONS)} ('chroma_cosine' for "
                 "ChromaVectorStore scores of a cosine collection, 'chroma_l2' of an l2 one, "
                 "'similarity' for scores where higher is better)"
+            )
+        if source.unclear is not None:
+            raise ValueError(
+                f"relevance='auto' cannot tell what these nodes' scores mean: {source.unclear}. "
+                f"Name the conversion: relevance in {sorted(RELEVANCE_CONVERSIONS)}"
             )
         if _is_chroma(source.store) and not source.straight:
             raise ValueError(

@@ -521,6 +521,17 @@ def test_memory_is_bounded_when_records_go_to_a_file(tmp_path):
     assert [r["query"] for r in logged] == ["q0", "q1", "q2"]
 
 
+def test_the_log_file_is_also_named_path_as_in_langchains_handler(tmp_path):
+    path = tmp_path / "fairness.jsonl"
+    handler = FairnessEventHandler.from_postprocessor(fair(seed=0), path=str(path))
+    assert handler.log_path == str(path)
+    with handler.attach():
+        query_engine([handler.postprocessor]).query(QUESTION)
+    assert [json.loads(line)["query"] for line in path.read_text().splitlines()] == [QUESTION]
+    with pytest.raises(ValueError, match="pathh"):
+        FairnessEventHandler(group_key="gender", protected="female", pathh=str(path))
+
+
 # -- 7. per-query seeds ----------------------------------------------------------------------
 
 

@@ -141,3 +141,55 @@ def test_auto_relevance_reads_the_space_of_an_l2_collection(
     ]
     for node in response.source_nodes:
         assert node.score == pytest.approx(-distance[node.node.node_id], abs=1e-6)
+
+
+def test_auto_relevance_sees_chroma_behind_a_simple_query_fusion_retriever(li_index):
+    """``QueryFusionRetriever`` in ``simple`` mode keeps its members' scores: ``auto`` ranks on
+    ``1 - d`` there too (it ranked on ``exp(-d)``, which changes stochastic draws), and refuses a
+    fusion mixing a Chroma member with another store."""
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+
+    from tests.llamaindex.pools import PoolRetriever, make_pool
+
+    def fused(*members):
+        return QueryFusionRetriever(
+            list(members),
+            mode="simple",
+            similarity_top_k=50,
+            num_queries=1,
+            use_async=False,
+            llm=FakeRecordingLLM(),
+        )
+
+    chroma = li_index.as_retriever(similarity_top_k=50)
+    pool = fused(chroma).retrieve(QUESTION)
+    relevance = to_relevance([n.score for n in pool], "chroma_cosine")
+    engine = RetrieverQueryEngine.from_args(
+        fused(chroma),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair(ranker="stochastic")],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with query_seed(6):
+        response = engine.query(QUESTION)
+    expected = rerank(
+        make_ranker("stochastic", protected="female"),
+        relevance,
+        [n.node.metadata["gender"] for n in pool],
+        5,
+        rng=np.random.default_rng(6),
+        ids=[n.node.node_id for n in pool],
+    )
+    assert [n.node.node_id for n in response.source_nodes] == [
+        pool[i].node.node_id for i in expected.indices
+    ]
+    node = response.source_nodes[0]
+    assert node.score == pytest.approx(1 + math.log(node.node.metadata["retrieval_score"]))
+    mixed = RetrieverQueryEngine.from_args(
+        fused(chroma, PoolRetriever(make_pool(20))),
+        llm=FakeRecordingLLM(),
+        node_postprocessors=[fair()],
+    )
+    with pytest.raises(ValueError, match="cannot tell what these nodes' scores mean"):
+        mixed.query(QUESTION)
