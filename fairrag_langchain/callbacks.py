@@ -154,9 +154,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
 
         ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, either under
         ``with_config``, or a retriever whose ``base_compressor`` is one
-        (``ContextualCompressionRetriever``). The handler reads
-        the target and exposure model from it at every record, so a later change of its fields
-        is audited with the new values. It follows that object only: LangChain's
+        (``ContextualCompressionRetriever``). The handler reads the target and exposure model
+        from it at every record, so a later change of its fields is audited with the new
+        values. It follows that object only: LangChain's
         ``configurable_fields`` builds another retriever for each call, and a target changed
         through it (``{"configurable": {...}}``) is not the handler's; build the handler with
         that target (``protected=``/``target_share=``/``target=``) to audit such runs against

@@ -15,12 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.bridge.pydantic import (
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    field_validator,
-)
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
