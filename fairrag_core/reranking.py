@@ -7,6 +7,9 @@ behave the same.
 
 from __future__ import annotations
 
+import difflib
+import warnings
+import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +17,7 @@ import numpy as np
 
 from .ledger.base import LedgerState
 from .ranking import Ranker
+from .target import OTHERS
 from .validation import as_score_array, check_groups, check_scores
 
 __all__ = [
@@ -149,6 +153,7 @@ def rerank(
         pool = pool[kept]
         groups = [groups[i] for i in kept]
     result = ranker.rank_detailed(pool, groups, k, rng=rng)
+    _warn_of_near_labels(ranker, groups)
     pool_rank = np.empty(pool.shape[0], dtype=np.intp)
     pool_rank[np.argsort(-pool, kind="stable")] = np.arange(1, pool.shape[0] + 1)
     weights = ranker.exposure.weights(len(result.indices))
@@ -170,6 +175,42 @@ def rerank(
         tuple(duplicates),
         getattr(result, "ledger_state", None),
     )
+
+
+_WARNED: weakref.WeakKeyDictionary[Ranker, set[Hashable]] = weakref.WeakKeyDictionary()
+
+
+def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> None:
+    """Warn (once per ranker and group) when a group the target names is on no candidate but a
+    label close to it is (``"Female"`` or ``"femal"`` for ``"female"``): a misspelled
+    ``protected=`` or ``target=`` would make a fair ranker ignore the group it is for."""
+    target = ranker.target
+    if target is None:
+        return
+    present = {label for label in groups if label is not None}
+    named = [g for g in target.groups if g is not OTHERS]
+    missing = [g for g in named if g not in present]
+    if not missing:
+        return
+    others = {str(label): label for label in present if label not in named}
+    folded = {text.strip().casefold(): label for text, label in others.items()}
+    warned = _WARNED.setdefault(ranker, set())
+    for group in missing:
+        if group in warned:
+            continue
+        near = folded.get(str(group).strip().casefold())
+        if near is None:
+            close = difflib.get_close_matches(str(group), list(others), n=1, cutoff=0.85)
+            near = others[close[0]] if close else None
+        if near is not None:
+            warned.add(group)
+            warnings.warn(
+                f"the target names group {group!r}, which is on no candidate of this pool, but "
+                f"the label {near!r} is: labels must match exactly, so the ranker gives "
+                f"{near!r} no share of its own (check protected= / target=)",
+                UserWarning,
+                stacklevel=4,
+            )
 
 
 def _first_occurrences(

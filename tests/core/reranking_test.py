@@ -58,3 +58,22 @@ def test_rerank_pool_rank_differs_from_fair_rank_when_reordered():
     assert result.placements[1].score == pytest.approx(0.2)
     assert result.groups == ["male", "female"]
     assert not np.isnan([p.exposure_weight for p in result.placements]).any()
+
+
+def test_a_target_group_only_near_a_present_label_warns_once():
+    import warnings
+
+    pool, labels = [0.9, 0.8, 0.7, 0.6], ["female", "male", "male", "male"]
+    typo = make_ranker("forced_exposure", protected="Female")
+    with pytest.warns(UserWarning, match="group 'Female', which is on no candidate.*'female'"):
+        rerank(typo, pool, labels, 2)
+    misspelled = make_ranker("forced_exposure", target={"femal": 0.5, "male": 0.5})
+    with pytest.warns(UserWarning, match="group 'femal'"):
+        rerank(misspelled, pool, labels, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rerank(typo, pool, labels, 2)  # once per ranker and group
+        parity = make_ranker("forced_exposure", target={"female": 0.5, "male": 0.5})
+        rerank(parity, pool, ["female"] * 4, 2)  # 'male' is absent, 'female' is its own group
+        rerank(make_ranker("standard"), pool, labels, 2)  # no target
+        rerank(make_ranker("forced_exposure", protected="female"), pool, ["male"] * 4, 2)
