@@ -433,6 +433,9 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "FairRerankPostprocessor needs the query: pass query_bundle=QueryBundle(...) or "
                 "query_str=... to postprocess_nodes"
             )
+        top_n = self.top_n  # model_copy(update=...) skips the field validators: check it here
+        if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+            raise ValueError(f"top_n must be an int >= 1, got {top_n!r}")
         state = self._current()
         # Translate (and so validate) before any event, so a bad pool leaves no open rerank.
         source = _pool_source(self)

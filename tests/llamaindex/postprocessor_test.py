@@ -444,3 +444,11 @@ def test_the_own_ledger_survives_to_dict_pickle_and_ranker_switches():
     assert unpickled.ledger.state().rankings == 2  # the totals travel with it
     unpickled.ranker = "standard"
     assert len(unpickled.postprocess_nodes(make_pool(30), QUERY)) == 5
+
+
+@pytest.mark.parametrize("top_n", [0, True, 2.5])
+def test_a_bad_top_n_given_through_model_copy_is_refused_naming_it(top_n):
+    # model_copy(update=...) skips pydantic's validators (LlamaIndex's own idiom for a variant)
+    copy = fair(relevance="similarity").model_copy(update={"top_n": top_n})
+    with pytest.raises(ValueError, match=rf"top_n must be an int >= 1, got {top_n!r}"):
+        copy.postprocess_nodes(make_pool(20), QueryBundle("q"))
