@@ -17,7 +17,7 @@ import numpy as np
 
 from .ledger.base import LedgerState
 from .ranking import Ranker
-from .target import OTHERS
+from .target import OTHERS, Target
 from .validation import as_score_array, check_groups, check_scores
 
 __all__ = [
@@ -59,6 +59,8 @@ class Reranking:
     """Pool positions left out because an earlier candidate has the same document id."""
     ledger_state: LedgerState | None = None
     """The amortized ranker's stream as read before the draw (None for other rankers)."""
+    target: Target | None = None
+    """The target the ranker ranked for (None for a ranker built without one)."""
 
     @property
     def indices(self) -> list[int]:
@@ -174,6 +176,7 @@ def rerank(
         result.quota_shortfall,
         tuple(duplicates),
         getattr(result, "ledger_state", None),
+        ranker.target,
     )
 
 

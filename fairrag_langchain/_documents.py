@@ -65,6 +65,7 @@ def placed_copies(
                 fair_k=fair_k,
                 scored=scored,
                 ledger_state=reranking.ledger_state,
+                target=reranking.target,
             ),
             **(extra or {}),
         }

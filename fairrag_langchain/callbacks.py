@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
-from fairrag_core.kit import is_placed
+from fairrag_core.kit import is_placed, ranked_for
 
 from ._documents import shown_record
 from ._fields import FairRankingFields, fair_component_of
@@ -156,11 +156,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         ``with_config``, or a retriever whose ``base_compressor`` is one
         (``ContextualCompressionRetriever``). The handler reads the target and exposure model
         from it at every record, so a later change of its fields is audited with the new
-        values. It follows that object only: LangChain's
-        ``configurable_fields`` builds another retriever for each call, and a target changed
-        through it (``{"configurable": {...}}``) is not the handler's; build the handler with
-        that target (``protected=``/``target_share=``/``target=``) to audit such runs against
-        it. ``fields`` are the other constructor arguments.
+        values; a list ranked by a per-call copy of it for another target (LangChain's
+        ``configurable_fields`` builds one for each call, ``model_copy`` makes one) is audited
+        against the target it was ranked for, which its documents' ``fair_target`` metadata
+        holds. ``fields`` are the other constructor arguments.
         """
         component = fair_component_of(retriever)
         if component is None:
@@ -268,8 +267,11 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     def _final_record(
         self, root: UUID, state: _RootRun, retrieval: _Retrieval, error: BaseException | None
     ) -> dict[str, Any]:
+        auditor = self.auditor
+        if self._source is not None and retrieval.documents:  # following a component
+            auditor = ranked_for(auditor, [d.metadata for d in retrieval.documents])
         return shown_record(
-            self.auditor,
+            auditor,
             retrieval.documents,
             self.group_key,
             self.title_key,

@@ -116,8 +116,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     Returned documents are copies (the store's objects and their metadata dicts are never
     changed) with the kit's placement metadata (``relevance_score``, the relevance ranked on;
     ``retrieval_score``, the store's score as it came; ``fair_rank``, ``pool_rank``,
-    ``exposure_weight``, ``ranker``, ``query_seed``, ``pool_size``, ``fair_k``) and
-    ``relevance_function``.
+    ``exposure_weight``, ``ranker``, ``query_seed``, ``pool_size``, ``fair_k``,
+    ``fair_target``) and ``relevance_function``.
 
     The async path awaits the store's async search (``asimilarity_search_with_relevance_scores``
     / ``asimilarity_search_with_score``): native where the store implements it (Chroma's embedded

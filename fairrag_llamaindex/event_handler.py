@@ -36,6 +36,7 @@ from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     ShownDocument,
     document_title,
+    ranked_for,
     refuse_bools,
     run_record,
     shown_provenance,
@@ -166,7 +167,9 @@ class FairnessEventHandler(BaseEventHandler):
     **Against what target.** A handler built by :meth:`from_postprocessor` follows that
     postprocessor: each record is computed with the target and exposure model its ranker has
     when the question ends, and its group key (unless the handler is given ``protected``,
-    ``target_share``, ``target`` or ``exposure`` of its own). Any other handler uses its own
+    ``target_share``, ``target`` or ``exposure`` of its own); a list ranked by a copy of it for
+    another target (``model_copy(update=...)``) is audited against the target it was ranked
+    for, which its nodes' ``fair_target`` metadata holds. Any other handler uses its own
     fields. Every record states the ``target``, ``protected`` and ``exposure_model`` it was
     computed with.
     """
@@ -517,6 +520,8 @@ class FairnessEventHandler(BaseEventHandler):
         query = run.span.query if run.span.query is not None else run.query
         try:
             auditor = self.auditor
+            if self.postprocessor is not None and self._auditor is None:  # following it
+                auditor = ranked_for(auditor, [n.node.metadata for n in shown])
             group_key = (
                 self.postprocessor.group_key if self.postprocessor is not None else self.group_key
             )

@@ -485,6 +485,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                             fair_k=fair_k,
                             scored=not from_order,
                             ledger_state=reranking.ledger_state,
+                            target=reranking.target,
                         ),
                         p,
                     )

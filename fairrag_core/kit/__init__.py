@@ -35,7 +35,9 @@ from .placement import (
     drop_stale_placement,
     is_placed,
     placement_metadata,
+    ranked_for,
     shown_provenance,
+    target_pairs,
 )
 from .records import RECORD_SCHEMA, ShownDocument, run_record, utc_timestamp
 from .relevance import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
@@ -61,10 +63,12 @@ __all__ = [
     "is_placed",
     "ledger_location",
     "placement_metadata",
+    "ranked_for",
     "refuse_bools",
     "render_context_prompt",
     "run_record",
     "shown_provenance",
+    "target_pairs",
     "to_relevance",
     "utc_timestamp",
 ]

@@ -7,8 +7,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..audit import FairnessAuditor, json_label
 from ..ledger.base import LedgerState
 from ..reranking import Placement
+from ..target import OTHERS, Target, make_target
 
 __all__ = [
     "LEDGER_PLACEMENT_KEYS",
@@ -16,7 +18,9 @@ __all__ = [
     "drop_stale_placement",
     "is_placed",
     "placement_metadata",
+    "ranked_for",
     "shown_provenance",
+    "target_pairs",
 ]
 
 PLACEMENT_KEYS = (
@@ -29,6 +33,7 @@ PLACEMENT_KEYS = (
     "query_seed",
     "pool_size",
     "fair_k",
+    "fair_target",
 )
 """Keys added to each shown document's metadata; never shown to the LLM nor embedded."""
 LEDGER_PLACEMENT_KEYS = ("ledger_state",)
@@ -45,14 +50,16 @@ def placement_metadata(
     fair_k: int,
     scored: bool = True,
     ledger_state: LedgerState | None = None,
+    target: Target | None = None,
 ) -> dict[str, Any]:
     """The placement keys of one shown document.
 
     ``relevance_score`` is the relevance ranked on (None when the pool had no scores and its
     incoming order was the relevance: ``scored=False``); ``retrieval_score`` the score the
     store or the previous step gave, as it came; ``pool_size`` the candidates ranked,
-    ``fair_k`` the length of the fair list; ``ledger_state`` (the amortized ranker's stream as
-    read before the draw, :attr:`~fairrag_core.Reranking.ledger_state`) adds that key, as
+    ``fair_k`` the length of the fair list; ``fair_target`` the target the ranker ranked for
+    (:func:`target_pairs`; None without one); ``ledger_state`` (the amortized ranker's stream
+    as read before the draw, :attr:`~fairrag_core.Reranking.ledger_state`) adds that key, as
     :meth:`~fairrag_core.ledger.LedgerState.as_record` writes it.
     """
     extra = {} if ledger_state is None else {"ledger_state": ledger_state.as_record()}
@@ -66,8 +73,34 @@ def placement_metadata(
         "query_seed": query_seed,
         "pool_size": pool_size,
         "fair_k": fair_k,
+        "fair_target": None if target is None else target_pairs(target),
         **extra,
     }
+
+
+def target_pairs(target: Target) -> list[list[Any]]:
+    """A target as placement metadata holds it: ``[[label, share], ...]`` in the target's
+    order, labels as JSON values (:func:`fairrag_core.audit.json_label`; the others bucket as
+    ``"OTHERS"``), so that ``int`` labels stay ints through a JSON round trip."""
+    return [[json_label(group), float(share)] for group, share in target.as_dict().items()]
+
+
+def ranked_for(
+    auditor: FairnessAuditor, metadatas: Sequence[Mapping[str, Any] | None]
+) -> FairnessAuditor:
+    """The auditor of a shown list, for a handler that follows a component: ``auditor`` with
+    the target the list's fair ranking was drawn for when its placement metadata says it was
+    another one (a per-call copy of the component: LangChain's ``configurable_fields``, a
+    ``model_copy``), else ``auditor`` itself (docs/SPEC.md, "Records": ``target``)."""
+    placed = _placed(metadatas)
+    pairs = placed[0].get("fair_target") if placed else None
+    if not pairs or any(m.get("fair_target") != pairs for m in placed):
+        return auditor
+    if pairs == target_pairs(auditor.target):
+        return auditor
+    shares = {OTHERS if label == "OTHERS" else label: share for label, share in pairs}
+    protected = auditor.target.protected if auditor.target.protected in shares else None
+    return FairnessAuditor(make_target(target=shares, protected=protected), auditor.exposure)
 
 
 def drop_stale_placement(metadata: Mapping[str, Any]) -> dict[str, Any]:

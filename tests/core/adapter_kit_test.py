@@ -23,8 +23,10 @@ from fairrag_core.kit import (
     draw_query_seed,
     hidden_metadata_keys,
     placement_metadata,
+    ranked_for,
     run_record,
     shown_provenance,
+    target_pairs,
     to_relevance,
 )
 from fairrag_core.kit.context import title_line
@@ -269,3 +271,29 @@ def test_deep_and_shallow_copies_of_a_component_get_their_own_state():
         assert duplicate_state is not state
         assert duplicate_state.query_seed() == first  # a fresh generator, not the original's
     assert state.query_seed() != first  # the original's own sequence went on
+
+
+def test_a_list_is_audited_against_the_target_it_was_ranked_for():
+    import json
+
+    from fairrag_core import FairnessAuditor, make_target
+
+    numbered = make_target(target={1: 0.3, 2: 0.7})  # int labels survive the JSON round trip
+    pairs = json.loads(json.dumps(target_pairs(numbered)))
+    assert pairs == [[1, 0.3], [2, 0.7], ["OTHERS", 0.0]]
+    parity = FairnessAuditor.create(target={1: 0.5, 2: 0.5})
+    shown = [{**m, "fair_target": pairs} for m in placed()]
+    audited = ranked_for(parity, shown)
+    assert audited.target.as_dict() == numbered.as_dict()
+    assert audited.exposure is parity.exposure
+    assert (
+        ranked_for(parity, [{**m, "fair_target": target_pairs(parity.target)} for m in placed()])
+        is parity
+    )
+    assert ranked_for(parity, placed()) is parity  # no fair_target: the auditor's own
+    assert ranked_for(parity, [{"title": "plain"}]) is parity
+    binary = FairnessAuditor.create(protected="female")
+    ranked = make_target(protected="female", target_share=0.8)
+    audited = ranked_for(binary, [{**m, "fair_target": target_pairs(ranked)} for m in placed()])
+    assert audited.target.protected == "female"
+    assert audited.target.protected_share == pytest.approx(0.8)

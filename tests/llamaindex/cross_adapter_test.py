@@ -56,6 +56,7 @@ def assert_equals_core(out: list[NodeWithScore], pool, expected, seed: int, scor
             pool_size=len(pool) - len(expected.duplicates),
             fair_k=len(expected.placements),
             scored=scored,
+            target=expected.target,
         )
         assert {key: node.node.metadata[key] for key in want} == want
         assert node.score == want["relevance_score"]

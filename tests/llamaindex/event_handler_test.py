@@ -352,6 +352,20 @@ def test_an_amortized_list_cut_whole_by_a_later_postprocessor_is_recorded_and_wa
     assert post.ledger.state().rankings == 1
 
 
+def test_a_copy_ranking_for_another_target_is_audited_against_it(fairness_handler):
+    post = FairRerankPostprocessor(group_key="gender", protected="female", seed=0)
+    with FairnessEventHandler.from_postprocessor(post) as follower:
+        copy = post.model_copy(update={"target_share": 0.3})
+        response = engine(postprocessors=[copy]).query("q")
+        engine(postprocessors=[post]).query("q")
+    ranked_for_03, own = follower.records
+    assert ranked_for_03["target"] == pytest.approx({"female": 0.3, "OTHERS": 0.7})
+    groups = [n.node.metadata["gender"] for n in response.source_nodes]
+    expected = FairnessAuditor.create(protected="female", target_share=0.3).retrieval(groups)
+    assert ranked_for_03["exposure_disparity"] == pytest.approx(expected["exposure_disparity"])
+    assert own["target"] == {"female": 0.5, "OTHERS": 0.5}
+
+
 def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
     fairness_handler,
 ):

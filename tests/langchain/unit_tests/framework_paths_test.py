@@ -304,6 +304,31 @@ def test_parallel_chains_under_one_handler_keep_their_own_answers(store):
         assert record["doc_ids"] == [d.id for d in out[branch]["context"]]
 
 
+def test_a_target_set_per_call_by_configurable_fields_is_the_one_audited(store):
+    from langchain_core.runnables import ConfigurableField
+
+    from fairrag_core import FairnessAuditor
+
+    retriever = fair(store, ranker="forced_exposure")
+    configurable = retriever.configurable_fields(target_share=ConfigurableField(id="share"))
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    shown = configurable.invoke(
+        "q", config={"callbacks": [handler], "configurable": {"share": 0.8}}
+    )
+    groups = [d.metadata["gender"] for d in shown]
+    assert groups.count("female") == 4  # ranked for 0.8: floor(5 * 0.8) women
+    configurable.invoke("q", config={"callbacks": [handler]})  # the default's own target
+    ranked_for_08, default = handler.records
+    assert ranked_for_08["target"] == pytest.approx({"female": 0.8, "OTHERS": 0.2})
+    expected = FairnessAuditor.create(protected="female", target_share=0.8).retrieval(groups)
+    assert ranked_for_08["exposure_disparity"] == pytest.approx(expected["exposure_disparity"])
+    assert default["target"] == {"female": 0.5, "OTHERS": 0.5}
+    # A handler given a target of its own keeps it.
+    own = FairnessCallbackHandler(group_key="gender", protected="female", target_share=0.5)
+    configurable.invoke("q", config={"callbacks": [own], "configurable": {"share": 0.8}})
+    assert own.records[0]["target"] == {"female": 0.5, "OTHERS": 0.5}
+
+
 def test_with_config_callbacks_record_the_run(store):
     handler = FairnessCallbackHandler(group_key="gender", protected="female")
     retriever = fair(store).with_config(callbacks=[handler], tags=["t1"], metadata={"tenant": "a"})
