@@ -98,9 +98,13 @@ def ranked_for(
         return auditor
     if pairs == target_pairs(auditor.target):
         return auditor
-    shares = {OTHERS if label == "OTHERS" else label: share for label, share in pairs}
-    protected = auditor.target.protected if auditor.target.protected in shares else None
-    return FairnessAuditor(make_target(target=shares, protected=protected), auditor.exposure)
+    try:
+        shares = {OTHERS if label == "OTHERS" else label: share for label, share in pairs}
+        protected = auditor.target.protected if auditor.target.protected in shares else None
+        target = make_target(target=shares, protected=protected)
+    except (TypeError, ValueError):  # not a target this kit wrote: the component's own stands
+        return auditor
+    return FairnessAuditor(target, auditor.exposure)
 
 
 def drop_stale_placement(metadata: Mapping[str, Any]) -> dict[str, Any]:

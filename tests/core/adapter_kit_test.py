@@ -291,6 +291,7 @@ def test_a_list_is_audited_against_the_target_it_was_ranked_for():
         is parity
     )
     assert ranked_for(parity, placed()) is parity  # no fair_target: the auditor's own
+    assert ranked_for(parity, [{**m, "fair_target": [[1, 2.0]]} for m in placed()]) is parity
     assert ranked_for(parity, [{"title": "plain"}]) is parity
     binary = FairnessAuditor.create(protected="female")
     ranked = make_target(protected="female", target_share=0.8)
