@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.documents import Document
+from langchain_core.runnables import RunnableBinding
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
 from fairrag_core import ExposureModel, FairnessAuditor, Ranker, Target, group_labels
@@ -25,8 +26,6 @@ def fair_component_of(retriever: Any) -> FairRankingFields | None:
     """The FairRetriever or FairReranker that ranks a retriever's documents, if one is visible:
     the retriever itself, under ``with_config``/``bind`` (``RunnableBinding.bound``, nested any
     depth), or a compression retriever's ``base_compressor``."""
-    from langchain_core.runnables import RunnableBinding
-
     seen = 0
     while isinstance(retriever, RunnableBinding) and seen < 64:  # bindings of bindings
         retriever, seen = retriever.bound, seen + 1

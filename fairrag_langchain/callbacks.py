@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
@@ -219,26 +219,26 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         state.members.append(run_id)
         return root, state
 
+    def _ancestors(self, state: _RootRun, parent_run_id: UUID | None) -> Iterator[UUID]:
+        """``parent_run_id`` and the runs above it, nearest first; bounded by the root run's
+        size (caller holds the lock)."""
+        for _ in range(len(state.members)):
+            if parent_run_id is None:
+                return
+            yield parent_run_id
+            parent_run_id = self._parent.get(parent_run_id)
+
     def _inside_retriever(self, state: _RootRun, parent_run_id: UUID | None) -> bool:
         """Whether a run started under ``parent_run_id`` is inside a retriever run."""
-        seen = 0
-        while parent_run_id is not None and seen < len(state.members):
-            if parent_run_id in state.retrievals or parent_run_id in state.nested:
-                return True
-            parent_run_id = self._parent.get(parent_run_id)
-            seen += 1
-        return False
+        return any(
+            run in state.retrievals or run in state.nested
+            for run in self._ancestors(state, parent_run_id)
+        )
 
     def _outer_retrieval(self, state: _RootRun, run_id: UUID) -> _Retrieval | None:
         """The outermost retriever run a nested retriever run belongs to."""
-        parent = self._parent.get(run_id)
-        seen = 0
-        while parent is not None and seen < len(state.members):
-            if parent in state.retrievals:
-                return state.retrievals[parent]
-            parent = self._parent.get(parent)
-            seen += 1
-        return None
+        ancestors = self._ancestors(state, self._parent.get(run_id))
+        return next((state.retrievals[run] for run in ancestors if run in state.retrievals), None)
 
     def _ended(self, run_id: UUID, error: BaseException | None = None) -> None:
         """A run ended: when it is a root, write its records."""
@@ -389,19 +389,21 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         """The ended retrieval a model run starting now was handed: the one closest to it in
         the run tree (their nearest common ancestor the fewest steps above the model run: its
         own chain's, not a parallel branch's), on a tie the one that ended last. Caller holds
-        the lock; every walk is bounded by the root run's size."""
-        limit = len(state.members)
-        steps_up: dict[UUID, int] = {}  # the model run's ancestors -> steps above it
-        run = self._parent.get(model_run)
-        while run is not None and len(steps_up) < limit:
-            steps_up[run] = len(steps_up)
-            run = self._parent.get(run)
-        best, best_steps = None, limit
+        the lock."""
+        steps_up = {
+            run: steps
+            for steps, run in enumerate(self._ancestors(state, self._parent.get(model_run)))
+        }
+        best, best_steps = None, len(state.members)
         for retrieval in state.ended:  # in end order: on a tie the later one wins
-            ancestor, walked = self._parent.get(retrieval), 0
-            while ancestor is not None and ancestor not in steps_up and walked < limit:
-                ancestor, walked = self._parent.get(ancestor), walked + 1
-            common = steps_up.get(ancestor, limit) if ancestor is not None else limit
+            common = next(
+                (
+                    steps_up[run]
+                    for run in self._ancestors(state, self._parent.get(retrieval))
+                    if run in steps_up
+                ),
+                len(state.members),
+            )
             if common <= best_steps:
                 best, best_steps = retrieval, common
         return best

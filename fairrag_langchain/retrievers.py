@@ -41,13 +41,20 @@ except ImportError:  # pragma: no cover - httpx comes with langchain-core's lang
     pass
 
 
-def _named(conversion: str) -> Callable[[float], float]:
-    def convert(value: float) -> float:
-        return float(to_relevance([value], conversion)[0])
+class _Named:
+    """A named core conversion as the one-value function the retriever applies; the direction
+    check reads ``conversion`` to name its opposite as the fix."""
 
-    convert.__name__ = conversion
-    convert.conversion = conversion  # type: ignore[attr-defined]  # read by the direction check
-    return convert
+    def __init__(self, conversion: str) -> None:
+        self.conversion = conversion
+        self.__name__ = conversion
+
+    def __call__(self, value: float) -> float:
+        return float(to_relevance([value], self.conversion)[0])
+
+
+def _named(conversion: str) -> Callable[[float], float]:
+    return _Named(conversion)
 
 
 class FairRetriever(FairRankingFields, BaseRetriever):
@@ -311,7 +318,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         scores = np.asarray(given if convert is None else [convert(s) for s in given], dtype=float)
         check_store_order(
             scores,
-            getattr(convert, "conversion", None),  # a named one's opposite is the fix
+            convert.conversion if isinstance(convert, _Named) else None,
             type(self.vectorstore).__name__,
             described=relevance_function,
         )

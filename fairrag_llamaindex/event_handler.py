@@ -118,14 +118,13 @@ def _source_nodes(response: Any) -> list[NodeWithScore] | None:
     ``astream_chat``, whose ``source_nodes`` stay empty although the LLM saw them.
     """
     nodes = getattr(response, "source_nodes", None)
-    if nodes:
-        return list(nodes)
-    found = [
-        node
-        for output in getattr(response, "sources", None) or []
-        for node in getattr(getattr(output, "raw_output", None), "source_nodes", None) or []
-    ]
-    return found or (None if nodes is None else list(nodes))
+    if not nodes:  # None, or empty: the tool outputs may hold what was shown
+        nodes = [
+            node
+            for output in getattr(response, "sources", None) or []
+            for node in getattr(getattr(output, "raw_output", None), "source_nodes", None) or []
+        ] or nodes
+    return None if nodes is None else list(nodes)
 
 
 def _query_text(value: Any) -> str | None:

@@ -110,8 +110,9 @@ class _Source:
     store: Any = None
     straight: bool = False
     name: str = "the store"
-    unclear: str | None = None
-    """Why ``auto`` cannot tell the scores' meaning here (a fused list mixing stores)."""
+    fused: tuple[Any, ...] = ()
+    """The member stores of a ``QueryFusionRetriever`` in ``simple`` mode, whose scores its
+    list keeps (empty for any other retriever)."""
 
 
 def _is_chroma(store: Any) -> bool:
@@ -123,15 +124,34 @@ def _store_of(retriever: Any) -> Any:
     return store if store is not None else getattr(retriever, "vector_store", None)
 
 
-def _fused_stores(retriever: Any) -> list[Any] | None:
+def _fused_stores(retriever: Any) -> tuple[Any, ...]:
     """The member stores whose scores a ``QueryFusionRetriever`` passes on: in its ``simple``
     mode the fused list keeps each node's original score (the best over queries and members);
-    other modes score the list themselves (None: its scores are similarities of its own)."""
+    other modes score the list themselves (empty: its scores are similarities of its own)."""
     members = getattr(retriever, "_retrievers", None)
     mode = getattr(retriever, "mode", None)
     if members is None or mode is None or getattr(mode, "value", mode) != "simple":
+        return ()
+    return tuple(_store_of(member) for member in members)
+
+
+def _scoring_store(source: _Source) -> Any:
+    """The store whose scores the pool carries, for ``auto``: the retriever's, or the one
+    Chroma store (space) of a simple-mode fusion's members (an error when they mix Chroma with
+    other stores or spaces, whose scores mean different things)."""
+    if not source.fused:
+        return source.store
+    chroma = [store for store in source.fused if store is not None and _is_chroma(store)]
+    if not chroma:
         return None
-    return [_store_of(member) for member in members]
+    if len(chroma) < len(source.fused) or len({_chroma_space(store) for store in chroma}) > 1:
+        raise ValueError(
+            f"relevance='auto' cannot tell what these nodes' scores mean: the {source.name} "
+            "(simple mode) merges the scores of ChromaVectorStore members with those of other "
+            "stores or spaces, which mean different things. Name the conversion: relevance "
+            f"in {sorted(RELEVANCE_CONVERSIONS)}"
+        )
+    return chroma[0]
 
 
 def _pool_source(postprocessor: Any) -> _Source:
@@ -144,20 +164,9 @@ def _pool_source(postprocessor: Any) -> _Source:
             continue
         store = _store_of(retriever)
         straight = bool(chain) and chain[0] is postprocessor
-        unclear = None
-        fused = _fused_stores(retriever) if store is None else None
-        if fused:
-            chroma = [member for member in fused if member is not None and _is_chroma(member)]
-            if chroma and (len(chroma) < len(fused) or len(set(map(_chroma_space, chroma))) > 1):
-                unclear = (
-                    f"the {type(retriever).__name__} (simple mode) merges the scores of "
-                    "ChromaVectorStore members with those of other stores or spaces, which "
-                    "mean different things"
-                )
-            elif chroma:
-                store = chroma[0]
+        fused = _fused_stores(retriever) if store is None else ()
         name = type(store).__name__ if store is not None else type(retriever).__name__
-        return _Source(True, store, straight, name, unclear)
+        return _Source(True, store, straight, name, fused)
     return _Source(False)
 
 
@@ -410,12 +419,8 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "ChromaVectorStore scores of a cosine collection, 'chroma_l2' of an l2 one, "
                 "'similarity' for scores where higher is better)"
             )
-        if source.unclear is not None:
-            raise ValueError(
-                f"relevance='auto' cannot tell what these nodes' scores mean: {source.unclear}. "
-                f"Name the conversion: relevance in {sorted(RELEVANCE_CONVERSIONS)}"
-            )
-        if _is_chroma(source.store) and not source.straight:
+        store = _scoring_store(source)
+        if _is_chroma(store) and not source.straight:
             raise ValueError(
                 "relevance='auto' cannot tell whether these nodes still carry "
                 "ChromaVectorStore's scores: another postprocessor runs before this one. Set "
@@ -423,7 +428,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "exp(-distance), cosine or l2 space) or 'similarity' (scores set by the earlier "
                 "step)"
             )
-        return _relevance_for_store(source.store)
+        return _relevance_for_store(store)
 
     def _fair_rerank(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None

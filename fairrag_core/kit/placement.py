@@ -151,8 +151,6 @@ def shown_provenance(
         "reordered_after_ranking": ranks != sorted(ranks, key=lambda r: (r is None, r)),
         "dropped_after_ranking": max(0, fair_k - len(placed)) if isinstance(fair_k, int) else 0,
     }
-    if "ledger_state" in first:
-        provenance["ledger_state"] = first["ledger_state"]
     if provenance["reordered_after_ranking"] or provenance["dropped_after_ranking"]:
         _warn_if_ledger_missed_it(placed, "was reordered or cut")
     return provenance
@@ -172,12 +170,17 @@ def _placed(metadatas: Sequence[Mapping[str, Any] | None]) -> list[Mapping[str, 
 
 
 def _ranking_of(first: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+    """The fair ranking a placed document's metadata names (with an amortized ranking's
+    ``ledger_state``)."""
+    ranking = {
         "ranker": first.get("ranker"),
         "query_seed": first.get("query_seed"),
         "pool_size": first.get("pool_size"),
         "k": first.get("fair_k"),
     }
+    if "ledger_state" in first:
+        ranking["ledger_state"] = first["ledger_state"]
+    return ranking
 
 
 def _without_placed_documents(shown: int, ranked: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -187,17 +190,13 @@ def _without_placed_documents(shown: int, ranked: list[Mapping[str, Any]]) -> di
     if shown:
         _warn_if_ledger_missed_it(ranked, "was replaced by other documents", 4)
         return {**_NO_RANKING, "mixed_after_ranking": True}
-    first = ranked[0]
     _warn_if_ledger_missed_it(ranked, "had every document removed", 4)
-    fair_k = first.get("fair_k")
-    provenance = {
-        **_ranking_of(first),
+    fair_k = ranked[0].get("fair_k")
+    return {
+        **_ranking_of(ranked[0]),
         "reordered_after_ranking": False,
         "dropped_after_ranking": fair_k if isinstance(fair_k, int) else len(ranked),
     }
-    if "ledger_state" in first:
-        provenance["ledger_state"] = first["ledger_state"]
-    return provenance
 
 
 def _warn_if_ledger_missed_it(

@@ -272,10 +272,31 @@ def test_a_fair_list_a_compressor_drops_whole_is_recorded_under_its_ranking(stor
     assert retriever.ledger.state().rankings == 1
 
 
+def _paced_parallel_chains(store, pause, after_a, before_b):
+    """Two fair RAG chains in one RunnableParallel under one handler: A pauses after its
+    retrieval and B retrieves meanwhile, so when A's model starts the retrieval that ended last
+    in the root run is B's, not the one A's model was handed. ``pause(seconds)`` is a
+    RunnableLambda that waits (sync or async) and passes its input on."""
+    from langchain_core.runnables import RunnableParallel
+
+    fields = {"group_key": "gender", "protected": "female"}
+    chain_a = make_fair_rag_chain(
+        fair(store, ranker="standard") | pause(after_a), FakeCitingChatModel(), **fields
+    )
+    chain_b = make_fair_rag_chain(
+        pause(before_b) | fair(store, ranker="forced_exposure"), FakeCitingChatModel(), **fields
+    )
+    return RunnableParallel(a=chain_a, b=chain_b), FairnessCallbackHandler(**fields)
+
+
+def _records_by_ranker(handler) -> dict:
+    return {record["ranker"]: record for record in handler.records}
+
+
 def test_parallel_chains_under_one_handler_keep_their_own_answers(store):
     import time
 
-    from langchain_core.runnables import RunnableLambda, RunnableParallel
+    from langchain_core.runnables import RunnableLambda
 
     def pause(seconds):
         def wait(value):
@@ -284,24 +305,35 @@ def test_parallel_chains_under_one_handler_keep_their_own_answers(store):
 
         return RunnableLambda(wait)
 
-    # A pauses after its retrieval and B retrieves meanwhile: when A's model starts, the
-    # retrieval that ended last in the root run is B's, not the one A's model was handed.
-    fields = {"group_key": "gender", "protected": "female"}
-    chain_a = make_fair_rag_chain(
-        fair(store, ranker="standard") | pause(0.4), FakeCitingChatModel(), **fields
-    )
-    chain_b = make_fair_rag_chain(
-        pause(0.1) | fair(store, ranker="forced_exposure"), FakeCitingChatModel(), **fields
-    )
-    handler = FairnessCallbackHandler(**fields)
-    out = RunnableParallel(a=chain_a, b=chain_b).invoke("q", config={"callbacks": [handler]})
-    records = {record["ranker"]: record for record in handler.records}
+    both, handler = _paced_parallel_chains(store, pause, 0.4, 0.1)
+    out = both.invoke("q", config={"callbacks": [handler]})
+    records = _records_by_ranker(handler)
     assert set(records) == {"standard", "forced_exposure"}
     for branch, ranker in (("a", "standard"), ("b", "forced_exposure")):
         record, metrics = records[ranker], out[branch]["metrics"]
         assert record.get("answer") == metrics["answer"] and record["llm_runs"] == 1
         assert record["groundedness"] == metrics["groundedness"] == 1.0
         assert record["doc_ids"] == [d.id for d in out[branch]["context"]]
+
+
+async def test_parallel_chains_awaited_under_one_handler_keep_their_own_answers(store):
+    import asyncio
+
+    from langchain_core.runnables import RunnableLambda
+
+    def pause(seconds):
+        async def wait(value):
+            await asyncio.sleep(seconds)
+            return value
+
+        return RunnableLambda(wait)
+
+    both, handler = _paced_parallel_chains(store, pause, 0.3, 0.05)
+    out = await both.ainvoke("q", config={"callbacks": [handler]})
+    records = _records_by_ranker(handler)
+    for branch, ranker in (("a", "standard"), ("b", "forced_exposure")):
+        assert records[ranker].get("answer") == out[branch]["metrics"]["answer"]
+        assert records[ranker]["llm_runs"] == 1
 
 
 def test_a_target_set_per_call_by_configurable_fields_is_the_one_audited(store):
