@@ -3,14 +3,24 @@
 Three implementations of :class:`ExposureLedger`: :class:`MemoryLedger` (one process),
 :class:`SQLiteLedger` (a file shared by the processes of a machine) and :class:`RedisLedger`
 (a Redis server shared by replicas; needs ``fairrag[redis]``). :func:`make_ledger` builds one
-from a URL. docs/SPEC.md, "Beyond the paper", item 6.
+from a URL. A stream that was lost or replaced behind a client's back raises
+:class:`LedgerResetError`, a damaged stored value :class:`LedgerCorruptError` (both
+:class:`~fairrag_core.errors.LedgerUnavailableError`). docs/SPEC.md, "Beyond the paper", item 6.
 """
 
 from __future__ import annotations
 
 import os
 
-from .base import DEFAULT_KEY, ExposureLedger, LedgerState, decode_label, encode_label
+from .base import (
+    DEFAULT_KEY,
+    ExposureLedger,
+    LedgerCorruptError,
+    LedgerResetError,
+    LedgerState,
+    decode_label,
+    encode_label,
+)
 from .memory import MemoryLedger
 from .redis import RedisLedger
 from .sqlite import SQLiteLedger
@@ -18,6 +28,8 @@ from .sqlite import SQLiteLedger
 __all__ = [
     "DEFAULT_KEY",
     "ExposureLedger",
+    "LedgerCorruptError",
+    "LedgerResetError",
     "LedgerState",
     "MemoryLedger",
     "RedisLedger",

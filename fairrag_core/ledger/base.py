@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -12,10 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LedgerUnavailableError
+
 __all__ = [
     "DEFAULT_KEY",
+    "GENERATION_FIELD",
+    "MAX_RANKING_EXPOSURE",
+    "MAX_TOTAL",
     "RANKINGS_FIELD",
     "ExposureLedger",
+    "LedgerCorruptError",
+    "LedgerResetError",
     "LedgerState",
     "check_key",
     "decode_label",
@@ -27,6 +35,64 @@ DEFAULT_KEY = "default"
 """The stream a ranker records into when it is given no ``ledger_key``."""
 RANKINGS_FIELD = "#rankings"
 """Where each stored stream keeps its count of rankings; never the encoding of a label."""
+GENERATION_FIELD = "#generation"
+"""Where a stored stream keeps its generation mark (written once, when the stream is created)."""
+MAX_RANKING_EXPOSURE = 1e6
+"""The most exposure one ranking may add (all groups): every exposure model's weights are at
+most 1, so this is a ranking of a million positions. Lets a read refuse totals no stream of
+accepted rankings can reach (docs/SPEC.md item 6, "Damaged values")."""
+MAX_TOTAL = float(2**53)
+"""The largest stored total or count read as valid: beyond it, adding a ranking's exposure
+(weights of at most 1) is lost in the rounding, so no stream reaches it by its rankings."""
+
+
+class LedgerResetError(LedgerUnavailableError):
+    """The stream this ledger client had seen was lost or replaced (docs/SPEC.md item 6,
+    "Lost streams").
+
+    Every stored stream carries a generation mark, written once when it is created; the client
+    remembers the mark of each stream it read or wrote. If the stream vanished (a Redis server
+    restarted without persistence, a SQLite file deleted or replaced) or carries another mark
+    (recreated, or reset by another client), the next :meth:`ExposureLedger.state` or
+    :meth:`ExposureLedger.add` of that stream raises this error and applies nothing, so no
+    ranking is drawn from, or added to, a stream that silently started over. Make the reset
+    explicit with ``ledger.reset(key)`` (start the stream over from zero, deleting what is
+    stored now) or ``ledger.adopt(key)`` (continue from what is stored now, e.g. a stream another
+    replica already restarted). A :class:`~fairrag_core.errors.LedgerUnavailableError`.
+
+    Attributes: ``ledger`` (its location), ``key``, ``seen`` (the mark this client knew) and
+    ``found`` (the mark stored now, ``None`` when the stream is gone).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ledger: str = "",
+        key: str = "",
+        seen: int | None = None,
+        found: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.ledger, self.key, self.seen, self.found = ledger, key, seen, found
+
+
+class LedgerCorruptError(LedgerUnavailableError):
+    """A stored stream holds a value no sequence of accepted updates can produce: a total that
+    is not a number, NaN, infinite, negative or beyond what its rankings can have added; a count
+    of rankings that is not a whole number >= 0; a label that is not one the encoding rule
+    writes; a Redis key of another type (docs/SPEC.md item 6, "Damaged values").
+
+    Nothing is drawn from it or added to it. Attributes: ``ledger`` (its location), ``key`` (the
+    stream) and ``field`` (the stored label, ``#rankings`` or ``#generation``; ``None`` for the
+    stream as a whole). A :class:`~fairrag_core.errors.LedgerUnavailableError`.
+    """
+
+    def __init__(
+        self, message: str, *, ledger: str = "", key: str = "", field: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.ledger, self.key, self.field = ledger, key, field
 
 
 def encode_label(label: object) -> str:
@@ -82,6 +148,105 @@ def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float
     return encoded
 
 
+def new_generation() -> int:
+    """A fresh generation mark: a random int in [1, 2**52], exact as a float (SQLite's REAL)."""
+    return secrets.randbits(52) + 1
+
+
+class _Damaged(Exception):
+    """A stored value failed its check; :meth:`ExposureLedger._damaged` adds where it was."""
+
+    def __init__(self, field: str | None, why: str) -> None:
+        super().__init__(why)
+        self.field, self.why = field, why
+
+
+def _stored_number(raw: object, field: str) -> float:
+    """A stored value as a float: a number (not a bool), or the text of one (Redis stores text)."""
+    if isinstance(raw, (bytes, bytearray)):
+        data = bytes(raw)
+        try:
+            raw = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise _Damaged(field, f"holds {data[:60]!r}, not a number") from None
+    if isinstance(raw, str):
+        try:
+            return float(raw)
+        except ValueError:
+            raise _Damaged(field, f"holds the text {raw[:60]!r}, not a number") from None
+    if isinstance(raw, (bool, np.bool_)) or not isinstance(raw, (int, float, np.number)):
+        raise _Damaged(field, f"holds {raw!r:.60} ({type(raw).__name__}), not a number")
+    try:
+        return float(raw)
+    except OverflowError:  # an int beyond any float
+        return math.inf
+
+
+def check_generation(raw: object) -> int | None:
+    """A stored generation mark as an int (``None`` when the stream has none); a mark that is
+    not a whole number in [1, 2**52 + 1] raises :class:`_Damaged`."""
+    if raw is None:
+        return None
+    value = _stored_number(raw, GENERATION_FIELD)
+    if not (math.isfinite(value) and value == int(value) and 1 <= value <= 2**52 + 1):
+        raise _Damaged(GENERATION_FIELD, f"holds {value!r}, not a generation mark")
+    return int(value)
+
+
+def check_stream(
+    totals: Mapping[str, object], rankings: object, *, bounded: bool
+) -> tuple[dict[str, float], int]:
+    """``({encoded label: exposure}, rankings)`` of raw stored values, each checked (SPEC item 6,
+    "Damaged values"); the first bad one raises :class:`_Damaged` naming its field.
+
+    A count must be a whole number in [0, :data:`MAX_TOTAL`]; a label the text
+    :func:`encode_label` writes for a str, int or None; an exposure a finite number in
+    [0, :data:`MAX_TOTAL`]. ``bounded`` (the stores others can write to) also refuses a stream
+    whose exposure exceeds what its rankings can have added (each at most
+    :data:`MAX_RANKING_EXPOSURE`).
+    """
+    if rankings is None:
+        count = 0
+    elif type(rankings) is int and 0 <= rankings <= MAX_TOTAL:  # the common case, fast
+        count = rankings
+    else:
+        value = _stored_number(rankings, RANKINGS_FIELD)
+        if not (math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOTAL):
+            raise _Damaged(RANKINGS_FIELD, f"holds {value!r}, not a whole number >= 0")
+        count = int(value)
+    checked: dict[str, float] = {}
+    for label, raw in totals.items():
+        if not (isinstance(label, str) and _is_encoded_label(label)):
+            raise _Damaged(
+                str(label), "is not a stored group label (the JSON text of a str, int or None)"
+            )
+        value = raw if type(raw) is float else _stored_number(raw, label)
+        if not 0.0 <= value <= MAX_TOTAL:  # false for NaN too
+            raise _Damaged(
+                label, f"holds the exposure {value!r}, not a finite number in [0, {MAX_TOTAL:g}]"
+            )
+        checked[label] = value
+    if bounded:
+        total = math.fsum(checked.values())
+        if total > count * MAX_RANKING_EXPOSURE * (1 + 1e-9):
+            raise _Damaged(
+                None,
+                f"holds exposure {total!r} over {count} rankings, more than rankings can add "
+                f"(at most {MAX_RANKING_EXPOSURE:g} each)",
+            )
+    return checked, count
+
+
+@lru_cache(maxsize=4096)
+def _is_encoded_label(text: str) -> bool:
+    """Whether ``text`` is exactly what :func:`encode_label` writes for some label."""
+    try:
+        label = decode_label(text)
+        return encode_label(label) == text
+    except (ValueError, TypeError, RecursionError):
+        return False
+
+
 def check_key(key: object) -> str:
     """A ledger key (the name of one stream: a tenant, a topic, ...): a non-empty ``str``."""
     if not isinstance(key, str) or not key:
@@ -100,6 +265,9 @@ class LedgerState:
     """Accumulated exposure per group label (``None`` = unknown group)."""
     rankings: int = 0
     """How many rankings were added."""
+    generation: int | None = field(default=None, compare=False)
+    """The stream's generation mark (``None`` for an empty stream or an in-memory ledger); not
+    part of :meth:`as_record`."""
 
     @property
     def total(self) -> float:
@@ -125,6 +293,9 @@ class LedgerState:
                 raise ValueError("a label is given twice")
             if isinstance(rankings, bool) or not isinstance(rankings, int) or rankings < 0:
                 raise ValueError(f"rankings must be an int >= 0, got {rankings!r}")
+            for name, value in encoded.items():
+                if value > MAX_TOTAL:
+                    raise ValueError(f"exposure {value!r} of {name} is beyond {MAX_TOTAL:g}")
             totals = {decode_label(name): value for name, value in encoded.items()}
             return cls(check_key(record["key"]), totals, rankings)
         except (KeyError, TypeError, ValueError) as exc:
@@ -153,7 +324,11 @@ class ExposureLedger(ABC):
     - :meth:`add` is atomic: one served ranking's exposure (every group of it) and the count of
       rankings are applied together or not at all, and concurrent adds are never lost (they are
       increments on the store, never a client-side read-modify-write);
-    - :meth:`state` reads one stream at one instant (all groups and the count consistent).
+    - :meth:`state` reads one stream at one instant (all groups and the count consistent);
+    - every value read is checked (:class:`LedgerCorruptError` names the ledger, the stream and
+      the field of the first bad one);
+    - the stores others can write to (SQLite, Redis) mark each stream with a generation, and a
+      client that saw a stream notices when it is lost or replaced (:class:`LedgerResetError`).
 
     A ledger is shared on purpose: a deep copy of one (e.g. the copy of a ranker holding it) is
     the same ledger object. Labels are stored by :func:`encode_label`'s rule.
@@ -162,12 +337,37 @@ class ExposureLedger(ABC):
     location: str
     """Where the ledger lives, for messages: ``memory``, the SQLite file or the Redis server."""
 
+    _bounded = False
+    """Whether reads refuse exposure beyond what the stream's rankings can have added (the
+    stores other programs can write to; a snapshot built from totals alone need not be)."""
+    _marked = False
+    """Whether the store keeps generation marks (:meth:`_add_marked` is then used to add)."""
+    _trusted = False
+    """Whether every stored value came through :meth:`add`'s checks in this process (the
+    in-memory ledger): reads then skip the checks."""
+
     def state(self, key: str = DEFAULT_KEY) -> LedgerState:
-        """The stream ``key`` as it is now (empty when nothing was added to it)."""
+        """The stream ``key`` as it is now (empty when nothing was added to it).
+
+        Raises :class:`LedgerResetError` if this client saw the stream with another generation
+        mark (it was lost or replaced since), :class:`LedgerCorruptError` if a stored value is
+        damaged.
+        """
         key = check_key(key)
-        stored, rankings = self._read(key)
-        totals = {decode_label(label): value for label, value in stored.items()}
-        return LedgerState(key, totals, rankings)
+        if self._trusted:
+            stored_totals, stored_count = self._read(key)
+            totals = {decode_label(label): value for label, value in stored_totals.items()}
+            return LedgerState(key, totals, stored_count)
+        stored, rankings, raw_generation = self._read_marked(key)
+        try:
+            generation = check_generation(raw_generation)
+            checked, count = check_stream(stored, rankings, bounded=self._bounded)
+        except _Damaged as damaged:
+            raise self._damaged(key, damaged) from None
+        if generation is not None or key in self._generations:
+            self._notice(key, generation, count)
+        totals = {decode_label(label): value for label, value in checked.items()}
+        return LedgerState(key, totals, count, generation)
 
     def totals(self, key: str = DEFAULT_KEY) -> dict[Hashable, float]:
         """``{group label: accumulated exposure}`` of the stream ``key``."""
@@ -177,18 +377,45 @@ class ExposureLedger(ABC):
         """Record one served ranking: add ``exposure`` (``{group label: exposure}``) to ``key``.
 
         Atomic: every group's increment and the ranking count are applied together or not at
-        all. Exposures must be finite and >= 0; labels must follow :func:`encode_label`.
+        all. Exposures must be finite and >= 0, at most :data:`MAX_RANKING_EXPOSURE` in all;
+        labels must follow :func:`encode_label`. A stream this client saw that was lost or
+        replaced since raises :class:`LedgerResetError` and nothing is applied (the check and
+        the update are one step on the store).
         """
         key = check_key(key)
         if not isinstance(exposure, Mapping):
             raise TypeError(
                 f"exposure must be a mapping {{group label: exposure}}, got {exposure!r:.200}"
             )
-        self._add(key, encode_exposure(exposure.items()))
+        encoded = encode_exposure(exposure.items())
+        total = math.fsum(encoded.values())
+        if total > MAX_RANKING_EXPOSURE:
+            raise ValueError(
+                f"exposure of one ranking must be at most {MAX_RANKING_EXPOSURE:g} in all (every "
+                f"position weight is at most 1), got {total!r}"
+            )
+        if not self._marked:
+            self._add(key, encoded)
+            return
+        raw = self._add_marked(key, encoded, self._generations.get(key), new_generation())
+        try:
+            found = check_generation(raw)
+        except _Damaged as damaged:
+            raise self._damaged(key, damaged) from None
+        self._notice(key, found, None)
 
     def reset(self, key: str = DEFAULT_KEY) -> None:
-        """Forget the stream ``key`` (its totals and count); other streams are untouched."""
-        self._reset(check_key(key))
+        """Forget the stream ``key`` (its totals, count and generation mark); other streams are
+        untouched. The next :meth:`add` starts it anew, with a new mark."""
+        key = check_key(key)
+        self._reset(key)
+        self._generations.pop(key, None)
+
+    def adopt(self, key: str = DEFAULT_KEY) -> None:
+        """Accept the stream ``key`` as it is stored now (after a :class:`LedgerResetError`,
+        e.g. when another replica already started the stream over): this client forgets the
+        mark it had seen and takes the current one at its next read or add. Nothing is stored."""
+        self._generations.pop(check_key(key), None)
 
     def keys(self) -> list[str]:
         """The names of the streams holding at least one ranking, sorted."""
@@ -196,6 +423,85 @@ class ExposureLedger(ABC):
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the ledger holds a connection
         """Release connections (the ledger reconnects if used again)."""
+
+    @property
+    def _generations(self) -> dict[str, int]:
+        """``{key: generation mark}`` of the streams this client has seen (made on first use,
+        so subclasses need not call an ``__init__``)."""
+        marks = self.__dict__.get("_seen_generations")
+        if marks is None:
+            marks = self.__dict__.setdefault("_seen_generations", {})
+        return marks
+
+    def _notice(self, key: str, found: int | None, rankings: int | None) -> None:
+        """Remember ``found`` as ``key``'s mark, or raise :class:`LedgerResetError` if this
+        client saw another one (``rankings``: the count read, for the message)."""
+        marks = self._generations
+        seen = marks.get(key)
+        if seen is None:
+            if found is not None:
+                seen = marks.setdefault(key, found)  # threads: the first mark remembered wins
+                if seen == found:
+                    return
+            else:
+                return
+        if found == seen:
+            return
+        if found is None:
+            now = "the stream has no mark now"
+            if rankings == 0:
+                now += ": it is gone"
+            elif rankings is not None:
+                now += f", {rankings} rankings stored"
+        else:
+            now = f"the stream stored now has mark {found}" + (
+                f" and {rankings} rankings" if rankings is not None else ""
+            )
+        raise LedgerResetError(
+            f"{self._describe_ledger()}: stream {key!r} was lost or replaced since this client "
+            f"last saw it (its generation mark was {seen}; {now}): a server restarted without "
+            "persistence, a file deleted or replaced, or a reset by another client. Nothing was "
+            f"read into a ranking or added. Call ledger.reset({key!r}) to start the stream over "
+            f"from zero, or ledger.adopt({key!r}) to continue from what is stored now",
+            ledger=self.location,
+            key=key,
+            seen=seen,
+            found=found,
+        )
+
+    def _damaged(self, key: str, damaged: _Damaged) -> LedgerCorruptError:
+        where = "the stream" if damaged.field is None else f"field {damaged.field!r}"
+        return LedgerCorruptError(
+            f"{self._describe_ledger()}: stream {key!r} is damaged: {where} {damaged.why}. "
+            "Nothing was drawn from it or added to it; repair the value or reset the stream "
+            f"(ledger.reset({key!r}))",
+            ledger=self.location,
+            key=key,
+            field=damaged.field,
+        )
+
+    def _describe_ledger(self) -> str:
+        return f"{type(self).__name__} at {self.location}"
+
+    def _read_marked(self, key: str) -> tuple[Mapping[str, object], object, object]:
+        """``({encoded label: stored value}, stored count, stored generation mark)`` of ``key``
+        read atomically, values as stored (checked by :meth:`state`); a store without marks
+        gives ``None`` as the mark (the default: :meth:`_read`)."""
+        totals, rankings = self._read(key)
+        return totals, rankings, None
+
+    def _add_marked(
+        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
+    ) -> object:
+        """Add ``exposure`` and one ranking to ``key`` atomically, unless the stream's mark
+        differs from ``expected`` (when given), and give the stream's mark after the call.
+
+        Stores with marks do the check and the update in one step: a stream without a mark gets
+        ``fresh``; a mark other than ``expected`` (or none, when one was expected) leaves the
+        stream untouched and is returned as found. The default (no marks): :meth:`_add`, ``None``.
+        """
+        self._add(key, exposure)
+        return None
 
     @abstractmethod
     def _read(self, key: str) -> tuple[dict[str, float], int]:

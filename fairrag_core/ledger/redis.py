@@ -11,26 +11,48 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ..errors import LedgerUnavailableError
-from .base import RANKINGS_FIELD, ExposureLedger
+from .base import (
+    GENERATION_FIELD,
+    RANKINGS_FIELD,
+    ExposureLedger,
+    LedgerCorruptError,
+    encode_label,
+    new_generation,
+)
 
 __all__ = ["RedisLedger"]
 
 _T = TypeVar("_T")
 
 # KEYS: the stream's hash, the set of stream names, the update's token.
-# ARGV: stream name, token lifetime (s), then label, exposure, label, exposure, ...
-# Runs atomically on the server. The token makes a resent update (after a connection lost
-# while the reply was on its way) a no-op instead of a second increment.
+# ARGV: stream name, token lifetime (s), the generation mark the client saw ('' = none), a fresh
+# mark, then label, exposure, label, exposure, ...
+# Runs atomically on the server. A stream whose mark is not the one the client saw (gone after
+# a restart without persistence, or recreated) is left untouched and its mark returned (nil
+# when it has none); so is a mark that is not a number (the client names the damage). The token
+# makes a resent update (after a connection lost while the reply was on its way) a no-op
+# instead of a second increment. Returns the stream's mark.
 _ADD_SCRIPT = f"""
-if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
-  return 0
+local mark = redis.call('HGET', KEYS[1], '{GENERATION_FIELD}')
+if ARGV[3] ~= '' and mark ~= ARGV[3] then
+  return mark
 end
-for i = 3, #ARGV, 2 do
+if mark and not tonumber(mark) then
+  return mark
+end
+if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
+  return mark
+end
+if not mark then
+  mark = ARGV[4]
+  redis.call('HSET', KEYS[1], '{GENERATION_FIELD}', mark)
+end
+for i = 5, #ARGV, 2 do
   redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('HINCRBY', KEYS[1], '{RANKINGS_FIELD}', 1)
 redis.call('SADD', KEYS[2], ARGV[1])
-return 1
+return mark
 """
 _RESET_SCRIPT = """
 redis.call('DEL', KEYS[1])
@@ -54,6 +76,14 @@ class RedisLedger(ExposureLedger):
     retry can never count a ranking twice. If the server dies while the reply is on its way,
     the error is raised though the update may have been applied whole: never half.
 
+    Lost streams: each stream's hash holds a generation mark (``#generation``, a random whole
+    number set by the update that creates the stream). A client that saw a stream and finds it
+    gone or marked anew (a server restarted without persistence, a flushed database, a stream
+    reset by another client) raises :class:`~fairrag_core.ledger.LedgerResetError`, checked
+    inside the update's script so nothing is applied to a stream that silently started over.
+    Values are checked on read (:class:`~fairrag_core.ledger.LedgerCorruptError` names the
+    field, or the key when it holds another Redis type).
+
     Tokens are keys of their own (``<prefix>token:<uuid>``, about 100 bytes each) that expire
     after ``token_ttl`` seconds: at 1,000 rankings a second, about 6 MB with the default 60 s.
     Every key of a ledger carries the prefix's hash tag (``{ledger}`` by default), so one
@@ -62,6 +92,9 @@ class RedisLedger(ExposureLedger):
     Give ``url`` (``redis://[:password@]host:port/db``) or a ready ``redis.Redis`` client
     (then its own timeouts and retries apply, and with ``decode_responses`` off).
     """
+
+    _bounded = True
+    _marked = True
 
     def __init__(
         self,
@@ -115,7 +148,7 @@ class RedisLedger(ExposureLedger):
     def _stream(self, key: str) -> str:
         return f"{self.prefix}stream:{key}"
 
-    def _call(self, operation: str, work: Callable[[], _T]) -> _T:
+    def _call(self, operation: str, work: Callable[[], _T], key: str | None = None) -> _T:
         try:
             return work()
         except self._transport_errors as exc:
@@ -125,31 +158,66 @@ class RedisLedger(ExposureLedger):
                 "URL (the ledger reconnects on the next call)"
             ) from exc
         except self._redis_error as exc:
+            if key is not None and "WRONGTYPE" in str(exc):
+                raise self._wrong_type(key) from exc
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} refused {operation}: {type(exc).__name__}: {exc}"
             ) from exc
 
-    def _read(self, key: str) -> tuple[dict[str, float], int]:
-        stored = self._call("read", lambda: self.client.hgetall(self._stream(key)))
-        totals: dict[str, float] = {}
-        rankings = 0
-        for raw_label, raw_value in stored.items():
-            label = raw_label.decode() if isinstance(raw_label, bytes) else raw_label
-            if label == RANKINGS_FIELD:
-                rankings = int(raw_value)
-            else:
-                totals[label] = float(raw_value)
-        return totals, rankings
+    def _wrong_type(self, key: str) -> LedgerCorruptError:
+        name = self._stream(key)
+        try:
+            kind = self.client.type(name)
+            kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        except self._redis_error:
+            kind = "another type"
+        return LedgerCorruptError(
+            f"{type(self).__name__} at {self.location}: stream {key!r} is damaged: the Redis key "
+            f"{name!r} holds a {kind}, not a hash. Nothing was drawn from it or added to it; "
+            f"delete the key or reset the stream (ledger.reset({key!r}))",
+            ledger=self.location,
+            key=key,
+        )
 
-    def _add(self, key: str, exposure: dict[str, float]) -> None:
+    def _read_marked(self, key: str) -> tuple[dict[Any, object], object, object]:
+        stored = self._call("read", lambda: self.client.hgetall(self._stream(key)), key)
+        totals: dict[Any, object] = {}
+        rankings: object = None
+        generation: object = None
+        for raw_label, raw_value in stored.items():
+            label: object = raw_label
+            if isinstance(raw_label, bytes):
+                try:
+                    label = raw_label.decode()
+                except UnicodeDecodeError:
+                    pass  # kept as bytes: reported as a label that is not one
+            if label == RANKINGS_FIELD:
+                rankings = raw_value
+            elif label == GENERATION_FIELD:
+                generation = raw_value
+            else:
+                totals[label] = raw_value
+        return totals, rankings, generation
+
+    def _read(self, key: str) -> tuple[dict[str, float], int]:
+        state = self.state(key)
+        return {encode_label(label): v for label, v in state.totals.items()}, state.rankings
+
+    def _add_marked(
+        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
+    ) -> object:
         token = f"{self.prefix}token:{uuid.uuid4().hex}"
-        args: list[Any] = [key, self.token_ttl]
+        args: list[Any] = [key, self.token_ttl, "" if expected is None else str(expected), fresh]
         for label, value in exposure.items():
             args += [label, repr(float(value))]
-        self._call(
+        return self._call(
             "add",
             lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
+            key,
         )
+
+    def _add(self, key: str, exposure: dict[str, float]) -> None:
+        self._add_marked(key, exposure, None, new_generation())
 
     def _reset(self, key: str) -> None:
         self._call(
@@ -165,10 +233,16 @@ class RedisLedger(ExposureLedger):
         self.client.close()
 
     def __getstate__(self) -> dict:
-        return {"url": self.url, "prefix": self.prefix, "token_ttl": self.token_ttl}
+        return {
+            "url": self.url,
+            "prefix": self.prefix,
+            "token_ttl": self.token_ttl,
+            "generations": dict(self._generations),
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["url"], prefix=state["prefix"], token_ttl=state["token_ttl"])  # type: ignore[misc]
+        self._generations.update(state.get("generations", {}))
 
 
 def _describe(client: Any) -> str:

@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import LedgerUnavailableError
-from .base import RANKINGS_FIELD, ExposureLedger
+from .base import (
+    GENERATION_FIELD,
+    RANKINGS_FIELD,
+    ExposureLedger,
+    _Damaged,
+    check_generation,
+    encode_label,
+    new_generation,
+)
 
 __all__ = ["SQLiteLedger"]
 
@@ -41,15 +49,25 @@ class SQLiteLedger(ExposureLedger):
     - The file is in WAL mode (readers never block the writer) with ``synchronous=NORMAL``:
       durable against a crashed or killed process; a power cut may lose the last commits but
       never tears one.
+    - Before each transaction the path is checked to still name the file the connection opened
+      (device and inode): a file deleted or replaced under a running process is reopened, so
+      the client never goes on reading a file no one else sees.
     - A transaction that finds the file locked by another writer is retried after a short
       random sleep (at most 5 ms), for at most ``timeout`` seconds in all; then
       :class:`~fairrag_core.errors.LedgerUnavailableError` names the file (nothing applied).
       So does a file that cannot be opened or is not a database.
 
     One table, ``fairrag_ledger(key, label, value)``; a stream's count of rankings is the row
-    whose label is ``#rankings``. Connections are made lazily, one per process (a forked
-    child opens its own) and shared by its threads behind a lock.
+    whose label is ``#rankings``, its generation mark (a random whole number written by the
+    transaction that creates the stream) the row ``#generation``. A client that saw a stream
+    and finds its mark gone or changed (the file deleted, replaced or restored from another
+    copy) raises :class:`~fairrag_core.ledger.LedgerResetError`; values are checked on read
+    (:class:`~fairrag_core.ledger.LedgerCorruptError`). Connections are made lazily, one per
+    process (a forked child opens its own) and shared by its threads behind a lock.
     """
+
+    _bounded = True
+    _marked = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
@@ -62,11 +80,17 @@ class SQLiteLedger(ExposureLedger):
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
+        self._identity: tuple[int, int] | None = None
         self._run("open", lambda conn: None, write=True)  # create the table now: fail early
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None and self._pid == os.getpid():
-            return self._connection
+            if _identity(self.path) == self._identity:
+                return self._connection
+            # The file was deleted or replaced: an open connection would go on reading the old
+            # one (and SQLite refuses writes to it). Open the file the path names now; the
+            # generation marks then tell whether the streams this client saw are still there.
+            self._drop_connection()
         # A connection inherited through fork() must not be used (SQLite's rule): open anew.
         connection = sqlite3.connect(
             self.path, timeout=0.0, isolation_level=None, check_same_thread=False
@@ -79,6 +103,7 @@ class SQLiteLedger(ExposureLedger):
             connection.close()
             raise
         self._connection, self._pid = connection, os.getpid()
+        self._identity = _identity(self.path)
         return connection
 
     def _run(self, operation: str, work: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
@@ -131,7 +156,7 @@ class SQLiteLedger(ExposureLedger):
             except sqlite3.Error:
                 pass
 
-    def _read(self, key: str) -> tuple[dict[str, float], int]:
+    def _read_marked(self, key: str) -> tuple[dict[str, object], object, object]:
         rows = self._run(
             "read",
             lambda conn: conn.execute(
@@ -139,14 +164,56 @@ class SQLiteLedger(ExposureLedger):
             ).fetchall(),
             write=False,
         )
-        totals = {label: value for label, value in rows if label != RANKINGS_FIELD}
-        rankings = next((int(value) for label, value in rows if label == RANKINGS_FIELD), 0)
-        return totals, rankings
+        totals: dict[str, object] = {}
+        rankings: object = None
+        generation: object = None
+        for label, value in rows:
+            if label == RANKINGS_FIELD:
+                rankings = value
+            elif label == GENERATION_FIELD:
+                generation = value
+            else:
+                totals[label] = value
+        return totals, rankings, generation
 
-    def _add(self, key: str, exposure: dict[str, float]) -> None:
+    def _read(self, key: str) -> tuple[dict[str, float], int]:
+        state = self.state(key)
+        return {encode_label(label): v for label, v in state.totals.items()}, state.rankings
+
+    def _add_marked(
+        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
+    ) -> object:
         rows = [(key, label, value) for label, value in exposure.items()]
         rows.append((key, RANKINGS_FIELD, 1.0))
-        self._run("add", lambda conn: conn.executemany(_INCREMENT, rows), write=True)
+
+        def work(conn: sqlite3.Connection) -> object:
+            found = conn.execute(
+                "SELECT value FROM fairrag_ledger WHERE key = ? AND label = ?",
+                (key, GENERATION_FIELD),
+            ).fetchone()
+            if found is None:
+                if expected is not None:
+                    return None  # the stream this client saw is gone: apply nothing
+                conn.execute(
+                    "INSERT INTO fairrag_ledger (key, label, value) VALUES (?, ?, ?)",
+                    (key, GENERATION_FIELD, float(fresh)),
+                )
+                mark: object = fresh
+            else:
+                mark = found[0]
+                try:
+                    current = check_generation(mark)
+                except _Damaged:
+                    return mark  # the caller names the damage; nothing applied
+                if expected is not None and current != expected:
+                    return mark
+            conn.executemany(_INCREMENT, rows)
+            return mark
+
+        return self._run("add", work, write=True)
+
+    def _add(self, key: str, exposure: dict[str, float]) -> None:
+        self._add_marked(key, exposure, None, new_generation())
 
     def _reset(self, key: str) -> None:
         self._run(
@@ -168,10 +235,25 @@ class SQLiteLedger(ExposureLedger):
             self._drop_connection()
 
     def __getstate__(self) -> dict:
-        return {"path": str(self.path), "timeout": self.timeout}
+        return {
+            "path": str(self.path),
+            "timeout": self.timeout,
+            "generations": dict(self._generations),
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
+        self._generations.update(state.get("generations", {}))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path`` (``None`` when there is none): which file a
+    connection opened, so a file deleted or replaced under an open connection is noticed."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6

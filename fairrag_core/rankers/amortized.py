@@ -65,7 +65,10 @@ class AmortizedRanker(Ranker):
     No look-ahead: a single list may miss the target; the stream must reach it. Once drawn, the
     ranking's exposure per group label is added to the ledger in one atomic update; the
     ranking is returned only after that update succeeded (a ledger failure raises
-    :class:`~fairrag_core.errors.LedgerUnavailableError` and nothing is served).
+    :class:`~fairrag_core.errors.LedgerUnavailableError` and nothing is served; so do its
+    subclasses :class:`~fairrag_core.ledger.LedgerResetError`, for a stream lost or replaced
+    behind the ledger's back, and :class:`~fairrag_core.ledger.LedgerCorruptError`, for a
+    damaged stored value: docs/SPEC.md item 6).
 
     Consistency under concurrency (several threads, processes or replicas on one ledger):
     read, draw and add are not one transaction. Updates are never lost (each add is an atomic

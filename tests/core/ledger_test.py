@@ -14,9 +14,12 @@ import threading
 import numpy as np
 import pytest
 
-from fairrag_core import LedgerUnavailableError
+from fairrag_core import LedgerUnavailableError, make_ranker
 from fairrag_core.ledger import (
     ExposureLedger,
+    LedgerCorruptError,
+    LedgerResetError,
+    LedgerState,
     MemoryLedger,
     RedisLedger,
     SQLiteLedger,
@@ -346,3 +349,226 @@ def test_the_exposure_model_records_write_reads_back_equal():
     for patience in (0.8, 0.123456789, 0.1 + 0.2, 1.0):
         model = ExposureModel("rbp", patience)
         assert make_exposure_model(exposure_name(model)) == model
+
+
+# --- Stored values are checked on read; lost or replaced streams are noticed (issue 25) ---
+
+STORES = ["sqlite", "redis"]
+
+
+class _Store:
+    """A SQLite or Redis ledger with a back door that writes raw values, as another program,
+    an operator or a damaged disk could."""
+
+    def __init__(self, kind: str, tmp_path, request) -> None:
+        self.kind = kind
+        if kind == "sqlite":
+            self.path = tmp_path / "ledger.db"
+            self.ledger: ExposureLedger = SQLiteLedger(self.path)
+        else:
+            url = request.getfixturevalue("redis_url")
+            self.prefix = f"test:{tmp_path.name}:"
+            self.ledger = RedisLedger(url, prefix=self.prefix)
+
+    def client(self) -> ExposureLedger:
+        """Another client of the same store (another process or replica)."""
+        if self.kind == "sqlite":
+            return SQLiteLedger(self.path)
+        assert isinstance(self.ledger, RedisLedger)
+        return RedisLedger(self.ledger.url, prefix=self.prefix)
+
+    def poke(self, key: str, field: str, value: object) -> None:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path) as connection:
+                connection.execute(
+                    "INSERT OR REPLACE INTO fairrag_ledger VALUES (?, ?, ?)", (key, field, value)
+                )
+        else:
+            assert isinstance(self.ledger, RedisLedger)
+            self.ledger.client.hset(self.ledger._stream(key), field, value)
+
+    def lose(self, key: str) -> None:
+        """The stream vanishes behind the ledger's back (a restart without persistence)."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path) as connection:
+                connection.execute("DELETE FROM fairrag_ledger WHERE key = ?", (key,))
+        else:
+            assert isinstance(self.ledger, RedisLedger)
+            self.ledger.client.delete(self.ledger._stream(key))
+
+    def raw_rankings(self, key: str) -> object:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path) as connection:
+                row = connection.execute(
+                    "SELECT value FROM fairrag_ledger WHERE key = ? AND label = '#rankings'",
+                    (key,),
+                ).fetchone()
+            return None if row is None else row[0]
+        assert isinstance(self.ledger, RedisLedger)
+        value = self.ledger.client.hget(self.ledger._stream(key), "#rankings")
+        return None if value is None else int(value)
+
+
+@pytest.fixture(params=STORES)
+def store(request, tmp_path) -> _Store:
+    return _Store(request.param, tmp_path, request)
+
+
+def _skewed_pool() -> tuple[list[float], list[str]]:
+    return [0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6], ["male"] * 2 + ["female"] + ["male"] * 4
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("nan", "nan"),
+        (math.inf, "inf"),
+        (-1e12, "-1000000000000.0"),
+        (1e300, "1e\\+300"),
+        (5e7, "more than rankings can add"),  # 50 rankings add at most 5e7 in all
+        ("abc", "the text 'abc', not a number"),
+    ],
+    ids=["nan", "inf", "negative", "absurd", "beyond-its-rankings", "text"],
+)
+def test_a_damaged_group_total_is_a_typed_error_naming_ledger_key_and_field(store, value, why):
+    """Before: NaN, inf or -1e12 switched the correction off with no error (the protected share
+    fell to 0.0 over the next 50 rankings instead of 0.59); text in SQLite was a raw numpy
+    UFuncTypeError; Redis gave a bare ValueError."""
+    scores, groups = _skewed_pool()
+    ranker = make_ranker("amortized", protected="female", ledger=store.ledger, ledger_key="t")
+    for seed in range(50):
+        ranker.rank(scores, groups, 3, rng=seed)
+    store.poke("t", '"female"', value)
+    for call in (lambda: store.ledger.state("t"), lambda: ranker.rank(scores, groups, 3, rng=0)):
+        with pytest.raises(LedgerCorruptError, match=why) as info:
+            call()
+        message = str(info.value)
+        assert store.ledger.location in message and "stream 't'" in message
+        assert (info.value.ledger, info.value.key) == (store.ledger.location, "t")
+        if "rankings" not in why:
+            assert info.value.field == '"female"' and "field '\"female\"'" in message
+        assert isinstance(info.value, LedgerUnavailableError)
+    assert store.raw_rankings("t") == 50  # nothing was served or added
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("#rankings", "1.5", "#rankings.* not a whole number"),
+        ("#rankings", -3, "#rankings.* not a whole number"),
+        ("#rankings", "many", "#rankings.* not a number"),
+        ("not json", 1.0, "'not json' is not a stored group label"),
+        ("1.5", 1.0, "'1.5' is not a stored group label"),
+        ("#generation", "x", "#generation.* not a number"),
+    ],
+)
+def test_a_damaged_count_label_or_mark_is_a_typed_error(store, field, value, why):
+    store.ledger.add("t", {"female": 1.0})
+    store.poke("t", field, value)
+    with pytest.raises(LedgerCorruptError, match=why) as info:
+        store.client().state("t")  # another client: the mark of a fresh one is not compared
+    assert info.value.field == field
+
+
+def test_a_sqlite_blob_value_is_a_typed_error(tmp_path):
+    ledger = SQLiteLedger(tmp_path / "ledger.db")
+    ledger.add("t", {"female": 1.0})
+    with sqlite3.connect(ledger.path) as connection:
+        connection.execute("UPDATE fairrag_ledger SET value = x'00ff' WHERE label = '\"female\"'")
+    with pytest.raises(LedgerCorruptError, match=r"field '\"female\"' holds b'\\x00\\xff'"):
+        ledger.state("t")
+
+
+def test_a_redis_stream_key_of_another_type_is_a_typed_error_naming_the_key(redis_url):
+    ledger = RedisLedger(redis_url, prefix="test:wrongtype:")
+    ledger.add("t", {"female": 1.0})
+    ledger.client.delete(ledger._stream("t"))
+    ledger.client.rpush(ledger._stream("t"), "a list, not a hash")
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t")
+    for call in (
+        lambda: RedisLedger(redis_url, prefix="test:wrongtype:").state("t"),
+        lambda: RedisLedger(redis_url, prefix="test:wrongtype:").add("t", {"female": 1.0}),
+        lambda: ranker.rank(*_skewed_pool(), 3),
+    ):
+        with pytest.raises(LedgerCorruptError, match=r"'test:wrongtype:stream:t' holds a list"):
+            call()
+
+
+def test_a_stream_lost_behind_the_clients_back_is_noticed_and_never_restarted_silently(store):
+    """The stream vanishes (a Redis restart without persistence, rows deleted): the client that
+    saw it raises LedgerResetError on its next read or add, applies nothing, until the reset
+    is made explicit; a client that never saw the stream just starts it."""
+    scores, groups = _skewed_pool()
+    ledger = store.ledger
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    for _ in range(50):
+        ranker.rank(scores, groups, 3)
+    seen = ledger.state("t").generation
+    assert isinstance(seen, int)
+    store.lose("t")
+    for call in (
+        lambda: ranker.rank(scores, groups, 3),
+        lambda: ledger.add("t", {"female": 1.0}),
+        lambda: ledger.state("t"),
+    ):
+        with pytest.raises(LedgerResetError, match=r"stream 't' was lost or replaced") as info:
+            call()
+        assert ledger.location in str(info.value)
+        assert "ledger.reset('t')" in str(info.value)
+        assert (info.value.key, info.value.seen, info.value.found) == ("t", seen, None)
+        assert isinstance(info.value, LedgerUnavailableError)
+    assert store.raw_rankings("t") is None  # nothing was added to the empty stream
+    assert store.client().state("t").rankings == 0  # a fresh client sees an empty stream
+    ledger.reset("t")  # the reset, made explicit
+    ranker.rank(scores, groups, 3)
+    state = ledger.state("t")
+    assert state.rankings == 1 and state.generation not in (None, seen)
+
+
+def test_a_stream_lost_between_the_read_and_the_add_gets_no_update(store):
+    ledger = store.ledger
+    ledger.add("t", {"female": 1.0})
+    ledger.state("t")
+    store.lose("t")
+    with pytest.raises(LedgerResetError, match="no mark now"):
+        ledger.add("t", {"female": 1.0})  # checked in the same step as the update
+    assert store.raw_rankings("t") is None
+
+
+def test_a_stream_recreated_by_another_client_is_noticed_then_adopted(store):
+    a, b = store.ledger, store.client()
+    a.add("t", {"female": 1.0})
+    b.add("t", {"male": 1.0})  # a fresh client joins the stream: no error
+    assert b.state("t").rankings == 2
+    b.reset("t")
+    b.add("t", {"male": 5.0})  # b started the stream over: a new mark
+    with pytest.raises(LedgerResetError, match=r"has mark \d+") as info:
+        a.add("t", {"female": 1.0})
+    assert info.value.found == b.state("t").generation != info.value.seen
+    assert b.state("t").totals == {"male": 5.0}  # a's add was not applied
+    a.adopt("t")  # continue from what is stored now
+    a.add("t", {"female": 1.0})
+    assert a.state("t").totals == {"male": 5.0, "female": 1.0}
+    assert a.state("t").rankings == 2
+
+
+def test_a_pickled_client_remembers_the_marks_it_saw(store):
+    store.ledger.add("t", {"female": 1.0})
+    clone = pickle.loads(pickle.dumps(store.ledger))
+    store.lose("t")
+    with pytest.raises(LedgerResetError):
+        clone.state("t")
+
+
+def test_one_ranking_cannot_add_more_than_the_exposure_cap(ledger):
+    with pytest.raises(ValueError, match="exposure of one ranking must be at most 1e\\+06"):
+        ledger.add("t", {"female": 6e5, "male": 6e5})
+    assert ledger.state("t").rankings == 0
+    ledger.add("t", {"female": 5e5, "male": 5e5})  # a ranking of a million positions at most
+
+
+def test_the_memory_ledger_has_no_marks_and_its_state_compares_without_one():
+    ledger = MemoryLedger()
+    ledger.add("t", {"female": 1.0})
+    assert ledger.state("t").generation is None
+    assert LedgerState("t", {"female": 1.0}, 1, 12345) == ledger.state("t")

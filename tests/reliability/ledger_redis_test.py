@@ -1,6 +1,6 @@
 """The Redis ledger against a real redis-server: processes lose no update, a restart or a stuck
 server gives a typed error naming it and the same ranker works again, a killed client leaves
-the ledger whole."""
+the ledger whole, a restart that lost the data is noticed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fairrag_core import LedgerUnavailableError, make_ranker, position_weights
-from fairrag_core.ledger import RedisLedger
+from fairrag_core.ledger import LedgerResetError, RedisLedger
 from tests.redis_server import RedisServer
 from tests.reliability.ledger_worker import (
     K,
@@ -125,3 +125,39 @@ def test_the_ledger_reads_only_what_it_wrote(redis_server):
     a.reset("tenant")
     assert b.state("tenant").totals == {"male": 2.0}
     assert np.isclose(b.state("tenant").total, 2.0)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_a_restart_that_lost_the_data_is_a_reset_error_until_the_reset_is_explicit(
+    redis_server, tmp_path, kill
+):
+    """Before: after 50 rankings the server restarted empty (no persistence); the next rank()
+    succeeded with no warning and the state read rankings=1."""
+    ledger = RedisLedger(redis_server.url, timeout=1.0, connect_timeout=1.0)
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    replica = RedisLedger(redis_server.url)  # another replica serving the same stream
+    served: list = []
+    _serve(ranker, 50, served)
+    replica.add("t", served_exposure([0, 1, 2, 3, 4], pool()[1]))
+    seen = ledger.state("t").generation
+    redis_server.stop(kill=kill)
+    redis_server.folder = tmp_path / "empty"  # the same port, none of the data
+    redis_server.start()
+    scores, groups = pool()
+    for _ in range(2):  # nothing is served or added while the loss is not acknowledged
+        with pytest.raises(LedgerResetError, match=r"stream 't' was lost or replaced") as info:
+            ranker.rank(scores, groups, K)
+        assert redis_server.url in str(info.value)
+        assert (info.value.seen, info.value.found) == (seen, None)
+    assert ledger.client.exists(ledger._stream("t")) == 0
+    ledger.reset("t")  # made explicit: the stream starts over
+    _serve(ranker, 3, served)
+    assert ledger.state("t").rankings == 3
+    with pytest.raises(LedgerResetError, match="has mark"):  # the replica notices too
+        replica.add("t", served_exposure([0, 1, 2, 3, 4], groups))
+    replica.adopt("t")  # and continues the stream the first one restarted
+    replica.add("t", served_exposure([0, 1, 2, 3, 4], groups))
+    assert ledger.state("t").rankings == 4
+    fresh = RedisLedger(redis_server.url)  # a client that never saw the stream just uses it
+    fresh.add("t", served_exposure([0, 1, 2, 3, 4], groups))
+    assert fresh.state("t").rankings == 5

@@ -1,4 +1,5 @@
-"""The SQLite ledger shared by real processes: no update lost, a killed process leaves it whole."""
+"""The SQLite ledger shared by real processes: no update lost, a killed process leaves it whole,
+a file deleted or replaced under a running process is noticed."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fairrag_core import position_weights
-from fairrag_core.ledger import SQLiteLedger
+from fairrag_core import make_ranker, position_weights
+from fairrag_core.ledger import LedgerResetError, SQLiteLedger
 from tests.reliability.ledger_worker import (
     K,
     kill_after,
+    pool,
     read_reports,
     start_worker,
     summed,
@@ -101,3 +103,41 @@ def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connecti
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
+
+
+def _remove_database(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_file_deleted_or_replaced_under_a_running_ranker_is_a_reset_error(tmp_path, how):
+    """Before: the open connection went on reading and writing the deleted file, a ghost no
+    other process sees (rankings 51, 52, ... there, while a new process read 0 at the path)."""
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    scores, groups = pool()
+    for _ in range(50):
+        ranker.rank(scores, groups, K)
+    seen = ledger.state("t").generation
+    _remove_database(path)
+    if how == "replaced":  # another deployment's file, holding a stream of the same name
+        other = tmp_path / "other.db"
+        elsewhere = SQLiteLedger(other)
+        for _ in range(7):
+            elsewhere.add("t", {"male": 1.0})
+        elsewhere.close()
+        os.replace(other, path)
+        _remove_database(other)
+    for _ in range(2):
+        with pytest.raises(LedgerResetError, match=r"stream 't' was lost or replaced") as info:
+            ranker.rank(scores, groups, K)
+        assert str(path) in str(info.value)
+        assert info.value.seen == seen and info.value.found != seen
+    assert SQLiteLedger(path).state("t").rankings == (7 if how == "replaced" else 0)
+    ledger.reset("t")
+    ranker.rank(scores, groups, K)
+    assert ledger.state("t").rankings == 1
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
