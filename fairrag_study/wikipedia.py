@@ -15,6 +15,12 @@ Requests are serial, carry a descriptive User-Agent (Wikimedia's User-Agent poli
 ``maxlag=5``, and honour ``maxlag`` errors and HTTP 429/503 ``Retry-After``, with bounded
 retries and a bounded total wait; an API that stays unavailable raises
 :class:`~fairrag_study.errors.WikipediaUnavailableError` naming the address and what to do.
+
+Whatever a server sends is read in bounded time and memory: each request has one deadline for
+connecting, the headers and the whole body (:data:`DEADLINE`), the body is capped on the wire
+(:data:`MAX_BODY`) and, gzip-decoded as it arrives, once decoded (:data:`MAX_DECODED`); an
+extract is cut to :data:`MAX_EXTRACT` characters before it is cached, and a cache line longer
+than :data:`MAX_CACHE_LINE` is skipped without being read whole.
 """
 
 from __future__ import annotations
@@ -23,16 +29,18 @@ import dataclasses
 import email.utils
 import fcntl
 import functools
-import gzip
 import hashlib
 import http.client
 import json
 import os
 import re
+import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +52,12 @@ from .errors import WikipediaError, WikipediaUnavailableError
 
 __all__ = [
     "BATCH_LIMIT",
+    "DEADLINE",
     "DEFAULT_API",
+    "MAX_BODY",
+    "MAX_CACHE_LINE",
+    "MAX_DECODED",
+    "MAX_EXTRACT",
     "TEXT_SOURCES",
     "WORDS",
     "Article",
@@ -75,9 +88,25 @@ PROJECT_URL = "https://pypi.org/project/fairrag/"
 CONTACT_ENV = "FAIRRAG_CONTACT"
 """An e-mail address or user page added to the User-Agent, as Wikimedia's policy asks."""
 STATUSES = ("ok", "missing", "invalid")
+DEADLINE = 30.0
+"""Seconds one request may take in all: connecting, the headers and the whole body (a server
+sending a byte now and then is cut off then, not waited for byte by byte)."""
+MAX_BODY = 8 * 2**20
+"""Bytes of one answer's body on the wire (8 MiB). An answer of 20 lead sections is some tens of
+KiB: a larger body is not the TextExtracts API's, and is refused."""
+MAX_DECODED = 32 * 2**20
+"""Bytes of one answer's body once gzip-decoded (32 MiB), checked as it is decoded: a small
+body inflating to gigabytes (a gzip bomb) is refused when it passes this."""
+MAX_EXTRACT = 1_000_000
+"""Characters of an extract kept (and cached): a longer one is cut to its first 1,000,000. The
+longest lead sections are some tens of thousands; the document keeps 100 words."""
+MAX_CACHE_LINE = 8 * 2**20
+"""Bytes of one cache line read (8 MiB: an extract of :data:`MAX_EXTRACT` characters, escaped,
+fits); a longer line is skipped without being read whole, and its title fetched again."""
+_GZIP = 16 + zlib.MAX_WBITS
 
-_PARENTHESES = re.compile(r"\(([^()]*)\)")
-"""An innermost pair of parentheses."""
+_SEPARATORS = " ;,"
+"""What is tidied away just inside a pair of parentheses (with the spaces)."""
 
 
 def clean_extract(text: str) -> str:
@@ -91,13 +120,14 @@ def clean_extract(text: str) -> str:
        separators right after ``(`` or right before ``)`` go (``( ; born 1950)`` ->
        ``(born 1950)``), as do spaces inside the parentheses, and an empty pair goes with the
        spaces before it (``Curie () was`` -> ``Curie was``).
+
+    Step 3 runs in one pass, in time linear in the text however deep the parentheses nest
+    (:func:`_tidy_parentheses`).
     """
     lines = (line.strip() for line in text.splitlines())
     kept = " ".join(line for line in lines if line and not _is_heading(line))
     cleaned = " ".join(kept.split())  # str.split: every Unicode space, no-break ones included
-    previous = None
-    while cleaned != previous and "(" in cleaned:
-        previous = cleaned
+    if "(" in cleaned:
         cleaned = _tidy_parentheses(cleaned)
     return " ".join(cleaned.split())
 
@@ -107,19 +137,39 @@ def _is_heading(line: str) -> bool:
 
 
 def _tidy_parentheses(text: str) -> str:
-    """One pass over the innermost parentheses of ``text`` (its spaces collapsed):
-    ``(; born 1950)`` -> ``(born 1950)``; an emptied pair goes with the space before it."""
-    out: list[str] = []
-    end = 0
-    for match in _PARENTHESES.finditer(text):
-        out.append(text[end : match.start()])
-        end = match.end()
-        inner = match.group(1).strip(" ;,")
-        if inner:
-            out.append(f"({inner})")
-        elif out[-1].endswith(" "):
-            out[-1] = out[-1][:-1]
-    out.append(text[end:])
+    """Step 3 of :func:`clean_extract` on ``text`` (its spaces collapsed), to its fixed point.
+
+    The fixed point of "tidy every innermost pair ``(...)`` (no parenthesis inside), again and
+    again" is reached in one left-to-right pass with a stack of the open pairs: a ``)`` closes
+    the latest open ``(``; a pair holding a pair that stays is never innermost, so it is kept
+    as it is (and so is every pair around it); any other pair is tidied: ``(; born 1950)`` ->
+    ``(born 1950)``, and an emptied pair goes with the space before it. Each character is
+    copied at most twice, so the time is linear (the repeated passes took time quadratic in
+    the depth: 5.6 s at depth 16,000).
+    """
+    out: list[str] = []  # single characters, and the tidied pairs as one string each
+    opened: list[list[Any]] = []  # per open pair: [its place in out, holds a pair that stays]
+    for char in text:
+        if char == "(":
+            opened.append([len(out), False])
+            out.append(char)
+        elif char == ")" and opened:
+            start, holds_pair = opened.pop()
+            if holds_pair:  # never innermost: kept as it is
+                out.append(char)
+                kept = True
+            else:
+                inner = "".join(out[start + 1 :]).strip(_SEPARATORS)
+                del out[start:]
+                kept = bool(inner)
+                if kept:
+                    out.append(f"({inner})")
+                elif out and out[-1] == " ":
+                    out.pop()
+            if kept and opened:
+                opened[-1][1] = True
+        else:
+            out.append(char)
     return "".join(out)
 
 
@@ -192,19 +242,27 @@ class ArticleCache:
         self.path = Path(path)
 
     def load(self) -> dict[str, Article]:
+        """Every title's last readable line. Read a line at a time, each at most
+        :data:`MAX_CACHE_LINE` bytes: a longer line (no article is that long) is skipped
+        without being held whole, as a torn one is, and its title is fetched again."""
         articles: dict[str, Article] = {}
         try:
-            raw = self.path.read_bytes()
+            handle = open(self.path, "rb")
         except FileNotFoundError:
             return articles
-        for line in raw.splitlines():
-            try:
-                payload = json.loads(line)
-            except ValueError:
-                continue  # torn by a crash mid-write: fetched again
-            article = _article_from_line(payload)
-            if article is not None:
-                articles[article.title] = article
+        with handle:
+            while line := handle.readline(MAX_CACHE_LINE + 1):
+                if len(line) > MAX_CACHE_LINE:
+                    while line and not line.endswith(b"\n"):  # the rest, a MiB at a time
+                        line = handle.readline(2**20)
+                    continue
+                try:
+                    payload = json.loads(line)
+                except ValueError:
+                    continue  # torn by a crash mid-write: fetched again
+                article = _article_from_line(payload)
+                if article is not None:
+                    articles[article.title] = article
         return articles
 
     def append(self, articles: Sequence[Article]) -> None:
@@ -243,7 +301,7 @@ def _article_from_line(payload: object) -> Article | None:
         title,
         str(status),
         page if isinstance(page, str) else None,
-        extract,
+        extract[:MAX_EXTRACT],
         reason if isinstance(reason, str) else None,
     )
 
@@ -335,7 +393,10 @@ class _Client:
             self.sleep(wait)
             self.waited += wait
         raise WikipediaUnavailableError(
-            describe(f"{last.what}, {self.max_retries + 1} attempts ({self.waited:g} s waited)")
+            describe(
+                f"{last.what}, {self.max_retries + 1} attempt{'s' if self.max_retries else ''} "
+                f"({self.waited:g} s waited)"
+            )
         )
 
     def _attempt(self, params: Mapping[str, str]) -> dict[str, Any]:
@@ -349,23 +410,29 @@ class _Client:
             },
         )
         self.requests += 1
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                status, headers, body = response.status, response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            status, headers = exc.code, exc.headers
+        late = f"did not send its whole answer within {self.timeout:g} s (one request's deadline)"
+        with _Deadline(self.timeout) as deadline:
             try:
-                body = exc.read()
-            except (OSError, http.client.HTTPException):
-                body = b""
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise _Retry(f"could not be reached ({type(exc).__name__}: {reason})", None) from exc
-        if headers.get("Content-Encoding", "").lower() == "gzip":
-            try:
-                body = gzip.decompress(body)
-            except (OSError, EOFError):
-                raise _Retry(f"sent a broken gzip body (HTTP {status})", None) from None
+                status, headers, body = _exchange(request, self.timeout, deadline.watch)
+            except _TooLarge as exc:
+                raise WikipediaError(
+                    f"the MediaWiki API at {self.api_url} sent {exc}; an answer of "
+                    f"{BATCH_LIMIT} lead sections is far smaller, so it is not answering as the "
+                    "TextExtracts API does (refused, and not read further)"
+                ) from None
+            except _BrokenGzip as exc:
+                if deadline.expired:
+                    raise _Retry(late, None) from None
+                raise _Retry(f"sent a broken gzip body (HTTP {exc})", None) from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                if deadline.expired:
+                    raise _Retry(late, None) from None
+                reason = getattr(exc, "reason", exc)
+                raise _Retry(
+                    f"could not be reached ({type(exc).__name__}: {reason})", None
+                ) from exc
+        if deadline.expired:  # the socket was shut mid-answer: what arrived is not all of it
+            raise _Retry(late, None)
         retry_after = _retry_after(headers.get("Retry-After"))
         payload: Any = None
         try:
@@ -403,6 +470,179 @@ class _Client:
         return payload
 
 
+class _TooLarge(Exception):
+    """An answer past :data:`MAX_BODY` on the wire or :data:`MAX_DECODED` decoded."""
+
+
+class _BrokenGzip(Exception):
+    """A gzip body that does not decode (its HTTP status is the message)."""
+
+
+class _Deadline:
+    """One request's deadline: when it passes, every socket the request opened is shut down,
+    so a read blocked on a server that sends a byte now and then returns at once.
+
+    Each socket is watched through a duplicate of its descriptor, made when it connects (a TLS
+    connection detaches the socket it wraps; a shutdown through the duplicate stops both).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            for twin in self._sockets:
+                twin.close()
+            self._sockets.clear()
+
+    def watch(self, sock: socket.socket) -> None:
+        try:
+            twin = sock.dup()
+        except OSError:  # pragma: no cover - the socket closed already
+            return
+        with self._lock:
+            self._sockets.append(twin)
+            if self.expired:
+                _shut(twin)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for twin in self._sockets:
+                _shut(twin)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by the other side
+
+
+def _watched(base: type[http.client.HTTPConnection], watch: Callable[[socket.socket], None]) -> Any:
+    """``base`` whose every new socket (the server's or a proxy's) is given to ``watch``."""
+
+    class Watched(base):  # type: ignore[valid-type,misc]  # a class given at run time
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+
+            def create_watched(*args: Any, **kwargs: Any) -> socket.socket:
+                sock: socket.socket = create(*args, **kwargs)
+                watch(sock)
+                return sock
+
+            self._create_connection = create_watched  # http.client's seam for its socket
+
+    return Watched
+
+
+class _WatchedHTTP(urllib.request.HTTPHandler):
+    def __init__(self, watch: Callable[[socket.socket], None]) -> None:
+        super().__init__()
+        self._watch = watch
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_watched(http_class, self._watch), req, **kwargs)
+
+
+class _WatchedHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, watch: Callable[[socket.socket], None]) -> None:
+        super().__init__()
+        self._watch = watch
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(_watched(http_class, self._watch), req, **kwargs)
+
+
+def _exchange(
+    request: urllib.request.Request, timeout: float, watch: Callable[[socket.socket], None]
+) -> tuple[int, Any, bytes]:
+    """``(status, headers, body)`` of one request (any HTTP status), the body read by
+    :func:`_read_body`; urllib's proxies and TLS settings as ``urlopen`` has them."""
+    opener = urllib.request.build_opener(_WatchedHTTP(watch), _WatchedHTTPS(watch))
+    try:
+        response = opener.open(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.fp is None:  # pragma: no cover - urllib always gives the response
+            return exc.code, exc.headers, b""
+        response = exc
+    with response:
+        status = int(getattr(response, "status", None) or response.getcode())
+        return status, response.headers, _read_body(response, status)
+
+
+def _read_body(response: Any, status: int) -> bytes:
+    """The body, gzip-decoded as it arrives when the server says it is gzip, read a slice at a
+    time: at most :data:`MAX_BODY` bytes are read and :data:`MAX_DECODED` decoded, else
+    :class:`_TooLarge` (before reading anything when ``Content-Length`` is over the cap)."""
+    declared = (response.headers.get("Content-Length") or "").strip()
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise _TooLarge(f"a body of {int(declared):,} bytes (more than {MAX_BODY:,})")
+    gzipped = (response.headers.get("Content-Encoding") or "").strip().lower() == "gzip"
+    inflate = _Inflater() if gzipped else None
+    parts: list[bytes] = []
+    received = 0
+    while chunk := response.read(65536):
+        received += len(chunk)
+        if received > MAX_BODY:
+            raise _TooLarge(f"a body of more than {MAX_BODY:,} bytes")
+        if inflate is None:
+            parts.append(chunk)
+        else:
+            try:
+                inflate.feed(chunk)
+            except zlib.error:
+                raise _BrokenGzip(str(status)) from None
+    if inflate is None:
+        return b"".join(parts)
+    if not inflate.complete():
+        raise _BrokenGzip(str(status))
+    return b"".join(inflate.parts)
+
+
+class _Inflater:
+    """gzip members decoded as their bytes arrive, a KiB of input at a time (deflate grows a
+    KiB into at most about a MiB), so no more than :data:`MAX_DECODED` and one such step is
+    ever held."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self._member = zlib.decompressobj(_GZIP)
+        self._started = False
+
+    def feed(self, data: bytes) -> None:
+        for at in range(0, len(data), 1024):
+            piece = data[at : at + 1024]
+            while piece:
+                if self._member.eof:  # another member (or zero padding) follows the last
+                    piece = piece.lstrip(b"\0")
+                    if not piece:
+                        break
+                    self._member = zlib.decompressobj(_GZIP)
+                self._started = True
+                out = self._member.decompress(piece)
+                self.size += len(out)
+                if self.size > MAX_DECODED:
+                    raise _TooLarge(f"a body decoding to more than {MAX_DECODED:,} bytes (gzip)")
+                self.parts.append(out)
+                piece = self._member.unused_data if self._member.eof else b""
+
+    def complete(self) -> bool:
+        """Whether every member ended (an empty body counts as none, as ``gzip.decompress``)."""
+        return self._member.eof or not self._started
+
+
 def _retry_after(value: str | None) -> float | None:
     """Seconds from a ``Retry-After`` header (seconds or an HTTP date), or None."""
     if not value:
@@ -434,7 +674,7 @@ def fetch_articles(
     cache_dir: Path,
     api_url: str = DEFAULT_API,
     batch_size: int = BATCH_LIMIT,
-    timeout: float = 30.0,
+    timeout: float = DEADLINE,
     max_retries: int = 5,
     max_wait: float = 600.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -452,8 +692,10 @@ def fetch_articles(
     503) or a back-off of 1, 2, 4... s (at most 60 s; HTTP 500, 502, 504, transport errors);
     ``max_wait`` bounds the seconds slept over the whole fetch. Then
     :class:`WikipediaUnavailableError` names the address, the failure and how much is cached;
-    an answer that is not the API's (another HTTP status, another error code, not JSON) raises
-    :class:`WikipediaError` at once.
+    an answer that is not the API's (another HTTP status, another error code, not JSON, a body
+    past :data:`MAX_BODY` or :data:`MAX_DECODED`) raises :class:`WikipediaError` at once.
+    ``timeout`` is each request's deadline (:data:`DEADLINE`): connecting, the headers and the
+    whole body together; a request past it counts as a failed attempt (a transport error).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
         raise ValueError(f"batch_size must be an integer 1 to {BATCH_LIMIT}, got {batch_size!r}")
@@ -594,7 +836,8 @@ def _resolve(
         reason = page.get("invalidreason")
         return Article(title, "invalid", reason=str(reason) if reason else None)
     extract = page.get("extract")
-    return Article(title, "ok", page=name, extract=extract if isinstance(extract, str) else "")
+    extract = extract[:MAX_EXTRACT] if isinstance(extract, str) else ""
+    return Article(title, "ok", page=name, extract=extract)
 
 
 def with_article_text(

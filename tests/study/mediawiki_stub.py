@@ -10,6 +10,10 @@ send only a few extracts per response. It can fail as told: ``maxlag`` errors wi
 ``Retry-After``, HTTP 429/503 with ``Retry-After``, HTTP 500, or every request after the first
 ``n``. Like Wikimedia's servers it gzips its answers for clients that accept gzip. It binds
 127.0.0.1 on a free port, runs in a thread, and counts requests.
+
+It can also answer as a hostile server would (:meth:`MediaWikiStub.misbehave`): trickling a
+valid answer a byte at a time, a gzip bomb, a body of any size; each bounded, so a client
+without defences ends too (late, or with the whole body in memory).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +74,9 @@ class MediaWikiStub:
         self.fail_after, self.fail_status = fail_after, fail_status
         self.requests: list[dict[str, str]] = []
         self.headers: list[dict[str, str]] = []
+        self.hostile: tuple[str, dict[str, Any]] | None = None
+        self.sent: list[int] = []
+        """Bytes of each hostile answer written before it ended or the client hung up."""
         self._failures: deque[tuple[str, int | str | None]] = deque()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -87,6 +95,30 @@ class MediaWikiStub:
             raise ValueError(f"kind must be maxlag, 429, 503, 500 or ok, got {kind!r}")
         with self._lock:
             self._failures.extend([(kind, retry_after)] * times)
+
+    def misbehave(self, kind: str | None, **how: Any) -> None:
+        """Every later request gets a hostile answer (``kind=None``: normal answers again):
+
+        - ``trickle``: the normal answer (not gzipped), one byte every ``interval`` seconds
+          (0.2) for its first ``limit`` bytes (40), then the rest at once; from the status
+          line on with ``where="headers"``, else from the body's first byte;
+        - ``gzip-bomb``: HTTP 200, ``Content-Encoding: gzip``, ``members`` gzip members each
+          inflating to 1 MiB of zeros (about 1 KiB each on the wire), with its length;
+        - ``huge``: HTTP 200, JSON content type, a body of ``size`` bytes sent in 64 KiB writes,
+          ended by closing the connection, or with ``Content-Length`` when ``declare=True``.
+        """
+        if kind not in ("trickle", "gzip-bomb", "huge", None):
+            raise ValueError(f"kind must be trickle, gzip-bomb, huge or None, got {kind!r}")
+        self.hostile = None if kind is None else (kind, how)
+
+    def hostile_sent(self, answers: int, within: float = 10.0) -> list[int]:
+        """:attr:`sent` once ``answers`` hostile answers have ended (a handler notices that the
+        client hung up at its next write), waiting at most ``within`` seconds."""
+        waited = 0.0
+        while len(self.sent) < answers and waited < within:
+            time.sleep(0.05)
+            waited += 0.05
+        return list(self.sent)
 
     def titles_asked(self) -> list[str]:
         """Every title requested, in order (a title asked twice appears twice)."""
@@ -170,6 +202,17 @@ class MediaWikiStub:
                 query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
                 with stub._lock:
                     stub.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if stub.hostile is not None:
+                    written = [0]
+                    try:
+                        self._hostile(query, *stub.hostile, written)
+                    except OSError:
+                        pass  # the client hung up: what it refused to wait for or to hold
+                    finally:
+                        self.close_connection = True
+                        with stub._lock:
+                            stub.sent.append(written[0])
+                    return
                 if parts.path != "/w/api.php":
                     status, headers, payload = 404, {}, "no such page"
                 else:
@@ -188,6 +231,54 @@ class MediaWikiStub:
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _write(self, data: bytes, written: list[int]) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+                written[0] += len(data)
+
+            def _hostile(
+                self, query: dict[str, str], kind: str, how: dict[str, Any], written: list[int]
+            ) -> None:
+                if kind == "trickle":
+                    _, _, payload = stub._reply(query)
+                    body = json.dumps(payload).encode()
+                    head = (
+                        "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n"
+                    ).encode()
+                    slow = head + body if how.get("where") == "headers" else body
+                    if how.get("where") != "headers":
+                        self._write(head, written)
+                    limit, interval = how.get("limit", 40), how.get("interval", 0.2)
+                    for i in range(min(limit, len(slow))):
+                        self._write(slow[i : i + 1], written)
+                        time.sleep(interval)
+                    self._write(slow[limit:], written)
+                    return
+                with stub._lock:
+                    stub.requests.append(query)
+                if kind == "gzip-bomb":
+                    member = gzip.compress(bytes(2**20), compresslevel=9)
+                    members = int(how.get("members", 2048))
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json; charset=utf-8")
+                    self.send_header("Content-Encoding", "gzip")
+                    self.send_header("Content-Length", str(len(member) * members))
+                    self.end_headers()
+                    for _ in range(members):
+                        self._write(member, written)
+                    return
+                size = int(how.get("size", 2**20))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                if how.get("declare"):
+                    self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self._write(b'{"batchcomplete": true, "padding": "', written)
+                chunk = b"x" * 65536
+                while written[0] < size:
+                    self._write(chunk[: size - written[0]], written)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # quiet: the tests assert on what they need
