@@ -14,6 +14,8 @@ from langchain_core.documents import Document
 from fairrag_core import FairnessAuditor, Reranking, group_labels
 from fairrag_core.citations import ContextDocument
 from fairrag_core.kit import (
+    LEDGER_PLACEMENT_KEYS,
+    PLACEMENT_KEYS,
     ShownDocument,
     context_entry,
     document_title,
@@ -24,6 +26,7 @@ from fairrag_core.kit import (
 )
 
 __all__ = [
+    "PlacedDocument",
     "context_documents",
     "context_entries",
     "placed_copies",
@@ -69,8 +72,52 @@ def placed_copies(
             ),
             **(extra or {}),
         }
-        copies.append(original.model_copy(update={"metadata": metadata}))
+        copies.append(_placed_copy(original, metadata))
     return copies
+
+
+PLACED_EXTRA_KEYS = ("relevance_function", "score_source")
+"""Metadata this package's components add beside the kit's placement keys."""
+_PLACED_KEYS = frozenset((*PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS, *PLACED_EXTRA_KEYS))
+
+
+class PlacedDocument(Document):
+    """A ``Document`` a fair ranking placed: copies of one document compare equal.
+
+    Equality (``==``, what LangChain's ``MultiQueryRetriever`` de-duplicates its queries'
+    union by) compares ``id``, ``page_content`` and the metadata without the placement keys
+    (:data:`fairrag_core.kit.PLACEMENT_KEYS`, ``ledger_state``, ``relevance_function``,
+    ``score_source``): the same document placed by two rankings is one document, and a
+    document compares equal to the store's own object. It serialises as a plain ``Document``
+    (``dumpd``/``loads`` give one back).
+    """
+
+    @classmethod
+    def lc_id(cls) -> list[str]:
+        return Document.lc_id()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Document):
+            return NotImplemented
+        return (
+            self.id == other.id
+            and self.page_content == other.page_content
+            and _unplaced(self.metadata) == _unplaced(other.metadata)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # as Document's: mutable, never hashed
+
+
+def _unplaced(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in metadata.items() if key not in _PLACED_KEYS}
+
+
+def _placed_copy(original: Document, metadata: dict[str, Any]) -> Document:
+    """A placed copy of ``original`` with ``metadata``: a :class:`PlacedDocument` when it is a
+    plain ``Document`` (a subclass keeps its class, and its own equality)."""
+    if type(original) in (Document, PlacedDocument):
+        return PlacedDocument(id=original.id, page_content=original.page_content, metadata=metadata)
+    return original.model_copy(update={"metadata": metadata})
 
 
 def title_of(document: Document, title_key: str = "title") -> str | None:

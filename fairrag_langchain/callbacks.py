@@ -20,8 +20,9 @@ from langchain_core.outputs import LLMResult
 from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
 from fairrag_core.kit import is_placed, ranked_for
 
+from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
-from ._fields import FairRankingFields, fair_component_of
+from ._fields import FairRankingFields
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -38,10 +39,25 @@ class _Retrieval:
     ranked: list[Document] | None = None
     """The list a retriever nested in it returned last (a compression retriever's base): the
     fair ranking its own list came from, when a later step dropped all of it."""
-    answer: str | None = None
+    texts: tuple[str, ...] = ()
+    """Each shown document's text, whitespace collapsed (empty texts left out): what a model
+    prompt must contain to be linked to this retrieval by content."""
+    model_runs: list[_ModelRun] = field(default_factory=list)
+    """The model runs linked to it, in start order."""
+
+
+@dataclass
+class _ModelRun:
+    """A model run linked to a retrieval, and what it generated."""
+
+    run_id: UUID
+    order: int
+    """Its start order in the root run."""
+    by_content: bool
+    """Whether its prompt held every shown document's text (else linked by the run tree)."""
     model: str | None = None
-    llm_run_id: UUID | None = None
-    llm_runs: int = 0
+    answer: str | None = None
+    """Its first generation's text; None until it ends (and for ever when it fails)."""
 
 
 @dataclass
@@ -54,9 +70,9 @@ class _RootRun:
     """Retriever runs inside another retriever run (an ensemble's members): not recorded."""
     ended: list[UUID] = field(default_factory=list)
     """The outermost retriever runs that have ended, in the order they ended."""
-    llm_links: dict[UUID, UUID] = field(default_factory=dict)
-    """Model run -> the retriever run it is linked to."""
-    model_names: dict[UUID, str | None] = field(default_factory=dict)
+    llm_links: dict[UUID, _ModelRun] = field(default_factory=dict)
+    """Model run -> its link to a retrieval."""
+    model_starts: int = 0
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -90,11 +106,18 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     base retriever of a compression retriever) are part of the outer run's record, never
     records of their own: one record per answered question.
 
-    A model run is linked to the retrieval of its root run that ended before the model started
-    and is closest to it in the run tree (their nearest common ancestor the deepest: the
-    retrieval of its own chain, not of a branch running beside it in a ``RunnableParallel``),
-    of those the one that ended last (the context a RAG chain hands it); when a retrieval feeds
-    several model runs, its record holds the last one and counts them in ``llm_runs``. A record
+    The answer is what was generated from the shown list (docs/SPEC.md, "Adapters" → Which
+    answer is recorded). A model run is linked, when it starts, to a retrieval of its root run
+    that has ended: by content, the one whose every shown document's text its prompt holds
+    (whitespace runs compared as one space; of several, the one with the most documents), so a
+    model run on something else (a moderation of the answer, follow-up questions) is never
+    taken for the answer; when no prompt holds a retrieval's documents (it showed none, or a
+    custom prompt shortens them), by the run tree, the one closest to the model run (their
+    nearest common ancestor the deepest: its own chain's, not a parallel branch's), of those
+    the one that ended last. The record's answer is the first (in start order) model run on
+    its context that ended with an output; ``llm_runs`` counts those runs, ``llm_run_ids``
+    lists them (the answer's first, ``llm_run_id``) and ``answer_link`` says how they were
+    linked (``"content"`` or ``"run_tree"``; None without a model run). A record
     is written when its root run ends; a root run that fails still writes what it retrieved,
     with its ``error``, and so does one whose retrieval itself failed (then without metrics). A
     root run without any retrieval (a bare model call) writes nothing.
@@ -152,20 +175,29 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
         """A handler auditing with ``retriever``'s group key, target and exposure model.
 
-        ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, either under
-        ``with_config``, or a retriever whose ``base_compressor`` is one
-        (``ContextualCompressionRetriever``). The handler reads the target and exposure model
-        from it at every record, so a later change of its fields is audited with the new
-        values; a list ranked by a per-call copy of it for another target (LangChain's
-        ``configurable_fields`` builds one for each call, ``model_copy`` makes one) is audited
-        against the target it was ranked for, which its documents' ``fair_target`` metadata
-        holds. ``fields`` are the other constructor arguments.
+        ``retriever`` is a :class:`FairRetriever`, a :class:`FairReranker`, or any composition
+        in which one can be seen (docs/SPEC.md "Adapters" → Composition: ``with_config``,
+        ``configurable_fields``, ``configurable_alternatives``, ``with_fallbacks``, a
+        compression retriever; :func:`fairrag_langchain._compose.fair_component_of`); a wrapper
+        whose fair members disagree on the group key or exposure model is a ``ValueError``
+        naming the fix. The handler reads the target and exposure model from the component at
+        every record, so a later change of its fields is audited with the new values; a list
+        one fair ranking drew for another target (a per-call copy: LangChain's
+        ``configurable_fields`` builds one for each call, ``model_copy`` makes one; another
+        alternative or fallback) is audited against the target it was ranked for, which its
+        documents' ``fair_target`` metadata holds. ``fields`` are the other constructor
+        arguments.
         """
-        component = fair_component_of(retriever)
+        try:
+            component = fair_component_of(retriever)
+        except CompositionError as exc:
+            raise CompositionError(
+                f"{exc}; or build the handler with group_key= and protected=/target="
+            ) from None
         if component is None:
             raise TypeError(
-                "from_retriever takes a FairRetriever, a FairReranker or a retriever whose "
-                f"base_compressor is one, got {type(retriever).__name__}; build the handler "
+                "from_retriever takes a FairRetriever, a FairReranker or a composition in "
+                f"which one can be seen, got {type(retriever).__name__}; build the handler "
                 "with group_key= and protected=/target= instead"
             )
         clash = sorted(set(fields) & {"group_key", "protected", "target_share", "target"})
@@ -270,6 +302,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         auditor = self.auditor
         if self._source is not None and retrieval.documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in retrieval.documents])
+        answer, links = _answer_of(retrieval)
         return shown_record(
             auditor,
             retrieval.documents,
@@ -278,16 +311,18 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             ranked=retrieval.ranked,
             query=retrieval.query,
             run_id=str(root),
-            model=retrieval.model,
+            model=answer.model if answer is not None else None,
             tags=state.tags,
             metadata=state.metadata,
-            answer=retrieval.answer,
+            answer=answer.answer if answer is not None else None,
             error=None if error is None else f"{type(error).__name__}: {error}",
             extra={
                 "retriever_run_id": str(retrieval.run_id),
-                "llm_run_id": None if retrieval.llm_run_id is None else str(retrieval.llm_run_id),
+                "llm_run_id": None if answer is None else str(answer.run_id),
                 "retriever": retrieval.name,
-                "llm_runs": retrieval.llm_runs,
+                "llm_runs": len(links),
+                "llm_run_ids": [str(run.run_id) for run in links],
+                "answer_link": None if answer is None else _LINKS[answer.by_content],
             },
         )
 
@@ -359,6 +394,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             retrieval = state.retrievals.get(run_id)
             if retrieval is not None:
                 retrieval.documents = list(documents)
+                retrieval.texts = _document_texts(retrieval.documents)
                 state.ended.append(run_id)
             elif run_id in state.nested and any(is_placed(d.metadata) for d in documents):
                 outer = self._outer_retrieval(state, run_id)
@@ -377,36 +413,51 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None,
         serialized: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
+        prompt: str,
     ) -> None:
+        text = _collapsed(prompt)
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
-            link = self._context_of(state, run_id)
+            order, state.model_starts = state.model_starts, state.model_starts + 1
+            link = self._context_of(state, run_id, text)
             if link is not None:
-                state.llm_links[run_id] = link
-                state.model_names[run_id] = _model_name(serialized, kwargs)
+                retrieval, by_content = link
+                run = _ModelRun(run_id, order, by_content, _model_name(serialized, kwargs))
+                retrieval.model_runs.append(run)
+                state.llm_links[run_id] = run
 
-    def _context_of(self, state: _RootRun, model_run: UUID) -> UUID | None:
-        """The ended retrieval a model run starting now was handed: the one closest to it in
-        the run tree (their nearest common ancestor the fewest steps above the model run: its
-        own chain's, not a parallel branch's), on a tie the one that ended last. Caller holds
-        the lock."""
+    def _context_of(
+        self, state: _RootRun, model_run: UUID, prompt: str
+    ) -> tuple[_Retrieval, bool] | None:
+        """The ended retrieval a model run starting now with ``prompt`` was handed, and whether
+        it was found by content. Caller holds the lock.
+
+        By content: a retrieval whose every shown document's text is in the prompt (of several,
+        the one with the most documents). Else, by the run tree: the one closest to the model
+        run (their nearest common ancestor the fewest steps above it: its own chain's, not a
+        parallel branch's). Ties go to the one that ended last.
+        """
         steps_up = {
             run: steps
             for steps, run in enumerate(self._ancestors(state, self._parent.get(model_run)))
         }
-        best, best_steps = None, len(state.members)
-        for retrieval in state.ended:  # in end order: on a tie the later one wins
+        best: tuple[Any, ...] | None = None
+        chosen = None
+        for ended, run_id in enumerate(state.ended):
+            retrieval = state.retrievals[run_id]
             common = next(
                 (
                     steps_up[run]
-                    for run in self._ancestors(state, self._parent.get(retrieval))
+                    for run in self._ancestors(state, self._parent.get(run_id))
                     if run in steps_up
                 ),
                 len(state.members),
             )
-            if common <= best_steps:
-                best, best_steps = retrieval, common
-        return best
+            held = bool(retrieval.texts) and all(text in prompt for text in retrieval.texts)
+            key = (held, len(retrieval.texts) if held else 0, -common, ended)
+            if best is None or key > best:
+                best, chosen = key, retrieval
+        return None if chosen is None or best is None else (chosen, bool(best[0]))
 
     def on_chat_model_start(
         self,
@@ -417,7 +468,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(run_id, parent_run_id, serialized, kwargs)
+        prompt = "\n".join(_message_text(m) for batch in messages for m in batch)
+        self._model_start(run_id, parent_run_id, serialized, kwargs, prompt)
 
     def on_llm_start(
         self,
@@ -428,24 +480,63 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(run_id, parent_run_id, serialized, kwargs)
+        self._model_start(run_id, parent_run_id, serialized, kwargs, "\n".join(prompts))
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             root = self._root_of.get(run_id)
             state = None if root is None else self._roots.get(root)
-            link = None if state is None else state.llm_links.get(run_id)
-            retrieval = None if link is None or state is None else state.retrievals.get(link)
-            if retrieval is not None and state is not None:
+            run = None if state is None else state.llm_links.get(run_id)
+            if run is not None:
                 candidates = response.generations[0] if response.generations else []
-                retrieval.answer = candidates[0].text if candidates else ""
-                retrieval.model = state.model_names.get(run_id)
-                retrieval.llm_run_id = run_id
-                retrieval.llm_runs += 1
+                run.answer = candidates[0].text if candidates else ""
         self._ended(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
+
+
+_LINKS = {True: "content", False: "run_tree"}
+"""``answer_link`` of a record: how its answer's model run was linked to the retrieval."""
+
+
+def _answer_of(retrieval: _Retrieval) -> tuple[_ModelRun | None, list[_ModelRun]]:
+    """The model run whose output is the record's answer, and every model run on the context.
+
+    The model runs on a context are those whose prompt held it (every shown document's text),
+    or, when none did (an empty list, a prompt that shortens the documents), those the run
+    tree linked to it; of them, only those that ended with an output, in start order. The
+    answer is the first: later runs on the same context (a check, a follow-up) come after it.
+    """
+    done = [run for run in retrieval.model_runs if run.answer is not None]
+    runs = [run for run in done if run.by_content] or done
+    runs.sort(key=lambda run: run.order)
+    return (runs[0] if runs else None), runs
+
+
+def _collapsed(text: str) -> str:
+    """``text`` with every whitespace run made one space (prompt templates reflow text)."""
+    return " ".join(text.split())
+
+
+def _document_texts(documents: list[Document]) -> tuple[str, ...]:
+    """The texts a prompt must hold to hold these documents (blank ones cannot be found)."""
+    texts = (_collapsed(d.page_content) for d in documents if isinstance(d.page_content, str))
+    return tuple(text for text in texts if text)
+
+
+def _message_text(message: BaseMessage) -> str:
+    """A message's text content (text blocks of a multi-part content joined)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
 
 
 def _model_name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:

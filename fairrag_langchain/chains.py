@@ -16,10 +16,11 @@ from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
 
 from fairrag_core import FairnessAuditor
+from fairrag_core.kit import ranked_for
 from fairrag_core.prompts import join_context, render_entries
 
+from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
-from ._fields import fair_component_of
 from .output_parsers import CitationOutputParser
 
 __all__ = [
@@ -54,6 +55,7 @@ def default_chat_model(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    max_tokens: int | None = None,
 ) -> BaseChatModel:
     """``ChatOpenAI(model="gpt-4o-mini", temperature=0.1)``, the paper's generator.
 
@@ -61,6 +63,7 @@ def default_chat_model(
     ``timeout`` bounds each request (seconds, finite and > 0; default 60) and ``max_retries``
     (an int >= 0; default 2) the retries after a failed one, so a server that never answers
     fails after at most ``timeout * (max_retries + 1)`` plus the client's back-off.
+    ``max_tokens`` (an int >= 1; default None, the server's limit) bounds each answer's length.
 
     Needs ``OPENAI_API_KEY``; the endpoint is ``base_url`` when given, else ``OPENAI_API_BASE``
     or ``OPENAI_BASE_URL`` when set (read by ``ChatOpenAI`` and the ``openai`` client), else
@@ -73,6 +76,10 @@ def default_chat_model(
         raise ValueError(f"timeout must be finite and > 0 seconds, got {timeout!r}")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
+        raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
     if not os.environ.get("OPENAI_API_KEY"):
         raise MissingChatModelError(
             "no chat model given and OPENAI_API_KEY is not set. Either set OPENAI_API_KEY to use "
@@ -86,7 +93,7 @@ def default_chat_model(
     except ImportError as exc:  # pragma: no cover - an optional dependency
         raise MissingChatModelError(
             "no chat model given and langchain-openai is not installed: "
-            "pip install 'fairrag[langchain]', or pass llm=<any LangChain chat model>"
+            "pip install 'fairrag[openai]', or pass llm=<any LangChain chat model>"
         ) from exc
     params: dict[str, Any] = {
         "model": model,
@@ -96,6 +103,8 @@ def default_chat_model(
     }
     if base_url is not None:
         params["base_url"] = base_url
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
     return ChatOpenAI(**params)
 
 
@@ -108,6 +117,7 @@ def make_fair_rag_chain(
     base_url: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    max_tokens: int | None = None,
     group_key: str | None = None,
     protected: Any = None,
     target_share: float | None = None,
@@ -119,7 +129,13 @@ def make_fair_rag_chain(
     Input: the question (a ``str``), or a dict holding it under ``"question"`` or ``"input"``
     (the key LangChain's retrieval chains use), with optional ``k`` and ``seed`` passed to the
     retriever call (per-query seeds); any other key is passed through to the output and to a
-    custom ``prompt``.
+    custom ``prompt``. ``k`` and ``seed`` are passed only when the call reaches the
+    :class:`FairRetriever` that ranks the shown list (itself, under ``with_config``,
+    ``configurable_fields``/``configurable_alternatives`` or ``with_fallbacks`` whose members
+    all are one, or the base retriever of a compression retriever whose compressor is not
+    fair); otherwise an input with them is a ``ValueError`` saying why and what to set instead
+    (a ``FairReranker`` inside a ``ContextualCompressionRetriever`` takes none per call: the
+    keywords would shrink its base retriever's pool or fail in its store).
     Output: the input keys, plus ``question``, ``context`` (the documents), ``answer`` (text),
     ``citations`` (a :class:`CitedAnswer`) and ``metrics``: the run's record
     (:func:`fairrag_core.kit.run_record`: groups shown, exposure share and disparity, exposure per
@@ -129,32 +145,51 @@ def make_fair_rag_chain(
     chunks), then the citations and metrics.
 
     ``llm``: any LangChain chat model; None builds :func:`default_chat_model` with ``model``,
-    ``base_url``, ``timeout`` and ``max_retries`` (``ChatOpenAI``, needs ``OPENAI_API_KEY``).
+    ``base_url``, ``timeout``, ``max_retries`` and ``max_tokens`` (``ChatOpenAI``, needs
+    ``OPENAI_API_KEY``).
     ``prompt``: a prompt template over ``context`` (the context block of
     :func:`fairrag_core.kit.context_entry` entries, the same text every framework shows) and
     ``question`` (or ``input``); default: the paper's prompt as one user message. The group
     field and the placement metadata are never part of the context.
 
-    Fairness target and group field: taken from a :class:`FairRetriever` or a
-    :class:`FairReranker`-based compression retriever, either one also under ``with_config``
-    (its ranker's current target and exposure model, its ``group_key``) unless given here;
-    for any other retriever, give ``protected`` (and ``target_share``) or ``target``, and
-    ``group_key`` (required).
+    Fairness target and group field: taken from the fair component behind ``retriever``
+    (a :class:`FairRetriever`, a compression retriever with a :class:`FairReranker` or over a
+    FairRetriever, under ``with_config``, ``configurable_fields``, ``configurable_alternatives``
+    or ``with_fallbacks``: :func:`fairrag_langchain._compose.fair_component_of`, docs/SPEC.md
+    "Adapters" → Composition), unless given here: its ``group_key``, and its ranker's current
+    target and exposure model, except that a list one fair ranking drew for another target (a
+    per-call ``configurable_fields`` copy, another alternative or fallback) is measured against
+    that target (its documents' ``fair_target``), as the handler built ``from_retriever`` does.
+    A wrapper whose fair members disagree is a ``ValueError`` naming the fix. For any other
+    retriever, give ``protected`` (and ``target_share``) or ``target``, and ``group_key``
+    (required).
     """
     chat_model = (
-        default_chat_model(base_url, model, timeout=timeout, max_retries=max_retries)
+        default_chat_model(
+            base_url, model, timeout=timeout, max_retries=max_retries, max_tokens=max_tokens
+        )
         if llm is None
         else llm
     )
-    component = fair_component_of(retriever)
     explicit = protected is not None or target_share is not None or target is not None
+    try:
+        component = fair_component_of(retriever)
+    except CompositionError as exc:
+        if group_key is None or not explicit:
+            raise CompositionError(
+                f"{exc}; or give make_fair_rag_chain group_key= and protected=/target= to audit "
+                "every list against those"
+            ) from None
+        component = None
     if component is not None:
         group_key = group_key or component.group_key
     if group_key is None:
         raise ValueError(
-            "group_key is required with a retriever that is not a FairRetriever: the metadata "
-            "field holding each document's group, e.g. group_key='gender'"
+            "group_key is required with a retriever in which no FairRetriever or FairReranker "
+            "can be seen: the metadata field holding each document's group, e.g. "
+            "group_key='gender'"
         )
+    refusal = per_call_refusal(retriever)
     fixed = (
         FairnessAuditor.create(protected=protected, target_share=target_share, target=target)
         if explicit or component is None or component.auditor is None
@@ -164,10 +199,12 @@ def make_fair_rag_chain(
     model_name = _model_name(chat_model)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        return retriever.invoke(inputs["question"], config, **_retriever_kwargs(inputs))
+        kwargs = _retriever_kwargs(inputs, refusal)
+        return retriever.invoke(inputs["question"], config, **kwargs)
 
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        return await retriever.ainvoke(inputs["question"], config, **_retriever_kwargs(inputs))
+        kwargs = _retriever_kwargs(inputs, refusal)
+        return await retriever.ainvoke(inputs["question"], config, **kwargs)
 
     def render(inputs: dict[str, Any]) -> PromptValue:
         entries = context_entries(inputs["context"], title_key)
@@ -188,6 +225,7 @@ def make_fair_rag_chain(
                     f"{type(component).__name__} no longer has a fairness target (its ranker "
                     f"{component.ranker_name!r} takes none): give the chain protected= or target="
                 )
+            auditor = ranked_for(auditor, [d.metadata for d in inputs["context"]])
         assert auditor is not None  # fixed is built whenever there is no component
         return shown_record(
             auditor,
@@ -236,8 +274,18 @@ def _as_inputs(value: Any) -> dict[str, Any]:
     )
 
 
-def _retriever_kwargs(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: inputs[key] for key in RETRIEVER_INPUTS if inputs.get(key) is not None}
+def _retriever_kwargs(inputs: Mapping[str, Any], refusal: str | None) -> dict[str, Any]:
+    """The input's ``k`` and ``seed`` for the retriever call, refused when they would not
+    reach the fair ranking (``refusal`` says why)."""
+    given = {key: inputs[key] for key in RETRIEVER_INPUTS if inputs.get(key) is not None}
+    if given and refusal is not None:
+        raise ValueError(
+            f"the chain input gives {sorted(given)} for the retriever call, but {refusal}. "
+            "Leave them out of the input and set them on the fair component instead (its k or "
+            "top_n and seed fields, model_copy(update=...), or configurable_fields), or give "
+            "the chain a FairRetriever"
+        )
+    return given
 
 
 def _native(func: Callable[[Any], Any], name: str) -> RunnableLambda:

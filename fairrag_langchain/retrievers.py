@@ -3,8 +3,12 @@ re-ranked by a :mod:`fairrag_core` ranker."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
 from typing import Any
 
@@ -15,11 +19,15 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import get_config_list, get_executor_for_config
+from langchain_core.runnables.utils import gather_with_concurrency
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from fairrag_core import VectorStoreUnavailableError, pool_scores
 from fairrag_core.kit import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
+from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
 from ._fields import FairRankingFields
@@ -84,12 +92,21 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                               #  "exposure_weight": 1.0, "ranker": "representative_stochastic",
                               #  "relevance_function": "store: cosine_relevance_score_fn"}
 
-    Per call, ``k`` and ``seed`` override the fields; any other keyword is merged into
-    ``search_kwargs`` for that call, as ``VectorStoreRetriever`` does. Every call ranks with
-    its own query seed (docs/SPEC.md, "Adapters" → Seeds): the per-call ``seed`` (an int, or a
-    numpy ``Generator`` that gives one), else one drawn from the generator of the field
-    ``seed``; it is written in each document's ``query_seed`` metadata, and passing it again
-    with the same query re-draws the same documents, whatever ran before or concurrently.
+    Per call (docs/SPEC.md, "Adapters" → Per-call arguments), ``k`` and ``seed`` override the
+    fields; ``search_kwargs={...}`` is merged into the field ``search_kwargs`` for that call and
+    passed to the store's search as it is; any other keyword must be a search argument the
+    store names (Chroma: ``filter``, ``where_document``; ``filter`` for every store) and is
+    merged likewise; anything else (``bogus=``, the field ``pool_size=``) is a ``TypeError``
+    naming it and what is accepted, before the store is called. Every call ranks with its own
+    query seed (docs/SPEC.md, "Adapters" → Seeds): the per-call ``seed`` (an int, or a numpy
+    ``Generator`` that gives one), else one drawn from the generator of the field ``seed``; it
+    is written in each document's ``query_seed`` metadata, and passing it again with the same
+    query re-draws the same documents, whatever ran before or concurrently. ``batch`` and
+    ``abatch`` (and their ``_as_completed`` forms) draw the query seeds of all their inputs in
+    input order before any runs, so a batch's rankings depend on its inputs' order, never on
+    which thread came first; a ``seed`` given to them seeds the batch (the i-th input gets the
+    i-th query seed of a generator built from it, as a fresh retriever with that ``seed``
+    would draw), and a list of seeds gives each input its own.
 
     How the pool is scored: ``relevance`` names one of the core's conversions of
     ``similarity_search_with_score`` values (``similarity``, ``cosine_distance``,
@@ -270,7 +287,190 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         self, k: int | None, search_kwargs: dict[str, Any]
     ) -> tuple[int, int, dict[str, Any]]:
         k = self.k if k is None else check_k(k)
-        return k, max(self.pool_size, k), {**self.search_kwargs, **search_kwargs}
+        return k, max(self.pool_size, k), {**self.search_kwargs, **self._call_search(search_kwargs)}
+
+    def _call_search(self, given: dict[str, Any]) -> dict[str, Any]:
+        """This call's search arguments: ``search_kwargs={...}`` as given, and the keywords the
+        store's search names (docs/SPEC.md, "Adapters" → Per-call arguments)."""
+        given = dict(given)
+        explicit = given.pop("search_kwargs", None)
+        accepted = _search_arguments(type(self.vectorstore))
+        unknown = [name for name in given if name not in accepted]
+        if unknown:
+            raise TypeError(self._unknown_argument(unknown[0], accepted))
+        if explicit is None:
+            return given
+        if not isinstance(explicit, Mapping):
+            raise TypeError(
+                "search_kwargs must be a dict of the store's search arguments, e.g. "
+                f"{{'filter': {{...}}}}, got {explicit!r:.100}"
+            )
+        if "k" in explicit or "fetch_k" in explicit:
+            raise ValueError(
+                f"search_kwargs may not set 'k' (got {dict(explicit)!r}): pool_size sets how "
+                "many candidates are fetched, k how many are returned"
+            )
+        return {**explicit, **given}
+
+    def _unknown_argument(self, name: str, accepted: frozenset[str]) -> str:
+        store = type(self.vectorstore).__name__
+        message = (
+            f"{type(self).__name__} got an unknown argument {name!r} for this call; it takes "
+            f"k, seed, search_kwargs={{...}} (passed to the store's search as given) and the "
+            f"search arguments {store} names: {sorted(accepted)}"
+        )
+        if name in type(self).model_fields:
+            message += (
+                f". {name} is a field: set it on the retriever (retriever.{name} = ..., "
+                f"model_copy(update={{{name!r}: ...}})) or make it configurable "
+                "(configurable_fields)"
+            )
+        return message
+
+    def _batch_seeds(self, n: int, seed: Any) -> list[Any]:
+        """The query seeds of a batch of ``n`` inputs, drawn in input order before any runs
+        (docs/SPEC.md, "Adapters" → Seeds)."""
+        if isinstance(seed, (list, tuple)):
+            if len(seed) != n:
+                raise ValueError(
+                    f"seed: a list of seeds must give one per input ({n}), got {len(seed)}"
+                )
+            return list(seed)
+        if seed is None:
+            state = self.ranker_state
+            return [state.query_seed() for _ in range(n)]
+        if isinstance(seed, np.random.Generator):
+            generator = seed
+        else:
+            generator = np.random.default_rng(draw_query_seed(seed, np.random.default_rng()))
+        return [draw_query_seed(None, generator) for _ in range(n)]
+
+    def batch(
+        self,
+        inputs: list[str],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``Runnable.batch``, each input with its own query seed drawn in input order."""
+        if not inputs:
+            return []
+        seeds = self._batch_seeds(len(inputs), kwargs.pop("seed", None))
+        configs = get_config_list(config, len(inputs))
+
+        def call(index: int) -> Any:
+            try:
+                return self.invoke(inputs[index], configs[index], seed=seeds[index], **kwargs)
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        if len(inputs) == 1:
+            return [call(0)]
+        with get_executor_for_config(configs[0]) as executor:
+            return list(executor.map(call, range(len(inputs))))
+
+    async def abatch(
+        self,
+        inputs: list[str],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``Runnable.abatch``, each input with its own query seed drawn in input order."""
+        if not inputs:
+            return []
+        seeds = self._batch_seeds(len(inputs), kwargs.pop("seed", None))
+        configs = get_config_list(config, len(inputs))
+
+        async def call(index: int) -> Any:
+            try:
+                return await self.ainvoke(
+                    inputs[index], configs[index], seed=seeds[index], **kwargs
+                )
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        calls = [call(index) for index in range(len(inputs))]
+        return await gather_with_concurrency(configs[0].get("max_concurrency"), *calls)
+
+    def batch_as_completed(
+        self,
+        inputs: Sequence[str],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> Iterator[tuple[int, Any]]:
+        """``Runnable.batch_as_completed``, each input with its own query seed drawn in input
+        order."""
+        if not inputs:
+            return
+        seeds = self._batch_seeds(len(inputs), kwargs.pop("seed", None))
+        configs = get_config_list(config, len(inputs))
+
+        def call(index: int) -> tuple[int, Any]:
+            try:
+                return index, self.invoke(
+                    inputs[index], configs[index], seed=seeds[index], **kwargs
+                )
+            except Exception as exc:
+                if return_exceptions:
+                    return index, exc
+                raise
+
+        with get_executor_for_config(configs[0]) as executor:
+            futures = {executor.submit(call, index) for index in range(len(inputs))}
+            try:
+                while futures:
+                    done, futures = wait(futures, return_when=FIRST_COMPLETED)
+                    while done:
+                        yield done.pop().result()
+            finally:
+                for future in futures:
+                    future.cancel()
+
+    async def abatch_as_completed(
+        self,
+        inputs: Sequence[str],
+        config: RunnableConfig | Sequence[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> AsyncIterator[tuple[int, Any]]:
+        """``Runnable.abatch_as_completed``, each input with its own query seed drawn in input
+        order."""
+        if not inputs:
+            return
+        seeds = self._batch_seeds(len(inputs), kwargs.pop("seed", None))
+        configs = get_config_list(config, len(inputs))
+        limit = configs[0].get("max_concurrency")
+        semaphore = asyncio.Semaphore(limit) if limit else None
+
+        async def call(index: int) -> tuple[int, Any]:
+            try:
+                if semaphore is None:
+                    output = await self.ainvoke(
+                        inputs[index], configs[index], seed=seeds[index], **kwargs
+                    )
+                else:
+                    async with semaphore:
+                        output = await self.ainvoke(
+                            inputs[index], configs[index], seed=seeds[index], **kwargs
+                        )
+            except Exception as exc:
+                if return_exceptions:
+                    return index, exc
+                raise
+            return index, output
+
+        for next_done in asyncio.as_completed([call(index) for index in range(len(inputs))]):
+            yield await next_done
 
     def _relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
         """``(None, name)``: the store scores relevance itself; else ``(convert, name)``.
@@ -361,6 +561,38 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             scored=scored,
             extra={"relevance_function": relevance_function},
         )
+
+
+_SEARCH_METHODS = (
+    "similarity_search_with_score",
+    "similarity_search",
+    "similarity_search_by_vector",
+    "similarity_search_with_relevance_scores",
+    "_similarity_search_with_relevance_scores",
+)
+_NOT_SEARCH_ARGUMENTS = frozenset({"self", "query", "embedding", "k", "fetch_k"})
+
+
+@functools.lru_cache(maxsize=256)
+def _search_arguments(store_type: type[VectorStore]) -> frozenset[str]:
+    """The per-call keywords a store's search takes: ``filter`` (every LangChain store's
+    convention) and the keyword parameters its search methods name (Chroma: ``filter``,
+    ``where_document``); what a method takes only through ``**kwargs`` is not known."""
+    names = {"filter"}
+    for method in _SEARCH_METHODS:
+        function = getattr(store_type, method, None)
+        try:
+            parameters = inspect.signature(function).parameters.values() if function else ()
+        except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+            continue
+        names.update(
+            parameter.name
+            for parameter in parameters
+            if parameter.kind
+            in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+            and parameter.name not in _NOT_SEARCH_ARGUMENTS
+        )
+    return frozenset(names)
 
 
 def _address(exc: BaseException) -> str:

@@ -123,9 +123,13 @@ def shown_provenance(
     when every shown document was placed by one and the same fair ranking (same ranker and
     ``query_seed``); then ``reordered_after_ranking`` says whether a later step changed their
     order and ``dropped_after_ranking`` how many of its ``fair_k`` documents a later step left
-    out. A list mixing placed and other documents (a merge of several retrievers) has ranker
-    None and ``mixed_after_ranking`` True; a list with no placed document describes itself
-    (ranker None, nothing else).
+    out. A list mixing placed and other documents (a merge of several retrievers), or
+    documents placed by several rankers or for several targets, has ranker None and
+    ``mixed_after_ranking`` True; a list of documents that several rankings of one ranker for
+    one target placed (a ``MultiQueryRetriever``'s union of its queries' lists) keeps
+    ``ranker``, counts the rankings in ``merged_rankings`` and has no ``query_seed``,
+    ``pool_size`` or ``k``; a list with no placed document describes itself (ranker None,
+    nothing else).
 
     ``ranked``: the metadata of the list the run's last fair ranking returned, when the adapter
     saw it (a postprocessor or a retriever nested in the one whose list was shown). It matters
@@ -141,6 +145,11 @@ def shown_provenance(
         m.get("ranker") == first.get("ranker") and m.get("query_seed") == first.get("query_seed")
         for m in placed
     )
+    if len(placed) == len(metadatas) and not same:
+        merged = _merged_rankings(placed)
+        if merged is not None:
+            _warn_if_ledger_missed_it(placed, "was merged with other rankings")
+            return merged
     if len(placed) != len(metadatas) or not same:
         _warn_if_ledger_missed_it(placed, "was mixed with other documents")
         return {**_NO_RANKING, "mixed_after_ranking": True}
@@ -157,6 +166,21 @@ def shown_provenance(
 
 
 _NO_RANKING = {"ranker": None, "query_seed": None, "pool_size": None, "k": None}
+
+
+def _merged_rankings(placed: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Provenance of a list that merges several fair rankings by one ranker for one target
+    (a ``MultiQueryRetriever``'s union of its queries' lists): ``ranker`` names it,
+    ``merged_rankings`` counts the rankings (by query seed); no one ranking's ``query_seed``,
+    ``pool_size`` or ``k``. None when the rankers or targets differ (a mixed list)."""
+    first = placed[0]
+    if any(
+        m.get("ranker") != first.get("ranker") or m.get("fair_target") != first.get("fair_target")
+        for m in placed
+    ):
+        return None
+    seeds = {repr(m.get("query_seed")) for m in placed}
+    return {**_NO_RANKING, "ranker": first.get("ranker"), "merged_rankings": len(seeds)}
 
 
 def is_placed(metadata: Mapping[str, Any] | None) -> bool:

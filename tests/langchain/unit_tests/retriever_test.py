@@ -224,9 +224,16 @@ async def test_async_path_uses_store_relevance_when_stated(pool):
 
 
 def test_batch_matches_single_calls(store):
+    # A batch's seed seeds the batch: its inputs rank as a fresh retriever with that seed
+    # ranks them one after the other (docs/SPEC.md, "Adapters" → Seeds).
     retriever = fair(store)
     batched = retriever.batch(["a", "b", "c"], seed=9)
-    assert [titles(d) for d in batched] == [titles(retriever.invoke(q, seed=9)) for q in "abc"]
+    fresh = fair(store, seed=9)
+    assert [titles(d) for d in batched] == [titles(fresh.invoke(q)) for q in "abc"]
+    seeds = [d[0].metadata["query_seed"] for d in batched]
+    assert [titles(d) for d in batched] == [
+        titles(retriever.invoke(q, seed=s)) for q, s in zip("abc", seeds, strict=True)
+    ]
 
 
 def test_tracing_params_name_the_vector_store(store):
