@@ -19,7 +19,7 @@ import pytest
 
 from fairrag_study import embedding
 from fairrag_study.cli import main
-from fairrag_study.data import build_corpus, load_documents, study_topics
+from fairrag_study.data import build_corpus, load_documents, sha256_of, study_topics
 from fairrag_study.embedding import (
     DEFAULT_MODEL,
     MAX_ABS_DIFF,
@@ -28,6 +28,7 @@ from fairrag_study.embedding import (
     embedding_backend,
     load_embedding_model,
     onnx_folder,
+    record_path,
     token_lengths,
 )
 from fairrag_study.errors import ModelNotFoundError
@@ -318,13 +319,10 @@ def test_a_damaged_export_is_made_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     folder = onnx_folder(tmp_path, DEFAULT_MODEL)
-    shutil.copytree(onnx_model.folder, folder)
+    _copy_with_record(onnx_model.folder, folder)
     if damage == "weights":  # bytes in the middle: weights, that load and answer
         monkeypatch.setattr(embedding, "_VERIFIED", {})
-        weights = folder / "model.onnx"
-        with open(weights, "r+b") as handle:
-            handle.seek(weights.stat().st_size // 2)
-            handle.write(np.random.default_rng(0).bytes(4096))
+        _damage_weights(folder)
     elif damage == "numbers":  # as if this onnxruntime computed otherwise than the one that
         meta = json.loads((folder / "meta.json").read_text())  # verified the export
         meta["probe_vectors"][0][0] += 1e-5
@@ -338,6 +336,64 @@ def test_a_damaged_export_is_made_again(
     assert model.folder == folder
     assert len(said) == 2 and words in said[0] and "exporting it again" in said[0]
     assert said[1].startswith(again) and "sentence-transformers/all-MiniLM-L6-v2" in said[1]
+
+
+def _copy_with_record(source: Path, folder: Path) -> None:
+    """An export folder copied with the digest record kept beside it."""
+    shutil.copytree(source, folder)
+    shutil.copyfile(record_path(source), record_path(folder))
+
+
+def _damage_weights(folder: Path) -> None:
+    """Random bytes in the middle of model.onnx: weights that still load and answer."""
+    weights = folder / "model.onnx"
+    with open(weights, "r+b") as handle:
+        handle.seek(weights.stat().st_size // 2)
+        handle.write(np.random.default_rng(0).bytes(4096))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        # the folder's own meta.json naming no files used to waive the check
+        ("meta lists no files", "model.onnx differs from the file exported (sha256)"),
+        ("record lists no files", "names []; expected a sha256 for each of"),
+        ("record lists the tokenizer only", "names ['tokenizer.json']; expected a sha256"),
+        ("no record (a folder copied alone)", "it has no digest record"),
+    ],
+)
+def test_the_digests_come_from_a_record_beside_the_folder_naming_every_file(
+    case: str, words: str, tmp_path: Path, onnx_model: OnnxEmbedder
+) -> None:
+    """A damaged model.onnx is never loaded on the word of its own folder (issue 25): the files
+    to check are fixed by the code, their digests kept outside the folder they protect."""
+    folder = onnx_folder(tmp_path, DEFAULT_MODEL)
+    _copy_with_record(onnx_model.folder, folder)
+    _damage_weights(folder)
+    record = json.loads(record_path(folder).read_text())
+    if case == "meta lists no files":
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["files"] = {}
+        (folder / "meta.json").write_text(json.dumps(meta))
+    elif case == "record lists no files":
+        record_path(folder).write_text(json.dumps({**record, "files": {}}))
+    elif case == "record lists the tokenizer only":
+        del record["files"]["model.onnx"]
+        record_path(folder).write_text(json.dumps(record))
+    else:
+        record_path(folder).unlink()
+    said: list[str] = []
+    model = load_embedding_model(cache_dir=tmp_path, log=said.append)
+    assert isinstance(model, OnnxEmbedder) and model.folder == folder
+    assert len(said) == 2 and words in said[0] and "exporting it again" in said[0], said
+    assert said[1].startswith("copying")  # the export checked in this process, with its record
+    assert (
+        json.loads(record_path(folder).read_text())["files"]
+        == json.loads(record_path(onnx_model.folder).read_text())["files"]
+    )
+    assert sha256_of(folder / "model.onnx") == sha256_of(onnx_model.folder / "model.onnx")
+    assert model.check() <= MAX_ABS_DIFF
 
 
 @pytest.mark.integration
