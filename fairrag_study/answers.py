@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -43,7 +44,11 @@ __all__ = [
 
 ANSWERS_FILE = "answers.sqlite"
 """The store's file name in the study's cache folder."""
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the answers; 2: each row sealed with a digest of its key and answer (a version 1 store is
+upgraded in place when opened, its rows sealed as they are then)."""
+_COLUMNS_V1 = ("key", "model", "settings", "prompt", "answer", "created")
+_COLUMNS = (*_COLUMNS_V1, "digest")
 TRANSPORT_SETTINGS = frozenset(
     {
         "request_timeout",
@@ -122,9 +127,56 @@ def _encode(generations: RETURN_VAL_TYPE) -> str:
     return json.dumps(items, ensure_ascii=False, default=str)
 
 
+def _seal(key: object, answer: object) -> str:
+    """A row's digest: sha256 of its key, NUL, its stored answer (``""`` for an answer that is
+    not text, which no digest matches)."""
+    if not isinstance(key, str) or not isinstance(answer, str):
+        return ""
+    return hashlib.sha256(f"{key}\0{answer}".encode()).hexdigest()
+
+
+def _question_of(prompt: str) -> str | None:
+    """The question of a stored prompt, for naming its row: the study prompt's ``Question:``
+    line, else the start of the last message (at most 200 characters)."""
+    try:
+        messages = json.loads(prompt)
+    except ValueError:
+        messages = None
+    texts: list[str] = []
+    if isinstance(messages, list):
+        for message in messages:
+            kwargs = message.get("kwargs") if isinstance(message, dict) else None
+            content = kwargs.get("content") if isinstance(kwargs, dict) else None
+            if isinstance(content, str):
+                texts.append(content)
+    elif isinstance(prompt, str):
+        texts.append(prompt)
+    for text in reversed(texts):
+        for line in text.splitlines():
+            if line.startswith("Question: "):
+                return line[len("Question: ") :][:200]
+    return " ".join(texts[-1].split())[:200] if texts else None
+
+
+def _seed_of(settings: str) -> str | None:
+    """The generation seed the settings carry (the model's ``seed``, or the call's), if any."""
+    head, _, params = settings.partition(_SEPARATOR)
+    try:
+        kwargs = json.loads(head).get("kwargs", {})
+    except (json.JSONDecodeError, AttributeError):
+        kwargs = {}
+    if isinstance(kwargs, dict) and kwargs.get("seed") is not None:
+        return str(kwargs["seed"])
+    found = re.search(r"\('seed', (-?\d+)\)", params)
+    return found.group(1) if found else None
+
+
 def _decode(text: str) -> list[Generation]:
     generations: list[Generation] = []
-    for item in json.loads(text):
+    items = json.loads(text)
+    if not isinstance(items, list) or not items:
+        raise ValueError("not a list of generations")
+    for item in items:
         info = item.get("generation_info")
         if "message" in item:
             message = messages_from_dict([item["message"]])[0]
@@ -153,7 +205,14 @@ class AnswerStore(BaseCache):
       written, since this object was made;
     - a file that is not an answer store (another SQLite file, damaged bytes, a newer schema)
       raises :class:`~fairrag_study.errors.AnswerStoreError` naming it, and is never modified;
-      any later SQLite failure (full disk) raises the same error.
+      any later SQLite failure (full disk) raises the same error;
+    - each row is sealed with a digest of its key and answer (:func:`_seal`): a row whose
+      answer no longer matches it (changed after it was stored, by a tool, a hand or a bad
+      disk), or that does not decode, raises :class:`AnswerStoreError` naming the row (key,
+      question, seed, model, date) instead of being served as the model's answer. A row filed
+      under another prompt's key is not served either (a miss; the next answer replaces it).
+      The digest is not a secret: it protects against damage and edits of the answer alone,
+      not against someone who can write the file and recompute it (docs/SPEC.md, trust model).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -208,8 +267,20 @@ class AnswerStore(BaseCache):
                 db.execute(
                     "CREATE TABLE answers (key TEXT PRIMARY KEY, model TEXT, "
                     "settings TEXT NOT NULL, prompt TEXT NOT NULL, answer TEXT NOT NULL, "
-                    "created TEXT NOT NULL)"
+                    "created TEXT NOT NULL, digest TEXT NOT NULL)"
                 )
+            else:
+                columns = tuple(row[1] for row in db.execute("PRAGMA table_info(answers)"))
+                if columns != (_COLUMNS_V1 if version == 1 else _COLUMNS):
+                    raise sqlite3.DatabaseError(
+                        f"its answers table has columns {list(columns)}, not a version "
+                        f"{version} store's"
+                    )
+            if version == 1:  # sealed as they are now: nothing older can be checked
+                db.create_function("fairrag_seal", 2, _seal, deterministic=True)
+                db.execute("ALTER TABLE answers ADD COLUMN digest TEXT NOT NULL DEFAULT ''")
+                db.execute("UPDATE answers SET digest = fairrag_seal(key, answer)")
+            if version < SCHEMA_VERSION:
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             db.execute("COMMIT")
         except BaseException:
@@ -242,24 +313,53 @@ class AnswerStore(BaseCache):
                 ) from exc
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
-        """The stored answer to ``prompt`` under these settings, or None."""
+        """The stored answer to ``prompt`` under these settings, or None.
+
+        A row whose answer does not match its digest, or does not decode, raises
+        :class:`AnswerStoreError` naming the row; it is never returned as an answer."""
         settings = answer_settings(llm_string)
+        key = self.key(prompt, llm_string)
         rows = self._run(
-            "SELECT settings, prompt, answer FROM answers WHERE key = ?",
-            (self.key(prompt, llm_string),),
+            "SELECT settings, prompt, answer, digest, created FROM answers WHERE key = ?", (key,)
         )
         if not rows or (rows[0][0], rows[0][1]) != (settings, prompt):
-            return None
-        row = rows[0]
-        try:
-            answer = _decode(row[2])
-        except (ValueError, KeyError, TypeError) as exc:
+            return None  # none, or filed under another prompt's key: asked again, replaced
+        _, _, stored, digest, created = rows[0]
+        if digest != _seal(key, stored):
             raise AnswerStoreError(
-                f"the answer store {str(self.path)!r} holds a damaged answer ({exc})"
+                f"the answer store {str(self.path)!r} holds an answer that does not match its "
+                f"row's digest ({self._row(key, prompt, settings, created)}): it was changed "
+                "after it was stored, so it is not used as the model's answer. Delete that row "
+                f"(DELETE FROM answers WHERE key = '{key}') or the store to ask the model again"
+            )
+        try:
+            answer = _decode(stored)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise AnswerStoreError(
+                f"the answer store {str(self.path)!r} holds a damaged answer ({exc}; "
+                f"{self._row(key, prompt, settings, created)}). Delete that row "
+                f"(DELETE FROM answers WHERE key = '{key}') or the store to ask the model again"
             ) from exc
         with self._lock:
             self.reused += 1
         return answer
+
+    @staticmethod
+    def _row(key: str, prompt: str, settings: str, created: object) -> str:
+        """A row in words: its key, question, seed, model and date (those it has)."""
+        words = [f"row key {key}"]
+        question = _question_of(prompt)
+        if question:
+            words.append(f"question {question!r}")
+        seed = _seed_of(settings)
+        if seed is not None:
+            words.append(f"seed {seed}")
+        model = _model_name(settings)
+        if model:
+            words.append(f"model {model}")
+        if isinstance(created, str):
+            words.append(f"stored {created}")
+        return ", ".join(words)
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
         """Store the answer, committed before this returns (an empty one is not stored)."""
@@ -267,16 +367,10 @@ class AnswerStore(BaseCache):
             return
         settings = answer_settings(llm_string)
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        key, answer = self.key(prompt, llm_string), _encode(return_val)
         self._run(
-            "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                self.key(prompt, llm_string),
-                _model_name(settings),
-                settings,
-                prompt,
-                _encode(return_val),
-                created,
-            ),
+            "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, _model_name(settings), settings, prompt, answer, created, _seal(key, answer)),
             doing="store the answer just received, which is lost; the answers stored before "
             "it are kept",
         )
