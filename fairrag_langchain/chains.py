@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -13,7 +13,14 @@ from langchain_core.language_models import BaseChatModel, BaseLanguageModel
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompt_values import PromptValue, StringPromptValue
 from langchain_core.prompts import BasePromptTemplate
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda, RunnablePassthrough
+from langchain_core.runnables import (
+    Runnable,
+    RunnableBinding,
+    RunnableConfig,
+    RunnableLambda,
+    RunnablePassthrough,
+)
+from langchain_core.runnables.config import get_config_list
 
 from fairrag_core import FairnessAuditor
 from fairrag_core.kit import ranked_for
@@ -22,6 +29,7 @@ from fairrag_core.prompts import join_context, render_entries
 from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
 from .output_parsers import CitationOutputParser
+from .retrievers import FairRetriever
 
 __all__ = [
     "DEFAULT_MAX_RETRIES",
@@ -142,7 +150,10 @@ def make_fair_rag_chain(
     group, generation parity, grounded generation parity, fairness gap, gap magnitude,
     groundedness, the ranker, its query seed, target and exposure model, the model name).
     ``chain.stream(...)`` streams the answer's tokens as they come (``{"answer": token}``
-    chunks), then the citations and metrics.
+    chunks), then the citations and metrics. ``chain.batch(...)`` (``abatch`` and the
+    ``_as_completed`` forms) over a :class:`FairRetriever` draws the query seeds of the inputs
+    that give no ``seed`` in input order before any runs (docs/SPEC.md, "Adapters" → Seeds):
+    a batch's contexts never depend on which thread came first.
 
     ``llm``: any LangChain chat model; None builds :func:`default_chat_model` with ``model``,
     ``base_url``, ``timeout``, ``max_retries`` and ``max_tokens`` (``ChatOpenAI``, needs
@@ -199,11 +210,11 @@ def make_fair_rag_chain(
     model_name = _model_name(chat_model)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        kwargs = _retriever_kwargs(inputs, refusal)
+        kwargs = _retriever_kwargs(inputs, refusal, config)
         return retriever.invoke(inputs["question"], config, **kwargs)
 
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        kwargs = _retriever_kwargs(inputs, refusal)
+        kwargs = _retriever_kwargs(inputs, refusal, config)
         return await retriever.ainvoke(inputs["question"], config, **kwargs)
 
     def render(inputs: dict[str, Any]) -> PromptValue:
@@ -250,7 +261,66 @@ def make_fair_rag_chain(
             metrics=_native(measure, "FairRagMetrics"),
         )
     )
-    return chain.with_config(run_name="FairRagChain")
+    seeds = component if refusal is None and isinstance(component, FairRetriever) else None
+    return _FairRagChain(bound=chain, config={"run_name": "FairRagChain"}, seeds=seeds)
+
+
+_BATCH_SEED = "__fairrag_query_seed"
+"""``configurable`` key of the query seed a chain's batch drew for one input (LangChain keeps
+keys starting with ``__`` out of run metadata)."""
+
+
+class _FairRagChain(RunnableBinding[Any, dict[str, Any]]):
+    """The chain; a batch of it draws its questions' query seeds in input order.
+
+    ``batch``/``abatch`` (and their ``_as_completed`` forms) draw one query seed per input
+    without its own ``seed`` from the fair retriever's generator, in input order, before any
+    input runs (docs/SPEC.md, "Adapters" → Seeds), and hand each to its input's retriever
+    call, so a batch's rankings never depend on which thread came first.
+    """
+
+    seeds: Any = None
+    """The FairRetriever the query seeds are drawn from (None: no seeds drawn)."""
+
+    def _seeded(self, inputs: Sequence[Any], config: Any) -> list[RunnableConfig]:
+        configs = get_config_list(config, len(inputs))
+        if self.seeds is None:
+            return configs
+        given = [isinstance(i, Mapping) and i.get("seed") is not None for i in inputs]
+        drawn = iter(self.seeds._batch_seeds(given.count(False), None))
+        return [
+            c
+            if has_seed
+            else {**c, "configurable": {**c.get("configurable", {}), _BATCH_SEED: next(drawn)}}
+            for c, has_seed in zip(configs, given, strict=True)
+        ]
+
+    def with_config(
+        self, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Runnable[Any, dict[str, Any]]:
+        bound = super().with_config(config, **kwargs)
+        if isinstance(bound, _FairRagChain):
+            bound.seeds = self.seeds
+        return bound
+
+    def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        return super().batch(inputs, self._seeded(inputs, config), **kwargs)
+
+    async def abatch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
+        return await super().abatch(inputs, self._seeded(inputs, config), **kwargs)
+
+    def batch_as_completed(
+        self, inputs: Sequence[Any], config: Any = None, **kwargs: Any
+    ) -> Iterator[tuple[int, Any]]:
+        yield from super().batch_as_completed(inputs, self._seeded(inputs, config), **kwargs)
+
+    async def abatch_as_completed(
+        self, inputs: Sequence[Any], config: Any = None, **kwargs: Any
+    ) -> AsyncIterator[tuple[int, Any]]:
+        async for item in super().abatch_as_completed(
+            inputs, self._seeded(inputs, config), **kwargs
+        ):
+            yield item
 
 
 def _model_name(model: Any) -> str | None:
@@ -274,10 +344,15 @@ def _as_inputs(value: Any) -> dict[str, Any]:
     )
 
 
-def _retriever_kwargs(inputs: Mapping[str, Any], refusal: str | None) -> dict[str, Any]:
+def _retriever_kwargs(
+    inputs: Mapping[str, Any], refusal: str | None, config: RunnableConfig | None = None
+) -> dict[str, Any]:
     """The input's ``k`` and ``seed`` for the retriever call, refused when they would not
-    reach the fair ranking (``refusal`` says why)."""
+    reach the fair ranking (``refusal`` says why); else the query seed a batch drew for it."""
     given = {key: inputs[key] for key in RETRIEVER_INPUTS if inputs.get(key) is not None}
+    drawn = ((config or {}).get("configurable") or {}).get(_BATCH_SEED)
+    if drawn is not None and refusal is None and "seed" not in given:
+        given["seed"] = drawn
     if given and refusal is not None:
         raise ValueError(
             f"the chain input gives {sorted(given)} for the retriever call, but {refusal}. "

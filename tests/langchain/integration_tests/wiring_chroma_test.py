@@ -89,6 +89,22 @@ def test_a_batch_seed_seeds_the_batch_and_a_list_of_seeds_re_draws_it(trec_store
         retriever.batch([QUERY] * 3, seed=[1, 2])
 
 
+def test_fresh_chains_batch_the_same_contexts_and_keep_their_outputs(trec_store):
+    def contexts(handler=None):
+        chain = make_fair_rag_chain(fair(trec_store, seed=0), FakeCitingChatModel())
+        config = {"callbacks": [handler]} if handler else None
+        outputs = chain.with_config(tags=["t"]).batch([QUERY] * 8, config)
+        assert all("seed" not in output for output in outputs)
+        return [ids(output["context"]) for output in outputs]
+
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    runs = [contexts(handler), contexts(), contexts()]
+    assert runs[0] == runs[1] == runs[2]
+    fresh = fair(trec_store, seed=0)
+    assert runs[0] == [ids(fresh.invoke(QUERY)) for _ in range(8)]
+    assert all(record["metadata"] == {} for record in handler.records)
+
+
 # -- a compression retriever under the chain: k and seed never reach the base retriever -------
 
 
