@@ -182,11 +182,14 @@ def load_documents(
 
     Columns come from ``dataset``. Rows whose text is empty are dropped (docs/SPEC.md). A
     ``doc_id`` appearing with two different groups or titles is an error: the data would be
-    inconsistent; so is a group label that is not one of ``dataset.groups``.
+    inconsistent; so is a group label that is not one of ``dataset.groups``, a file with no
+    row of text, and one lacking a group of ``dataset.groups`` altogether (each error names
+    the file, the column and what was found).
     """
     d = dataset
     first: dict[str, dict[str, str]] = {}
     topics: dict[str, set[str]] = defaultdict(set)
+    rows = 0
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in d.columns if c not in (reader.fieldnames or ())]
@@ -196,6 +199,7 @@ def load_documents(
                 f"(found {list(reader.fieldnames or ())})"
             )
         for row in reader:
+            rows += 1
             text = (row[d.text_column] or "").strip()
             if not text:
                 continue
@@ -221,11 +225,27 @@ def load_documents(
         )
         for doc_id, row in first.items()
     ]
-    unknown = sorted({doc.group for doc in documents} - set(d.groups))
+    if not documents:
+        what = (
+            f"every one of its {rows} rows has empty text in column {d.text_column!r} (rows "
+            "with empty text are dropped)"
+            if rows
+            else "it holds no rows, only its header"
+        )
+        raise ValueError(f"{path}: {what}; the study needs documents with text")
+    present = {doc.group for doc in documents}
+    unknown = sorted(present - set(d.groups))
     if unknown:
         raise ValueError(
             f"{path}: column {d.group_column!r} holds groups {unknown} that the data set does "
             f"not name; expected only {list(d.groups)} (name every group in the target)"
+        )
+    lacking = [group for group in d.groups if group not in present]
+    if lacking:
+        raise ValueError(
+            f"{path}: column {d.group_column!r} holds only {sorted(present)} among the rows "
+            f"with text, none of {lacking}; the study compares the groups {list(d.groups)} "
+            "and needs documents of each"
         )
     return documents
 
@@ -255,6 +275,13 @@ def study_topics(
             present[topic].add(doc.group)
     every = sorted(t for t, g in present.items() if set(groups) <= g)
     if topics is None:
+        if not every and present:
+            shown = ", ".join(f"{t!r}: {sorted(g)}" for t, g in sorted(present.items())[:5])
+            more = f" and {len(present) - 5} more" if len(present) > 5 else ""
+            raise ValueError(
+                f"no topic holds documents of every group {list(groups)}: the study compares "
+                f"the groups within each topic's pool, and the topics hold only {shown}{more}"
+            )
         return every
     wanted = sorted(set(topics))
     unknown = [t for t in wanted if t not in present]

@@ -24,6 +24,7 @@ from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset, custom_dataset
 
 __all__ = [
     "DATASET_FLAGS",
+    "SECONDS",
     "add_dataset_arguments",
     "alpha",
     "check_paths",
@@ -35,6 +36,7 @@ __all__ = [
     "port",
     "positive_seconds",
     "rankers",
+    "seconds_problem",
     "target",
     "url",
 ]
@@ -70,18 +72,34 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
+SECONDS = (0.1, 86_400.0)
+"""The timeouts accepted (``--chroma-timeout``, ``--llm-timeout``), in seconds: 0.1 to a day.
+Below, a connection may not even open, and the failure reads as "no server"; above, the
+socket layer overflows (1e10 s raised ``OverflowError`` from deep in httpcore)."""
+
+
+def seconds_problem(value: float) -> str | None:
+    """Why ``value`` is not an accepted timeout (:data:`SECONDS`), or ``None``."""
+    low, high = SECONDS
+    if not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if not low <= value <= high:
+        return f"{value:g} is out of range"
+    return None
+
+
 def positive_seconds(text: str) -> float:
-    """A finite number of seconds > 0 (``--chroma-timeout``, ``--llm-timeout``)."""
+    """A finite number of seconds from 0.1 to 86,400 (:data:`SECONDS`; ``--chroma-timeout``,
+    ``--llm-timeout``): ``nan``, ``inf``, ``0``, negatives, ``1e-300`` and ``1e300`` are
+    refused here, naming the flag and the range, instead of failing in the HTTP client."""
+    expected = f"expected a finite number of seconds from {SECONDS[0]:g} to {SECONDS[1]:g}"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number; expected a finite number of seconds > 0"
-        ) from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not accepted; expected a finite number of seconds > 0"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; {expected}") from None
+    problem = seconds_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted ({problem}); {expected}")
     return value
 
 
@@ -144,9 +162,14 @@ def target(text: str) -> dict[str, float]:
     checked by the core's own rule (``fairrag_core.make_target``)."""
     example = 'expected a JSON object of group shares summing to 1, e.g. \'{"a": 0.4, "b": 0.6}\''
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({exc.msg}); {example}") from None
+    except _RepeatedKeys as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names group {exc} more than once (JSON keeps only the last share); "
+            f"{example}, each group once"
+        ) from None
     if not isinstance(value, dict) or len(value) < 2:
         raise argparse.ArgumentTypeError(f"{text!r} is not accepted; {example} (two or more)")
     bad = [k for k, v in value.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
@@ -160,6 +183,18 @@ def target(text: str) -> dict[str, float]:
     except (TypeError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not accepted: {exc}") from None
     return shares
+
+
+class _RepeatedKeys(ValueError):
+    """A JSON object naming a key twice (``json.loads`` would keep the last silently)."""
+
+
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise _RepeatedKeys(", ".join(repr(key) for key in repeated))
+    return dict(pairs)
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:

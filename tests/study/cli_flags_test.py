@@ -79,10 +79,12 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         ([*regions, "--rankers", "standard,fair"], "--rankers", "'fair' cannot rank"),
         (["--samples", "0"], "--samples", "expected an integer >= 1"),
         (["--topics", "Tennis,"], "--topics", "holds an empty name"),
-        (["--chroma-timeout", "inf"], "--chroma-timeout", "finite number of seconds > 0"),
-        (["--chroma-timeout", "0"], "--chroma-timeout", "finite number of seconds > 0"),
-        (["--llm-timeout", "-5"], "--llm-timeout", "finite number of seconds > 0"),
-        (["--llm-timeout", "nan"], "--llm-timeout", "finite number of seconds > 0"),
+        (["--chroma-timeout", "inf"], "--chroma-timeout", "seconds from 0.1 to 86400"),
+        (["--chroma-timeout", "0"], "--chroma-timeout", "seconds from 0.1 to 86400"),
+        (["--chroma-timeout", "1e300"], "--chroma-timeout", "seconds from 0.1 to 86400"),
+        (["--llm-timeout", "-5"], "--llm-timeout", "seconds from 0.1 to 86400"),
+        (["--llm-timeout", "nan"], "--llm-timeout", "seconds from 0.1 to 86400"),
+        (["--target", '{"a": 0.5, "a": 0.5}'], "--target", "names group 'a' more than once"),
         (["--llm-retries", "-1"], "--llm-retries", "expected an integer >= 0"),
         (["--chroma-port", "70000"], "--chroma-port", "expected a port 1 to 65535"),
         (["--base-url", "localhost:8000"], "--base-url", "http:// or https://"),
@@ -119,6 +121,34 @@ def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path
         assert "Traceback" not in result["stderr"]
     assert report["heavy"] == [], "a flag was checked only after loading the model or index"
     assert not out.exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("flag", ["--chroma-timeout", "--llm-timeout"])
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("nan", "nan is not a finite number"),
+        ("inf", "inf is not a finite number"),
+        ("-inf", "-inf is not a finite number"),
+        ("0", "0 is out of range"),
+        ("-1", "-1 is out of range"),
+        ("1e-300", "1e-300 is out of range"),  # reached the server as "no server answers"
+        ("1e10", "1e+10 is out of range"),  # OverflowError from httpcore, exit 1
+        ("1e300", "1e+300 is out of range"),
+        ("ten", None),
+    ],
+)
+def test_a_timeout_outside_its_range_is_refused_when_parsed(
+    flag: str, value: str, why: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25: a timeout the HTTP client cannot use is a flag error naming the flag and the
+    accepted range (0.1 s to a day), not a traceback or a misleading "no server"."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["study", f"{flag}={value}"])  # -inf is not an option
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"argument {flag}: {value!r} " in err
+    assert "expected a finite number of seconds from 0.1 to 86400" in err
+    assert (why or "is not a number") in err
 
 
 @pytest.mark.parametrize("value", ["5000", "1100", "1025", "4", "1e-9", "-1"])
@@ -175,6 +205,11 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
     )
     assert parsed.topics == ("Tennis", "Medicine")
     assert math.isfinite(parsed.chroma_timeout)
+    for value in ("0.1", "86400"):  # the ends of the timeouts' range
+        ends = build_parser().parse_args(
+            ["study", "--chroma-timeout", value, "--llm-timeout", value]
+        )
+        assert ends.chroma_timeout == ends.llm_timeout == float(value)
     defaults = build_parser().parse_args(["study"])
     assert (defaults.llm_timeout, defaults.llm_retries) == (None, None)  # the library's 60 s, 2
 

@@ -134,3 +134,52 @@ def test_a_data_set_refuses_what_the_study_could_not_run():
     assert relabelled.index_kind("balanced", [("1", "a")]) != relabelled.index_kind(
         "balanced", [("1", "b")]
     )
+
+
+def _rows_of(topics: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]]]:
+    from tests.chroma_pool import data_path_or_skip
+
+    with open(data_path_or_skip(), newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or ()), [r for r in reader if r["q_text"] in topics]
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("one group", "column 'region' holds only ['a'] among the rows with text, none of ['b']"),
+        ("empty texts", "has empty text in column 'first sentence'"),
+        ("header only", "it holds no rows, only its header"),
+        ("groups apart", "no topic holds documents of every group ['a', 'b']"),
+    ],
+)
+def test_a_data_file_the_study_cannot_use_is_refused_naming_why(case, words, tmp_path, capsys):
+    """Issue 25: a --data file with one group, only empty texts, no rows, or groups that never
+    share a topic fails naming that, not "2 trials need 1 topics but the corpus has 0"."""
+    columns, rows = _rows_of(("Tennis", "Medicine"))
+    columns = [*columns, "region"]
+    rows = [{**r, "region": "a" if r["gender"] == "female" else "b"} for r in rows]
+    if case == "one group":
+        rows = [r for r in rows if r["region"] == "a"]
+    elif case == "empty texts":
+        rows = [{**r, "first sentence": " "} for r in rows]
+    elif case == "header only":
+        rows = []
+    else:  # a only under Tennis, b only under Medicine
+        rows = [r for r in rows if (r["q_text"] == "Tennis") == (r["region"] == "a")]
+    mine = tmp_path / "mine.csv"
+    with open(mine, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    args = [
+        "study", "--data", str(mine), "--target", '{"a": 0.5, "b": 0.5}', "--group-key",
+        "region", "--trials", "2", "--llm", "none", "--no-progress",
+        "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+    ]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and "trials need" not in err and "Traceback" not in err
+    if case != "groups apart":
+        assert str(mine) in err
+    assert not (tmp_path / "cache" / "index").exists()  # refused before any embedding
