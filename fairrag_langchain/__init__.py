@@ -2,14 +2,24 @@
 a citation parser, a fairness callback handler and the paper's RAG chain.
 
 Thin adapters: every decision about groups, scores, ranking and metrics is taken by
-:mod:`fairrag_core`; this package only translates LangChain objects to and from it.
+:mod:`fairrag_core`; this package only translates LangChain objects to and from it. It needs
+``langchain-core`` only (``pip install 'fairrag[langchain]'``); ``make_fair_rag_chain``'s
+default chat model needs ``fairrag[openai]``. The names below are imported on first use
+(PEP 562): ``from fairrag_langchain import FairReranker`` loads the compressor's modules, not the
+chain's or the handler's.
 """
 
-from .callbacks import FairnessCallbackHandler
-from .chains import MissingChatModelError, default_chat_model, make_fair_rag_chain
-from .document_compressors import FairReranker
-from .output_parsers import AnswerLine, CitationOutputParser, CitedAnswer, ParsedCitation
-from .retrievers import FairRetriever
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .callbacks import FairnessCallbackHandler
+    from .chains import MissingChatModelError, default_chat_model, make_fair_rag_chain
+    from .document_compressors import FairReranker
+    from .output_parsers import AnswerLine, CitationOutputParser, CitedAnswer, ParsedCitation
+    from .retrievers import FairRetriever
 
 __all__ = [
     "AnswerLine",
@@ -23,3 +33,29 @@ __all__ = [
     "default_chat_model",
     "make_fair_rag_chain",
 ]
+
+_HOME = {
+    "FairnessCallbackHandler": "callbacks",
+    "MissingChatModelError": "chains",
+    "default_chat_model": "chains",
+    "make_fair_rag_chain": "chains",
+    "FairReranker": "document_compressors",
+    "AnswerLine": "output_parsers",
+    "CitationOutputParser": "output_parsers",
+    "CitedAnswer": "output_parsers",
+    "ParsedCitation": "output_parsers",
+    "FairRetriever": "retrievers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

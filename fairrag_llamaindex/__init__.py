@@ -1,8 +1,38 @@
 """FairRAG for LlamaIndex: a fair re-ranking node postprocessor, per-query seeds and a fairness
-event handler, all built from the core's adapter kit (docs/SPEC.md, "Adapters")."""
+event handler, all built from the core's adapter kit (docs/SPEC.md, "Adapters").
 
-from .event_handler import FairnessEventHandler
-from .postprocessor import FairRerankPostprocessor, query_seed
-from .prompts import PAPER_QA_TEMPLATE
+Needs ``llama-index-core`` only (``pip install 'fairrag[llamaindex]'``). The names below are
+imported on first use (PEP 562).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .event_handler import FairnessEventHandler
+    from .postprocessor import FairRerankPostprocessor, query_seed
+    from .prompts import PAPER_QA_TEMPLATE
 
 __all__ = ["PAPER_QA_TEMPLATE", "FairRerankPostprocessor", "FairnessEventHandler", "query_seed"]
+
+_HOME = {
+    "FairnessEventHandler": "event_handler",
+    "FairRerankPostprocessor": "postprocessor",
+    "query_seed": "postprocessor",
+    "PAPER_QA_TEMPLATE": "prompts",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
