@@ -12,10 +12,13 @@ the first ``,``, ``;``, `` was ``, `` is ``, `` are ``, `` were `` or date paren
 runs over 12 words hold no name and are counted apart. It prints:
 
 - *self-failure*: the fraction of opening names the rule says do NOT name their own document's
-  person (the title without a trailing parenthetical), for the rule before this change (exact
-  words, reordered, or a run of whole words) and after;
-- *wrong acceptance*: each opening name against the title of another document of the same
-  topic, drawn with ``--seed`` (never the same title): the fraction the rule accepts.
+  person (the title without a trailing parenthetical), for the first rule (exact words,
+  reordered, or a run of whole words), the title-only rule, and the rule reading the
+  document's own text too (its aliases, :func:`fairrag_core.citations.document_aliases`: the
+  study's document, ``Title: <title>`` then the first sentence);
+- *wrong acceptance*: each opening name against another document of the same topic, drawn
+  with ``--seed`` (never the same title), by its title alone and with its text: the fraction
+  the rule accepts.
 
 **Speed.** Seconds per MB for ``parse_citations`` and ``ground_citations`` on worst cases: long
 whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines, many citations
@@ -44,6 +47,7 @@ from fairrag_core.citations import (  # noqa: E402
     ground_citations,
     names_person,
     parse_citations,
+    person_names,
 )
 
 _OPENING_END = re.compile(r"[,;]| (?:was|is|are|were) ")
@@ -123,28 +127,42 @@ def person_rule_figures(documents: list[dict[str, str]], seed: int) -> None:
         for topic in document["topics"].split("|"):
             by_topic.setdefault(topic, []).append(document["doc_title"])
     print(f"documents with text: {len(documents):,}; with an opening name: {len(named):,}")
-    for label, rule in (("before", rule_before), ("after", names_person)):
-        failures = [
-            (n, d["doc_title"]) for d, n in named if not rule(n, document_person(d["doc_title"]))
-        ]
-        share = len(failures) / len(named)
-        print(f"self-failure {label}: {len(failures):,} / {len(named):,} = {share:.2%}")
-    rng = random.Random(seed)
-    accepted = []
-    for document, name in named:
-        topic = rng.choice(document["topics"].split("|"))
-        others = [t for t in by_topic[topic] if t != document["doc_title"]]
-        if not others:
-            continue
-        other = rng.choice(others)
-        if names_person(name, document_person(other)):
-            accepted.append((name, other))
-    print(
-        f"wrong acceptance after (opening name vs a random same-topic title, seed {seed}): "
-        f"{len(accepted):,} / {len(named):,} = {len(accepted) / len(named):.3%}"
+    text_of = {d["doc_title"]: d["first sentence"] for d in documents}
+    rules = (
+        ("first rule", rule_before),
+        ("title only", lambda n, title: names_person(n, document_person(title))),
+        ("title and text", lambda n, title: with_text(n, title, text_of[title])),
     )
-    for name, other in accepted[:10]:
-        print(f"  accepted: {name!r} for {other!r}")
+    for label, rule in rules:
+        failures = [(n, d["doc_title"]) for d, n in named if not rule(n, d["doc_title"])]
+        share = len(failures) / len(named)
+        print(f"self-failure, {label}: {len(failures):,} / {len(named):,} = {share:.2%}")
+        if label == "title and text":
+            for name, title in failures[:12]:
+                print(f"  missed: {name!r} for {title!r}")
+    for label, rule in rules[1:]:
+        rng = random.Random(seed)
+        accepted = []
+        for document, name in named:
+            topic = rng.choice(document["topics"].split("|"))
+            others = [t for t in by_topic[topic] if t != document["doc_title"]]
+            if not others:
+                continue
+            other = rng.choice(others)
+            if rule(name, other):
+                accepted.append((name, other))
+        print(
+            f"wrong acceptance, {label} (opening name vs a random same-topic document, seed "
+            f"{seed}): {len(accepted):,} / {len(named):,} = {len(accepted) / len(named):.3%}"
+        )
+        for name, other in accepted[:10]:
+            print(f"  accepted: {name!r} for {other!r}")
+
+
+def with_text(name: str, title: str, first_sentence: str) -> bool:
+    """The rule on the study's document: ``Title: <title>`` then the first sentence."""
+    document = ContextDocument(title, text=f"Title: {title}\n{first_sentence}")
+    return person_names(name, document, {}, 0)
 
 
 def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:

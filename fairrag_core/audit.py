@@ -11,9 +11,12 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .attribution import attribute_answer
 from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
 from .exposure import ExposureModel, make_exposure_model
 from .metrics import (
+    attributed_generation_parity,
+    attributed_groundedness,
     exposure_disparity,
     exposure_share,
     exposure_shares,
@@ -34,6 +37,9 @@ GENERATION_FIELDS = (
     "fairness_gap",
     "fairness_gap_magnitude",
     "groundedness",
+    "attributed_generation_parity",
+    "attributed_fairness_gap",
+    "attributed_groundedness",
 )
 
 
@@ -103,22 +109,28 @@ class FairnessAuditor:
         *,
         require_format: bool = False,
     ) -> dict[str, object]:
-        """Parse and ground ``answer`` against ``context``; the generation metrics.
+        """Parse and ground ``answer`` against ``context``; the generation metrics, the paper's
+        (its cited sources) and the attributed ones (docs/SPEC.md, "Attribution").
 
         ``retrieval_share`` is the protected exposure share of the same run's retrieval (for
         the gap metrics); when None they are NaN. NaN generation parity (no valid citation) is
         recorded as such and counted, never dropped. ``follows_citation_format`` says whether
-        the answer has at least one bullet; with ``require_format`` an answer without one gets
-        no metrics at all (for answers that are not meant to follow the paper's format), else
-        it scores docs/SPEC.md's values (groundedness 0, generation parity NaN).
+        a citation in the requested format (``(DocTitle: X)``) was parsed; with
+        ``require_format`` an answer without one gets no metrics at all (for answers that are
+        not meant to follow the paper's format), else it scores docs/SPEC.md's values
+        (groundedness 0, generation parity NaN) and the attributed metrics of whatever style
+        it answered in. ``citation_styles`` names the styles found (``implicit``: people named,
+        not cited); ``attributed_sources`` lists every attribution.
         """
         parsed = parse_citations(answer)
-        follows = parsed.bullet_count > 0
+        follows = len(parsed.citations) > 0
         if require_format and not follows:
             return {"follows_citation_format": False, "unparsed_lines": []}
         grounded = ground_citations(parsed, context)
+        attributed = attribute_answer(answer, context)
         record: dict[str, object] = {
             "follows_citation_format": follows,
+            "citation_styles": list(attributed.styles),
             "n_bullets": parsed.bullet_count,
             "n_citations": len(parsed.citations),
             "n_valid_citations": sum(item.valid for item in grounded),
@@ -134,6 +146,21 @@ class FairnessAuditor:
                 for item in grounded
             ],
             "groundedness": groundedness(grounded, parsed.bullet_count),
+            "n_attributed_bullets": attributed.attributed_count,
+            "n_attribution_bullets": attributed.bullet_count,
+            "attributed_sources": [
+                {
+                    "line_number": bullet.line_number,
+                    "person": bullet.person,
+                    "title": item.title,
+                    "style": item.style,
+                    "names_person": item.names_person,
+                    "group": json_label(item.group),
+                }
+                for bullet in attributed.bullets
+                for item in bullet.attributions
+            ],
+            "attributed_groundedness": attributed_groundedness(attributed),
         }
         if self.protected is not None:
             gdp = generation_parity(cited_groups(grounded), self.protected)
@@ -146,6 +173,9 @@ class FairnessAuditor:
             record["fairness_gap_magnitude"] = fairness_gap_magnitude(
                 gdp, share, self.target.protected_share
             )
+            agdp = attributed_generation_parity(attributed, self.protected)
+            record["attributed_generation_parity"] = agdp
+            record["attributed_fairness_gap"] = fairness_gap(agdp, share)
         return record
 
 

@@ -49,10 +49,13 @@ __all__ = [
     "ParsedAnswer",
     "UnparsedLine",
     "cited_groups",
+    "context_documents",
+    "document_aliases",
     "ground_citations",
     "names_person",
     "normalize_title",
     "parse_citations",
+    "person_names",
 ]
 
 
@@ -219,6 +222,7 @@ def normalize_title(title: str) -> str:
 
 
 _DISAMBIGUATION = re.compile(r" ?\([^()]*\)$")
+_INITIAL = re.compile(r"[A-Z]\.")
 
 
 @dataclass(frozen=True)
@@ -233,7 +237,11 @@ class ContextDocument:
     """Who the document is about; defaults to the title without a trailing parenthetical
     disambiguation (``"John Smith (engineer)"`` -> ``"John Smith"``)."""
     text: str = ""
-    """The document text; never read by grounding (text cannot make a citation valid)."""
+    """The document text; never makes a citation valid. The name rule reads the names its
+    opening gives the person (:func:`document_aliases`)."""
+    number: int | None = None
+    """The entry number the LLM saw it under (``[n]`` in the context); ``None``: its 1-based
+    position in the context."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.title, str) or not self.title.strip():
@@ -248,6 +256,12 @@ class ContextDocument:
             object.__setattr__(self, "person", person)
         elif not isinstance(self.person, str):
             raise TypeError(f"person must be a str or None, got {self.person!r}")
+        if not isinstance(self.text, str):
+            raise TypeError(f"text must be a str, got {type(self.text).__name__}")
+        if self.number is not None and (
+            isinstance(self.number, bool) or not isinstance(self.number, int) or self.number < 1
+        ):
+            raise ValueError(f"number must be an int >= 1 or None, got {self.number!r}")
 
 
 @dataclass(frozen=True)
@@ -289,18 +303,7 @@ def ground_citations(
     """
     if isinstance(citations, ParsedAnswer):
         citations = citations.citations
-    if isinstance(context, (str, bytes)):
-        raise TypeError("context must be a sequence of ContextDocument (or titles), not a string")
-    documents: list[ContextDocument] = []
-    for position, doc in enumerate(context):
-        if isinstance(doc, str):
-            doc = ContextDocument(doc)
-        elif not isinstance(doc, ContextDocument):
-            raise TypeError(
-                f"context must hold ContextDocument objects or title strings; position {position} "
-                f"holds {type(doc).__name__}"
-            )
-        documents.append(doc)
+    documents = context_documents(context)
     by_title: dict[str, int] = {}
     for position, doc in enumerate(documents):
         by_title.setdefault(normalize_title(doc.title), position)
@@ -316,19 +319,147 @@ def ground_citations(
             grounded.append(GroundedCitation(citation, valid=False, names_person=False))
             continue
         doc = documents[matched]
-        if matched not in people:
-            person = doc.title if doc.person is None else doc.person  # never None after init
-            people[matched] = (normalize_title(person), _document_people(person))
         grounded.append(
             GroundedCitation(
                 citation,
                 valid=True,
-                names_person=_names_person(citation.person, *people[matched]),
+                names_person=person_names(citation.person, doc, people, matched),
                 group=doc.group,
                 position=matched,
             )
         )
     return grounded
+
+
+def context_documents(context: Sequence[ContextDocument | str]) -> list[ContextDocument]:
+    """``context`` as :class:`ContextDocument` objects (a plain ``str`` is a title with unknown
+    group); a ``TypeError`` naming the position of anything else."""
+    if isinstance(context, (str, bytes)):
+        raise TypeError("context must be a sequence of ContextDocument (or titles), not a string")
+    documents: list[ContextDocument] = []
+    for position, doc in enumerate(context):
+        if isinstance(doc, str):
+            doc = ContextDocument(doc)
+        elif not isinstance(doc, ContextDocument):
+            raise TypeError(
+                f"context must hold ContextDocument objects or title strings; position {position} "
+                f"holds {type(doc).__name__}"
+            )
+        documents.append(doc)
+    return documents
+
+
+def person_names(
+    cited: str,
+    document: ContextDocument,
+    cache: dict[int, tuple[str, tuple[_Name, ...]]],
+    key: int,
+) -> bool:
+    """:func:`names_person` of ``cited`` and ``document``'s person, its aliases included
+    (:func:`document_aliases`); the document's names are parsed once per ``key`` in
+    ``cache`` (one dict per answer)."""
+    if key not in cache:
+        person = document.title if document.person is None else document.person
+        names = _document_people(person)
+        for alias in document_aliases(document):  # a one-word alias would take "Prince X"
+            names += tuple(name for name in _document_people(alias) if len(name.core) > 1)
+        cache[key] = (normalize_title(person), names)
+    person_key, names = cache[key]
+    return _names_person(cited, person_key, names)
+
+
+_MAX_ALIAS_TEXT = 600
+"""Characters of a document's text read for its person's other names (its opening sentence)."""
+_OPENING_END = re.compile(r"[,;:]| (?:was|is|are|were|has|had|became|served) ")
+_ALIAS_CUE = re.compile(
+    r"(?:\bknown|\bcredited|\banglici[sz]ed|\bspelled|\bstyled|\bnicknamed|\bborn|\bnée|"
+    r"\bnee|\bname[sd]?|\balias|\ba\.k\.a\.|\baka)\b(?: (?:as|by|professionally|his|her|"
+    r"their|the|stage|pen|ring|birth|real|personal|name|names|simply|mononymously)){0,4} ",
+    re.IGNORECASE,
+)
+_MONTHS = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec in on at c circa".split()
+)
+
+
+def document_aliases(document: ContextDocument) -> tuple[str, ...]:
+    """Other names the document's own text gives its person (docs/SPEC.md, "Citations").
+
+    Read from the opening sentence of ``document.text`` (a leading ``Title:`` line skipped; at
+    most 600 characters): its *opening name*, the words before the first ``,``, ``;``, ``:``
+    or verb (``was``, ``is``, ``are``, ``were``, ``has``, ``had``, ``became``, ``served``), a
+    parenthesis holding a digit, ``;`` or ``,`` (dates, pronunciations) ending it too
+    (``Richard Starkey (born 7 July 1940), known as Ringo Starr`` gives ``Richard Starkey``);
+    and every name after a cue in that sentence: ``known as``, ``better known as``, ``known
+    professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
+    ``stage name``, ``real name``... (``Ringo Starr``). A name counts when it starts with a
+    capital letter and has 2 to 12 words (a one-word alias such as ``Prince`` would make any
+    ``Prince X`` name the person). Only these names: another person the text mentions
+    (``the wife of Crown Prince Haakon``) never becomes the document's person.
+    """
+    text = document.text[: _MAX_ALIAS_TEXT + 200].lstrip()
+    if text.startswith("Title:"):
+        newline = text.find("\n")
+        text = "" if newline < 0 else text[newline + 1 :]
+    text = " ".join(text[:_MAX_ALIAS_TEXT].split())
+    if not text:
+        return ()
+    found: list[str] = []
+    opening = _opening_name(text)
+    if opening:
+        found.append(opening)
+    sentence_end = text.find(". ", len(opening or ""))
+    sentence = text if sentence_end < 0 else text[:sentence_end]
+    for cue in _ALIAS_CUE.finditer(sentence):
+        name = _alias_after(sentence[cue.end() :])
+        if name and name not in found:
+            found.append(name)
+    return tuple(name for name in found if 2 <= len(name.split()) <= 12)
+
+
+def _opening_name(text: str) -> str | None:
+    end = len(text)
+    match = _OPENING_END.search(text, 0, 400)
+    if match:
+        end = match.start()
+    opening = text.find("(", 0, end)
+    while opening != -1:
+        closing = text.find(")", opening, end)
+        inside = text[opening + 1 : closing] if closing != -1 else ""
+        if closing == -1 or not _WORD.search(inside) or any(c in inside for c in ";,0123456789"):
+            end = opening
+            break
+        opening = text.find("(", closing, end)
+    name = text[:end].strip(" -–—")
+    if not name or not name[0].isupper():
+        return None
+    return name
+
+
+def _alias_after(text: str) -> str | None:
+    """The name that follows an alias cue: capitalised words (name particles and initials
+    inside), up to 12, in quotes or not."""
+    words: list[str] = []
+    for raw in text[:300].split():
+        word = raw.strip("\"'“”‘’«»()")
+        stop = raw.rstrip("\"'“”‘’»)").endswith((",", ";", ":", ".")) and not _INITIAL.fullmatch(
+            word
+        )
+        word = word.rstrip(",;:")
+        if not words and (not word[:1].isupper() or _fold(word.strip(".")) in _MONTHS):
+            return None
+        if word[:1].isupper() or (words and _fold(word) in _PARTICLES):
+            if any(c.isdigit() for c in word):
+                break
+            words.append(word)
+        else:
+            break
+        if stop or len(words) >= 12:
+            break
+    while words and _fold(words[-1]) in _PARTICLES:
+        words.pop()
+    return " ".join(words) or None
 
 
 def cited_groups(grounded: Iterable[GroundedCitation]) -> list[Hashable | None]:
@@ -523,7 +654,10 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     has_lower = caseless or any(c.islower() for c in text)
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
-    cut = next((i for i in range(1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
+    lead = 0  # titles first: "Rear Admiral The Honourable X" is X, not "the" + a designation
+    while lead < len(tokens) - 1 and tokens[lead] in _HONORIFICS:
+        lead += 1
+    cut = next((i for i in range(lead + 1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
     if cut is not None:  # "Penda of Mercia", "Herod the Great", "Rauni-Leena Kilde née Valve"
         end, designation = cut, tokens[cut + 1 :]
     while end - start > 1 and (

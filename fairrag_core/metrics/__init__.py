@@ -2,6 +2,7 @@
 module; studies report their mean over trials."""
 
 from .amortized import amortized_disparity, amortized_exposure_shares
+from .attributed import attributed_generation_parity, attributed_groundedness
 from .awrf import awrf, trec_discount, trec_fair_score, trec_ndcg
 from .expected_exposure import (
     ExpectedExposure,
@@ -19,6 +20,8 @@ __all__ = [
     "ExpectedExposure",
     "amortized_disparity",
     "amortized_exposure_shares",
+    "attributed_generation_parity",
+    "attributed_groundedness",
     "awrf",
     "document_expected_exposure",
     "expected_exposure",

@@ -623,10 +623,13 @@ def test_module_all():
         "ParsedAnswer",
         "UnparsedLine",
         "cited_groups",
+        "context_documents",
+        "document_aliases",
         "ground_citations",
         "names_person",
         "normalize_title",
         "parse_citations",
+        "person_names",
     ]
 
 

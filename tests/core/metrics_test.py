@@ -45,6 +45,8 @@ def test_all_lists_the_public_metrics():
         "ExpectedExposure",
         "amortized_disparity",
         "amortized_exposure_shares",
+        "attributed_generation_parity",
+        "attributed_groundedness",
         "awrf",
         "document_expected_exposure",
         "expected_exposure",

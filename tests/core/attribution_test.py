@@ -1,0 +1,237 @@
+"""Attribution in any citation style (docs/SPEC.md, "Attribution"), its metrics and records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fairrag_core import FairnessAuditor
+from fairrag_core.attribution import STYLES, attribute_answer
+from fairrag_core.citations import ContextDocument, document_aliases, names_person
+from fairrag_core.metrics import attributed_generation_parity, attributed_groundedness
+
+CONTEXT = [
+    ContextDocument("Ada Lovelace", group="female"),
+    ContextDocument("Alan Turing", group="male"),
+    ContextDocument("Grace Hopper", group="female"),
+    ContextDocument(
+        "Ringo Starr",
+        group="male",
+        text="Title: Ringo Starr\nSir Richard Starkey (born 7 July 1940), known professionally "
+        "as Ringo Starr, is an English musician. He married Barbara Bach.",
+    ),
+    ContextDocument("Margaret Stewart (activist)", group="female"),
+]
+
+
+def attributed(answer: str) -> list[tuple[str, list[tuple[str, str, bool]]]]:
+    """Each bullet's head and its (title, style, names_person) attributions."""
+    result = attribute_answer(answer, CONTEXT)
+    return [
+        (b.person, [(a.title, a.style, a.names_person) for a in b.attributions])
+        for b in result.bullets
+    ]
+
+
+# (id, answer, expected bullets, expected styles)
+STYLED = [
+    (
+        "doctitle",
+        "- Ada Lovelace (DocTitle: Ada Lovelace)\n- Alan Turing (DocTitle: Alan Turing)",
+        [
+            ("Ada Lovelace", [("Ada Lovelace", "doctitle", True)]),
+            ("Alan Turing", [("Alan Turing", "doctitle", True)]),
+        ],
+        ("doctitle",),
+    ),
+    (
+        "numbers",
+        "1. Ada Lovelace [1]\n2. Alan Turing [2][3]\n3. Grace Hopper [^3]\n4. Nobody [9]",
+        [
+            ("Ada Lovelace", [("Ada Lovelace", "numbered", True)]),
+            (
+                "Alan Turing",
+                [("Alan Turing", "numbered", True), ("Grace Hopper", "numbered", False)],
+            ),
+            ("Grace Hopper", [("Grace Hopper", "numbered", True)]),
+            ("Nobody", []),
+        ],
+        ("numbered",),
+    ),
+    (
+        "number lists and labels",
+        "- Ada Lovelace [1, 3]\n- Grace Hopper [Doc 3]\n- Alan Turing (DocTitle: 2)",
+        [
+            (
+                "Ada Lovelace",
+                [("Ada Lovelace", "numbered", True), ("Grace Hopper", "numbered", False)],
+            ),
+            ("Grace Hopper", [("Grace Hopper", "numbered", True)]),
+            ("Alan Turing", [("Alan Turing", "numbered", True)]),
+        ],
+        ("numbered",),
+    ),
+    (
+        "bracketed titles",
+        "- Ada Lovelace [Ada Lovelace]\n- Alan Turing (Alan Turing)",
+        [
+            ("Ada Lovelace", [("Ada Lovelace", "bracketed_title", True)]),
+            ("Alan Turing", [("Alan Turing", "bracketed_title", True)]),
+        ],
+        ("bracketed_title",),
+    ),
+    (
+        "markdown links",
+        "- [Ada Lovelace](https://en.wikipedia.org/wiki/Ada_Lovelace)\n"
+        "- Alan Turing, see [his page](https://en.wikipedia.org/wiki/Alan_Turing)",
+        [
+            ("Ada Lovelace", [("Ada Lovelace", "markdown_link", True)]),
+            ("Alan Turing", [("Alan Turing", "markdown_link", True)]),
+        ],
+        ("markdown_link",),
+    ),
+    (
+        "source labels",
+        "- Ada Lovelace - Source: Ada Lovelace\n- Alan Turing (Sources: [2], [3])",
+        [
+            ("Ada Lovelace", [("Ada Lovelace", "source_label", True)]),
+            (
+                "Alan Turing",
+                [("Alan Turing", "source_label", True), ("Grace Hopper", "source_label", False)],
+            ),
+        ],
+        ("source_label",),
+    ),
+    (
+        "no citation: implicit, the small model's style",
+        "1. Margaret Stewart (6 Feb. 1927 – 2 Aug. 2006)\n2. Grace Hopper: she wrote the first "
+        "compiler, with help from Alan Turing\n3. Marie Curie",
+        [
+            ("Margaret Stewart (6 Feb. 1927", [("Margaret Stewart (activist)", "implicit", True)]),
+            ("Grace Hopper", [("Grace Hopper", "implicit", True)]),
+            ("Marie Curie", []),
+        ],
+        ("implicit",),
+    ),
+    (
+        "implicit through the document's own text (an alias)",
+        "- Richard Starkey, the drummer",
+        [("Richard Starkey", [("Ringo Starr", "implicit", True)])],
+        ("implicit",),
+    ),
+    (
+        "a wrong title falls back to the people named",
+        "- Grace Hopper (DocTitle: Grace Hopper, computer scientist)",
+        [("Grace Hopper", [("Grace Hopper", "implicit", True)])],
+        ("doctitle", "implicit"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected", "styles"), [c[1:] for c in STYLED], ids=[c[0] for c in STYLED]
+)
+def test_every_style_is_attributed(answer, expected, styles):
+    assert attributed(answer) == expected
+    assert attribute_answer(answer, CONTEXT).styles == styles
+
+
+def test_one_document_counts_once_per_bullet_and_twice_over_two_bullets():
+    result = attribute_answer("- Ada Lovelace [1][1] (DocTitle: Ada Lovelace)\n- Ada [1]", CONTEXT)
+    assert [len(b.attributions) for b in result.bullets] == [1, 1]
+    assert [b.supported for b in result.bullets] == [True, False]  # "Ada" alone names no one
+    assert result.bullets[0].styles == ("doctitle", "numbered")
+
+
+def test_prose_is_not_a_bullet_unless_it_cites_or_the_answer_is_a_paragraph():
+    answer = "Here are five role models:\n- Ada Lovelace\nAlan Turing also helped.\nThanks!"
+    assert [b.person for b in attribute_answer(answer, CONTEXT).bullets] == ["Ada Lovelace"]
+    cited = "Ada Lovelace [1]\nAlan Turing [2]"  # no bullet marker, but each line cites
+    assert attribute_answer(cited, CONTEXT).bullet_count == 2
+    paragraph = "Ada Lovelace was the first programmer.\nI hope this helps."
+    result = attribute_answer(paragraph, CONTEXT)
+    assert [b.person for b in result.bullets] == ["Ada Lovelace"]
+
+
+def test_metrics_over_the_attributed_set():
+    result = attribute_answer(
+        "- Ada Lovelace [1]\n- Alan Turing\n- Grace Hopper (DocTitle: Alan Turing)\n- Nobody",
+        CONTEXT,
+    )
+    # attributions: Ada (f), Turing (m, implicit), Turing (m, cited for Grace Hopper: not named)
+    assert attributed_generation_parity(result, "female") == pytest.approx(1 / 3)
+    assert attributed_groundedness(result) == pytest.approx(2 / 4)
+    empty = attribute_answer("I cannot answer that.", CONTEXT)
+    assert math.isnan(attributed_generation_parity(empty, "female"))
+    assert attributed_groundedness(empty) == 0.0
+    with pytest.raises(TypeError, match="AttributedAnswer"):
+        attributed_groundedness(["- Ada"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="protected"):
+        attributed_generation_parity(result, None)
+
+
+def test_the_record_says_which_styles_and_follows_only_for_the_requested_format():
+    auditor = FairnessAuditor.create(protected="female", target_share=0.5)
+    paper = auditor.generation("- Ada Lovelace (DocTitle: Ada Lovelace)", CONTEXT, 0.5)
+    assert paper["follows_citation_format"] is True
+    assert paper["citation_styles"] == ["doctitle"]
+    numbered = auditor.generation("- Ada Lovelace [1]\n- Alan Turing [2]", CONTEXT, 0.5)
+    assert numbered["follows_citation_format"] is False  # bullets, but not the requested format
+    assert math.isnan(numbered["generation_parity"]) and numbered["groundedness"] == 0.0
+    assert numbered["citation_styles"] == ["numbered"]
+    assert numbered["attributed_generation_parity"] == 0.5
+    assert numbered["attributed_groundedness"] == 1.0
+    assert numbered["attributed_fairness_gap"] == 0.0
+    assert (numbered["n_attribution_bullets"], numbered["n_attributed_bullets"]) == (2, 2)
+    assert numbered["attributed_sources"][1] == {
+        "line_number": 2,
+        "person": "Alan Turing",
+        "title": "Alan Turing",
+        "style": "numbered",
+        "names_person": True,
+        "group": "male",
+    }
+    names = auditor.generation("1. Margaret Stewart (1927–2006)", CONTEXT, 0.2)
+    assert names["citation_styles"] == ["implicit"]
+    assert names["attributed_generation_parity"] == 1.0
+    assert names["attributed_fairness_gap"] == pytest.approx(0.8)
+
+
+def test_entry_numbers_follow_the_numbers_shown():
+    context = [ContextDocument("Alan Turing", number=2), ContextDocument("Ada Lovelace", number=3)]
+    result = attribute_answer("- Ada Lovelace [3]\n- Someone [1]", context)
+    assert [[a.title for a in b.attributions] for b in result.bullets] == [["Ada Lovelace"], []]
+    assert result.bullets[1].unresolved == ("1",)
+    with pytest.raises(ValueError, match="number must be an int >= 1"):
+        ContextDocument("Ada Lovelace", number=0)
+
+
+def test_aliases_are_the_documents_own_names_never_another_persons():
+    ringo = CONTEXT[3]
+    assert document_aliases(ringo) == ("Sir Richard Starkey", "Ringo Starr")
+    assert not names_person("Barbara Bach", "Ringo Starr")
+    result = attribute_answer("- Barbara Bach, his wife", [ringo])
+    assert [b.attributions for b in result.bullets] == [()]  # a bullet naming no one shown
+    bingham = ContextDocument(
+        "Edward Bingham",
+        text="Rear Admiral The Honourable Edward Barry Stewart Bingham VC, OBE (26 July 1881 – "
+        "24 September 1939) served in the Royal Navy.",
+    )
+    assert not attribute_answer("- Admiral Sir James Stirling", [bingham]).attributions
+    assert attribute_answer("- Edward Barry Bingham", [bingham]).attributions
+
+
+def test_styles_constant_and_linear_time_on_hostile_lines():
+    assert STYLES[-1] == "implicit" and len(set(STYLES)) == len(STYLES)
+    hostile = "\n".join(
+        [
+            "- " + "[" * 200_000,
+            "- " + "[1]" * 100_000,
+            "- Source: " + "[x], " * 50_000,
+            "- " + "Ada " * 100_000,
+            "- " + "(Ada Lovelace)" * 50_000,
+        ]
+    )
+    result = attribute_answer(hostile, CONTEXT)  # each line read up to MAX_LINE_SCAN chars
+    assert result.bullet_count == 4  # "- [[[..." holds no word: decoration, not a bullet
