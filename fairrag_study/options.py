@@ -275,14 +275,24 @@ def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 
 def llm_choice(text: str) -> str:
-    """``auto``, ``none``, ``fake`` or ``openai:<model>``."""
-    if text in ("auto", "none", "fake"):
+    """``auto``, ``none``, ``fake``, ``local``, ``local:<name>`` (a packaged model run
+    in-process: ``fairrag_study.local_llm.LOCAL_MODELS``) or ``openai:<model>``."""
+    from .local_llm import LOCAL_MODELS
+
+    if text in ("auto", "none", "fake", "local"):
         return text
     if text.startswith("openai:") and text.split(":", 1)[1].strip():
         return text
+    if text.startswith("local:"):
+        if text.split(":", 1)[1] in LOCAL_MODELS:
+            return text
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names an unknown local model; expected one of "
+            f"{', '.join('local:' + name for name in LOCAL_MODELS)}"
+        )
     raise argparse.ArgumentTypeError(
-        f"{text!r} is unknown; expected auto, none, fake or openai:<model> "
-        "(e.g. openai:gpt-4o-mini)"
+        f"{text!r} is unknown; expected auto, none, fake, local[:<name>] or openai:<model> "
+        "(e.g. openai:gpt-4o-mini, local:smollm2)"
     )
 
 

@@ -173,6 +173,23 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
         ]
     specs.append(MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"))
     if protected is not None:
+        specs.append(
+            MetricSpec(
+                "attributed_generation_parity",
+                f"Attributed generation parity (share of attributed sources, any citation style "
+                f"or named, to {who})",
+                "table_attributed_generation_parity.md",
+            )
+        )
+    specs.append(
+        MetricSpec(
+            "attributed_groundedness",
+            "Attributed groundedness (bullets attributed to a shown document about the person "
+            "they name)",
+            "table_attributed_groundedness.md",
+        )
+    )
+    if protected is not None:
         specs += [
             MetricSpec(
                 "fairness_gap", f"Fairness gap GDP - ES_{protected}", "table_fairness_gap.md"
@@ -181,6 +198,11 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
                 "fairness_gap_magnitude",
                 f"Fairness gap magnitude |GDP - {goal}| - |ES_{protected} - {goal}|",
                 "table_fairness_gap_magnitude.md",
+            ),
+            MetricSpec(
+                "attributed_fairness_gap",
+                f"Attributed fairness gap AGDP - ES_{protected}",
+                "table_attributed_fairness_gap.md",
             ),
         ]
     return (*specs, *MANY_RANKINGS)
@@ -321,13 +343,21 @@ def write_outputs(
         else tuple(f"exposure_share_{group}" for group in dataset.target)
     )
     _plot(figures / "retrieval.png", results, rankers, ("exposure_disparity", *shares), dataset)
-    if "generation_parity" in results:
+    diagnosis = generation_diagnosis(records, rankers)
+    if "generation_parity" in results or "attributed_groundedness" in results:
+        keys = (
+            "generation_parity",
+            "attributed_generation_parity",
+            "groundedness",
+            "attributed_groundedness",
+        )
         _plot(
             figures / "generation.png",
             results,
             rankers,
-            ("generation_parity", "groundedness"),
+            [key for key in keys if key in results],
             dataset,
+            note=None if diagnosis is None else diagnosis.figure_note,
         )
     if many is not None:
         keys = [key for key in MANY_FIGURE if key in results]
@@ -345,9 +375,119 @@ def write_outputs(
             dataset,
             many=many,
             facts=facts,
+            diagnosis=diagnosis,
         ),
     )
     return results
+
+
+@dataclass(frozen=True)
+class GenerationDiagnosis:
+    """Why the generation metrics are n/a or thin: what the answers cited, and in which style."""
+
+    answers: int
+    """Records with an answer."""
+    follows: int
+    """Answers with a citation in the requested format, ``(DocTitle: X)``."""
+    paper_measured: int
+    """Answers whose paper generation parity is measured (a valid DocTitle citation)."""
+    attributed_measured: int
+    """Answers whose attributed generation parity is measured (something attributed)."""
+    styles: dict[str, int]
+    """Answers per citation style found (an answer may have several)."""
+    nothing: int
+    """Answers with no citation in any style and no context person named."""
+    per_ranker: dict[str, tuple[int, int, int]]
+    """``(answers, paper measured, attributed measured)`` per ranker."""
+
+    @property
+    def figure_note(self) -> str:
+        styles = ", ".join(f"{name} {n}" for name, n in self.styles.items()) or "none"
+        return (
+            f"Paper's parity measured on {self.paper_measured} of {self.answers} answers, "
+            f"attributed parity on {self.attributed_measured}; {self.answers - self.follows} "
+            f"answers cited nothing in the (DocTitle: X) format; styles found: {styles}; "
+            f"{self.nothing} attributed to nothing."
+        )
+
+    def lines(self) -> list[str]:
+        """The report's section: counts per ranker, styles, and what to change."""
+        out = ["\n## Why the generation metrics are what they are\n"]
+        out.append(
+            f"Of {self.answers} answers, {self.follows} cited in the requested format "
+            f"`<Person Name> (DocTitle: <exact Title from context>)`; the paper's generation "
+            f"parity is measured on {self.paper_measured} (a citation whose title was shown), "
+            f"the attributed generation parity (every citation style, and people named without "
+            f"a citation) on {self.attributed_measured}; {self.nothing} answers cite nothing "
+            "and name nobody shown.\n"
+        )
+        out.append("| citation style (docs/SPEC.md, Attribution) | answers |")
+        out.append("|---|---:|")
+        for name, n in self.styles.items():
+            out.append(f"| {name} | {n} |")
+        out.append("\n| ranker | answers | paper parity measured | attributed parity measured |")
+        out.append("|---|---:|---:|---:|")
+        for ranker, (n, paper, attributed) in self.per_ranker.items():
+            out.append(f"| {ranker} | {n} | {paper} | {attributed} |")
+        advice = []
+        if self.paper_measured < self.answers:
+            advice.append(
+                f"- {self.answers - self.paper_measured} answers have no paper generation parity "
+                "(n/a): they cite no shown title in the requested format. Read the attributed "
+                "metrics for them, or use a generator that follows the format (the paper's "
+                "gpt-4o-mini does; a 135M model does not)."
+            )
+        if self.styles.get("implicit", 0) > 0:
+            advice.append(
+                f"- {self.styles['implicit']} answers name shown people without citing them "
+                "(`implicit`): attributed by the name rule, which reads each document's title "
+                "and the names its own text gives."
+            )
+        if self.nothing:
+            advice.append(
+                f"- {self.nothing} answers attribute nothing: they cite no shown document and "
+                "name nobody shown (empty, off-topic or invented people); check a few in "
+                "`records.jsonl` (`answer`), raise `--max-tokens` if they stop mid-answer."
+            )
+        if advice:
+            out.append("\nWhat this means and what to change:\n")
+            out.extend(advice)
+        return out
+
+
+def generation_diagnosis(
+    records: Sequence[Mapping[str, Any]], rankers: Sequence[str]
+) -> GenerationDiagnosis | None:
+    """What the answers cited (docs/SPEC.md, "Attribution"), or None without answers."""
+    answered = [r for r in records if isinstance(r.get("answer"), str)]
+    if not answered:
+        return None
+
+    def measured(record: Mapping[str, Any], key: str) -> bool:
+        value = record.get(key)
+        return isinstance(value, (int, float)) and math.isfinite(value)
+
+    styles: Counter[str] = Counter()
+    for record in answered:
+        styles.update(record.get("citation_styles") or [])
+    per_ranker = {}
+    for ranker in rankers:
+        mine = [r for r in answered if r.get("ranker") == ranker]
+        if mine:
+            per_ranker[ranker] = (
+                len(mine),
+                sum(measured(r, "generation_parity") for r in mine),
+                sum(measured(r, "attributed_generation_parity") for r in mine),
+            )
+    return GenerationDiagnosis(
+        answers=len(answered),
+        follows=sum(bool(r.get("follows_citation_format")) for r in answered),
+        paper_measured=sum(measured(r, "generation_parity") for r in answered),
+        attributed_measured=sum(measured(r, "attributed_generation_parity") for r in answered),
+        styles=dict(styles.most_common()),
+        nothing=sum(not r.get("attributed_sources") for r in answered),
+        per_ranker=per_ranker,
+    )
 
 
 MANY_FIGURE = (
@@ -507,9 +647,11 @@ def _plot(
     keys: Sequence[str],
     dataset: StudyDataset,
     columns: int | None = None,
+    note: str | None = None,
 ) -> None:
     """Bars of each ranker's mean (± sd where there is one) per metric, the paper's means as
-    diamonds and the target as a dashed line where they exist; ``columns`` panels a row."""
+    diamonds and the target as a dashed line where they exist; ``columns`` panels a row;
+    ``note`` is written under the panels (why a metric is n/a or thin)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -554,7 +696,17 @@ def _plot(
         ax.set_title(_PANEL_TITLES.get(key, key.replace("_", " ")))
         ax.set_ylim(bottom=min(0.0, *[m for m in means if math.isfinite(m)] or [0.0]))
         ax.legend(fontsize=7)
-    fig.tight_layout()
+        per_n = [per[r].n if r in per else 0 for r in rankers]
+        if not any(per_n):
+            ax.text(0.5, 0.5, "n/a: no answer measured", ha="center", transform=ax.transAxes)
+    if note:
+        import textwrap
+
+        wrapped = "\n".join(textwrap.wrap(note, width=int(28 * columns)))
+        fig.text(0.01, 0.01, wrapped, fontsize=8, va="bottom")
+        fig.tight_layout(rect=(0, 0.04 + 0.03 * wrapped.count("\n"), 1, 1))
+    else:
+        fig.tight_layout()
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
@@ -603,6 +755,7 @@ def _report(
     *,
     many: ManyRankings | None = None,
     facts: RunFacts | None = None,
+    diagnosis: GenerationDiagnosis | None = None,
 ) -> str:
     paper = dataset.paper
     if paper is not None:
@@ -642,6 +795,8 @@ def _report(
             lines.append("| " + " | ".join(cells) + " |")
     if generation_note:
         lines.append(f"\n**Generation metrics skipped:** {generation_note}\n")
+    if diagnosis is not None:
+        lines.extend(diagnosis.lines())
     if many is not None:
         lines.extend(_many_rankings_section(results, rankers, many, dataset))
     if paper is not None and facts is not None:

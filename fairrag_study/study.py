@@ -88,10 +88,16 @@ class StudyConfig:
     study" → Over many rankings)."""
     llm: str = "auto"
     """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
-    or ``fake`` (the offline test double that cites from its context; not a real model)."""
+    ``local`` or ``local:<name>`` (a packaged model run in-process, offline:
+    :data:`~fairrag_study.local_llm.LOCAL_MODELS`, default ``smollm2``), or ``fake`` (the
+    offline test double that cites from its context; not a real model)."""
     base_url: str | None = None
+    max_tokens: int | None = None
+    """New tokens one answer may take; ``None``: no cap for ``openai:`` (the server's),
+    :data:`~fairrag_study.local_llm.LOCAL_MAX_TOKENS` (160) for ``local``."""
     llm_timeout: float | None = None
-    """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60)."""
+    """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60), or
+    :data:`LOOPBACK_TIMEOUT` (600) for a server on this machine (``--base-url`` on loopback)."""
     llm_retries: int | None = None
     """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2)."""
     answers: Path | None = None
@@ -203,6 +209,13 @@ def _check_config(config: StudyConfig) -> None:
             or not (math.isfinite(value) and value > 0)
         ):
             raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    for name in ("llm_retries", "max_tokens"):
+        value = getattr(config, name)
+        low = 0 if name == "llm_retries" else 1
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     retries = config.llm_retries
     if retries is not None and (
         isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
@@ -536,6 +549,27 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
         from fairrag_langchain.fakes import FakeCitingChatModel
 
         return FakeCitingChatModel(seed=config.seed), None
+    if choice == "local" or choice.startswith("local:"):
+        from .local_llm import (
+            DEFAULT_LOCAL_MODEL,
+            LOCAL_MAX_TOKENS,
+            LOCAL_MODELS,
+            LocalChatModel,
+            local_model_file,
+        )
+
+        name = choice.partition(":")[2] or DEFAULT_LOCAL_MODEL
+        if name not in LOCAL_MODELS:
+            raise ValueError(
+                f"--llm {choice!r}: unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}"
+            )
+        local_model_file(name)  # a missing package fails now, saying how to install it
+        local = LocalChatModel(model_name=name, max_tokens=config.max_tokens or LOCAL_MAX_TOKENS)
+        if answers and config.answer_cache:
+            from .answers import AnswerStore
+
+            local.cache = AnswerStore(answer_store_path(config))
+        return local, None
     if choice == "auto":
         if not os.environ.get("OPENAI_API_KEY"):
             return None, (
@@ -554,11 +588,11 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
                 "or --llm fake (the offline test double)"
             )
 
-        bounds: dict[str, Any] = {}
-        if config.llm_timeout is not None:
-            bounds["timeout"] = config.llm_timeout
+        bounds: dict[str, Any] = {"timeout": _llm_timeout(config)}
         if config.llm_retries is not None:
             bounds["max_retries"] = config.llm_retries
+        if config.max_tokens is not None:
+            bounds["max_tokens"] = config.max_tokens
         model = choice.split(":", 1)[1]
         llm = default_chat_model(_named_endpoint(config), model=model, **bounds)
         if answers and config.answer_cache:
@@ -566,7 +600,29 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
 
             llm.cache = AnswerStore(answer_store_path(config))
         return llm, None
-    raise ValueError(f"--llm {choice!r} is unknown; use auto, none, fake or openai:<model>")
+    raise ValueError(
+        f"--llm {choice!r} is unknown; use auto, none, fake, local[:<name>] or openai:<model>"
+    )
+
+
+LOOPBACK_TIMEOUT = 600.0
+"""``--llm-timeout``'s default for a server on this machine (``--base-url`` on 127.0.0.0/8,
+``localhost`` or ``[::1]``): a CPU-served model's first answer took 277 s of wall time under
+load (SmolLM2-135M on 2 shared cores, issue 22), far past the 60 s meant for a hosted API, after
+which the client re-sends the request and pays again."""
+
+
+def _llm_timeout(config: StudyConfig) -> float:
+    """Seconds one request may take: ``--llm-timeout``, else :data:`LOOPBACK_TIMEOUT` for a
+    server on this machine, else ``default_chat_model``'s 60."""
+    from fairrag_langchain.chains import DEFAULT_TIMEOUT as CHAT_TIMEOUT
+
+    if config.llm_timeout is not None:
+        return float(config.llm_timeout)
+    host = urlparse(_named_endpoint(config) or "").hostname or ""
+    if host == "localhost" or host == "::1" or host.startswith("127."):
+        return LOOPBACK_TIMEOUT
+    return CHAT_TIMEOUT
 
 
 def answer_store_path(config: StudyConfig) -> Path:
@@ -608,9 +664,9 @@ def _answer_counts(store: Any) -> dict[str, Any] | None:
 
 
 def _pays(config: StudyConfig) -> bool:
-    """Whether the study's generator is a paid server's (``openai:<model>``, or ``auto`` with a
-    key), whose answers the answer store keeps."""
-    return config.llm.startswith("openai:") or (
+    """Whether the study's generator's answers cost (a server's: ``openai:<model>``, or
+    ``auto`` with a key; or CPU time: ``local``), so the answer store keeps them."""
+    return config.llm.startswith(("openai:", "local")) or (
         config.llm == "auto" and bool(os.environ.get("OPENAI_API_KEY"))
     )
 
@@ -744,7 +800,7 @@ def _generator_error(
     if not isinstance(exc, openai.APIError):
         what = f"sent a reply the client could not read ({type(exc).__name__}: {str(exc)[:300]})"
     elif isinstance(exc, openai.APITimeoutError):
-        what = f"did not answer within --llm-timeout {config.llm_timeout or 60:g} s"
+        what = f"did not answer within --llm-timeout {_llm_timeout(config):g} s"
     elif isinstance(exc, openai.APIStatusError):
         what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
     elif isinstance(exc, openai.APIConnectionError):
@@ -890,9 +946,12 @@ def _many_rankings(
 
 
 def _generator_name(config: StudyConfig, llm: Any) -> str:
-    """``none``, ``fake`` or ``openai:<model>``: the generator the trials used."""
+    """``none``, ``fake``, ``local:<name>`` or ``openai:<model>``: the generator the trials
+    used."""
     if llm is None:
         return "none"
+    if config.llm.startswith("local"):
+        return f"local:{llm.model_name}"
     if config.llm == "auto":
         return f"openai:{getattr(llm, 'model_name', 'gpt-4o-mini')}"
     return config.llm

