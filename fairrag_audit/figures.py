@@ -25,6 +25,28 @@ FIGURES = {
 """File name → caption of every figure an audit can draw."""
 
 DPI = 110
+MAX_SERIES = 12
+"""Rankers (panels, lines) and groups one figure draws: those with the most records or the
+largest exposure; the tables hold them all, and the report's notes say what was left out."""
+MAX_LEGEND_CHARS = 40
+"""A label longer than this is cut (with "…") in a figure."""
+
+
+def _short(label: object) -> str:
+    text = " ".join(str(label).split())
+    return text if len(text) <= MAX_LEGEND_CHARS else text[: MAX_LEGEND_CHARS - 1] + "…"
+
+
+def _top(values: pd.Series, weights: pd.Series, result: AuditResult, what: str) -> list[str]:
+    """The MAX_SERIES values of ``values`` with the largest summed ``weights`` (sorted by
+    name); a note says how many were left out of the figure."""
+    totals = weights.groupby(values).sum().sort_values(ascending=False, kind="stable")
+    if len(totals) > MAX_SERIES:
+        result.notes.append(
+            f"{what}: the figure draws the {MAX_SERIES} of {len(totals)} with the most weight; "
+            "the CSV tables hold them all"
+        )
+    return sorted(str(v) for v in totals.index[:MAX_SERIES])
 
 
 def _x_positions(frame: pd.DataFrame, result: AuditResult) -> tuple[np.ndarray, list[str]]:
@@ -50,22 +72,32 @@ def exposure_over_time(result: AuditResult, path: Path) -> bool:
     data = result.trend_exposure
     if data.empty:
         return False
-    rankers = sorted(data["ranker"].unique())
+    rankers = _top(data["ranker"], data["n"], result, "exposure over time, rankers")
+    data = data[data["ranker"].isin(rankers)]
     fig, axes = plt.subplots(
         len(rankers), 1, figsize=(8, 2.4 * len(rankers) + 0.6), sharex=True, squeeze=False
     )
     _, labels = _x_positions(data, result)
+    place = {label: i for i, label in enumerate(labels)}
     for ax, ranker in zip(axes[:, 0], rankers, strict=True):
-        for group, rows in data[data["ranker"] == ranker].groupby("group", sort=True):
-            x = np.array([labels.index(w) for w in rows["window"]], dtype=float)
-            ax.plot(x, rows["share"], marker="o", ms=3, label=str(group))
+        mine = data[data["ranker"] == ranker]
+        groups = _top(
+            mine["group"],
+            mine["share"] * mine["n"],
+            result,
+            f"exposure over time, {ranker}: groups",
+        )
+        mine = mine[mine["group"].isin(groups)]
+        for group, rows in mine.groupby("group", sort=True):
+            x = np.array([place[w] for w in rows["window"]], dtype=float)
+            ax.plot(x, rows["share"], marker="o", ms=3, label=_short(group))
             ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.2)
         target = result.options.target_share
         if result.options.protected is not None:
             ax.axhline(0.5 if target is None else target, color="grey", lw=0.8, ls="--")
         ax.set_ylim(0, 1)
         ax.set_ylabel("exposure share")
-        ax.set_title(ranker, fontsize=9)
+        ax.set_title(_short(ranker), fontsize=9)
         ax.legend(fontsize=7, loc="upper right")
     _set_window_axis(axes[-1, 0], labels)
     fig.suptitle(FIGURES["exposure_over_time.png"], fontsize=10)
@@ -83,20 +115,26 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     if data.empty:
         return False
     _, labels = _x_positions(data, result)
+    place = {label: i for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(10, 4.2))
     series = ["ranker", *result.options.by]
-    for key, rows in data.groupby(series, sort=True):
-        name = " / ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
-        x = np.array([labels.index(w) for w in rows["window"]], dtype=float)
+    data = data.assign(_series=data[series].astype(str).agg(" / ".join, axis=1))
+    keep = _top(data["_series"], data["n"], result, "disparity against the band, series")
+    data = data[data["_series"].isin(keep)]
+    for name, rows in data.groupby("_series", sort=True):
+        x = np.array([place[w] for w in rows["window"]], dtype=float)
         value = rows["value"].to_numpy(float)
-        err = np.vstack([value - rows["ci_low"], rows["ci_high"] - value])
-        ax.errorbar(x, value, yerr=err, marker="o", ms=3, capsize=2, lw=1, label=name)
+        # an interval never below 0 in length (NaN bounds: no bar)
+        err = np.nan_to_num(
+            np.maximum(np.vstack([value - rows["ci_low"], rows["ci_high"] - value]), 0.0)
+        )
+        ax.errorbar(x, value, yerr=err, marker="o", ms=3, capsize=2, lw=1, label=_short(name))
     band = result.options.max_disparity
     if band is not None:
         ax.axhspan(0, band, color="tab:green", alpha=0.12, label=f"band [0, {band:g}]")
         out = data[data["value"] > band]
         ax.scatter(
-            [labels.index(w) for w in out["window"]],
+            [place[w] for w in out["window"]],
             out["value"],
             s=60,
             facecolors="none",
@@ -130,11 +168,18 @@ def parity_vs_exposure(result: AuditResult, path: Path) -> bool:
         return False
     counts = result.metrics[result.metrics["metric"] == "generation_parity"].set_index(keys)["n"]
     fig, ax = plt.subplots(figsize=(5.5, 5))
+    ranker_of = table.index.get_level_values("ranker").to_series(index=table.index)
+    top = _top(ranker_of, counts.reindex(table.index).fillna(0), result, "parity figure, rankers")
+    table = table[ranker_of.isin(top).to_numpy()]
     for ranker, rows in table.groupby(level="ranker", sort=True):
         n = counts.reindex(rows.index).to_numpy(float)
         size = 10 + 60 * n / max(float(np.nanmax(counts.to_numpy(float))), 1.0)
         ax.scatter(
-            rows["exposure_share"], rows["generation_parity"], s=size, alpha=0.7, label=str(ranker)
+            rows["exposure_share"],
+            rows["generation_parity"],
+            s=size,
+            alpha=0.7,
+            label=_short(ranker),
         )
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="fairness gap 0")
     ax.set_xlim(0, 1)

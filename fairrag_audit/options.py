@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -73,6 +74,9 @@ class AuditOptions:
     exposure: str = "dcg"
     confidence: float = 0.95
     alpha: float = 0.01
+    now: datetime = dataclass_field(default_factory=lambda: datetime.now(timezone.utc))
+    """When the audit started (UTC): ``--since 7d`` counts back from it, and a record dated
+    after it (beyond the clock skew allowed) is refused as from the future."""
 
     @classmethod
     def create(
@@ -88,8 +92,10 @@ class AuditOptions:
         exposure: str = "dcg",
         confidence: float = 0.95,
         alpha: float = 0.01,
+        now: datetime | None = None,
     ) -> AuditOptions:
         """Check every setting; a bad one raises ``ValueError`` naming it and what is accepted."""
+        now = datetime.now(timezone.utc) if now is None else now.astimezone(timezone.utc)
         if isinstance(paths, (str, Path)):
             paths = [paths]
         files = tuple(Path(p) for p in paths)
@@ -114,7 +120,7 @@ class AuditOptions:
         if len(set(fields)) != len(fields):
             raise ValueError(f"--by names a field twice: {list(fields)}")
         if isinstance(since, str):
-            since = parse_since(since)
+            since = parse_since(since, now)
         elif since is not None:
             if not isinstance(since, datetime):
                 raise ValueError(f"--since {since!r}: give an ISO 8601 string or a datetime")
@@ -152,6 +158,7 @@ class AuditOptions:
             exposure=exposure,
             confidence=float(confidence),
             alpha=float(alpha),
+            now=now,
         )
 
 

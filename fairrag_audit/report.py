@@ -7,6 +7,8 @@ import base64
 import html
 import json
 import math
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +16,18 @@ from typing import cast
 
 import pandas as pd
 
-from .analysis import METRICS, AuditResult
+from .analysis import MAX_LISTED, METRICS, AuditResult
 from .figures import FIGURES, write_figures
 from .options import format_duration
 
-__all__ = ["MAX_TABLE_ROWS", "write_report"]
+__all__ = [
+    "MAX_TABLE_ROWS",
+    "OUTPUT_FILES",
+    "check_out",
+    "csv_safe",
+    "markdown_text",
+    "write_report",
+]
 
 MAX_TABLE_ROWS = 200
 """Rows of one table shown in the report; the CSV files hold them all."""
@@ -29,6 +38,87 @@ CI_METHOD = (
     "(delta-method) standard error with t(n−1); the disparity's interval is the signed mean's, "
     "folded at 0; every interval is clipped to its metric's range."
 )
+
+
+TABLES = ("rankers", "metrics", "exposure", "pairwise", "drift", "reading", "left_out")
+"""The tables written as CSV files, by their attribute of :class:`AuditResult`."""
+
+OUTPUT_FILES = (
+    "report.md",
+    "report.html",
+    "summary.json",
+    *(f"{name}.csv" for name in TABLES),
+    *(f"figures/{name}" for name in FIGURES),
+)
+"""Every file an audit writes into ``--out`` (and replaces when it is there)."""
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""Text a spreadsheet reads as a formula (OWASP "CSV injection"); such a cell gets a ``'``."""
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell that starts like a formula prefixed with ``'`` (OWASP's
+    rule for CSV injection). Numeric columns are left numeric: ``-0.25`` stays a number."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
+            frame[column] = [
+                "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+                for value in frame[column]
+            ]
+    return frame
+
+
+_MD_INLINE = re.compile(r"[\\`*~|]")
+_MD_LINK = re.compile(r"\](?=[(\[])")
+_MD_BLOCK_START = re.compile(r"^(\s*)([#+\-=*]+|\d{1,9}[.)])(?=\s|$)")
+
+
+def _escape_block_start(match: re.Match[str]) -> str:
+    mark = match.group(2)
+    if mark[0].isdigit():  # an ordered list: CommonMark escapes its "." or ")"
+        return match.group(1) + mark[:-1] + "\\" + mark[-1]
+    return match.group(1) + "\\" + mark
+
+
+def markdown_text(text: object, *, block: bool = False) -> str:
+    """``text`` safe in Markdown: HTML's ``& < >`` as entities (no raw tag survives), the
+    characters that make code, emphasis, strike-through, links or table cells escaped, line
+    breaks as spaces; with ``block``, also a leading ``#``, ``-``, ``+``, ``=`` or ``1.`` (a
+    heading or list where a line starts)."""
+    value = html.escape(str(text), quote=False)
+    value = value.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    value = _MD_INLINE.sub(lambda m: "\\" + m.group(0), value)
+    value = _MD_LINK.sub(lambda m: "]\\", value)
+    if block:
+        value = _MD_BLOCK_START.sub(_escape_block_start, value)
+    return value
+
+
+def check_out(out: str | Path, logs: Sequence[str | Path] = ()) -> Path:
+    """Refuse, before any work, an ``--out`` the report cannot be written to or whose writing
+    would replace one of the ``logs`` (``fairrag audit d/reading.csv --out d``): a
+    ``ValueError`` naming it."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file; give a folder for the report")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"--out {str(out)!r}: {str(parent)!r} is a file, not a folder")
+    for name in ("figures",):
+        if (out / name).exists() and not (out / name).is_dir():
+            raise ValueError(f"--out {str(out)!r}: {str(out / name)!r} is a file, not a folder")
+    for name in OUTPUT_FILES:
+        target = out / name
+        for log in logs:
+            if target.exists() and Path(log).exists() and os.path.samefile(target, log):
+                raise ValueError(
+                    f"--out {str(out)!r} would overwrite the log {str(log)!r} with its "
+                    f"{name}; give another folder"
+                )
+    return out
 
 
 @dataclass(frozen=True)
@@ -92,6 +182,26 @@ def _wide(metrics: pd.DataFrame, keys: list[str]) -> _Table:
     return _Table([*keys, "records", *METRICS], rows[:MAX_TABLE_ROWS], len(rows))
 
 
+def _left_out_blocks(result: AuditResult) -> list[_Block]:
+    left_out = result.left_out
+    if left_out.empty:
+        return [("p", "None: every non-blank line is a record audited.")]
+    counted = int(result.reading[["damaged", "not_records", "refused", "future"]].sum().sum())
+    rows = [
+        [str(r.file), "–" if pd.isna(r.line) else str(int(r.line)), str(r.kind), str(r.reason)]
+        for r in left_out.head(MAX_TABLE_ROWS).itertuples()
+    ]
+    return [
+        (
+            "p",
+            f"{counted} lines are not records audited: damaged (not JSON), not records, "
+            "refused (a value outside its metric's range or over a cap) or dated in the "
+            f"future. Listed by line (the first {MAX_LISTED} per file in left_out.csv):",
+        ),
+        ("table", _Table(["file", "line", "kind", "reason"], rows, len(left_out))),
+    ]
+
+
 def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
     o = result.options
     by = list(o.by)
@@ -117,6 +227,8 @@ def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
         ("table", _table(result.reading, list(result.reading.columns))),
         ("h2", "What could not be computed"),
         ("ul", result.notes or ["everything asked for was computed"]),
+        ("h2", "Lines left out"),
+        *_left_out_blocks(result),
         ("h2", "Per ranker, whole period"),
         ("p", CI_METHOD),
         ("table", _wide(result.rankers, ["ranker"])),
@@ -191,14 +303,17 @@ def _markdown(blocks: list[_Block], out: Path) -> str:
         elif kind == "h2":
             lines += [f"## {payload}", ""]
         elif kind == "p":
-            lines += [str(payload), ""]
+            lines += [markdown_text(payload, block=True), ""]
         elif kind == "ul":
-            lines += [f"- {item}" for item in cast(list, payload)] + [""]
+            lines += [f"- {markdown_text(item, block=True)}" for item in cast(list, payload)]
+            lines += [""]
         elif kind == "table":
             table = cast(_Table, payload)
-            lines.append("| " + " | ".join(table.header) + " |")
+            lines.append("| " + " | ".join(markdown_text(h) for h in table.header) + " |")
             lines.append("|" + "---|" * len(table.header))
-            lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+            lines += [
+                "| " + " | ".join(markdown_text(cell) for cell in row) + " |" for row in table.rows
+            ]
             if table.total > len(table.rows):
                 lines.append(f"\n({len(table.rows)} of {table.total} rows; all in the CSV files)")
             lines.append("")
@@ -277,15 +392,13 @@ def write_report(result: AuditResult, out: str | Path) -> dict[str, Path]:
     Returns the paths written: ``report.md``, ``report.html``, ``summary.json``, the CSV tables
     and ``figures/*.png``.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {str(out)!r} is a file; give a folder for the report")
+    out = check_out(out, result.options.paths)
     out.mkdir(parents=True, exist_ok=True)
     figures = write_figures(result, out / "figures")
     written: dict[str, Path] = {}
-    for name in ("rankers", "metrics", "exposure", "pairwise", "drift", "reading"):
+    for name in TABLES:
         path = out / f"{name}.csv"
-        getattr(result, name).to_csv(path, index=False)
+        csv_safe(getattr(result, name)).to_csv(path, index=False)
         written[path.name] = path
     blocks = _blocks(result, figures)
     (out / "report.md").write_text(_markdown(blocks, out), encoding="utf-8")

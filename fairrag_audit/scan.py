@@ -1,25 +1,41 @@
 """Reading fairness logs into DuckDB: one compact row per JSON line, streamed, never held as
 Python objects.
 
-Each file is scanned once by DuckDB's ``read_json`` (newline-delimited; gzip read the same way,
-detected by its magic bytes), each line as one struct of the record fields: a line that is not
-JSON (torn write, garbage) becomes a row marked ``damaged``; JSON that is not a record (not an
-object, or an object with none of the fields) is marked not ``usable``. Both are counted,
-never dropped silently. Blank lines are not records and are not counted. Every field is
-optional and read with ``TRY_CAST``: a field of the wrong type counts as missing for that field
-only.
+Each file is first sieved (:mod:`fairrag_audit.lines`: a line longer than 16 MiB or nested
+deeper than 64 is refused before DuckDB parses it), then scanned once by DuckDB's
+``read_json`` (newline-delimited; gzip read the same way, detected by its magic bytes), each
+line as one struct of the record fields: a line that is not JSON (torn write, garbage) becomes
+a row marked ``damaged``; JSON that is not a record (not an object, or an object with none of
+the fields) is marked ``not_record``; a record with a field outside its metric's range or over
+a cap (docs/SPEC.md "Auditing logs") is ``refused`` with the reason, and one dated after the
+audit started is ``future``. All are counted and listed by line, never dropped silently. Blank
+lines are not records and are not counted. Every field is optional and read with
+``TRY_CAST``: a field of the wrong type counts as missing for that field only.
 """
 
 from __future__ import annotations
 
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 
+from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, sieve
 from .options import AuditOptions
 
-__all__ = ["METRIC_FIELDS", "connect", "load_records"]
+__all__ = [
+    "CLOCK_SKEW",
+    "MAX_DEPTH",
+    "MAX_GROUPS",
+    "MAX_K",
+    "MAX_LABEL_CHARS",
+    "MAX_LINE_BYTES",
+    "METRIC_FIELDS",
+    "METRIC_RANGES",
+    "connect",
+    "load_records",
+]
 
 METRIC_FIELDS = (
     "generation_parity",
@@ -30,8 +46,32 @@ METRIC_FIELDS = (
 )
 """Per-record metrics taken from the records as written (docs/SPEC.md "Metrics")."""
 
-MAX_LINE_BYTES = 16 * 2**20
-"""Longest line read (a 1 MB answer fits 16 times); a longer one is counted damaged."""
+METRIC_RANGES = {
+    "exposure_share": (0.0, 1.0),
+    "generation_parity": (0.0, 1.0),
+    "grounded_generation_parity": (0.0, 1.0),
+    "groundedness": (0.0, 1.0),
+    "fairness_gap": (-1.0, 1.0),
+    "fairness_gap_magnitude": (-1.0, 1.0),
+}
+"""The values each per-record field can take by its definition (docs/SPEC.md "Metrics"): a
+record with a value outside (or NaN / infinite written as a number) is refused."""
+
+MAX_K = 10_000
+"""Longest shown list a record may claim (``k``, ``groups``, ``exposure_by_group``): a
+record's work is its list's length, so this bounds it (the record schema's lists hold tens)."""
+
+MAX_GROUPS = MAX_K
+"""Most groups one record's ``exposure_by_group`` may name."""
+
+MAX_LABEL_CHARS = 256
+"""Longest ranker name, group label, protected group or ``--by`` value."""
+
+CLOCK_SKEW = timedelta(minutes=5)
+"""A record dated more than this after the audit started is ``future``: refused and counted."""
+
+SHARES_SUM_TOLERANCE = 1e-6
+"""How far the shares of a record's ``exposure_by_group`` may sum from 1 (rounding)."""
 
 
 def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -54,11 +94,6 @@ def _literal(text: str) -> str:
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
 
 
 KNOWN_FIELDS = (
@@ -89,19 +124,114 @@ def _number(column: str) -> str:
     return f"TRY_CAST({column} AS DOUBLE)"
 
 
+def _json_text(column: str, chars: int = 40) -> str:
+    """The JSON value as written, cut to ``chars`` characters, for a refusal's reason."""
+    return f"left(CAST({column} AS VARCHAR), {chars})"
+
+
+def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(condition, reason)`` pairs, checked in order on a record: the first true condition
+    refuses it with its reason (a SQL expression)."""
+    checks: list[tuple[str, str]] = []
+    k = "TRY_CAST(k AS DOUBLE)"
+    checks.append(
+        (
+            f"{k} IS NOT NULL AND NOT ({k} BETWEEN 0 AND {MAX_K} AND {k} = floor({k}))",
+            f"'k ' || {_json_text('k')} || ' is not a whole number in [0, {MAX_K:,}]'",
+        )
+    )
+    checks.append(
+        (
+            f"json_type(groups) = 'ARRAY' AND json_array_length(groups) > {MAX_K}",
+            f"'groups holds ' || json_array_length(groups) || ' labels, above the cap of "
+            f"{MAX_K:,}'",
+        )
+    )
+    checks.append(
+        (
+            "json_type(groups) = 'ARRAY' AND list_bool_or(list_transform("
+            "TRY_CAST(groups AS JSON[]), lambda x: json_type(x) IN ('ARRAY', 'OBJECT')))",
+            "'groups holds an array or object where a group label belongs'",
+        )
+    )
+    checks.append(
+        (
+            f"list_max(list_transform(TRY_CAST(groups AS VARCHAR[]), lambda x: length(x))) "
+            f"> {MAX_LABEL_CHARS}",
+            f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
+        )
+    )
+    shares = "map_values(by_group_raw)"
+    checks += [
+        (
+            f"json_type(exposure_by_group) = 'OBJECT' AND "
+            f"len(json_keys(exposure_by_group)) > {MAX_GROUPS}",
+            f"'exposure_by_group names ' || len(json_keys(exposure_by_group)) || ' groups, "
+            f"above the cap of {MAX_GROUPS:,}'",
+        ),
+        (
+            f"list_max(list_transform(json_keys(exposure_by_group), lambda x: length(x))) "
+            f"> {MAX_LABEL_CHARS}",
+            f"'a group in exposure_by_group is longer than {MAX_LABEL_CHARS} characters'",
+        ),
+        (
+            f"list_bool_or(list_transform({shares}, "
+            "lambda x: x IS NULL OR NOT isfinite(x) OR x < 0 OR x > 1))",
+            "'exposure_by_group ' || "
+            + _json_text("exposure_by_group", 80)
+            + " || ' holds a share outside [0, 1]'",
+        ),
+        (
+            f"len({shares}) > 0 AND abs(list_sum({shares}) - 1) > {SHARES_SUM_TOLERANCE}",
+            "'exposure_by_group shares sum to ' || round(list_sum(" + shares + "), 6) || ', not 1'",
+        ),
+    ]
+    for name, (low, high) in METRIC_RANGES.items():
+        value = f"TRY_CAST({_quoted(name)} AS DOUBLE)"
+        checks.append(
+            (
+                f"{value} IS NOT NULL AND NOT ({value} BETWEEN {low} AND {high})",
+                f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
+            )
+        )
+    checks.append(
+        (
+            "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
+            "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
+        )
+    )
+    for name, column in (("ranker", "ranker"), ("protected", '"protected"'), *by_json):
+        checks.append(
+            (
+                f"json_type({column}) IN ('ARRAY', 'OBJECT')",
+                f"'{name} is an array or object, not a name'",
+            )
+        )
+        checks.append(
+            (
+                f"length(json_extract_string({column}, '$')) > {MAX_LABEL_CHARS}",
+                f"'{name} is longer than {MAX_LABEL_CHARS} characters'",
+            )
+        )
+    return checks
+
+
 def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[int]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
-    Columns: ``file_index``, ``usable`` (the line is a JSON object with at least one of the
-    fields read), ``ts`` (UTC), ``source``, ``ranker``, ``by_0 ..`` (each ``--by`` field, top
-    level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown list), ``w``
-    (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share`` (``ES_protected``),
-    ``by_group`` (the record's ``exposure_by_group``), ``logged_share``, the
-    :data:`METRIC_FIELDS`, ``has_error``, ``model_ok``.
+    Columns: ``file_index``, ``line_index`` (the row's place among the file's non-blank
+    lines, from 0), ``kind`` (``record``, ``damaged``, ``not_record``, ``refused``,
+    ``future``), ``refusal`` (why a row that is not a record was left out), ``usable`` (kind
+    is ``record``), ``ts`` (UTC), ``source``, ``ranker``, ``by_0 ..`` (each ``--by`` field,
+    top level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown list),
+    ``w`` (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share``
+    (``ES_protected``), ``by_group`` (the record's ``exposure_by_group``), ``logged_share``,
+    the :data:`METRIC_FIELDS`, ``has_error``, ``model_ok``.
 
-    One streaming pass per file (each field typed JSON, then cast: a field of the wrong type
-    never spoils the rest of its record), into a columnar table; the derived columns are
-    computed on that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
+    Each file is sieved (lines too long or too deep replaced), then read in one streaming
+    pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
+    of its record) into a columnar table, in file order; the derived columns are computed on
+    that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
     """
     # metadata (where --by fields may live) is read only when fields are asked for
     extra = [f for f in options.by if f not in KNOWN_FIELDS]
@@ -109,7 +239,11 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         extra.append("metadata")
     # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
     # that is not a record (not an object, or none of these fields).
-    struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra)) + ")"
+    struct = (
+        "STRUCT("
+        + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
+        + ")"
+    )
     # docs/SPEC.md names the source; older records are recognised by their adapter's fields.
     # A record with the study's `trial` is the study's, whatever `source` it copied from the
     # handler record it was built from.
@@ -117,11 +251,17 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                     WHEN retriever_run_id IS NOT NULL THEN 'langchain'
                     WHEN query_id IS NOT NULL THEN 'llamaindex'
                     ELSE 'unknown' END) END"""
+    by_json = [
+        (f"--by {field}", f"by_json_{i}") for i, field in enumerate(options.by) if field != "source"
+    ]
+    by_raw = "".join(
+        f", COALESCE({_quoted(field)}, json_extract(metadata, "
+        f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
+        for i, field in enumerate(options.by)
+        if field != "source"
+    )
     by_columns = "".join(
-        f", {source} AS by_{i}"
-        if field == "source"
-        else f", COALESCE({_text(_quoted(field))}, "
-        f"json_extract_string(metadata, {_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_{i}"
+        f", {source} AS by_{i}" if field == "source" else f", {_text(f'by_json_{i}')} AS by_{i}"
         for i, field in enumerate(options.by)
     )
     any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
@@ -131,8 +271,19 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
     metrics = "".join(f", {_number(m)} AS {m}" for m in METRIC_FIELDS)
     default_model = _literal(options.exposure)
+    latest = options.now + CLOCK_SKEW
+    checks = _range_checks(options, by_json)
+    refusal = (
+        "CASE "
+        + " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
+        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + " || ' is after the audit started'"
+        + " END"
+    )
     keep = ", ".join(
-        ["file_index", "usable", "ts", "source", "ranker"]
+        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
+        + ["source", "ranker"]
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
         + list(METRIC_FIELDS)
@@ -141,35 +292,26 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     counts: dict[str, list[int]] = {"lines": [], "damaged": []}
     con.execute("DROP TABLE IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
-    for index, path in enumerate(options.paths):
-        common = (
-            f"{_literal(str(path))}, format = 'newline_delimited', ignore_errors = true, "
-            f"compression = '{'gzip' if _is_gzip(path) else 'none'}', "
-            f"maximum_object_size = {MAX_LINE_BYTES}"
-        )
-        fields = f"""
-            SELECT
-                {index} AS file_index,
-                "__damaged" AS damaged,
-                NOT "__damaged" AND ({any_field}) AS usable,
-                TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
-                {source} AS source,
-                {_text("ranker")} AS ranker
-                {by_columns},
-                TRY_CAST(groups AS VARCHAR[]) AS groups,
-                TRY_CAST(k AS INTEGER) AS k,
-                COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
-                COALESCE({_text('"protected"')}, {protected}) AS protected,
-                target AS target_json,
-                TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group,
-                {_number("exposure_share")} AS logged_share
-                {metrics},
-                error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
-            FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
-                columns = {{'r': {_literal(struct)}}}))
-        """
-        verb = "CREATE TEMP TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
-        con.execute(f"{verb} {fields}")
+    # rows in file order: a row's place is its line's place among the non-blank lines
+    con.execute("SET preserve_insertion_order = true")
+    with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
+        for index, path in enumerate(options.paths):
+            sieved = sieve(path, Path(folder))
+            _scan_file(
+                con,
+                index,
+                sieved,
+                struct=struct,
+                source=source,
+                by_raw=by_raw,
+                by_columns=by_columns,
+                any_field=any_field,
+                protected=protected,
+                default_model=default_model,
+                metrics=metrics,
+                refusal=refusal,
+            )
+    con.execute("SET preserve_insertion_order = false")
     derived = f"""
         SELECT {keep},
             CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
@@ -187,7 +329,10 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 WHEN len(weights) = 0 THEN 0.0
                 ELSE list_sum(weights) END AS w FROM (
                 SELECT *,
-                    CASE WHEN model_ok AND COALESCE(len(groups), k) >= 0 THEN list_transform(
+                    -- k and len(groups) are at most MAX_K in a record kept (refused above)
+                    CASE WHEN kind = 'record' AND model_ok
+                        AND COALESCE(len(groups), k) BETWEEN 0 AND {MAX_K}
+                    THEN list_transform(
                         range(1, COALESCE(len(groups), k) + 1),
                         lambda i: CASE model_name
                             WHEN 'dcg' THEN 1.0 / log2(i + 1)
@@ -205,11 +350,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                             AND TRY_CAST(regexp_extract(
                                 exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
                                 BETWEEN 1e-12 AND 1.0)) AS model_ok,
-                        COALESCE(
-                            TRY_CAST(json_extract(
-                                target_json, '$."' || replace(protected, '"', '') || '"')
-                                AS DOUBLE),
-                            {target}) AS target_share
+                        COALESCE(target_value, {target}) AS target_share,
+                        rowid - min(rowid) OVER (PARTITION BY file_index) AS line_index
                     FROM raw_records
                 )
             )
@@ -218,7 +360,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     per_file = {
         index: (int(lines), int(damaged))
         for index, lines, damaged in con.execute(
-            "SELECT file_index, count(*), count_if(damaged) FROM raw_records GROUP BY file_index"
+            "SELECT file_index, count(*), count_if(kind = 'damaged') FROM raw_records "
+            "GROUP BY file_index"
         ).fetchall()
     }
     for index in range(len(options.paths)):  # an empty file has no row
@@ -229,3 +372,75 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     con.execute(f"CREATE TEMP TABLE records AS {derived}")
     con.execute("DROP TABLE raw_records")
     return counts
+
+
+def _scan_file(
+    con: duckdb.DuckDBPyConnection,
+    index: int,
+    sieved: Sieved,
+    *,
+    struct: str,
+    source: str,
+    by_raw: str,
+    by_columns: str,
+    any_field: str,
+    protected: str,
+    default_model: str,
+    metrics: str,
+    refusal: str,
+) -> None:
+    """Append the rows of one (sieved) file to ``raw_records``, in file order."""
+    common = (
+        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
+        f"compression = '{'gzip' if sieved.gzip else 'none'}', "
+        # the sieve refused longer lines; the placeholders and the newline fit in the margin
+        f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
+    )
+    raw = f"""
+        SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
+            TRY_CAST(json_extract(target, '$."' || replace(COALESCE(
+                {_text('"protected"')}, {protected}), '"', '') || '"') AS DOUBLE) AS target_value,
+            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
+            {by_raw}
+        FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
+            columns = {{'r': {_literal(struct)}}}))
+    """
+    # the checks read the fields as JSON; the typed columns are made after them
+    checked = f"""
+        SELECT *, json_extract_string({_quoted(REFUSED_FIELD)}, '$') AS sieve_reason,
+            NOT "__damaged" AND ({any_field}) AS is_record, {refusal} AS refusal
+        FROM ({raw})
+    """
+    select = f"""
+        SELECT
+            {index} AS file_index,
+            CASE
+                WHEN "__damaged" THEN 'damaged'
+                WHEN sieve_reason IS NOT NULL THEN 'refused'
+                WHEN NOT is_record THEN 'not_record'
+                WHEN refusal IS NULL THEN 'record'
+                WHEN starts_with(refusal, 'timestamp ') THEN 'future'
+                ELSE 'refused' END AS kind,
+            CASE
+                WHEN "__damaged" THEN 'not JSON (a torn write or garbage)'
+                WHEN sieve_reason IS NOT NULL THEN sieve_reason
+                WHEN NOT is_record THEN 'JSON but not a record (not an object, or none of the '
+                    || 'record fields)'
+                ELSE refusal END AS refusal,
+            ts,
+            {source} AS source,
+            {_text("ranker")} AS ranker
+            {by_columns},
+            TRY_CAST(groups AS VARCHAR[]) AS groups,
+            TRY_CAST(k AS INTEGER) AS k,
+            COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
+            COALESCE({_text('"protected"')}, {protected}) AS protected,
+            target_value,
+            by_group_raw AS by_group,
+            {_number("exposure_share")} AS logged_share
+            {metrics},
+            error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
+        FROM ({checked})
+    """
+    verb = "CREATE TEMP TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
+    con.execute(f"{verb} {select}")

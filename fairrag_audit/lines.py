@@ -1,0 +1,192 @@
+"""The lines of a log, checked before DuckDB parses them: length and nesting depth capped, so
+that one line can never take more than a bounded share of memory or time.
+
+DuckDB's JSON reader keeps a parsed line in memory at about 80 bytes per nesting level: one
+16 MiB line nested 8 million deep needs more than the audit's 1 GB. :func:`sieve` reads each
+file once, streaming, in blocks of at most :data:`BLOCK_BYTES`; a line longer than
+:data:`MAX_LINE_BYTES` or nested deeper than :data:`MAX_DEPTH` is refused. Only when a file has
+such a line is a copy written (gzip, level 1, in a temporary folder) in which each refused line
+is replaced by ``{"__refused": "<reason>"}``, so that DuckDB never parses it and the row
+numbering is kept. Blank lines (only ASCII whitespace: what DuckDB skips too) are not records.
+
+:func:`line_numbers` maps the i-th non-blank line of a file (DuckDB's row order, which is the
+file's order) back to its 1-based line number, for the lines the report lists.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, cast
+
+import numpy as np
+
+__all__ = [
+    "BLOCK_BYTES",
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
+    "Sieved",
+    "is_gzip",
+    "line_numbers",
+    "nesting_depth",
+    "sieve",
+]
+
+MAX_LINE_BYTES = 16 * 2**20
+"""Longest line read (a 1 MB answer fits 16 times); a longer one is refused, never held whole."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects in a record (the record schema needs 4)."""
+
+BLOCK_BYTES = 2**20
+"""Bytes read at a time: a line longer than this is read in pieces."""
+
+REFUSED_FIELD = "__refused"
+"""The field of the placeholder that replaces a refused line in the copy DuckDB reads."""
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether the file starts with gzip's magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def _open(path: Path) -> IO[bytes]:
+    if is_gzip(path):
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
+
+
+def _pieces(handle: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """``(piece, ends_line)``: every line in pieces of at most :data:`BLOCK_BYTES`."""
+    while True:
+        piece = handle.readline(BLOCK_BYTES)
+        if not piece:
+            return
+        ends = piece.endswith(b"\n")
+        yield piece, ends
+
+
+def _lines(handle: IO[bytes]) -> Iterator[tuple[bytes | None, int]]:
+    """``(line, size)`` per line: the line's bytes, or None when it is longer than
+    :data:`MAX_LINE_BYTES` (then never held whole; ``size`` is its length)."""
+    parts: list[bytes] = []
+    size = 0
+    for piece, ends in _pieces(handle):
+        size += len(piece)
+        if size <= MAX_LINE_BYTES + 1:
+            parts.append(piece)
+        else:
+            parts.clear()
+        if ends:
+            yield (b"".join(parts) if size <= MAX_LINE_BYTES + 1 else None), size
+            parts.clear()
+            size = 0
+    if size:
+        yield (b"".join(parts) if size <= MAX_LINE_BYTES else None), size
+
+
+_BRACKETS = (ord("["), ord("{"))
+
+
+def nesting_depth(line: bytes) -> int:
+    """Deepest nesting of ``[`` and ``{`` outside JSON strings, in time linear in the line
+    (numpy, in blocks of :data:`BLOCK_BYTES`; a quote is escaped when an odd number of
+    backslashes precedes it). Below the cap, a bound is returned: the brackets counted."""
+    brackets = line.count(b"[") + line.count(b"{")
+    if brackets <= MAX_DEPTH:
+        return brackets if brackets < MAX_DEPTH else MAX_DEPTH  # a bound is enough here
+    depth = deepest = 0
+    inside = 0  # 1 within a string at the block's start
+    run = 0  # backslashes ending the previous block
+    for start in range(0, len(line), BLOCK_BYTES):
+        data = np.frombuffer(
+            line, dtype=np.uint8, count=min(BLOCK_BYTES, len(line) - start), offset=start
+        )
+        index = np.arange(len(data), dtype=np.int32)
+        plain = np.maximum.accumulate(np.where(data == ord("\\"), -1, index))
+        quotes = np.flatnonzero(data == ord('"'))
+        before = quotes - 1
+        previous = plain[np.maximum(before, 0)]
+        backslashes = np.where(
+            before < 0, run, np.where(previous < 0, before + 1 + run, before - previous)
+        )
+        real = quotes[backslashes % 2 == 0]
+        toggles = np.zeros(len(data) + 1, dtype=np.int32)
+        toggles[real + 1] = 1
+        in_string = (inside + np.cumsum(toggles[:-1], dtype=np.int32)) % 2 == 1
+        step = np.zeros(len(data), dtype=np.int32)
+        step[(data == ord("[")) | (data == ord("{"))] = 1
+        step[(data == ord("]")) | (data == ord("}"))] = -1
+        step[in_string] = 0
+        levels = depth + np.cumsum(step, dtype=np.int64)
+        deepest = max(deepest, int(levels.max(initial=depth)))
+        depth = int(levels[-1])
+        inside = (inside + len(real)) % 2
+        run = run + len(data) if plain[-1] < 0 else len(data) - 1 - int(plain[-1])
+    return deepest
+
+
+@dataclass(frozen=True)
+class Sieved:
+    """What :func:`sieve` found in one file."""
+
+    path: Path
+    """The file DuckDB reads: the log itself, or the copy with refused lines replaced."""
+    gzip: bool
+    refused: int
+    """Lines refused for their length or depth."""
+
+
+def _refusal(line: bytes | None, size: int) -> str | None:
+    if line is None:
+        return f"line of {size:,} bytes, longer than the {MAX_LINE_BYTES // 2**20} MiB cap"
+    depth = nesting_depth(line)
+    if depth > MAX_DEPTH:
+        return f"nested {depth:,} deep, deeper than the cap of {MAX_DEPTH}"
+    return None
+
+
+def sieve(path: Path, folder: Path) -> Sieved:
+    """Check every line of ``path``; when a line is refused, write a copy into ``folder``
+    with each refused line replaced by a placeholder naming the reason."""
+    refused = 0
+    with _open(path) as handle:
+        for line, size in _lines(handle):
+            if _refusal(line, size) is not None:
+                refused += 1
+    if not refused:
+        return Sieved(path, is_gzip(path), 0)
+    copy = Path(tempfile.mkstemp(dir=folder, suffix=".jsonl.gz")[1])
+    with _open(path) as handle, gzip.open(copy, "wb", compresslevel=1) as out:
+        for line, size in _lines(handle):
+            reason = _refusal(line, size)
+            if reason is None:
+                assert line is not None
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+            else:
+                out.write(json.dumps({REFUSED_FIELD: reason}).encode() + b"\n")
+    return Sieved(copy, True, refused)
+
+
+def line_numbers(path: Path, wanted: list[int]) -> dict[int, int]:
+    """1-based line numbers of the ``wanted`` 0-based non-blank lines of ``path``."""
+    want = set(wanted)
+    found: dict[int, int] = {}
+    if not want:
+        return found
+    nonblank = 0
+    with _open(path) as handle:
+        for number, (line, _) in enumerate(_lines(handle), start=1):
+            if line is not None and not line.strip():
+                continue
+            if nonblank in want:
+                found[nonblank] = number
+                if len(found) == len(want):
+                    break
+            nonblank += 1
+    return found
