@@ -105,6 +105,17 @@ def connect_chroma_server(
     fails here, fast, not in the middle of a run. Each ``HttpClient`` has its own connection
     pool: the timeouts apply to this client (and every store or index built on it) only.
     """
+    from .options import SECONDS, seconds_problem
+
+    for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+        problem = seconds_problem(float(value))
+        if problem is not None:
+            raise ValueError(
+                f"{name} must be a finite number of seconds from {SECONDS[0]:g} to "
+                f"{SECONDS[1]:g}: {problem}"
+            )
     import chromadb
     import httpx
 

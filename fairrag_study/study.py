@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import resource
 import socket
@@ -54,6 +53,7 @@ from .index import (
     verify_collection,
 )
 from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
+from .options import SECONDS, seconds_problem
 from .outputs import OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, query_pools
@@ -203,12 +203,16 @@ def _check_config(config: StudyConfig) -> None:
         value = getattr(config, name)
         if value is None and name == "llm_timeout":
             continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not (math.isfinite(value) and value > 0)
-        ):
-            raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+        problem = (
+            "not a number"
+            if isinstance(value, bool) or not isinstance(value, (int, float))
+            else seconds_problem(float(value))
+        )
+        if problem is not None:  # 1e300 passed "> 0" and overflowed in the HTTP client
+            raise ValueError(
+                f"{name} must be a finite number of seconds from {SECONDS[0]:g} to "
+                f"{SECONDS[1]:g}, got {value!r} ({problem})"
+            )
     for name in ("llm_retries", "max_tokens"):
         value = getattr(config, name)
         low = 0 if name == "llm_retries" else 1

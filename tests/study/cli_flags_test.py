@@ -242,3 +242,17 @@ def test_run_study_checks_its_configuration_before_any_work(
         run_study(config)
     assert words in str(caught.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 0.0, 1e-300, 1e300])
+def test_library_timeouts_are_range_checked_like_the_flags(value, tmp_path):
+    """The library paths the flags guard: ``connect_chroma_server(timeout=...)`` and
+    ``StudyConfig(chroma_timeout=...)`` refuse what ``--chroma-timeout`` refuses (1e300 passed
+    "> 0" and overflowed in httpcore; nan and 0 reached it)."""
+    from fairrag_study.index import connect_chroma_server
+    from fairrag_study.study import StudyConfig, run_study
+
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds from 0.1"):
+        connect_chroma_server("127.0.0.1", 9, timeout=value)
+    with pytest.raises(ValueError, match="chroma_timeout must be a finite number of seconds"):
+        run_study(StudyConfig(out=tmp_path / "out", chroma_timeout=value), log=lambda _: None)
