@@ -8,8 +8,11 @@ and which fair re-ranking placed them; every number and every field comes from t
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import logging
 import threading
+import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -42,8 +45,8 @@ from fairrag_core.kit import (
     shown_provenance,
 )
 
-from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor
-from .spans import QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
+from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
+from .spans import ENTERED_HANDLERS, QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
 
 __all__ = ["FairnessEventHandler"]
 
@@ -64,6 +67,8 @@ class _Rerank:
     query: str | None
     postprocessor: Any
     nodes: list[NodeWithScore] = field(default_factory=list)
+    entered: tuple[Any, ...] = ()
+    """The handlers whose ``with`` block the call ran in (for a call outside any engine)."""
 
 
 @dataclass
@@ -74,6 +79,19 @@ class _Run:
     query: str | None = None
     reranks: list[_Rerank] = field(default_factory=list)
     model: str | None = None
+
+
+@dataclass(eq=False)
+class _Stream:
+    """A streaming answer whose record is not written yet: written when its stream ends, or
+    with ``answer_status: "unconsumed"`` when its stream is collected (or the handler flushed)
+    before anyone started reading it."""
+
+    run: _Run
+    sources: list[NodeWithScore] | None
+    tags: dict[str, Any]
+    started: bool = False
+    done: bool = False
 
 
 def _is_run(span: OpenSpan) -> bool:
@@ -146,7 +164,10 @@ class FairnessEventHandler(BaseEventHandler):
     ``chat``, ``achat``, ``stream_chat``, ``astream_chat``), found through LlamaIndex's
     instrumentation spans: query engines (sync, async, streaming) and chat engines (``context``,
     ``condense_plus_context``, ``condense_question``, ...). A streaming answer is recorded when
-    its stream has been consumed (query engines) or written to the chat memory (chat engines).
+    its stream has been consumed (query engines) or written to the chat memory (chat engines);
+    a query engine's stream nobody starts reading is recorded without an answer, with
+    ``framework["answer_status"] == "unconsumed"``, when it is garbage-collected or at
+    :meth:`flush` (when a ``with`` block exits): every ranking has its record.
     A failed call is recorded with its ``error``. A fair re-ranking outside any engine (a
     direct ``postprocess_nodes`` call) is recorded on its own, without an answer. With
     ``record_queries_without_reranker`` (default), a question answered without any fair
@@ -161,7 +182,12 @@ class FairnessEventHandler(BaseEventHandler):
     **Registration.** ``get_dispatcher().add_event_handler(handler)``, :meth:`attach` or
     ``with handler:`` all work: the span tree the handler needs is registered on the root
     dispatcher when the handler is built. ``scope`` restricts the handler to the engines or
-    postprocessors it names.
+    postprocessors it names; a handler built by :meth:`from_postprocessor` records only the
+    questions that postprocessor or a copy of it ranked. Entered as a context manager, a
+    handler records only the questions of its block's context (its thread or task and what
+    they start with the context), never one asked inside other handlers' blocks only;
+    questions asked where no handler's block is open (a ``ThreadPoolExecutor``'s workers) are
+    recorded by every registered handler (docs/SPEC.md, "Records").
 
     **Against what target.** A handler built by :meth:`from_postprocessor` follows that
     postprocessor: each record is computed with the target and exposure model its ranker has
@@ -238,6 +264,10 @@ class FairnessEventHandler(BaseEventHandler):
     _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
     _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
+    _entered: list[contextvars.Token] = PrivateAttr(default_factory=list)
+    _streams: dict[int, _Stream] = PrivateAttr(default_factory=dict)
+    _collected: collections.deque = PrivateAttr(default_factory=collections.deque)
+    _busy: threading.local = PrivateAttr(default_factory=threading.local)
 
     @field_validator("target_share", "target", mode="before")
     @classmethod
@@ -276,7 +306,8 @@ class FairnessEventHandler(BaseEventHandler):
         cls, postprocessor: FairRerankPostprocessor, **fields: Any
     ) -> FairnessEventHandler:
         """A handler whose records follow ``postprocessor``'s target, exposure model and group
-        key (read when each question ends, so later changes of its fields are followed)."""
+        key (read when each question ends, so later changes of its fields are followed), and
+        that records only the questions ``postprocessor`` or a copy of it ranked."""
         defaults: dict[str, Any] = {
             "group_key": postprocessor.group_key,
             "title_key": postprocessor.title_key,
@@ -306,10 +337,34 @@ class FairnessEventHandler(BaseEventHandler):
         self._dispatchers.clear()
 
     def __enter__(self) -> FairnessEventHandler:
-        return self.attach() if not self._dispatchers else self
+        """Attach, and scope the handler to this block's context (docs/SPEC.md, "Records")."""
+        handler = self.attach() if not self._dispatchers else self
+        self._entered.append(ENTERED_HANDLERS.set((*ENTERED_HANDLERS.get(), self)))
+        return handler
 
     def __exit__(self, *exc_info: object) -> None:
-        self.detach()
+        """Leave the block: :meth:`flush`, then detach once no block of the handler is open."""
+        if self._entered:
+            token = self._entered.pop()
+            try:
+                ENTERED_HANDLERS.reset(token)
+            except ValueError:  # left in another context than it was entered in
+                ENTERED_HANDLERS.set(tuple(h for h in ENTERED_HANDLERS.get() if h is not self))
+        self.flush()
+        if not self._entered:
+            self.detach()
+
+    def flush(self) -> None:
+        """Write the record of every streaming answer nobody has started reading (``answer``
+        null, ``answer_status: "unconsumed"``): its ranking happened (an amortized ledger
+        counted it), so it gets its record now; reading the stream later writes no second one.
+        Called when a ``with handler:`` block exits; a stream collected unread is recorded the
+        same way without it."""
+        with self._working():
+            with self._lock:
+                unread = [s for s in self._streams.values() if not s.started]
+            for stream in unread:
+                self._settle(stream, None, None, "unconsumed")
 
     @property
     def span_handler(self) -> BaseSpanHandler:
@@ -347,19 +402,36 @@ class FairnessEventHandler(BaseEventHandler):
         return any(h is self for d in dispatchers for h in d.event_handlers)
 
     def _in_scope(self, run: _Run | None, rerank: _Rerank | None = None) -> bool:
-        if not self.scope:
-            return True
-        members = [rerank.postprocessor] if rerank is not None else []
+        """Whether this handler records the run (docs/SPEC.md, "Records" → which handler
+        records a question): by the context it ran in, then by ``scope`` or, for a handler
+        built from a postprocessor, by that postprocessor's lineage."""
+        entered = run.span.entered if run is not None else rerank.entered if rerank else ()
+        if entered and self._entered and not any(h is self for h in entered):
+            return False  # asked inside other handlers' blocks only
+        reranks = [rerank] if rerank is not None else []
         if run is not None:
-            members += [run.span.instance, *(r.postprocessor for r in run.reranks)]
-        return any(m is s for m in members for s in self.scope)
+            reranks += run.reranks
+        if self.scope:
+            members = [r.postprocessor for r in reranks]
+            if run is not None:
+                members.append(run.span.instance)
+            return any(m is s for m in members for s in self.scope)
+        if self.postprocessor is not None:
+            own = lineage_of(self.postprocessor)
+            return any(
+                isinstance(r.postprocessor, FairRerankPostprocessor)
+                and lineage_of(r.postprocessor) is own
+                for r in reranks
+            )
+        return True
 
     # -- events -----------------------------------------------------------------------------
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
         # The dispatcher swallows handler exceptions silently; log them instead.
         try:
-            self._handle(event)
+            with self._working():
+                self._handle(event)
         except Exception:
             logger.exception("FairnessEventHandler failed on %s", type(event).__name__)
 
@@ -369,8 +441,9 @@ class FairnessEventHandler(BaseEventHandler):
             if event.model_name.startswith(MODEL_NAME_PREFIX):
                 span = SPANS.get(span_id)
                 instance = None if span is None else span.instance
+                opened = _Rerank(_query_text(event.query), instance, entered=ENTERED_HANDLERS.get())
                 with self._lock:
-                    self._open_reranks[span_id] = _Rerank(_query_text(event.query), instance)
+                    self._open_reranks[span_id] = opened
         elif isinstance(event, ReRankEndEvent):
             with self._lock:
                 rerank = self._open_reranks.pop(span_id, None)
@@ -406,7 +479,8 @@ class FairnessEventHandler(BaseEventHandler):
     def span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None:
         """Called by the span tree when any span ends: finishes the runs of this handler."""
         try:
-            self._span_ended(span, result, error)
+            with self._working():
+                self._span_ended(span, result, error)
         except Exception:
             logger.exception("FairnessEventHandler failed at the end of span %s", span.id_)
 
@@ -457,14 +531,21 @@ class FairnessEventHandler(BaseEventHandler):
             )
 
     def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
-        """Record a streaming query's answer once the caller has consumed its stream."""
+        """Record a streaming query's answer once the caller has consumed its stream; a stream
+        nobody starts reading is recorded ``"unconsumed"`` when it is collected or at
+        :meth:`flush` (every ranking gets its record: an amortized ledger counted it)."""
         tokens = response.response_gen
         sources = getattr(response, "source_nodes", None)
+        stream = _Stream(run, None if sources is None else list(sources), tags)
+        with self._lock:
+            self._streams[id(stream)] = stream
         handler = self
+        watched: AsyncIterator[str] | Iterator[str]
 
         if hasattr(tokens, "__anext__"):
 
             async def watched_async() -> AsyncIterator[str]:
+                stream.started = True
                 parts: list[str] = []
                 failure: str | None = "the stream was closed before its end"
                 try:
@@ -477,27 +558,70 @@ class FairnessEventHandler(BaseEventHandler):
                     raise
                 finally:
                     answer = "".join(parts) if failure is None else None
-                    handler._finish(run, answer, sources, tags, error=failure)
+                    handler._settle(stream, answer, failure)
 
-            response.response_gen = watched_async()
-            return
+            response.response_gen = watched = watched_async()
+        else:
 
-        def watched() -> Iterator[str]:
-            parts: list[str] = []
-            failure: str | None = "the stream was closed before its end"
+            def watched_sync() -> Iterator[str]:
+                stream.started = True
+                parts: list[str] = []
+                failure: str | None = "the stream was closed before its end"
+                try:
+                    for token in tokens:
+                        parts.append(token)
+                        yield token
+                    failure = None
+                except Exception as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    raise
+                finally:
+                    answer = "".join(parts) if failure is None else None
+                    handler._settle(stream, answer, failure)
+
+            response.response_gen = watched = watched_sync()
+        # A generator collected unstarted runs no finally: its record is written from here.
+        weakref.finalize(watched, self._stream_collected, stream)
+
+    def _stream_collected(self, stream: _Stream) -> None:
+        """The watched stream was garbage-collected. Unstarted, its record is written now, or
+        at the handler's next call when the collection interrupted the handler's own work in
+        this thread (whose locks it may hold)."""
+        if stream.started or stream.done:
+            return  # a started stream records itself when it closes
+        self._collected.append(stream)
+        if not getattr(self._busy, "depth", 0):
+            with self._working():
+                pass
+
+    @contextlib.contextmanager
+    def _working(self) -> Iterator[None]:
+        """Mark this thread as inside the handler; on leaving, write the records of streams
+        collected meanwhile."""
+        depth = getattr(self._busy, "depth", 0)
+        self._busy.depth = depth + 1
+        try:
+            yield
+        finally:
             try:
-                for token in tokens:
-                    parts.append(token)
-                    yield token
-                failure = None
-            except Exception as exc:
-                failure = f"{type(exc).__name__}: {exc}"
-                raise
+                while depth == 0 and self._collected:
+                    self._settle(self._collected.popleft(), None, None, "unconsumed")
             finally:
-                answer = "".join(parts) if failure is None else None
-                handler._finish(run, answer, sources, tags, error=failure)
+                self._busy.depth = depth
 
-        response.response_gen = watched()
+    def _settle(
+        self, stream: _Stream, answer: str | None, error: str | None, status: str | None = None
+    ) -> None:
+        """Write a streaming answer's record, once."""
+        with self._lock:
+            if stream.done:
+                return
+            stream.done = True
+            self._streams.pop(id(stream), None)
+        with self._working():
+            self._finish(
+                stream.run, answer, stream.sources, stream.tags, error=error, answer_status=status
+            )
 
     # -- records ----------------------------------------------------------------------------
 
@@ -509,6 +633,7 @@ class FairnessEventHandler(BaseEventHandler):
         tags: dict[str, Any],
         error: str | None = None,
         run_id: str | None = "",
+        answer_status: str | None = None,
     ) -> None:
         if sources is not None:
             shown = list(sources)
@@ -535,6 +660,8 @@ class FairnessEventHandler(BaseEventHandler):
             provenance = shown_provenance(metadatas, ranked)
             extra = {
                 "n_reranks": len(run.reranks),
+                # a streaming answer nobody read (its ranking was made): "unconsumed"
+                **({"answer_status": answer_status} if answer_status else {}),
                 **{
                     key: value
                     for key, value in provenance.items()

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 import warnings
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass
+import weakref
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,11 +30,13 @@ from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from fairrag_core import Placement, Ranker, group_labels, pool_scores
 from fairrag_core.kit import (
     LEDGER_FIELDS,
+    LEDGER_PLACEMENT_KEYS,
+    PLACEMENT_KEYS,
     RELEVANCE_CONVERSIONS,
     RankerState,
     check_store_order,
@@ -47,7 +51,7 @@ from fairrag_core.kit import (
     to_relevance,
 )
 
-from .spans import SPANS, current_span_id, ensure_registered
+from .spans import SPANS, Retrieval, current_span_id, ensure_registered
 
 __all__ = [
     "CONTEXT_HEADER_KEY",
@@ -77,9 +81,43 @@ _CONFIG_FIELDS = (
     *LEDGER_FIELDS,
 )
 
-_QUERY_SEED: contextvars.ContextVar[Any] = contextvars.ContextVar(
+
+@dataclass(eq=False)
+class _SeedBlock:
+    """One open ``query_seed`` block: its seed, the thread that opened it, the enclosing block,
+    whether a ranking used it, and how many rankings ran without a query seed in other threads
+    while it was open."""
+
+    seed: Any
+    thread: int
+    outer: _SeedBlock | None
+    used: bool = False
+    unseeded_elsewhere: int = 0
+
+
+_QUERY_SEED: contextvars.ContextVar[_SeedBlock | None] = contextvars.ContextVar(
     "fairrag_query_seed", default=None
 )
+_OPEN_SEED_BLOCKS: list[_SeedBlock] = []
+_SEED_BLOCKS_LOCK = threading.Lock()
+
+
+def _seed_of_this_call() -> Any:
+    """The query seed of the ``query_seed`` block this ranking runs in (marking it used), else
+    None (noting the ranking in every block open in another thread)."""
+    block = _QUERY_SEED.get()
+    if block is None:
+        here = threading.get_ident()
+        with _SEED_BLOCKS_LOCK:
+            for other in _OPEN_SEED_BLOCKS:
+                if other.thread != here:
+                    other.unseeded_elsewhere += 1
+        return None
+    seed = block.seed
+    while block is not None:
+        block.used = True
+        block = block.outer
+    return seed
 
 
 @contextlib.contextmanager
@@ -92,12 +130,36 @@ def query_seed(seed: int | np.random.Generator | None) -> Iterator[None]:
     queries each keep their own. Every node and record of that query carries ``query_seed``;
     passing the same seed again re-draws the same ranking. None: the postprocessor draws one
     from its own generator (built from its ``seed`` field).
+
+    A thread started by the caller does not inherit context variables: queries a
+    ``ThreadPoolExecutor`` runs inside the block do not see the seed. A block whose seed no
+    ranking used while rankings without a query seed ran in other threads warns when it exits;
+    run each call in the block's context, ``pool.submit(contextvars.copy_context().run,
+    engine.query, q)``, or enter ``query_seed`` inside the worker.
     """
-    token = _QUERY_SEED.set(seed)
+    block = _SeedBlock(seed, threading.get_ident(), _QUERY_SEED.get())
+    token = _QUERY_SEED.set(block)
+    if seed is not None:
+        with _SEED_BLOCKS_LOCK:
+            _OPEN_SEED_BLOCKS.append(block)
     try:
         yield
     finally:
         _QUERY_SEED.reset(token)
+        if seed is not None:
+            with _SEED_BLOCKS_LOCK:
+                _OPEN_SEED_BLOCKS.remove(block)
+            if not block.used and block.unseeded_elsewhere:
+                warnings.warn(
+                    f"query_seed({seed!r}) was used by no ranking, while "
+                    f"{block.unseeded_elsewhere} ranking(s) ran without a query seed in other "
+                    "threads during the block: threads (a ThreadPoolExecutor's workers) do not "
+                    "inherit context variables. Run each call in the block's context, "
+                    "pool.submit(contextvars.copy_context().run, engine.query, q), or enter "
+                    "query_seed inside the worker",
+                    UserWarning,
+                    stacklevel=3,
+                )
 
 
 @dataclass(frozen=True)
@@ -113,6 +175,51 @@ class _Source:
     fused: tuple[Any, ...] = ()
     """The member stores of a ``QueryFusionRetriever`` in ``simple`` mode, whose scores its
     list keeps (empty for any other retriever)."""
+    retrieved: tuple[Retrieval, ...] | None = None
+    """For a retriever without a store of its own that is no fusion (a custom ``BaseRetriever``
+    holding another, ``RecursiveRetriever``): the store retrievals that finished inside this
+    engine call, the evidence of which store's scores the nodes carry (None otherwise)."""
+
+
+@dataclass(eq=False)
+class _Instance:
+    """What this module keeps about one postprocessor object: its lineage (shared with the
+    copies made from it) and the warnings it gave already."""
+
+    lineage: object
+    warned: set[str] = field(default_factory=set)
+
+
+_INSTANCES: dict[int, _Instance] = {}
+_INSTANCES_LOCK = threading.Lock()
+
+
+def _instance(postprocessor: Any, lineage: object | None = None) -> _Instance:
+    """The entry of ``postprocessor`` (made on first use; ``lineage``: a copy's, adopted)."""
+    key = id(postprocessor)
+    with _INSTANCES_LOCK:
+        found = _INSTANCES.get(key)
+        if found is None or lineage is not None:
+            found = _INSTANCES[key] = _Instance(lineage if lineage is not None else object())
+            weakref.finalize(postprocessor, _INSTANCES.pop, key, None)
+    return found
+
+
+def lineage_of(postprocessor: Any) -> object:
+    """A token a postprocessor shares with every copy made from it (``model_copy``,
+    ``copy.copy``, ``copy.deepcopy``) and with nothing else: a handler built from a
+    postprocessor records the runs of that lineage (docs/SPEC.md, "Records" → scope)."""
+    return _instance(postprocessor).lineage
+
+
+def _first_time(postprocessor: Any, warning: str) -> bool:
+    """True the first time ``postprocessor`` asks about ``warning`` (warn once per object)."""
+    entry = _instance(postprocessor)
+    with _INSTANCES_LOCK:
+        if warning in entry.warned:
+            return False
+        entry.warned.add(warning)
+    return True
 
 
 def _is_chroma(store: Any) -> bool:
@@ -135,10 +242,17 @@ def _fused_stores(retriever: Any) -> tuple[Any, ...]:
     return tuple(_store_of(member) for member in members)
 
 
-def _scoring_store(source: _Source) -> Any:
+def _is_fusion(retriever: Any) -> bool:
+    return getattr(retriever, "_retrievers", None) is not None and hasattr(retriever, "mode")
+
+
+def _scoring_store(source: _Source, nodes: Sequence[NodeWithScore]) -> Any:
     """The store whose scores the pool carries, for ``auto``: the retriever's, or the one
     Chroma store (space) of a simple-mode fusion's members (an error when they mix Chroma with
-    other stores or spaces, whose scores mean different things)."""
+    other stores or spaces, whose scores mean different things), or, behind a retriever that
+    wraps another, the store the evidence names (:func:`_store_by_evidence`)."""
+    if source.retrieved is not None:
+        return _store_by_evidence(source, nodes)
     if not source.fused:
         return source.store
     chroma = [store for store in source.fused if store is not None and _is_chroma(store)]
@@ -154,9 +268,53 @@ def _scoring_store(source: _Source) -> Any:
     return chroma[0]
 
 
+def _store_by_evidence(source: _Source, nodes: Sequence[NodeWithScore]) -> Any:
+    """The store whose scores the nodes carry behind a retriever without a store of its own,
+    from what the store retrievals inside this engine call returned (docs/SPEC.md, "Adapters"
+    → Relevance): a node carries a store's score when that store's retrieval returned the node
+    (same ``node_id``) with the very same score.
+
+    No ChromaVectorStore retrieval ran: None (every other store, and a retriever scoring its
+    own list, report similarities). Every scored node carries the score one Chroma collection
+    space returned: that store. Anything else (a node whose score no Chroma retrieval returned,
+    Chroma collections of different spaces) is an error naming the fix: never a guess.
+    """
+    retrieved = source.retrieved or ()
+    chroma = [r for r in retrieved if _is_chroma(_store_of(r.retriever))]
+    if not chroma:
+        return None
+    carriers: dict[tuple[str, float | None], list[Any]] = {}
+    for retrieval in chroma:
+        store = _store_of(retrieval.retriever)
+        for pair in retrieval.scored:
+            carriers.setdefault(pair, []).append(store)
+    scored = [(n.node.node_id, float(n.score)) for n in nodes if n.score is not None]
+    found = [carriers.get(pair, []) for pair in scored]
+    unlinked = sum(not stores for stores in found)
+    spaces = {_chroma_space(store) for stores in found for store in stores}
+    if unlinked == 0 and len(spaces) == 1:
+        return found[0][0]
+    problem = (
+        f"{unlinked} of these {len(scored)} nodes do not carry the score a ChromaVectorStore "
+        "retrieval inside it returned for them (the retriever changed or merged scores, or "
+        "added nodes of other sources)"
+        if unlinked
+        else "the nodes carry the scores of Chroma collections of different distance spaces"
+    )
+    raise ValueError(
+        f"relevance='auto' cannot tell what these nodes' scores mean: the {source.name} has no "
+        f"store of its own and {problem}. Name the conversion: relevance='chroma_cosine' (or "
+        "'chroma_l2' for an l2 collection) when the scores are still Chroma's exp(-distance), "
+        "'similarity' when they are the retriever's own and higher is better, or another of "
+        f"{sorted(RELEVANCE_CONVERSIONS)}; FairRerankPostprocessor.for_index(index, ...) names "
+        "the conversion of that index's store"
+    )
+
+
 def _pool_source(postprocessor: Any) -> _Source:
     """The engine this call runs in, found through the open spans (innermost first)."""
-    for span in SPANS.ancestors(current_span_id()):
+    span_id = current_span_id()
+    for span in SPANS.ancestors(span_id):
         engine = span.instance
         retriever = getattr(engine, "_retriever", None)
         chain = getattr(engine, "_node_postprocessors", None)
@@ -166,7 +324,12 @@ def _pool_source(postprocessor: Any) -> _Source:
         straight = bool(chain) and chain[0] is postprocessor
         fused = _fused_stores(retriever) if store is None else ()
         name = type(store).__name__ if store is not None else type(retriever).__name__
-        return _Source(True, store, straight, name, fused)
+        retrieved = None
+        if store is None and not _is_fusion(retriever):
+            retrieved = tuple(
+                r for r in SPANS.finished(span_id) if _store_of(r.retriever) is not None
+            )
+        return _Source(True, store, straight, name, fused, retrieved)
     return _Source(False)
 
 
@@ -224,24 +387,30 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
     ``1 - d``) on a cosine (or ip) collection and ``chroma_l2`` (``ln s = -d``) on an l2 one,
     also behind a ``QueryFusionRetriever`` in its ``simple`` mode (which keeps the members'
     scores; members mixing Chroma and other stores or spaces are refused), and over any other
-    retriever (other fusion modes score their list themselves) ``similarity``. Where the source
-    cannot be told (a direct ``postprocess_nodes`` call; a Chroma pool already changed by an
-    earlier postprocessor) ``"auto"`` refuses: build with :meth:`for_index`, or name the
-    conversion.
+    retriever (other fusion modes score their list themselves) ``similarity``. Behind a
+    retriever without a store of its own (a custom ``BaseRetriever`` holding another,
+    ``RecursiveRetriever``) it follows the evidence: the nodes carry a Chroma collection's
+    scores when a retrieval inside the engine call returned each of them with that very score.
+    Where the source cannot be told (a direct ``postprocess_nodes`` call; a Chroma pool already
+    changed by an earlier postprocessor or by the wrapping retriever) ``"auto"`` refuses: build
+    with :meth:`for_index`, or name the conversion.
     When the nodes come straight from the retriever, relevance that rises along its order is
     refused (:func:`fairrag_core.kit.check_store_order`). A pool without any score is ranked by
     its incoming order; a partly scored one is an error (:func:`fairrag_core.pool_scores`).
 
     **Seeds.** Each call ranks with a query seed: the one given by :func:`query_seed`, else one
-    drawn from the postprocessor's generator (built from ``seed``).
+    drawn from the postprocessor's generator (built from ``seed``). Copies of a postprocessor
+    (``model_copy``, ``copy.copy``, ``copy.deepcopy``) are recorded as its own by a handler built
+    from it (:meth:`FairnessEventHandler.from_postprocessor`).
 
     **Output.** New :class:`NodeWithScore` objects over copies of the nodes (inputs are never
     mutated), best first. The score is the relevance ranked on (None for an unscored pool), as
     LlamaIndex's rerankers do; the metadata gains the kit's placement keys
     (:data:`fairrag_core.kit.PLACEMENT_KEYS`) and :data:`CONTEXT_HEADER_KEY`. The LLM sees
-    :func:`fairrag_core.kit.context_entry` of each node (``[i]``, ``Title: ...``, the text) and
-    no other metadata; the embedding model sees the text; the group key and placement keys
-    only when named in ``show_metadata_keys``. ``[i]`` is the node's fair rank, so a later step
+    :func:`fairrag_core.kit.context_entry` of each node (``[i]``, ``Title: ...``, a ``key:
+    value`` line per metadata field the node leaves visible to the LLM, the text); the
+    embedding model sees the text; the group key, the title key and placement keys only when
+    named in ``show_metadata_keys``. ``[i]`` is the node's fair rank, so a later step
     that reorders the nodes (``LongContextReorder``) leaves each number on its document. A
     node whose text starts with whitespace is returned with that whitespace removed (the kit's
     entry shows the stripped text). A node whose ``node_id`` repeats an earlier one's is
@@ -249,7 +418,9 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
 
     Emits ``ReRankStartEvent`` / ``ReRankEndEvent`` (``model_name`` ``"fairrag:<ranker>"``)
     and the legacy ``CBEventType.RERANKING`` callback event. Warns once when a pool is not
-    larger than ``top_n`` (LlamaIndex's default ``similarity_top_k=2`` leaves nothing to do).
+    larger than ``top_n`` (LlamaIndex's default ``similarity_top_k=2`` leaves nothing to do),
+    and once when the pool's nodes embed the group key (it is missing from their
+    ``excluded_embed_metadata_keys``).
     """
 
     model_config = ConfigDict(
@@ -406,7 +577,17 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         # Ranking 50 candidates takes microseconds: run it on the loop, not in a worker thread.
         return self._fair_rerank(nodes, query_bundle)
 
-    def _conversion(self, source: _Source) -> str:
+    def __copy__(self) -> FairRerankPostprocessor:
+        copied = super().__copy__()
+        _instance(copied, lineage_of(self))  # a copy is recorded as its original's
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> FairRerankPostprocessor:
+        copied = super().__deepcopy__(memo)
+        _instance(copied, lineage_of(self))
+        return copied
+
+    def _conversion(self, source: _Source, nodes: Sequence[NodeWithScore]) -> str:
         """The relevance conversion of this call (``relevance``, or what ``auto`` resolves to)."""
         if self.relevance != AUTO:
             return self.relevance
@@ -419,7 +600,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "ChromaVectorStore scores of a cosine collection, 'chroma_l2' of an l2 one, "
                 "'similarity' for scores where higher is better)"
             )
-        store = _scoring_store(source)
+        store = _scoring_store(source, nodes)
         if _is_chroma(store) and not source.straight:
             raise ValueError(
                 "relevance='auto' cannot tell whether these nodes still carry "
@@ -446,12 +627,13 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         source = _pool_source(self)
         scores, from_order = pool_scores([n.score for n in nodes])
         if not from_order:
-            conversion = self._conversion(source)
+            conversion = self._conversion(source, nodes)
             scores = to_relevance(scores, conversion)
             if source.straight:
                 check_store_order(scores, conversion, source.name)
         groups = group_labels([n.node.metadata for n in nodes], self.group_key)
         self._warn_small_pool(len(nodes))
+        self._warn_embedded_group(nodes)
         model_name = MODEL_NAME_PREFIX + state.ranker.name
         dispatcher.event(
             ReRankStartEvent(
@@ -474,7 +656,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                     groups,
                     self.top_n,
                     ids=[n.node.node_id for n in nodes],
-                    seed=_QUERY_SEED.get(),
+                    seed=_seed_of_this_call(),
                 )
                 pool_size = len(nodes) - len(reranking.duplicates)
                 fair_k = len(reranking.placements)
@@ -511,21 +693,52 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 stacklevel=3,
             )
 
+    def _warn_embedded_group(self, nodes: Sequence[NodeWithScore]) -> None:
+        """Warn once per postprocessor when the pool's nodes embed the group label: their
+        ``excluded_embed_metadata_keys`` lacks ``group_key``, so the index embedded it and the
+        retrieval itself leaned on the group (docs/SPEC.md, "Adapters" → Context text)."""
+        key = self.group_key
+        embedded = sum(
+            key in n.node.metadata and key not in n.node.excluded_embed_metadata_keys for n in nodes
+        )
+        if embedded and _first_time(self, "embedded_group"):
+            warnings.warn(
+                f"{embedded} of the {len(nodes)} nodes FairRerankPostprocessor re-ranks embed "
+                f"the group key {key!r} (it is not in their excluded_embed_metadata_keys): an "
+                "index built from them embedded each node's group, so the retrieval itself "
+                "leans on the group label before any fair re-ranking. Add "
+                f"{key!r} to every document's excluded_embed_metadata_keys (and "
+                "excluded_llm_metadata_keys) before indexing, then build the index again",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    def _visible_fields(self, node: BaseNode) -> list[tuple[str, Any]]:
+        """The metadata the context shows besides the title: every field the user made visible
+        to the LLM (not in the node's ``excluded_llm_metadata_keys``) except the group key, the
+        title key and the placement keys, then the ``show_metadata_keys`` (docs/SPEC.md,
+        "Adapters" → Context text)."""
+        excluded = set(node.excluded_llm_metadata_keys)
+        never = {self.group_key, self.title_key, CONTEXT_HEADER_KEY}
+        never.update(PLACEMENT_KEYS, LEDGER_PLACEMENT_KEYS)
+        keys = [k for k in node.metadata if k not in excluded and k not in never]
+        keys += [k for k in self.show_metadata_keys if k in node.metadata and k not in keys]
+        return [(key, node.metadata[key]) for key in keys]
+
     def _placed(
         self, original: NodeWithScore, placement: dict[str, Any], where: Placement
     ) -> NodeWithScore:
         """A new NodeWithScore over a copy of ``original.node`` carrying the placement, whose
-        LLM text is the kit's context entry and whose embedding text hides the group."""
+        LLM text is the kit's context entry (with the metadata the user made visible) and
+        whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
         title = document_title(node.metadata, text, self.title_key)
-        header = context_header(where.fair_rank, title, text.strip())
-        shown = [key for key in self.show_metadata_keys if key in node.metadata]
-        header_lines = [header, *(f"{key}: {node.metadata[key]}" for key in shown)]
+        header = context_header(where.fair_rank, title, text.strip(), self._visible_fields(node))
         metadata = {
             **drop_stale_placement(node.metadata),
             **placement,
-            CONTEXT_HEADER_KEY: "\n".join(header_lines),
+            CONTEXT_HEADER_KEY: header,
         }
         update: dict[str, Any] = {}
         if isinstance(node, TextNode) and text != text.lstrip():

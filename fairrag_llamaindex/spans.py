@@ -5,10 +5,17 @@ Every LlamaIndex component method runs in a span that knows its ``instance`` and
 span; span ids travel in a context variable that asyncio tasks and LlamaIndex's worker threads
 copy. :data:`SPANS` keeps the open spans only (a span is forgotten when it exits or is dropped),
 and tells its listeners (the fairness event handlers) when a span ends.
+
+It also keeps, for each open span, what the retrievals that finished inside it returned
+(:class:`Retrieval`: the retriever and each node's id and score as it returned them), so that a
+postprocessor can tell which store's scores its nodes still carry behind a retriever that
+wraps another one; and, in :data:`ENTERED_HANDLERS`, the fairness event handlers whose ``with``
+block each span was opened in (their scope).
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import threading
 import weakref
@@ -22,9 +29,12 @@ from llama_index.core.instrumentation.span import BaseSpan, active_span_id
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 __all__ = [
+    "ENTERED_HANDLERS",
     "QUESTION_METHODS",
+    "RETRIEVAL_METHODS",
     "SPANS",
     "OpenSpan",
+    "Retrieval",
     "SpanTree",
     "current_span_id",
     "ensure_registered",
@@ -42,6 +52,17 @@ class OpenSpan:
     method: str
     query: str | None = None
     """The question, for the methods that answer one (:data:`QUESTION_METHODS`)."""
+    entered: tuple[Any, ...] = ()
+    """The handlers whose ``with`` block the span was opened in (:data:`ENTERED_HANDLERS`)."""
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """What one retriever call returned, as it returned it: ``(node_id, score)`` per node (the
+    scores read when the call ended, before any later step could change them)."""
+
+    retriever: Any
+    scored: tuple[tuple[str, float | None], ...]
 
 
 class SpanListener(Protocol):
@@ -50,6 +71,15 @@ class SpanListener(Protocol):
 
 QUESTION_METHODS = frozenset({"query", "aquery", "chat", "achat", "stream_chat", "astream_chat"})
 """Engine methods that answer one question."""
+
+RETRIEVAL_METHODS = frozenset({"retrieve", "aretrieve", "_retrieve", "_aretrieve"})
+"""Retriever methods whose results :class:`SpanTree` keeps while their enclosing spans are open."""
+
+ENTERED_HANDLERS: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "fairrag_entered_handlers", default=()
+)
+"""The fairness event handlers whose ``with`` block the current code runs in (asyncio tasks and
+``contextvars.copy_context()`` carry it; a plain worker thread starts without any)."""
 
 _QUESTION_ARGS = ("str_or_query_bundle", "message", "query_bundle", "query_str")
 
@@ -70,10 +100,26 @@ def _method(span_id: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
+def _retrieval(instance: Any, method: str, result: Any) -> Retrieval | None:
+    """The :class:`Retrieval` of a retriever call that returned a list of scored nodes."""
+    if method not in RETRIEVAL_METHODS or not isinstance(result, list):
+        return None
+    scored = []
+    for item in result:
+        node = getattr(item, "node", None)
+        node_id = getattr(node, "node_id", None)
+        if not isinstance(node_id, str):
+            return None
+        score = getattr(item, "score", None)
+        scored.append((node_id, None if score is None else float(score)))
+    return Retrieval(instance, tuple(scored))
+
+
 class SpanTree(BaseSpanHandler[BaseSpan]):
     """Keeps every open span's parent and instance; tells listeners when one ends."""
 
     _spans: dict[str, OpenSpan] = PrivateAttr(default_factory=dict)
+    _finished: dict[str, list[Retrieval]] = PrivateAttr(default_factory=dict)
     _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _listeners: dict[int, weakref.ref] = PrivateAttr(default_factory=dict)
 
@@ -92,8 +138,9 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
     ) -> BaseSpan:
         method = _method(id_)
         query = _question(bound_args) if method in QUESTION_METHODS else None
+        span = OpenSpan(id_, parent_span_id, instance, method, query, ENTERED_HANDLERS.get())
         with self._guard:
-            self._spans[id_] = OpenSpan(id_, parent_span_id, instance, method, query)
+            self._spans[id_] = span
         return BaseSpan(id_=id_, parent_id=parent_span_id)
 
     def prepare_to_exit_span(
@@ -104,7 +151,7 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         result: Any | None = None,
         **kwargs: Any,
     ) -> BaseSpan | None:
-        self._end(id_, result, None)
+        self._end(id_, result, None, keep=True)
         return self.open_spans.get(id_)
 
     def prepare_to_drop_span(
@@ -118,12 +165,20 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         self._end(id_, None, err)
         return self.open_spans.get(id_)
 
-    def _end(self, id_: str, result: Any, error: BaseException | None) -> None:
+    def _end(self, id_: str, result: Any, error: BaseException | None, keep: bool = False) -> None:
         with self._guard:
             span = self._spans.pop(id_, None)
+            finished = self._finished.pop(id_, [])
             refs = list(self._listeners.items())
         if span is None:
             return
+        retrieval = _retrieval(span.instance, span.method, result) if keep else None
+        if retrieval is not None:
+            finished.append(retrieval)
+        if finished and span.parent_id is not None:
+            with self._guard:  # what finished inside a span stays known while its parent is open
+                if span.parent_id in self._spans:
+                    self._finished.setdefault(span.parent_id, []).extend(finished)
         for key, ref in refs:
             listener = ref()
             if listener is None:
@@ -143,6 +198,15 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
             return None
         with self._guard:
             return self._spans.get(span_id)
+
+    def finished(self, span_id: str | None) -> list[Retrieval]:
+        """The retrievals that finished inside the open span ``span_id`` and its open ancestors
+        (the calls that ended while they stayed open), innermost span first."""
+        found: list[Retrieval] = []
+        for span in self.ancestors(span_id):
+            with self._guard:
+                found.extend(self._finished.get(span.id_, ()))
+        return found
 
     def ancestors(self, span_id: str | None) -> Iterator[OpenSpan]:
         """The open span ``span_id`` and its open ancestors, innermost first."""

@@ -2,7 +2,8 @@
 
 docs/SPEC.md, "Adapters" → Title and person, Context text. The LangChain chain and the LlamaIndex
 postprocessor both call :func:`context_entry`, so for the same documents the two frameworks send
-the very same context; the group field and the placement fields are never part of it.
+the very same context; the group field and the placement fields are never part of it, and the
+only other metadata in it is what the user made visible to the LLM (``fields``).
 
 Every function here reads untrusted document text in one left-to-right pass (no regular
 expression that can backtrack over whitespace runs): linear time on any text.
@@ -59,17 +60,26 @@ def document_title(
     return title_line(text)
 
 
-def context_header(rank: int, title: str | None, text: str) -> str:
-    """``[rank]``, plus ``Title: <title>`` on the next line when the text does not state it."""
-    if title is None or title_line(text) == title:
-        return f"[{rank}]"
-    return f"[{rank}]\n{TITLE_PREFIX} {title}"
+def context_header(
+    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
+) -> str:
+    """``[rank]``, plus ``Title: <title>`` on the next line when the text does not state it,
+    plus one ``key: value`` line per metadata field the user made visible to the LLM
+    (``fields``, in order; none by default)."""
+    lines = [f"[{rank}]"]
+    if title is not None and title_line(text) != title:
+        lines.append(f"{TITLE_PREFIX} {title}")
+    lines.extend(f"{key}: {value}" for key, value in fields)
+    return "\n".join(lines)
 
 
-def context_entry(rank: int, title: str | None, text: str) -> str:
-    """What the LLM is shown for the document at 1-based ``rank``: header, then the text."""
+def context_entry(
+    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
+) -> str:
+    """What the LLM is shown for the document at 1-based ``rank``: header (with the
+    ``fields`` the user made visible), then the text."""
     body = text.strip() if isinstance(text, str) else ""
-    return f"{context_header(rank, title, body)}\n{body}"
+    return f"{context_header(rank, title, body, fields)}\n{body}"
 
 
 def render_context_prompt(question: str, documents: Iterable[tuple[str | None, str]]) -> str:

@@ -30,8 +30,8 @@ from fairrag_core.kit import (
     context_entry,
     describe_ranker,
     document_title,
-    render_context_prompt,
 )
+from fairrag_core.prompts import render_entries
 from fairrag_llamaindex import (
     PAPER_QA_TEMPLATE,
     FairnessEventHandler,
@@ -117,11 +117,18 @@ def test_the_llm_prompt_is_the_kits_context_prompt_and_never_names_the_group():
     response = query_engine([fair(seed=3)], pool=pool, llm=llm).query(QUESTION)
 
     (prompt,) = llm.prompts
-    shown = [
-        (document_title(n.node.metadata, n.node.get_content()), n.node.get_content())
-        for n in response.source_nodes
+    # The fields the nodes leave visible to the LLM stay in the context (doc_id here), but
+    # never the group key, nor the title twice (docs/SPEC.md, "Adapters" -> Context text).
+    entries = [
+        context_entry(
+            rank,
+            document_title(n.node.metadata, n.node.get_content()),
+            n.node.get_content(),
+            [("doc_id", n.node.metadata["doc_id"])],
+        )
+        for rank, n in enumerate(response.source_nodes, 1)
     ]
-    assert prompt == render_context_prompt(QUESTION, shown)
+    assert prompt == render_entries(QUESTION, entries)
     assert "gender" not in prompt and "female" not in prompt
     assert "[1]\nTitle: " in prompt  # the titles come from metadata, in the kit's header
 
@@ -146,7 +153,8 @@ def test_each_nodes_llm_text_is_the_kits_context_entry_whatever_its_whitespace()
         original = next(n for n in pool if n.node.node_id == node.node.node_id).node
         text = original.get_content()
         title = document_title(original.metadata, text)
-        assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text)
+        fields = [("doc_id", original.metadata["doc_id"])]  # visible to the LLM in the pool
+        assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text, fields)
 
 
 def test_show_metadata_keys_opts_in_to_showing_the_group():
