@@ -13,12 +13,19 @@ from langchain_core.outputs import Generation
 from pydantic import BaseModel
 
 from fairrag_core import group_labels
+from fairrag_core.attribution import attribute_answer
 from fairrag_core.citations import ground_citations, parse_citations
 from fairrag_core.prompts import format_instructions
 
 from ._documents import context_documents
 
-__all__ = ["AnswerLine", "CitationOutputParser", "CitedAnswer", "ParsedCitation"]
+__all__ = [
+    "AnswerLine",
+    "AttributedSource",
+    "CitationOutputParser",
+    "CitedAnswer",
+    "ParsedCitation",
+]
 
 
 class ParsedCitation(BaseModel):
@@ -51,6 +58,23 @@ class AnswerLine(BaseModel):
     """1-based line number in the answer."""
 
 
+class AttributedSource(BaseModel):
+    """One context document a bullet is attributed to, in any citation style or by naming its
+    person (:func:`fairrag_core.attribution.attribute_answer`, docs/SPEC.md "Attribution")."""
+
+    line_number: int
+    person: str
+    """The bullet's head: the name it gives."""
+    title: str
+    style: str
+    """``doctitle``, ``numbered``, ``markdown_link``, ``bracketed_title``, ``source_label`` or
+    ``implicit`` (named, not cited)."""
+    names_person: bool
+    group: Any = None
+    context_index: int
+    """Index of the document in the context documents."""
+
+
 class CitedAnswer(BaseModel):
     """A parsed answer: every non-blank line is in exactly one of the three lists."""
 
@@ -62,6 +86,10 @@ class CitedAnswer(BaseModel):
     """Lines that are not bullets (preamble, headings, closing remarks)."""
     checked: bool
     """Whether the citations were checked against context documents."""
+    citation_styles: list[str] = []
+    """The citation styles found (docs/SPEC.md, "Attribution"); empty when not checked."""
+    attributed: list[AttributedSource] = []
+    """The attributed source set (any style, or people named); empty when not checked."""
 
     @property
     def bullet_count(self) -> int:
@@ -159,6 +187,25 @@ class CitationOutputParser(BaseOutputParser[CitedAnswer]):
             )
             for g in ground_citations(parsed, context)
         ]
+        result = attribute_answer(text, context)
+        attributed = [
+            AttributedSource(
+                line_number=bullet.line_number,
+                person=bullet.person,
+                title=a.title,
+                style=a.style,
+                names_person=a.names_person,
+                group=a.group,
+                context_index=origin[a.position],
+            )
+            for bullet in result.bullets
+            for a in bullet.attributions
+        ]
         return CitedAnswer(
-            citations=citations, unparsed_lines=unparsed, prose_lines=prose, checked=True
+            citations=citations,
+            unparsed_lines=unparsed,
+            prose_lines=prose,
+            checked=True,
+            citation_styles=list(result.styles),
+            attributed=attributed,
         )
