@@ -7,7 +7,9 @@ trial order, on a fresh in-memory ledger per study run). After the trials, for e
 
 - per trial, from the trial's pool (:mod:`fairrag_study.pools`), ``samples`` rankings drawn
   with ``ranker.sample(scores, groups, k, samples, rng=trial seed)`` give the group expected
-  exposure (EE-L, EE-D, EE-R; :func:`fairrag_core.metrics.expected_exposure`). The amortized
+  exposure (EE-L, EE-D, EE-R; :func:`fairrag_core.metrics.expected_exposure`). FA*IR, which
+  repeats its one ranking, ranks every trial's pool in one call (:func:`batch_rankings`, the
+  same rankings). The amortized
   ranker draws them from the ledger as that trial read it (:class:`SnapshotLedger`: the exposure
   its earlier trials were shown), so they are the distribution the trial's ranking came from;
 - per trial, from the ranking the trial showed (its record): AWRF, TREC nDCG and the TREC 2022
@@ -23,7 +25,9 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fairrag_core import Ranker, available_rankers, configure_ranker
+import numpy as np
+
+from fairrag_core import FairRanker, Ranker, available_rankers, configure_ranker
 from fairrag_core.kit import describe_ranker
 from fairrag_core.ledger import ExposureLedger, MemoryLedger, encode_label
 from fairrag_core.metrics import (
@@ -45,6 +49,7 @@ __all__ = [
     "ManyRankings",
     "SnapshotLedger",
     "Stream",
+    "batch_rankings",
     "build_ranker",
     "describe_rankers",
     "measure",
@@ -150,6 +155,29 @@ def describe_rankers(rankers: Iterable[str], *, alpha: float, dataset: StudyData
     return "; ".join(parts)
 
 
+def batch_rankings(
+    ranker: Ranker, pools: Sequence[QuestionPool], k: int
+) -> dict[int, np.ndarray] | None:
+    """``{trial index: ranking}`` of every pool, for a ranker with a many-pools path (FA*IR:
+    :meth:`~fairrag_core.FairRanker.rank_batch`, pools of one size per call), else ``None``.
+
+    Each ranking equals ``ranker.rank(pool.scores, pool.groups, k)``, and so every row of
+    ``ranker.sample`` (a deterministic ranker repeats its one ranking).
+    """
+    if not isinstance(ranker, FairRanker):
+        return None
+    by_size: dict[int, list[QuestionPool]] = {}
+    for pool in pools:
+        by_size.setdefault(len(pool.scores), []).append(pool)
+    rankings: dict[int, np.ndarray] = {}
+    for size, group in by_size.items():
+        scores = np.asarray([pool.scores for pool in group], dtype=float).reshape(-1, size)
+        ranked = ranker.rank_batch(scores, [list(pool.groups) for pool in group], k)
+        for pool, ranking in zip(group, ranked, strict=True):
+            rankings[pool.trial.index] = ranking
+    return rankings
+
+
 class SnapshotLedger(ExposureLedger):
     """A ledger frozen at one instant: every read gives the same state, and adds are dropped.
 
@@ -227,6 +255,7 @@ def measure(
         ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed)
         weights = ranker.exposure.weights(k)
         served: dict[Hashable, float] = {}  # the amortized stream's exposure so far
+        batch = batch_rankings(ranker, [pool_of[r["trial"]] for r in shown], k)
         for count, record in enumerate(shown):
             pool = pool_of[record["trial"]]
             if name == "amortized":
@@ -234,7 +263,10 @@ def measure(
                 ranker = build_ranker(
                     name, alpha=alpha, dataset=dataset, seed=seed, ledger=snapshot
                 )
-            drawn = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
+            if batch is not None:  # a deterministic ranker: its one ranking, samples times
+                drawn = np.tile(batch[pool.trial.index], (samples, 1))
+            else:
+                drawn = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
             ee = expected_exposure(drawn, pool.groups, **target)
             row: dict[str, Any] = {
                 "ranker": name,

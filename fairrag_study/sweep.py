@@ -2,11 +2,12 @@
 
 docs/SPEC.md, "Sweep". For each ranker and each setting of its knobs (a grid), the study's
 questions are ranked from their pools of ``pool_size`` candidates: a batch of ``samples``
-rankings per question from ``ranker.sample`` (a deterministic ranker repeats its one ranking),
-except the amortized ranker, whose every draw updates its ledger: it runs as one stream over the
-questions in trial order, one ranking each, on a fresh in-memory ledger. One point per setting:
-mean per-query exposure disparity, amortized disparity, nDCG@k, P@k and (where rankings were
-sampled) expected exposure EE-L; the Pareto front (lower disparity, higher nDCG@k) is marked.
+rankings per question from ``ranker.sample`` (a deterministic ranker repeats its one ranking;
+FA*IR ranks every question's pool in one call, the same rankings), except the amortized ranker,
+whose every draw updates its ledger: it runs as one stream over the questions in trial order,
+one ranking each, on a fresh in-memory ledger. One point per setting: mean per-query exposure
+disparity, amortized disparity, nDCG@k, P@k and (where rankings were sampled) expected exposure
+EE-L; the Pareto front (lower disparity, higher nDCG@k) is marked.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fairrag_core.metrics import (
 from .data import load_documents, locate_data
 from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_embedding_model
+from .many_rankings import batch_rankings
 from .pools import QuestionPool, query_pools
 from .progress import progress_bar
 from .study import (
@@ -244,11 +246,15 @@ def sweep_point(
     per_query: list[np.ndarray] = []  # (disparity, nDCG, P) means per question
     losses: list[float] = []
     labels: list[np.ndarray] = []  # (rankings, k) group labels per question
+    batch = None if setting.streamed else batch_rankings(ranker, pools, k)
     for pool in pools:
         if setting.streamed:  # each draw reads and updates the ledger: one ranking, in order
             rankings = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)[None, :]
         else:
-            rankings = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
+            if batch is not None:  # FA*IR: every pool ranked in one call, its ranking repeated
+                rankings = np.tile(batch[pool.trial.index], (samples, 1))
+            else:
+                rankings = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
             losses.append(expected_exposure(rankings, pool.groups, **target).loss)
         # Each distinct ranking is scored once and weighted by how often it was drawn.
         distinct, counts = np.unique(rankings, axis=0, return_counts=True)

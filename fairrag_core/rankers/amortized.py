@@ -147,13 +147,30 @@ class AmortizedRanker(Ranker):
         The ledger is read once and left unchanged: each row is distributed as the next
         :meth:`rank` call would be (an independent draw from the same state), and measuring a
         ranker (:func:`~fairrag_core.metrics.expected_exposure_of`) never adds exposure no user
-        saw to the stream.
+        saw to the stream. Row b is exactly the ranking the (b+1)-th of successive single
+        draws from this state would be with the same generator (row 0: what :meth:`rank` with
+        the same seed draws on a ledger in this state); all rows are drawn at once, position
+        by position (:func:`draw_amortized_many`).
         """
+        assert self.target is not None  # requires_target: built in __init__
         weights = self.exposure.weights(k)
         past = self._past(self.ledger.state(self.ledger_key))
+        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
         out = np.empty((n_samples, k), dtype=np.intp)
-        for row in out:
-            row[:] = self._draw(pool, weights, past, rng)
+        for start in range(0, n_samples, _CHUNK):
+            rows = min(_CHUNK, n_samples - start)
+            orders, uniforms = _successive_noise(rng, log_weights, rows, k)
+            out[start : start + rows] = draw_amortized_many(
+                log_weights,
+                pool.codes,
+                self.target.shares,
+                past,
+                weights,
+                self.gain,
+                self.span,
+                orders,
+                uniforms,
+            )
         return out
 
     def _past(self, state: LedgerState) -> np.ndarray:
@@ -239,6 +256,136 @@ def draw_amortized(
         given[g] += float(weights[position])
         total += float(weights[position])
     return chosen
+
+
+def draw_amortized_many(
+    log_weights: np.ndarray,
+    codes: np.ndarray,
+    shares: np.ndarray,
+    past: np.ndarray,
+    weights: np.ndarray,
+    gain: float,
+    span: float,
+    orders: np.ndarray,
+    uniforms: np.ndarray,
+) -> np.ndarray:
+    """:func:`draw_amortized` for m draws from one state at once: (m, k) pool indices.
+
+    Row r takes the Plackett-Luce order of the pool ``orders[r]`` (``gumbel_order`` of the
+    log-weights plus its n Gumbel draws) and ``uniforms[r]`` (its k uniform draws), and gives
+    exactly the ranking :func:`draw_amortized` gives with that noise: the same floating-point
+    operations in the same order, across rows instead of one row at a time (each group's queue
+    and log-masses by the same accumulation; at each position the same corrected logits,
+    ``math.exp`` and ``math.fsum`` of the masses, and the same inverse-CDF choice with running
+    sums). One pass of numpy operations per position for every row.
+    """
+    m = orders.shape[0]
+    k = weights.shape[0]
+    n_groups = shares.shape[0]
+    order = orders
+    # Each group's queue in that order (a stable sort by group keeps the order within one).
+    grouped = order[np.arange(m)[:, None], np.argsort(codes[order], axis=1, kind="stable")]
+    sizes = np.bincount(codes, minlength=n_groups)
+    starts = np.cumsum(sizes) - sizes
+    queues = np.zeros((m, n_groups, k), dtype=np.intp)
+    log_mass = np.full((m, n_groups, k + 1), -np.inf)
+    for g in range(n_groups):
+        size = int(sizes[g])
+        if size == 0:
+            continue
+        queue = grouped[:, starts[g] : starts[g] + size]
+        # Accumulated down the queue's columns, each step across every row at once (the same
+        # additions as along one queue, in the same order).
+        backwards = np.ascontiguousarray(log_weights[queue.T[::-1]])
+        suffix = np.logaddexp.accumulate(backwards, axis=0)[::-1]
+        head = min(size, k)
+        queues[:, g, :head] = queue[:, :head]
+        log_mass[:, g, :head] = suffix[:head].T
+    # Past a group's last candidate its log-mass is -inf, so a group with none left gets a
+    # logit of -inf and a mass of 0: what leaving it out of the draw does.
+    flat_queues = queues.reshape(-1)
+    flat_mass = log_mass.reshape(-1)
+    rows = np.arange(m)
+    queue_at = rows[:, None] * (n_groups * k) + np.arange(n_groups) * k
+    mass_at = rows[:, None] * (n_groups * (k + 1)) + np.arange(n_groups) * (k + 1)
+    heads = np.zeros((m, n_groups), dtype=np.intp)
+    given = np.tile(np.asarray(past, dtype=float), (m, 1))
+    total = math.fsum(float(x) for x in past)
+    chosen = np.empty((m, k), dtype=np.intp)
+    for position in range(k):
+        logits = flat_mass[mass_at + heads]
+        if total > 0:
+            correction = np.minimum(np.maximum(gain * (shares - given / total), -1.0), 1.0)
+            logits += span * correction
+        logits -= logits.max(axis=1)[:, None]
+        masses = np.zeros_like(logits)
+        masses[logits == 0.0] = 1.0  # exp(0), the largest: no call
+        other = (logits < 0.0) & (logits > -np.inf)
+        if other.any():
+            masses[other] = _exp(logits[other]).astype(float)
+        if n_groups <= 2:  # fsum of two floats is their correctly rounded sum
+            mass = masses.sum(axis=1)
+        else:
+            mass = np.array([math.fsum(row) for row in masses.tolist()])
+        threshold = uniforms[:, position] * mass
+        passed = threshold[:, None] < np.add.accumulate(masses, axis=1)
+        group = passed.argmax(axis=1)
+        missed = np.flatnonzero(~passed[rows, group])
+        if missed.size:  # rounding left the threshold past the end: the last group left
+            live = logits[missed] > -np.inf
+            group[missed] = n_groups - 1 - live[:, ::-1].argmax(axis=1)
+        chosen[:, position] = flat_queues[queue_at[rows, group] + heads[rows, group]]
+        heads[rows, group] += 1
+        given[rows, group] += float(weights[position])
+        total += float(weights[position])
+    return chosen
+
+
+def _successive_noise(
+    rng: np.random.Generator, log_weights: np.ndarray, rows: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """What ``rows`` successive :func:`draw_amortized` calls draw from ``rng`` (each n Gumbel
+    values, then k uniforms), bit for bit, and ``rng`` left where those calls leave it: the
+    Plackett-Luce order each row's Gumbel values give (``gumbel_order``), (rows, n), and the
+    uniforms, (rows, k).
+
+    numpy's Gumbel and uniform samplers read one double each from the bit generator, so the
+    block is read once with ``rng.random``; the uniforms are those doubles. numpy's Gumbel
+    value of a double d is ``-log(-log(1 - d))`` with the C library's log, which numpy's
+    vectorised log matches only to within a few units in the last place (about 1e-15 here). So
+    the orders are sorted from the vectorised values, and a row where two keys come within
+    1e-11 (plus 1e-12 of their size) of each other, the only rows where that error could swap
+    two places, is redone from the C library's values (``math.log``) with ``gumbel_order``, as
+    the single draw sorts. A double exactly 0, which numpy's Gumbel sampler skips (once in
+    2**53), makes the block be drawn call by call instead.
+    """
+    n = log_weights.shape[0]
+    state = rng.bit_generator.state
+    doubles = rng.random((rows, n + k))
+    if not doubles[:, :n].all():  # the Gumbel sampler would have skipped a 0: call by call
+        rng.bit_generator.state = state
+        gumbels = np.empty((rows, n))
+        for row in range(rows):
+            gumbels[row] = rng.gumbel(size=n)
+            doubles[row, n:] = rng.random(k)
+        return gumbel_order(log_weights + gumbels, gumbels), doubles[:, n:]
+    approximate = -np.log(-np.log(1.0 - doubles[:, :n]))  # 0 < d < 1: finite
+    keys = log_weights + approximate
+    order = np.argsort(keys, axis=1)
+    ordered = np.take_along_axis(keys, order, axis=1)
+    gaps = ordered[:, 1:] - ordered[:, :-1]
+    close = gaps <= 1e-11 + 1e-12 * np.abs(ordered[:, 1:])
+    for row in np.flatnonzero(close.any(axis=1)).tolist():
+        exact = np.array([0.0 - 1.0 * math.log(-math.log(1.0 - d)) for d in doubles[row, :n]])
+        order[row] = gumbel_order(log_weights + exact, exact)[::-1]
+    return order[:, ::-1], doubles[:, n:]
+
+
+_exp = np.frompyfunc(math.exp, 1, 1)
+"""``math.exp`` over an array (the C library's exp, as the single draw uses; numpy's own exp
+may differ from it in the last bit)."""
+_CHUNK = 4096
+"""Draws per block in :meth:`AmortizedRanker.sample` (bounds memory)."""
 
 
 def _sample_index(logits: list[float], uniform: float) -> int:

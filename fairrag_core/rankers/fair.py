@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Hashable, Sequence
 from functools import lru_cache
 
 import numpy as np
 
 from ..ranking import CandidatePool, Ranker, RankingResult
 from ..target import OTHERS
-from ..validation import check_k
+from ..validation import check_groups, check_k, check_score_batch
 
 __all__ = ["FairRanker", "adjusted_alpha", "fair_mtable"]
 
@@ -195,6 +196,109 @@ def _middle_rule(low: tuple, mid: tuple, high: tuple, alpha: float) -> tuple:
     return high
 
 
+_BATCH_CELLS = 65_536
+"""Candidates per block of :meth:`FairRanker.rank_batch` (a block's arrays stay in cache)."""
+
+
+def _fair_block(
+    scores: np.ndarray, protected: np.ndarray, k: int, table: Sequence[int]
+) -> np.ndarray:
+    """:meth:`FairRanker.rank_batch` for one block of pools (``1 <= k <= n``)."""
+    n_pools, n = scores.shape
+    # Only the best k of each group can be shown: each pool's k best protected and k best
+    # other candidates, best first, equal scores by pool position (as the stable sort).
+    protected_heads, other_heads = _group_heads(scores, protected, k)
+    n_protected = np.count_nonzero(protected, axis=1)
+    head_protected = np.minimum(n_protected, k)
+    head_others = np.minimum(n - n_protected, k)
+    rows = np.arange(n_pools)
+    taken_protected = np.zeros(n_pools, dtype=np.intp)
+    taken_others = np.zeros(n_pools, dtype=np.intp)
+    chosen = np.empty((n_pools, k), dtype=np.intp)
+    last = k - 1
+    for position in range(k):
+        next_protected = protected_heads[rows, np.minimum(taken_protected, last)]
+        next_other = other_heads[rows, np.minimum(taken_others, last)]
+        has_protected = taken_protected < head_protected
+        has_others = taken_others < head_others
+        take = has_protected & (
+            ~has_others
+            | (taken_protected < table[position])
+            | (scores[rows, next_protected] >= scores[rows, next_other])
+        )
+        chosen[:, position] = np.where(take, next_protected, next_other)
+        taken_protected += take
+        taken_others += ~take
+    return chosen
+
+
+def _group_heads(scores: np.ndarray, protected: np.ndarray, k: int) -> tuple[np.ndarray, ...]:
+    """Each row's k best protected and k best other positions, best first, equal scores by
+    position (the order :meth:`FairRanker.rank` gets from a stable sort of ``-scores``): two
+    (B, k) arrays, a row with fewer than k of a group padded with other positions.
+
+    One sort of each row by a 64-bit key holding the group (protected first) and the score's
+    order (its IEEE bits made monotonic, the lowest bit dropped to make room): the protected
+    candidates come first, then the others, each best first. Numpy's fastest sort is not
+    stable, so a row where two of a group's first k + 1 keys are equal (equal scores, or
+    scores one unit in the last place apart) is sorted again stably by score alone.
+    """
+    n_pools, n = scores.shape
+    normalised = scores + 0.0  # -0.0 becomes 0.0: equal floats get equal keys
+    bits = normalised.view(np.int64)
+    if scores.min() < 0.0:  # negative floats' bits run backwards: reverse them
+        flip = bits >> 63
+        flip &= _LOW_63
+        bits ^= flip
+        bits ^= _MIN_64  # now unsigned order = float order
+    key: np.ndarray = normalised.view(np.uint64)
+    np.invert(key, out=key)  # best score first
+    key >>= _ONE
+    if _LITTLE_ENDIAN:  # the group in the top bit, written into each key's top byte
+        np.bitwise_or(
+            key.view(np.uint8)[..., 7::8],
+            _TOP_BIT,
+            out=key.view(np.uint8)[..., 7::8],
+            where=~protected,
+        )
+    else:
+        key |= (~protected).astype(np.uint64) << _SHIFT
+    order = np.argsort(key, axis=1).reshape(-1)
+    key = key.reshape(-1)
+    n_protected = np.count_nonzero(protected, axis=1)
+    rows = np.arange(n_pools)[:, None] * n
+    columns = np.arange(k + 1)
+    # Columns of each group's first k + 1 (clipped; beyond the group they are not compared).
+    starts = (np.zeros((n_pools, 1), dtype=np.intp), n_protected[:, None])
+    places = tuple(np.minimum(start + columns, n - 1) for start in starts)
+    ends = (n_protected[:, None], n)
+    heads = []
+    tied = np.zeros(n_pools, dtype=bool)
+    for place, end in zip(places, ends, strict=True):
+        at = order[rows + place]
+        keys = key[rows + at]
+        # A pair of neighbours both in the group (clipped columns repeat: not a pair).
+        pair = (place[:, 1:] < end) & (place[:, 1:] > place[:, :-1])
+        tied |= ((keys[:, 1:] == keys[:, :-1]) & pair).any(axis=1)
+        heads.append(at[:, :k])
+    redo = np.flatnonzero(tied)
+    if redo.size:
+        stable = np.argsort(-scores[redo], axis=1, kind="stable")
+        member = np.take_along_axis(protected[redo], stable, axis=1)
+        by_group = np.take_along_axis(stable, np.argsort(~member, axis=1, kind="stable"), axis=1)
+        heads[0][redo] = by_group[np.arange(redo.size)[:, None], places[0][redo, :k]]
+        heads[1][redo] = by_group[np.arange(redo.size)[:, None], places[1][redo, :k]]
+    return heads[0], heads[1]
+
+
+_LITTLE_ENDIAN = sys.byteorder == "little"
+_TOP_BIT = np.uint8(0x80)
+_LOW_63 = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+_MIN_64 = np.int64(-(1 << 63))
+_ONE = np.uint64(1)
+_SHIFT = np.uint64(63)
+
+
 class FairRanker(Ranker):
     """FA*IR: ranked group fairness with a binomial m-table (Zehlike et al. 2017, CIKM).
 
@@ -284,6 +388,95 @@ class FairRanker(Ranker):
         missing = table[k - 1] - n_protected
         shortfall = {self.target.protected: missing} if missing > 0 else {}  # type: ignore[union-attr]
         return RankingResult(np.asarray(chosen, dtype=np.intp), shortfall)
+
+    def rank_batch(
+        self,
+        scores: np.ndarray | Sequence[Sequence[float]],
+        groups: np.ndarray | Sequence[Sequence[Hashable]],
+        k: int = 5,
+    ) -> np.ndarray:
+        """FA*IR rankings of B pools at once: (B, n) scores and group labels -> (B, min(k, n))
+        pool indices, row b equal to ``rank(scores[b], groups[b], k)``.
+
+        The same rule as :meth:`rank`, position by position for every pool together: each
+        pool's candidates sorted by score (stable, as there), its protected and other
+        candidates in that order, and at position i the best protected one when the pool has
+        shown fewer than ``m(i)`` or it scores at least the best other one (the table is that of
+        ``min(k, n)``, one for all the pools). ``groups``: one row of labels per pool, read as
+        :meth:`rank` reads them (a label equal to ``protected`` is protected); a numpy array of
+        strings or integers is compared at once. Shortfalls are not reported here
+        (:meth:`rank_detailed` reports them pool by pool).
+        """
+        scores = check_score_batch(scores)
+        k = check_k(k)
+        n_pools, n = scores.shape
+        protected = self._protected_batch(groups, n_pools, n)
+        if n == 0:
+            return np.empty((n_pools, 0), dtype=np.intp)
+        k = min(k, n)
+        table = self.mtable(k)
+        chosen = np.empty((n_pools, k), dtype=np.intp)
+        step = max(1, _BATCH_CELLS // n)  # blocks of pools whose arrays stay in cache
+        for start in range(0, n_pools, step):
+            block = slice(start, start + step)
+            chosen[block] = _fair_block(scores[block], protected[block], k, table)
+        return chosen
+
+    def _protected_batch(self, groups: object, n_pools: int, n: int) -> np.ndarray:
+        """(B, n) booleans: which candidates are protected, read as :meth:`rank` reads labels
+        (``groups`` must hold one row of n labels per pool)."""
+        protected = self.target.protected  # type: ignore[union-attr]
+        if isinstance(groups, np.ndarray) and groups.dtype.kind in "USiu":
+            if groups.shape != (n_pools, n):
+                raise ValueError(
+                    f"groups must hold one row of labels per pool, shape {(n_pools, n)} like "
+                    f"scores; got shape {groups.shape}"
+                )
+            # A label equals the protected one only if it is of a comparable kind (as the
+            # target's dict lookup finds it): str with str, bytes with bytes, numbers.
+            kind = {"U": str, "S": bytes}.get(groups.dtype.kind, (int, float, np.number))
+            if not isinstance(protected, kind):
+                return np.zeros((n_pools, n), dtype=bool)
+            return np.asarray(groups == protected)
+        if isinstance(groups, (str, bytes)) or not isinstance(groups, (Sequence, np.ndarray)):
+            raise TypeError(
+                "groups must be one sequence of labels per pool (a 2-D array or a list of "
+                f"lists), got {groups!r:.200}"
+            )
+        if len(groups) != n_pools:
+            raise ValueError(
+                f"groups has {len(groups)} rows but scores has {n_pools} pools; give one row "
+                "of labels per pool"
+            )
+        labels: list[Hashable] = []
+        for b, row in enumerate(groups):
+            if isinstance(row, np.ndarray):
+                row = row.tolist()
+            elif isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+                raise TypeError(
+                    f"groups[{b}] must be a sequence of labels, one per candidate, got {row!r:.100}"
+                )
+            if len(row) != n:
+                raise ValueError(
+                    f"groups[{b}] has {len(row)} labels but scores has {n} candidates per "
+                    "pool; give one per candidate"
+                )
+            labels.extend(row)
+        index = self.target._index  # type: ignore[union-attr]  # what Target.encode reads
+        others, code = index[OTHERS], self._protected_code
+        get = index.get
+        try:
+            mask = np.fromiter(
+                (get(label, others) == code for label in labels), dtype=bool, count=len(labels)
+            )
+        except TypeError:  # an unhashable label: name its pool and position
+            for b in range(n_pools):
+                try:
+                    check_groups(labels[b * n : (b + 1) * n], n)
+                except TypeError as exc:
+                    raise TypeError(f"groups[{b}]: {exc}") from None
+            raise
+        return mask.reshape(n_pools, n)
 
     def __repr__(self) -> str:
         return (

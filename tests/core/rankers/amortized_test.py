@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import pickle
 import threading
@@ -20,8 +21,14 @@ from fairrag_core import (
 )
 from fairrag_core.ledger import MemoryLedger, SQLiteLedger
 from fairrag_core.metrics import exposure_share
-from fairrag_core.plackett_luce import plackett_luce_log_weights
-from fairrag_core.rankers.amortized import DEFAULT_ALPHA, DEFAULT_GAIN, draw_amortized
+from fairrag_core.plackett_luce import gumbel_order, plackett_luce_log_weights
+from fairrag_core.rankers import amortized as amortized_module
+from fairrag_core.rankers.amortized import (
+    DEFAULT_ALPHA,
+    DEFAULT_GAIN,
+    draw_amortized,
+    draw_amortized_many,
+)
 
 V5 = position_weights(5)
 
@@ -359,3 +366,114 @@ def test_sampling_and_expected_exposure_draw_from_the_ledger_without_adding_to_i
     sampled = np.bincount(batch[:, 0], minlength=len(scores)) / 1000
     served = np.bincount(firsts, minlength=len(scores)) / 1000
     assert np.abs(sampled - served).sum() / 2 < 0.1  # total variation, 1000 draws each
+
+
+class _Noise:
+    """A stand-in generator giving :func:`draw_amortized` chosen noise (its two calls)."""
+
+    def __init__(self, gumbels: np.ndarray, uniforms: np.ndarray) -> None:
+        self._gumbels, self._uniforms = gumbels, uniforms
+
+    def gumbel(self, size: int) -> np.ndarray:
+        return self._gumbels[:size]
+
+    def random(self, size: int) -> np.ndarray:
+        return self._uniforms[:size]
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_sample_rows_are_exactly_successive_single_draws(case):
+    """Issue 26: sample is drawn for all rows at once; row b is still exactly the (b+1)-th
+    successive single draw from the same state and generator (ties, several groups, large
+    alpha, an empty ledger and gain 0 included), and row 0 is what rank() draws with that
+    seed on a ledger in that state."""
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(2, 45))
+    k = int(rng.integers(1, 9))
+    scores = rng.random(n)
+    if case % 3 == 0:
+        scores = np.round(scores, 1)  # equal scores
+    several = case % 2 == 1
+    labels = ["a", "b", "c", None] if several else ["a", "b", None]
+    groups = [labels[int(i)] for i in rng.integers(0, len(labels), n)]
+    fairness = {"target": {"a": 0.4, "b": 0.3, "c": 0.3}} if several else {"protected": "a"}
+    past = {} if case % 4 == 0 else {"a": float(rng.uniform(0, 9)), "b": float(rng.uniform(0, 30))}
+    alpha = [1.0, 4.0, 8.0, 80.0][case % 4]
+    gain = [0.0, 2.0, 80.0][case % 3]
+
+    def ledger():
+        fresh = MemoryLedger()
+        if past:
+            fresh.add("default", past)
+        return fresh
+
+    ranker = make_ranker("amortized", alpha=alpha, gain=gain, ledger=ledger(), **fairness)
+    batch = ranker.sample(scores, groups, k, 500, rng=case)
+    pool, k_used, generator = ranker._prepare(scores, groups, k, case)
+    weights = ranker.exposure.weights(k_used)
+    state = ranker._past(ranker.ledger.state())
+    expected = [ranker._draw(pool, weights, state, generator) for _ in range(500)]
+    assert batch.tolist() == np.asarray(expected).tolist()
+    again = make_ranker("amortized", alpha=alpha, gain=gain, ledger=ledger(), **fairness)
+    assert again.rank(scores, groups, k, rng=case).tolist() == batch[0].tolist()
+
+
+def test_the_batch_draw_matches_the_single_draw_at_the_edges_of_its_choices():
+    """Uniforms at 0, just below 1 and at the exact boundary between two groups, and a group
+    whose mass underflows: the batch draw takes the same group as the single draw."""
+    rng = np.random.default_rng(5)
+    n, k = 12, 5
+    log_weights = plackett_luce_log_weights(rng.random(n), 8.0)
+    codes = np.array([0, 1] * 6, dtype=np.intp)
+    shares = np.array([0.5, 0.5])
+    weights = position_weights(k)
+    cases = [np.zeros(k), np.full(k, 1.0 - 2.0**-53), np.full(k, 0.5), rng.random(k)]
+    for past in (np.array([0.0, 0.0]), np.array([1.0, 40.0]), np.array([1e-300, 5.0])):
+        for span in (1.0, 255.0, 1e6):
+            gumbels = rng.gumbel(size=(len(cases), n))
+            uniforms = np.array(cases)
+            orders = gumbel_order(log_weights + gumbels, gumbels)
+            batch = draw_amortized_many(
+                log_weights, codes, shares, past, weights, 80.0, span, orders, uniforms
+            )
+            for row in range(len(cases)):
+                noise = _Noise(gumbels[row], uniforms[row])
+                single = draw_amortized(
+                    log_weights, codes, shares, past, weights, 80.0, span, noise
+                )
+                assert batch[row].tolist() == single.tolist(), (past, span, row)
+
+
+def test_the_batch_draw_takes_the_last_group_where_rounding_leaves_the_single_draw_there(
+    monkeypatch,
+):
+    """Three groups, two of them with masses near 2**-53 and uniforms a hair below 1: the
+    correctly rounded total (math.fsum) exceeds the running sum, so the single draw's inverse
+    CDF runs off the end and takes the last group left; the batch draw does the same."""
+    ran_off = []
+
+    def counting(logits, uniform):
+        top = max(logits)
+        masses = [math.exp(x - top) for x in logits]
+        running = list(itertools.accumulate(masses))
+        ran_off.append(uniform * math.fsum(masses) >= running[-1])
+        return original(logits, uniform)
+
+    original = amortized_module._sample_index
+    monkeypatch.setattr(amortized_module, "_sample_index", counting)
+    rng = np.random.default_rng(0)
+    codes = np.array([0, 1, 2, 0, 1, 2], dtype=np.intp)
+    shares, past, weights = np.full(3, 1 / 3), np.zeros(3), position_weights(3)
+    for _ in range(300):
+        log_weights = np.array([0.0, -36 - rng.random(), -36 - rng.random(), -1.0, -37.0, -37.5])
+        gumbels = rng.gumbel(size=(4, 6)) * 1e-3
+        uniforms = 1.0 - rng.random((4, 3)) * 1e-15
+        orders = gumbel_order(log_weights + gumbels, gumbels)
+        batch = draw_amortized_many(
+            log_weights, codes, shares, past, weights, 0.0, 1.0, orders, uniforms
+        )
+        for row in range(4):
+            noise = _Noise(gumbels[row], uniforms[row])
+            single = draw_amortized(log_weights, codes, shares, past, weights, 0.0, 1.0, noise)
+            assert batch[row].tolist() == single.tolist()
+    assert sum(ran_off) > 50  # the rule was exercised

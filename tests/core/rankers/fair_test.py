@@ -227,3 +227,72 @@ def test_prefixes_meet_the_table_while_protected_candidates_last(
     top_protected = np.cumsum([groups[i] == "female" for i in top.tolist()])
     if len(set(scores)) == len(scores) and (top_protected >= table).all():
         assert result.indices.tolist() == top.tolist()
+
+
+def _batch_pools(rng: np.random.Generator, n_pools: int, n: int, ties: bool):
+    scores = (
+        rng.choice([0.0, 0.25, 0.5, 1.0], size=(n_pools, n))
+        if ties
+        else rng.normal(size=(n_pools, n))
+    )
+    labels = rng.choice(np.array(["female", "male", "x"]), size=(n_pools, n), p=[0.3, 0.5, 0.2])
+    return scores, labels
+
+
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_rank_batch_ranks_many_pools_as_single_calls_and_fairsearchcore_do(ties: bool) -> None:
+    """Issue 26: a many-pools path for FA*IR; every row equals rank() on its pool and
+    fairsearchcore's ranking (ties within and across groups, pools shorter than k, pools with
+    too few protected candidates)."""
+    rng = np.random.default_rng(26)
+    ranker = make_ranker("fair", protected="female", p=0.5, alpha=0.1)
+    for n in (1, 3, 7, 50):
+        scores, labels = _batch_pools(rng, 300, n, ties)
+        for k in (1, 2, 5, 12):
+            batch = ranker.rank_batch(scores, labels, k)
+            assert batch.shape == (300, min(k, n))
+            for b in range(300):
+                single = ranker.rank(scores[b], labels[b].tolist(), k).tolist()
+                assert batch[b].tolist() == single, (n, k, b)
+            for b in range(0, 300, 30):
+                protected = [label == "female" for label in labels[b].tolist()]
+                expected = oracle_ranking(scores[b].tolist(), protected, min(k, n), 0.5, 0.1)
+                assert batch[b].tolist() == expected
+    # Labels as lists (None among them), with a label that is never protected.
+    scores, labels = _batch_pools(rng, 50, 20, ties)
+    rows = [[None if label == "x" else label for label in row] for row in labels.tolist()]
+    single = [ranker.rank(scores[b], rows[b], 5).tolist() for b in range(50)]
+    assert ranker.rank_batch(scores, rows, 5).tolist() == single
+
+
+def test_rank_batch_reads_labels_as_rank_does_whatever_their_array_type() -> None:
+    rng = np.random.default_rng(4)
+    scores = rng.random((40, 9))
+    for protected, labels in (
+        (1, rng.integers(0, 3, size=(40, 9))),  # int labels
+        (True, rng.integers(0, 3, size=(40, 9))),  # True == 1, as a dict lookup finds it
+        ("1", rng.integers(0, 3, size=(40, 9))),  # a str never equals an int
+        (b"f", rng.choice(np.array([b"f", b"m"]), size=(40, 9))),
+        ("f", rng.choice(np.array([b"f", b"m"]), size=(40, 9))),  # str against bytes
+    ):
+        ranker = make_ranker("fair", protected=protected, p=0.6, alpha=0.1)
+        single = [ranker.rank(scores[b], labels[b].tolist(), 4).tolist() for b in range(40)]
+        assert ranker.rank_batch(scores, labels, 4).tolist() == single, protected
+
+
+@pytest.mark.parametrize(
+    ("scores", "groups", "error", "message"),
+    [
+        ([0.1, 0.2], [["a", "b"]], ValueError, "scores must be 2-D"),
+        ([[0.1, float("nan")]], [["a", "b"]], ValueError, r"non-finite values in pools \[0\]"),
+        ([[0.1, 0.2]], [["a", "b"], ["a", "b"]], ValueError, "groups has 2 rows but scores has 1"),
+        ([[0.1, 0.2]], [["a"]], ValueError, r"groups\[0\] has 1 labels but scores has 2"),
+        ([[0.1, 0.2]], np.array([["a", "b", "c"]]), ValueError, r"shape \(1, 2\)"),
+        ([[0.1, 0.2]], ["ab"], TypeError, r"groups\[0\] must be a sequence of labels"),
+        ([[0.1, 0.2]], "ab", TypeError, "one sequence of labels per pool"),
+        ([[0.1, 0.2]], [["a", ["b"]]], TypeError, r"groups\[0\]: .*hashable.* position 1"),
+    ],
+)
+def test_rank_batch_refuses_bad_input_naming_it(scores, groups, error, message) -> None:
+    with pytest.raises(error, match=message):
+        make_ranker("fair", protected="a").rank_batch(scores, groups, 2)
