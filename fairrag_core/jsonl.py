@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 try:  # POSIX: an advisory lock also serialises writers in other processes
     import fcntl
@@ -151,6 +151,11 @@ class JsonLinesLog:
         self._errors = 0
         self._last_error: OSError | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by its path (a worker process appends to the same file, under the same
+        # per-line lock); the failure counters are the sending process's and start at 0.
+        return (_reopen_log, (os.fspath(self.path), self.on_error))
+
     @property
     def errors(self) -> int:
         """Appends that failed with ``on_error="count"`` (always 0 with ``"raise"``)."""
@@ -248,3 +253,8 @@ def _decode(raw: bytes) -> tuple[dict[str, object] | None, str]:
     if not isinstance(value, dict):
         return None, "not a JSON object"
     return value, ""
+
+
+def _reopen_log(path: str, on_error: Literal["raise", "count"]) -> JsonLinesLog:
+    """A :class:`JsonLinesLog` unpickled: the same file opened again (its checks run again)."""
+    return JsonLinesLog(path, on_error=on_error)

@@ -21,9 +21,8 @@ from fairrag_core.kit import (
     document_title,
     drop_stale_placement,
     placement_metadata,
-    run_record,
-    shown_provenance,
 )
+from fairrag_core.kit import shown_record as kit_shown_record
 
 __all__ = [
     "PlacedDocument",
@@ -177,36 +176,15 @@ def shown_record(
     ranked: Sequence[Document] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """The record (:func:`fairrag_core.kit.run_record`) of a shown list and its run.
-
-    ``ranker``, ``query_seed``, ``pool_size`` and ``k`` come from the documents' placement
-    metadata by :func:`fairrag_core.kit.shown_provenance` (None when the list was not made by
-    one fair ranking), as do the provenance flags; ``fields`` are the run's other fields.
-    ``documents`` None: the retrieval failed, nothing was shown (no metrics).
-    """
+    """The record (:func:`fairrag_core.kit.shown_record`, the one builder) of a shown list and
+    its run; ``fields`` are the run's other fields (``framework``: LangChain's own).
+    ``documents`` None: the retrieval failed, nothing was shown (no metrics)."""
     shown = None if documents is None else shown_documents(documents, group_key, title_key)
-    documents = list(documents or [])
-    provenance = shown_provenance(
-        [d.metadata for d in documents], None if ranked is None else [d.metadata for d in ranked]
-    )
-    flags = {  # the provenance flags and the amortized ranker's ledger_state
-        key: provenance.pop(key)
-        for key in list(provenance)
-        if key not in ("ranker", "query_seed", "pool_size", "k")
-    }
-    relevance_function = next(
-        (d.metadata["relevance_function"] for d in documents if "relevance_function" in d.metadata),
-        None,
-    )
-    extra = dict(fields.pop("extra", None) or {})
-    extra.update(flags)
-    if relevance_function is not None:
-        extra["relevance_function"] = relevance_function
-    return run_record(
+    return kit_shown_record(
         auditor,
         source="langchain",
         shown=shown,
-        **provenance,
+        metadatas=[d.metadata for d in documents or []],
+        ranked=None if ranked is None else [d.metadata for d in ranked],
         **fields,
-        extra=extra,
     )

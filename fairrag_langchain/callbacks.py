@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
@@ -17,8 +16,14 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
-from fairrag_core import FairnessAuditor, JsonLinesLog, summarize_records
-from fairrag_core.kit import is_placed, ranked_for
+from fairrag_core import FairnessAuditor, summarize_records
+from fairrag_core.kit import (
+    DEFAULT_MAX_RECORDS,
+    RecordKeeper,
+    check_group_key,
+    is_placed,
+    ranked_for,
+)
 
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
@@ -122,12 +127,16 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     with its ``error``, and so does one whose retrieval itself failed (then without metrics). A
     root run without any retrieval (a bare model call) writes nothing.
 
-    Records are kept in :attr:`records` (the last ``max_records``; default: all of them
-    without ``path``, the last 1,000 with one) and, with ``path``, appended to that file by the
-    core's :class:`~fairrag_core.JsonLinesLog`. A record that cannot be written (a full disk)
+    Records are kept in :attr:`records` (the last ``max_records``, default 1,000, None for
+    all: the kit's :class:`~fairrag_core.kit.RecordKeeper`, the rule of every handler) and,
+    with ``path``, appended to that file by the core's :class:`~fairrag_core.JsonLinesLog`.
+    A record that cannot be written (a full disk)
     raises ``fairrag_core.jsonl.LogWriteError`` in the run that produced it (``raise_error``),
     never only a warning; with ``log_errors="count"`` the run goes on and ``log.errors`` /
-    ``log.last_error`` count the failures (the record stays in :attr:`records`).
+    ``log.last_error`` count the failures (the record stays in :attr:`records`). ``sinks``
+    receive every record too: :class:`fairrag_core.telemetry.OpenTelemetrySink` (metrics and
+    span attributes) and :class:`fairrag_core.telemetry.LangSmithFeedbackSink` (the record's
+    metrics as feedback on its LangSmith run), or any callable.
     """
 
     run_inline = True
@@ -145,31 +154,36 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         exposure: Any = None,
         title_key: str = "title",
         path: str | os.PathLike[str] | None = None,
-        max_records: int | None = None,
+        max_records: int | None = DEFAULT_MAX_RECORDS,
         log_errors: Literal["raise", "count"] = "raise",
+        sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
     ) -> None:
-        if not isinstance(group_key, str) or not group_key.strip():
-            raise ValueError(
-                f"group_key must be a non-empty metadata field name, got {group_key!r}"
-            )
-        if max_records is not None and (
-            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0
-        ):
-            raise ValueError(f"max_records must be an int >= 0 or None, got {max_records!r}")
-        self.group_key = group_key
+        self.group_key = check_group_key(group_key)
         self.title_key = title_key
         self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
         )
         self._source: FairRankingFields | None = None
-        self.log = None if path is None else JsonLinesLog(path, on_error=log_errors)
-        if max_records is None and path is not None:
-            max_records = 1000
+        self._kept = RecordKeeper(path, max_records=max_records, on_error=log_errors, sinks=sinks)
+        self.log = self._kept.log
         self._lock = threading.Lock()
         self._parent: dict[UUID, UUID | None] = {}
         self._root_of: dict[UUID, UUID] = {}
         self._roots: dict[UUID, _RootRun] = {}
-        self._records: deque[dict[str, Any]] = deque(maxlen=max_records)
+
+    _IN_FLIGHT = ("_parent", "_root_of", "_roots")
+    """The run tree of the questions this process is answering: never pickled."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickled (a ProcessPool, Ray or Dask worker), the handler keeps its configuration, the
+        # component it follows, its records, log file and sinks; runs in flight stay here.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", *self._IN_FLIGHT)}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._parent, self._root_of, self._roots = {}, {}, {}
 
     @classmethod
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
@@ -226,8 +240,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     @property
     def records(self) -> list[dict[str, Any]]:
         """The completed records so far, in completion order (a copy of the list)."""
-        with self._lock:
-            return list(self._records)
+        return self._kept.records
 
     def summary(self) -> dict[str, dict[str, object]]:
         """Mean of each metric per ranker, with counts (NaN values counted, never dropped)."""
@@ -290,11 +303,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         ]
         if not records:
             return
-        with self._lock:  # under the lock: the file keeps the in-memory order
-            self._records.extend(records)
-            if self.log is not None:
-                for record in records:
-                    self.log.append(record)
+        self._kept.add(records)  # the file keeps the in-memory order
 
     def _final_record(
         self, root: UUID, state: _RootRun, retrieval: _Retrieval, error: BaseException | None
@@ -316,7 +325,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             metadata=state.metadata,
             answer=answer.answer if answer is not None else None,
             error=None if error is None else f"{type(error).__name__}: {error}",
-            extra={
+            framework={
                 "retriever_run_id": str(retrieval.run_id),
                 "llm_run_id": None if answer is None else str(answer.run_id),
                 "retriever": retrieval.name,

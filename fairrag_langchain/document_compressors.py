@@ -14,6 +14,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr
 
 from fairrag_core import pool_scores
+from fairrag_core.kit.component import Count
 
 from ._fields import FairRankingFields
 
@@ -65,7 +66,7 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    k: int = Field(default=5, ge=1, validation_alias=AliasChoices("k", "top_n"))
+    k: Count = Field(default=5, validation_alias=AliasChoices("k", "top_n"))
     """How many documents to return (``top_n`` is accepted as its name too)."""
     score_key: str = "relevance_score"
     """The metadata field holding each document's relevance score."""

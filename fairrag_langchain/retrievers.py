@@ -26,7 +26,8 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from fairrag_core import VectorStoreUnavailableError, pool_scores
-from fairrag_core.kit import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
+from fairrag_core.kit import check_store_order, to_relevance
+from fairrag_core.kit.component import AUTO, Count, Relevance
 from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
@@ -153,12 +154,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
 
     vectorstore: VectorStore
     """The store the candidate pool is fetched from."""
-    pool_size: int = Field(default=50, ge=1)
+    pool_size: Count = Field(default=50)
     """How many candidates to fetch before re-ranking (docs/SPEC.md: n = 50)."""
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra arguments of the store's search, e.g. ``{"filter": {"topics": "Medicine"}}``."""
-    relevance: str | None = None
-    """Named core conversion of ``similarity_search_with_score`` values (None: chosen for you)."""
+    relevance: Relevance = AUTO
+    """Named core conversion of ``similarity_search_with_score`` values ("auto": the store's)."""
     relevance_score_fn: Callable[[float], float] | None = None
     """Maps ``similarity_search_with_score`` values to relevance, replacing the rules above."""
 
@@ -166,13 +167,6 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         PrivateAttr(default=None)
     )
     _warned_unscored: bool = PrivateAttr(default=False)
-
-    @field_validator("pool_size", mode="before")
-    @classmethod
-    def _pool_size_not_bool(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise ValueError(f"pool_size must be an int, not the bool {value!r}")
-        return value
 
     @field_validator("search_kwargs")
     @classmethod
@@ -184,19 +178,9 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             )
         return value
 
-    @field_validator("relevance")
-    @classmethod
-    def _known_relevance(cls, value: str | None) -> str | None:
-        if value is not None and value not in RELEVANCE_CONVERSIONS:
-            raise ValueError(
-                f"relevance {value!r} is unknown; known conversions: "
-                f"{sorted(RELEVANCE_CONVERSIONS)}"
-            )
-        return value
-
     @model_validator(mode="after")
     def _consistent(self) -> FairRetriever:
-        if self.relevance is not None and self.relevance_score_fn is not None:
+        if self.relevance != AUTO and self.relevance_score_fn is not None:
             raise ValueError("give relevance or relevance_score_fn, not both")
         if self.pool_size <= self.k:
             warnings.warn(
@@ -488,7 +472,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             fn = self.relevance_score_fn
             name = getattr(fn, "__name__", type(fn).__name__)
             return fn, f"given: {name}"
-        if self.relevance is not None:
+        if self.relevance != AUTO:
             return _named(self.relevance), f"given: {self.relevance}"
         store = self.vectorstore
         try:
@@ -521,6 +505,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             convert.conversion if isinstance(convert, _Named) else None,
             type(self.vectorstore).__name__,
             described=relevance_function,
+            own_function="relevance_score_fn",
         )
         return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
 

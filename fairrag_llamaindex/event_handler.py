@@ -11,11 +11,13 @@ import collections
 import contextlib
 import contextvars
 import logging
+import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
@@ -37,12 +39,16 @@ from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pyd
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
+    DEFAULT_MAX_RECORDS,
+    RecordKeeper,
     ShownDocument,
+    check_group_key,
+    check_max_records,
     document_title,
     ranked_for,
     refuse_bools,
-    run_record,
-    shown_provenance,
+    shown_record,
+    unaudited_record,
 )
 
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
@@ -54,10 +60,6 @@ logger = logging.getLogger(__name__)
 
 RUN_METHODS = QUESTION_METHODS
 """Engine methods that answer one question: the span of the outermost one is a run."""
-
-DEFAULT_MAX_RECORDS_WITH_LOG = 10_000
-
-_RETRIEVAL_KEYS = ("exposure_share", "exposure_disparity", "exposure_by_group")
 
 
 @dataclass
@@ -234,11 +236,18 @@ class FairnessEventHandler(BaseEventHandler):
         ),
     )
     max_records: int | None = Field(
-        default=None,
-        ge=1,
+        default=DEFAULT_MAX_RECORDS,
         description=(
-            "Records kept in memory (the latest); default: all without log_path, "
-            f"the last {DEFAULT_MAX_RECORDS_WITH_LOG} with it."
+            f"Records kept in memory (the latest; default {DEFAULT_MAX_RECORDS}, with or "
+            "without log_path; None keeps all): the kit's RecordKeeper, every handler's rule."
+        ),
+    )
+    sinks: list[Any] = Field(
+        default_factory=list,
+        exclude=True,
+        description=(
+            "Callables each record is also handed to, e.g. "
+            "fairrag_core.telemetry.OpenTelemetrySink() (metrics and span attributes)."
         ),
     )
     record_queries_without_reranker: bool = Field(
@@ -257,9 +266,8 @@ class FairnessEventHandler(BaseEventHandler):
     )
 
     _auditor: FairnessAuditor | None = PrivateAttr(default=None)
-    _log: JsonLinesLog | None = PrivateAttr(default=None)
+    _kept: RecordKeeper = PrivateAttr()
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _records: collections.deque = PrivateAttr()
     _runs: dict[str, _Run] = PrivateAttr(default_factory=dict)
     _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
     _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
@@ -274,12 +282,24 @@ class FairnessEventHandler(BaseEventHandler):
     def _no_bools(cls, value: Any, info: Any) -> Any:
         return refuse_bools(value, info.field_name)
 
+    @field_validator("group_key", mode="before")
+    @classmethod
+    def _check_group_key(cls, value: Any) -> Any:
+        return check_group_key(value)
+
+    @field_validator("log_path", mode="before")
+    @classmethod
+    def _path_text(cls, value: Any) -> Any:
+        # a path object as LangChain's handler takes it (pathlib.Path, any os.PathLike)
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("max_records", mode="before")
+    @classmethod
+    def _check_max_records(cls, value: Any) -> Any:
+        return check_max_records(value)
+
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        if not self.group_key:
-            raise ValueError(
-                f"group_key must be a non-empty metadata field name, got {self.group_key!r}"
-            )
         own_target = (self.protected, self.target_share, self.target) != (None, None, None)
         self._auditor = None
         if self.postprocessor is None or own_target or self.exposure is not None:
@@ -289,12 +309,33 @@ class FairnessEventHandler(BaseEventHandler):
                 target=self.target,
                 exposure=self.exposure,
             )
-        if self.log_path is not None:
-            self._log = JsonLinesLog(self.log_path, on_error=self.log_errors)
-        limit = self.max_records
-        if limit is None and self.log_path is not None:
-            limit = DEFAULT_MAX_RECORDS_WITH_LOG
-        self._records = collections.deque(maxlen=limit)
+        self._kept = RecordKeeper(
+            self.log_path, max_records=self.max_records, on_error=self.log_errors, sinks=self.sinks
+        )
+        ensure_registered().add_listener(self)
+
+    _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_kept")
+    """Private state a pickled handler takes along (its records, log file and sinks); locks,
+    runs in flight and registrations belong to the process that made them."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        private = state.get("__pydantic_private__") or {}
+        state["__pydantic_private__"] = {k: private[k] for k in self._TRAVELLING if k in private}
+        return state
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> FairnessEventHandler:
+        # pydantic deep-copies private attributes one by one (a lock among them): copy as a
+        # pickle does, through the state a handler takes along
+        copy = type(self).__new__(type(self))
+        copy.__setstate__(deepcopy(self.__getstate__(), memo))
+        return copy
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        for name, attribute in type(self).__private_attributes__.items():
+            if name not in self._TRAVELLING:
+                setattr(self, name, attribute.get_default())
         ensure_registered().add_listener(self)
 
     @classmethod
@@ -389,13 +430,12 @@ class FairnessEventHandler(BaseEventHandler):
     @property
     def log(self) -> JsonLinesLog | None:
         """The JSON-lines log (``log_path``), with its write-failure counters."""
-        return self._log
+        return self._kept.log
 
     @property
     def records(self) -> list[dict[str, Any]]:
         """The records so far (the latest ``max_records``), in the order the questions ended."""
-        with self._lock:
-            return list(self._records)
+        return self._kept.records
 
     def _registered(self) -> bool:
         dispatchers = list(root_manager.dispatchers.values())
@@ -656,51 +696,38 @@ class FairnessEventHandler(BaseEventHandler):
                 text = node.node.get_content(metadata_mode=MetadataMode.NONE)
                 title = document_title(node.node.metadata, text, self.title_key)
                 documents.append(ShownDocument(node.node.node_id, title, group, text))
-            ranked = [n.node.metadata for n in run.reranks[-1].nodes] if run.reranks else None
-            provenance = shown_provenance(metadatas, ranked)
-            extra = {
-                "n_reranks": len(run.reranks),
-                # a streaming answer nobody read (its ranking was made): "unconsumed"
-                **({"answer_status": answer_status} if answer_status else {}),
-                **{
-                    key: value
-                    for key, value in provenance.items()
-                    if key not in ("ranker", "query_seed", "pool_size", "k")
-                },
-            }
-            record = run_record(
+            # Nothing is known to have been shown when a failed run had neither source nodes
+            # nor a re-ranking: its record keeps no metrics (docs/SPEC.md, "Records").
+            unknown = error is not None and sources is None and not run.reranks
+            record = shown_record(
                 auditor,
                 source="llamaindex",
-                shown=documents,
+                shown=None if unknown else documents,
+                metadatas=metadatas,
+                ranked=[n.node.metadata for n in run.reranks[-1].nodes] if run.reranks else None,
                 query=query,
                 run_id=run.span.id_ if run_id == "" else run_id,
-                ranker=provenance["ranker"],
-                query_seed=provenance["query_seed"],
-                k=provenance["k"] if provenance["k"] is not None else len(shown),
-                pool_size=provenance["pool_size"],
                 model=run.model,
                 metadata=tags,
                 answer=answer,
                 error=error,
-                extra=extra,
+                framework={
+                    "n_reranks": len(run.reranks),
+                    # a streaming answer nobody read (its ranking was made): "unconsumed"
+                    **({"answer_status": answer_status} if answer_status else {}),
+                },
             )
-            if error is not None and sources is None and not run.reranks:
-                # Nothing is known to have been shown: a failed run keeps retrieval metrics
-                # only when there were any (docs/SPEC.md, "Records").
-                for key in ("groups", *_RETRIEVAL_KEYS):
-                    record.pop(key, None)
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("FairnessEventHandler could not audit %r: %s", query, exc)
-            record = {
-                "source": "llamaindex",
-                "query": query,
-                "error": f"{type(exc).__name__}: {exc}",
-            }
-        with self._lock:  # the file keeps the order of the in-memory records
-            self._records.append(record)
-            if self._log is not None and not self._log.append(record):
-                logger.error(
-                    "FairnessEventHandler could not write a record to %s: %s",
-                    self.log_path,
-                    self._log.last_error,
-                )
+            record = unaudited_record(
+                source="llamaindex",
+                query=query,
+                run_id=run.span.id_ if run_id == "" else run_id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        if not self._kept.add([record]):  # the file keeps the order of the in-memory records
+            logger.error(
+                "FairnessEventHandler could not write a record to %s: %s",
+                self.log_path,
+                self.log.last_error if self.log is not None else None,
+            )

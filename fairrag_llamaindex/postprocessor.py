@@ -14,7 +14,7 @@ import contextvars
 import threading
 import warnings
 import weakref
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +23,6 @@ from llama_index.core.bridge.pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    field_serializer,
-    field_validator,
 )
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
@@ -32,24 +30,20 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, Ranker, group_labels, pool_scores
+from fairrag_core import Placement, group_labels, pool_scores
 from fairrag_core.kit import (
-    LEDGER_FIELDS,
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
     RELEVANCE_CONVERSIONS,
-    RankerState,
     check_store_order,
     context_header,
-    describe_ranker,
     document_title,
     drop_stale_placement,
     hidden_metadata_keys,
-    ledger_location,
     placement_metadata,
-    refuse_bools,
     to_relevance,
 )
+from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
 
 from .spans import SPANS, Retrieval, current_span_id, ensure_registered
 
@@ -68,18 +62,6 @@ MODEL_NAME_PREFIX = "fairrag:"
 CONTEXT_HEADER_KEY = "context_header"
 """Metadata key of each returned node's context header (``[i]`` and ``Title: ...``), the only
 metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
-
-AUTO = "auto"
-
-_CONFIG_FIELDS = (
-    "ranker",
-    "protected",
-    "target_share",
-    "target",
-    "seed",
-    "ranker_params",
-    *LEDGER_FIELDS,
-)
 
 
 @dataclass(eq=False)
@@ -368,7 +350,7 @@ def _chroma_space(store: Any) -> str | None:
     return None if space is None else str(space)
 
 
-class FairRerankPostprocessor(BaseNodePostprocessor):
+class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
     """Re-rank the retrieved pool with a fairness-aware core ranker and keep the top ``top_n``.
 
     Use it with a large pool: ``index.as_query_engine(similarity_top_k=50,
@@ -427,35 +409,9 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
     )
 
-    ranker: str | Ranker = Field(
-        default="representative_stochastic",
-        description=(
-            "A core ranker name (standard, stochastic, forced_exposure, "
-            "representative_stochastic) or a ready fairrag_core Ranker."
-        ),
-    )
-    group_key: str = Field(description="Node metadata field holding each node's group label.")
-    protected: Hashable | None = Field(
-        default=None, description="The protected group of the binary target (e.g. 'female')."
-    )
-    target_share: float | None = Field(
-        default=None, description="Exposure share owed to the protected group (default 0.5)."
-    )
-    target: dict[Hashable, float] | None = Field(
-        default=None, description="Exposure share per group, summing to 1 (several groups)."
-    )
-    ranker_params: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Extra parameters of the named ranker (configure_ranker), e.g. {'alpha': 4.0}.",
-    )
-    ledger: Any = Field(
-        default=None,
-        description="The amortized ranker's exposure ledger (a ledger, SQLite path, redis:// URL).",
-    )
-    ledger_key: str | None = Field(
-        default=None, description="The amortized ranker's stream in the ledger (e.g. a tenant)."
-    )
-    relevance: str = Field(
+    # ranker, group_key, protected, target_share, target, seed, ranker_params, exposure, ledger
+    # and ledger_key: the component contract (fairrag_core.kit.component.FairComponent)
+    relevance: Relevance = Field(
         default=AUTO,
         description=(
             "How node scores become relevance: 'auto' (from the engine's store), or one of "
@@ -463,10 +419,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
             "chroma_cosine, l2_distance, chroma_l2, negated)."
         ),
     )
-    top_n: int = Field(default=5, ge=1, description="Number of nodes to return (the context k).")
-    seed: int | None = Field(
-        default=None, description="Seed of the generator that draws each query's seed."
-    )
+    top_n: Count = Field(default=5, description="Number of nodes to return (the context k).")
     title_key: str = Field(
         default="title", description="Node metadata field holding the document title."
     )
@@ -475,25 +428,11 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
         description="Metadata keys shown to the LLM and the embedding model (default: none).",
     )
 
-    _state: RankerState | None = PrivateAttr(default=None)
     _warned_small_pool: bool = PrivateAttr(default=False)
 
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        self._state = RankerState.current(None, self)  # a bad configuration fails here
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)  # the contract builds the ranker: bad config fails
         ensure_registered()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name not in _CONFIG_FIELDS:
-            super().__setattr__(name, value)
-            return
-        before = self.__dict__.get(name)
-        super().__setattr__(name, value)
-        try:
-            self._state = RankerState.current(self._state, self)
-        except Exception:
-            self.__dict__[name] = before  # refused: the old configuration stays whole
-            raise
 
     @classmethod
     def class_name(cls) -> str:
@@ -510,55 +449,6 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 f"index must have a vector_store (a VectorStoreIndex), got {type(index).__name__}"
             )
         return cls(**{"relevance": _relevance_for_store(store), **fields})
-
-    @field_validator("ranker", mode="before")
-    @classmethod
-    def _check_ranker(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            raise ValueError(
-                f"ranker {value!r} is the description of a ready Ranker (what to_dict writes): "
-                "build it again with fairrag_core.make_ranker(name, ...) and pass that, or give "
-                "the ranker by name"
-            )
-        return value
-
-    @field_validator("top_n", "target_share", "seed", "target", mode="before")
-    @classmethod
-    def _no_bools(cls, value: Any, info: Any) -> Any:
-        return refuse_bools(value, info.field_name)
-
-    @field_validator("group_key")
-    @classmethod
-    def _check_group_key(cls, value: str) -> str:
-        if not value:
-            raise ValueError(f"group_key must be a non-empty metadata field name, got {value!r}")
-        return value
-
-    @field_validator("relevance")
-    @classmethod
-    def _check_relevance(cls, value: str) -> str:
-        if value != AUTO and value not in RELEVANCE_CONVERSIONS:
-            raise ValueError(
-                f"relevance {value!r} is unknown; accepted: {[AUTO, *RELEVANCE_CONVERSIONS]}"
-            )
-        return value
-
-    @field_serializer("ledger")
-    def _serialize_ledger(self, ledger: Any) -> Any:
-        return ledger if ledger is None or isinstance(ledger, str) else ledger_location(ledger)
-
-    @field_serializer("ranker")
-    def _serialize_ranker(self, ranker: str | Ranker) -> str | dict[str, Any]:
-        return ranker if isinstance(ranker, str) else describe_ranker(ranker)
-
-    def _current(self) -> RankerState:
-        self._state = RankerState.current(self._state, self)
-        return self._state
-
-    @property
-    def core_ranker(self) -> Ranker:
-        """The fairrag_core ranker the fields describe now."""
-        return self._current().ranker
 
     @property
     def model_name(self) -> str:
@@ -619,10 +509,7 @@ class FairRerankPostprocessor(BaseNodePostprocessor):
                 "FairRerankPostprocessor needs the query: pass query_bundle=QueryBundle(...) or "
                 "query_str=... to postprocess_nodes"
             )
-        top_n = self.top_n  # model_copy(update=...) skips the field validators: check it here
-        if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-            raise ValueError(f"top_n must be an int >= 1, got {top_n!r}")
-        state = self._current()
+        state = self.ranker_state
         # Translate (and so validate) before any event, so a bad pool leaves no open rerank.
         source = _pool_source(self)
         scores, from_order = pool_scores([n.score for n in nodes])

@@ -9,7 +9,10 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
   that the converted scores do not rise along the store's best-first order;
 - :mod:`.context`: a document's title, and the context text every framework shows the LLM;
 - :mod:`.placement`: the metadata every shown document carries;
-- :mod:`.records`: the fairness record of one answered question (docs/SPEC.md, "Records").
+- :mod:`.records`: the fairness record of one answered question (docs/SPEC.md, "Records"),
+  its one builder and its retention;
+- :mod:`.component`: the component contract, the fields every fair component shares (pydantic;
+  imported by the adapters only, never by ``import fairrag_core.kit``).
 """
 
 from .config import (
@@ -17,9 +20,11 @@ from .config import (
     ComponentLedger,
     RankerConfig,
     RankerState,
+    check_group_key,
     describe_ranker,
     draw_query_seed,
     ledger_location,
+    ranker_from_description,
     refuse_bools,
 )
 from .context import (
@@ -39,19 +44,35 @@ from .placement import (
     shown_provenance,
     target_pairs,
 )
-from .records import RECORD_SCHEMA, ShownDocument, run_record, utc_timestamp
+from .records import (
+    DEFAULT_MAX_RECORDS,
+    PROVENANCE_FIELDS,
+    RECORD_SCHEMA,
+    RecordKeeper,
+    ShownDocument,
+    check_max_records,
+    run_record,
+    shown_record,
+    unaudited_record,
+    utc_timestamp,
+)
 from .relevance import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
 
 __all__ = [
+    "DEFAULT_MAX_RECORDS",
     "LEDGER_FIELDS",
     "LEDGER_PLACEMENT_KEYS",
     "PLACEMENT_KEYS",
+    "PROVENANCE_FIELDS",
     "RECORD_SCHEMA",
     "RELEVANCE_CONVERSIONS",
     "ComponentLedger",
     "RankerConfig",
     "RankerState",
+    "RecordKeeper",
     "ShownDocument",
+    "check_group_key",
+    "check_max_records",
     "check_store_order",
     "context_entry",
     "context_header",
@@ -64,11 +85,14 @@ __all__ = [
     "ledger_location",
     "placement_metadata",
     "ranked_for",
+    "ranker_from_description",
     "refuse_bools",
     "render_context_prompt",
     "run_record",
     "shown_provenance",
+    "shown_record",
     "target_pairs",
     "to_relevance",
+    "unaudited_record",
     "utc_timestamp",
 ]

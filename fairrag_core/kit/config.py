@@ -23,9 +23,10 @@ import numpy as np
 
 from ..audit import exposure_name, json_label, target_dict
 from ..ledger.memory import MemoryLedger
-from ..rankers import RANKERS, configure_ranker, ranker_parameters
+from ..rankers import RANKERS, configure_ranker, make_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
+from ..target import OTHERS
 from ..validation import as_rng
 
 __all__ = [
@@ -33,9 +34,11 @@ __all__ = [
     "ComponentLedger",
     "RankerConfig",
     "RankerState",
+    "check_group_key",
     "describe_ranker",
     "draw_query_seed",
     "ledger_location",
+    "ranker_from_description",
     "refuse_bools",
 ]
 
@@ -69,14 +72,20 @@ class RankerConfig:
     def of(cls, component: Any) -> RankerConfig:
         """The configuration of any object with the six fields (the adapters' components).
 
-        A component's ``ledger`` and ``ledger_key`` fields, when set, are parameters of the
-        ranker (the amortized ranker's, docs/SPEC.md item 6) like those in ``ranker_params``.
+        A component's ``exposure``, ``ledger`` and ``ledger_key`` fields, when set, are
+        parameters of the ranker (``ledger``: the amortized ranker's, docs/SPEC.md item 6) like
+        those in ``ranker_params``; one given both ways is an error.
         The component's own in-memory ledger (:class:`ComponentLedger`, or ``"memory"``) is
         passed only to a ranker that takes a ledger and gives way to a ``ledger`` in
         ``ranker_params``; a ledger the user gave never does (an error names it).
         """
         target = component.target
         params = dict(component.ranker_params or {})
+        exposure = getattr(component, "exposure", None)
+        if exposure is not None:
+            if "exposure" in params:
+                raise ValueError("exposure is given twice: as a field and in ranker_params")
+            params["exposure"] = exposure
         for name in LEDGER_FIELDS:
             value = getattr(component, name, None)
             if value is None:
@@ -120,6 +129,17 @@ class RankerConfig:
             seed=self.seed,
             params=dict(self.params),
         )
+
+
+def check_group_key(value: Any, name: str = "group_key") -> str:
+    """``value`` when it names a metadata field (a string that is not blank), else a ValueError
+    naming ``name``: every component and handler checks its group key here."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"{name} must name the metadata field holding each document's group, "
+            f"e.g. 'gender'; got {value!r}"
+        )
+    return value
 
 
 def refuse_bools(value: Any, name: str) -> Any:
@@ -216,6 +236,36 @@ def describe_ranker(ranker: Ranker) -> dict[str, Any]:
     }
 
 
+DESCRIPTION_KEYS = frozenset({"name", "target", "protected", "seed", "exposure_model", "params"})
+"""The keys of :func:`describe_ranker`'s dict."""
+
+
+def ranker_from_description(description: Mapping[str, Any]) -> Ranker:
+    """The ranker :func:`describe_ranker` described (what serialising a component with a ready
+    ``Ranker`` writes): the same name, target, protected group, seed, exposure model and
+    parameters. A ledger is reopened from its location (a path or URL; ``"memory"``: a new
+    in-memory ledger, since a process's memory does not travel in a description). Keys other
+    than :data:`DESCRIPTION_KEYS` are refused, naming them."""
+    unknown = sorted(set(description) - DESCRIPTION_KEYS)
+    if unknown or "name" not in description:
+        raise ValueError(
+            f"a ranker description has the keys {sorted(DESCRIPTION_KEYS)} (name required), "
+            f"got {sorted(description)}"
+        )
+    target = description.get("target")
+    if isinstance(target, Mapping):
+        target = {OTHERS if key == "OTHERS" else key: share for key, share in target.items()}
+    params = dict(description.get("params") or {})
+    return make_ranker(
+        description["name"],
+        target=target,
+        protected=description.get("protected") if target is not None else None,
+        seed=description.get("seed"),
+        exposure=description.get("exposure_model") or "dcg",
+        **params,
+    )
+
+
 def draw_query_seed(seed: Any, generator: np.random.Generator) -> int:
     """The seed of one query's ranking (docs/SPEC.md, "Adapters" → Seeds).
 
@@ -257,6 +307,11 @@ class RankerState:
         )
         """The state :meth:`current` built from this one for each component (owner id); weak,
         so that copies made and dropped per request leave nothing behind."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A pickled component is another component, like a copy: it builds its own state
+        # (its ranker from its fields, its query seeds from the start of seed's sequence).
+        return (_no_state, ())
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RankerState:
         # A deep copy of a component is another component: :meth:`current` sees the other id
@@ -308,3 +363,9 @@ class RankerState:
             return draw_query_seed(seed, self._seeds)
         with self._lock:  # concurrent queries never receive the same draw
             return draw_query_seed(None, self._seeds)
+
+
+def _no_state() -> None:
+    """What a pickled :class:`RankerState` becomes: none (rebuilt from the component's fields
+    at its first use)."""
+    return None

@@ -1,25 +1,61 @@
 """The fairness record of one answered question, the same fields from every adapter and from
 the study (docs/SPEC.md, "Records").
 
-Adapters collect what was shown (:class:`ShownDocument`, in the order the LLM saw it), the run's
-identity and the answer, and call :func:`run_record`; every number in it comes from the core's
-:class:`~fairrag_core.FairnessAuditor`.
+Adapters collect what was shown (:class:`ShownDocument`, in the order the LLM saw it, with each
+document's metadata), the run's identity and the answer, and call :func:`shown_record`, which
+derives the ranking's provenance (:func:`~fairrag_core.kit.shown_provenance`) and calls
+:func:`run_record`; every number in it comes from the core's
+:class:`~fairrag_core.FairnessAuditor`. Fields only one framework has go under ``framework``.
+Both handlers keep their records in a :class:`RecordKeeper` (one retention rule).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Hashable, Mapping, Sequence
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..audit import FairnessAuditor
 from ..citations import ContextDocument
+from ..jsonl import JsonLinesLog
+from .placement import shown_provenance
 
-__all__ = ["RECORD_SCHEMA", "ShownDocument", "run_record", "utc_timestamp"]
+__all__ = [
+    "DEFAULT_MAX_RECORDS",
+    "PROVENANCE_FIELDS",
+    "RECORD_SCHEMA",
+    "RecordKeeper",
+    "ShownDocument",
+    "check_max_records",
+    "run_record",
+    "shown_record",
+    "unaudited_record",
+    "utc_timestamp",
+]
 
-RECORD_SCHEMA = 1
-"""Version of the record fields (docs/SPEC.md, "Records")."""
+logger = logging.getLogger(__name__)
+
+RECORD_SCHEMA = 2
+"""Version of the record fields (docs/SPEC.md, "Records"); 2: every field in every record,
+framework-only fields under ``framework``."""
+
+DEFAULT_MAX_RECORDS = 1000
+"""Records a handler keeps in memory by default (the latest), with or without a log file."""
+
+PROVENANCE_FIELDS = (
+    "reordered_after_ranking",
+    "dropped_after_ranking",
+    "mixed_after_ranking",
+    "merged_rankings",
+    "ledger_state",
+)
+"""How the shown list relates to its fair ranking (docs/SPEC.md, "Adapters" → Which list is
+audited): in every record, null where they do not apply (``mixed_after_ranking``: false)."""
 
 
 @dataclass(frozen=True)
@@ -68,14 +104,18 @@ def run_record(
     answer: str | None = None,
     error: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    relevance_function: str | None = None,
+    framework: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One record: identity, configuration, the shown list's exposure and, with an ``answer``,
     the generation metrics (:meth:`FairnessAuditor.generation`, one rule for every framework:
     an answer without bullets has groundedness 0 and generation parity NaN).
 
     ``shown`` None means the run failed before anything was shown: the record then holds its
-    identity, configuration and ``error``, no metrics. ``extra`` adds adapter-specific fields
-    (e.g. ``retriever_run_id``) after the standard ones.
+    identity, configuration and ``error``, no metrics. ``provenance`` holds the
+    :data:`PROVENANCE_FIELDS` that apply; ``framework`` the fields only one framework has
+    (written under ``framework``); ``extra`` adds fields after the standard ones (the study's).
     """
     failed = shown is None
     shown = [] if shown is None else list(shown)
@@ -94,10 +134,13 @@ def run_record(
         "doc_ids": [document.doc_id for document in shown],
         "titles": [document.title for document in shown],
         **({} if failed else auditor.retrieval(groups)),
+        "relevance_function": relevance_function,
+        **{name: (provenance or {}).get(name) for name in PROVENANCE_FIELDS},
         "model": model,
         "tags": _jsonable(list(tags or [])),
         "metadata": _jsonable(dict(metadata or {})),
     }
+    record["mixed_after_ranking"] = bool(record["mixed_after_ranking"])
     if answer is not None and not failed:
         context = [
             ContextDocument(document.title, group=document.group, text=document.text)
@@ -110,4 +153,137 @@ def run_record(
         record.update(extra)
     if error is not None:
         record["error"] = error
+    record["framework"] = _jsonable(dict(framework or {}))
     return record
+
+
+def shown_record(
+    auditor: FairnessAuditor,
+    *,
+    source: str,
+    shown: Sequence[ShownDocument] | None,
+    metadatas: Sequence[Mapping[str, Any] | None],
+    ranked: Sequence[Mapping[str, Any] | None] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The record of a shown list, the one builder both handlers call.
+
+    ``metadatas`` are the shown documents' metadata, in the order shown: the fair ranking that
+    placed them (``ranker``, ``query_seed``, ``pool_size``, ``k``, the provenance flags) comes
+    from their placement metadata by :func:`~fairrag_core.kit.shown_provenance` (``ranked``: the
+    metadata of the list the run's last fair ranking returned, when the adapter saw it), and
+    ``relevance_function`` from the first document that states one. ``k`` is the fair list's
+    length, or the number of documents shown when no fair ranking made the list. ``fields``
+    are :func:`run_record`'s other arguments (``query``, ``run_id``, ``model``, ``tags``,
+    ``metadata``, ``answer``, ``error``, ``framework``).
+    """
+    provenance = shown_provenance(metadatas, ranked)
+    ranking = {key: provenance.pop(key) for key in ("ranker", "query_seed", "pool_size", "k")}
+    if ranking["k"] is None and shown is not None:
+        ranking["k"] = len(shown)
+    relevance_function = next(
+        (
+            m["relevance_function"]
+            for m in metadatas
+            if m is not None and isinstance(m.get("relevance_function"), str)
+        ),
+        None,
+    )
+    return run_record(
+        auditor,
+        source=source,
+        shown=shown,
+        **ranking,
+        provenance=provenance,
+        relevance_function=relevance_function,
+        **fields,
+    )
+
+
+def unaudited_record(
+    *, source: str, query: str | None, run_id: str | None, error: str
+) -> dict[str, Any]:
+    """The record of a run that could not be audited (no target to audit against, a document
+    the rules refuse): its identity and the ``error`` saying why, never a silent gap."""
+    return {
+        "schema": RECORD_SCHEMA,
+        "timestamp": utc_timestamp(),
+        "source": source,
+        "run_id": run_id,
+        "query": query,
+        "error": error,
+    }
+
+
+def check_max_records(value: Any, name: str = "max_records") -> int | None:
+    """``value`` as a retention limit: an int >= 0, or None (keep every record)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{name} must be an int >= 0 or None (keep all), got {value!r}")
+    return value
+
+
+class RecordKeeper:
+    """The records of one handler: the latest ``max_records`` in memory (default
+    :data:`DEFAULT_MAX_RECORDS`; None keeps all), with ``path`` every record appended to that
+    JSON-lines file (:class:`~fairrag_core.JsonLinesLog`, ``on_error`` as it takes), and each
+    record handed to every sink (:mod:`fairrag_core.telemetry`; a sink that fails is counted
+    in :attr:`sink_errors` and logged, never failing the run). Thread-safe; the file and the
+    sinks see the order of the in-memory records."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        max_records: int | None = DEFAULT_MAX_RECORDS,
+        on_error: Literal["raise", "count"] = "raise",
+        sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+    ) -> None:
+        self.max_records = check_max_records(max_records)
+        if isinstance(sinks, (str, bytes)) or not all(callable(sink) for sink in sinks):
+            raise ValueError(
+                "sinks must be a list of callables taking one record, e.g. "
+                f"[fairrag_core.telemetry.OpenTelemetrySink()], got {sinks!r}"
+            )
+        self.sinks = list(sinks)
+        self.sink_errors = 0
+        """Records a sink failed on (each logged as a warning; the record is kept)."""
+        self.log = None if path is None else JsonLinesLog(path, on_error=on_error)
+        self._lock = threading.Lock()
+        self._records: deque[dict[str, Any]] = deque(maxlen=self.max_records)
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            state = dict(self.__dict__)
+            state["_records"] = list(self._records)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled in another process: the same records, log file (reopened) and sinks.
+        self.__dict__.update(state)
+        self._records = deque(state["_records"], maxlen=self.max_records)
+        self._lock = threading.Lock()
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The kept records, oldest first (a copy)."""
+        with self._lock:
+            return list(self._records)
+
+    def add(self, records: Iterable[dict[str, Any]]) -> bool:
+        """Keep ``records`` and append them to the log; False when a write was counted as
+        failed (``on_error="count"``), a :class:`~fairrag_core.jsonl.LogWriteError` raised
+        otherwise."""
+        written = True
+        with self._lock:
+            for record in records:
+                self._records.append(record)
+                if self.log is not None and not self.log.append(record):
+                    written = False
+                for sink in self.sinks:
+                    try:
+                        sink(record)
+                    except Exception as exc:  # telemetry never fails the answered question
+                        self.sink_errors += 1
+                        logger.warning("fairness record sink %r failed: %s", sink, exc)
+        return written

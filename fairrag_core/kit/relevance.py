@@ -70,7 +70,11 @@ def to_relevance(values: Sequence[float] | np.ndarray, conversion: str) -> np.nd
 
 
 def check_store_order(
-    relevance: np.ndarray, conversion: str | None, source: str, described: str | None = None
+    relevance: np.ndarray,
+    conversion: str | None,
+    source: str,
+    described: str | None = None,
+    own_function: str | None = None,
 ) -> None:
     """Refuse relevance that rises along a store's best-first order.
 
@@ -80,7 +84,8 @@ def check_store_order(
     accepted as given. ``conversion`` is the named conversion used (None: a function of the
     store's or the user's), whose opposite the message names as the fix; ``described`` says in
     the message how the relevance was computed (default: the conversion's name); ``source``
-    names the store.
+    names the store; ``own_function`` the adapter's argument for a function of the user's own
+    (LangChain's ``relevance_score_fn``), suggested too when given.
     """
     if relevance.shape[0] < 2:
         return
@@ -96,6 +101,6 @@ def check_store_order(
             f"relevance rises along {source}'s best-first order after the conversion "
             f"{described or conversion!r} ({relevance[0]:.4g} for its first candidate, "
             f"{relevance[-1]:.4g} for its last): the scores run the other way. {fix} "
-            f"(conversions: {sorted(RELEVANCE_CONVERSIONS)}), or relevance_score_fn=<your "
-            "function>"
+            f"(conversions: {sorted(RELEVANCE_CONVERSIONS)})"
+            + ("" if own_function is None else f", or {own_function}=<your function>")
         )

@@ -64,7 +64,7 @@ def test_one_record_per_query_with_the_cores_numbers(fairness_handler):
     assert record["query"] == "Who are role models in computer science?"
     assert record["run_id"].startswith("RetrieverQueryEngine.query-")
     assert record["ranker"] == "representative_stochastic"
-    assert record["n_reranks"] == 1
+    assert record["framework"]["n_reranks"] == 1
     assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
     assert record["titles"] == [n.node.metadata["title"] for n in response.source_nodes]
     assert record["answer"] == response.response
@@ -133,7 +133,7 @@ def test_citations_to_titles_outside_the_context_give_nan_parity(fairness_handle
 def test_queries_without_the_reranker_are_recorded_as_a_baseline(fairness_handler):
     response = engine(postprocessors=[]).query("baseline")
     (record,) = fairness_handler.records
-    assert record["ranker"] is None and record["n_reranks"] == 0
+    assert record["ranker"] is None and record["framework"]["n_reranks"] == 0
     assert record["doc_ids"] == [n.node.node_id for n in response.source_nodes]
     assert len(record["groups"]) == 50  # the whole pool reached the LLM
 

@@ -411,12 +411,12 @@ def test_bools_are_not_numbers(field):
     from fairrag_llamaindex import FairnessEventHandler
 
     name = next(iter(field))
-    with pytest.raises(ValidationError, match=f"{name} must be a number, not the bool"):
+    with pytest.raises(ValidationError, match=f"{name} must be (a number, not the bool|an int)"):
         fair(**field)
     with pytest.raises(ValidationError, match="shares must be numbers"):
         fair(protected=None, target={"female": True, "male": 0.0})
     post = fair()
-    with pytest.raises(ValidationError, match=f"{name} must be a number"):
+    with pytest.raises(ValidationError, match=f"{name} must be (a number|an int)"):
         setattr(post, name, next(iter(field.values())))  # validate_assignment: assignment too
     if name == "target_share":
         with pytest.raises(ValidationError, match="target_share must be a number"):
@@ -448,7 +448,7 @@ def test_the_own_ledger_survives_to_dict_pickle_and_ranker_switches():
 
 @pytest.mark.parametrize("top_n", [0, True, 2.5])
 def test_a_bad_top_n_given_through_model_copy_is_refused_naming_it(top_n):
-    # model_copy(update=...) skips pydantic's validators (LlamaIndex's own idiom for a variant)
-    copy = fair(relevance="similarity").model_copy(update={"top_n": top_n})
+    # pydantic's model_copy(update=...) skips validators (LlamaIndex's own idiom for a
+    # variant); the component contract validates the update like an assignment
     with pytest.raises(ValueError, match=rf"top_n must be an int >= 1, got {top_n!r}"):
-        copy.postprocess_nodes(make_pool(20), QueryBundle("q"))
+        fair(relevance="similarity").model_copy(update={"top_n": top_n})

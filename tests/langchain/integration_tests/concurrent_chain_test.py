@@ -39,7 +39,7 @@ async def test_one_valid_linked_record_per_concurrent_run(trec_store, subset_top
     assert len(handler.records) == RUNS
     by_run = {record["run_id"]: record for record in records}
     assert set(by_run) == {str(r) for r in run_ids}  # one record per run, none lost
-    retriever_runs = {record["retriever_run_id"] for record in records}
+    retriever_runs = {record["framework"]["retriever_run_id"] for record in records}
     assert len(retriever_runs) == RUNS
 
     for run_id, output in zip(run_ids, outputs, strict=True):

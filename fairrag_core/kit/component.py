@@ -1,0 +1,309 @@
+"""The component contract: the fields every fair component shares, declared once.
+
+docs/SPEC.md, "Adapters" → Component contract. ``FairRetriever`` and ``FairReranker``
+(LangChain) and ``FairRerankPostprocessor`` (LlamaIndex) inherit :class:`FairComponent`, so the
+fields, their validation on construction *and* on assignment (a refused value is undone and
+raised), ``model_copy(update=...)`` (validated like an assignment), serialisation and the
+ranker they describe are one rule in every framework.
+
+This module imports pydantic (both frameworks' model library); ``import fairrag_core`` never
+imports it: only the adapters do, through ``fairrag_core.kit.component``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
+
+from ..audit import FairnessAuditor, exposure_name, json_label, target_dict
+from ..exposure import ExposureModel
+from ..ranking import Ranker
+from ..target import OTHERS, Target
+from .config import (
+    LEDGER_FIELDS,
+    SEED_LIMIT,
+    RankerState,
+    check_group_key,
+    describe_ranker,
+    ledger_location,
+    ranker_from_description,
+    refuse_bools,
+)
+from .relevance import RELEVANCE_CONVERSIONS
+
+__all__ = [
+    "AUTO",
+    "CONFIG_FIELDS",
+    "Count",
+    "FairComponent",
+    "Relevance",
+    "check_count",
+    "check_relevance",
+]
+
+AUTO = "auto"
+"""``relevance="auto"``: the adapter chooses the conversion from the store it can see, or
+refuses (docs/SPEC.md, "Adapters" → Relevance)."""
+
+CONFIG_FIELDS = (
+    "ranker",
+    "protected",
+    "target_share",
+    "target",
+    "seed",
+    "ranker_params",
+    "exposure",
+    *LEDGER_FIELDS,
+)
+"""The fields the core ranker is built from: changing one rebuilds it (or is undone)."""
+
+
+def check_count(value: Any, name: str) -> int:
+    """``value`` as an int >= 1 (``k``, ``top_n``, ``pool_size``), else a ValueError naming
+    ``name``: bools, floats (even ``2.0``), strings and numbers below 1 are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def _count(value: Any, info: ValidationInfo) -> int:
+    return check_count(value, info.field_name or "the value")
+
+
+Count = Annotated[int, BeforeValidator(_count)]
+"""A number of documents (``k``, ``top_n``, ``pool_size``): an int >= 1, named in errors."""
+
+
+def check_relevance(value: Any, name: str = "relevance") -> str:
+    """``"auto"`` or a named conversion of :data:`RELEVANCE_CONVERSIONS` (None means
+    ``"auto"``), else a ValueError naming ``name`` and what is accepted."""
+    if value is None:
+        return AUTO
+    if not isinstance(value, str) or (value != AUTO and value not in RELEVANCE_CONVERSIONS):
+        raise ValueError(
+            f"{name} {value!r} is unknown; accepted: {[AUTO, *sorted(RELEVANCE_CONVERSIONS)]}"
+        )
+    return value
+
+
+def _relevance(value: Any, info: ValidationInfo) -> str:
+    return check_relevance(value, info.field_name or "relevance")
+
+
+Relevance = Annotated[str, BeforeValidator(_relevance)]
+"""How a store's scores become relevance: ``"auto"`` or a named conversion."""
+
+
+class FairComponent(BaseModel):
+    """The fields of every fair component and the core ranker they describe.
+
+    The core ranker is built from :data:`CONFIG_FIELDS` by :class:`RankerState` and rebuilt
+    whenever one of them changes (assignment, in place, ``model_copy(update=...)``); a copy
+    never shares the original's random generator. Every field is validated when the component
+    is built and when it is assigned: a value the field or the core refuses is undone (the old
+    configuration stays whole) and raised as a ``ValueError`` naming the field and what is
+    accepted. Unknown arguments are refused. Each adapter adds its size field (``k`` or
+    ``top_n``, typed :data:`Count`) and its framework's own fields.
+    """
+
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", validate_assignment=True
+    )
+
+    ranker: str | Ranker = Field(
+        default="representative_stochastic",
+        description=(
+            "A core ranker name (fairrag_core.available_rankers(): standard, stochastic, "
+            "forced_exposure, representative_stochastic, fair, amortized) or a ready "
+            "fairrag_core Ranker."
+        ),
+    )
+    group_key: str = Field(
+        description="The metadata field holding each document's group label, e.g. 'gender'."
+    )
+    protected: Hashable | None = Field(
+        default=None, description="The protected group of the binary target, e.g. 'female'."
+    )
+    target_share: float | None = Field(
+        default=None,
+        description="The protected group's target exposure share (core default 0.5, parity).",
+    )
+    target: dict[Hashable, float] | Target | None = Field(
+        default=None,
+        description="A full target {group: share} (or a fairrag_core Target) for several groups.",
+    )
+    seed: int | None = Field(
+        default=None,
+        description="Seed of the generator each query's seed is drawn from (stochastic rankers).",
+    )
+    ranker_params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameters of the named ranker, e.g. {'alpha': 4.0, 'gain': 2.0}.",
+    )
+    exposure: str | ExposureModel | None = Field(
+        default=None,
+        description="The exposure model: 'dcg' (default), 'rbp(p)', 'uniform' or an ExposureModel.",
+    )
+    ledger: Any = Field(
+        default=None,
+        description=(
+            "The amortized ranker's exposure ledger: a ledger, a SQLite path or a redis:// URL "
+            "(default: the component's own in-memory ledger)."
+        ),
+    )
+    ledger_key: str | None = Field(
+        default=None,
+        description="The amortized ranker's stream in the ledger (a tenant, a topic).",
+    )
+
+    _state: RankerState | None = PrivateAttr(default=None)
+
+    # -- validation -------------------------------------------------------------------------
+
+    @field_validator("ranker", mode="before")
+    @classmethod
+    def _check_ranker(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):  # what serialising a ready Ranker writes
+            return ranker_from_description(value)
+        if not isinstance(value, (str, Ranker)):
+            raise ValueError(
+                f"ranker must be a core ranker name or a fairrag_core Ranker, got {value!r}"
+            )
+        return value
+
+    @field_validator("group_key", mode="before")
+    @classmethod
+    def _check_group_key(cls, value: Any) -> Any:
+        return check_group_key(value)
+
+    @field_validator("target_share", "target", mode="before")
+    @classmethod
+    def _no_bools(cls, value: Any, info: ValidationInfo) -> Any:
+        value = refuse_bools(value, info.field_name or "the value")
+        if info.field_name == "target" and isinstance(value, Mapping) and "OTHERS" in value:
+            # "OTHERS" is how records and serialisation write the others bucket
+            return {OTHERS if key == "OTHERS" else key: share for key, share in value.items()}
+        return value
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _check_seed(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"seed must be an int in [0, 2**64) or None, got {value!r}")
+        if not 0 <= value < SEED_LIMIT:
+            raise ValueError(f"seed must be an int in [0, 2**64) or None, got {value!r}")
+        return int(value)
+
+    @field_validator("ledger_key", mode="before")
+    @classmethod
+    def _check_ledger_key(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"ledger_key must be a non-empty string or None, got {value!r}")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._state = RankerState.current(None, self)  # a bad configuration fails here
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in CONFIG_FIELDS:
+            super().__setattr__(name, value)
+            return
+        missing = object()
+        before = self.__dict__.get(name, missing)
+        super().__setattr__(name, value)  # the field's own validation (validate_assignment)
+        try:
+            self._state = RankerState.current(self._state, self)
+        except Exception:
+            if before is not missing:
+                self.__dict__[name] = before  # refused: the old configuration stays whole
+            raise
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        """A copy; ``update`` is validated field by field like an assignment (pydantic's own
+        ``model_copy`` would store it unchecked), and an unknown name is refused."""
+        copy = super().model_copy(deep=deep)
+        for name, value in (update or {}).items():
+            setattr(copy, name, value)
+        return copy
+
+    # -- serialisation ----------------------------------------------------------------------
+
+    @field_serializer("ranker")
+    def _serialize_ranker(self, ranker: str | Ranker) -> Any:
+        return ranker if isinstance(ranker, str) else describe_ranker(ranker)
+
+    @field_serializer("target")
+    def _serialize_target(self, target: Any) -> Any:
+        if isinstance(target, Target):
+            return target_dict(target)
+        if isinstance(target, Mapping):  # the others bucket as "OTHERS", as records write it
+            return {json_label(group): share for group, share in target.items()}
+        return target
+
+    @field_serializer("protected")
+    def _serialize_protected(self, protected: Any) -> Any:
+        # a Target object's protected group, so that the dump rebuilds the same target
+        if protected is None and isinstance(self.target, Target):
+            return json_label(self.target.protected)
+        return protected
+
+    @field_serializer("exposure")
+    def _serialize_exposure(self, exposure: Any) -> Any:
+        return exposure_name(exposure) if isinstance(exposure, ExposureModel) else exposure
+
+    @field_serializer("ledger")
+    def _serialize_ledger(self, ledger: Any) -> Any:
+        # a ledger object by its location (a path or URL, never a password)
+        return ledger if ledger is None or isinstance(ledger, str) else ledger_location(ledger)
+
+    # -- the ranker the fields describe -------------------------------------------------------
+
+    @property
+    def ranker_state(self) -> RankerState:
+        """The core ranker of the current fields (rebuilt when they changed) and its seeds."""
+        state = RankerState.current(self._state, self)
+        self._state = state
+        return state
+
+    @property
+    def core_ranker(self) -> Ranker:
+        """The fairrag_core ranker doing the work, as the fields describe it now."""
+        return self.ranker_state.ranker
+
+    @property
+    def ranker_name(self) -> str:
+        """The name of the core ranker in use (what the ``ranker`` metadata says)."""
+        return self.core_ranker.name
+
+    @property
+    def fairness_target(self) -> Target | None:
+        """The core ranker's fairness target (None for a ranker built without one)."""
+        return self.core_ranker.target
+
+    @property
+    def fairness_exposure(self) -> ExposureModel:
+        """The core ranker's exposure model (the position weights its placements carry)."""
+        return self.core_ranker.exposure
+
+    @property
+    def auditor(self) -> FairnessAuditor | None:
+        """An auditor with the ranker's own target and exposure model (None without a target)."""
+        ranker = self.core_ranker
+        return None if ranker.target is None else FairnessAuditor(ranker.target, ranker.exposure)

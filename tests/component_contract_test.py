@@ -1,0 +1,302 @@
+"""One component contract and one record for both frameworks (docs/SPEC.md, "Adapters" →
+Component contract, and "Records").
+
+The same table of good and bad configurations is walked through ``FairRetriever``,
+``FairReranker`` and ``FairRerankPostprocessor``, at construction and by assignment; the same
+question and ranking through LangChain's and LlamaIndex's handlers give records equal field by
+field (ids, times, the model's name and the framework-only fields aside).
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core.query_engine import RetrieverQueryEngine
+from pydantic import ValidationError
+
+from fairrag_core import make_ranker
+from fairrag_core.kit import render_context_prompt
+from fairrag_core.kit.component import FairComponent
+from fairrag_langchain import FairnessCallbackHandler, FairReranker, FairRetriever
+from fairrag_langchain.fakes import FakeCitingChatModel
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUESTION = "Who are influential people in this pool?"
+
+
+def _retriever(**fields):
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    return FairRetriever(vectorstore=store, **fields)
+
+
+def _reranker(**fields):
+    return FairReranker(**fields)
+
+
+def _postprocessor(**fields):
+    return FairRerankPostprocessor(relevance="similarity", **fields)
+
+
+BUILDERS = {"FairRetriever": _retriever, "FairReranker": _reranker, "postprocessor": _postprocessor}
+SIZE = {"FairRetriever": "k", "FairReranker": "k", "postprocessor": "top_n"}
+BASE = {"group_key": "gender", "protected": "female"}
+
+GOOD = [
+    {},
+    {"target_share": 0.3},
+    {"protected": None, "target": {"female": 0.4, "male": 0.6}},
+    {"protected": None, "target": make_ranker("forced_exposure", protected="female").target},
+    {"seed": 0},
+    {"seed": 2**64 - 1},
+    {"exposure": "rbp(0.5)"},
+    {"exposure": "uniform"},
+    {"ranker": "fair"},
+    {"ranker": "amortized", "ledger_key": "tenant-a"},
+    {"ranker": "stochastic", "ranker_params": {"alpha": 2.0}},
+    {"ranker": make_ranker("standard"), "protected": None},
+    {"size": 3},
+]
+
+BAD = [  # (fields, the field the error names)
+    ({"group_key": "  "}, "group_key"),
+    ({"group_key": ""}, "group_key"),
+    ({"target_share": True}, "target_share"),
+    ({"target_share": 1.5}, "target_share"),
+    ({"seed": -1}, "seed"),
+    ({"seed": True}, "seed"),
+    ({"seed": 2**64}, "seed"),
+    ({"exposure": "triangle"}, "exposure"),
+    ({"ranker": "nonsense"}, "nonsense"),
+    ({"ranker": {"name": "standard"}}, "ranker"),
+    ({"ranker": "stochastic", "ranker_params": {"gain": 2.0}}, "gain"),
+    ({"ledger_key": ""}, "ledger_key"),
+    ({"exposure": "dcg", "ranker_params": {"exposure": "dcg"}}, "exposure"),
+    ({"size": 0}, "SIZE"),
+    ({"size": "abc"}, "SIZE"),
+    ({"size": True}, "SIZE"),
+    ({"size": 2.7}, "SIZE"),
+    ({"size": 2.0}, "SIZE"),
+    ({"bogus": 1}, "bogus"),
+]
+
+
+def _fields(name: str, fields: dict) -> dict:
+    fields = dict(fields)
+    if "size" in fields:
+        fields[SIZE[name]] = fields.pop("size")
+    return {**BASE, **fields}
+
+
+def test_every_component_inherits_the_one_declaration():
+    for build in BUILDERS.values():
+        component = build(**BASE)
+        assert isinstance(component, FairComponent)
+        assert type(component).model_config.get("validate_assignment") is True
+    shared = set(FairComponent.model_fields)
+    assert {"exposure", "ledger", "ledger_key", "group_key", "target"} <= shared
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+@pytest.mark.parametrize("fields", GOOD, ids=repr)
+def test_good_configurations_are_accepted_by_every_component(name, fields):
+    component = BUILDERS[name](**_fields(name, fields))
+    assert component.core_ranker is not None
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+@pytest.mark.parametrize(("fields", "named"), BAD, ids=repr)
+def test_bad_configurations_are_refused_at_construction_naming_the_field(name, fields, named):
+    named = SIZE[name] if named == "SIZE" else named
+    with pytest.raises((ValueError, TypeError)) as refused:
+        BUILDERS[name](**_fields(name, fields))
+    assert named in str(refused.value)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+@pytest.mark.parametrize(("fields", "named"), BAD, ids=repr)
+def test_bad_assignments_are_refused_and_undone(name, fields, named):
+    named = SIZE[name] if named == "SIZE" else named
+    component = BUILDERS[name](**BASE)
+    before = component.model_dump(exclude={"vectorstore", "callback_manager"})
+    assignments = _fields(name, fields)
+    with pytest.raises((ValueError, TypeError, AttributeError)) as refused:
+        for field, value in assignments.items():
+            if field not in BASE or BASE[field] != value:
+                setattr(component, field, value)
+    assert named in str(refused.value)
+    # Every assignment before the refused one is a valid configuration of its own; the
+    # refused one left nothing behind: the component still ranks with a whole configuration.
+    after = component.model_dump(exclude={"vectorstore", "callback_manager"})
+    refused_field = next(
+        (field for field in assignments if field in after and after[field] == before[field]),
+        None,
+    )
+    assert refused_field is not None or named == "bogus"
+    assert component.core_ranker is not None
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_model_copy_validates_its_update_like_an_assignment(name):
+    component = BUILDERS[name](**BASE)
+    size = SIZE[name]
+    assert getattr(component.model_copy(update={size: 3}), size) == 3
+    for bad in (0, True, "abc"):
+        with pytest.raises(ValidationError, match=size):
+            component.model_copy(update={size: bad})
+    with pytest.raises(ValueError, match=r"no (field|attribute)"):
+        component.model_copy(update={"bogus": 1})
+    copy = component.model_copy(update={"exposure": "uniform"})
+    assert copy.core_ranker.exposure.name == "uniform"
+    assert component.core_ranker.exposure.name == "dcg"
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_a_target_object_and_an_exposure_model_serialise_to_what_rebuilds_them(name):
+    target = make_ranker("forced_exposure", protected="female", target_share=0.4).target
+    component = BUILDERS[name](
+        **{**BASE, "protected": None, "target": target, "exposure": "rbp(0.5)"}
+    )
+    dumped = component.model_dump(exclude={"vectorstore", "callback_manager"})
+    assert dumped["target"] == {"female": 0.4, "OTHERS": 0.6}  # the others bucket, as records
+    assert dumped["exposure"] == "rbp(0.5)" and dumped["protected"] == "female"
+    rebuilt = BUILDERS[name](
+        **{key: dumped[key] for key in ("group_key", "protected", "target", "exposure")}
+    )
+    assert rebuilt.fairness_target.as_dict() == component.fairness_target.as_dict()
+    assert rebuilt.fairness_target.protected == "female"
+    assert rebuilt.core_ranker.exposure == component.core_ranker.exposure
+
+
+# -- one record -------------------------------------------------------------------------------
+
+
+class _PoolRetriever(BaseRetriever):
+    """LangChain's view of the LlamaIndex test pool: the same ids, texts, metadata and scores."""
+
+    documents: list[Document]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return list(self.documents)
+
+
+def _langchain_record(pool, **fields):
+    documents = [
+        Document(
+            id=n.node.node_id,
+            page_content=n.node.get_content(),
+            metadata={**n.node.metadata, "relevance_score": n.score},
+        )
+        for n in pool
+    ]
+    reranker = FairReranker(**fields)
+    retriever = ContextualCompressionRetriever(
+        base_compressor=reranker, base_retriever=_PoolRetriever(documents=documents)
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+
+    def prompt(docs: list[Document]) -> str:
+        return render_context_prompt(
+            QUESTION, [(d.metadata["title"], d.page_content) for d in docs]
+        )
+
+    chain = retriever | RunnableLambda(prompt) | FakeCitingChatModel()
+    answer = chain.invoke(QUESTION, config={"callbacks": [handler]})
+    (record,) = handler.records
+    return record, answer.content
+
+
+def _llamaindex_record(pool, **fields):
+    postprocessor = FairRerankPostprocessor(relevance="similarity", **fields)
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(pool),
+        llm=CitingMockLLM(),
+        node_postprocessors=[postprocessor],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with FairnessEventHandler.from_postprocessor(postprocessor) as handler:
+        response = engine.query(QUESTION)
+    (record,) = handler.records
+    return record, str(response)
+
+
+FRAMEWORK_SPECIFIC = {"timestamp", "run_id", "source", "model", "framework", "tags", "metadata"}
+
+
+@pytest.mark.parametrize("ranker", ["representative_stochastic", "amortized", "fair", "standard"])
+def test_both_handlers_write_the_same_record_for_the_same_question_and_ranking(ranker):
+    pool = make_pool(30, seed=4)
+    fields = {
+        "ranker": ranker,
+        "group_key": "gender",
+        "protected": "female",
+        "seed": 11,
+        "top_n": 4,
+    }
+    lc, lc_answer = _langchain_record(pool, **fields)
+    li, li_answer = _llamaindex_record(pool, **fields)
+    assert lc_answer.strip() == li_answer.strip()  # the same context gives the fake the same answer
+    assert set(lc) == set(li), set(lc) ^ set(li)
+    differ = {key for key in lc if key not in FRAMEWORK_SPECIFIC and lc[key] != li[key]}
+    assert differ == set(), {key: (lc[key], li[key]) for key in differ}
+    assert lc["source"] == "langchain" and li["source"] == "llamaindex"
+    assert lc["k"] == li["k"] == 4 and lc["schema"] == li["schema"] == 2
+    assert set(lc["framework"]) >= {"retriever_run_id", "llm_run_id", "retriever", "llm_runs"}
+    assert set(li["framework"]) >= {"n_reranks"}
+
+
+def test_a_plain_list_gives_k_the_number_shown_in_both():
+    """No fair ranking made the list: ``k`` is the number of documents shown, in both."""
+    pool = make_pool(6, seed=2)
+    lc, _ = _langchain_record(pool, ranker="standard", group_key="gender", protected="female")
+    assert lc["ranker"] == "standard"
+    li_engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(pool[:4]), llm=CitingMockLLM(), text_qa_template=PAPER_QA_TEMPLATE
+    )
+    with FairnessEventHandler(group_key="gender", protected="female") as handler:
+        li_engine.query(QUESTION)
+    (li,) = handler.records
+    assert li["ranker"] is None and li["k"] == 4 and li["pool_size"] is None
+
+
+@pytest.mark.parametrize("limit", [None, 0, 2])
+def test_one_retention_rule(limit, tmp_path):
+    lc = FairnessCallbackHandler(group_key="gender", protected="female", max_records=limit)
+    li = FairnessEventHandler(group_key="gender", protected="female", max_records=limit)
+    assert lc._kept.max_records == li._kept.max_records == limit
+    default_lc = FairnessCallbackHandler(group_key="g", protected="f", path=tmp_path / "a.jsonl")
+    default_li = FairnessEventHandler(group_key="g", protected="f")
+    assert default_lc._kept.max_records == default_li._kept.max_records == 1000
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ValueError, match="max_records"):
+            FairnessCallbackHandler(group_key="g", protected="f", max_records=bad)
+        with pytest.raises(ValueError, match="max_records"):
+            FairnessEventHandler(group_key="g", protected="f", max_records=bad)
+    for bad_key in ("", "   "):
+        with pytest.raises(ValueError, match="group_key"):
+            FairnessCallbackHandler(group_key=bad_key, protected="f")
+        with pytest.raises(ValueError, match="group_key"):
+            FairnessEventHandler(group_key=bad_key, protected="f")
+
+
+def test_the_direction_error_names_only_the_frameworks_own_arguments():
+    rising = make_pool(10, seed=1)[::-1]  # worst first: relevance rises along the order
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(rising),
+        llm=CitingMockLLM(),
+        node_postprocessors=[_postprocessor(**BASE)],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with pytest.raises(ValueError, match="relevance rises") as refused:
+        engine.query(QUESTION)
+    assert "relevance_score_fn" not in str(refused.value)  # a LangChain argument
+    assert "Use relevance='cosine_distance'" in str(refused.value)  # the opposite's fix
