@@ -1,0 +1,227 @@
+"""Fairness beside latency (docs/SPEC.md, "Records" → Where records go): the handlers' records
+reach OpenTelemetry (metrics and span attributes, read back with the SDK's in-memory reader and
+exporter) and LangSmith (feedback on the traced run, through the real ``langsmith.Client``
+against a loopback stub of its API)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
+from llama_index.core.query_engine import RetrieverQueryEngine
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from fairrag_core.kit import render_context_prompt
+from fairrag_core.telemetry import LangSmithFeedbackSink, OpenTelemetrySink, record_attributes
+from fairrag_langchain import FairnessCallbackHandler, FairReranker
+from fairrag_langchain.fakes import FakeCitingChatModel
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUESTION = "Who are influential people in this pool?"
+PROJECT = uuid.UUID("12345678-1234-5678-1234-567812345678")
+FIELDS = {"group_key": "gender", "protected": "female", "top_n": 4, "seed": 3}
+
+
+class _Pool(BaseRetriever):
+    documents: list[Document]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return list(self.documents)
+
+
+def _langchain_chain(ranker: str):
+    documents = [
+        Document(
+            id=n.node.node_id,
+            page_content=n.node.get_content(),
+            metadata={**n.node.metadata, "relevance_score": n.score},
+        )
+        for n in make_pool(30, seed=5)
+    ]
+    retriever = ContextualCompressionRetriever(
+        base_compressor=FairReranker(ranker=ranker, **FIELDS),
+        base_retriever=_Pool(documents=documents),
+    )
+
+    def prompt(docs: list[Document]) -> str:
+        return render_context_prompt(
+            QUESTION, [(d.metadata["title"], d.page_content) for d in docs]
+        )
+
+    return retriever, retriever | RunnableLambda(prompt) | FakeCitingChatModel()
+
+
+@pytest.fixture
+def otel():
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield tracer_provider.get_tracer("test"), spans, meter_provider, reader
+    meter_provider.shutdown()
+    tracer_provider.shutdown()
+
+
+def _points(reader) -> dict[str, list]:
+    points: dict[str, list] = {}
+    for resource in reader.get_metrics_data().resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return points
+
+
+def test_langchain_records_become_metrics_and_attributes_of_the_request_span(otel):
+    tracer, spans, meter_provider, reader = otel
+    sink = OpenTelemetrySink(meter_provider)
+    records = []
+    for ranker in ("standard", "representative_stochastic"):
+        retriever, chain = _langchain_chain(ranker)
+        handler = FairnessCallbackHandler.from_retriever(retriever, sinks=[sink])
+        for _ in range(3):
+            with tracer.start_as_current_span("request"):
+                chain.invoke(QUESTION, config={"callbacks": [handler]})
+        records += handler.records
+    assert len(records) == 6
+    finished = spans.get_finished_spans()
+    assert len(finished) == 6
+    for span, record in zip(finished, records, strict=True):
+        assert span.attributes["fairrag.ranker"] == record["ranker"]
+        assert span.attributes["fairrag.exposure_disparity"] == record["exposure_disparity"]
+        assert span.attributes["fairrag.query_seed"] == record["query_seed"]
+        assert span.attributes["fairrag.target_share"] == 0.5
+        assert span.attributes["fairrag.groundedness"] == record["groundedness"]
+    points = _points(reader)
+    disparity = {p.attributes["fairrag.ranker"]: p for p in points["fairrag.exposure_disparity"]}
+    assert set(disparity) == {"standard", "representative_stochastic"}
+    for ranker, point in disparity.items():
+        mine = [r["exposure_disparity"] for r in records if r["ranker"] == ranker]
+        assert point.count == 3 and point.sum == pytest.approx(sum(mine))
+    groups = {p.attributes["fairrag.group"] for p in points["fairrag.exposure_share_by_group"]}
+    assert groups == {"female", "male"}
+    assert sum(p.value for p in points["fairrag.records"]) == 6
+
+
+def test_llamaindex_records_become_metrics_and_attributes_of_the_query_span(otel):
+    tracer, spans, meter_provider, reader = otel
+    postprocessor = FairRerankPostprocessor(relevance="similarity", **FIELDS)
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(30, seed=5)),
+        llm=CitingMockLLM(),
+        node_postprocessors=[postprocessor],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with FairnessEventHandler.from_postprocessor(
+        postprocessor, sinks=[OpenTelemetrySink(meter_provider)]
+    ) as handler:
+        with tracer.start_as_current_span("query"):
+            engine.query(QUESTION)
+    (record,) = handler.records
+    (span,) = spans.get_finished_spans()
+    assert span.attributes["fairrag.exposure_share"] == record["exposure_share"]
+    assert span.attributes["fairrag.source"] == "llamaindex"
+    points = _points(reader)
+    (share,) = points["fairrag.exposure_share"]
+    assert share.count == 1 and share.sum == pytest.approx(record["exposure_share"])
+
+
+def test_non_finite_values_are_left_out_and_a_failing_sink_never_fails_the_run(otel):
+    assert "fairrag.generation_parity" not in record_attributes(
+        {"ranker": None, "generation_parity": float("nan"), "exposure_share": 0.25}
+    )
+    retriever, chain = _langchain_chain("standard")
+
+    def broken(record: dict) -> None:
+        raise RuntimeError("collector down")
+
+    handler = FairnessCallbackHandler.from_retriever(retriever, sinks=[broken])
+    chain.invoke(QUESTION, config={"callbacks": [handler]})
+    assert len(handler.records) == 1 and handler._kept.sink_errors == 1
+    with pytest.raises(ValueError, match="sinks must be a list of callables"):
+        FairnessCallbackHandler.from_retriever(retriever, sinks=["otel"])
+
+
+class _LangSmithStub(BaseHTTPRequestHandler):
+    received: ClassVar[list[tuple[str, dict]]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b"{}"
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            payload = {}
+        type(self).received.append((self.path, payload))
+        answer = json.dumps({"id": payload.get("id", "x")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self) -> None:
+        answer = b"{}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_the_record_reaches_its_langsmith_run_as_feedback(monkeypatch):
+    from langsmith import Client
+
+    monkeypatch.delenv("LANGSMITH_TRACING", raising=False)
+    monkeypatch.delenv("LANGCHAIN_TRACING_V2", raising=False)
+    _LangSmithStub.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LangSmithStub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = Client(api_url=f"http://127.0.0.1:{server.server_port}", api_key="test-key")
+        retriever, chain = _langchain_chain("representative_stochastic")
+        handler = FairnessCallbackHandler.from_retriever(
+            retriever, sinks=[LangSmithFeedbackSink(client, project_id=PROJECT)]
+        )
+        chain.invoke(QUESTION, config={"callbacks": [handler]})
+    finally:
+        server.shutdown()
+        server.server_close()
+    (record,) = handler.records
+    feedback = {
+        body["key"]: body for path, body in _LangSmithStub.received if path.endswith("/feedback")
+    }
+    assert feedback["fairrag.exposure_disparity"]["run_id"] == record["run_id"]
+    assert feedback["fairrag.exposure_disparity"]["session_id"] == str(PROJECT)
+    # LangSmith keeps feedback scores to four decimals
+    assert feedback["fairrag.exposure_disparity"]["score"] == pytest.approx(
+        record["exposure_disparity"], abs=1e-4
+    )
+    assert feedback["fairrag.groundedness"]["score"] == pytest.approx(
+        record["groundedness"], abs=1e-4
+    )
+    assert (
+        "fairrag.generation_parity" in feedback
+        or record["generation_parity"] != record["generation_parity"]
+    )
