@@ -21,14 +21,16 @@ from langchain_core.runnables import (
     RunnablePassthrough,
 )
 from langchain_core.runnables.config import get_config_list
+from pydantic import BaseModel, ConfigDict, Field
 
 from fairrag_core import FairnessAuditor
 from fairrag_core.kit import ranked_for
+from fairrag_core.kit.record_schema import FairnessRecord
 from fairrag_core.prompts import join_context, render_entries
 
 from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
-from .output_parsers import CitationOutputParser
+from .output_parsers import CitationOutputParser, CitedAnswer
 from .retrievers import FairRetriever
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "DEFAULT_OPENAI_MODEL",
     "DEFAULT_TEMPERATURE",
     "DEFAULT_TIMEOUT",
+    "FairRagOutput",
+    "FairRagQuestion",
     "MissingChatModelError",
     "default_chat_model",
     "make_fair_rag_chain",
@@ -51,6 +55,32 @@ DEFAULT_MAX_RETRIES = 2
 """Retries of the default chat model after a failed request (rate limit, server error, timeout)."""
 RETRIEVER_INPUTS = ("k", "seed")
 """Keys of a dict input passed on to the retriever call."""
+
+
+class FairRagQuestion(BaseModel):
+    """The chain's input as a dict (a plain ``str`` is the question too)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    question: str = Field(description="The question (LangChain's retrieval chains: input).")
+    k: int | None = Field(default=None, ge=1, description="Documents shown (the retriever's k).")
+    seed: int | None = Field(
+        default=None, ge=0, description="The query seed (re-draws a logged ranking)."
+    )
+
+
+class FairRagOutput(BaseModel):
+    """The chain's output: the input keys, the shown documents, the answer and its record."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    question: str = Field(description="The question.")
+    context: list[Document] = Field(description="The documents the LLM was shown, in order.")
+    answer: str = Field(description="The chat model's answer.")
+    citations: CitedAnswer = Field(description="The answer's citations, parsed and checked.")
+    metrics: FairnessRecord = Field(
+        description="The run's fairness record (docs/SPEC.md, Records)."
+    )
 
 
 class MissingChatModelError(ValueError):
@@ -262,7 +292,13 @@ def make_fair_rag_chain(
         )
     )
     seeds = component if refusal is None and isinstance(component, FairRetriever) else None
-    return _FairRagChain(bound=chain, config={"run_name": "FairRagChain"}, seeds=seeds)
+    return _FairRagChain(
+        bound=chain,
+        config={"run_name": "FairRagChain"},
+        seeds=seeds,
+        custom_input_type=str | FairRagQuestion,
+        custom_output_type=FairRagOutput,
+    )
 
 
 _BATCH_SEED = "__fairrag_query_seed"
