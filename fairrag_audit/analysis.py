@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -39,7 +39,7 @@ from scipy import stats as scipy_stats
 from fairrag_core.stats import pairwise_t_tests
 
 from .lines import line_numbers
-from .options import AuditOptions
+from .options import AuditOptions, format_duration
 from .scan import METRIC_FIELDS, connect, load_records
 
 __all__ = ["METRICS", "AuditResult", "audit", "run_audit"]
@@ -99,6 +99,11 @@ class AuditResult:
     left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Lines that are not records audited: file, line (1-based), kind (``damaged``,
     ``not_record``, ``refused``, ``future``) and reason; the first MAX_LISTED per file."""
+    figure_windows: str = ""
+    """How the time figures are split: the ``--window``, or the windows chosen for them."""
+    cumulative: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per ranker and window of the figures, as records accumulate: ``records`` so far,
+    ``series`` (a group's exposure share, or ``amortized disparity``) and its ``value``."""
     notes: list[str] = field(default_factory=list)
     """What could not be computed, and why (with counts)."""
 
@@ -170,8 +175,11 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
     fine = ["ranker", *by_cols, "window_start"]
     metrics = _label(_metric_table(con, fine, options), options)
     exposure = _label(_exposure_table(con, fine, options), options)
-    trend_metrics = _label(_metric_table(con, ["ranker", "window_start"], options), options)
-    trend_exposure = _label(_exposure_table(con, ["ranker", "window_start"], options), options)
+    trend_view, figure_windows, labels = _trend_view(con, options)
+    trend_keys = ["ranker", "window_start"]
+    trend_metrics = _label(_metric_table(con, trend_keys, options, trend_view), options, labels)
+    trend_exposure = _label(_exposure_table(con, trend_keys, options, trend_view), options, labels)
+    cumulative = _cumulative(con, trend_view, trend_exposure)
     rankers = _label(_metric_table(con, ["ranker"], options), options)
     pairwise, pair_notes = _pairwise(con, options)
     drift = _drift(metrics, options)
@@ -188,6 +196,8 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
         pairwise=pairwise,
         drift=drift,
         left_out=left_out,
+        figure_windows=figure_windows,
+        cumulative=cumulative,
         notes=notes,
     )
     return result
@@ -207,7 +217,8 @@ def _included_sql(options: AuditOptions) -> str:
         window = f"time_bucket(INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP, {origin})"
     since = "" if options.since is None else f" AND ts >= {_since_literal(options)}"
     return f"""
-        SELECT rowid AS rid, COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
+        SELECT rowid AS rid, file_index, line_index, ts,
+            COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
             {window} AS window_start, w, groups, weights, by_group, has_error,
             CASE WHEN w > 0 THEN protected_share END AS p,
             CASE WHEN w > 0 THEN protected_share - target_share END AS d,
@@ -248,7 +259,7 @@ def _ratio(
 
 
 def _metric_table(
-    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions
+    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions, view: str = "included"
 ) -> pd.DataFrame:
     """One row per cell of ``keys`` and metric: value, ci_low, ci_high, n, n_missing."""
     key_sql = ", ".join(keys)
@@ -264,7 +275,7 @@ def _metric_table(
     )
     cells = con.execute(
         f"SELECT {key_sql}, count(*) AS records, count_if(has_error) AS errors {ratio} {means} "
-        f"FROM included GROUP BY {key_sql} ORDER BY {key_sql}"
+        f"FROM {view} GROUP BY {key_sql} ORDER BY {key_sql}"
     ).df()
     rows: list[pd.DataFrame] = []
     n_cells = len(cells)
@@ -334,7 +345,7 @@ def _metric_table(
 
 
 def _exposure_table(
-    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions
+    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions, view: str = "included"
 ) -> pd.DataFrame:
     """Exposure share of every social group per cell of ``keys``, with its t interval."""
     key_sql = ", ".join(keys)
@@ -344,7 +355,7 @@ def _exposure_table(
         SELECT rid, {key_sql}, w, g, sum(v) / w AS s FROM (
             SELECT rid, {key_sql}, w, COALESCE(unnest(groups), '{UNKNOWN_GROUP}') AS g,
                 unnest(weights) AS v
-            FROM included WHERE by_group IS NULL AND groups IS NOT NULL AND w > 0
+            FROM {view} WHERE by_group IS NULL AND groups IS NOT NULL AND w > 0
         ) GROUP BY rid, {key_sql}, w, g
         UNION ALL
         SELECT rid, {key_sql}, w,
@@ -354,12 +365,12 @@ def _exposure_table(
             SELECT rid, {key_sql}, w, unnest(map_keys(by_group)) AS g,
                 unnest(map_values(by_group)) AS s,
                 COALESCE(len(list_filter(groups, lambda x: x IS NULL)) > 0, false) AS unknown
-            FROM included WHERE by_group IS NOT NULL AND w > 0
+            FROM {view} WHERE by_group IS NOT NULL AND w > 0
         )
     """
     table = con.execute(f"""
         WITH cells AS (
-            SELECT {key_sql}, count(*) AS n, sum(w) AS sw, sum(w * w) AS sw2 FROM included
+            SELECT {key_sql}, count(*) AS n, sum(w) AS sw, sum(w * w) AS sw2 FROM {view}
             WHERE w > 0 AND (by_group IS NOT NULL OR groups IS NOT NULL) GROUP BY {key_sql}
         ), sums AS (
             SELECT {key_sql}, g AS "group", sum(w * s) AS a, sum(w * w * s) AS b,
@@ -383,23 +394,160 @@ def _exposure_table(
     out["ci_low"] = np.clip(m - half, 0.0, 1.0)
     out["ci_high"] = np.clip(m + half, 0.0, 1.0)
     out["n"] = table["n"].astype(int)
+    out["weight"] = table["sw"].to_numpy(float)  # Σ W_t of the cell: share × weight = Σ W_t ES_g,t
     return out
 
 
-def _label(table: pd.DataFrame, options: AuditOptions) -> pd.DataFrame:
-    """Name the ``by_i`` columns after their fields; a readable ``window`` label."""
+def _label(
+    table: pd.DataFrame, options: AuditOptions, labels: dict[object, str] | None = None
+) -> pd.DataFrame:
+    """Name the ``by_i`` columns after their fields; a readable ``window`` label (``labels``:
+    the automatic windows' labels by window_start)."""
     table = table.rename(columns={f"by_{i}": f for i, f in enumerate(options.by)})
+    if "window_start" in table.columns and labels is not None:
+        table.insert(
+            table.columns.get_loc("window_start"),
+            "window",
+            [labels.get(s, NO_TIMESTAMP) for s in table["window_start"]],
+        )
+        return table
     if "window_start" in table.columns:
         starts = pd.to_datetime(table["window_start"])
         if options.window is None:
-            labels = [ALL_TIME] * len(table)
+            names = [ALL_TIME] * len(table)
         else:
-            labels = [
+            names = [
                 NO_TIMESTAMP if pd.isna(s) else s.strftime("%Y-%m-%dT%H:%M:%SZ") for s in starts
             ]
-        table.insert(table.columns.get_loc("window_start"), "window", labels)
+        table.insert(table.columns.get_loc("window_start"), "window", names)
         table["window_start"] = starts
     return table
+
+
+FIGURE_WINDOWS = 20
+"""Windows the time figures aim for when no ``--window`` is given."""
+NICE_SECONDS = (
+    *(1, 2, 5, 10, 15, 20, 30),
+    *(60 * m for m in (1, 2, 5, 10, 15, 20, 30)),
+    *(3600 * h for h in (1, 2, 3, 4, 6, 8, 12)),
+    *(86_400 * d for d in (1, 2, 3, 4, 7, 14, 30, 61, 91, 182, 365)),
+)
+"""Window lengths chosen from (1 s to 1 year)."""
+
+
+def _trend_view(
+    con: duckdb.DuckDBPyConnection, options: AuditOptions
+) -> tuple[str, str, dict[object, str] | None]:
+    """The view the figures' trend tables are computed on, what it says about its windows,
+    and the labels of its windows (None: those of ``--window``).
+
+    With ``--window`` the figures use it. Without, about :data:`FIGURE_WINDOWS` windows: by
+    the records' time span (the shortest of :data:`NICE_SECONDS` giving at most that many),
+    or, when some records have no timestamp or all share one, by record count in the order
+    written (time, then file and line)."""
+    if options.window is not None:
+        return "included", f"windows of {format_duration(options.window)} (--window)", None
+    n, dated, first, last = con.execute(
+        "SELECT count(*), count(ts), min(ts), max(ts) FROM included"
+    ).fetchone() or (0, 0, None, None)
+    if not n:
+        return "included", "no records", None
+    if dated == n and first is not None and last is not None and last > first:
+        span = (last - first).total_seconds()
+        seconds = next((x for x in NICE_SECONDS if span / x <= FIGURE_WINDOWS), NICE_SECONDS[-1])
+        micros = seconds * 1_000_000
+        con.execute(f"""
+            CREATE OR REPLACE TEMP VIEW trend AS SELECT * REPLACE (time_bucket(
+                INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP,
+                TIMESTAMP '2000-01-03 00:00:00') AS window_start) FROM included
+        """)
+        starts = con.execute("SELECT DISTINCT window_start FROM trend").fetchall()
+        labels: dict[object, str] = {
+            s: pd.Timestamp(s).strftime("%Y-%m-%dT%H:%M:%SZ") for (s,) in starts
+        }
+        length = format_duration(timedelta(seconds=seconds))
+        return (
+            "trend",
+            f"the time figures use {len(labels)} windows of {length}, chosen for about "
+            f"{FIGURE_WINDOWS} over the records' span (no --window given)",
+            labels,
+        )
+    size = max(1, math.ceil(n / FIGURE_WINDOWS))
+    con.execute(f"""
+        CREATE OR REPLACE TEMP VIEW trend AS SELECT * REPLACE ((row_number() OVER (
+            ORDER BY ts NULLS LAST, file_index, line_index) - 1) // {size} AS window_start)
+        FROM included
+    """)
+    count = math.ceil(n / size)
+    labels = {
+        i: f"#{i + 1:02d} (records {i * size + 1}-{min(n, (i + 1) * size)})" for i in range(count)
+    }
+    why = "some records have no timestamp" if dated < n else "the records share one time"
+    return (
+        "trend",
+        f"the time figures use {count} windows of {size} records each in the order written "
+        f"({why}; no --window given)",
+        labels,
+    )
+
+
+def _cumulative(
+    con: duckdb.DuckDBPyConnection, view: str, trend_exposure: pd.DataFrame
+) -> pd.DataFrame:
+    """Per ranker, window by window as records accumulate: each group's exposure share and
+    the amortized disparity of all records so far (``Σ W_t x_t / Σ W_t`` over them)."""
+    sums = con.execute(f"""
+        SELECT ranker, window_start, count(*) AS records,
+            sum(w) FILTER (d IS NOT NULL) AS sw, sum(w * d) AS a
+        FROM {view} GROUP BY ranker, window_start ORDER BY ranker, window_start
+    """).df()
+    rows: list[pd.DataFrame] = []
+    for ranker, cells in sums.groupby("ranker", sort=True):
+        cells = cells.sort_values("window_start", kind="stable")
+        records = cells["records"].cumsum().to_numpy()
+        order = list(cells["window_start"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            disparity = np.abs(
+                cells["a"].fillna(0).cumsum().to_numpy(float)
+                / cells["sw"].fillna(0).cumsum().to_numpy(float)
+            )
+        rows.append(
+            pd.DataFrame(
+                {
+                    "ranker": ranker,
+                    "window_start": order,
+                    "records": records,
+                    "series": "amortized disparity",
+                    "value": disparity,
+                }
+            )
+        )
+        mine = trend_exposure[trend_exposure["ranker"] == ranker]
+        if mine.empty:
+            continue
+        weight = mine.groupby("window_start", dropna=False)["weight"].first()
+        amount = mine.assign(a=mine["share"] * mine["weight"]).pivot_table(
+            index="window_start", columns="group", values="a", aggfunc="sum", dropna=False
+        )
+        amount = amount.reindex(order).fillna(0.0)
+        total = weight.reindex(order).fillna(0.0).cumsum().to_numpy(float)
+        for group in amount.columns:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = amount[group].cumsum().to_numpy(float) / total
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "ranker": ranker,
+                        "window_start": order,
+                        "records": records,
+                        "series": str(group),
+                        "value": share,
+                    }
+                )
+            )
+    if not rows:
+        return pd.DataFrame(columns=["ranker", "window_start", "records", "series", "value"])
+    return pd.concat(rows, ignore_index=True)
 
 
 def _reading(

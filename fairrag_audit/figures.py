@@ -3,6 +3,7 @@ disparity against the band, generation parity against exposure share."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -21,6 +22,7 @@ FIGURES = {
     "exposure_over_time.png": "Exposure share per group over time, per ranker",
     "disparity_band.png": "Amortized disparity per window against the band",
     "parity_vs_exposure.png": "Generation parity against protected exposure share",
+    "cumulative.png": "Exposure share per group and amortized disparity as records accumulate",
 }
 """File name → caption of every figure an audit can draw."""
 
@@ -110,14 +112,16 @@ def exposure_over_time(result: AuditResult, path: Path) -> bool:
 def disparity_band(result: AuditResult, path: Path) -> bool:
     """Amortized disparity per window for every ranker (and ``by`` value), the band shaded,
     windows out of the band marked."""
-    data = result.metrics[result.metrics["metric"] == "amortized_disparity"]
+    # without --window the trend table's automatic windows, one series per ranker
+    table = result.trend_metrics if result.options.window is None else result.metrics
+    data = table[table["metric"] == "amortized_disparity"]
     data = data[np.isfinite(data["value"].to_numpy(float))]
     if data.empty:
         return False
     _, labels = _x_positions(data, result)
     place = {label: i for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(10, 4.2))
-    series = ["ranker", *result.options.by]
+    series = ["ranker", *result.options.by] if result.options.window is not None else ["ranker"]
     data = data.assign(_series=data[series].astype(str).agg(" / ".join, axis=1))
     keep = _top(data["_series"], data["n"], result, "disparity against the band, series")
     data = data[data["_series"].isin(keep)]
@@ -194,6 +198,71 @@ def parity_vs_exposure(result: AuditResult, path: Path) -> bool:
     return True
 
 
+def cumulative(result: AuditResult, path: Path) -> bool:
+    """One row per ranker: each group's exposure share of all records so far (left) and the
+    amortized disparity of all records so far against the band (right), against the number
+    of records."""
+    data = result.cumulative
+    if data.empty:
+        return False
+    data = data[np.isfinite(data["value"].to_numpy(float))]
+    if data.empty:
+        return False
+    rankers = _top(data["ranker"], data["records"], result, "cumulative figure, rankers")
+    fig, axes = plt.subplots(len(rankers), 2, figsize=(10, 2.4 * len(rankers) + 0.8), squeeze=False)
+    band = result.options.max_disparity
+    for (left, right), ranker in zip(axes, rankers, strict=True):
+        mine = data[data["ranker"] == ranker]
+        shares = mine[mine["series"] != "amortized disparity"]
+        last = shares.sort_values("records").groupby("series")["value"].last()
+        groups = _top(
+            pd.Series(last.index, index=last.index), last, result, f"cumulative, {ranker}: groups"
+        )
+        for group in groups:
+            rows = shares[shares["series"] == group].sort_values("records")
+            left.plot(rows["records"], rows["value"], marker="o", ms=2.5, label=_short(group))
+        if result.options.protected is not None:
+            target = result.options.target_share
+            left.axhline(0.5 if target is None else target, color="grey", lw=0.8, ls="--")
+        left.set_ylim(0, 1)
+        left.set_ylabel("exposure share so far", fontsize=8)
+        left.set_title(f"{_short(ranker)}: exposure share per group", fontsize=9)
+        if groups:
+            left.legend(fontsize=7, loc="best")
+        rows = mine[mine["series"] == "amortized disparity"].sort_values("records")
+        right.plot(
+            rows["records"],
+            rows["value"],
+            marker="o",
+            ms=2.5,
+            color="tab:red",
+            label="amortized disparity",
+        )
+        if band is not None:
+            right.axhspan(0, band, color="tab:green", alpha=0.12, label=f"band [0, {band:g}]")
+        right.set_ylim(
+            0,
+            max(
+                0.05,
+                float(np.nanmax(rows["value"])) * 1.15 if len(rows) else 0.05,
+                (band or 0) * 1.5,
+            ),
+        )
+        right.set_ylabel("amortized disparity so far", fontsize=8)
+        right.set_title(f"{_short(ranker)}: amortized disparity", fontsize=9)
+        right.legend(fontsize=7, loc="best")
+    for ax in axes[-1]:
+        ax.set_xlabel("records so far")
+    fig.suptitle(
+        textwrap.fill(f"{FIGURES['cumulative.png']}; {result.figure_windows}", width=120),
+        fontsize=8,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return True
+
+
 def write_figures(result: AuditResult, folder: Path) -> dict[str, Path]:
     """Draw every figure the data allows into ``folder``; returns name → path of those drawn
     (a figure without data is not drawn, and ``result.notes`` says so)."""
@@ -206,6 +275,7 @@ def write_figures(result: AuditResult, folder: Path) -> dict[str, Path]:
             parity_vs_exposure,
             "no window has both generation parity and a protected exposure share",
         ),
+        "cumulative.png": (cumulative, "no record has an exposure figure"),
     }
     for name, (function, why) in draw.items():
         path = folder / name

@@ -209,6 +209,7 @@ def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
         f"logs: {', '.join(str(p) for p in o.paths)}",
         f"split by: ranker{''.join(', ' + f for f in by)}",
         f"window: {format_duration(o.window) if o.window else 'none (the whole period)'}",
+        f"figures: {result.figure_windows}",
         f"since: {o.since.isoformat() if o.since is not None else 'the first record'}",
         f"protected group for records without one: {o.protected or 'none given'}"
         + (
