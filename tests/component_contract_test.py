@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import InMemoryVectorStore
 from llama_index.core.query_engine import RetrieverQueryEngine
@@ -27,6 +25,7 @@ from fairrag_langchain import FairnessCallbackHandler, FairReranker, FairRetriev
 from fairrag_langchain.fakes import FakeCitingChatModel
 from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.langchain.doubles import ListRetriever, documents_of_pool
 from tests.llamaindex.pools import PoolRetriever, make_pool
 
 QUESTION = "Who are influential people in this pool?"
@@ -178,29 +177,11 @@ def test_a_target_object_and_an_exposure_model_serialise_to_what_rebuilds_them(n
 # -- one record -------------------------------------------------------------------------------
 
 
-class _PoolRetriever(BaseRetriever):
-    """LangChain's view of the LlamaIndex test pool: the same ids, texts, metadata and scores."""
-
-    documents: list[Document]
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return list(self.documents)
-
-
 def _langchain_record(pool, **fields):
-    documents = [
-        Document(
-            id=n.node.node_id,
-            page_content=n.node.get_content(),
-            metadata={**n.node.metadata, "relevance_score": n.score},
-        )
-        for n in pool
-    ]
+    documents = documents_of_pool(pool)
     reranker = FairReranker(**fields)
     retriever = ContextualCompressionRetriever(
-        base_compressor=reranker, base_retriever=_PoolRetriever(documents=documents)
+        base_compressor=reranker, base_retriever=ListRetriever(documents=documents)
     )
     handler = FairnessCallbackHandler.from_retriever(retriever)
 

@@ -13,9 +13,7 @@ from typing import ClassVar
 
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableLambda
 from llama_index.core.query_engine import RetrieverQueryEngine
 from opentelemetry.sdk.metrics import MeterProvider
@@ -30,6 +28,7 @@ from fairrag_langchain import FairnessCallbackHandler, FairReranker
 from fairrag_langchain.fakes import FakeCitingChatModel
 from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.langchain.doubles import ListRetriever, documents_of_pool
 from tests.llamaindex.pools import PoolRetriever, make_pool
 
 QUESTION = "Who are influential people in this pool?"
@@ -37,27 +36,11 @@ PROJECT = uuid.UUID("12345678-1234-5678-1234-567812345678")
 FIELDS = {"group_key": "gender", "protected": "female", "top_n": 4, "seed": 3}
 
 
-class _Pool(BaseRetriever):
-    documents: list[Document]
-
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
-        return list(self.documents)
-
-
 def _langchain_chain(ranker: str):
-    documents = [
-        Document(
-            id=n.node.node_id,
-            page_content=n.node.get_content(),
-            metadata={**n.node.metadata, "relevance_score": n.score},
-        )
-        for n in make_pool(30, seed=5)
-    ]
+    documents = documents_of_pool(make_pool(30, seed=5))
     retriever = ContextualCompressionRetriever(
         base_compressor=FairReranker(ranker=ranker, **FIELDS),
-        base_retriever=_Pool(documents=documents),
+        base_retriever=ListRetriever(documents=documents),
     )
 
     def prompt(docs: list[Document]) -> str:

@@ -24,6 +24,7 @@ from fairrag_core import make_ranker
 from fairrag_core.kit import describe_ranker
 from fairrag_langchain import FairnessCallbackHandler, FairReranker, FairRetriever
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
+from tests.langchain.doubles import documents_of_pool
 from tests.llamaindex.pools import make_pool
 
 QUESTION = "Who are influential people in this pool?"
@@ -31,14 +32,7 @@ FIELDS = {"group_key": "gender", "protected": "female", "seed": 7}
 
 
 def _documents(n: int = 20) -> list[Document]:
-    return [
-        Document(
-            id=node.node.node_id,
-            page_content=node.node.get_content(),
-            metadata={**node.node.metadata, "relevance_score": node.score},
-        )
-        for node in make_pool(n, seed=9)
-    ]
+    return documents_of_pool(make_pool(n, seed=9))
 
 
 def _components():

@@ -1,12 +1,15 @@
-"""Test doubles for the LangChain unit tests: a vector store that returns a fixed pool."""
+"""Test doubles for the LangChain tests: a vector store that returns a fixed pool, a retriever
+that serves a fixed list, and LangChain's view of the LlamaIndex test pools."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
 
@@ -90,3 +93,27 @@ def imbalanced_pool(n: int = 40, female_every: int = 5) -> tuple[list[Document],
     ordered = males + females
     distances = [0.1 + 0.01 * i for i in range(n)]
     return ordered, distances
+
+
+class ListRetriever(BaseRetriever):
+    """A retriever serving a fixed list of documents (the base of a compression retriever)."""
+
+    documents: list[Document]
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return list(self.documents)
+
+
+def documents_of_pool(pool: Sequence[Any]) -> list[Document]:
+    """LangChain's view of a LlamaIndex test pool (``tests/llamaindex/pools.py``): the same ids,
+    texts and metadata, each node's score as ``relevance_score`` (what FairReranker reads)."""
+    return [
+        Document(
+            id=node.node.node_id,
+            page_content=node.node.get_content(),
+            metadata={**node.node.metadata, "relevance_score": node.score},
+        )
+        for node in pool
+    ]

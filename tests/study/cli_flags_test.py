@@ -252,7 +252,7 @@ def test_library_timeouts_are_range_checked_like_the_flags(value, tmp_path):
     from fairrag_study.index import connect_chroma_server
     from fairrag_study.study import StudyConfig, run_study
 
-    with pytest.raises(ValueError, match="timeout must be a finite number of seconds from 0.1"):
+    with pytest.raises(ValueError, match=r"timeout must be a finite number of seconds from 0\.1"):
         connect_chroma_server("127.0.0.1", 9, timeout=value)
     with pytest.raises(ValueError, match="chroma_timeout must be a finite number of seconds"):
         run_study(StudyConfig(out=tmp_path / "out", chroma_timeout=value), log=lambda _: None)
