@@ -10,9 +10,9 @@ its GGUF file is read: transformers de-quantises it to float32 (with the ``gguf`
 
 Decoding is greedy (temperature 0: the answer is a function of the prompt alone, as the answer
 store's key assumes), bounded by ``max_tokens`` new tokens; the model's own chat template
-(stored in the GGUF file) frames the messages. Measured on this project's 2-core machine
-(``benchmarks/bench_local_llm.py``): loading takes ~30 CPU-s once per process, an answer to the
-study's prompt (median ~690 prompt tokens, ~50 generated) ~5 CPU-s.
+(stored in the GGUF file) frames the messages. Measured on this project's 2-core machine (the
+README's "Generation with a real local model"): loading takes ~30 CPU-s once per process, an
+answer to the study's prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU-s.
 """
 
 from __future__ import annotations

@@ -1104,6 +1104,15 @@ def _generator_difference(facts: RunFacts, generation_note: str | None) -> str:
             f"its context in order (not a language model). The paper: {paper}. Effect: the "
             "generation numbers only show that the pipeline works; they are not comparable."
         )
+    if facts.generator.startswith("local:"):
+        name = facts.generator.split(":", 1)[1]
+        return (
+            f"- **Generator.** This run: {name} at temperature 0 (greedy), a small model run "
+            f"locally (`--llm local`). The paper: {paper}. Likely effect: a 135M model rarely "
+            "writes the requested citation format, so the paper's generation parity is mostly "
+            "n/a here; the attributed metrics read what it names, and its choices say little "
+            "about what a large model would cite."
+        )
     model = facts.generator.split(":", 1)[-1]
     temperature = (
         "an unknown temperature"
