@@ -2,7 +2,8 @@
 
 Run (best after ``make study`` has built the index, which is built here otherwise):
 ``.venv/bin/python benchmarks/bench_amortized.py [--grid 10:8,20:6] [--orders 20]
-[--integral 0.004,0.012]``.
+[--integral 0.004,0.012] [--frontier 3,4,5,6,7,8 --orders 8
+--figure docs/figures/amortized_frontier.png]``.
 
 The 80 pools are the study's own (``fairrag_study.sweep.load_pools``, as the sweep reads them):
 its corpus, its cached Chroma index, its 80 (scenario, topic) trials with their per-trial
@@ -20,6 +21,18 @@ protected score, chosen in hindsight for the whole stream, at the target share a
 goal's disparity. ``--integral`` adds an experiment (not a shipped ranker): a deterministic
 online controller whose bonus is the integral of the stream's shortfall, on the study order
 and the ``--orders`` shuffled ones, with how often it meets both goals.
+
+``--frontier ALPHAS`` measures spread beside the stream (issue 26): before each pool is ranked,
+``--samples`` rankings (default 200) are drawn from the state the stream has reached
+(``ranker.sample``, which adds nothing to the ledger), and per ranker it prints the median
+number of distinct top-k lists, the mean entropy of rank 1 (bits) and the mean document-level
+expected-exposure loss (EE-L, :func:`fairrag_core.metrics.document_expected_exposure`, relevance =
+the trial's topic; docs/SPEC.md "Metrics over many rankings"), on the study order and the
+``--orders`` shuffled ones, for representative_stochastic, stochastic and ``amortized`` at each
+alpha (default gain). Goals (issue 26, means over the orders): stream disparity < 0.01 in every
+order, EE-L no worse than representative_stochastic's, nDCG@5 loss at most 0.65x
+representative_stochastic's; each printed with its figure and floor. ``--figure PATH`` draws the
+frontier (EE-L against nDCG@5 loss).
 """
 
 from __future__ import annotations
@@ -27,16 +40,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from fairrag_core import available_rankers, make_ranker, position_weights
 from fairrag_core.metrics import (
     amortized_disparity,
+    document_expected_exposure,
     exposure_disparity,
     exposure_share,
     ndcg_at_k,
 )
+from fairrag_core.rankers.amortized import DEFAULT_ALPHA
 from fairrag_study.dataset import TREC_GENDER
 from fairrag_study.plan import Trial
 from fairrag_study.pools import QuestionPool
@@ -45,18 +61,50 @@ from fairrag_study.sweep import load_pools
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
+SPREAD_DISPARITY = 0.01
+"""Issue 26: the stream disparity every order must stay under."""
+SPREAD_LOSS_RATIO = 0.65
+"""Issue 26: nDCG@5 loss at most this times representative_stochastic's."""
 
+assert TREC_GENDER.protected is not None and TREC_GENDER.target_share is not None
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
 
 
-def run_stream(name: str, pools: list[QuestionPool], k: int, **params: float) -> dict[str, float]:
-    """One stream: every pool once, in order; the figures of docs/SPEC.md for it."""
+def run_stream(
+    name: str,
+    pools: list[QuestionPool],
+    k: int,
+    params: Mapping[str, float] | None = None,
+    *,
+    samples: int = 0,
+) -> dict[str, float]:
+    """One stream: every pool once, in order; the figures of docs/SPEC.md for it.
+
+    With ``samples`` > 0, also the spread at each pool: ``samples`` rankings drawn (and not
+    served) from the state the stream has reached before the pool is ranked; ``distinct`` is
+    the median number of distinct lists, ``entropy`` the mean entropy of rank 1 in bits and
+    ``ee_loss`` the mean document-level EE-L (relevance = the trial's topic)."""
     plain = name in ("standard", "stochastic")
     fairness: dict[str, str] = {} if plain else {"protected": PROTECTED}
-    ranker = make_ranker(name, seed=2026, **fairness, **params)
+    ranker = make_ranker(name, seed=2026, **fairness, **(params or {}))
     weights = position_weights(k)
     stream, shares, disparities, ndcgs, masses = [], [], [], [], []
+    distinct, entropies, ee_losses = [], [], []
     for pool in pools:
+        if samples:
+            drawn = ranker.sample(
+                pool.scores,
+                pool.groups,
+                k,
+                samples,
+                rng=np.random.default_rng((pool.trial.seed, 26)),
+            )
+            distinct.append(len({tuple(row) for row in drawn.tolist()}))
+            _, counts = np.unique(drawn[:, 0], return_counts=True)
+            p = counts / counts.sum()
+            entropies.append(float(-(p * np.log2(p)).sum()))
+            relevance = pool.relevant.astype(float)
+            ee_losses.append(document_expected_exposure(drawn, relevance).loss)
         ranking = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)
         shown = [pool.groups[i] for i in ranking.tolist()]
         stream.append(shown)
@@ -76,6 +124,9 @@ def run_stream(name: str, pools: list[QuestionPool], k: int, **params: float) ->
         "stream_share": amortized_share,
         "disparity": float(np.mean(disparities)),
         "ndcg": float(np.mean(ndcgs)),
+        "distinct": float(np.median(distinct)) if samples else math.nan,
+        "entropy": float(np.mean(entropies)) if samples else math.nan,
+        "ee_loss": float(np.mean(ee_losses)) if samples else math.nan,
     }
 
 
@@ -185,6 +236,131 @@ def integral_experiment(pools: list[QuestionPool], k: int, etas: list[float], or
         )
 
 
+def spread_frontier(
+    pools: list[QuestionPool], k: int, alphas: list[float], orders: int, samples: int
+) -> list[tuple[str, dict[str, float]]]:
+    """Issue 26: stream disparity, nDCG@k loss and spread of representative_stochastic,
+    stochastic and ``amortized`` at each alpha (default gain) on the study order and ``orders``
+    shuffled ones; each figure the mean over the orders (the disparity also its maximum)."""
+    streams = [pools] + [shuffled(pools, 1000 + i) for i in range(orders)]
+    standard = [run_stream("standard", stream, k)["ndcg"] for stream in streams]
+    settings: list[tuple[str, str, dict[str, float]]] = [
+        ("representative_stochastic", "representative_stochastic", {}),
+        ("stochastic", "stochastic", {}),
+    ] + [(f"amortized alpha={a:g}", "amortized", {"alpha": a}) for a in alphas]
+    rows = []
+    for label, name, params in settings:
+        runs = [run_stream(name, stream, k, params, samples=samples) for stream in streams]
+        losses = [base - r["ndcg"] for base, r in zip(standard, runs, strict=True)]
+        rows.append(
+            (
+                label,
+                {
+                    "alpha": params.get("alpha", math.nan),
+                    "max_disparity": max(r["amortized_disparity"] for r in runs),
+                    "disparity": float(np.mean([r["amortized_disparity"] for r in runs])),
+                    "loss": float(np.mean(losses)),
+                    "study_loss": losses[0],
+                    "ee_loss": float(np.mean([r["ee_loss"] for r in runs])),
+                    "distinct": float(np.mean([r["distinct"] for r in runs])),
+                    "entropy": float(np.mean([r["entropy"] for r in runs])),
+                },
+            )
+        )
+    reference = rows[0][1]
+    print(
+        f"\nspread over the stream (issue 26): {samples} draws per pool from the state the "
+        f"stream reached, study order + {orders} shuffled; means over the {len(streams)} orders"
+    )
+    print(
+        f"{'setting':<30}{'max disp.':>10}{'mean disp.':>11}{'loss':>8}{'x rs':>6}"
+        f"{'EE-L':>8}{'x rs':>6}{'distinct':>9}{'H(rank1)':>9}  goals (disp/EE-L/loss)"
+    )
+    for label, r in rows:
+        met = (
+            r["max_disparity"] < SPREAD_DISPARITY,
+            r["ee_loss"] <= reference["ee_loss"],
+            r["loss"] <= SPREAD_LOSS_RATIO * reference["loss"],
+        )
+        print(
+            f"{label:<30}{r['max_disparity']:>10.4f}{r['disparity']:>11.4f}{r['loss']:>8.4f}"
+            f"{r['loss'] / reference['loss']:>6.2f}{r['ee_loss']:>8.4f}"
+            f"{r['ee_loss'] / reference['ee_loss']:>6.2f}{r['distinct']:>9.1f}"
+            f"{r['entropy']:>9.2f}  {'/'.join('yes' if m else 'no' for m in met)}"
+        )
+    return rows
+
+
+def print_spread_goals(rows: list[tuple[str, dict[str, float]]], alpha: float) -> None:
+    """The three goals of issue 26 for ``amortized`` at ``alpha``, each figure beside its floor."""
+    reference = dict(rows)["representative_stochastic"]
+    r = dict(rows)[f"amortized alpha={alpha:g}"]
+    floor = SPREAD_LOSS_RATIO * reference["loss"]
+    print(f"goals (issue 26) for amortized at alpha {alpha:g}:")
+    for what, figure, limit, strict in (
+        ("stream disparity (max over orders) <", r["max_disparity"], SPREAD_DISPARITY, True),
+        ("document EE-L <= representative_stochastic's", r["ee_loss"], reference["ee_loss"], False),
+        (
+            f"nDCG@5 loss <= {SPREAD_LOSS_RATIO} x representative_stochastic's",
+            r["loss"],
+            floor,
+            False,
+        ),
+    ):
+        ok = figure < limit if strict else figure <= limit
+        print(f"  {what}: {figure:.4f} vs {limit:.4f}: {'yes' if ok else 'NO'}")
+
+
+def draw_frontier(rows: list[tuple[str, dict[str, float]]], path: str) -> None:
+    """EE-L against nDCG@5 loss, one point per setting, the goals' region shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reference = dict(rows)["representative_stochastic"]
+    amortized = [(label, r) for label, r in rows if label.startswith("amortized")]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.plot(
+        [r["loss"] for _, r in amortized],
+        [r["ee_loss"] for _, r in amortized],
+        "o-",
+        color="tab:blue",
+        label="amortized (gain 80), by alpha",
+    )
+    for i, (_, r) in enumerate(amortized):  # labels alternate above and below the curve
+        ax.annotate(
+            f"{r['alpha']:g}",
+            (r["loss"], r["ee_loss"]),
+            textcoords="offset points",
+            xytext=(5, 4) if i % 2 else (-14, -12),
+        )
+    for label, marker, color in (
+        ("representative_stochastic", "s", "tab:red"),
+        ("stochastic", "^", "tab:gray"),
+    ):
+        r = dict(rows)[label]
+        ax.plot(r["loss"], r["ee_loss"], marker, color=color, label=f"{label} (alpha 4)")
+    floor = SPREAD_LOSS_RATIO * reference["loss"]
+    ax.axvline(floor, color="tab:red", linestyle=":", linewidth=1)
+    ax.axhline(reference["ee_loss"], color="tab:red", linestyle=":", linewidth=1)
+    ax.fill_between(
+        [0, floor], 0, reference["ee_loss"], color="tab:green", alpha=0.12, label="goal region"
+    )
+    losses = [r["loss"] for _, r in rows]
+    ees = [r["ee_loss"] for _, r in rows]
+    ax.set_xlim(0, max(losses) * 1.1)
+    ax.set_ylim(min(ees) * 0.9, max(ees) * 1.05)
+    ax.set_xlabel("nDCG@5 loss against standard (mean over orders)")
+    ax.set_ylabel("document-level EE-L (mean over pools and orders)")
+    ax.set_title("amortized: spread against relevance over the study's stream")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"figure written to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -196,6 +372,13 @@ def main() -> None:
         default="",
         help="also run the integral-bonus controller experiment with these etas (0.004,0.012)",
     )
+    parser.add_argument(
+        "--frontier",
+        default="",
+        help="spread frontier (issue 26): amortized at these alphas (3,4,5,6,7,8), with --orders",
+    )
+    parser.add_argument("--samples", type=int, default=200, help="draws per pool for spread")
+    parser.add_argument("--figure", default="", help="write the spread frontier's figure here")
     args = parser.parse_args()
     config = StudyConfig(progress=False, per_group=TREC_GENDER.per_group)
     pools = load_pools(config, print)
@@ -212,7 +395,7 @@ def main() -> None:
     )
     for name, params in runs:
         label = name + "".join(f" {key}={value:g}" for key, value in params.items())
-        results[label] = run_stream(name, pools, config.k, **params)
+        results[label] = run_stream(name, pools, config.k, params)
         base = results["standard"]["ndcg"]
         r = results[label]
         print(
@@ -239,6 +422,13 @@ def main() -> None:
     if args.integral:
         etas = [float(x) for x in args.integral.split(",")]
         integral_experiment(pools, config.k, etas, args.orders)
+    if args.frontier:
+        alphas = [float(x) for x in args.frontier.split(",")]
+        rows = spread_frontier(pools, config.k, alphas, args.orders, args.samples)
+        if DEFAULT_ALPHA in alphas:
+            print_spread_goals(rows, DEFAULT_ALPHA)
+        if args.figure:
+            draw_frontier(rows, args.figure)
     if args.orders:
         print(
             f"\nover {args.orders} shuffled trial orders "
@@ -247,7 +437,7 @@ def main() -> None:
         for name, params in runs:
             label = name + "".join(f" {key}={value:g}" for key, value in params.items())
             figures = [
-                run_stream(name, shuffled(pools, 1000 + i), config.k, **params)
+                run_stream(name, shuffled(pools, 1000 + i), config.k, params)
                 for i in range(args.orders)
             ]
             amortized = [f["amortized_disparity"] for f in figures]
