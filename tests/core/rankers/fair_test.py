@@ -296,3 +296,34 @@ def test_rank_batch_reads_labels_as_rank_does_whatever_their_array_type() -> Non
 def test_rank_batch_refuses_bad_input_naming_it(scores, groups, error, message) -> None:
     with pytest.raises(error, match=message):
         make_ranker("fair", protected="a").rank_batch(scores, groups, 2)
+
+
+def test_rank_batch_orders_extreme_and_neighbouring_floats_as_rank_does() -> None:
+    """The batch sorts by the scores' bits: -0.0 and 0.0, one-ulp neighbours, subnormals and
+    the largest floats of both signs are ordered (ties by position) as the single call orders
+    them."""
+    values = np.array(
+        [0.0, -0.0, 1.0, np.nextafter(1.0, 2.0), np.nextafter(1.0, 0.0), -1.0,
+         np.nextafter(-1.0, 0.0), 1e308, -1e308, 5e-324, -5e-324, 0.5]
+    )  # fmt: skip
+    rng = np.random.default_rng(9)
+    ranker = make_ranker("fair", protected="f", p=0.5, alpha=0.1)
+    for nonnegative in (False, True):
+        pool_values = np.abs(values) if nonnegative else values
+        scores = rng.choice(pool_values, size=(400, 12))
+        labels = rng.choice(np.array(["f", "m"]), size=(400, 12))
+        for k in (1, 3, 5, 12):
+            single = [ranker.rank(scores[b], labels[b].tolist(), k).tolist() for b in range(400)]
+            assert ranker.rank_batch(scores, labels, k).tolist() == single, (nonnegative, k)
+
+
+@pytest.mark.parametrize("protected", ["female", "fem", "femalex", "female\0", "", "é"])
+def test_rank_batch_compares_string_labels_as_python_does(protected: str) -> None:
+    """String arrays are compared a machine word at a time: a label longer than the array's
+    width, a prefix, a trailing NUL or the empty string match exactly what rank() matches."""
+    rng = np.random.default_rng(7)
+    labels = rng.choice(np.array(["female", "male", "fem", "", "é"]), size=(60, 8))
+    scores = rng.random((60, 8))
+    ranker = make_ranker("fair", protected=protected, p=0.5, alpha=0.1)
+    single = [ranker.rank(scores[b], labels[b].tolist(), 4).tolist() for b in range(60)]
+    assert ranker.rank_batch(scores, labels, 4).tolist() == single
