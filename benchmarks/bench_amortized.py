@@ -65,6 +65,8 @@ SPREAD_DISPARITY = 0.01
 """Issue 26: the stream disparity every order must stay under."""
 SPREAD_LOSS_RATIO = 0.65
 """Issue 26: nDCG@5 loss at most this times representative_stochastic's."""
+RECOMMENDED = {"alpha": 7.0, "spread": 4.0}
+"""The setting docs/SPEC.md item 6 ("Spread") names for spread with a memory."""
 
 assert TREC_GENDER.protected is not None and TREC_GENDER.target_share is not None
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
@@ -236,20 +238,25 @@ def integral_experiment(pools: list[QuestionPool], k: int, etas: list[float], or
         )
 
 
+def setting_label(params: Mapping[str, float]) -> str:
+    """``amortized alpha=A`` (and `` spread=P`` when given)."""
+    return "amortized" + "".join(f" {key}={value:g}" for key, value in params.items())
+
+
 def spread_frontier(
-    pools: list[QuestionPool], k: int, alphas: list[float], orders: int, samples: int
+    pools: list[QuestionPool], k: int, settings: list[dict[str, float]], orders: int, samples: int
 ) -> list[tuple[str, dict[str, float]]]:
     """Issue 26: stream disparity, nDCG@k loss and spread of representative_stochastic,
     stochastic and ``amortized`` at each alpha (default gain) on the study order and ``orders``
     shuffled ones; each figure the mean over the orders (the disparity also its maximum)."""
     streams = [pools] + [shuffled(pools, 1000 + i) for i in range(orders)]
     standard = [run_stream("standard", stream, k)["ndcg"] for stream in streams]
-    settings: list[tuple[str, str, dict[str, float]]] = [
+    runs_of: list[tuple[str, str, dict[str, float]]] = [
         ("representative_stochastic", "representative_stochastic", {}),
         ("stochastic", "stochastic", {}),
-    ] + [(f"amortized alpha={a:g}", "amortized", {"alpha": a}) for a in alphas]
+    ] + [(setting_label(params), "amortized", params) for params in settings]
     rows = []
-    for label, name, params in settings:
+    for label, name, params in runs_of:
         runs = [run_stream(name, stream, k, params, samples=samples) for stream in streams]
         losses = [base - r["ndcg"] for base, r in zip(standard, runs, strict=True)]
         rows.append(
@@ -257,6 +264,7 @@ def spread_frontier(
                 label,
                 {
                     "alpha": params.get("alpha", math.nan),
+                    "spread": params.get("spread", math.nan),
                     "max_disparity": max(r["amortized_disparity"] for r in runs),
                     "disparity": float(np.mean([r["amortized_disparity"] for r in runs])),
                     "loss": float(np.mean(losses)),
@@ -273,7 +281,7 @@ def spread_frontier(
         f"stream reached, study order + {orders} shuffled; means over the {len(streams)} orders"
     )
     print(
-        f"{'setting':<30}{'max disp.':>10}{'mean disp.':>11}{'loss':>8}{'x rs':>6}"
+        f"{'setting':<34}{'max disp.':>10}{'mean disp.':>11}{'loss':>8}{'x rs':>6}"
         f"{'EE-L':>8}{'x rs':>6}{'distinct':>9}{'H(rank1)':>9}  goals (disp/EE-L/loss)"
     )
     for label, r in rows:
@@ -283,7 +291,7 @@ def spread_frontier(
             r["loss"] <= SPREAD_LOSS_RATIO * reference["loss"],
         )
         print(
-            f"{label:<30}{r['max_disparity']:>10.4f}{r['disparity']:>11.4f}{r['loss']:>8.4f}"
+            f"{label:<34}{r['max_disparity']:>10.4f}{r['disparity']:>11.4f}{r['loss']:>8.4f}"
             f"{r['loss'] / reference['loss']:>6.2f}{r['ee_loss']:>8.4f}"
             f"{r['ee_loss'] / reference['ee_loss']:>6.2f}{r['distinct']:>9.1f}"
             f"{r['entropy']:>9.2f}  {'/'.join('yes' if m else 'no' for m in met)}"
@@ -291,12 +299,12 @@ def spread_frontier(
     return rows
 
 
-def print_spread_goals(rows: list[tuple[str, dict[str, float]]], alpha: float) -> None:
-    """The three goals of issue 26 for ``amortized`` at ``alpha``, each figure beside its floor."""
+def print_spread_goals(rows: list[tuple[str, dict[str, float]]], label: str) -> None:
+    """The three goals of issue 26 for one setting, each figure beside its floor."""
     reference = dict(rows)["representative_stochastic"]
-    r = dict(rows)[f"amortized alpha={alpha:g}"]
+    r = dict(rows)[label]
     floor = SPREAD_LOSS_RATIO * reference["loss"]
-    print(f"goals (issue 26) for amortized at alpha {alpha:g}:")
+    print(f"goals (issue 26) for {label}:")
     for what, figure, limit, strict in (
         ("stream disparity (max over orders) <", r["max_disparity"], SPREAD_DISPARITY, True),
         ("document EE-L <= representative_stochastic's", r["ee_loss"], reference["ee_loss"], False),
@@ -319,22 +327,33 @@ def draw_frontier(rows: list[tuple[str, dict[str, float]]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     reference = dict(rows)["representative_stochastic"]
-    amortized = [(label, r) for label, r in rows if label.startswith("amortized")]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    ax.plot(
-        [r["loss"] for _, r in amortized],
-        [r["ee_loss"] for _, r in amortized],
-        "o-",
-        color="tab:blue",
-        label="amortized (gain 80), by alpha",
-    )
-    for i, (_, r) in enumerate(amortized):  # labels alternate above and below the curve
-        ax.annotate(
-            f"{r['alpha']:g}",
-            (r["loss"], r["ee_loss"]),
-            textcoords="offset points",
-            xytext=(5, 4) if i % 2 else (-14, -12),
+    for flat, marker, color, label in (
+        (False, "o-", "tab:blue", "amortized (no spread), by alpha"),
+        (True, "D--", "tab:purple", "amortized, spread 4, by alpha"),
+    ):
+        curve = [
+            r
+            for name, r in rows
+            if name.startswith("amortized") and math.isnan(r["spread"]) != flat
+        ]
+        if not curve:
+            continue
+        ax.plot(
+            [r["loss"] for r in curve],
+            [r["ee_loss"] for r in curve],
+            marker,
+            color=color,
+            label=label,
         )
+        for i, r in enumerate(curve):  # labels alternate above and below the curve
+            ax.annotate(
+                f"{r['alpha']:g}",
+                (r["loss"], r["ee_loss"]),
+                textcoords="offset points",
+                xytext=(5, 4) if i % 2 else (-14, -12),
+                color=color,
+            )
     for label, marker, color in (
         ("representative_stochastic", "s", "tab:red"),
         ("stochastic", "^", "tab:gray"),
@@ -375,7 +394,8 @@ def main() -> None:
     parser.add_argument(
         "--frontier",
         default="",
-        help="spread frontier (issue 26): amortized at these alphas (3,4,5,6,7,8), with --orders",
+        help="spread frontier (issue 26): amortized at these alphas, or alpha:spread pairs "
+        "(3,4,8,7:4), with --orders",
     )
     parser.add_argument("--samples", type=int, default=200, help="draws per pool for spread")
     parser.add_argument("--figure", default="", help="write the spread frontier's figure here")
@@ -423,10 +443,18 @@ def main() -> None:
         etas = [float(x) for x in args.integral.split(",")]
         integral_experiment(pools, config.k, etas, args.orders)
     if args.frontier:
-        alphas = [float(x) for x in args.frontier.split(",")]
-        rows = spread_frontier(pools, config.k, alphas, args.orders, args.samples)
-        if DEFAULT_ALPHA in alphas:
-            print_spread_goals(rows, DEFAULT_ALPHA)
+        settings = []
+        for item in args.frontier.split(","):
+            alpha, _, spread = item.partition(":")
+            params = {"alpha": float(alpha)}
+            if spread:
+                params["spread"] = float(spread)
+            settings.append(params)
+        rows = spread_frontier(pools, config.k, settings, args.orders, args.samples)
+        labels = dict(rows)
+        for label in (setting_label({"alpha": DEFAULT_ALPHA}), setting_label(RECOMMENDED)):
+            if label in labels:
+                print_spread_goals(rows, label)
         if args.figure:
             draw_frontier(rows, args.figure)
     if args.orders:

@@ -62,6 +62,14 @@ class AmortizedRanker(Ranker):
     - one Plackett-Luce draw: ``P(d) ∝ exp(w_d + c_group(d))`` over the remaining candidates,
       sampled exactly in two steps, a group then its next candidate (:func:`draw_amortized`).
 
+    ``spread`` (default None: the log-weights above) replaces the log-weights by flat-topped
+    ones over the same range, ``w_d = R * (1 - (1 - u_d) ** spread)`` with
+    ``u_d = s_norm_d - 1`` in [0, 1] (:func:`flat_top_log_weights`): candidates near the top
+    score get nearly equal weights, so the draws vary among them, while low scores stay far
+    below. ``s_norm ** alpha`` is convex (the top candidates are the furthest apart, so at
+    alpha 8 the draws barely differ); spread 4 at alpha 7 gives rankings that vary with less
+    relevance lost (measured in docs/SPEC.md item 6, "Spread").
+
     No look-ahead: a single list may miss the target; the stream must reach it. Once drawn, the
     ranking's exposure per group label is added to the ledger in one atomic update; the
     ranking is returned only after that update succeeded (a ledger failure raises
@@ -80,7 +88,8 @@ class AmortizedRanker(Ranker):
     Parameters: ``ledger`` (an :class:`~fairrag_core.ledger.ExposureLedger`, a URL or path for
     :func:`~fairrag_core.ledger.make_ledger`; default a new in-memory ledger), ``ledger_key``
     (the stream's name, default ``"default"``), ``gain`` (default :data:`DEFAULT_GAIN`) and
-    ``alpha`` (default :data:`DEFAULT_ALPHA`; our choices, measured in docs/SPEC.md item 6), and
+    ``alpha`` (default :data:`DEFAULT_ALPHA`; our choices, measured in docs/SPEC.md item 6),
+    ``spread`` (None, or a finite number >= 1: the power of the flat-topped log-weights), and
     the fairness target of every ranker. Group labels must be str, int or None
     (:func:`~fairrag_core.ledger.encode_label`).
     """
@@ -92,12 +101,14 @@ class AmortizedRanker(Ranker):
         *,
         alpha: float = DEFAULT_ALPHA,
         gain: float = DEFAULT_GAIN,
+        spread: float | None = None,
         ledger: ExposureLedger | str | os.PathLike[str] | None = None,
         ledger_key: str = DEFAULT_KEY,
         **fairness: object,
     ) -> None:
         self.alpha = check_alpha(alpha)
         self.gain = check_gain(gain)
+        self.spread = _check_spread(spread)
         self.ledger = make_ledger(ledger)
         self.ledger_key = check_key(ledger_key)
         super().__init__(**fairness)  # type: ignore[arg-type]
@@ -155,7 +166,7 @@ class AmortizedRanker(Ranker):
         assert self.target is not None  # requires_target: built in __init__
         weights = self.exposure.weights(k)
         past = self._past(self.ledger.state(self.ledger_key))
-        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        log_weights = self._log_weights(pool)
         out = np.empty((n_samples, k), dtype=np.intp)
         for start in range(0, n_samples, _CHUNK):
             rows = min(_CHUNK, n_samples - start)
@@ -186,10 +197,16 @@ class AmortizedRanker(Ranker):
         self, pool: _LabelledPool, weights: np.ndarray, past: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
         assert self.target is not None  # requires_target: built in __init__
-        log_weights = plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        log_weights = self._log_weights(pool)
         return draw_amortized(
             log_weights, pool.codes, self.target.shares, past, weights, self.gain, self.span, rng
         )
+
+    def _log_weights(self, pool: _LabelledPool) -> np.ndarray:
+        """``s_norm ** alpha``, or with ``spread`` the flat-topped weights over the same range."""
+        if self.spread is None:
+            return plackett_luce_log_weights(pool.scores, self.alpha, pool.low, pool.high)
+        return flat_top_log_weights(pool.scores, self.span, self.spread, pool.low, pool.high)
 
     @property
     def span(self) -> float:
@@ -200,9 +217,35 @@ class AmortizedRanker(Ranker):
         target = None if self.target is None else self.target.as_dict()
         return (
             f"AmortizedRanker(target={target}, alpha={self.alpha}, "
-            f"gain={self.gain}, ledger={self.ledger!r}, ledger_key={self.ledger_key!r}, "
+            f"gain={self.gain}, spread={self.spread}, ledger={self.ledger!r}, "
+            f"ledger_key={self.ledger_key!r}, "
             f"seed={self.seed!r})"
         )
+
+
+def flat_top_log_weights(
+    scores: np.ndarray, span: float, spread: float, low: float, high: float
+) -> np.ndarray:
+    """``span * (1 - (1 - u) ** spread)``, ``u = s_norm - 1`` in [0, 1] (``s_norm`` as in
+    :func:`~fairrag_core.plackett_luce.plackett_luce_log_weights`, so a pool of equal scores
+    has u = 0 everywhere): concave in the score, the same range [0, span] as ``s_norm ** alpha``
+    (up to a constant, which a Plackett-Luce draw ignores); docs/SPEC.md item 6, "Spread"."""
+    u = np.clip(plackett_luce_log_weights(scores, 1.0, low, high) - 1.0, 0.0, 1.0)
+    return span * (1.0 - (1.0 - u) ** spread)
+
+
+def _check_spread(spread: object) -> float | None:
+    """``spread`` as None or a float >= 1 (a finite power)."""
+    if spread is None:
+        return None
+    if isinstance(spread, bool) or not isinstance(spread, (int, float, np.integer, np.floating)):
+        raise TypeError(f"spread must be None or a number >= 1, got {spread!r}")
+    if not math.isfinite(spread) or spread < 1:
+        raise ValueError(
+            f"spread must be None or a finite number >= 1 (the power of the flat-topped "
+            f"log-weights; 1 is linear in the score), got {spread!r}"
+        )
+    return float(spread)
 
 
 def draw_amortized(

@@ -28,6 +28,7 @@ from fairrag_core.rankers.amortized import (
     DEFAULT_GAIN,
     draw_amortized,
     draw_amortized_many,
+    flat_top_log_weights,
 )
 
 V5 = position_weights(5)
@@ -288,6 +289,10 @@ def test_a_ledger_failure_serves_nothing_and_the_ranker_works_again():
         ({"gain": math.inf}, ValueError, "gain must be a finite number"),
         ({"ledger": "ftp://host/x"}, ValueError, "ledger must be an ExposureLedger"),
         ({"alpha": 0}, ValueError, "alpha must be a finite number > 0"),
+        ({"spread": 0.5}, ValueError, "spread must be None or a finite number >= 1"),
+        ({"spread": math.nan}, ValueError, "spread must be None or a finite number >= 1"),
+        ({"spread": True}, TypeError, "spread must be None or a number >= 1, got True"),
+        ({"spread": "4"}, TypeError, "spread must be None or a number >= 1, got '4'"),
     ],
 )
 def test_bad_arguments_name_themselves(kwargs, error, message):
@@ -477,3 +482,71 @@ def test_the_batch_draw_takes_the_last_group_where_rounding_leaves_the_single_dr
             single = draw_amortized(log_weights, codes, shares, past, weights, 0.0, 1.0, noise)
             assert batch[row].tolist() == single.tolist()
     assert sum(ran_off) > 50  # the rule was exercised
+
+
+def test_spread_gives_flat_topped_log_weights_over_the_same_range():
+    """docs/SPEC.md item 6, "Spread": w = R (1 - (1 - u) ** spread), u = s_norm - 1."""
+    scores = np.array([0.9, 0.8, 0.5, 0.1])
+    u = (scores - 0.1) / 0.8
+    span = 2.0**7 - 1
+    weights = flat_top_log_weights(scores, span, 4.0, 0.1, 0.9)
+    np.testing.assert_allclose(weights, span * (1 - (1 - u) ** 4), rtol=1e-12)
+    assert weights[0] == span and weights[-1] == 0.0
+    # Concave: the top two are closer than under s_norm ** alpha, the bottom two further apart.
+    convex = plackett_luce_log_weights(scores, 7.0) - 1.0
+    assert weights[0] - weights[1] < convex[0] - convex[1]
+    assert weights[2] - weights[3] > convex[2] - convex[3]
+    assert flat_top_log_weights(np.full(3, 0.4), span, 4.0, 0.4, 0.4).tolist() == [0.0] * 3
+    ranker = make_ranker("amortized", protected="female", alpha=7.0, spread=4.0)
+    assert ranker.spread == 4.0 and "spread=4.0" in repr(ranker)
+    assert make_ranker("amortized", protected="female").spread is None
+
+
+def test_spread_varies_the_top_of_the_list_and_the_stream_still_reaches_the_target():
+    """Issue 26: at alpha 8 rank 1 barely varies; with spread 4 (alpha 7) it does, and the
+    stream's female share still reaches the target."""
+    scores, groups = _skewed_pool(30, seed=3)
+    sharp = make_ranker("amortized", protected="female", seed=0)
+    flat = make_ranker("amortized", protected="female", alpha=7.0, spread=4.0, seed=0)
+    for ranker in (sharp, flat):
+        for _ in range(300):
+            ranker.rank(scores, groups, 5)
+    firsts = {
+        name: set(r.sample(scores, groups, 5, 300, rng=1)[:, 0].tolist())
+        for name, r in (("sharp", sharp), ("flat", flat))
+    }
+    assert len(firsts["sharp"]) <= 2
+    assert len(firsts["flat"]) >= 5
+    state = flat.ledger.state()
+    assert abs(state.totals["female"] / state.total - 0.5) < 0.02
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_with_spread_sample_rows_are_still_successive_single_draws_and_none_is_the_old_draw(case):
+    rng = np.random.default_rng(100 + case)
+    n, k = int(rng.integers(6, 40)), int(rng.integers(1, 8))
+    scores = rng.random(n)
+    groups = ["female" if x < 0.4 else "male" for x in rng.random(n)]
+    past = {"female": float(rng.uniform(0, 5)), "male": float(rng.uniform(0, 15))}
+
+    def ranker(**params):
+        ledger = MemoryLedger()
+        ledger.add("default", past)
+        return make_ranker("amortized", protected="female", ledger=ledger, **params)
+
+    flat = ranker(alpha=7.0, spread=4.0)
+    batch = flat.sample(scores, groups, k, 200, rng=case)
+    pool, k_used, generator = flat._prepare(scores, groups, k, case)
+    weights = flat.exposure.weights(k_used)
+    state = flat._past(flat.ledger.state())
+    expected = [flat._draw(pool, weights, state, generator) for _ in range(200)]
+    assert batch.tolist() == np.asarray(expected).tolist()
+    assert (
+        ranker(alpha=7.0, spread=4.0).rank(scores, groups, k, rng=case).tolist()
+        == batch[0].tolist()
+    )
+    # spread=None is the draw without it, bit for bit.
+    assert (
+        ranker(alpha=5.0, spread=None).sample(scores, groups, k, 50, rng=case).tolist()
+        == ranker(alpha=5.0).sample(scores, groups, k, 50, rng=case).tolist()
+    )
