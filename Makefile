@@ -9,7 +9,7 @@ export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 # Chroma's anonymous telemetry would try the network; keep it off.
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: venv system-deps study test lint bench clean
+.PHONY: venv system-deps study test lint bench dist clean
 
 # Servers and programs the tests start (Debian packages): a real redis-server for the shared
 # ledger, Chromium to render the audit report. Installed when missing (root, or sudo).
@@ -18,6 +18,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 venv: $(VENV)/.installed
 
+# Everything (.[all]: every extra, the tests' tools included); the library's own extras are in
+# the README ("Installing the library").
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
@@ -46,6 +48,14 @@ test: venv system-deps
 bench: venv
 	$(PY) benchmarks/bench_rankers.py
 	$(PY) benchmarks/bench_import.py
+	$(PY) benchmarks/bench_cli.py
+
+# The release files: a wheel and an sdist in dist/, checked by twine (benchmarks/bench_release.py
+# also installs both in clean venvs).
+dist: venv
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
 
 clean:
 	rm -rf $(VENV) .pytest_cache
