@@ -277,13 +277,13 @@ def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
 def llm_choice(text: str) -> str:
     """``auto``, ``none``, ``fake``, ``local``, ``local:<name>`` (a packaged model run
     in-process: ``fairrag_study.local_llm.LOCAL_MODELS``) or ``openai:<model>``."""
-    from .local_llm import LOCAL_MODELS
-
     if text in ("auto", "none", "fake", "local"):
         return text
     if text.startswith("openai:") and text.split(":", 1)[1].strip():
         return text
     if text.startswith("local:"):
+        from .local_llm import LOCAL_MODELS  # imports langchain-core: only for local:<name>
+
         if text.split(":", 1)[1] in LOCAL_MODELS:
             return text
         raise argparse.ArgumentTypeError(
