@@ -20,7 +20,7 @@ from fairrag_core.kit import (
     context_entry,
     document_title,
     drop_stale_placement,
-    placement_metadata,
+    placements_metadata,
 )
 from fairrag_core.kit import shown_record as kit_shown_record
 
@@ -52,25 +52,16 @@ def placed_copies(
     metadata dicts, are never touched.
     """
     copies = []
-    fair_k = len(reranking.placements)
-    for placement in reranking.placements:
+    placed = placements_metadata(
+        reranking, query_seed, retrieval_scores, pool_size=pool_size, scored=scored
+    )
+    extra = extra or {}
+    for placement, placement_keys in zip(reranking.placements, placed, strict=True):
         original = documents[placement.pool_index]
-        given = None if retrieval_scores is None else retrieval_scores[placement.pool_index]
-        metadata = {
-            **drop_stale_placement(original.metadata),
-            **placement_metadata(
-                placement,
-                reranking.ranker,
-                query_seed,
-                given,
-                pool_size=pool_size,
-                fair_k=fair_k,
-                scored=scored,
-                ledger_state=reranking.ledger_state,
-                target=reranking.target,
-            ),
-            **(extra or {}),
-        }
+        kept = original.metadata
+        if any(key in kept for key in LEDGER_PLACEMENT_KEYS):
+            kept = drop_stale_placement(kept)
+        metadata = {**kept, **placement_keys, **extra}
         copies.append(_placed_copy(original, metadata))
     return copies
 

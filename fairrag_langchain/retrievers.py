@@ -167,6 +167,10 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         PrivateAttr(default=None)
     )
     _warned_unscored: bool = PrivateAttr(default=False)
+    _store_relevance: Callable[[float], float] | None = PrivateAttr(default=None)
+    """The store's own relevance function, when its relevance search is LangChain's default
+    (``similarity_search_with_score`` mapped by it): then the search maps the scores itself,
+    without asking the store for its function again on every call."""
 
     @field_validator("search_kwargs")
     @classmethod
@@ -215,7 +219,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             convert, name = self._relevance_function()
             try:
                 if convert is None:
-                    pool = store.similarity_search_with_relevance_scores(query, k=fetch_k, **search)
+                    pool = self._relevance_search(query, fetch_k, search)
                 else:
                     pool = store.similarity_search_with_score(query, k=fetch_k, **search)
             except NotImplementedError:
@@ -464,8 +468,27 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         """
         key = (id(self.vectorstore), self.relevance, self.relevance_score_fn)
         if self._relevance is None or self._relevance[0] != key:
+            self._store_relevance = None
             self._relevance = (key, self._choose_relevance_function())
         return self._relevance[1]
+
+    def _relevance_search(
+        self, query: str, fetch_k: int, search: dict[str, Any]
+    ) -> list[tuple[Document, float]]:
+        """``similarity_search_with_relevance_scores``: when the store keeps LangChain's default
+        one, done here as it does it (the scores mapped by the store's relevance function, a
+        warning for relevance outside [0, 1]) with the function chosen once."""
+        store = self.vectorstore
+        convert = self._store_relevance
+        if convert is None or "score_threshold" in search:
+            return store.similarity_search_with_relevance_scores(query, k=fetch_k, **search)
+        pool = [
+            (document, convert(score))
+            for document, score in store.similarity_search_with_score(query, fetch_k, **search)
+        ]
+        if any(relevance < 0.0 or relevance > 1.0 for _, relevance in pool):
+            warnings.warn(f"Relevance scores must be between 0 and 1, got {pool}", stacklevel=2)
+        return pool
 
     def _choose_relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
         if self.relevance_score_fn is not None:
@@ -487,6 +510,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             raise
         except Exception:  # e.g. an unsupported distance: let the search say so, in its words
             return None, "store"
+        if not _overrides_relevance_search(type(store)):
+            self._store_relevance = chosen
         return None, f"store: {getattr(chosen, '__name__', 'relevance_score_fn').strip('_')}"
 
     def _place(

@@ -40,7 +40,7 @@ from fairrag_core.kit import (
     document_title,
     drop_stale_placement,
     hidden_metadata_keys,
-    placement_metadata,
+    placements_metadata,
     to_relevance,
 )
 from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
@@ -204,6 +204,12 @@ def _first_time(postprocessor: Any, warning: str) -> bool:
     return True
 
 
+def _warned(postprocessor: Any, warning: str) -> bool:
+    """Whether ``postprocessor`` gave ``warning`` already (without marking it)."""
+    entry = _INSTANCES.get(id(postprocessor))
+    return entry is not None and warning in entry.warned
+
+
 def _is_chroma(store: Any) -> bool:
     return any(cls.__name__ == "ChromaVectorStore" for cls in type(store).__mro__)
 
@@ -298,6 +304,8 @@ def _pool_source(postprocessor: Any) -> _Source:
     span_id = current_span_id()
     for span in SPANS.ancestors(span_id):
         engine = span.instance
+        if engine is postprocessor:
+            continue  # its own span: a postprocessor is no engine
         retriever = getattr(engine, "_retriever", None)
         chain = getattr(engine, "_node_postprocessors", None)
         if retriever is None or chain is None:
@@ -545,25 +553,17 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                     ids=[n.node.node_id for n in nodes],
                     seed=_seed_of_this_call(),
                 )
-                pool_size = len(nodes) - len(reranking.duplicates)
-                fair_k = len(reranking.placements)
+                metadatas = placements_metadata(
+                    reranking,
+                    seed,
+                    [n.score for n in nodes],
+                    pool_size=len(nodes) - len(reranking.duplicates),
+                    scored=not from_order,
+                )
+                never = self._never_shown()
                 reranked = [
-                    self._placed(
-                        nodes[p.pool_index],
-                        placement_metadata(
-                            p,
-                            reranking.ranker,
-                            seed,
-                            nodes[p.pool_index].score,
-                            pool_size=pool_size,
-                            fair_k=fair_k,
-                            scored=not from_order,
-                            ledger_state=reranking.ledger_state,
-                            target=reranking.target,
-                        ),
-                        p,
-                    )
-                    for p in reranking.placements
+                    self._placed(nodes[p.pool_index], metadata, p, never)
+                    for p, metadata in zip(reranking.placements, metadatas, strict=True)
                 ]
             event.on_end(payload={EventPayload.NODES: reranked})
         dispatcher.event(ReRankEndEvent(nodes=reranked))
@@ -584,6 +584,8 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         """Warn once per postprocessor when the pool's nodes embed the group label: their
         ``excluded_embed_metadata_keys`` lacks ``group_key``, so the index embedded it and the
         retrieval itself leaned on the group (docs/SPEC.md, "Adapters" → Context text)."""
+        if _warned(self, "embedded_group"):
+            return  # once per postprocessor: no need to look again
         key = self.group_key
         embedded = sum(
             key in n.node.metadata and key not in n.node.excluded_embed_metadata_keys for n in nodes
@@ -600,20 +602,34 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 stacklevel=3,
             )
 
-    def _visible_fields(self, node: BaseNode) -> list[tuple[str, Any]]:
+    def _never_shown(self) -> frozenset[str]:
+        """The keys the context never shows besides the title: the group key, the title key,
+        the header and the placement keys."""
+        return frozenset(
+            (self.group_key, self.title_key, CONTEXT_HEADER_KEY, *PLACEMENT_KEYS)
+        ).union(LEDGER_PLACEMENT_KEYS)
+
+    def _visible_fields(
+        self, node: BaseNode, never: frozenset[str] | None = None
+    ) -> list[tuple[str, Any]]:
         """The metadata the context shows besides the title: every field the user made visible
         to the LLM (not in the node's ``excluded_llm_metadata_keys``) except the group key, the
         title key and the placement keys, then the ``show_metadata_keys`` (docs/SPEC.md,
-        "Adapters" → Context text)."""
-        excluded = set(node.excluded_llm_metadata_keys)
-        never = {self.group_key, self.title_key, CONTEXT_HEADER_KEY}
-        never.update(PLACEMENT_KEYS, LEDGER_PLACEMENT_KEYS)
-        keys = [k for k in node.metadata if k not in excluded and k not in never]
-        keys += [k for k in self.show_metadata_keys if k in node.metadata and k not in keys]
-        return [(key, node.metadata[key]) for key in keys]
+        "Adapters" → Context text). ``never``: :meth:`_never_shown`, when already known."""
+        metadata = node.metadata
+        if never is None:
+            never = self._never_shown()
+        excluded = never.union(node.excluded_llm_metadata_keys)
+        keys = [k for k in metadata if k not in excluded]
+        keys += [k for k in self.show_metadata_keys if k in metadata and k not in keys]
+        return [(key, metadata[key]) for key in keys]
 
     def _placed(
-        self, original: NodeWithScore, placement: dict[str, Any], where: Placement
+        self,
+        original: NodeWithScore,
+        placement: dict[str, Any],
+        where: Placement,
+        never: frozenset[str] | None = None,
     ) -> NodeWithScore:
         """A new NodeWithScore over a copy of ``original.node`` carrying the placement, whose
         LLM text is the kit's context entry (with the metadata the user made visible) and
@@ -621,12 +637,12 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
         title = document_title(node.metadata, text, self.title_key)
-        header = context_header(where.fair_rank, title, text.strip(), self._visible_fields(node))
-        metadata = {
-            **drop_stale_placement(node.metadata),
-            **placement,
-            CONTEXT_HEADER_KEY: header,
-        }
+        fields = self._visible_fields(node, never)
+        header = context_header(where.fair_rank, title, text.strip(), fields)
+        kept = node.metadata
+        if any(key in kept for key in LEDGER_PLACEMENT_KEYS):
+            kept = drop_stale_placement(kept)
+        metadata = {**kept, **placement, CONTEXT_HEADER_KEY: header}
         update: dict[str, Any] = {}
         if isinstance(node, TextNode) and text != text.lstrip():
             # LlamaIndex strips the entry's ends only; the kit's entry strips the text itself.
@@ -645,4 +661,7 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 "text_template": "{metadata_str}\n{content}",
             }
         )
-        return NodeWithScore(node=copy, score=placement["relevance_score"])
+        score = placement["relevance_score"]
+        if score is None or type(score) is float:  # what the field's validation would keep
+            return NodeWithScore.model_construct(node=copy, score=score)
+        return NodeWithScore(node=copy, score=score)

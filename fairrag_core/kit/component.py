@@ -278,8 +278,10 @@ class FairComponent(BaseModel):
     @property
     def ranker_state(self) -> RankerState:
         """The core ranker of the current fields (rebuilt when they changed) and its seeds."""
-        state = RankerState.current(self._state, self)
-        self._state = state
+        kept = self._state
+        state = RankerState.current(kept, self)
+        if state is not kept:  # assigning a private attribute costs more than the check
+            self._state = state
         return state
 
     @property

@@ -97,8 +97,11 @@ def hidden_metadata_keys(
     The context text already carries the title; the group label (``group_key``) and the
     placement fields are shown only when the user names them in ``shown``.
     """
-    hidden = [key for key in metadata_keys if key not in shown]
+    shown_keys = set(shown)
+    hidden = [key for key in metadata_keys if key not in shown_keys]
+    seen = set(hidden)
     for key in (group_key, *PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS):
-        if key not in shown and key not in hidden:
+        if key not in shown_keys and key not in seen:
             hidden.append(key)
+            seen.add(key)
     return hidden

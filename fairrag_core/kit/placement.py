@@ -9,7 +9,7 @@ from typing import Any
 
 from ..audit import FairnessAuditor, json_label
 from ..ledger.base import LedgerState
-from ..reranking import Placement
+from ..reranking import Placement, Reranking
 from ..target import OTHERS, Target, make_target
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "drop_stale_placement",
     "is_placed",
     "placement_metadata",
+    "placements_metadata",
     "ranked_for",
     "shown_provenance",
     "target_pairs",
@@ -76,6 +77,49 @@ def placement_metadata(
         "fair_target": None if target is None else target_pairs(target),
         **extra,
     }
+
+
+def placements_metadata(
+    reranking: Reranking,
+    query_seed: int | None,
+    retrieval_scores: Sequence[Any] | None = None,
+    *,
+    pool_size: int,
+    scored: bool = True,
+) -> list[dict[str, Any]]:
+    """:func:`placement_metadata` of every placement of ``reranking``, in fair-rank order
+    (``retrieval_scores``: each pool candidate's score as it came, by pool index; None: none).
+
+    The same dicts as calling :func:`placement_metadata` once per placement, each its own (no
+    list or dict is shared between two documents), with what they share (the target's pairs,
+    ``fair_k``) worked out once per ranking.
+    """
+    placements = reranking.placements
+    target = reranking.target
+    pairs = None if target is None else target_pairs(target)
+    ledger_state = reranking.ledger_state
+    common = {
+        "ranker": reranking.ranker,
+        "query_seed": query_seed,
+        "pool_size": pool_size,
+        "fair_k": len(placements),
+    }
+    out = []
+    for placement in placements:
+        index = placement.pool_index
+        metadata = {
+            "relevance_score": placement.score if scored else None,
+            "retrieval_score": None if retrieval_scores is None else retrieval_scores[index],
+            "fair_rank": placement.fair_rank,
+            "pool_rank": placement.pool_rank,
+            "exposure_weight": placement.exposure_weight,
+            **common,
+            "fair_target": None if pairs is None else [list(pair) for pair in pairs],
+        }
+        if ledger_state is not None:
+            metadata["ledger_state"] = ledger_state.as_record()
+        out.append(metadata)
+    return out
 
 
 def target_pairs(target: Target) -> list[list[Any]]:
