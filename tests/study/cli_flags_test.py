@@ -70,8 +70,8 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--alpha", "0"], "--alpha", "finite number > 0"),
         (["--alpha", "inf"], "--alpha", "finite number > 0"),
         (["--alpha", "5000"], "--alpha", "alpha must be at most"),  # the core's bound
-        (["--llm", "gpt"], "--llm", "expected auto, none, fake or openai:<model>"),
-        (["--llm", "openai:"], "--llm", "expected auto, none, fake or openai:<model>"),
+        (["--llm", "gpt"], "--llm", "fake, local[:<name>] or openai:<model>"),
+        (["--llm", "openai:"], "--llm", "fake, local[:<name>] or openai:<model>"),
         (["--rankers", ","], "--rankers", "holds an empty name"),
         (["--rankers", ""], "--rankers", "holds an empty name"),
         (["--rankers", "standard,standard"], "--rankers", "more than once"),
@@ -226,9 +226,9 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
         ("rankers", ("fair",), "rankers: 'fair' cannot rank"),
         ("samples", 0, "samples (rankings drawn per question) must be an integer >= 1"),
         ("samples", 2.5, "samples (rankings drawn per question) must be an integer >= 1"),
-        ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds > 0"),
+        ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds from 0.1"),
         ("llm_retries", -1, "llm_retries must be an integer >= 0"),
-        ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds > 0"),
+        ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds from 0.1"),
     ],
 )
 def test_run_study_checks_its_configuration_before_any_work(
