@@ -76,8 +76,8 @@ def record_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
             attributes[f"fairrag.{name}"] = int(number) if isinstance(value, int) else number
     target = record.get("target")
     protected = record.get("protected")
-    if isinstance(target, Mapping) and isinstance(protected, str):
-        share = _finite(target.get(protected))
+    if isinstance(target, Mapping) and protected is not None:
+        share = _finite(target.get(str(protected)))  # target keys are labels as strings
         if share is not None:
             attributes["fairrag.target_share"] = share
     for name in ("source", "exposure_model"):
@@ -202,6 +202,9 @@ class LangSmithFeedbackSink:
                     key=f"fairrag.{field}",
                     score=value,
                     source_info=extra,
+                    # the root run is the trace: LangSmith then batches the feedback in the
+                    # background instead of one blocking request per metric in the answer path
+                    trace_id=run_id,
                     **({} if self.project_id is None else {"session_id": self.project_id}),
                 )
 

@@ -208,3 +208,31 @@ def test_the_record_reaches_its_langsmith_run_as_feedback(monkeypatch):
         "fairrag.generation_parity" in feedback
         or record["generation_parity"] != record["generation_parity"]
     )
+
+
+def test_an_int_protected_group_gets_its_target_share_attribute():
+    record = {"ranker": "fair", "protected": 1, "target": {"1": 0.4, "OTHERS": 0.6}}
+    assert record_attributes(record)["fairrag.target_share"] == 0.4
+
+
+def test_a_slow_sink_runs_outside_the_lock():
+    """Another thread's record is kept while a sink is still busy with this one."""
+    import threading as _threading
+
+    from fairrag_core.kit import RecordKeeper
+
+    entered, release = _threading.Event(), _threading.Event()
+
+    def slow(record: dict) -> None:
+        if record["query"] == "slow":
+            entered.set()
+            release.wait(timeout=30)
+
+    keeper = RecordKeeper(sinks=[slow])
+    worker = _threading.Thread(target=keeper.add, args=([{"query": "slow"}],))
+    worker.start()
+    assert entered.wait(timeout=30)
+    keeper.add([{"query": "fast"}])  # would wait for the lock if sinks ran under it
+    assert [r["query"] for r in keeper.records] == ["slow", "fast"]
+    release.set()
+    worker.join(timeout=30)

@@ -204,7 +204,9 @@ def unaudited_record(
     *, source: str, query: str | None, run_id: str | None, error: str
 ) -> dict[str, Any]:
     """The record of a run that could not be audited (no target to audit against, a document
-    the rules refuse): its identity and the ``error`` saying why, never a silent gap."""
+    the rules refuse), for a framework that cannot raise the error in the run (LlamaIndex's
+    dispatcher swallows handlers' exceptions): its identity and the ``error`` saying why, never
+    a silent gap (docs/SPEC.md, "Records")."""
     return {
         "schema": RECORD_SCHEMA,
         "timestamp": utc_timestamp(),
@@ -227,8 +229,9 @@ class RecordKeeper:
     :data:`DEFAULT_MAX_RECORDS`; None keeps all), with ``path`` every record appended to that
     JSON-lines file (:class:`~fairrag_core.JsonLinesLog`, ``on_error`` as it takes), and each
     record handed to every sink (:mod:`fairrag_core.telemetry`; a sink that fails is counted
-    in :attr:`sink_errors` and logged, never failing the run). Thread-safe; the file and the
-    sinks see the order of the in-memory records."""
+    in :attr:`sink_errors` and logged, never failing the run). Thread-safe; the file keeps the
+    order of the in-memory records; sinks are called outside the lock (a slow one delays only
+    the thread whose record it is)."""
 
     def __init__(
         self,
@@ -275,15 +278,24 @@ class RecordKeeper:
         failed (``on_error="count"``), a :class:`~fairrag_core.jsonl.LogWriteError` raised
         otherwise."""
         written = True
-        with self._lock:
-            for record in records:
-                self._records.append(record)
-                if self.log is not None and not self.log.append(record):
-                    written = False
-                for sink in self.sinks:
-                    try:
-                        sink(record)
-                    except Exception as exc:  # telemetry never fails the answered question
-                        self.sink_errors += 1
-                        logger.warning("fairness record sink %r failed: %s", sink, exc)
+        kept: list[dict[str, Any]] = []
+        try:
+            with self._lock:  # the file keeps the order of the in-memory records
+                for record in records:
+                    self._records.append(record)
+                    kept.append(record)
+                    if self.log is not None and not self.log.append(record):
+                        written = False
+        finally:  # outside the lock: a slow sink never holds up another thread's records
+            for record in kept:
+                self._to_sinks(record)
         return written
+
+    def _to_sinks(self, record: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            try:
+                sink(record)
+            except Exception as exc:  # telemetry never fails the answered question
+                with self._lock:
+                    self.sink_errors += 1
+                logger.warning("fairness record sink %r failed: %s", sink, exc)
