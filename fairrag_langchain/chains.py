@@ -291,7 +291,7 @@ def make_fair_rag_chain(
             metrics=_native(measure, "FairRagMetrics"),
         )
     )
-    seeds = component if refusal is None and isinstance(component, FairRetriever) else None
+    seeds = _one_retriever(retriever) if refusal is None else None
     return _FairRagChain(
         bound=chain,
         config={"run_name": "FairRagChain"},
@@ -331,13 +331,29 @@ class _FairRagChain(RunnableBinding[Any, dict[str, Any]]):
             for c, has_seed in zip(configs, given, strict=True)
         ]
 
-    def with_config(
-        self, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Runnable[Any, dict[str, Any]]:
-        bound = super().with_config(config, **kwargs)
+    def _keeping_seeds(self, bound: Any) -> Any:
+        # RunnableBinding's methods build a new binding of this class from its fields but
+        # this one: every such wrapper keeps the batch's seed source
         if isinstance(bound, _FairRagChain):
             bound.seeds = self.seeds
         return bound
+
+    def with_config(
+        self, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(super().with_config(config, **kwargs))
+
+    def bind(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(super().bind(**kwargs))
+
+    def with_listeners(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(super().with_listeners(**kwargs))
+
+    def with_alisteners(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(super().with_alisteners(**kwargs))
+
+    def with_types(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(super().with_types(**kwargs))
 
     def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         return super().batch(inputs, self._seeded(inputs, config), **kwargs)
@@ -357,6 +373,19 @@ class _FairRagChain(RunnableBinding[Any, dict[str, Any]]):
             inputs, self._seeded(inputs, config), **kwargs
         ):
             yield item
+
+
+def _one_retriever(retriever: Any) -> FairRetriever | None:
+    """The one FairRetriever every call of ``retriever`` runs (itself, under ``with_config`` or
+    ``bind``), whose generator a batch draws its seeds from; None for a wrapper that builds a
+    component per call (``configurable_fields``/``_alternatives``: each call's fresh copy draws
+    from the start of its own seed, whatever thread comes first) or chooses among several
+    (``with_fallbacks``)."""
+    for _ in range(64):  # bindings of bindings
+        if not isinstance(retriever, RunnableBinding):
+            break
+        retriever = retriever.bound
+    return retriever if isinstance(retriever, FairRetriever) else None
 
 
 def _model_name(model: Any) -> str | None:
