@@ -148,6 +148,10 @@ def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float
     return encoded
 
 
+MAX_GENERATION = 2**52 + 1
+"""The largest generation mark a read or an add accepts (SPEC item 6, "Lost streams")."""
+
+
 def new_generation() -> int:
     """A fresh generation mark: a random int in [1, 2**52], exact as a float (SQLite's REAL)."""
     return secrets.randbits(52) + 1
@@ -188,9 +192,35 @@ def check_generation(raw: object) -> int | None:
     if raw is None:
         return None
     value = _stored_number(raw, GENERATION_FIELD)
-    if not (math.isfinite(value) and value == int(value) and 1 <= value <= 2**52 + 1):
+    if not (math.isfinite(value) and value == int(value) and 1 <= value <= MAX_GENERATION):
         raise _Damaged(GENERATION_FIELD, f"holds {value!r}, not a generation mark")
     return int(value)
+
+
+def check_count(raw: object) -> int:
+    """A stored count of rankings as an int (0 when there is none): a whole number in
+    [0, :data:`MAX_TOTAL`], else :class:`_Damaged` naming ``#rankings``. Read and add use it
+    (docs/SPEC.md item 6, "Damaged values")."""
+    if raw is None:
+        return 0
+    if type(raw) is int and 0 <= raw <= MAX_TOTAL:  # the common case, fast
+        return raw
+    value = _stored_number(raw, RANKINGS_FIELD)
+    if not (math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOTAL):
+        raise _Damaged(RANKINGS_FIELD, f"holds {value!r}, not a whole number >= 0")
+    return int(value)
+
+
+def check_total(label: str, raw: object) -> float:
+    """A stored group total as a float: a finite number in [0, :data:`MAX_TOTAL`], else
+    :class:`_Damaged` naming ``label``. Read and add use it (docs/SPEC.md item 6, "Damaged
+    values")."""
+    value = raw if type(raw) is float else _stored_number(raw, label)
+    if not 0.0 <= value <= MAX_TOTAL:  # false for NaN too
+        raise _Damaged(
+            label, f"holds the exposure {value!r}, not a finite number in [0, {MAX_TOTAL:g}]"
+        )
+    return value
 
 
 def check_stream(
@@ -205,27 +235,14 @@ def check_stream(
     whose exposure exceeds what its rankings can have added (each at most
     :data:`MAX_RANKING_EXPOSURE`).
     """
-    if rankings is None:
-        count = 0
-    elif type(rankings) is int and 0 <= rankings <= MAX_TOTAL:  # the common case, fast
-        count = rankings
-    else:
-        value = _stored_number(rankings, RANKINGS_FIELD)
-        if not (math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOTAL):
-            raise _Damaged(RANKINGS_FIELD, f"holds {value!r}, not a whole number >= 0")
-        count = int(value)
+    count = check_count(rankings)
     checked: dict[str, float] = {}
     for label, raw in totals.items():
         if not (isinstance(label, str) and _is_encoded_label(label)):
             raise _Damaged(
                 str(label), "is not a stored group label (the JSON text of a str, int or None)"
             )
-        value = raw if type(raw) is float else _stored_number(raw, label)
-        if not 0.0 <= value <= MAX_TOTAL:  # false for NaN too
-            raise _Damaged(
-                label, f"holds the exposure {value!r}, not a finite number in [0, {MAX_TOTAL:g}]"
-            )
-        checked[label] = value
+        checked[label] = check_total(label, raw)
     if bounded:
         total = math.fsum(checked.values())
         if total > count * MAX_RANKING_EXPOSURE * (1 + 1e-9):
@@ -380,7 +397,9 @@ class ExposureLedger(ABC):
         all. Exposures must be finite and >= 0, at most :data:`MAX_RANKING_EXPOSURE` in all;
         labels must follow :func:`encode_label`. A stream this client saw that was lost or
         replaced since raises :class:`LedgerResetError` and nothing is applied (the check and
-        the update are one step on the store).
+        the update are one step on the store); so does a damaged stored value among those the
+        update increments (a group total or the count: :class:`LedgerCorruptError`), checked
+        in that same step before anything is written.
         """
         key = check_key(key)
         if not isinstance(exposure, Mapping):
@@ -397,8 +416,10 @@ class ExposureLedger(ABC):
         if not self._marked:
             self._add(key, encoded)
             return
-        raw = self._add_marked(key, encoded, self._generations.get(key), new_generation())
         try:
+            # A damaged value among those the update touches raises _Damaged from the store's
+            # own atomic step, before anything is written.
+            raw = self._add_marked(key, encoded, self._generations.get(key), new_generation())
             found = check_generation(raw)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
@@ -498,7 +519,10 @@ class ExposureLedger(ABC):
 
         Stores with marks do the check and the update in one step: a stream without a mark gets
         ``fresh``; a mark other than ``expected`` (or none, when one was expected) leaves the
-        stream untouched and is returned as found. The default (no marks): :meth:`_add`, ``None``.
+        stream untouched and is returned as found. A stored value the update would increment
+        that fails :func:`check_total` or :func:`check_count` raises :class:`_Damaged`, in the
+        same step and before anything is written. The default (no marks): :meth:`_add`,
+        ``None``.
         """
         self._add(key, exposure)
         return None

@@ -13,9 +13,15 @@ from typing import Any, TypeVar
 from ..errors import LedgerUnavailableError
 from .base import (
     GENERATION_FIELD,
+    MAX_GENERATION,
+    MAX_TOTAL,
     RANKINGS_FIELD,
     ExposureLedger,
     LedgerCorruptError,
+    _Damaged,
+    check_count,
+    check_generation,
+    check_total,
     encode_label,
     new_generation,
 )
@@ -29,16 +35,35 @@ _T = TypeVar("_T")
 # mark, then label, exposure, label, exposure, ...
 # Runs atomically on the server. A stream whose mark is not the one the client saw (gone after
 # a restart without persistence, or recreated) is left untouched and its mark returned (nil
-# when it has none); so is a mark that is not a number (the client names the damage). The token
-# makes a resent update (after a connection lost while the reply was on its way) a no-op
-# instead of a second increment. Returns the stream's mark.
+# when it has none). The token makes a resent update (after a connection lost while the reply
+# was on its way) a no-op instead of a second increment. Returns the stream's mark, or
+# {'damaged', field, value} when a stored value the update builds on is damaged: the mark not a
+# whole number in [1, 2^52 + 1], a total the update increments not finite in [0, MAX_TOTAL],
+# the count not a whole number in [0, MAX_TOTAL] (the read side's limits; the client names the
+# damage). Those checks run before any write: a failing HINCRBYFLOAT mid-script would leave
+# the mark and the earlier increments written (Redis scripts do not roll back).
 _ADD_SCRIPT = f"""
 local mark = redis.call('HGET', KEYS[1], '{GENERATION_FIELD}')
 if ARGV[3] ~= '' and mark ~= ARGV[3] then
   return mark
 end
-if mark and not tonumber(mark) then
-  return mark
+if mark and not (string.find(mark, '^[0-9]+$') and tonumber(mark) >= 1
+                 and tonumber(mark) <= {MAX_GENERATION}) then
+  return {{'damaged', '{GENERATION_FIELD}', mark}}
+end
+local limit = {MAX_TOTAL:.0f}
+for i = 5, #ARGV, 2 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if v then
+    local n = tonumber(v)
+    if not n or string.find(v, '[^0-9%.eE%+%-]') or not (n >= 0 and n <= limit) then
+      return {{'damaged', ARGV[i], v}}
+    end
+  end
+end
+local count = redis.call('HGET', KEYS[1], '{RANKINGS_FIELD}')
+if count and (not string.find(count, '^[0-9]+$') or tonumber(count) > limit) then
+  return {{'damaged', '{RANKINGS_FIELD}', count}}
 end
 if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
   return mark
@@ -81,8 +106,9 @@ class RedisLedger(ExposureLedger):
     gone or marked anew (a server restarted without persistence, a flushed database, a stream
     reset by another client) raises :class:`~fairrag_core.ledger.LedgerResetError`, checked
     inside the update's script so nothing is applied to a stream that silently started over.
-    Values are checked on read (:class:`~fairrag_core.ledger.LedgerCorruptError` names the
-    field, or the key when it holds another Redis type).
+    Values are checked on read, and the fields an update increments inside its script before
+    any write (:class:`~fairrag_core.ledger.LedgerCorruptError` names the field, or the key when
+    it holds another Redis type).
 
     Tokens are keys of their own (``<prefix>token:<uuid>``, about 100 bytes each) that expire
     after ``token_ttl`` seconds: at 1,000 rankings a second, about 6 MB with the default 60 s.
@@ -210,11 +236,23 @@ class RedisLedger(ExposureLedger):
         args: list[Any] = [key, self.token_ttl, "" if expected is None else str(expected), fresh]
         for label, value in exposure.items():
             args += [label, repr(float(value))]
-        return self._call(
+        found = self._call(
             "add",
             lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
             key,
         )
+        if isinstance(found, list):  # the script refused a damaged value, wrote nothing
+            _, raw_field, value = found
+            field = raw_field.decode() if isinstance(raw_field, bytes) else str(raw_field)
+            if field == GENERATION_FIELD:
+                check_generation(value)
+            elif field == RANKINGS_FIELD:
+                check_count(value)
+            else:
+                check_total(field, value)
+            # Python reads it as a number, Redis cannot increment it (e.g. '1_0', ' 5').
+            raise _Damaged(field, f"holds {value!r:.60}, not a number Redis can increment")
+        return found
 
     def _add(self, key: str, exposure: dict[str, float]) -> None:
         self._add_marked(key, exposure, None, new_generation())

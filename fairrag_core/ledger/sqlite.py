@@ -17,7 +17,9 @@ from .base import (
     RANKINGS_FIELD,
     ExposureLedger,
     _Damaged,
+    check_count,
     check_generation,
+    check_total,
     encode_label,
     new_generation,
 )
@@ -61,7 +63,8 @@ class SQLiteLedger(ExposureLedger):
     whose label is ``#rankings``, its generation mark (a random whole number written by the
     transaction that creates the stream) the row ``#generation``. A client that saw a stream
     and finds its mark gone or changed (the file deleted, replaced or restored from another
-    copy) raises :class:`~fairrag_core.ledger.LedgerResetError`; values are checked on read
+    copy) raises :class:`~fairrag_core.ledger.LedgerResetError`; values are checked on read,
+    and the rows an add increments inside its transaction before any write
     (:class:`~fairrag_core.ledger.LedgerCorruptError`). Connections are made lazily, one per
     process (a forked child opens its own) and shared by its threads behind a lock.
     """
@@ -187,17 +190,16 @@ class SQLiteLedger(ExposureLedger):
         rows.append((key, RANKINGS_FIELD, 1.0))
 
         def work(conn: sqlite3.Connection) -> object:
-            found = conn.execute(
-                "SELECT value FROM fairrag_ledger WHERE key = ? AND label = ?",
-                (key, GENERATION_FIELD),
-            ).fetchone()
+            stored = {
+                label: (value, kind)
+                for label, value, kind in conn.execute(
+                    "SELECT label, value, typeof(value) FROM fairrag_ledger WHERE key = ?", (key,)
+                )
+            }
+            found = stored.get(GENERATION_FIELD)
             if found is None:
                 if expected is not None:
                     return None  # the stream this client saw is gone: apply nothing
-                conn.execute(
-                    "INSERT INTO fairrag_ledger (key, label, value) VALUES (?, ?, ?)",
-                    (key, GENERATION_FIELD, float(fresh)),
-                )
                 mark: object = fresh
             else:
                 mark = found[0]
@@ -207,6 +209,16 @@ class SQLiteLedger(ExposureLedger):
                     return mark  # the caller names the damage; nothing applied
                 if expected is not None and current != expected:
                     return mark
+            # Every row the update increments is checked before any write (SQLite would compute
+            # 'garbage' + 0.25 = 0.25 and hide the damage): _Damaged leaves the file untouched.
+            for _, label, _ in rows:
+                if label in stored:
+                    _check_incremented(label, *stored[label])
+            if found is None:
+                conn.execute(
+                    "INSERT INTO fairrag_ledger (key, label, value) VALUES (?, ?, ?)",
+                    (key, GENERATION_FIELD, float(fresh)),
+                )
             conn.executemany(_INCREMENT, rows)
             return mark
 
@@ -244,6 +256,19 @@ class SQLiteLedger(ExposureLedger):
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
         self._generations.update(state.get("generations", {}))
+
+
+def _check_incremented(label: str, value: object, kind: str) -> None:
+    """Raise :class:`_Damaged` unless the stored ``value`` (of SQLite type ``kind``) of
+    ``label`` is one an increment may build on: a number (not text or a blob: SQLite adds
+    'garbage' + 0.25 as 0.25) passing the read-side check of a total or of the count."""
+    if kind not in ("real", "integer"):
+        shown = f"the text {value[:60]!r}" if isinstance(value, str) else f"{value!r:.60}"
+        raise _Damaged(label, f"holds {shown} (SQLite {kind}), not a number")
+    if label == RANKINGS_FIELD:
+        check_count(value)
+    else:
+        check_total(label, value)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -396,6 +396,23 @@ class _Store:
             assert isinstance(self.ledger, RedisLedger)
             self.ledger.client.delete(self.ledger._stream(key))
 
+    def raw(self) -> object:
+        """Everything stored, as stored (every row of the file; every key of the prefix with
+        its hash, token keys included): to show that nothing was written."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path) as connection:
+                return connection.execute(
+                    "SELECT key, label, quote(value), typeof(value) FROM fairrag_ledger "
+                    "ORDER BY key, label"
+                ).fetchall()
+        assert isinstance(self.ledger, RedisLedger)
+        client = self.ledger.client
+        stored = {}
+        for name in sorted(client.keys(self.prefix + "*")):
+            kind = client.type(name)
+            stored[name] = client.hgetall(name) if kind == b"hash" else kind
+        return stored
+
     def raw_rankings(self, key: str) -> object:
         if self.kind == "sqlite":
             with sqlite3.connect(self.path) as connection:
@@ -468,6 +485,72 @@ def test_a_damaged_count_label_or_mark_is_a_typed_error(store, field, value, why
     with pytest.raises(LedgerCorruptError, match=why) as info:
         store.client().state("t")  # another client: the mark of a fresh one is not compared
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ('"female"', "garbage", "not a number"),
+        ('"female"', -5.0, "-5.0, not a finite number"),
+        ('"female"', "nan", "nan"),
+        ('"female"', math.inf, "inf"),
+        ('"female"', 1e300, "1e\\+300"),
+        ('"male"', "abc", "not a number"),
+        ("#rankings", "many", "#rankings.* not a number"),
+        ("#rankings", -3, "#rankings.* not a whole number"),
+        ("#rankings", "1.5", "#rankings.* not a whole number"),
+    ],
+    ids=[
+        "text",
+        "negative",
+        "nan",
+        "inf",
+        "absurd",
+        "second-group",
+        "count-text",
+        "count-negative",
+        "count-fraction",
+    ],
+)
+@pytest.mark.parametrize("seen", [True, False], ids=["client-saw-it", "new-client"])
+def test_adding_to_a_damaged_value_is_refused_and_writes_nothing(store, field, value, why, seen):
+    """Before: add checked only the mark. SQLite computed 'garbage' + 0.25 = 0.25 (and -5.0 + 10
+    = 5.0), so the damage was hidden and the stream read as valid afterwards; in Redis a
+    non-numeric field failed HINCRBYFLOAT mid-script, leaving the mark and the increments
+    before it written (no rollback); a count of '1.5' was incremented over too."""
+    store.ledger.add("t", {"female": 1.0, "male": 2.0})
+    store.poke("t", field, value)
+    before = store.raw()
+    ledger = store.ledger if seen else store.client()
+    for exposure in ({"female": 0.25}, {"male": 0.5, "female": 10.0}, {"other": 0.5}):
+        if not field.startswith("#") and decode_label(field) not in exposure:
+            continue  # a total the add does not increment is the read's to refuse
+        with pytest.raises(LedgerCorruptError, match=why) as info:
+            ledger.add("t", exposure)
+        message = str(info.value)
+        assert (info.value.ledger, info.value.key, info.value.field) == (
+            store.ledger.location,
+            "t",
+            field,
+        )
+        assert f"field {field!r}" in message and "stream 't'" in message
+        assert store.raw() == before  # nothing written: no mark, no increment, no token
+    with pytest.raises(LedgerCorruptError, match=why):
+        ledger.state("t")  # still refused on read: the damage is not hidden
+
+
+def test_a_redis_mark_that_is_not_a_whole_number_gets_no_update(redis_url):
+    """Before: the script let any mark Lua reads as a number through ('1.5'), incremented the
+    stream, then the client raised LedgerCorruptError saying nothing was added."""
+    ledger = RedisLedger(redis_url, prefix="test:badmark:")
+    ledger.add("t", {"female": 1.0})
+    ledger.client.hset(ledger._stream("t"), "#generation", "1.5")
+    before = ledger.client.hgetall(ledger._stream("t"))
+    other = RedisLedger(redis_url, prefix="test:badmark:")  # never saw the mark
+    with pytest.raises(LedgerCorruptError, match=r"#generation.* not a generation mark") as info:
+        other.add("t", {"female": 0.25})
+    assert info.value.field == "#generation"
+    assert ledger.client.hgetall(ledger._stream("t")) == before
 
 
 def test_a_sqlite_blob_value_is_a_typed_error(tmp_path):
