@@ -461,10 +461,13 @@ def _trend_view(
                 INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP,
                 TIMESTAMP '2000-01-03 00:00:00') AS window_start) FROM included
         """)
-        starts = con.execute("SELECT DISTINCT window_start FROM trend").fetchall()
-        labels: dict[object, str] = {
-            s: pd.Timestamp(s).strftime("%Y-%m-%dT%H:%M:%SZ") for (s,) in starts
-        }
+        # labelled by DuckDB: any timestamp it holds has a label (pandas fails before 1677)
+        labels: dict[object, str] = dict(
+            con.execute(
+                "SELECT DISTINCT window_start, strftime(window_start, '%Y-%m-%dT%H:%M:%SZ') "
+                "FROM trend"
+            ).fetchall()
+        )
         length = format_duration(timedelta(seconds=seconds))
         return (
             "trend",

@@ -7,16 +7,16 @@ deeper than 64 is refused before DuckDB parses it), then scanned once by DuckDB'
 line as one struct of the record fields: a line that is not JSON (torn write, garbage) becomes
 a row marked ``damaged``; JSON that is not a record (not an object, or an object with none of
 the fields) is marked ``not_record``; a record with a field outside its metric's range or over
-a cap (docs/SPEC.md "Auditing logs") is ``refused`` with the reason, and one dated after the
-audit started is ``future``. All are counted and listed by line, never dropped silently. Blank
-lines are not records and are not counted. Every field is optional and read with
-``TRY_CAST``: a field of the wrong type counts as missing for that field only.
+a cap, or dated before 1970 (docs/SPEC.md "Auditing logs"), is ``refused`` with the reason, and
+one dated after the audit started is ``future``. All are counted and listed by line, never
+dropped silently. Blank lines are not records and are not counted. Every field is optional
+and read with ``TRY_CAST``: a field of the wrong type counts as missing for that field only.
 """
 
 from __future__ import annotations
 
 import tempfile
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -26,6 +26,7 @@ from .options import AuditOptions
 
 __all__ = [
     "CLOCK_SKEW",
+    "EARLIEST",
     "MAX_DEPTH",
     "MAX_GROUPS",
     "MAX_K",
@@ -69,6 +70,10 @@ MAX_LABEL_CHARS = 256
 
 CLOCK_SKEW = timedelta(minutes=5)
 """A record dated more than this after the audit started is ``future``: refused and counted."""
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+"""A record dated before this is refused (no log of a RAG system is older; DuckDB reads dates
+back to 290,000 BC, which no window label or figure can show)."""
 
 SHARES_SUM_TOLERANCE = 1e-6
 """How far the shares of a record's ``exposure_by_group`` may sum from 1 (rounding)."""
@@ -196,6 +201,15 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
         )
     checks.append(
         (
+            "json_type(target) = 'OBJECT' AND target_map IS NULL",
+            "'target ' || "
+            + _json_text("target", 80)
+            + " || CASE WHEN len(json_keys(target)) > len(list_distinct(json_keys(target))) "
+            "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
+        )
+    )
+    checks.append(
+        (
             "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
             "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
         )
@@ -276,6 +290,9 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     refusal = (
         "CASE "
         + " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
+        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + f" || ' is before {EARLIEST:%Y-%m-%d}'"
         + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
         + _json_text('"timestamp"')
         + " || ' is after the audit started'"
@@ -397,13 +414,16 @@ def _scan_file(
         f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
     )
     raw = f"""
-        SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
-            TRY_CAST(json_extract(target, '$."' || replace(COALESCE(
-                {_text('"protected"')}, {protected}), '"', '') || '"') AS DOUBLE) AS target_value,
+        SELECT *, TRY_CAST(target_map[COALESCE({_text('"protected"')}, {protected})] AS DOUBLE)
+                AS target_value
+        FROM (SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
+            -- the target's shares by group label, read as keys: a label is never part of a
+            -- JSON path (any character, quotes and backslashes too, finds its own share)
+            TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
             TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
             {by_raw}
         FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
-            columns = {{'r': {_literal(struct)}}}))
+            columns = {{'r': {_literal(struct)}}})))
     """
     # the checks read the fields as JSON; the typed columns are made after them
     checked = f"""
@@ -419,7 +439,8 @@ def _scan_file(
                 WHEN sieve_reason IS NOT NULL THEN 'refused'
                 WHEN NOT is_record THEN 'not_record'
                 WHEN refusal IS NULL THEN 'record'
-                WHEN starts_with(refusal, 'timestamp ') THEN 'future'
+                WHEN starts_with(refusal, 'timestamp ')
+                    AND ends_with(refusal, ' is after the audit started') THEN 'future'
                 ELSE 'refused' END AS kind,
             CASE
                 WHEN "__damaged" THEN 'not JSON (a torn write or garbage)'

@@ -385,3 +385,88 @@ def test_many_rankers_and_long_names_keep_the_figures_readable(tmp_path):
     assert "figures/exposure_over_time.png" in written
     assert any("the figure draws the 12 of 30" in note for note in result.notes)
     assert any("rankers compared: the 20 of 30 rankers" in note for note in result.notes)
+
+
+# -- labels and dates no record may crash the audit with ----------------------------------------
+
+HOSTILE_LABELS = ["fe\\", 'a"b', '"', "\\", "a.b", "$", "a[0]", "it's", "é ü 女性", '\\"', "$.x"]
+
+
+def targets_read(tmp_path: Path, label: str, share: float = 0.3) -> list[tuple]:
+    """(kind, protected, target_share) of each line of 5 good records, then one whose protected
+    group is ``label`` with a target of ``share`` for it."""
+    from fairrag_audit.options import AuditOptions
+    from fairrag_audit.scan import connect, load_records
+
+    hostile = {**good_records(1)[0], "protected": label, "target": {label: share, "x": 1 - share}}
+    log = write_log(tmp_path / "log.jsonl", [*good_records(5), hostile])
+    con = connect()
+    load_records(con, AuditOptions.create([log], protected="female"))
+    return con.execute(
+        "SELECT kind, protected, target_share FROM records ORDER BY line_index"
+    ).fetchall()
+
+
+@pytest.mark.parametrize("label", HOSTILE_LABELS)
+def test_a_protected_label_of_any_characters_finds_its_own_target_share(tmp_path, label):
+    """The target is read by the label as a key, never through a JSON path built from it: `fe\\`
+    aborted the whole audit (DuckDB: JSON path error), `a"b` lost its quote and silently took
+    the default 0.5."""
+    rows = targets_read(tmp_path, label)
+    assert rows[:5] == [("record", "female", 0.5)] * 5
+    assert rows[5] == ("record", label, 0.3)
+
+
+def test_a_label_ending_in_a_backslash_never_aborts_the_audit(tmp_path, capsys):
+    hostile = {**good_records(1)[0], "protected": "fe\\", "target": {"fe\\": 0.5, "OTHERS": 0.5}}
+    twice = (
+        '{"ranker":"s","groups":["female"],"protected":"female",'
+        '"target":{"female":0.2,"female":0.4}}'
+    )
+    log = write_log(tmp_path / "log.jsonl", [*good_records(5), hostile], [twice.encode() + b"\n"])
+    out = tmp_path / "d"
+    assert main(["audit", str(log), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "error" not in captured.err
+    reading = next(csv.DictReader(open(out / "reading.csv")))
+    assert (reading["records"], reading["refused"]) == ("6", "1")
+    (listed,) = csv.DictReader(open(out / "left_out.csv"))
+    assert (listed["line"], listed["kind"]) == ("7", "refused")
+    assert listed["reason"] == ('target {"female":0.2,"female":0.4} names a group more than once')
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "-infinity"])
+def test_records_dated_before_1970_are_refused_not_a_crash_of_the_windows(tmp_path, capsys, stamp):
+    """A record of year 1 crashed the automatic windows (pandas cannot label 0001-05-02 BC)."""
+    log = write_log(
+        tmp_path / "log.jsonl", [*good_records(3), {**good_records(1)[0], "timestamp": stamp}]
+    )
+    out = tmp_path / "out"
+    assert main(["audit", str(log), "--out", str(out), "--protected", "female"]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    reading = next(csv.DictReader(open(out / "reading.csv")))
+    assert (reading["refused"], reading["future"], reading["used"]) == ("1", "0", "3")
+    (listed,) = csv.DictReader(open(out / "left_out.csv"))
+    assert (listed["line"], listed["kind"]) == ("4", "refused")
+    assert listed["reason"] == f'timestamp "{stamp}" is before 1970-01-01'
+    assert (out / "figures" / "exposure_over_time.png").is_file()
+    spec = (ROOT / "docs" / "SPEC.md").read_text(encoding="utf-8")
+    assert "before **1970-01-01**" in spec
+
+
+def test_window_labels_are_written_by_duckdb_for_any_timestamp():
+    """Whatever the reader lets through, the automatic windows' labels never go through pandas
+    (which reads no date before 1677)."""
+    from fairrag_audit.analysis import _trend_view
+    from fairrag_audit.options import AuditOptions
+    from fairrag_audit.scan import connect
+
+    con = connect()
+    con.execute(
+        "CREATE TEMP TABLE included AS SELECT *, NULL::TIMESTAMP AS window_start FROM (VALUES "
+        "(TIMESTAMPTZ '0001-01-01 00:00:00+00'), (TIMESTAMPTZ '2026-12-01 00:00:00+00')) t(ts)"
+    )
+    view, _, labels = _trend_view(con, AuditOptions.create([ROOT / "README.md"]))
+    assert view == "trend" and labels is not None
+    # windows of 365 d from DuckDB's origin (2000-01-03): year 1 falls in 1 BC (year 0)
+    assert sorted(labels.values()) == ["0000-05-02T00:00:00Z", "2025-12-27T00:00:00Z"]
