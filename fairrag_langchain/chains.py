@@ -352,8 +352,14 @@ class _FairRagChain(RunnableBinding[Any, dict[str, Any]]):
     def with_alisteners(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
         return self._keeping_seeds(super().with_alisteners(**kwargs))
 
-    def with_types(self, **kwargs: Any) -> Runnable[Any, dict[str, Any]]:
-        return self._keeping_seeds(super().with_types(**kwargs))
+    def with_types(
+        self,
+        input_type: type[Any] | BaseModel | None = None,
+        output_type: type[dict[str, Any]] | BaseModel | None = None,
+    ) -> Runnable[Any, dict[str, Any]]:
+        return self._keeping_seeds(
+            super().with_types(input_type=input_type, output_type=output_type)
+        )
 
     def batch(self, inputs: list[Any], config: Any = None, **kwargs: Any) -> list[Any]:
         return super().batch(inputs, self._seeded(inputs, config), **kwargs)

@@ -273,7 +273,8 @@ def test_the_study_on_the_onnx_backend_never_imports_torch(
     tmp_path: Path, onnx_model: OnnxEmbedder
 ) -> None:
     cache = tmp_path / "cache"
-    shutil.copytree(onnx_model.folder, onnx_folder(cache, DEFAULT_MODEL))  # exported already
+    # exported already: the folder and its digest record, kept beside it
+    _copy_with_record(onnx_model.folder, onnx_folder(cache, DEFAULT_MODEL))
     child = (
         "import json, sys\n"
         "from fairrag_study.cli import main\n"
