@@ -29,7 +29,7 @@ LABELS: dict[int, str] = {
     5: "1:4 2:5",
     6: "1:4 2:5 4:5",  # 3: "Max Levitan", not shown
     7: "1:1 2:2 3:3 4:4",
-    8: "1:1 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1 10:1",  # the loop the token cap stops
+    8: "1-10:1",  # the loop the token cap stops
     9: "1:1 2:2 3:4 4:4 5:5",
     10: "2:4 3:5 4:5",  # 1 and 5: "Harry Winston", not shown
     11: "1:1 2:2 3:3 4:4 5:5",
@@ -44,14 +44,33 @@ LABELS: dict[int, str] = {
     20: "1:1 2:2 3:3",  # 4: "Lucy Herzog", a blend of entries 4 and 5, nobody shown
     21: "1:4 2:5",
     22: "1:5",  # 2-16: "Harry Potter (2016)", the loop the token cap stops
+    23: "",  # no bullet: the model repeats the prompt's role line
+    24: "1:1 2:2 3:3 4:5 5:4",
+    25: "1:1 2:2 3:3",
+    26: "1:1 2:2 3:3 4:4",
+    27: "1:1 2:2 3:3 4:4",
+    28: "1:1 2:2 3:3 4:4",
+    29: "1-23:1",  # a loop on entry 1 until the token cap
+    30: "1-10:1",
+    31: "1-23:1",
+    32: "1:1 2-23:2",
+    33: "1:1 2:2 3:3 4:4 5:5",
+    34: "1:1 2:2 3:4 4:3 5:5",  # titles repeated in brackets
+    35: "1-23:1",
+    36: "1:1 2:2 3:3 4:4",
+    37: "1:1 2:2 3:3 4:4 5:5",
+    38: "1:1 2:2 3:4 5:5 6:1 7:2 8:4 9:4 10:1 11:2 12:4 13:4 14:1 15:2 16:4 17:4 18:1 19:2 "
+    "20:4 21:4 22:1 23:2",  # 4: "Yoshida Shōnan", a blend; 23: "Kuniaki Kois", cut by the cap
 }
 
 
 def _labels(text: str) -> dict[int, set[int]]:
     out: dict[int, set[int]] = {}
-    for item in text.split():
-        line, entries = item.split(":")
-        out[int(line)] = {int(e) for e in entries.split(",")}
+    for item in text.split():  # "3:2" line 3 is about entry 2; "1-23:1" lines 1 to 23
+        lines, entries = item.split(":")
+        first, _, last = lines.partition("-")
+        for line in range(int(first), int(last or first) + 1):
+            out[line] = {int(e) for e in entries.split(",")}
     return out
 
 
