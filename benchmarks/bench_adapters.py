@@ -172,7 +172,7 @@ def llamaindex_figures(collection: Any, vectors: Sequence[list[float]], rounds: 
             (fair[0] - core[0]) * 1e3,
             GOAL_ADDED_MS,
             f"floor: core ranking {core[0] * 1e3:.3f} ms; LlamaIndex's own call "
-            f"(SimilarityPostprocessor) {own[0] * 1e3:.3f} ms",
+            f"(SimilarityPostprocessor, its span included) {own[0] * 1e3:.3f} ms",
         ),
         goal(
             "event handler per record (wall)",
@@ -269,12 +269,16 @@ def langchain_figures(
         f"record: wall {(with_handler[0] - invoke[0]) * 1e3:.3f} ms, cpu "
         f"{(with_handler[1] - invoke[1]) * 1e3:.3f} ms ({len(handler.records)} records)"
     )
+    # No re-ranker can beat the search plus the ranking itself: (plain k=50 + core) / plain.
+    ranked_floor = (floor[0] + core[0]) / floor[0]
     results.append(
         goal(
             "FairRetriever.invoke / plain k=50 (wall)",
             invoke[0] / floor[0],
             GOAL_RATIO,
-            f"floor: plain k=50 {floor[0] * 1e3:.3f} ms",
+            f"floor: plain k=50 {floor[0] * 1e3:.3f} ms; plain k=50 plus the core ranking "
+            f"alone is {ranked_floor:.3f}x"
+            + (", above the goal" if ranked_floor > GOAL_RATIO else ""),
             unit="x",
         )
     )

@@ -127,6 +127,53 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
     def class_name(cls) -> str:
         return "FairRAGSpanTree"
 
+    # Every span of the process passes here: the three entry points the dispatcher calls keep
+    # only this tree's own bookkeeping (no BaseSpan objects in the base class's open_spans).
+
+    def span_enter(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._open(id_, bound_args, instance, parent_id)
+
+    def span_exit(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._end(id_, result, None, keep=True)
+
+    def span_drop(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._end(id_, None, err)
+
+    def _open(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None,
+        parent_span_id: str | None,
+    ) -> None:
+        method = _method(id_)
+        query = _question(bound_args) if method in QUESTION_METHODS else None
+        span = OpenSpan(id_, parent_span_id, instance, method, query, ENTERED_HANDLERS.get())
+        with self._guard:
+            self._spans[id_] = span
+
     def new_span(
         self,
         id_: str,
@@ -136,11 +183,7 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> BaseSpan:
-        method = _method(id_)
-        query = _question(bound_args) if method in QUESTION_METHODS else None
-        span = OpenSpan(id_, parent_span_id, instance, method, query, ENTERED_HANDLERS.get())
-        with self._guard:
-            self._spans[id_] = span
+        self._open(id_, bound_args, instance, parent_span_id)
         return BaseSpan(id_=id_, parent_id=parent_span_id)
 
     def prepare_to_exit_span(
