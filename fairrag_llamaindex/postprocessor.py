@@ -661,7 +661,4 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 "text_template": "{metadata_str}\n{content}",
             }
         )
-        score = placement["relevance_score"]
-        if score is None or type(score) is float:  # what the field's validation would keep
-            return NodeWithScore.model_construct(node=copy, score=score)
-        return NodeWithScore(node=copy, score=score)
+        return NodeWithScore(node=copy, score=placement["relevance_score"])
