@@ -147,6 +147,15 @@ def _source_nodes(response: Any) -> list[NodeWithScore] | None:
     return None if nodes is None else list(nodes)
 
 
+def _engine_postprocessors(engine: Any) -> list[Any]:
+    """The node postprocessors of a query or chat engine (a chat engine's own, or those of
+    the query engine it answers through)."""
+    found: list[Any] = []
+    for holder in (engine, getattr(engine, "_query_engine", None)):
+        found += list(getattr(holder, "_node_postprocessors", None) or [])
+    return found
+
+
 def _query_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -458,10 +467,13 @@ class FairnessEventHandler(BaseEventHandler):
             return any(m is s for m in members for s in self.scope)
         if self.postprocessor is not None:
             own = lineage_of(self.postprocessor)
+            # the rankings it made, or, for a question that failed before any ranking (the
+            # store down), the engine that holds it: a failed run is recorded, never lost
+            candidates = [r.postprocessor for r in reranks]
+            if run is not None and not reranks:
+                candidates += _engine_postprocessors(run.span.instance)
             return any(
-                isinstance(r.postprocessor, FairRerankPostprocessor)
-                and lineage_of(r.postprocessor) is own
-                for r in reranks
+                isinstance(p, FairRerankPostprocessor) and lineage_of(p) is own for p in candidates
             )
         return True
 
