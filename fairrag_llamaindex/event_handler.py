@@ -323,6 +323,18 @@ class FairnessEventHandler(BaseEventHandler):
         )
         ensure_registered().add_listener(self)
 
+    _KEPT_BY_RECORDS: ClassVar[tuple[str, ...]] = ("log_path", "log_errors", "max_records", "sinks")
+    """Fields read once, into the handler's record keeper: assigning one later is refused (it
+    would do nothing); ``sinks.append(...)`` works, the keeper holds the same list."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._KEPT_BY_RECORDS and "_kept" in (self.__pydantic_private__ or {}):
+            raise AttributeError(
+                f"{name} is set when the handler is built (its records, log file and sinks are "
+                f"kept from then on): build a new FairnessEventHandler with {name}=..."
+            )
+        super().__setattr__(name, value)
+
     _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_kept")
     """Private state a pickled handler takes along (its records, log file and sinks); locks,
     runs in flight and registrations belong to the process that made them."""

@@ -236,3 +236,16 @@ def test_a_slow_sink_runs_outside_the_lock():
     assert [r["query"] for r in keeper.records] == ["slow", "fast"]
     release.set()
     worker.join(timeout=30)
+
+
+def test_a_llamaindex_handler_keeps_its_record_settings_whole():
+    """A sink appended to ``sinks`` later is called; reassigning a setting the record keeper
+    read at construction is refused (it silently did nothing)."""
+    handler = FairnessEventHandler(group_key="gender", protected="female")
+    seen: list[dict] = []
+    handler.sinks.append(seen.append)
+    handler._kept.add([{"query": "q"}])
+    assert seen == [{"query": "q"}]
+    for name, value in (("max_records", 3), ("sinks", []), ("log_path", "x.jsonl")):
+        with pytest.raises(AttributeError, match=f"{name} is set when the handler is built"):
+            setattr(handler, name, value)

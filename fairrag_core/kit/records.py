@@ -247,7 +247,9 @@ class RecordKeeper:
                 "sinks must be a list of callables taking one record, e.g. "
                 f"[fairrag_core.telemetry.OpenTelemetrySink()], got {sinks!r}"
             )
-        self.sinks = list(sinks)
+        # the caller's list itself when it is one (a handler's ``sinks`` field): a sink
+        # appended to it later is called too
+        self.sinks = sinks if isinstance(sinks, list) else list(sinks)
         self.sink_errors = 0
         """Records a sink failed on (each logged as a warning; the record is kept)."""
         self.log = None if path is None else JsonLinesLog(path, on_error=on_error)
