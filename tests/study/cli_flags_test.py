@@ -78,6 +78,7 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--rankers", "standard,best"], "--rankers", "unknown rankers ['best']"),
         ([*regions, "--rankers", "standard,fair"], "--rankers", "'fair' cannot rank"),
         (["--samples", "0"], "--samples", "expected an integer >= 1"),
+        (["--max-tokens", "0"], "--max-tokens", "expected an integer >= 1"),
         (["--topics", "Tennis,"], "--topics", "holds an empty name"),
         (["--chroma-timeout", "inf"], "--chroma-timeout", "seconds from 0.1 to 86400"),
         (["--chroma-timeout", "0"], "--chroma-timeout", "seconds from 0.1 to 86400"),
@@ -256,3 +257,20 @@ def test_library_timeouts_are_range_checked_like_the_flags(value, tmp_path):
         connect_chroma_server("127.0.0.1", 9, timeout=value)
     with pytest.raises(ValueError, match="chroma_timeout must be a finite number of seconds"):
         run_study(StudyConfig(out=tmp_path / "out", chroma_timeout=value), log=lambda _: None)
+
+
+def test_max_tokens_reaches_the_study(monkeypatch, tmp_path):
+    """``--max-tokens`` bounds each answer (issue 22: the flag was a StudyConfig field only)."""
+    import fairrag_study.study as study_module
+    from fairrag_study.cli import main
+
+    seen = []
+
+    def capture(config, log=print):
+        seen.append(config)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(study_module, "run_study", capture)
+    with pytest.raises(SystemExit):
+        main(["study", "--llm", "fake", "--max-tokens", "64", "--out", str(tmp_path / "o")])
+    assert seen[0].max_tokens == 64
