@@ -145,7 +145,9 @@ def context_documents(
     for index, (document, group) in enumerate(zip(documents, groups, strict=True)):
         title = title_of(document, title_key)
         if title is not None:
-            context.append(ContextDocument(title, group=group, text=document.page_content))
+            context.append(
+                ContextDocument(title, group=group, text=document.page_content, number=index + 1)
+            )
             origin.append(index)
     return context, origin
 

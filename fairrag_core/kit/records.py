@@ -142,9 +142,9 @@ def run_record(
     }
     record["mixed_after_ranking"] = bool(record["mixed_after_ranking"])
     if answer is not None and not failed:
-        context = [
-            ContextDocument(document.title, group=document.group, text=document.text)
-            for document in shown
+        context = [  # numbered as shown ([n]), an untitled document shifting no later number
+            ContextDocument(document.title, group=document.group, text=document.text, number=n)
+            for n, document in enumerate(shown, start=1)
             if document.title is not None
         ]
         record["answer"] = answer
