@@ -551,3 +551,32 @@ class ExposureLedger(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
+
+
+def split_stored(
+    pairs: Iterable[tuple[object, object]],
+) -> tuple[dict[Any, object], object, object]:
+    """``(totals, rankings, generation mark)`` of a stream's stored ``(field, value)`` pairs,
+    values as stored: the count and the mark are the fields :data:`RANKINGS_FIELD` and
+    :data:`GENERATION_FIELD`, every other field a group's total (checked by
+    :meth:`ExposureLedger.state`)."""
+    totals: dict[Any, object] = {}
+    rankings: object = None
+    generation: object = None
+    for label, value in pairs:
+        if label == RANKINGS_FIELD:
+            rankings = value
+        elif label == GENERATION_FIELD:
+            generation = value
+        else:
+            totals[label] = value
+    return totals, rankings, generation
+
+
+class StoredLedger(ExposureLedger):
+    """A ledger whose streams live outside the process (SQLite, Redis): read through
+    :meth:`_read_marked` and checked, so :meth:`_read` is :meth:`state`'s checked totals."""
+
+    def _read(self, key: str) -> tuple[dict[str, float], int]:
+        state = self.state(key)
+        return {encode_label(label): v for label, v in state.totals.items()}, state.rankings

@@ -16,14 +16,14 @@ from .base import (
     MAX_GENERATION,
     MAX_TOTAL,
     RANKINGS_FIELD,
-    ExposureLedger,
     LedgerCorruptError,
+    StoredLedger,
     _Damaged,
     check_count,
     check_generation,
     check_total,
-    encode_label,
     new_generation,
+    split_stored,
 )
 
 __all__ = ["RedisLedger"]
@@ -86,7 +86,7 @@ return 1
 """
 
 
-class RedisLedger(ExposureLedger):
+class RedisLedger(StoredLedger):
     """Streams in Redis hashes, every update one atomic Lua script.
 
     A stream ``key`` is the hash ``<prefix>stream:<key>`` (field = encoded label, value = its
@@ -207,27 +207,9 @@ class RedisLedger(ExposureLedger):
 
     def _read_marked(self, key: str) -> tuple[dict[Any, object], object, object]:
         stored = self._call("read", lambda: self.client.hgetall(self._stream(key)), key)
-        totals: dict[Any, object] = {}
-        rankings: object = None
-        generation: object = None
-        for raw_label, raw_value in stored.items():
-            label: object = raw_label
-            if isinstance(raw_label, bytes):
-                try:
-                    label = raw_label.decode()
-                except UnicodeDecodeError:
-                    pass  # kept as bytes: reported as a label that is not one
-            if label == RANKINGS_FIELD:
-                rankings = raw_value
-            elif label == GENERATION_FIELD:
-                generation = raw_value
-            else:
-                totals[label] = raw_value
-        return totals, rankings, generation
-
-    def _read(self, key: str) -> tuple[dict[str, float], int]:
-        state = self.state(key)
-        return {encode_label(label): v for label, v in state.totals.items()}, state.rankings
+        return split_stored(
+            (_text(raw_label), raw_value) for raw_label, raw_value in stored.items()
+        )
 
     def _add_marked(
         self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
@@ -281,6 +263,17 @@ class RedisLedger(ExposureLedger):
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["url"], prefix=state["prefix"], token_ttl=state["token_ttl"])  # type: ignore[misc]
         self._generations.update(state.get("generations", {}))
+
+
+def _text(raw_label: object) -> object:
+    """A stored field name as text; bytes that are not UTF-8 kept as bytes (reported as a
+    label that is not one)."""
+    if isinstance(raw_label, bytes):
+        try:
+            return raw_label.decode()
+        except UnicodeDecodeError:
+            pass
+    return raw_label
 
 
 def _describe(client: Any) -> str:

@@ -15,13 +15,13 @@ from ..errors import LedgerUnavailableError
 from .base import (
     GENERATION_FIELD,
     RANKINGS_FIELD,
-    ExposureLedger,
+    StoredLedger,
     _Damaged,
     check_count,
     check_generation,
     check_total,
-    encode_label,
     new_generation,
+    split_stored,
 )
 
 __all__ = ["SQLiteLedger"]
@@ -41,7 +41,7 @@ _INCREMENT = (
 )
 
 
-class SQLiteLedger(ExposureLedger):
+class SQLiteLedger(StoredLedger):
     """Streams in one SQLite file, safe for several processes (and threads) of one machine.
 
     - Every :meth:`add` is one ``BEGIN IMMEDIATE`` transaction (the increments of each group
@@ -167,21 +167,7 @@ class SQLiteLedger(ExposureLedger):
             ).fetchall(),
             write=False,
         )
-        totals: dict[str, object] = {}
-        rankings: object = None
-        generation: object = None
-        for label, value in rows:
-            if label == RANKINGS_FIELD:
-                rankings = value
-            elif label == GENERATION_FIELD:
-                generation = value
-            else:
-                totals[label] = value
-        return totals, rankings, generation
-
-    def _read(self, key: str) -> tuple[dict[str, float], int]:
-        state = self.state(key)
-        return {encode_label(label): v for label, v in state.totals.items()}, state.rankings
+        return split_stored(rows)
 
     def _add_marked(
         self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
