@@ -253,7 +253,9 @@ class RecordKeeper:
         self.sink_errors = 0
         """Records a sink failed on (each logged as a warning; the record is kept)."""
         self.log = None if path is None else JsonLinesLog(path, on_error=on_error)
-        self._lock = threading.Lock()
+        # re-entrant: a stream garbage-collected while this thread is inside add() or records
+        # writes its record from its finalizer, in this same thread
+        self._lock = threading.RLock()
         self._records: deque[dict[str, Any]] = deque(maxlen=self.max_records)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -267,7 +269,7 @@ class RecordKeeper:
         # Unpickled in another process: the same records, log file (reopened) and sinks.
         self.__dict__.update(state)
         self._records = deque(state["_records"], maxlen=self.max_records)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     @property
     def records(self) -> list[dict[str, Any]]:
