@@ -42,7 +42,9 @@ def _chat(url: str, store: AnswerStore, **changes: Any) -> ChatOpenAI:
 
 def _rows(path: Path) -> list[tuple[str, str, str]]:
     with sqlite3.connect(path) as db:
-        return list(db.execute("SELECT key, answer, digest FROM answers ORDER BY created, key"))
+        # in the order the rows were written (``created`` has whole seconds: two rows written
+        # in one second fell back to key order, which made the first row another question's)
+        return list(db.execute("SELECT key, answer, digest FROM answers ORDER BY rowid"))
 
 
 def _set(path: Path, key: str, **values: Any) -> None:
