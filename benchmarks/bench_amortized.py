@@ -29,10 +29,11 @@ number of distinct top-k lists, the mean entropy of rank 1 (bits) and the mean d
 expected-exposure loss (EE-L, :func:`fairrag_core.metrics.document_expected_exposure`, relevance =
 the trial's topic; docs/SPEC.md "Metrics over many rankings"), on the study order and the
 ``--orders`` shuffled ones, for representative_stochastic, stochastic and ``amortized`` at each
-alpha (default gain). Goals (issue 26, means over the orders): stream disparity < 0.01 in every
-order, EE-L no worse than representative_stochastic's, nDCG@5 loss at most 0.65x
-representative_stochastic's; each printed with its figure and floor. ``--figure PATH`` draws the
-frontier (EE-L against nDCG@5 loss).
+alpha without spread, or each ``alpha:spread`` pair (default gain). Goals (issue 26, means
+over the orders): stream disparity < 0.01 in every order, EE-L no worse than
+representative_stochastic's, nDCG@5 loss at most 0.65x representative_stochastic's; each
+printed with its figure and floor. ``--figure PATH`` draws the frontier (EE-L against nDCG@5
+loss).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from fairrag_core.metrics import (
     exposure_share,
     ndcg_at_k,
 )
-from fairrag_core.rankers.amortized import DEFAULT_ALPHA
+from fairrag_core.rankers.amortized import DEFAULT_ALPHA, DEFAULT_SPREAD
 from fairrag_study.dataset import TREC_GENDER
 from fairrag_study.plan import Trial
 from fairrag_study.pools import QuestionPool
@@ -65,8 +66,10 @@ SPREAD_DISPARITY = 0.01
 """Issue 26: the stream disparity every order must stay under."""
 SPREAD_LOSS_RATIO = 0.65
 """Issue 26: nDCG@5 loss at most this times representative_stochastic's."""
-RECOMMENDED = {"alpha": 7.0, "spread": 4.0}
-"""The setting docs/SPEC.md item 6 ("Spread") names for spread with a memory."""
+DEFAULTS: dict[str, float | None] = {"alpha": DEFAULT_ALPHA, "spread": DEFAULT_SPREAD}
+"""The amortized ranker's defaults (alpha 7, spread 4 since issue 26; docs/SPEC.md item 6)."""
+OLD_DEFAULTS: dict[str, float | None] = {"alpha": 8.0, "spread": None}
+"""Its defaults before issue 26 (alpha 8 without spread)."""
 
 assert TREC_GENDER.protected is not None and TREC_GENDER.target_share is not None
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
@@ -76,7 +79,7 @@ def run_stream(
     name: str,
     pools: list[QuestionPool],
     k: int,
-    params: Mapping[str, float] | None = None,
+    params: Mapping[str, float | None] | None = None,
     *,
     samples: int = 0,
 ) -> dict[str, float]:
@@ -238,13 +241,19 @@ def integral_experiment(pools: list[QuestionPool], k: int, etas: list[float], or
         )
 
 
-def setting_label(params: Mapping[str, float]) -> str:
-    """``amortized alpha=A`` (and `` spread=P`` when given)."""
-    return "amortized" + "".join(f" {key}={value:g}" for key, value in params.items())
+def setting_label(params: Mapping[str, float | None]) -> str:
+    """``amortized alpha=A spread=P`` (``spread=none``: without spread)."""
+    return "amortized" + "".join(
+        f" {key}={'none' if value is None else f'{value:g}'}" for key, value in params.items()
+    )
 
 
 def spread_frontier(
-    pools: list[QuestionPool], k: int, settings: list[dict[str, float]], orders: int, samples: int
+    pools: list[QuestionPool],
+    k: int,
+    settings: list[dict[str, float | None]],
+    orders: int,
+    samples: int,
 ) -> list[tuple[str, dict[str, float]]]:
     """Issue 26: stream disparity, nDCG@k loss and spread of representative_stochastic,
     stochastic and ``amortized`` at each alpha (default gain) on the study order and ``orders``
@@ -264,7 +273,7 @@ def spread_frontier(
                 label,
                 {
                     "alpha": params.get("alpha", math.nan),
-                    "spread": params.get("spread", math.nan),
+                    "spread": math.nan if params.get("spread") is None else params["spread"],
                     "max_disparity": max(r["amortized_disparity"] for r in runs),
                     "disparity": float(np.mean([r["amortized_disparity"] for r in runs])),
                     "loss": float(np.mean(losses)),
@@ -394,8 +403,8 @@ def main() -> None:
     parser.add_argument(
         "--frontier",
         default="",
-        help="spread frontier (issue 26): amortized at these alphas, or alpha:spread pairs "
-        "(3,4,8,7:4), with --orders",
+        help="spread frontier (issue 26): amortized at these alphas without spread, or "
+        "alpha:spread pairs (3,4,8,7:4), with --orders",
     )
     parser.add_argument("--samples", type=int, default=200, help="draws per pool for spread")
     parser.add_argument("--figure", default="", help="write the spread frontier's figure here")
@@ -446,13 +455,10 @@ def main() -> None:
         settings = []
         for item in args.frontier.split(","):
             alpha, _, spread = item.partition(":")
-            params = {"alpha": float(alpha)}
-            if spread:
-                params["spread"] = float(spread)
-            settings.append(params)
+            settings.append({"alpha": float(alpha), "spread": float(spread) if spread else None})
         rows = spread_frontier(pools, config.k, settings, args.orders, args.samples)
         labels = dict(rows)
-        for label in (setting_label({"alpha": DEFAULT_ALPHA}), setting_label(RECOMMENDED)):
+        for label in (setting_label(OLD_DEFAULTS), setting_label(DEFAULTS)):
             if label in labels:
                 print_spread_goals(rows, label)
         if args.figure:

@@ -71,8 +71,8 @@ def ranker_params(name: str, *, alpha: float, dataset: StudyDataset) -> dict[str
 
     ``stochastic`` and ``representative_stochastic``: the study's ``alpha``. ``fair``: ``p``
     the protected group's target share (binary target) and ``alpha`` :data:`FAIR_ALPHA` (a
-    significance level, not the Plackett-Luce alpha). ``amortized``: its defaults (alpha 8,
-    gain 80; docs/SPEC.md item 6), its ledger given by :func:`ranker_fields`.
+    significance level, not the Plackett-Luce alpha). ``amortized``: its defaults (alpha 7,
+    spread 4, gain 80; docs/SPEC.md item 6), its ledger given by :func:`ranker_fields`.
     """
     if name in ("stochastic", "representative_stochastic"):
         return {"alpha": alpha}

@@ -18,9 +18,13 @@ from ..validation import check_alpha, check_gain, check_groups
 
 __all__ = ["AmortizedRanker", "AmortizedRankingResult"]
 
-DEFAULT_ALPHA = 8.0
+DEFAULT_ALPHA = 7.0
 DEFAULT_GAIN = 80.0
-"""docs/SPEC.md item 6 leaves alpha and the gain open; both chosen on the study's stream (there)."""
+DEFAULT_SPREAD: float | None = 4.0
+"""docs/SPEC.md item 6 leaves alpha and the gain open; alpha, the gain and ``spread`` are chosen
+on the study's stream (there, "Defaults" and "Spread": alpha 7 with spread 4 meets the stream's
+parity, the document-level EE-L and the nDCG@5 goals of issue 26 at once). Before issue 26 the
+defaults were alpha 8 without spread: ``alpha=8, spread=None`` draws exactly what they drew."""
 
 
 class _LabelledPool(NamedTuple):
@@ -62,13 +66,15 @@ class AmortizedRanker(Ranker):
     - one Plackett-Luce draw: ``P(d) ∝ exp(w_d + c_group(d))`` over the remaining candidates,
       sampled exactly in two steps, a group then its next candidate (:func:`draw_amortized`).
 
-    ``spread`` (default None: the log-weights above) replaces the log-weights by flat-topped
-    ones over the same range, ``w_d = R * (1 - (1 - u_d) ** spread)`` with
-    ``u_d = s_norm_d - 1`` in [0, 1] (:func:`flat_top_log_weights`): candidates near the top
-    score get nearly equal weights, so the draws vary among them, while low scores stay far
-    below. ``s_norm ** alpha`` is convex (the top candidates are the furthest apart, so at
-    alpha 8 the draws barely differ); spread 4 at alpha 7 gives rankings that vary with less
-    relevance lost (measured in docs/SPEC.md item 6, "Spread").
+    ``spread`` (default :data:`DEFAULT_SPREAD`, 4; None: the log-weights above) replaces the
+    log-weights by flat-topped ones over the same range,
+    ``w_d = R * (1 - (1 - u_d) ** spread)`` with ``u_d = s_norm_d - 1`` in [0, 1]
+    (:func:`flat_top_log_weights`): candidates near the top score get nearly equal weights, so
+    the draws vary among them, while low scores stay far below. ``s_norm ** alpha`` is convex
+    (the top candidates are the furthest apart, so at alpha 8 without spread, the defaults
+    before issue 26, the draws barely differ); spread 4 at alpha 7, the defaults, gives
+    rankings that vary with less relevance lost (measured in docs/SPEC.md item 6, "Spread").
+    ``alpha=8, spread=None`` is the old behaviour, bit for bit.
 
     No look-ahead: a single list may miss the target; the stream must reach it. Once drawn, the
     ranking's exposure per group label is added to the ledger in one atomic update; the
@@ -89,7 +95,8 @@ class AmortizedRanker(Ranker):
     :func:`~fairrag_core.ledger.make_ledger`; default a new in-memory ledger), ``ledger_key``
     (the stream's name, default ``"default"``), ``gain`` (default :data:`DEFAULT_GAIN`) and
     ``alpha`` (default :data:`DEFAULT_ALPHA`; our choices, measured in docs/SPEC.md item 6),
-    ``spread`` (None, or a finite number >= 1: the power of the flat-topped log-weights), and
+    ``spread`` (default :data:`DEFAULT_SPREAD`; None, or a finite number >= 1: the power of the
+    flat-topped log-weights), and
     the fairness target of every ranker. Group labels must be str, int or None
     (:func:`~fairrag_core.ledger.encode_label`).
     """
@@ -101,7 +108,7 @@ class AmortizedRanker(Ranker):
         *,
         alpha: float = DEFAULT_ALPHA,
         gain: float = DEFAULT_GAIN,
-        spread: float | None = None,
+        spread: float | None = DEFAULT_SPREAD,
         ledger: ExposureLedger | str | os.PathLike[str] | None = None,
         ledger_key: str = DEFAULT_KEY,
         **fairness: object,
