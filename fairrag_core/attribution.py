@@ -14,10 +14,12 @@ and only names people. :func:`attribute_answer` reads an answer line by line and
   segment, is a context title), ``bracketed_title`` (``[X]`` or ``(X)`` where X is a context
   title), ``source_label`` (``Source: X``, ``Sources: X; Y``, ``Reference: [2]``: titles or
   entry numbers after the label);
-- **implicit** attribution, only for a bullet whose explicit citations resolve to no context
-  document: the context documents whose person the bullet names, by the name rule
-  (:func:`~fairrag_core.citations.names_person`, the document's aliases included): first the
-  names in the bullet's head (before its description), else those in the rest of the line.
+- **implicit** attribution: the context documents whose person the bullet names, by the name
+  rule (:func:`~fairrag_core.citations.names_person`, the document's aliases included). For a
+  bullet whose explicit citations resolve to no context document: first the names in the
+  bullet's head (before its description), else those in the rest of the line; for a bullet with
+  a resolved citation, the people its head names that no citation on it attributes
+  (``Ida Mathis (Daron Joffe)``, both shown, attributes both).
 
 A title resolves when it equals a context title after
 :func:`~fairrag_core.citations.normalize_title`; a number ``n`` is the context entry shown as
@@ -26,9 +28,11 @@ bullet counts a document once, however many times or styles it cites it; a docum
 bullets counts twice (the paper's rule for duplicates).
 
 **Bullets** are the paper parser's (a line that starts with a bullet marker or holds a DocTitle
-citation), plus any other line holding a resolved explicit citation; an answer without any such
-line (a paragraph answer) has as bullets its lines that name a context person. Every bullet
-counts in the attributed groundedness denominator.
+citation), plus any other line holding a resolved explicit citation, plus any *name line* (only
+a name naming a context person, with at most a bracketed aside: ``Mstislav Rostropovich``,
+``Max Steiner (1888-1971)``, the items a small model writes without a marker); an answer
+without any such line (a paragraph answer) has as bullets its lines that name a context
+person. Every bullet counts in the attributed groundedness denominator.
 
 Every scan is linear in the answer: at most :data:`MAX_LINE_SCAN` characters of a line are read,
 by anchored or literal-prefixed patterns with bounded repetitions.
@@ -152,7 +156,9 @@ _SOURCE_END = re.compile(r"[()\[\]]")
 _BRACKET_LIST = re.compile(r" ?(?:\[[^\[\]]{1,300}\](?:,? (?:and )?|,)?){1,20}")
 _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
 _PART = re.compile(r" ?[,;] ?| and ")
-_RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|\. (?=[A-Z])")
+_RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<!\b[A-Z])\. (?=[A-Z])")
+# a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
+_ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
     "al ap bin ben bint da das de del della den der des di do dos du e el ibn la le lo "
     "van von vom y zu ter ten te".split()
@@ -212,22 +218,31 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     is_bullet = {c.line_number for c in parsed.citations}
     is_bullet.update(u.line_number for u in parsed.unparsed)
     bullets: list[AttributedBullet] = []
-    paragraph: list[AttributedBullet] = []
+    paragraph: list[AttributedBullet] = []  # lines naming a context person in running text
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace():
             continue
         line = " ".join(raw[:MAX_LINE_SCAN].split())
-        bullet = _attribute_line(line, raw.strip(), number, ctx)
-        if number in is_bullet or (bullet.attributions and bullet.styles != ("implicit",)):
+        bullet, name_line = _attribute_line(line, raw.strip(), number, ctx)
+        if (
+            number in is_bullet
+            or (bullet.attributions and bullet.styles != ("implicit",))
+            or (name_line and bullet.attributions)
+        ):
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    if not bullets:
-        bullets = paragraph
+    if not any(b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets):
+        # no marked or cited line: a paragraph answer, whose lines naming a person are its units
+        bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
     return AttributedAnswer(tuple(bullets))
 
 
-def _attribute_line(line: str, stripped: str, number: int, ctx: _Context) -> AttributedBullet:
+def _attribute_line(
+    line: str, stripped: str, number: int, ctx: _Context
+) -> tuple[AttributedBullet, bool]:
+    """The line's attributions, and whether it is a name line (only a name, at most a bracketed
+    aside after it)."""
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
@@ -324,16 +339,19 @@ def _attribute_line(line: str, stripped: str, number: int, ctx: _Context) -> Att
         doc = ctx.documents[position]
         names = bool(head) and ctx.names(head, position)
         attributions.append(Attribution(position, doc.title, doc.group, style, names))
-    if not attributions:
-        implicit = _implicit(body, head, ctx)
-        if implicit:
-            styles.append("implicit")
-            attributions = [
-                Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True)
-                for p in implicit
-            ]
+    # the people the head names beside its citations, or, citing nothing, anywhere on the line
+    implicit = _implicit(body, head, ctx) if not attributions else _named(head, ctx, seen)
+    if implicit:
+        styles.append("implicit")
+        attributions += [
+            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True)
+            for p in implicit
+        ]
     ordered = tuple(s for s in STYLES if s in styles)
-    return AttributedBullet(stripped, number, head, ordered, tuple(attributions), tuple(unresolved))
+    bullet = AttributedBullet(
+        stripped, number, head, ordered, tuple(attributions), tuple(unresolved)
+    )
+    return bullet, _is_name_line(body, head)
 
 
 def _closing(body: str, hit: re.Match[str]) -> int:
@@ -420,11 +438,27 @@ def _implicit(body: str, head: str, ctx: _Context) -> list[int]:
     """Context documents whose person the bullet names: in its head, else in the rest."""
     rest = body.replace(head, " ", 1) if head else body
     for text in (head, rest):
-        found: list[int] = []
-        for run in _name_runs(text):
-            for position in range(len(ctx.documents)):
-                if position not in found and ctx.names(run, position):
-                    found.append(position)
+        found = _named(text, ctx, set())
         if found:
             return found
     return []
+
+
+def _named(text: str, ctx: _Context, skip: set[int]) -> list[int]:
+    """Context documents, other than ``skip``, whose person a name run of ``text`` names."""
+    found: list[int] = []
+    for run in _name_runs(text):
+        for position in range(len(ctx.documents)):
+            if position not in found and position not in skip and ctx.names(run, position):
+                found.append(position)
+    return found
+
+
+def _is_name_line(body: str, head: str) -> bool:
+    """Whether the line is only its head, a name, with at most bracketed asides (dates, a
+    role) after it: an item written without a bullet marker."""
+    bare, name = (" ".join(_ASIDE.sub(" ", t).split()).strip(" -–—:,;|.") for t in (body, head))
+    if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
+        return False
+    runs = _name_runs(name)  # only capitalised words, particles and initials: one name
+    return len(runs) == 1 and len(runs[0].split()) == len(name.split())

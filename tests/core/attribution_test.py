@@ -154,14 +154,63 @@ def test_prose_is_not_a_bullet_unless_it_cites_or_the_answer_is_a_paragraph():
     assert [b.person for b in result.bullets] == ["Ada Lovelace"]
 
 
+def test_a_line_that_is_only_a_shown_name_is_an_item_without_a_marker():
+    # SmolLM2 writes items as bare names under a numbered first one (real answers 52 and 74)
+    answer = (
+        "1. Ada Lovelace\nAlan Turing\n\nGrace Hopper (1906-1992)\nRichard Starkey (born 1940\n"
+        "Alan Turing was a mathematician.\nThe answer is: Ada Lovelace"
+    )
+    bullets = attribute_answer(answer, CONTEXT).bullets
+    assert [(b.line_number, [a.title for a in b.attributions]) for b in bullets] == [
+        (1, ["Ada Lovelace"]),
+        (2, ["Alan Turing"]),
+        (4, ["Grace Hopper"]),
+        (5, ["Ringo Starr"]),  # the alias the document's text gives, its aside cut by the cap
+    ]
+    # prose naming a person, a lowercase word in the name, or an unknown name: no item
+    assert attribute_answer("- Ada Lovelace\nAlan Turing also helped", CONTEXT).bullet_count == 1
+    assert attribute_answer("- Ada Lovelace\nMax Levitt", CONTEXT).bullet_count == 1
+    # a paragraph answer still counts each line naming a shown person, name lines included
+    paragraph = "Alan Turing\nAda Lovelace was the first programmer."
+    assert [b.line_number for b in attribute_answer(paragraph, CONTEXT).bullets] == [1, 2]
+
+
+def test_an_initial_stays_inside_its_name():
+    context = [
+        ContextDocument(
+            "L. L. Zamenhof",
+            group="male",
+            text="Title: L. L. Zamenhof\nL. L. Zamenhof (15 December 1859 - 14 April 1917) was an "
+            "ophthalmologist.",
+        ),
+        ContextDocument(
+            "David Harvey",
+            group="male",
+            text="Title: David Harvey\nDavid W. Harvey (born 31 October 1935) is a geographer.",
+        ),
+        ContextDocument("Soham El Wardini", group="female"),
+    ]
+    answer = "- L. L. Zamenhof (15 December 1859-14 April 1917)\n- David W. Wardini (born 1935)"
+    found = [[a.title for a in b.attributions] for b in attribute_answer(answer, context).bullets]
+    # a blend of two shown names is neither; "W." no longer ends a run, so "David W" is not read
+    assert found == [["L. L. Zamenhof"], []]
+
+
 def test_metrics_over_the_attributed_set():
     result = attribute_answer(
         "- Ada Lovelace [1]\n- Alan Turing\n- Grace Hopper (DocTitle: Alan Turing)\n- Nobody",
         CONTEXT,
     )
-    # attributions: Ada (f), Turing (m, implicit), Turing (m, cited for Grace Hopper: not named)
-    assert attributed_generation_parity(result, "female") == pytest.approx(1 / 3)
-    assert attributed_groundedness(result) == pytest.approx(2 / 4)
+    # attributions: Ada (f), Turing (m, implicit), on the third bullet Turing (m, cited, not
+    # named) and Grace Hopper (f, named beside the citation: implicit); "Nobody" is unsupported
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 4)
+    assert attributed_groundedness(result) == pytest.approx(3 / 4)
+    third = result.bullets[2]
+    assert [(a.title, a.style, a.names_person) for a in third.attributions] == [
+        ("Alan Turing", "doctitle", False),
+        ("Grace Hopper", "implicit", True),
+    ]
+    assert third.styles == ("doctitle", "implicit")
     empty = attribute_answer("I cannot answer that.", CONTEXT)
     assert math.isnan(attributed_generation_parity(empty, "female"))
     assert attributed_groundedness(empty) == 0.0
