@@ -22,7 +22,8 @@ goal's disparity. ``--integral`` adds an experiment (not a shipped ranker): a de
 online controller whose bonus is the integral of the stream's shortfall, on the study order
 and the ``--orders`` shuffled ones, with how often it meets both goals.
 
-``--frontier ALPHAS`` measures spread beside the stream (issue 26): before each pool is ranked,
+``--frontier ALPHAS`` measures spread beside the stream (issue 26; :mod:`fairrag_study.frontier`,
+the implementation the study's report runs on the study order): before each pool is ranked,
 ``--samples`` rankings (default 200) are drawn from the state the stream has reached
 (``ranker.sample``, which adds nothing to the ledger), and per ranker it prints the median
 number of distinct top-k lists, the mean entropy of rank 1 (bits) and the mean document-level
@@ -39,40 +40,34 @@ loss).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
 from collections.abc import Mapping
 
 import numpy as np
 
-from fairrag_core import available_rankers, make_ranker, position_weights
-from fairrag_core.metrics import (
-    amortized_disparity,
-    document_expected_exposure,
-    exposure_disparity,
-    exposure_share,
-    ndcg_at_k,
-)
+from fairrag_core import available_rankers, position_weights
+from fairrag_core.metrics import ndcg_at_k
 from fairrag_core.rankers.amortized import DEFAULT_ALPHA, DEFAULT_SPREAD
+from fairrag_study import frontier as spread
 from fairrag_study.dataset import TREC_GENDER
-from fairrag_study.plan import Trial
 from fairrag_study.pools import QuestionPool
 from fairrag_study.study import StudyConfig
 from fairrag_study.sweep import load_pools
 
 RANKERS = tuple(available_rankers())
 GOAL_DISPARITY = 0.02
-SPREAD_DISPARITY = 0.01
-"""Issue 26: the stream disparity every order must stay under."""
-SPREAD_LOSS_RATIO = 0.65
-"""Issue 26: nDCG@5 loss at most this times representative_stochastic's."""
+SPREAD_DISPARITY = spread.SPREAD_DISPARITY
+SPREAD_LOSS_RATIO = spread.SPREAD_LOSS_RATIO
 DEFAULTS: dict[str, float | None] = {"alpha": DEFAULT_ALPHA, "spread": DEFAULT_SPREAD}
 """The amortized ranker's defaults (alpha 7, spread 4 since issue 26; docs/SPEC.md item 6)."""
 OLD_DEFAULTS: dict[str, float | None] = {"alpha": 8.0, "spread": None}
 """Its defaults before issue 26 (alpha 8 without spread)."""
+CONFIG = StudyConfig(progress=False, per_group=TREC_GENDER.per_group)
+TARGET = TREC_GENDER.target_arguments()
 
 assert TREC_GENDER.protected is not None and TREC_GENDER.target_share is not None
 PROTECTED, TARGET_SHARE = TREC_GENDER.protected, TREC_GENDER.target_share
+shuffled = spread.shuffled
+setting_label = spread.setting_label
 
 
 def run_stream(
@@ -83,68 +78,12 @@ def run_stream(
     *,
     samples: int = 0,
 ) -> dict[str, float]:
-    """One stream: every pool once, in order; the figures of docs/SPEC.md for it.
-
-    With ``samples`` > 0, also the spread at each pool: ``samples`` rankings drawn (and not
-    served) from the state the stream has reached before the pool is ranked; ``distinct`` is
-    the median number of distinct lists, ``entropy`` the mean entropy of rank 1 in bits and
-    ``ee_loss`` the mean document-level EE-L (relevance = the trial's topic)."""
-    plain = name in ("standard", "stochastic")
-    fairness: dict[str, str] = {} if plain else {"protected": PROTECTED}
-    ranker = make_ranker(name, seed=2026, **fairness, **(params or {}))
-    weights = position_weights(k)
-    stream, shares, disparities, ndcgs, masses = [], [], [], [], []
-    distinct, entropies, ee_losses = [], [], []
-    for pool in pools:
-        if samples:
-            drawn = ranker.sample(
-                pool.scores,
-                pool.groups,
-                k,
-                samples,
-                rng=np.random.default_rng((pool.trial.seed, 26)),
-            )
-            distinct.append(len({tuple(row) for row in drawn.tolist()}))
-            _, counts = np.unique(drawn[:, 0], return_counts=True)
-            p = counts / counts.sum()
-            entropies.append(float(-(p * np.log2(p)).sum()))
-            relevance = pool.relevant.astype(float)
-            ee_losses.append(document_expected_exposure(drawn, relevance).loss)
-        ranking = ranker.rank(pool.scores, pool.groups, k, rng=pool.trial.seed)
-        shown = [pool.groups[i] for i in ranking.tolist()]
-        stream.append(shown)
-        shares.append(exposure_share(shown, PROTECTED))
-        disparities.append(
-            exposure_disparity(shown, protected=PROTECTED, target_share=TARGET_SHARE)
-        )
-        masses.append(math.fsum(weights[: len(ranking)]))
-        ndcgs.append(ndcg_at_k(pool.relevant[ranking], k, n_relevant=pool.n_relevant))
-    amortized_share = math.fsum(s * w for s, w in zip(shares, masses, strict=True)) / math.fsum(
-        masses
+    """One stream of ``name`` (built as the study builds it, ``params`` on top): every pool
+    once, in order (:func:`fairrag_study.frontier.run_stream`, the study's implementation)."""
+    ranker = spread.build_setting(
+        name, params or {}, dataset=TREC_GENDER, seed=CONFIG.seed, alpha=CONFIG.alpha
     )
-    disparity = amortized_disparity(stream, protected=PROTECTED, target_share=TARGET_SHARE)
-    assert math.isclose(disparity, abs(amortized_share - TARGET_SHARE), abs_tol=1e-12)
-    return {
-        "amortized_disparity": disparity,
-        "stream_share": amortized_share,
-        "disparity": float(np.mean(disparities)),
-        "ndcg": float(np.mean(ndcgs)),
-        "distinct": float(np.median(distinct)) if samples else math.nan,
-        "entropy": float(np.mean(entropies)) if samples else math.nan,
-        "ee_loss": float(np.mean(ee_losses)) if samples else math.nan,
-    }
-
-
-def shuffled(pools: list[QuestionPool], seed: int) -> list[QuestionPool]:
-    """The pools in another order, each with another per-trial seed."""
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(pools))
-    reseeded = []
-    for i in order.tolist():
-        pool = pools[i]
-        trial = Trial(**{**pool.trial.__dict__, "seed": int(rng.integers(2**32))})
-        reseeded.append(dataclasses.replace(pool, trial=trial))
-    return reseeded
+    return spread.run_stream(ranker, pools, k, target=TARGET, samples=samples)
 
 
 def bonus_stream(pools: list[QuestionPool], k: int, bonus: float) -> tuple[float, float]:
@@ -241,152 +180,66 @@ def integral_experiment(pools: list[QuestionPool], k: int, etas: list[float], or
         )
 
 
-def setting_label(params: Mapping[str, float | None]) -> str:
-    """``amortized alpha=A spread=P`` (``spread=none``: without spread)."""
-    return "amortized" + "".join(
-        f" {key}={'none' if value is None else f'{value:g}'}" for key, value in params.items()
-    )
-
-
 def spread_frontier(
     pools: list[QuestionPool],
     k: int,
     settings: list[dict[str, float | None]],
     orders: int,
     samples: int,
-) -> list[tuple[str, dict[str, float]]]:
+) -> spread.Frontier:
     """Issue 26: stream disparity, nDCG@k loss and spread of representative_stochastic,
-    stochastic and ``amortized`` at each alpha (default gain) on the study order and ``orders``
-    shuffled ones; each figure the mean over the orders (the disparity also its maximum)."""
-    streams = [pools] + [shuffled(pools, 1000 + i) for i in range(orders)]
-    standard = [run_stream("standard", stream, k)["ndcg"] for stream in streams]
-    runs_of: list[tuple[str, str, dict[str, float]]] = [
-        ("representative_stochastic", "representative_stochastic", {}),
-        ("stochastic", "stochastic", {}),
-    ] + [(setting_label(params), "amortized", params) for params in settings]
-    rows = []
-    for label, name, params in runs_of:
-        runs = [run_stream(name, stream, k, params, samples=samples) for stream in streams]
-        losses = [base - r["ndcg"] for base, r in zip(standard, runs, strict=True)]
-        rows.append(
-            (
-                label,
-                {
-                    "alpha": params.get("alpha", math.nan),
-                    "spread": math.nan if params.get("spread") is None else params["spread"],
-                    "max_disparity": max(r["amortized_disparity"] for r in runs),
-                    "disparity": float(np.mean([r["amortized_disparity"] for r in runs])),
-                    "loss": float(np.mean(losses)),
-                    "study_loss": losses[0],
-                    "ee_loss": float(np.mean([r["ee_loss"] for r in runs])),
-                    "distinct": float(np.mean([r["distinct"] for r in runs])),
-                    "entropy": float(np.mean([r["entropy"] for r in runs])),
-                },
-            )
-        )
-    reference = rows[0][1]
+    stochastic and ``amortized`` at each setting on the study order and ``orders`` shuffled
+    ones (:func:`fairrag_study.frontier.amortized_frontier`, what the study's report runs on
+    the study order alone), printed."""
+    result = spread.amortized_frontier(
+        pools,
+        k,
+        settings,
+        dataset=TREC_GENDER,
+        samples=samples,
+        seed=CONFIG.seed,
+        alpha=CONFIG.alpha,
+        orders=orders,
+        others=("stochastic",),
+    )
+    reference = result.reference
     print(
         f"\nspread over the stream (issue 26): {samples} draws per pool from the state the "
-        f"stream reached, study order + {orders} shuffled; means over the {len(streams)} orders"
+        f"stream reached, study order + {orders} shuffled; means over the {result.orders} orders"
     )
     print(
         f"{'setting':<34}{'max disp.':>10}{'mean disp.':>11}{'loss':>8}{'x rs':>6}"
         f"{'EE-L':>8}{'x rs':>6}{'distinct':>9}{'H(rank1)':>9}  goals (disp/EE-L/loss)"
     )
-    for label, r in rows:
-        met = (
-            r["max_disparity"] < SPREAD_DISPARITY,
-            r["ee_loss"] <= reference["ee_loss"],
-            r["loss"] <= SPREAD_LOSS_RATIO * reference["loss"],
-        )
+    for r in result.rows:
+        met = result.goals(r)
         print(
-            f"{label:<34}{r['max_disparity']:>10.4f}{r['disparity']:>11.4f}{r['loss']:>8.4f}"
-            f"{r['loss'] / reference['loss']:>6.2f}{r['ee_loss']:>8.4f}"
-            f"{r['ee_loss'] / reference['ee_loss']:>6.2f}{r['distinct']:>9.1f}"
-            f"{r['entropy']:>9.2f}  {'/'.join('yes' if m else 'no' for m in met)}"
+            f"{r.label:<34}{r.max_disparity:>10.4f}{r.disparity:>11.4f}{r.loss:>8.4f}"
+            f"{r.loss / reference.loss:>6.2f}{r.ee_loss:>8.4f}"
+            f"{r.ee_loss / reference.ee_loss:>6.2f}{r.distinct:>9.1f}"
+            f"{r.entropy:>9.2f}  {'/'.join('yes' if m else 'no' for m in met)}"
         )
-    return rows
+    return result
 
 
-def print_spread_goals(rows: list[tuple[str, dict[str, float]]], label: str) -> None:
+def print_spread_goals(result: spread.Frontier, label: str) -> None:
     """The three goals of issue 26 for one setting, each figure beside its floor."""
-    reference = dict(rows)["representative_stochastic"]
-    r = dict(rows)[label]
-    floor = SPREAD_LOSS_RATIO * reference["loss"]
+    reference = result.reference
+    r = result.row(label)
+    floor = SPREAD_LOSS_RATIO * reference.loss
     print(f"goals (issue 26) for {label}:")
     for what, figure, limit, strict in (
-        ("stream disparity (max over orders) <", r["max_disparity"], SPREAD_DISPARITY, True),
-        ("document EE-L <= representative_stochastic's", r["ee_loss"], reference["ee_loss"], False),
+        ("stream disparity (max over orders) <", r.max_disparity, SPREAD_DISPARITY, True),
+        ("document EE-L <= representative_stochastic's", r.ee_loss, reference.ee_loss, False),
         (
             f"nDCG@5 loss <= {SPREAD_LOSS_RATIO} x representative_stochastic's",
-            r["loss"],
+            r.loss,
             floor,
             False,
         ),
     ):
         ok = figure < limit if strict else figure <= limit
         print(f"  {what}: {figure:.4f} vs {limit:.4f}: {'yes' if ok else 'NO'}")
-
-
-def draw_frontier(rows: list[tuple[str, dict[str, float]]], path: str) -> None:
-    """EE-L against nDCG@5 loss, one point per setting, the goals' region shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    reference = dict(rows)["representative_stochastic"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for flat, marker, color, label in (
-        (False, "o-", "tab:blue", "amortized (no spread), by alpha"),
-        (True, "D--", "tab:purple", "amortized, spread 4, by alpha"),
-    ):
-        curve = [
-            r
-            for name, r in rows
-            if name.startswith("amortized") and math.isnan(r["spread"]) != flat
-        ]
-        if not curve:
-            continue
-        ax.plot(
-            [r["loss"] for r in curve],
-            [r["ee_loss"] for r in curve],
-            marker,
-            color=color,
-            label=label,
-        )
-        for i, r in enumerate(curve):  # labels alternate above and below the curve
-            ax.annotate(
-                f"{r['alpha']:g}",
-                (r["loss"], r["ee_loss"]),
-                textcoords="offset points",
-                xytext=(5, 4) if i % 2 else (-14, -12),
-                color=color,
-            )
-    for label, marker, color in (
-        ("representative_stochastic", "s", "tab:red"),
-        ("stochastic", "^", "tab:gray"),
-    ):
-        r = dict(rows)[label]
-        ax.plot(r["loss"], r["ee_loss"], marker, color=color, label=f"{label} (alpha 4)")
-    floor = SPREAD_LOSS_RATIO * reference["loss"]
-    ax.axvline(floor, color="tab:red", linestyle=":", linewidth=1)
-    ax.axhline(reference["ee_loss"], color="tab:red", linestyle=":", linewidth=1)
-    ax.fill_between(
-        [0, floor], 0, reference["ee_loss"], color="tab:green", alpha=0.12, label="goal region"
-    )
-    losses = [r["loss"] for _, r in rows]
-    ees = [r["ee_loss"] for _, r in rows]
-    ax.set_xlim(0, max(losses) * 1.1)
-    ax.set_ylim(min(ees) * 0.9, max(ees) * 1.05)
-    ax.set_xlabel("nDCG@5 loss against standard (mean over orders)")
-    ax.set_ylabel("document-level EE-L (mean over pools and orders)")
-    ax.set_title("amortized: spread against relevance over the study's stream")
-    ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"figure written to {path}")
 
 
 def main() -> None:
@@ -409,7 +262,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200, help="draws per pool for spread")
     parser.add_argument("--figure", default="", help="write the spread frontier's figure here")
     args = parser.parse_args()
-    config = StudyConfig(progress=False, per_group=TREC_GENDER.per_group)
+    config = CONFIG
     pools = load_pools(config, print)
     print(f"{len(pools)} pools of {config.pool_size} from the study index, k = {config.k}")
     runs: list[tuple[str, dict[str, float]]] = [(name, {}) for name in RANKERS]
@@ -454,15 +307,16 @@ def main() -> None:
     if args.frontier:
         settings = []
         for item in args.frontier.split(","):
-            alpha, _, spread = item.partition(":")
-            settings.append({"alpha": float(alpha), "spread": float(spread) if spread else None})
-        rows = spread_frontier(pools, config.k, settings, args.orders, args.samples)
-        labels = dict(rows)
+            alpha, _, power = item.partition(":")
+            settings.append({"alpha": float(alpha), "spread": float(power) if power else None})
+        result = spread_frontier(pools, config.k, settings, args.orders, args.samples)
+        labels = {row.label for row in result.rows}
         for label in (setting_label(OLD_DEFAULTS), setting_label(DEFAULTS)):
             if label in labels:
-                print_spread_goals(rows, label)
+                print_spread_goals(result, label)
         if args.figure:
-            draw_frontier(rows, args.figure)
+            spread.draw_frontier(result, args.figure)
+            print(f"figure written to {args.figure}")
     if args.orders:
         print(
             f"\nover {args.orders} shuffled trial orders "

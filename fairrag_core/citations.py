@@ -377,6 +377,8 @@ _ALIAS_CUE = re.compile(
     r"their|the|stage|pen|ring|birth|real|personal|name|names|simply|mononymously)){0,4} ",
     re.IGNORECASE,
 )
+_OWN_NAME = re.compile(r"\b(?:real|birth|original|full) name (?:was|is) ", re.IGNORECASE)
+"""A later sentence stating the person's own name (the opening's cues are read in it only)."""
 _MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec in on at c circa".split()
@@ -393,10 +395,13 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     (``Richard Starkey (born 7 July 1940), known as Ringo Starr`` gives ``Richard Starkey``);
     and every name after a cue in that sentence: ``known as``, ``better known as``, ``known
     professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
-    ``stage name``, ``real name``... (``Ringo Starr``). A name counts when it starts with a
-    capital letter and has 2 to 12 words (a one-word alias such as ``Prince`` would make any
-    ``Prince X`` name the person). Only these names: another person the text mentions
-    (``the wife of Crown Prince Haakon``) never becomes the document's person.
+    ``stage name``, ``real name``... (``Ringo Starr``); and in any sentence of those 600
+    characters, the name stated as the person's own (``His real name was Yokoi Tokiari.``:
+    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``). A name counts
+    when it starts with a capital letter and has 2 to 12 words (a one-word alias such as
+    ``Prince`` would make any ``Prince X`` name the person). Only these names: another person
+    the text mentions (``the wife of Crown Prince Haakon``) never becomes the document's
+    person.
     """
     text = document.text[: _MAX_ALIAS_TEXT + 200].lstrip()
     if text.startswith("Title:"):
@@ -411,8 +416,11 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
         found.append(opening)
     sentence_end = text.find(". ", len(opening or ""))
     sentence = text if sentence_end < 0 else text[:sentence_end]
-    for cue in _ALIAS_CUE.finditer(sentence):
-        name = _alias_after(sentence[cue.end() :])
+    stated = [sentence[cue.end() :] for cue in _ALIAS_CUE.finditer(sentence)]
+    for cue in _OWN_NAME.finditer(text):  # up to that sentence's end
+        stated.append(text[cue.end() :].split(". ", 1)[0].removesuffix("."))
+    for after in stated:
+        name = _alias_after(after)
         if name and name not in found:
             found.append(name)
     return tuple(name for name in found if 2 <= len(name.split()) <= 12)

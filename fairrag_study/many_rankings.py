@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from fairrag_core.metrics import (
 
 from .dataset import StudyDataset
 from .pools import QuestionPool
+
+if TYPE_CHECKING:
+    from .frontier import Frontier
 
 __all__ = [
     "FAIR_ALPHA",
@@ -226,6 +229,9 @@ class ManyRankings:
     trials: list[dict[str, Any]]
     """One row per (ranker, trial): ``ranker``, ``trial``, ``samples`` and :data:`TRIAL_METRICS`."""
     streams: dict[str, Stream]
+    frontier: Frontier | None = None
+    """The amortized ranker's frontier on the trials' pools (:mod:`fairrag_study.frontier`),
+    when the study ran ``amortized``."""
 
 
 def measure(

@@ -33,6 +33,7 @@ from fairrag_core.stats import (
 )
 
 from .dataset import PAPER_NUMBERS, TREC_GENDER, StudyDataset
+from .frontier import Frontier, draw_frontier, frontier_markdown, setting_words
 from .many_rankings import TRIAL_METRICS, ManyRankings
 
 __all__ = [
@@ -115,7 +116,14 @@ AMORTIZED = MetricSpec(
 )
 """One value per ranker (its stream), not a mean over trials: no t-test."""
 TRIAL_METRICS_FILE = "trial_metrics.csv"
-FIGURES = ("figures/retrieval.png", "figures/generation.png", "figures/many_rankings.png")
+FRONTIER_FILE = "table_amortized_frontier.md"
+FRONTIER_FIGURE = "figures/amortized_frontier.png"
+FIGURES = (
+    "figures/retrieval.png",
+    "figures/generation.png",
+    "figures/many_rankings.png",
+    FRONTIER_FIGURE,
+)
 
 
 def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
@@ -225,6 +233,7 @@ def output_files(dataset: StudyDataset = TREC_GENDER) -> tuple[str, ...]:
         "outliers.md",
         TRIAL_METRICS_FILE,
         AMORTIZED.filename,
+        FRONTIER_FILE,
         *(spec.filename for spec in metric_specs(dataset)),
         *FIGURES,
     )
@@ -335,6 +344,9 @@ def write_outputs(
             if name in many.streams
         }
         _atomic_write(out_dir / AMORTIZED.filename, _amortized_table(many, rankers, dataset))
+        if many.frontier is not None:
+            _atomic_write(out_dir / FRONTIER_FILE, _frontier_table(many.frontier))
+            draw_frontier(many.frontier, out_dir / FRONTIER_FIGURE)
     _atomic_write(out_dir / "summary.csv", _summary_csv(results))
     _atomic_write(out_dir / "outliers.md", _outliers_markdown(rows, rankers, present))
     shares = (
@@ -545,6 +557,29 @@ def _amortized_table(many: ManyRankings, rankers: Sequence[str], dataset: StudyD
         shares = " | ".join(f"{stream.shares.get(key, math.nan):.4f}" for key, _ in groups)
         lines.append(f"| {name} | {stream.disparity:.4f} | {shares} | {stream.rankings} |")
     return "\n".join(lines) + "\n"
+
+
+FRONTIER_TITLE = "The amortized ranker's frontier: spread against relevance (issue 26)"
+
+
+def _frontier_table(frontier: Frontier) -> str:
+    """``table_amortized_frontier.md``: the frontier table (:mod:`fairrag_study.frontier`)."""
+    return "\n".join([f"# {FRONTIER_TITLE}\n", *frontier_markdown(frontier)]) + "\n"
+
+
+def _frontier_section(frontier: Frontier) -> list[str]:
+    """The report's section: the frontier table and which settings meet the three goals."""
+    lines = [f"\n## {FRONTIER_TITLE}\n", *frontier_markdown(frontier), ""]
+    amortized = [row for row in frontier.rows if row.ranker == "amortized"]
+    met = [setting_words(row) for row in amortized if all(frontier.goals(row))]
+    lines.append(
+        f"- Settings meeting all three goals on this run: {', '.join(met) if met else 'none'} "
+        f"(of {len(amortized)} amortized settings; figure `{FRONTIER_FIGURE}`, table "
+        f"`{FRONTIER_FILE}`). One order of {frontier.pools} questions is noisy: "
+        "`benchmarks/bench_amortized.py --frontier ... --orders 8` measures shuffled orders too "
+        '(docs/SPEC.md item 6, "Spread").'
+    )
+    return lines
 
 
 def _stream_groups(dataset: StudyDataset) -> list[tuple[str, str]]:
@@ -800,6 +835,8 @@ def _report(
         lines.extend(diagnosis.lines())
     if many is not None:
         lines.extend(_many_rankings_section(results, rankers, many, dataset))
+        if many.frontier is not None:
+            lines.extend(_frontier_section(many.frontier))
     if paper is not None and facts is not None:
         lines.extend(differences(results, config, facts, generation_note))
     lines.append("\n## Reading\n")
@@ -814,6 +851,8 @@ def _report(
         if many is not None
         else ""
     )
+    if many is not None and many.frontier is not None:
+        many_files += f"; the amortized frontier: `{FRONTIER_FILE}`, `{FRONTIER_FIGURE}`"
     lines.append(
         "Tables with every pairwise t-test: "
         + ", ".join(f"`{t}`" for t in tables)

@@ -40,6 +40,7 @@ from .embedding import (
     load_embedding_model,
 )
 from .errors import AnswerStoreError, GeneratorUnavailableError, IndexDamagedError, StudyError
+from .frontier import amortized_frontier
 from .index import (
     DEFAULT_TIMEOUT,
     EF_SEARCH,
@@ -56,7 +57,7 @@ from .many_rankings import ManyRankings, describe_rankers, measure, ranker_field
 from .options import SECONDS, seconds_problem
 from .outputs import OutputFolder, study_files
 from .plan import Trial, plan_trials
-from .pools import NotInPoolError, query_pools
+from .pools import NotInPoolError, QuestionPool, query_pools
 from .progress import progress_bar
 from .report import RunFacts, full_topics, output_files, write_outputs
 from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
@@ -304,7 +305,20 @@ def _run_claimed(
             )
         run_info["answers"] = _answer_counts(answers)
         with phase("many rankings"):
-            many = _many_rankings(config, client, name, model, corpus, trials, records, index_path)
+            many, pools = _many_rankings(
+                config, client, name, model, corpus, trials, records, index_path
+            )
+        if "amortized" in config.rankers:
+            with phase("amortized frontier"):
+                frontier = amortized_frontier(
+                    pools,
+                    config.k,
+                    dataset=dataset,
+                    samples=config.samples,
+                    seed=config.seed,
+                    alpha=config.alpha,
+                )
+                many = replace(many, frontier=frontier)
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
             if _pays(config):
@@ -915,10 +929,10 @@ def _many_rankings(
     trials: Sequence[Trial],
     records: Sequence[Mapping[str, Any]],
     where: object,
-) -> ManyRankings:
+) -> tuple[ManyRankings, list[QuestionPool]]:
     """The metrics over many rankings (:func:`fairrag_study.many_rankings.measure`) on the
-    trials' pools: the collection the trials searched, queried with the same question vectors
-    (a short pool refused as in the trials)."""
+    trials' pools, and those pools: the collection the trials searched, queried with the same
+    question vectors (a short pool refused as in the trials)."""
     assert config.rankers is not None  # resolved by run_study
     embeddings = _query_embeddings(model)
     embeddings.prefill([trial.question for trial in trials])
@@ -932,7 +946,7 @@ def _many_rankings(
         group_key=config.dataset.group_key,
     )
     try:
-        return measure(
+        many = measure(
             pools,
             records,
             config.rankers,
@@ -947,6 +961,7 @@ def _many_rankings(
             f"the index at {where} no longer returns the trials' pools ({exc}): it changed "
             "during the run. Run the study again"
         ) from exc
+    return many, pools
 
 
 def _generator_name(config: StudyConfig, llm: Any) -> str:

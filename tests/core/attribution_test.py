@@ -271,6 +271,19 @@ def test_aliases_are_the_documents_own_names_never_another_persons():
     assert attribute_answer("- Edward Barry Bingham", [bingham]).attributions
 
 
+def test_a_later_sentence_stating_the_persons_own_name_gives_an_alias():
+    # the TREC text of a Japanese biography often drops the name from its opening sentence
+    yokoi = ContextDocument(
+        "Yokoi Shōnan",
+        group="male",
+        text="Title: Yokoi Shōnan\nwas a Bakumatsu and early Meiji period scholar. His real name "
+        "was Yokoi Tokiari. His son Tokio Yokoi was a pastor.",
+    )
+    assert document_aliases(yokoi) == ("Yokoi Tokiari",)
+    found = attribute_answer("- Yokoi Tokiari\n- Yokoi Toki\n- Tokio Yokoi", [yokoi])
+    assert [[a.title for a in b.attributions] for b in found.bullets] == [["Yokoi Shōnan"], [], []]
+
+
 def test_styles_constant_and_linear_time_on_hostile_lines():
     assert STYLES[-1] == "implicit" and len(set(STYLES)) == len(STYLES)
     hostile = "\n".join(

@@ -1,12 +1,18 @@
 """The attribution rule against hand labels on a real model's answers (docs/SPEC.md,
 "Attribution").
 
-``fixtures/smollm2_answers.json`` holds answers of SmolLM2-135M-Instruct (``--llm local``,
-greedy, 160 tokens) to the study's prompts (balanced corpus, the paper's four rankers, the
-first trials of seed 2026), each with the five documents it was shown (title, text as shown,
-group). Each bullet was labelled by reading it: the shown entries (1-based ``[n]``) the bullet is
-about or cites, or none (a person not shown, a film, a date). The rule must agree with the
-labels on at least 95% of the bullets it attributes.
+``fixtures/smollm2_answers.json`` holds the 135 distinct answers of SmolLM2-135M-Instruct
+(``--llm local``, greedy, 160 tokens) to the study's prompts in its first 40 trials (balanced
+corpus, the paper's four rankers, seed 2026: ``fairrag study --llm local --rankers paper
+--trials 40``; rankers showing the same list to the same question share one answer), each with
+the five documents it was shown (title, text as shown, group). Each bullet was labelled by
+reading it, never by running the rule: the shown entries (1-based ``[n]``) the bullet is about
+or cites, or none (a person not shown, a blend of two shown names, a film, a date). Answers
+43-134 were labelled by four readers under one written guide (the person a bullet's head names,
+by title, by a name the entry's own text gives, or an obvious form of it; a title in brackets
+cites that entry too); two of their calls were revised on re-reading, as their comments say.
+The rule must agree with the labels on at least 95% of the bullets it attributes and miss at
+most 5% as many labelled bullets.
 """
 
 from __future__ import annotations
@@ -65,6 +71,251 @@ LABELS: dict[int, str] = {
     40: "1:1 2:2 3:3 4:5",
     41: "1:1 2:2 3:3 4:4",
     42: "1:1 2:2 3:3",
+    # 43: 2 and 5: sub-list items naming Mercer/Cameron (Cameron's description and dates are
+    # copied from other entries; the head decides); 7: Joshua Fishman, cut mid-line but the name
+    # is complete
+    43: "1:1 2:1 4:2 5:2 7:5",
+    # 44: the qualifiers in brackets ('(linguist)', '(politician)') are not entry titles and do
+    # not matter; 2-3: Sarah Jane Mercer repeated
+    44: "1:1 2:2 3:2 4:4 5:5",
+    # 45: 4: Maximilian Karl Emil Weber, the full name entry 2's text gives; the garbled dates do
+    # not matter
+    45: "1:1 2:2 3:2 4:2 5:4",
+    # 46: 1: the head is Sarah Mercer; the bracket copies Fishman's Yiddish name and dates
+    # (description text, not a title citation), so only entry 2
+    46: "1:2 2:5",
+    # 47: each line is 'Head (Title)': head Ida Elizabeth Mathis (entry 2) / Robert Marion Clawson
+    # (entry 3) plus a shown person's title in parentheses, read as a citation of that entry
+    # (Daron Joffe = 1, Ida Elizabeth Mathis = 2); 4-5: Coppess (Coppess) = 5 only
+    47: "1:1,2 2:1,2 3:2,3 4:5 5:5",
+    # 48: 'Head (Title)': Ida Elizabeth Mathis (entry 2) citing Daron Joffe (1); Charles Lambert
+    # (5) citing Lindiwe Majele Sibanda (4)
+    48: "1:1,2 2:1,2 3:4,5 4:4,5",
+    # 49: 2: Robert Marion Clawson, the full name entry 3's text gives
+    49: "1:2 2:3 3:3 4:4 5:5",
+    # 50: 3: 'Tom Clawson', a blend of Tom Buis and Marion Clawson, nobody shown; the dates do not
+    # matter
+    50: "1:2 2:2 4:3 5:3",
+    # 51: the '1.'..'4.' after '- ' are list ordinals, not citations of entries 1-4
+    51: "1:2 2:3 3:4 4:5",
+    # 52: 2: prose describing the line-1 item (Rameau's text copied), not a new item; 4-12: the
+    # loop of standalone name lines; 14: 'Mstislav Leopoldovich R', cut by the cap after his given
+    # name and patronymic (kept, like the earlier 'Kuniaki Kois' precedent)
+    52: "1:5 4:5 6:5 8:5 10:5 12:5 14:5",
+    # 53: Jean-Baptiste Lully and François Couperin are only mentioned in Rameau's text; neither
+    # is a shown person
+    53: "",
+    # 54: 3: 'The answer is: Jean-Philippe Rameau' presents the shown person as the answer, so
+    # labelled
+    54: "1:5 3:5",
+    # 55: 2: John Robert Fowles, the full name; 4: Matthew Joseph Bruccoli, the full name; the
+    # mixed-up dates do not matter
+    55: "1:2 2:2 3:4 4:5",
+    # 56: 4: David Simon Blondheim, the full name; the dates are mixed up but the head decides
+    56: "1:2 2:3 3:5 4:5",
+    # 57: John Arthur Porter, the full name of entry 5; the wrong dates do not matter
+    57: "1:5 2:4 3:5",
+    # 58: 3: Edward Albert Shils, the full name entry 2's text gives; the wrong dates do not
+    # matter
+    58: "1:1 2:2 3:2",
+    59: "1:1 2:2 3:3 4:4",
+    # 60: 4: David Naguib Pellow, the full name
+    60: "1:1 2:2 3:3 4:4 5:5",
+    61: "1:1 2:2 3:3 4:4",
+    # 62: 2: the wrong end date does not matter
+    62: "1:1 2:2",
+    # 63: 2 and 4: prose describing the item above, not new items; 6: under item 3 (Mattei) but
+    # the head names Ellen Dorrit Hoffleit (entry 4, full name) with Mattei's description copied,
+    # so the head decides: entry 4; cut after the name
+    63: "1:1 3:2 5:3 6:4",
+    64: "1:1 2:2 3:3 4:4",
+    # 65: 3: 'Eleanor Margaret Burbidge', entry 2's full name; wrong dates ignored
+    65: "1:1 2:2 3:2 4-7:4",
+    # 66: 2: 'Ellen Dorrit Hoffleit', entry 1's full name
+    66: "1:1 2:1 3:3 4:4",
+    # 67: 1: head Deborah Cameron, death date copied from Starostin (head decides); 3: 'Sarah Jane
+    # Cameron', a blend of Sarah Jane Mercer and Deborah Cameron, nobody shown; 8: cut by the cap
+    # after the name is complete
+    67: "1:1 2:1 4:2 5-8:5",
+    # 68: 3: 'Sarah Jane Mercer', entry 3's full name; '(linguist)' qualifier ignored
+    68: "1:1 2:3 3:3 4:5 5:5",
+    # 69: 7: repeats the question; 9: 'Answer:' - no label
+    69: "1:1 2:2 3:4 4:3 5:4",
+    # 70: 1: head Sarah Mercer, parenthesis copied from Fishman's text ('Shikl Fishman' is an
+    # alias, not a title citation) - head decides, entry 2 only; 3: cut by the cap after the name
+    70: "1:2 2:5 3:5",
+    # 71: hard call: head 'Ida Elizabeth Mathis' (entry 2, middle name dropped) plus a title in
+    # parentheses '(Daron Joffe)' = citation of entry 1, so both; 3: head 'Robert Marion Clawson'
+    # (entry 4's full name) plus '(Lindiwe Sibanda)', an obvious form of entry 5's title, so both
+    # [lead's correction on re-reading: line 3's bracket names Lindiwe Sibanda, entry 3 (the
+    # labeller had 5); Marion Clawson is entry 4]
+    71: "1:1,2 2:1,2 3:3,4 4:5 5:5",
+    # 72: 2: 'Ida Elizabeth Mathis', obvious form of entry 2; wrong dates ignored
+    72: "1:1 2:2 3:3 4:5",
+    # 73: loop on 'Ida Elizabeth Mathis' (entry 2); 13: 'Ida Elizabeth' cut by the cap before the
+    # surname, name not complete - left out
+    73: "1-12:2",
+    # 74: 2-3: unbulleted lines presenting 'Maximilian Raoul Steiner' (entry 1's full name) as
+    # items; hard call 5: 'Mstislav Leopoldovich' (first name + patronymic of entry 2's full name,
+    # not cut) labelled 2; 17: 'Mstislav' cut by the cap before the name is complete - left out
+    74: "1-3:1 4-16:2",
+    # 75: 2: Jean-Baptiste Lully and 3: Francois Couperin are named in Rameau's text but not shown
+    # entries
+    75: "1:5",
+    # 76: 2: 'John Coolidge Adams', entry 2's full name; 4-5: 'Karl August Leopold Bohm', entry
+    # 4's full name; '(composer)' ignored
+    76: "1:2 2:2 3:3 4:4 5:4",
+    # 77: 1: head Aileen Christianson with dates from Shils - head decides; 2: title without
+    # '(naturalist)'
+    77: "1:4 2:3 3:5",
+    # 78: wrong years in brackets ignored
+    78: "1:1 2:2 3:3",
+    # 79: 1: 'John Porter' = title without '(sociologist)', wrong dates ignored; 2: 'James
+    # Harrison', entry 4's full name; 4: 'John Arthur Porter', entry 3's full name
+    79: "1:3 2:4 3:1 4:3",
+    # 80: 3: 'Edward Albert Shils', entry 3's full name
+    80: "1:1 2:3 3:3",
+    # 81: 4: 'Harry Black' = title without '(city manager)'
+    81: "1:1 2:2 3:3 4:4 5:5",
+    # 82: 4: 'David Naguib Pellow', entry 5's full name
+    82: "1:1 2:2 3:3 4:5 5:4",
+    83: "1:1 2:2 3:3 4:4",
+    # 84: 3: 'Charles Wright Mills', entry 2's full name; 6: 'David W. Wardini', a blend of David
+    # W. Harvey and Soham El Wardini, nobody shown - left out
+    84: "1:1 2-4:2 5:3",
+    # 85: 1-2: head plus the entry's own full name repeated; hard call 3: head Friedrich Karl
+    # Arnold Schwassmann, followed by 'Williamina Fleming (15 May 1857 - 21 May 1911' copied from
+    # entry 5 without brackets/citation - head decides, entry 3 only
+    85: "1:1 2:2 3:3",
+    86: "1:1 2:2 3:3",
+    # 87: 3: Eleanor Margaret Burbidge, entry 2's full name; 5,6: 'Petrus Adolphe Jacques
+    # Quetelet', a blend of Petrus Apianus (5) and Adolphe Quetelet (4) (first name and dates from
+    # Apianus), nobody shown; 8: 'Petrube Adolphe Jacques Quetelet', same blend, garbled; dates
+    # ignored
+    87: "1:1 2:2 3:2 4:3 7:4",
+    # 88: 3: Ellen Dorrit Hoffleit, entry 2's full name; wrong dates ignored
+    88: "1:1 2:2 3:2",
+    # 89: 2,6,10,14,18: ', commonly named Yoshida Shōin' continues the previous item (starts with
+    # a comma), not a new item; 3,7,11,15: prose, no name; blank lines 4,8,12,16
+    89: "1:1 5:1 9:1 13:1 17:1",
+    # 90: '(geographer)' added to Kuhle and Katz does not matter
+    90: "1:1 2:2 3:3 4:4",
+    # 91: '(geographer)' qualifiers ignored
+    91: "1:1 2:2 3:3 4:4",
+    92: "1:1 2:2",
+    # 93: 2: Sir Thomas Elyot; 4: Maximilian Karl Emil Weber, entry 2's full name; 5: 'François
+    # Ozanne-Rivierre', a one-letter misspelling of Françoise Ozanne-Rivierre (same distinctive
+    # surname), counted as entry 4 (hard call)
+    93: "1:1 2:1 3:2 4:2 5:4",
+    94: "1:4",
+    # 95: 1: David Diamond, named in Tureck's text but not shown; 2: Julia Myra Hess, entry 5's
+    # full name (Dame Julia Myra Hess); 3-5: Martin Luther King Jr., not shown
+    95: "2:5",
+    # 96: 3: Max Steiner (Maximilian Raoul Steiner), both names of entry 3
+    96: "1:1 2:2 3:3",
+    # 97: 1: Jean-Baptiste Lully and 2-10: François Couperin, named in Rameau's text but not shown
+    97: "",
+    # 98: bracketed qualifiers ('cellist', 'composer') ignored
+    98: "1:1 2:2 3:3 4:4 5:5",
+    # 99: 3: John Robert Fowles with Biegel's dates: head decides, entry 2; 4: Paulus Johannes
+    # 'Paul' Biegel, entry 3's full name
+    99: "1:1 2:2 3:2 4:3 5:5",
+    # 100: 3: James Harrison, entry 2's full name; 5: Halldór Kiljan Laxness, entry 4's full name;
+    # wrong dates ignored
+    100: "1:1 2:2 3:2 4:4 5:4",
+    101: "1:5",
+    # 102: 1: David W. Harvey, entry 1's text name
+    102: "1:1 2:2 3:4 4:3",
+    # 103: 1: John Arthur Porter, entry 1's full name; wrong dates ignored
+    103: "1:1 2:2 3:3",
+    104: "1:1 2:2 3:3",
+    # 105: 2,11: 'Yoshitake Shōnen', not shown (not Yokoi Shōnan); 7: repeats the question;
+    # 9,16,19: headers; 17: one list item naming Yoshida Shōin, Fukuda Hideko and Yokoi Shōnan,
+    # gets all three (hard call); 20: 'Yoshitake Shōnen' with Fujimoto's description, head not
+    # shown; 21: '2', cut
+    105: "1:1 3:3 4:3 5:4 10:1 12:3 13:3 14:4 17:1,3,4",
+    # 106: 4: Masayuki Mori, named in Arishima's text but not shown; 6: Yokoi Tokiari, entry 5's
+    # real name per its text; 7-23: 'Yokoi Toki', the loop on a truncated Yokoi Tokiari (same
+    # surname, only Yokoi shown), counted as entry 5 (hard call) [lead's call on this flagged hard
+    # call, by LABELLING.md: 'Yokoi Toki' is not an obvious form of Yokoi Tokiari (a different
+    # given name, not an initial or short form), so lines 7-23 name nobody shown and are left out]
+    106: "1:1 2:2 3:2 5:4 6:5",
+    # 107: a loop on entry 1 until the token cap
+    107: "1-23:1",
+    # 108: 4: 'Yoshida Shōnan', a blend of Yoshida Shōin (3) and Yokoi Shōnan (5), nobody shown;
+    # 23: 'Yoshida Shō', cut by the cap, counted as entry 3 (hard call, like 'Kuniaki Kois' in the
+    # earlier labels)
+    108: "1:1 2:2 3:3 5:5 6:1 7:2 8-10:3 11:1 12:2 13-15:3 16:1 17:2 18-20:3 21:1 22:2 23:3",
+    # 109: '(geographer)' qualifiers ignored
+    109: "1:1 2:2 3:3 4:4",
+    # 110: '(AJC)' is meaningless, ignored; 3: Cindi Katz is entry 4
+    110: "1:1 2:2 3:4",
+    # 111: 2-3: the '(geographer)' qualifiers are not shown titles (only entry 1's title has it)
+    # and do not matter
+    111: "1:1 2:2 3:3",
+    # 112: 1: 'John Arthur Porter', entry 5's full name; 3: 'David Sadler (geologist)', head David
+    # Sadler = entry 2, the wrong qualifier does not matter
+    112: "1:5 2:4 3:2 4:3",
+    # 113: 2, 5, 8: sub-list items that name the person (as in answer 43); 1-2: Cameron's death
+    # date copied from Starostin, head decides; 8: head L. L. Zamenhof with Hashimoto's
+    # description, cut by the cap after the name is complete; 3, 6: blank
+    113: "1:1 2:1 4:2 5:2 7:5 8:5",
+    # 114: 2: 'Sir Thomas Elyot', the entry's own name; the ordinals 1.-5. are not citations (5.
+    # Charlize Theron is entry 4)
+    114: "1:1 2:1 3:2 4:3 5:4",
+    # 115: loop on 'Sarah Jane Mercer', entry 2's full name; hard call 14: 'Sarah Jane Merc' cut
+    # by the cap partway through the surname, kept like the 'Kuniaki Kois' / 'Mstislav
+    # Leopoldovich R' precedents (unlike 'Ida Elizabeth', where the surname had not started)
+    115: "1-14:2",
+    # 116: 1-2: 'Ida Elizabeth Mathis', entry 2 without 'Brandon'; wrong dates ignored
+    116: "1:2 2:2 3:4 4:5",
+    # 117: 1-2: 'Head (Title)': Ida Elizabeth Mathis (entry 2) plus '(Daron Joffe)', entry 1's
+    # title, so both (as in answers 47/71); 5: 'May Roberta Berenbaum', entry 5's full name
+    117: "1:1,2 2:1,2 3:3 4:5 5:5",
+    # 118: loop on 'Ida Elizabeth Mathis' (entry 2); 9: cut by the cap in the dates, after the
+    # name is complete; wrong dates ignored
+    118: "1-9:2",
+    # 119: wrong dates ignored (Buis given Milkman's birth year)
+    119: "1:2 2:3 3:4",
+    # 120: Clara Schumann = entry 4, Rosalyn Tureck = entry 5; wrong dates ignored
+    120: "1:4 2:5 3:4 4:5",
+    # 121: Rostropovich = entry 4, Julian Lloyd Webber = entry 3; wrong dates ignored
+    121: "1:4 2:3",
+    # 122: Jean-Baptiste Lully, Francois Couperin and Johann Sebastian Bach are only mentioned in
+    # the texts of Rameau/Tureck; none is a shown person; 10: cut, Couperin anyway
+    122: "",
+    # 123: hard call: head Sharon Isbin (entry 2) plus '(Dame Julia Myra Hess)', a bracket holding
+    # only a name, entry 4's full name containing her title 'Myra Hess', read as 'Name A (Title
+    # B)', so both (unlike answers 46/70, whose bracket was copied description text: Yiddish alias
+    # + dates)
+    123: "1:2,4",
+    # 124: 2: head David S. Blondheim with Kristel's dates, head decides; 3: 'David Simon
+    # Kristel', a blend of David Simon Blondheim (entry 3) and Sylvia Kristel (entry 4), nobody
+    # shown - left out
+    124: "1:2 2:3",
+    # 125: ordinals are not citations (4. Julia Kristeva is entry 4, 5. Ruth Crocker is entry 5 by
+    # name)
+    125: "1:1 2:2 3:2 4:4 5:5",
+    # 126: 'Dr. John Smith' is not a shown person
+    126: "",
+    # 127: 1, 5: 'David W. Harvey', entry 1's full name; 4: Isabelle Thomas = entry 5 (title
+    # without '(geographer)')
+    127: "1:1 2:2 3:2 4:5 5:1",
+    128: "1:1 2:2 3:3 4:4 5:5",
+    # 129: Hildegard Binder Johnson = entry 5, Mary Gabriel = entry 4 (title without '(author)')
+    129: "1:5 2:4",
+    # 130: 1: 'John Porter', title without '(sociologist)'; wrong end date on 2 ignored
+    130: "1:1 2:2",
+    # 131: 3: 'Ellen Dorrit Hoffleit', entry 2's full name; the years in brackets do not matter
+    131: "1:1 2:2 3:2 4:4 5:5",
+    132: "1:1 2:2 3:3 4:4 5:5",
+    # 133: 4: head Adolphe Quetelet with Leavitt's dates, head decides (entry 3); wrong dates
+    # elsewhere ignored
+    133: "1:1 2:2 3:3 4:3 5:4 6:5",
+    # 134: 2: 'Ellen Dorrit Hoffleit', entry 1's full name; hard call 3: 'Frederic Karl Arnold
+    # Schwassmann', the anglicised form of Friedrich with the middle names and surname exact, read
+    # as an obvious form of entry 2 (not a different person like 'Max Levitt')
+    134: "1:1 2:1 3:2 4:3 5:4",
 }
 
 
@@ -113,6 +364,6 @@ def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bul
             else:
                 disagreements.append((index, line, entries, labels.get(line)))
         missed += sum(1 for line in labels if line not in found)
-    assert attributed >= 90
+    assert len(LABELS) >= 100 and attributed >= 600  # issue 22: at least 100 labelled answers
     assert agreed / attributed >= 0.95, disagreements
     assert missed <= 0.05 * attributed, missed

@@ -51,12 +51,14 @@ def test_every_output_file_exists(study_run):
         "table_grounded_generation_parity.md", "table_groundedness.md", "table_fairness_gap.md",
         "table_fairness_gap_magnitude.md", "table_ee_loss.md", "table_ee_disparity.md",
         "table_ee_relevance.md", "table_awrf.md", "table_trec_ndcg.md", "table_trec_score.md",
-        "table_amortized_disparity.md", "trial_metrics.csv",
+        "table_amortized_disparity.md", "trial_metrics.csv", "table_amortized_frontier.md",
         "figures/retrieval.png", "figures/generation.png", "figures/many_rankings.png",
+        "figures/amortized_frontier.png",
     ]  # fmt: skip
     for name in expected:
         assert (out / name).is_file(), name
-    for png in ("figures/retrieval.png", "figures/generation.png", "figures/many_rankings.png"):
+    for png in ("figures/retrieval.png", "figures/generation.png", "figures/many_rankings.png",
+                "figures/amortized_frontier.png"):  # fmt: skip
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert not list(out.glob("*.tmp"))
@@ -211,6 +213,101 @@ def test_amortized_disparity_is_that_of_the_shown_rankings_in_trial_order(study_
     # The amortized ranker balances its stream: far below its own per-query disparity.
     per_query = float(summary[("exposure_disparity", "amortized")]["mean"])
     assert float(summary[("amortized_disparity", "amortized")]["mean"]) < per_query / 2
+
+
+FRONTIER_ROWS = (
+    "`representative_stochastic` (the reference)",
+    "`amortized` alpha 7, spread 4 (defaults)",
+    "`amortized` alpha 8, no spread (old defaults)",
+    "`amortized` alpha 4, no spread",
+    "`amortized` alpha 6.5, spread 4",
+    "`amortized` alpha 8, spread 4",
+)
+"""The settings the study's frontier measures (issue 26), in the report's order."""
+
+
+def _frontier_rows(text: str) -> dict[str, list[str]]:
+    """``{setting: cells}`` of the frontier table in ``text``."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _value_and_ratio(cell: str) -> tuple[float, float]:
+    value, ratio = re.fullmatch(r"([-\d.]+) \(([-\d.]+|n/a)\)", cell).groups()
+    return float(value), math.nan if ratio == "n/a" else float(ratio)
+
+
+def test_the_report_holds_the_amortized_frontier_with_real_numbers(study_run):
+    """Issue 26, "the study's report includes the amortized frontier": one row per setting
+    with the three goal metrics beside representative_stochastic's. The defaults' stream is
+    the study's own amortized stream (its disparity and nDCG@5 loss follow from the records),
+    and its document EE-L is that of draws from the ledger each trial read."""
+    from fairrag_core.metrics import document_expected_exposure
+    from fairrag_study.dataset import TREC_GENDER
+    from fairrag_study.frontier import SAMPLE_STREAM
+    from fairrag_study.many_rankings import SnapshotLedger, build_ranker
+    from fairrag_study.study import StudyConfig
+    from fairrag_study.sweep import load_pools
+
+    out, cache, _ = study_run
+    report = (out / "report.md").read_text()
+    section = _section(report, "The amortized ranker's frontier")
+    rows = _frontier_rows(section)
+    assert list(rows) == list(FRONTIER_ROWS)
+    assert _frontier_rows((out / "table_amortized_frontier.md").read_text()) == rows
+    figures = {}
+    for setting, cells in rows.items():
+        disparity = float(cells[0])
+        loss, loss_ratio = _value_and_ratio(cells[1])
+        ee, ee_ratio = _value_and_ratio(cells[2])
+        distinct, entropy = float(cells[3]), float(cells[4])
+        for value in (disparity, loss, ee, distinct, entropy):
+            assert math.isfinite(value), (setting, cells)
+        assert 0 <= disparity < 0.5 and ee > 0 and 1 <= distinct <= 100 and entropy >= 0
+        figures[setting] = (disparity, loss, loss_ratio, ee, ee_ratio, distinct, cells[5])
+    reference = figures[FRONTIER_ROWS[0]]
+    assert reference[2] == 1.0 and reference[4] == 1.0
+    for setting, (disparity, loss, loss_ratio, ee, ee_ratio, _, goals) in figures.items():
+        assert loss_ratio == pytest.approx(loss / reference[1], abs=0.006), setting
+        assert ee_ratio == pytest.approx(ee / reference[3], abs=0.006), setting
+        met = (disparity < 0.01, ee <= reference[3], loss <= 0.65 * reference[1])
+        assert goals == " / ".join("yes" if m else "no" for m in met), setting
+    # The defaults' stream is the trials' amortized stream, ranking for ranking.
+    defaults = figures[FRONTIER_ROWS[1]]
+    summary = _summary(out)
+    assert defaults[0] == pytest.approx(
+        float(summary[("amortized_disparity", "amortized")]["mean"]), abs=5e-5
+    )
+    ndcg = {r: float(summary[("ndcg_at_k", r)]["mean"]) for r in ("standard", "amortized")}
+    assert defaults[1] == pytest.approx(ndcg["standard"] - ndcg["amortized"], abs=5e-5)
+    # Spread: the defaults vary the top five more than the old defaults (alpha 8, no spread).
+    assert defaults[5] > figures[FRONTIER_ROWS[2]][5]
+    # Its document EE-L: 100 draws per trial from the ledger that trial read (the records).
+    config = StudyConfig(
+        data=data_path_or_skip(), cache_dir=cache, topics=tuple(TOPICS.split(",")),
+        per_group=12, trials=12, llm="none", progress=False,
+    )  # fmt: skip
+    pools = load_pools(config, lambda _: None)
+    served: dict[str, float] = {}
+    losses = []
+    shown = sorted(
+        (r for r in _records(out) if r["ranker"] == "amortized"), key=lambda r: r["trial"]
+    )
+    for record in shown:
+        pool = pools[record["trial"]]
+        ledger = SnapshotLedger(served, 0)
+        ranker = build_ranker("amortized", alpha=4.0, dataset=TREC_GENDER, seed=2026, ledger=ledger)
+        rng = np.random.default_rng((pool.trial.seed, SAMPLE_STREAM))
+        drawn = ranker.sample(pool.scores, pool.groups, 5, 100, rng=rng)
+        losses.append(document_expected_exposure(drawn, pool.relevant.astype(float)).loss)
+        for i, group in enumerate(record["groups"]):
+            served[group] = served.get(group, 0.0) + DCG[i]
+    assert defaults[3] == pytest.approx(float(np.mean(losses)), abs=5e-4)
+    assert "Settings meeting all three goals on this run: " in section
 
 
 def _corpus():
