@@ -459,8 +459,8 @@ class GenerationDiagnosis:
             advice.append(
                 f"- {self.nothing} answers attribute nothing: they cite no shown document and "
                 "name nobody shown (empty, off-topic or invented people); check a few in "
-                "`records.jsonl` (`answer`), raise the token cap (`StudyConfig.max_tokens`) "
-                "if they stop mid-answer."
+                "`records.jsonl` (`answer`), raise the token cap (`--max-tokens`, "
+                "`StudyConfig.max_tokens`) if they stop mid-answer."
             )
         if advice:
             out.append("\nWhat this means and what to change:\n")
