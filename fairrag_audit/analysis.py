@@ -12,8 +12,15 @@ share ``τ_t``.
   with one target for every record this is ``|Σ_t p_t W_t / Σ_t W_t − τ|``. Records with
   different targets each count against their own: our choice, the spec has one target).
 - **exposure disparity**: the mean of the per-list ``|p_t − τ_t|``.
-- generation parity, grounded generation parity, groundedness, fairness gap and its magnitude:
-  means of the values the records carry (NaN, ``null`` in the log, counted as missing).
+- generation parity, grounded generation parity, groundedness, fairness gap and its magnitude,
+  and the attributed generation parity, fairness gap and groundedness (docs/SPEC.md
+  "Attribution"): means of the values the records carry (NaN, ``null`` in the log, counted as
+  missing).
+- what the answers cited (:func:`_generation_table`): per ranker, the answers, those in the
+  paper's format, those whose paper and attributed parity are measured, those recorded before
+  the attribution, those attributing nothing, and the answers using each citation style (the
+  records' ``citation_styles``); :attr:`AuditResult.generation_why` says in words why the
+  generation metrics are n/a or thin and what to change.
 
 Confidence intervals are Student t intervals at ``confidence``: for means, ``x̄ ± t_{n−1}
 s/√n``; for the two ratio statistics above, the ratio estimator's linearised (delta-method)
@@ -40,7 +47,14 @@ from fairrag_core.stats import pairwise_t_tests
 
 from .lines import line_numbers
 from .options import AuditOptions, format_duration
-from .scan import METRIC_FIELDS, connect, load_records
+from .scan import (
+    ATTRIBUTED_FIELDS,
+    KNOWN_STYLES,
+    METRIC_FIELDS,
+    METRIC_RANGES,
+    connect,
+    load_records,
+)
 
 __all__ = ["METRICS", "AuditResult", "audit", "run_audit"]
 
@@ -52,11 +66,7 @@ METRICS = (
 )
 """Metric names of the tables, in report order (``exposure_share`` is the protected group's)."""
 
-RANGES = {
-    **dict.fromkeys(METRICS, (0.0, 1.0)),
-    "fairness_gap": (-1.0, 1.0),
-    "fairness_gap_magnitude": (-1.0, 1.0),
-}
+RANGES = {**dict.fromkeys(METRICS, (0.0, 1.0)), **METRIC_RANGES}
 """Values each metric can take (docs/SPEC.md "Metrics"); intervals are clipped to them."""
 
 PAIRWISE_METRICS = ("exposure_share", "exposure_disparity", *METRIC_FIELDS)
@@ -106,6 +116,16 @@ class AuditResult:
     ``series`` (a group's exposure share, or ``amortized disparity``) and its ``value``."""
     notes: list[str] = field(default_factory=list)
     """What could not be computed, and why (with counts)."""
+    generation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per ranker, what the answers cited: ``answers``, ``follows_format`` (a ``(DocTitle:
+    X)`` citation parsed: ``follows_citation_format``, or in a record without it a paper
+    generation parity), ``paper_measured`` and ``attributed_measured`` (answers whose
+    paper / attributed generation parity has a value), ``without_attribution`` (recorded
+    before the attribution: no attributed fields), ``attributed_nothing``, ``bullets`` and
+    ``attributed_bullets``, and per citation style ``style_<name>`` the answers using it
+    (``style_none``: none)."""
+    generation_why: list[str] = field(default_factory=list)
+    """Why the generation metrics are what they are (n/a or thin), and what to change."""
 
     @property
     def keys(self) -> list[str]:
@@ -185,6 +205,8 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
     drift = _drift(metrics, options)
     notes.extend(_metric_notes(con, options))
     notes.extend(pair_notes)
+    generation = _generation_table(con)
+    generation_why = _generation_why(generation)
     result = AuditResult(
         options=options,
         reading=reading,
@@ -199,6 +221,8 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
         figure_windows=figure_windows,
         cumulative=cumulative,
         notes=notes,
+        generation=generation,
+        generation_why=generation_why,
     )
     return result
 
@@ -223,7 +247,9 @@ def _included_sql(options: AuditOptions) -> str:
             CASE WHEN w > 0 THEN protected_share END AS p,
             CASE WHEN w > 0 THEN protected_share - target_share END AS d,
             CASE WHEN w > 0 THEN abs(protected_share - target_share) END AS exposure_disparity
-            {"".join(f", {m}" for m in METRIC_FIELDS)}
+            {"".join(f", {m}" for m in METRIC_FIELDS)},
+            answered, follows, has_attribution, styles, n_attribution_bullets,
+            n_attributed_bullets
         FROM records WHERE usable{since}
     """
 
@@ -678,7 +704,9 @@ def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list
             count_if(w = 0) AS empty_list,
             count_if(groups IS NULL AND by_group IS NULL AND w IS NOT NULL) AS equal_weight,
             count_if(has_error) AS errors,
-            count_if(ts IS NULL) AS no_timestamp
+            count_if(ts IS NULL) AS no_timestamp,
+            count_if(NOT answered) AS no_answer,
+            count_if(answered AND NOT has_attribution) AS before_attribution
             {"".join(f", count({m}) AS {m}" for m in METRIC_FIELDS)}
             {"".join(f", count_if(by_{i} IS NULL) AS by_{i}" for i in range(len(options.by)))}
         FROM records WHERE usable
@@ -736,15 +764,146 @@ def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list
             f"{int(counts['no_timestamp'])} of {total} records have no usable `timestamp`: they "
             "cannot be placed in time windows (--window) nor filtered by --since"
         )
+    no_answer, before = int(counts["no_answer"]), int(counts["before_attribution"])
     for metric in METRIC_FIELDS:
         present = int(counts[metric])
-        if present < total:
-            notes.append(
-                f"{metric}: no value in {total - present} of {total} records (absent from the "
-                "record, as in logs written before the record schema, or null: no valid "
-                "citation, no generation)"
-            )
+        if present >= total:
+            continue
+        parts = [f"{no_answer} without an answer"] if no_answer else []
+        if metric in ATTRIBUTED_FIELDS:
+            if before:
+                parts.append(
+                    f"{before} answered in records without the attributed fields (written "
+                    "before the attribution: schema 1, or an earlier library)"
+                )
+            null = total - present - no_answer - before
+        else:
+            null = total - present - no_answer
+        if null > 0:
+            parts.append(f"{null} answered, without a value ({NO_VALUE_BECAUSE[metric]})")
+        notes.append(
+            f"{metric}: no value in {total - present} of {total} records ({'; '.join(parts)})"
+        )
     return notes
+
+
+NO_VALUE_BECAUSE = {
+    "generation_parity": "no valid (DocTitle: X) citation, or no protected group",
+    "grounded_generation_parity": "no supported (DocTitle: X) citation, or no protected group",
+    "fairness_gap": "no generation parity, or no retrieval exposure share",
+    "fairness_gap_magnitude": "no generation parity, or no retrieval exposure share",
+    "groundedness": "not written in the record",
+    "attributed_generation_parity": "nothing attributed, or no protected group",
+    "attributed_fairness_gap": "no attributed parity, or no retrieval exposure share",
+    "attributed_groundedness": "not written in the record",
+}
+"""Why a generation metric of an answered record has no value (docs/SPEC.md "Metrics")."""
+
+STYLE_COLUMNS = (*(f"style_{style}" for style in KNOWN_STYLES), "style_none")
+"""Columns of :attr:`AuditResult.generation`: the answers using each citation style."""
+
+
+def _generation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per ranker, what the answers cited (the columns of :attr:`AuditResult.generation`)."""
+    styles = "".join(
+        f", count_if(list_contains(styles, '{style}'))::BIGINT AS style_{style}"
+        for style in KNOWN_STYLES
+    )
+    return con.execute(f"""
+        SELECT ranker, count(*) AS records, count_if(answered)::BIGINT AS answers,
+            -- a record without follows_citation_format followed it when its parity has a
+            -- value (a valid (DocTitle: X) citation)
+            count_if(answered AND COALESCE(follows, generation_parity IS NOT NULL))::BIGINT
+                AS follows_format,
+            count_if(answered AND generation_parity IS NOT NULL)::BIGINT AS paper_measured,
+            count_if(answered AND attributed_generation_parity IS NOT NULL)::BIGINT
+                AS attributed_measured,
+            count_if(answered AND NOT has_attribution)::BIGINT AS without_attribution,
+            count_if(answered AND has_attribution AND n_attributed_bullets = 0)::BIGINT
+                AS attributed_nothing,
+            COALESCE(sum(n_attribution_bullets) FILTER (answered), 0)::BIGINT AS bullets,
+            COALESCE(sum(n_attributed_bullets) FILTER (answered), 0)::BIGINT
+                AS attributed_bullets
+            {styles},
+            count_if(answered AND len(styles) = 0)::BIGINT AS style_none
+        FROM included GROUP BY ranker ORDER BY ranker
+    """).df()
+
+
+def _generation_why(table: pd.DataFrame) -> list[str]:
+    """In words, from :func:`_generation_table`: how many answers cited nothing in the paper's
+    format, in which styles they answered, why a generation metric is n/a or thin, and what to
+    change (docs/SPEC.md "Auditing logs")."""
+    if table.empty:
+        return []
+    total = {name: int(table[name].sum()) for name in table.columns if name != "ranker"}
+    answers = total["answers"]
+    if not answers:
+        return [
+            f"No record of the {total['records']} carries an answer (no follows_citation_format, "
+            "citation_styles or generation metric): no generation metric to report. Records of "
+            "a retriever without a generator, or of runs whose answer was not recorded."
+        ]
+    why = [
+        f"Of {answers} answers, {total['follows_format']} cited in the requested format "
+        f"(DocTitle: X); the paper's generation parity is measured for "
+        f"{total['paper_measured']} and the attributed one for {total['attributed_measured']}."
+    ]
+    used = [
+        f"{column.removeprefix('style_')} {total[column]}"
+        for column in STYLE_COLUMNS
+        if total[column]
+    ]
+    with_styles = answers - total["without_attribution"]
+    if with_styles:
+        why.append(
+            f"Citation styles of the {with_styles} answers that record them (citation_styles; "
+            f"answers using each, one answer may use several): {', '.join(used) or 'none'}."
+        )
+    missing = answers - total["paper_measured"]
+    if missing:
+        why.append(
+            f"{missing} answers have no paper generation parity (n/a): they cite no shown "
+            "title in the (DocTitle: X) format (or their record names no protected group). "
+            "Read attributed_generation_parity for them; to measure the paper's metric, "
+            "prompt for its format (fairrag_core.prompts.format_instructions) or use a "
+            "generator that follows it."
+        )
+    if total["without_attribution"]:
+        why.append(
+            f"{total['without_attribution']} answers are in records without the attributed "
+            "fields (written before the attribution: schema 1, or an earlier library): their "
+            "attributed metrics are n/a. Records written by this release's handlers and study "
+            "carry them."
+        )
+    if total["style_implicit"]:
+        why.append(
+            f"{total['style_implicit']} answers name shown people without citing them "
+            "(implicit): attributed by the name rule (the document's title and the names its "
+            "own text gives). To have them cite, ask for a citation in the prompt."
+        )
+    if total["attributed_nothing"]:
+        why.append(
+            f"{total['attributed_nothing']} answers attribute nothing: they cite no shown "
+            "document and name nobody shown (empty, off-topic or invented people, or cut "
+            "short); read a few (the log's answer field) and raise the generator's token cap "
+            "(max_tokens) if they stop mid-answer."
+        )
+    thin = [
+        f"{name} for {row.ranker} ({int(getattr(row, column))} of {int(row.answers)} answers)"
+        for row in table.itertuples()
+        if row.answers
+        for name, column in (
+            ("generation_parity", "paper_measured"),
+            ("attributed_generation_parity", "attributed_measured"),
+        )
+        if getattr(row, column) < 2 and total[column]  # n/a everywhere: said above
+    ]
+    if thin:
+        why.append(
+            "Too few values for an interval or a t-test (fewer than 2): " + "; ".join(thin) + "."
+        )
+    return why
 
 
 def _pairwise(

@@ -13,9 +13,10 @@ __all__ = ["add_audit_command", "run_audit_command"]
 DESCRIPTION = (
     "Audit JSON-lines fairness logs (FairnessCallbackHandler, FairnessEventHandler, the study's "
     "records.jsonl; .gz too): exposure share, amortized disparity, generation parity, "
-    "groundedness and fairness gap per ranker, field and time window, with confidence "
-    "intervals; rankers compared; drift out of a band. Writes report.md, report.html, figures "
-    "and CSV tables to --out."
+    "groundedness and fairness gap (the paper's, of (DocTitle: X) citations, and the "
+    "attributed ones, of any citation style) per ranker, field and time window, with "
+    "confidence intervals; what the answers cited and why a metric is n/a; rankers compared; "
+    "drift out of a band. Writes report.md, report.html, figures and CSV tables to --out."
 )
 
 
@@ -86,6 +87,8 @@ def run_audit_command(args: argparse.Namespace) -> int:
     )
     for note in result.notes:
         print(f"note: {note}")
+    for line in result.generation_why:
+        print(f"generation: {line}")
     print(f"report: {written['report.md']} and {written['report.html']}")
     print(f"done in {time.perf_counter() - start:.1f} s")
     if not int(reading["records"].sum()):

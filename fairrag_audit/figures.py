@@ -1,5 +1,6 @@
-"""The audit's three figures, as PNG files: exposure share over time per group, amortized
-disparity against the band, generation parity against exposure share."""
+"""The audit's figures, as PNG files: exposure share over time per group, amortized disparity
+against the band, generation parity (the paper's and the attributed) against exposure share,
+and the cumulative view."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .analysis import NO_TIMESTAMP, AuditResult
+from .analysis import NO_TIMESTAMP, STYLE_COLUMNS, AuditResult
 
 __all__ = ["FIGURES", "write_figures"]
 
 FIGURES = {
     "exposure_over_time.png": "Exposure share per group over time, per ranker",
     "disparity_band.png": "Amortized disparity per window against the band",
-    "parity_vs_exposure.png": "Generation parity against protected exposure share",
+    "parity_vs_exposure.png": (
+        "Generation parity, the paper's and attributed, against protected exposure share"
+    ),
     "cumulative.png": "Exposure share per group and amortized disparity as records accumulate",
 }
 """File name → caption of every figure an audit can draw."""
@@ -158,40 +161,104 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     return True
 
 
+PARITY_PANELS = (
+    ("generation_parity", "the paper's generation parity ((DocTitle: X) citations)"),
+    ("attributed_generation_parity", "attributed generation parity (any style)"),
+)
+"""The panels of ``parity_vs_exposure.png``: the metric and its axis label."""
+
+
+def generation_note(result: AuditResult, metric: str) -> str:
+    """Why a panel of the parity figure has no point, in a few words (the report's "Why the
+    generation metrics are what they are" says it in full)."""
+    table = result.generation
+    answers = int(table["answers"].sum()) if not table.empty else 0
+    if not answers:
+        return "no record carries an answer"
+    if metric == "generation_parity":
+        follows = int(table["follows_format"].sum())
+        styles = [
+            f"{column.removeprefix('style_')} {int(table[column].sum())}"
+            for column in STYLE_COLUMNS
+            if int(table[column].sum())
+        ]
+        used = textwrap.fill(f"Styles: {', '.join(styles) or 'not recorded'}.", width=44)
+        return (
+            f"n/a: {answers - follows} of {answers} answers cite nothing\nin the (DocTitle: X) "
+            f"format.\n{used}\nRead the attributed parity,\nor prompt for the format."
+        )
+    before = int(table["without_attribution"].sum())
+    nothing = int(table["attributed_nothing"].sum())
+    return (
+        f"n/a: of {answers} answers, {before} recorded\nwithout the attributed fields "
+        f"(older logs),\n{nothing} attribute nothing"
+    )
+
+
 def parity_vs_exposure(result: AuditResult, path: Path) -> bool:
-    """One point per ranker, ``by`` values and window: mean generation parity against the
-    protected exposure share; on the diagonal the fairness gap is 0."""
+    """Two panels, the paper's and the attributed generation parity: one point per ranker,
+    ``by`` values and window, its mean parity against the protected exposure share; on the
+    diagonal the fairness gap is 0. A panel without any point says why (answers citing
+    nothing in the paper's format, in which styles; records without the attributed fields)."""
     keys = ["ranker", *result.options.by, "window"]
     table = result.metrics.pivot_table(
         index=keys, columns="metric", values="value", aggfunc="first", dropna=False
     )
-    if "generation_parity" not in table or "exposure_share" not in table:
+    if "exposure_share" not in table:
         return False
-    table = table[np.isfinite(table["generation_parity"]) & np.isfinite(table["exposure_share"])]
-    if table.empty:
+    table = table[np.isfinite(table["exposure_share"])]
+    finite = {
+        metric: table[np.isfinite(table[metric])] if metric in table else table.iloc[:0]
+        for metric, _ in PARITY_PANELS
+    }
+    if all(rows.empty for rows in finite.values()):
         return False
-    counts = result.metrics[result.metrics["metric"] == "generation_parity"].set_index(keys)["n"]
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    ranker_of = table.index.get_level_values("ranker").to_series(index=table.index)
-    top = _top(ranker_of, counts.reindex(table.index).fillna(0), result, "parity figure, rankers")
-    table = table[ranker_of.isin(top).to_numpy()]
-    for ranker, rows in table.groupby(level="ranker", sort=True):
-        n = counts.reindex(rows.index).to_numpy(float)
-        size = 10 + 60 * n / max(float(np.nanmax(counts.to_numpy(float))), 1.0)
-        ax.scatter(
-            rows["exposure_share"],
-            rows["generation_parity"],
-            s=size,
-            alpha=0.7,
-            label=_short(ranker),
-        )
-    ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="fairness gap 0")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("protected exposure share (retrieval)")
-    ax.set_ylabel("generation parity (answers)")
-    ax.legend(fontsize=7)
-    ax.set_title(FIGURES["parity_vs_exposure.png"], fontsize=10)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5), squeeze=False)
+    for ax, (metric, label) in zip(axes[0], PARITY_PANELS, strict=True):
+        rows_of = finite[metric]
+        counts = result.metrics[result.metrics["metric"] == metric].set_index(keys)["n"]
+        if rows_of.empty:
+            ax.text(
+                0.5,
+                0.5,
+                generation_note(result, metric),
+                ha="center",
+                va="center",
+                fontsize=8,
+                transform=ax.transAxes,
+                bbox={"facecolor": "white", "edgecolor": "#bbbbbb", "boxstyle": "round"},
+            )
+        else:
+            ranker_of = rows_of.index.get_level_values("ranker").to_series(index=rows_of.index)
+            top = _top(
+                ranker_of,
+                counts.reindex(rows_of.index).fillna(0),
+                result,
+                f"parity figure ({metric}), rankers",
+            )
+            rows_of = rows_of[ranker_of.isin(top).to_numpy()]
+            largest = max(float(np.nanmax(counts.to_numpy(float))), 1.0)
+            for ranker, rows in rows_of.groupby(level="ranker", sort=True):
+                n = counts.reindex(rows.index).to_numpy(float)
+                ax.scatter(
+                    rows["exposure_share"],
+                    rows[metric],
+                    s=10 + 60 * n / largest,
+                    alpha=0.7,
+                    label=_short(ranker),
+                )
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--", label="fairness gap 0")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("protected exposure share (retrieval)")
+        ax.set_ylabel(label, fontsize=8)
+        ax.legend(fontsize=7, loc="upper left")
+        if not result.generation.empty:
+            column = "paper_measured" if metric == "generation_parity" else "attributed_measured"
+            measured = int(result.generation[column].sum())
+            answers = int(result.generation["answers"].sum())
+            ax.set_title(f"measured for {measured} of {answers} answers", fontsize=8)
+    fig.suptitle(FIGURES["parity_vs_exposure.png"], fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -273,7 +340,8 @@ def write_figures(result: AuditResult, folder: Path) -> dict[str, Path]:
         "disparity_band.png": (disparity_band, "no amortized disparity (no protected group)"),
         "parity_vs_exposure.png": (
             parity_vs_exposure,
-            "no window has both generation parity and a protected exposure share",
+            "no window has both a generation parity (the paper's or the attributed) and a "
+            "protected exposure share",
         ),
         "cumulative.png": (cumulative, "no record has an exposure figure"),
     }

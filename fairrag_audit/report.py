@@ -16,7 +16,7 @@ from typing import cast
 
 import pandas as pd
 
-from .analysis import MAX_LISTED, METRICS, AuditResult
+from .analysis import MAX_LISTED, METRICS, STYLE_COLUMNS, AuditResult
 from .figures import FIGURES, write_figures
 from .options import format_duration
 
@@ -40,7 +40,16 @@ CI_METHOD = (
 )
 
 
-TABLES = ("rankers", "metrics", "exposure", "pairwise", "drift", "reading", "left_out")
+TABLES = (
+    "rankers",
+    "metrics",
+    "exposure",
+    "generation",
+    "pairwise",
+    "drift",
+    "reading",
+    "left_out",
+)
 """The tables written as CSV files, by their attribute of :class:`AuditResult`."""
 
 OUTPUT_FILES = (
@@ -202,6 +211,42 @@ def _left_out_blocks(result: AuditResult) -> list[_Block]:
     ]
 
 
+def _generation_blocks(result: AuditResult) -> list[_Block]:
+    """ "Why the generation metrics are what they are": what the answers cited, per ranker
+    (generation.csv), and in words why a generation metric is n/a or thin."""
+    table = result.generation
+    if table.empty:
+        return []
+    styles = [c for c in STYLE_COLUMNS if int(table[c].sum())]
+    columns = [
+        "ranker",
+        "answers",
+        "follows_format",
+        "paper_measured",
+        "attributed_measured",
+        "without_attribution",
+        "attributed_nothing",
+        *styles,
+    ]
+    shown = table[table["answers"] > 0]
+    blocks: list[_Block] = [
+        ("h2", "Why the generation metrics are what they are"),
+        ("ul", result.generation_why),
+    ]
+    if not shown.empty:
+        blocks += [
+            (
+                "p",
+                "Per ranker: answers; those citing in the paper's format (follows_format); "
+                "those whose paper and attributed generation parity is measured; those "
+                "recorded without the attributed fields; those attributing nothing; and the "
+                "answers using each citation style (style_*, from citation_styles).",
+            ),
+            ("table", _table(shown, columns)),
+        ]
+    return blocks
+
+
 def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
     o = result.options
     by = list(o.by)
@@ -233,6 +278,7 @@ def _blocks(result: AuditResult, figures: dict[str, Path]) -> list[_Block]:
         ("h2", "Per ranker, whole period"),
         ("p", CI_METHOD),
         ("table", _wide(result.rankers, ["ranker"])),
+        *_generation_blocks(result),
     ]
     blocks.append(("h2", "Drift"))
     if o.max_disparity is None:
@@ -381,6 +427,8 @@ def _summary(result: AuditResult, figures: dict[str, Path]) -> dict[str, object]
             "used": int(reading["used"].sum()),
         },
         "rankers": json.loads(result.rankers.to_json(orient="records")),
+        "generation": json.loads(result.generation.to_json(orient="records")),
+        "generation_why": result.generation_why,
         "drift_windows": len(result.drift),
         "figures": sorted(figures),
         "notes": result.notes,

@@ -10,7 +10,8 @@ the fields) is marked ``not_record``; a record with a field outside its metric's
 a cap, or dated before 1970 (docs/SPEC.md "Auditing logs"), is ``refused`` with the reason, and
 one dated after the audit started is ``future``. All are counted and listed by line, never
 dropped silently. Blank lines are not records and are not counted. Every field is optional
-and read with ``TRY_CAST``: a field of the wrong type counts as missing for that field only.
+and read with ``TRY_CAST``: a field of the wrong type counts as missing for that field only (a
+metric or count must be a JSON number: ``"0.5"`` or ``true`` is missing).
 """
 
 from __future__ import annotations
@@ -21,42 +22,70 @@ from pathlib import Path
 
 import duckdb
 
+from fairrag_core.attribution import STYLES
+from fairrag_core.audit import GENERATION_FIELDS
+
 from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, sieve
 from .options import AuditOptions
 
 __all__ = [
+    "ATTRIBUTED_FIELDS",
     "CLOCK_SKEW",
+    "COUNT_FIELDS",
     "EARLIEST",
+    "KNOWN_STYLES",
+    "MAX_ATTRIBUTIONS",
+    "MAX_BULLETS",
     "MAX_DEPTH",
     "MAX_GROUPS",
     "MAX_K",
     "MAX_LABEL_CHARS",
     "MAX_LINE_BYTES",
+    "MAX_SOURCES_BYTES",
+    "MAX_STYLES_BYTES",
     "METRIC_FIELDS",
     "METRIC_RANGES",
     "connect",
     "load_records",
 ]
 
-METRIC_FIELDS = (
-    "generation_parity",
-    "grounded_generation_parity",
-    "groundedness",
-    "fairness_gap",
-    "fairness_gap_magnitude",
-)
-"""Per-record metrics taken from the records as written (docs/SPEC.md "Metrics")."""
+METRIC_FIELDS = GENERATION_FIELDS
+"""Per-record metrics taken from the records as written (docs/SPEC.md "Metrics"): the
+generation fields every record with an answer carries (``fairrag_core.audit``, the list the
+handlers' summaries read), the paper's then the attributed ones."""
+
+ATTRIBUTED_FIELDS = tuple(name for name in METRIC_FIELDS if name.startswith("attributed_"))
+"""The metrics of the attributed source set (docs/SPEC.md "Attribution")."""
 
 METRIC_RANGES = {
     "exposure_share": (0.0, 1.0),
-    "generation_parity": (0.0, 1.0),
-    "grounded_generation_parity": (0.0, 1.0),
-    "groundedness": (0.0, 1.0),
-    "fairness_gap": (-1.0, 1.0),
-    "fairness_gap_magnitude": (-1.0, 1.0),
+    **{
+        name: (-1.0, 1.0) if "fairness_gap" in name else (0.0, 1.0)
+        for name in METRIC_FIELDS  # parities and groundedness in [0, 1], gaps in [-1, 1]
+    },
 }
 """The values each per-record field can take by its definition (docs/SPEC.md "Metrics"): a
 record with a value outside (or NaN / infinite written as a number) is refused."""
+
+KNOWN_STYLES = STYLES
+"""The citation styles a record may name (``citation_styles``, each attribution's ``style``):
+``fairrag_core.attribution.STYLES``; a record naming another is refused."""
+
+COUNT_FIELDS = ("n_attribution_bullets", "n_attributed_bullets")
+"""Counts of the attribution (docs/SPEC.md "Attribution"): whole numbers in [0, MAX_BULLETS]."""
+
+MAX_BULLETS = 10_000
+"""Most bullets one record's attribution may count (an answer capped by a token limit has
+tens)."""
+
+MAX_ATTRIBUTIONS = 10_000
+"""Most attributions one record's ``attributed_sources`` may list."""
+
+MAX_STYLES_BYTES = 1024
+"""Longest ``citation_styles`` JSON text (the six known names take 80 bytes)."""
+
+MAX_SOURCES_BYTES = 2**20
+"""Longest ``attributed_sources`` JSON text, 1 MiB (an attribution takes about 150 bytes)."""
 
 MAX_K = 10_000
 """Longest shown list a record may claim (``k``, ``groups``, ``exposure_by_group``): a
@@ -116,6 +145,10 @@ KNOWN_FIELDS = (
     "exposure_by_group",
     "exposure_share",
     *METRIC_FIELDS,
+    "follows_citation_format",
+    "citation_styles",
+    "attributed_sources",
+    *COUNT_FIELDS,
     "error",
 )
 """The fields read from every record (each as JSON, then cast: a wrong type is missing)."""
@@ -126,7 +159,22 @@ def _text(column: str) -> str:
 
 
 def _number(column: str) -> str:
-    return f"TRY_CAST({column} AS DOUBLE)"
+    """The JSON value as a number when it is one (``NaN`` and ``1e400`` too); a string,
+    boolean, list or object is missing (``"0.5"`` and ``true`` are not read as numbers). The
+    type is read from the first character of the JSON text: no parse."""
+    return (
+        f"CASE WHEN {_first(column)} NOT IN ({_QUOTE}, {_FALSE}, {_TRUE}) "
+        f"THEN TRY_CAST({column} AS DOUBLE) END"
+    )
+
+
+_QUOTE, _FALSE, _TRUE, _BRACKET = (ord(c) for c in '"ft[')
+"""First characters of a JSON string, false, true and array (DuckDB writes JSON minified)."""
+
+
+def _first(column: str) -> str:
+    """The code of the first character of a JSON value's text (NULL for a missing one)."""
+    return f"ascii(CAST({column} AS VARCHAR))"
 
 
 def _json_text(column: str, chars: int = 40) -> str:
@@ -192,13 +240,14 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
         ),
     ]
     for name, (low, high) in METRIC_RANGES.items():
-        value = f"TRY_CAST({_quoted(name)} AS DOUBLE)"
+        value = _number(_quoted(name))
         checks.append(
             (
                 f"{value} IS NOT NULL AND NOT ({value} BETWEEN {low} AND {high})",
                 f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
             )
         )
+    checks += _attribution_checks()
     checks.append(
         (
             "json_type(target) = 'OBJECT' AND target_map IS NULL",
@@ -230,6 +279,108 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
     return checks
 
 
+def _attribution_checks() -> list[tuple[str, str]]:
+    """The checks of the attribution's fields (docs/SPEC.md "Attribution", "Auditing logs"):
+    ``citation_styles`` a list of at most one of each known style, ``attributed_sources`` a
+    list of at most :data:`MAX_ATTRIBUTIONS` objects of known styles, the counts whole numbers
+    in [0, :data:`MAX_BULLETS`], and the counts and metrics consistent with each other.
+
+    The checks run in order, the first that holds refuses the record: each list is first
+    measured by its JSON text's length (constant time), and read (one parse per check) only
+    when within its cap, so that no value costs more than a few times its own size."""
+    known = "[" + ", ".join(_literal(style) for style in KNOWN_STYLES) + "]"
+    names = ", ".join(KNOWN_STYLES)
+    styles = "TRY_CAST(citation_styles AS VARCHAR[])"
+    unknown = f"list_filter({styles}, lambda x: NOT list_contains({known}, x))"
+    checks = [
+        (
+            f"strlen(CAST(citation_styles AS VARCHAR)) > {MAX_STYLES_BYTES}",
+            "'citation_styles is ' || strlen(CAST(citation_styles AS VARCHAR)) || ' bytes of "
+            f"JSON, above the cap of {MAX_STYLES_BYTES:,}'",
+        ),
+        (
+            f"{_first('citation_styles')} <> {_BRACKET}",
+            "'citation_styles ' || " + _json_text("citation_styles") + " || ' is not a list of "
+            "style names'",
+        ),
+        (
+            f"json_array_length(citation_styles) > {len(KNOWN_STYLES)}",
+            "'citation_styles lists ' || json_array_length(citation_styles) || ' styles, above "
+            f"the {len(KNOWN_STYLES)} known'",
+        ),
+        (
+            "len(list_filter(json_type(citation_styles, '$[*]'), lambda x: x <> 'VARCHAR')) > 0",
+            "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' holds a value "
+            "that is not a style name'",
+        ),
+        (
+            f"len({unknown}) > 0",
+            f"'citation_styles names an unknown style: ' || left(array_to_string({unknown}, "
+            f"', '), 80) || ' (known: {names})'",
+        ),
+        (
+            f"len(list_distinct({styles})) < len({styles})",
+            "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' names a style "
+            "twice'",
+        ),
+        (
+            f"strlen(CAST(attributed_sources AS VARCHAR)) > {MAX_SOURCES_BYTES}",
+            "'attributed_sources is ' || strlen(CAST(attributed_sources AS VARCHAR)) || ' bytes "
+            f"of JSON, above the cap of {MAX_SOURCES_BYTES:,}'",
+        ),
+        (
+            # the first character of the JSON text: no parse of a long list
+            f"{_first('attributed_sources')} <> {_BRACKET}",
+            "'attributed_sources ' || " + _json_text("attributed_sources") + " || ' is not a "
+            "list of attributions'",
+        ),
+        (
+            f"json_array_length(attributed_sources) > {MAX_ATTRIBUTIONS}",
+            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"attributions, above the cap of {MAX_ATTRIBUTIONS:,}'",
+        ),
+    ]
+    for name in COUNT_FIELDS:
+        value = _number(name)
+        checks.append(
+            (
+                f"{value} IS NOT NULL AND NOT ({value} BETWEEN 0 AND {MAX_BULLETS} "
+                f"AND {value} = floor({value}))",
+                f"'{name} ' || {_json_text(name)} || ' is not a whole number in "
+                f"[0, {MAX_BULLETS:,}]'",
+            )
+        )
+    bullets, attributed = (f"({_number(name)})" for name in COUNT_FIELDS)
+    grounded = f"({_number('attributed_groundedness')})"
+    parity = f"({_number('attributed_generation_parity')})"
+    counts = f"{_json_text(COUNT_FIELDS[1])} || ' / ' || {_json_text(COUNT_FIELDS[0])}"
+    checks += [
+        (
+            f"{attributed} > {bullets}",
+            f"'n_attributed_bullets ' || {_json_text(COUNT_FIELDS[1])} || ' is more than "
+            f"n_attribution_bullets ' || {_json_text(COUNT_FIELDS[0])}",
+        ),
+        (
+            f"json_array_length(attributed_sources) < {attributed}",
+            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"attributions, fewer than the ' || {_json_text(COUNT_FIELDS[1])} || ' attributed "
+            "bullets'",
+        ),
+        (
+            # docs/SPEC.md: AU counts attributed bullets over all bullets (0 without a bullet)
+            f"{grounded} * {bullets} > {attributed} + 1e-6 OR ({bullets} = 0 AND {grounded} > 0)",
+            f"'attributed_groundedness ' || {_json_text('attributed_groundedness')} || ' is "
+            f"above n_attributed_bullets / n_attribution_bullets (' || {counts} || ')'",
+        ),
+        (
+            f"{parity} IS NOT NULL AND {attributed} = 0",
+            f"'attributed_generation_parity ' || {_json_text('attributed_generation_parity')} "
+            "|| ' of an answer with no attributed bullet (it is null then)'",
+        ),
+    ]
+    return checks
+
+
 def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[int]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
@@ -240,7 +391,10 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     top level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown list),
     ``w`` (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share``
     (``ES_protected``), ``by_group`` (the record's ``exposure_by_group``), ``logged_share``,
-    the :data:`METRIC_FIELDS`, ``has_error``, ``model_ok``.
+    the :data:`METRIC_FIELDS`, ``answered`` (the record is of an answer), ``follows`` (its
+    ``follows_citation_format``), ``has_attribution`` (it carries the attribution's fields),
+    ``styles`` (its ``citation_styles``), the :data:`COUNT_FIELDS`, ``has_error``,
+    ``model_ok``.
 
     Each file is sieved (lines too long or too deep replaced), then read in one streaming
     pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
@@ -304,6 +458,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
         + list(METRIC_FIELDS)
+        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
     )
     counts: dict[str, list[int]] = {"lines": [], "damaged": []}
@@ -460,6 +615,20 @@ def _scan_file(
             by_group_raw AS by_group,
             {_number("exposure_share")} AS logged_share
             {metrics},
+            -- what the answer cited (docs/SPEC.md "Attribution"): every record of an answer
+            -- says whether it followed the paper's format; the attribution's fields are in
+            -- records written since it was (schema 2 onward)
+            COALESCE({_first("follows_citation_format")} IN ({_FALSE}, {_TRUE}), false)
+                OR COALESCE({_first("citation_styles")} = {_BRACKET}, false)
+                {"".join(f" OR {_number(m)} IS NOT NULL" for m in METRIC_FIELDS)} AS answered,
+            CASE WHEN {_first("follows_citation_format")} IN ({_FALSE}, {_TRUE})
+                THEN {_first("follows_citation_format")} = {_TRUE} END AS follows,
+            COALESCE({_first("citation_styles")} = {_BRACKET}, false)
+                OR {_number("n_attribution_bullets")} IS NOT NULL AS has_attribution,
+            CASE WHEN refusal IS NULL AND {_first("citation_styles")} = {_BRACKET}
+                THEN TRY_CAST(citation_styles AS VARCHAR[]) END AS styles,
+            TRY_CAST({_number("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
+            TRY_CAST({_number("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
         FROM ({checked})
     """

@@ -35,6 +35,14 @@ FIELDS = (
     "groundedness",
     "fairness_gap",
     "fairness_gap_magnitude",
+    "follows_citation_format",
+    "citation_styles",
+    "attributed_sources",
+    "n_attribution_bullets",
+    "n_attributed_bullets",
+    "attributed_generation_parity",
+    "attributed_fairness_gap",
+    "attributed_groundedness",
     "error",
     "metadata",
 )
@@ -47,6 +55,7 @@ scalars = st.one_of(
     st.sampled_from([0.0, 0.5, 1.0, -0.0, 1e300, -1e300, 2_000_000_000, 10_001]),
     st.text(max_size=12),
     st.sampled_from(["female", "male", "=1+1", "<script>", "2026-12-01T00:00:00Z", "9999-12-31"]),
+    st.sampled_from(["numbered", "implicit", "doctitle", "bracketed_title", "telepathy"]),
 )
 values = st.recursive(
     scalars,
@@ -102,6 +111,15 @@ def check(folder: Path, body: list[bytes]) -> None:
                 assert math.isnan(x) or lowest - 1e-9 <= x <= highest + 1e-9, (metric, x)
     shares = result.exposure["share"].dropna()
     assert ((shares >= -1e-9) & (shares <= 1 + 1e-9)).all()
+    generation = result.generation
+    if not generation.empty:  # what the answers cited: counts within the records audited
+        assert generation["records"].sum() == row["used"]
+        assert (generation["answers"] <= generation["records"]).all()
+        for column in generation.columns:
+            if column not in ("ranker", "records", "bullets", "attributed_bullets"):
+                assert (generation[column] <= generation["answers"]).all(), column
+        assert (generation["bullets"] >= generation["attributed_bullets"]).all()
+        assert all(isinstance(line, str) for line in result.generation_why)
 
 
 def main() -> int:

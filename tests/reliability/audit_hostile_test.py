@@ -470,3 +470,194 @@ def test_window_labels_are_written_by_duckdb_for_any_timestamp():
     assert view == "trend" and labels is not None
     # windows of 365 d from DuckDB's origin (2000-01-03): year 1 falls in 1 BC (year 0)
     assert sorted(labels.values()) == ["0000-05-02T00:00:00Z", "2025-12-27T00:00:00Z"]
+
+
+# -- the attribution's fields (docs/SPEC.md "Attribution") -------------------------------------
+
+STYLES_KNOWN = "doctitle, numbered, markdown_link, bracketed_title, source_label, implicit"
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        (
+            {"attributed_generation_parity": 1.5},
+            "attributed_generation_parity 1.5 is outside [0, 1]",
+        ),
+        (
+            {"attributed_generation_parity": -1e300},
+            "attributed_generation_parity -1e300 is outside",
+        ),
+        ({"attributed_groundedness": -0.1}, "attributed_groundedness -0.1 is outside [0, 1]"),
+        ({"attributed_fairness_gap": -2}, "attributed_fairness_gap -2 is outside [-1, 1]"),
+        ({"attributed_fairness_gap": float("nan")}, "attributed_fairness_gap NaN is outside"),
+        (
+            {"n_attribution_bullets": -1},
+            "n_attribution_bullets -1 is not a whole number in [0, 10,000]",
+        ),
+        ({"n_attribution_bullets": 2.5}, "n_attribution_bullets 2.5 is not a whole number"),
+        (
+            {"n_attributed_bullets": 10_001},
+            "n_attributed_bullets 10001 is not a whole number in [0",
+        ),
+        ({"n_attributed_bullets": 1e300}, "n_attributed_bullets 1e300 is not a whole number"),
+        (
+            {"n_attribution_bullets": 2, "n_attributed_bullets": 3},
+            "n_attributed_bullets 3 is more than n_attribution_bullets 2",
+        ),
+        (
+            {"citation_styles": "numbered"},
+            'citation_styles "numbered" is not a list of style names',
+        ),
+        ({"citation_styles": {"a": 1}}, 'citation_styles {"a":1} is not a list of style names'),
+        (
+            {"citation_styles": ["numbered", 3]},
+            'citation_styles ["numbered",3] holds a value that is not a style name',
+        ),
+        ({"citation_styles": [["numbered"]]}, 'citation_styles [["numbered"]] holds a value'),
+        (
+            {"citation_styles": ["numbered", "=HYPERLINK(1)"]},
+            f"citation_styles names an unknown style: =HYPERLINK(1) (known: {STYLES_KNOWN})",
+        ),
+        (
+            {"citation_styles": ["x" * 1000]},
+            "citation_styles names an unknown style: " + "x" * 80 + " (known",
+        ),
+        (
+            {"citation_styles": ["implicit"] * 7},
+            "citation_styles lists 7 styles, above the 6 known",
+        ),
+        (
+            {"citation_styles": ["numbered", "numbered"]},
+            'citation_styles ["numbered","numbered"] names a style twice',
+        ),
+        ({"attributed_sources": "x"}, 'attributed_sources "x" is not a list of attributions'),
+        (
+            {"attributed_sources": [{}] * 10_001},
+            "attributed_sources lists 10001 attributions, above the cap of 10,000",
+        ),
+        ({"attributed_sources": {"a": [1]}}, 'attributed_sources {"a":[1]} is not a list of'),
+        (
+            {"attributed_sources": [{"person": "x" * 2**20}]},
+            "attributed_sources is 1048591 bytes of JSON, above the cap of 1,048,576",
+        ),
+        (
+            {"citation_styles": ["implicit"] * 100},
+            "citation_styles is 1101 bytes of JSON, above the cap of 1,024",
+        ),
+        (
+            {"attributed_sources": [{}], "n_attribution_bullets": 3, "n_attributed_bullets": 2},
+            "attributed_sources lists 1 attributions, fewer than the 2 attributed bullets",
+        ),
+        (
+            {"n_attribution_bullets": 4, "n_attributed_bullets": 1, "attributed_groundedness": 0.5},
+            "attributed_groundedness 0.5 is above n_attributed_bullets / n_attribution_bullets "
+            "(1 / 4)",
+        ),
+        (
+            {"n_attribution_bullets": 0, "n_attributed_bullets": 0, "attributed_groundedness": 0.2},
+            "attributed_groundedness 0.2 is above",
+        ),
+        (
+            {
+                "n_attribution_bullets": 3,
+                "n_attributed_bullets": 0,
+                "attributed_generation_parity": 0.5,
+            },
+            "attributed_generation_parity 0.5 of an answer with no attributed bullet",
+        ),
+    ],
+)
+def test_attribution_fields_outside_their_definition_are_refused_and_listed(
+    tmp_path, fields, reason
+):
+    base = {"ranker": "s", "protected": "female", "groups": ["female", "male"]}
+    log = log_with(tmp_path, "", json.dumps(base | fields))  # json.dumps writes NaN as NaN
+    result = audit([log], protected="female")
+    clean = audit([write_log(tmp_path / "clean.jsonl", good_records())], protected="female")
+    row = result.reading.iloc[0]
+    assert (row["refused"], row["records"], row["used"]) == (1, 19, 19)
+    (listed,) = result.left_out.itertuples()
+    assert (listed.line, listed.kind) == (21, "refused")
+    assert listed.reason.startswith(reason), listed.reason
+    assert len(listed.reason) < 300
+    assert result.rankers["value"].equals(clean.rankers["value"])  # nothing of it counted
+    assert result.generation.equals(clean.generation)
+
+
+def test_attribution_fields_of_the_wrong_type_count_as_missing_for_that_field_only(tmp_path):
+    """A count written as a string, a style list of null, a parity of true: missing, the
+    record's other values audited (as for every other field)."""
+    fields = {
+        "ranker": "standard",
+        "protected": "female",
+        "groups": ["female", "male"],
+        "follows_citation_format": "no",
+        "n_attribution_bullets": "3",
+        "citation_styles": None,
+        "attributed_sources": None,
+        "attributed_generation_parity": "1",
+        "attributed_groundedness": True,
+        "generation_parity": 0.25,
+    }
+    log = log_with(tmp_path, json.dumps(fields))
+    result = audit([log], protected="female")
+    assert result.reading.iloc[0]["records"] == 20 and result.left_out.empty
+    rows = result.rankers.set_index("metric")
+    assert rows.loc["generation_parity", "n"] == 20
+    assert rows.loc["generation_parity", "value"] == pytest.approx((19 * 0.5 + 0.25) / 20)
+    assert rows.loc["attributed_generation_parity", "n"] == 0
+    assert rows.loc["attributed_groundedness", "n"] == 0
+
+
+def test_huge_attribution_lists_are_refused_in_bounded_memory_and_time(tmp_path):
+    """Three lines of 11 to 15 MB (700,000 attributions, a million styles, six styles of
+    2 MiB each), refused by the length of their JSON text before any parse, under RLIMIT_AS;
+    the reasons stay short. Then 60 records with the longest attributed_sources accepted
+    (1 MiB, 8,600 attributions each) are audited within the same limit."""
+    base = '{"ranker":"s","protected":"female","groups":["female"],'
+    sources = base + '"attributed_sources":[' + ",".join(['{"style":"numbered"}'] * 700_000)
+    styles = base + '"citation_styles":[' + ",".join(['"implicit"'] * 10**6) + "]}"
+    long_names = base + '"citation_styles":[' + ",".join(['"' + "y" * 2**21 + '"'] * 6) + "]}"
+    log = log_with(tmp_path, sources + "]}", styles, long_names)
+    done = limited([str(log), "--out", str(tmp_path / "out"), "--protected", "female"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    reasons = {
+        int(row["line"]): row["reason"]
+        for row in csv.DictReader(open(tmp_path / "out" / "left_out.csv"))
+    }
+    assert reasons == {
+        20: "attributed_sources is 14700001 bytes of JSON, above the cap of 1,048,576",
+        21: "citation_styles is 11000001 bytes of JSON, above the cap of 1,024",
+        22: "citation_styles is 12582931 bytes of JSON, above the cap of 1,024",
+    }
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["reading"]["used"] == 19
+
+    entry = {
+        "line_number": 1,
+        "person": "Ada Lovelace",
+        "title": "Ada Lovelace",
+        "style": "numbered",
+        "names_person": True,
+        "group": "female",
+    }
+    record = {
+        **good_records(1)[0],
+        "citation_styles": ["numbered"],
+        "attributed_sources": [entry] * 8_600,
+        "n_attribution_bullets": 8_600,
+        "n_attributed_bullets": 8_600,
+    }
+    assert (
+        2**20 - 10_000
+        < len(json.dumps(record["attributed_sources"], separators=(",", ":")))
+        < 2**20
+    )
+    big = write_log(tmp_path / "big.jsonl", [record] * 60)
+    done = limited([str(big), "--out", str(tmp_path / "big"), "--protected", "female"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "big" / "summary.json").read_text())
+    assert summary["reading"]["used"] == 60
+    assert summary["generation"][0]["bullets"] == 60 * 8_600
