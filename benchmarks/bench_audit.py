@@ -5,8 +5,10 @@ Run: ``.venv/bin/python benchmarks/bench_audit.py [--records 1000000] [--gzip] [
 
 It writes a JSON-lines log shaped like the handlers' (docs/SPEC.md "Records": timestamp,
 source, ranker, target, protected, exposure model, groups, titles, citations, answer,
-generation metrics, a tenant in ``metadata``), spread over 7 days with three rankers and four
-tenants, one damaged line per 10,000 (truncated JSON), and a drift: from day 6 on, one tenant's
+generation metrics, the attribution's fields and metrics, a tenant in ``metadata``; one answer
+in three cites context entry numbers, so that its paper's generation parity is null and its
+attributed one measured), spread over 7 days with three rankers and four tenants, one damaged
+line per 10,000 (truncated JSON), and a drift: from day 6 on, one tenant's
 representative_stochastic shows fewer women. Then it runs
 ``fairrag audit LOG --out DIR --by tenant --window 1d --max-disparity 0.05`` in a child
 process, so that the peak resident memory measured (``ru_maxrss`` of the child) is the audit's
@@ -59,9 +61,15 @@ def record_templates(
         cited = [i for i in range(K) if rng.random() < 0.8]
         valid_female = sum(female[i] for i in cited)
         parity = valid_female / len(cited) if cited else math.nan
-        answer = "\n".join(f"- Person {index}-{i} (DocTitle: {titles[i]})" for i in cited)
+        # one answer in three cites context entry numbers, not the paper's format
+        numbered = (index // len(RANKERS)) % 3 == 2
+        if numbered:
+            answer = "\n".join(f"- Person {index}-{i} [{i + 1}]" for i in cited)
+        else:
+            answer = "\n".join(f"- Person {index}-{i} (DocTitle: {titles[i]})" for i in cited)
+        style = "numbered" if numbered else "doctitle"
         record = {
-            "schema": 1,
+            "schema": 2,
             "source": "langchain" if index % 2 else "llamaindex",
             "query": f"Who are some notable role models in the field of topic {index % 48}?",
             "ranker": ranker,
@@ -80,7 +88,7 @@ def record_templates(
             "model": "gpt-4o-mini",
             "tags": ["prod"],
             "answer": answer,
-            "follows_citation_format": True,
+            "follows_citation_format": not numbered and bool(cited),
             "n_bullets": len(cited),
             "citations": [
                 {
@@ -91,19 +99,40 @@ def record_templates(
                     "group": groups[i],
                 }
                 for i in cited
-            ],
+            ]
+            if not numbered
+            else [],
             "generation_parity": parity,
             "grounded_generation_parity": parity,
             "fairness_gap": parity - share,
             "fairness_gap_magnitude": abs(parity - 0.5) - abs(share - 0.5),
-            "groundedness": 1.0 if cited else 0.0,
+            "groundedness": 1.0 if cited and not numbered else 0.0,
+            # docs/SPEC.md "Attribution": the styles found and every attribution
+            "citation_styles": [style] if cited else [],
+            "attributed_sources": [
+                {
+                    "line_number": line,
+                    "person": f"Person {index}-{i}",
+                    "title": titles[i],
+                    "style": style,
+                    "names_person": True,
+                    "group": groups[i],
+                }
+                for line, i in enumerate(cited, start=1)
+            ],
+            "n_attribution_bullets": len(cited),
+            "n_attributed_bullets": len(cited),
+            "attributed_generation_parity": parity,
+            "attributed_fairness_gap": parity - share,
+            "attributed_groundedness": 1.0 if cited else 0.0,
         }
-        text = json.dumps(record, allow_nan=False, default=str) if cited else None
-        if text is None:  # NaN parity is written as null, as the handlers do
-            for name in ("generation_parity", "grounded_generation_parity", "fairness_gap"):
+        paper = ("generation_parity", "grounded_generation_parity", "fairness_gap")
+        if numbered or not cited:  # NaN parity is written as null, as the handlers do
+            for name in (*paper, "fairness_gap_magnitude"):
                 record[name] = None
-            record["fairness_gap_magnitude"] = None
-            text = json.dumps(record, allow_nan=False)
+        if not cited:
+            record["attributed_generation_parity"] = record["attributed_fairness_gap"] = None
+        text = json.dumps(record, allow_nan=False)
         templates.append((ranker, text[1:]))  # without the opening brace
     return templates
 
