@@ -14,7 +14,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import ClassVar
 
-import matplotlib.figure
 import numpy as np
 import pytest
 from langchain_core.documents import Document
@@ -111,20 +110,6 @@ def styled_log(path: Path) -> list[dict]:
             question = f"Who are role models in computing, take {i}?"
             chain.invoke(question, config={"callbacks": [handler], "metadata": {"tenant": tenant}})
     return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, matplotlib.figure.Figure]:
-    """Every figure saved, by file name, kept open for inspection."""
-    figures: dict[str, matplotlib.figure.Figure] = {}
-    save = matplotlib.figure.Figure.savefig
-
-    def keep(self: matplotlib.figure.Figure, path: object, *args: object, **kwargs: object):
-        figures[Path(str(path)).name] = self
-        return save(self, path, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
-    return figures
 
 
 def values(records: list[dict], name: str) -> np.ndarray:

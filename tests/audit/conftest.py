@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.figure
 import numpy as np
 import pytest
 
@@ -61,3 +62,17 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert code == 0
     return out
+
+
+@pytest.fixture
+def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, matplotlib.figure.Figure]:
+    """Every figure saved, by file name, kept open for inspection."""
+    figures: dict[str, matplotlib.figure.Figure] = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def keep(self: matplotlib.figure.Figure, path: object, *args: object, **kwargs: object):
+        figures[Path(str(path)).name] = self
+        return save(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    return figures

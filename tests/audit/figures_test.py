@@ -6,7 +6,6 @@ at ``savefig``): points per ranker, legends, the band."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import matplotlib.figure
 import pytest
@@ -15,20 +14,6 @@ from matplotlib.container import ErrorbarContainer
 from fairrag_audit import audit, write_report
 from tests.audit.conftest import deployment_records
 from tests.audit.logs import write_log
-
-
-@pytest.fixture
-def drawn(monkeypatch: pytest.MonkeyPatch) -> dict[str, matplotlib.figure.Figure]:
-    """Every figure saved, by file name, kept open for inspection."""
-    figures: dict[str, matplotlib.figure.Figure] = {}
-    save = matplotlib.figure.Figure.savefig
-
-    def keep(self: matplotlib.figure.Figure, path: object, *args: object, **kwargs: object):
-        figures[Path(str(path)).name] = self
-        return save(self, path, *args, **kwargs)
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
-    return figures
 
 
 def check_readable(figure: matplotlib.figure.Figure) -> None:
