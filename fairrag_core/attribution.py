@@ -31,8 +31,8 @@ bullets counts twice (the paper's rule for duplicates).
 citation), plus any other line holding a resolved explicit citation, plus any *name line* (only
 a name naming a context person, with at most a bracketed aside: ``Mstislav Rostropovich``,
 ``Max Steiner (1888-1971)``, the items a small model writes without a marker); an answer
-without any such line (a paragraph answer) has as bullets its lines that name a context
-person. Every bullet counts in the attributed groundedness denominator.
+without a marked or cited line (a paragraph answer, name lines or not) has as bullets all its
+lines that name a context person. Every bullet counts in the attributed groundedness denominator.
 
 Every scan is linear in the answer: at most :data:`MAX_LINE_SCAN` characters of a line are read,
 by anchored or literal-prefixed patterns with bounded repetitions.
