@@ -467,10 +467,11 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         configuration, not of a query), and again when either field changes.
         """
         key = (id(self.vectorstore), self.relevance, self.relevance_score_fn)
-        if self._relevance is None or self._relevance[0] != key:
+        chosen = self._private("_relevance")
+        if chosen is None or chosen[0] != key:
             self._store_relevance = None
-            self._relevance = (key, self._choose_relevance_function())
-        return self._relevance[1]
+            chosen = self._relevance = (key, self._choose_relevance_function())
+        return chosen[1]
 
     def _relevance_search(
         self, query: str, fetch_k: int, search: dict[str, Any]
@@ -479,14 +480,15 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         one, done here as it does it (the scores mapped by the store's relevance function, a
         warning for relevance outside [0, 1]) with the function chosen once."""
         store = self.vectorstore
-        convert = self._store_relevance
+        convert = self._private("_store_relevance")
         if convert is None or "score_threshold" in search:
             return store.similarity_search_with_relevance_scores(query, k=fetch_k, **search)
         pool = [
             (document, convert(score))
             for document, score in store.similarity_search_with_score(query, fetch_k, **search)
         ]
-        if any(relevance < 0.0 or relevance > 1.0 for _, relevance in pool):
+        relevances = [relevance for _, relevance in pool]
+        if relevances and (min(relevances) < 0.0 or max(relevances) > 1.0):
             warnings.warn(f"Relevance scores must be between 0 and 1, got {pool}", stacklevel=2)
         return pool
 

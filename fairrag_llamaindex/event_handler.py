@@ -164,6 +164,23 @@ def _query_text(value: Any) -> str | None:
     return str(value)
 
 
+class _Live:
+    """A handler's state in flight, in one plain object (locks, runs and streams belong to the
+    process that made them: never pickled nor copied)."""
+
+    __slots__ = ("busy", "chat_streams", "collected", "lock", "open_reranks", "runs", "streams")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: dict[str, _Run] = {}
+        self.open_reranks: dict[str | None, _Rerank] = {}
+        self.chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = {}
+        self.streams: dict[int, _Stream] = {}
+        self.collected: collections.deque[_Stream] = collections.deque()
+        self.busy = threading.local()
+        """``depth``: how deep this thread is inside the handler's own work."""
+
+
 class FairnessEventHandler(BaseEventHandler):
     """One fairness record per answered question, on every LlamaIndex path.
 
@@ -276,15 +293,15 @@ class FairnessEventHandler(BaseEventHandler):
 
     _auditor: FairnessAuditor | None = PrivateAttr(default=None)
     _kept: RecordKeeper = PrivateAttr()
-    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _runs: dict[str, _Run] = PrivateAttr(default_factory=dict)
-    _open_reranks: dict[str | None, _Rerank] = PrivateAttr(default_factory=dict)
-    _chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = PrivateAttr(default_factory=dict)
+    _live_state: _Live = PrivateAttr(default_factory=lambda: _Live())
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
     _entered: list[contextvars.Token] = PrivateAttr(default_factory=list)
-    _streams: dict[int, _Stream] = PrivateAttr(default_factory=dict)
-    _collected: collections.deque = PrivateAttr(default_factory=collections.deque)
-    _busy: threading.local = PrivateAttr(default_factory=threading.local)
+
+    @property
+    def _live(self) -> _Live:
+        # read from pydantic's dict of private values: ``self._name`` goes through the model's
+        # ``__getattr__``, microseconds on each of the process's events this handler sees
+        return self.__pydantic_private__["_live_state"]  # type: ignore[index]  # set by pydantic
 
     @field_validator("target_share", "target", mode="before")
     @classmethod
@@ -423,8 +440,8 @@ class FairnessEventHandler(BaseEventHandler):
         Called when a ``with handler:`` block exits; a stream collected unread is recorded the
         same way without it."""
         with self._working():
-            with self._lock:
-                unread = [s for s in self._streams.values() if not s.started]
+            with self._live.lock:
+                unread = [s for s in self._live.streams.values() if not s.started]
             for stream in unread:
                 self._settle(stream, None, None, "unconsumed")
 
@@ -436,17 +453,18 @@ class FairnessEventHandler(BaseEventHandler):
     @property
     def auditor(self) -> FairnessAuditor:
         """The core auditor the next record is computed with."""
-        if self.postprocessor is None or self._auditor is not None:
-            if self._auditor is None:
+        own = self.__pydantic_private__.get("_auditor")  # type: ignore[union-attr]
+        if self.postprocessor is None or own is not None:
+            if own is None:
                 raise ValueError("FairnessEventHandler has no fairness target")
-            return self._auditor
-        ranker = self.postprocessor.core_ranker
-        if ranker.target is None:
+            return own
+        auditor = self.postprocessor.auditor  # one object per configuration of its ranker
+        if auditor is None:
             raise ValueError(
-                f"the postprocessor's ranker {ranker.name!r} has no fairness target to audit "
-                "against: give the handler protected=<group> (or target=...)"
+                f"the postprocessor's ranker {self.postprocessor.ranker_name!r} has no fairness "
+                "target to audit against: give the handler protected=<group> (or target=...)"
             )
-        return FairnessAuditor(ranker.target, ranker.exposure)
+        return auditor
 
     @property
     def log(self) -> JsonLinesLog | None:
@@ -506,11 +524,11 @@ class FairnessEventHandler(BaseEventHandler):
                 span = SPANS.get(span_id)
                 instance = None if span is None else span.instance
                 opened = _Rerank(_query_text(event.query), instance, entered=ENTERED_HANDLERS.get())
-                with self._lock:
-                    self._open_reranks[span_id] = opened
+                with self._live.lock:
+                    self._live.open_reranks[span_id] = opened
         elif isinstance(event, ReRankEndEvent):
-            with self._lock:
-                rerank = self._open_reranks.pop(span_id, None)
+            with self._live.lock:
+                rerank = self._live.open_reranks.pop(span_id, None)
             if rerank is None:  # another reranker's events
                 return
             rerank.nodes = list(event.nodes)
@@ -526,16 +544,16 @@ class FairnessEventHandler(BaseEventHandler):
                         run_id=None,
                     )
                 return
-            with self._lock:
-                run = self._runs.setdefault(run_span.id_, _Run(run_span))
+            with self._live.lock:
+                run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
                 run.reranks.append(rerank)
                 run.query = run.query or rerank.query
         elif isinstance(event, (LLMPredictStartEvent, LLMCompletionStartEvent, LLMChatStartEvent)):
             span = SPANS.get(span_id)
             run_span = _outermost_run(span_id)
             if span is not None and run_span is not None:
-                with self._lock:
-                    run = self._runs.setdefault(run_span.id_, _Run(run_span))
+                with self._live.lock:
+                    run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
                     run.model = run.model or _model_name(span.instance)
 
     # -- spans ------------------------------------------------------------------------------
@@ -549,14 +567,14 @@ class FairnessEventHandler(BaseEventHandler):
             logger.exception("FairnessEventHandler failed at the end of span %s", span.id_)
 
     def _span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None:
-        stream = self._chat_streams and self._chat_streams.get(id(span.instance))
+        stream = self._live.chat_streams and self._live.chat_streams.get(id(span.instance))
         if (
             stream
             and stream[0] is span.instance
             and span.method.endswith("write_response_to_history")
         ):
-            with self._lock:
-                self._chat_streams.pop(id(span.instance), None)
+            with self._live.lock:
+                self._live.chat_streams.pop(id(span.instance), None)
             response, streamed, tags = stream
             failure = getattr(response, "exception", None)
             self._finish(
@@ -569,8 +587,8 @@ class FairnessEventHandler(BaseEventHandler):
             return
         if not _is_run(span):
             return
-        with self._lock:
-            run: _Run | None = self._runs.pop(span.id_, None)
+        with self._live.lock:
+            run: _Run | None = self._live.runs.pop(span.id_, None)
         if _outermost_run(span.parent_id) is not None:
             return  # an engine called by another engine: the outer one answers the question
         if run is None:
@@ -584,8 +602,8 @@ class FairnessEventHandler(BaseEventHandler):
         if error is not None:
             self._finish(run, None, None, tags, error=f"{type(error).__name__}: {error}")
         elif isinstance(result, StreamingAgentChatResponse):
-            with self._lock:
-                self._chat_streams[id(result)] = (result, run, tags)
+            with self._live.lock:
+                self._live.chat_streams[id(result)] = (result, run, tags)
         elif hasattr(result, "response_gen") and getattr(result, "response_txt", 1) is None:
             self._watch_stream(result, run, tags)
         else:
@@ -601,8 +619,8 @@ class FairnessEventHandler(BaseEventHandler):
         tokens = response.response_gen
         sources = getattr(response, "source_nodes", None)
         stream = _Stream(run, None if sources is None else list(sources), tags)
-        with self._lock:
-            self._streams[id(stream)] = stream
+        with self._live.lock:
+            self._live.streams[id(stream)] = stream
         handler = self
         watched: AsyncIterator[str] | Iterator[str]
 
@@ -653,8 +671,8 @@ class FairnessEventHandler(BaseEventHandler):
         this thread (whose locks it may hold)."""
         if stream.started or stream.done:
             return  # a started stream records itself when it closes
-        self._collected.append(stream)
-        if not getattr(self._busy, "depth", 0):
+        self._live.collected.append(stream)
+        if not getattr(self._live.busy, "depth", 0):
             with self._working():
                 pass
 
@@ -662,26 +680,26 @@ class FairnessEventHandler(BaseEventHandler):
     def _working(self) -> Iterator[None]:
         """Mark this thread as inside the handler; on leaving, write the records of streams
         collected meanwhile."""
-        depth = getattr(self._busy, "depth", 0)
-        self._busy.depth = depth + 1
+        depth = getattr(self._live.busy, "depth", 0)
+        self._live.busy.depth = depth + 1
         try:
             yield
         finally:
             try:
-                while depth == 0 and self._collected:
-                    self._settle(self._collected.popleft(), None, None, "unconsumed")
+                while depth == 0 and self._live.collected:
+                    self._settle(self._live.collected.popleft(), None, None, "unconsumed")
             finally:
-                self._busy.depth = depth
+                self._live.busy.depth = depth
 
     def _settle(
         self, stream: _Stream, answer: str | None, error: str | None, status: str | None = None
     ) -> None:
         """Write a streaming answer's record, once."""
-        with self._lock:
+        with self._live.lock:
             if stream.done:
                 return
             stream.done = True
-            self._streams.pop(id(stream), None)
+            self._live.streams.pop(id(stream), None)
         with self._working():
             self._finish(
                 stream.run, answer, stream.sources, stream.tags, error=error, answer_status=status

@@ -59,6 +59,8 @@ dispatcher = get_dispatcher(__name__)
 MODEL_NAME_PREFIX = "fairrag:"
 """``ReRankStartEvent.model_name`` of this postprocessor is ``"fairrag:<ranker name>"``."""
 
+_LEDGER_KEYS = frozenset(LEDGER_PLACEMENT_KEYS)
+
 CONTEXT_HEADER_KEY = "context_header"
 """Metadata key of each returned node's context header (``[i]`` and ``Title: ...``), the only
 metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
@@ -520,15 +522,30 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         state = self.ranker_state
         # Translate (and so validate) before any event, so a bad pool leaves no open rerank.
         source = _pool_source(self)
-        scores, from_order = pool_scores([n.score for n in nodes])
+        given: list[Any] = []
+        metadatas: list[dict[str, Any]] = []
+        ids: list[str] = []
+        key = self.group_key
+        look = not _warned(self, "embedded_group")  # once warned, no need to look again
+        embedded = 0
+        for item in nodes:  # one pass over the pool: scores, metadata and ids as they came
+            node = item.node
+            metadata = node.metadata
+            given.append(item.score)
+            metadatas.append(metadata)
+            ids.append(node.node_id)
+            if look and key in metadata and key not in node.excluded_embed_metadata_keys:
+                embedded += 1
+        scores, from_order = pool_scores(given)
         if not from_order:
             conversion = self._conversion(source, nodes)
             scores = to_relevance(scores, conversion)
             if source.straight:
                 check_store_order(scores, conversion, source.name)
-        groups = group_labels([n.node.metadata for n in nodes], self.group_key)
+        groups = group_labels(metadatas, key)
         self._warn_small_pool(len(nodes))
-        self._warn_embedded_group(nodes)
+        if embedded:
+            self._warn_embedded_group(embedded, len(nodes))
         model_name = MODEL_NAME_PREFIX + state.ranker.name
         dispatcher.event(
             ReRankStartEvent(
@@ -547,23 +564,19 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
             reranked: list[NodeWithScore] = []
             if nodes:
                 reranking, seed = state.rerank(
-                    scores,
-                    groups,
-                    self.top_n,
-                    ids=[n.node.node_id for n in nodes],
-                    seed=_seed_of_this_call(),
+                    scores, groups, self.top_n, ids=ids, seed=_seed_of_this_call()
                 )
-                metadatas = placements_metadata(
+                placed = placements_metadata(
                     reranking,
                     seed,
-                    [n.score for n in nodes],
+                    given,
                     pool_size=len(nodes) - len(reranking.duplicates),
                     scored=not from_order,
                 )
                 never = self._never_shown()
                 reranked = [
                     self._placed(nodes[p.pool_index], metadata, p, never)
-                    for p, metadata in zip(reranking.placements, metadatas, strict=True)
+                    for p, metadata in zip(reranking.placements, placed, strict=True)
                 ]
             event.on_end(payload={EventPayload.NODES: reranked})
         dispatcher.event(ReRankEndEvent(nodes=reranked))
@@ -580,19 +593,15 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 stacklevel=3,
             )
 
-    def _warn_embedded_group(self, nodes: Sequence[NodeWithScore]) -> None:
-        """Warn once per postprocessor when the pool's nodes embed the group label: their
-        ``excluded_embed_metadata_keys`` lacks ``group_key``, so the index embedded it and the
-        retrieval itself leaned on the group (docs/SPEC.md, "Adapters" → Context text)."""
-        if _warned(self, "embedded_group"):
-            return  # once per postprocessor: no need to look again
+    def _warn_embedded_group(self, embedded: int, size: int) -> None:
+        """Warn once per postprocessor when ``embedded`` of the pool's ``size`` nodes embed the
+        group label: their ``excluded_embed_metadata_keys`` lacks ``group_key``, so the index
+        embedded it and the retrieval itself leaned on the group (docs/SPEC.md, "Adapters" →
+        Context text)."""
         key = self.group_key
-        embedded = sum(
-            key in n.node.metadata and key not in n.node.excluded_embed_metadata_keys for n in nodes
-        )
-        if embedded and _first_time(self, "embedded_group"):
+        if _first_time(self, "embedded_group"):
             warnings.warn(
-                f"{embedded} of the {len(nodes)} nodes FairRerankPostprocessor re-ranks embed "
+                f"{embedded} of the {size} nodes FairRerankPostprocessor re-ranks embed "
                 f"the group key {key!r} (it is not in their excluded_embed_metadata_keys): an "
                 "index built from them embedded each node's group, so the retrieval itself "
                 "leans on the group label before any fair re-ranking. Add "
@@ -619,9 +628,10 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         metadata = node.metadata
         if never is None:
             never = self._never_shown()
-        excluded = never.union(node.excluded_llm_metadata_keys)
-        keys = [k for k in metadata if k not in excluded]
-        keys += [k for k in self.show_metadata_keys if k in metadata and k not in keys]
+        excluded = node.excluded_llm_metadata_keys
+        keys = [k for k in metadata if k not in never and k not in excluded]
+        if self.show_metadata_keys:
+            keys += [k for k in self.show_metadata_keys if k in metadata and k not in keys]
         return [(key, metadata[key]) for key in keys]
 
     def _placed(
@@ -636,29 +646,26 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        title = document_title(node.metadata, text, self.title_key)
-        fields = self._visible_fields(node, never)
-        header = context_header(where.fair_rank, title, text.strip(), fields)
         kept = node.metadata
-        if any(key in kept for key in LEDGER_PLACEMENT_KEYS):
+        if not _LEDGER_KEYS.isdisjoint(kept):
             kept = drop_stale_placement(kept)
+        fields = self._visible_fields(node, never)
+        title = document_title(kept, text, self.title_key)
+        header = context_header(where.fair_rank, title, text.strip(), fields)
         metadata = {**kept, **placement, CONTEXT_HEADER_KEY: header}
-        update: dict[str, Any] = {}
-        if isinstance(node, TextNode) and text != text.lstrip():
+        keys = list(metadata)
+        update: dict[str, Any] = {
+            "metadata": metadata,
+            "excluded_llm_metadata_keys": [k for k in keys if k != CONTEXT_HEADER_KEY],
+            "excluded_embed_metadata_keys": hidden_metadata_keys(
+                self.group_key, keys, self.show_metadata_keys
+            ),
+            # Only the header reaches the LLM, as "<header>\n<text>" (the kit's entry).
+            "metadata_template": "{value}",
+            "metadata_separator": "\n",
+            "text_template": "{metadata_str}\n{content}",
+        }
+        if isinstance(node, TextNode) and text[:1].isspace():
             # LlamaIndex strips the entry's ends only; the kit's entry strips the text itself.
             update["text"] = text.lstrip()
-        copy = node.model_copy(
-            update={
-                **update,
-                "metadata": metadata,
-                "excluded_llm_metadata_keys": [k for k in metadata if k != CONTEXT_HEADER_KEY],
-                "excluded_embed_metadata_keys": hidden_metadata_keys(
-                    self.group_key, list(metadata), self.show_metadata_keys
-                ),
-                # Only the header reaches the LLM, as "<header>\n<text>" (the kit's entry).
-                "metadata_template": "{value}",
-                "metadata_separator": "\n",
-                "text_template": "{metadata_str}\n{content}",
-            }
-        )
-        return NodeWithScore(node=copy, score=placement["relevance_score"])
+        return NodeWithScore(node=node.model_copy(update=update), score=metadata["relevance_score"])

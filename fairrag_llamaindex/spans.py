@@ -115,13 +115,29 @@ def _retrieval(instance: Any, method: str, result: Any) -> Retrieval | None:
     return Retrieval(instance, tuple(scored))
 
 
+class _Book:
+    """What a :class:`SpanTree` keeps, in a plain object: every span of the process passes
+    through the tree, and reading a pydantic private attribute costs microseconds each time
+    (the model's ``__getattr__``), so the tree reads this one object once per call."""
+
+    __slots__ = ("finished", "guard", "listeners", "spans")
+
+    def __init__(self) -> None:
+        self.spans: dict[str, OpenSpan] = {}
+        self.finished: dict[str, list[Retrieval]] = {}
+        self.guard = threading.Lock()
+        self.listeners: dict[int, weakref.ref] = {}
+
+
 class SpanTree(BaseSpanHandler[BaseSpan]):
     """Keeps every open span's parent and instance; tells listeners when one ends."""
 
-    _spans: dict[str, OpenSpan] = PrivateAttr(default_factory=dict)
-    _finished: dict[str, list[Retrieval]] = PrivateAttr(default_factory=dict)
-    _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _listeners: dict[int, weakref.ref] = PrivateAttr(default_factory=dict)
+    _book: _Book = PrivateAttr(default_factory=_Book)
+
+    @property
+    def book(self) -> _Book:
+        """The open spans, the retrievals finished inside them and the listeners."""
+        return self.__pydantic_private__["_book"]  # type: ignore[index]  # set by pydantic
 
     @classmethod
     def class_name(cls) -> str:
@@ -171,8 +187,9 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         method = _method(id_)
         query = _question(bound_args) if method in QUESTION_METHODS else None
         span = OpenSpan(id_, parent_span_id, instance, method, query, ENTERED_HANDLERS.get())
-        with self._guard:
-            self._spans[id_] = span
+        book = self.book
+        with book.guard:
+            book.spans[id_] = span
 
     def new_span(
         self,
@@ -209,46 +226,50 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         return self.open_spans.get(id_)
 
     def _end(self, id_: str, result: Any, error: BaseException | None, keep: bool = False) -> None:
-        with self._guard:
-            span = self._spans.pop(id_, None)
-            finished = self._finished.pop(id_, [])
-            refs = list(self._listeners.items())
+        book = self.book
+        with book.guard:
+            span = book.spans.pop(id_, None)
+            finished = book.finished.pop(id_, [])
+            refs = list(book.listeners.items()) if book.listeners else ()
         if span is None:
             return
         retrieval = _retrieval(span.instance, span.method, result) if keep else None
         if retrieval is not None:
             finished.append(retrieval)
         if finished and span.parent_id is not None:
-            with self._guard:  # what finished inside a span stays known while its parent is open
-                if span.parent_id in self._spans:
-                    self._finished.setdefault(span.parent_id, []).extend(finished)
+            with book.guard:  # what finished inside a span stays known while its parent is open
+                if span.parent_id in book.spans:
+                    book.finished.setdefault(span.parent_id, []).extend(finished)
         for key, ref in refs:
             listener = ref()
             if listener is None:
-                with self._guard:
-                    self._listeners.pop(key, None)
+                with book.guard:
+                    book.listeners.pop(key, None)
             else:
                 listener.span_ended(span, result, error)
 
     def add_listener(self, listener: SpanListener) -> None:
         """Call ``listener.span_ended(span, result, error)`` whenever a span ends (weakly held)."""
-        with self._guard:
-            self._listeners[id(listener)] = weakref.ref(listener)
+        book = self.book
+        with book.guard:
+            book.listeners[id(listener)] = weakref.ref(listener)
 
     def get(self, span_id: str | None) -> OpenSpan | None:
         """The open span ``span_id``, or None when it is not open (or unknown)."""
         if span_id is None:
             return None
-        with self._guard:
-            return self._spans.get(span_id)
+        book = self.book
+        with book.guard:
+            return book.spans.get(span_id)
 
     def finished(self, span_id: str | None) -> list[Retrieval]:
         """The retrievals that finished inside the open span ``span_id`` and its open ancestors
         (the calls that ended while they stayed open), innermost span first."""
         found: list[Retrieval] = []
+        book = self.book
         for span in self.ancestors(span_id):
-            with self._guard:
-                found.extend(self._finished.get(span.id_, ()))
+            with book.guard:
+                found.extend(book.finished.get(span.id_, ()))
         return found
 
     def ancestors(self, span_id: str | None) -> Iterator[OpenSpan]:

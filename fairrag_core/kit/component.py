@@ -278,11 +278,18 @@ class FairComponent(BaseModel):
     @property
     def ranker_state(self) -> RankerState:
         """The core ranker of the current fields (rebuilt when they changed) and its seeds."""
-        kept = self._state
+        kept = self._private("_state")
         state = RankerState.current(kept, self)
         if state is not kept:  # assigning a private attribute costs more than the check
             self._state = state
         return state
+
+    def _private(self, name: str) -> Any:
+        """The value of the private attribute ``name`` (None when unset), read from pydantic's
+        dict of them: ``self._name`` goes through the model's ``__getattr__``, microseconds
+        on every call of a component."""
+        private = self.__pydantic_private__
+        return None if private is None else private.get(name)
 
     @property
     def core_ranker(self) -> Ranker:
@@ -306,6 +313,6 @@ class FairComponent(BaseModel):
 
     @property
     def auditor(self) -> FairnessAuditor | None:
-        """An auditor with the ranker's own target and exposure model (None without a target)."""
-        ranker = self.core_ranker
-        return None if ranker.target is None else FairnessAuditor(ranker.target, ranker.exposure)
+        """An auditor with the ranker's own target and exposure model (None without a target;
+        one object per configuration, :attr:`RankerState.auditor`)."""
+        return self.ranker_state.auditor

@@ -11,6 +11,7 @@ serialised fields and the audit always describe one state, and copies never shar
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import threading
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..audit import exposure_name, json_label, target_dict
+from ..audit import FairnessAuditor, exposure_name, json_label, target_dict
 from ..ledger.memory import MemoryLedger
 from ..rankers import RANKERS, configure_ranker, make_ranker, ranker_parameters
 from ..ranking import Ranker
@@ -50,6 +51,25 @@ SEED_LIMIT = 2**64
 _FAIRNESS_ARGS = ("protected", "target_share", "target", "seed")
 LEDGER_FIELDS = ("ledger", "ledger_key")
 """Component fields passed to the ranker as parameters (``ranker="amortized", ledger=...``)."""
+_STATE_FIELDS = ("ranker", *_FAIRNESS_ARGS, "ranker_params", "exposure", *LEDGER_FIELDS)
+"""The fields a :class:`RankerConfig` is read from (the component contract's config fields)."""
+
+
+def _field_values(component: Any) -> tuple[Any, ...]:
+    """The component's values of :data:`_STATE_FIELDS` as they are now (None: not there)."""
+    return tuple(getattr(component, name, None) for name in _STATE_FIELDS)
+
+
+def _snapshot(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with their dicts and lists copied: what an in-place change is compared to."""
+    return tuple(
+        dict(value)
+        if isinstance(value, dict)
+        else list(value)
+        if isinstance(value, list)
+        else value
+        for value in values
+    )
 
 
 @dataclass(frozen=True)
@@ -295,9 +315,15 @@ class RankerState:
     start of ``seed``'s sequence, exactly like a component freshly built with that seed.
     """
 
-    def __init__(self, config: RankerConfig, owner: int) -> None:
+    def __init__(
+        self, config: RankerConfig, owner: int, fields: tuple[Any, ...] | None = None
+    ) -> None:
         self.config = config
         self.owner = owner
+        self.fields = fields
+        """The component's field values this state was built from (dicts copied), compared on
+        every call: equal values are an equal configuration, so the state is reused without
+        building a :class:`RankerConfig` (None: always compare configurations)."""
         self.ranker = config.build()
         # the ranker's seed: the field's, or the one a ready Ranker was built with
         self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
@@ -320,19 +346,37 @@ class RankerState:
 
     @classmethod
     def current(cls, state: RankerState | None, component: Any) -> RankerState:
-        """``state`` when it still describes ``component``, else a new one built from it."""
+        """``state`` when it still describes ``component``, else a new one built from it.
+
+        Every call of a component passes here: while the component's field values equal
+        those the state was built from (dicts and lists compared by value, so an in-place
+        change is seen), the state is returned at once; otherwise the configuration is read
+        again and compared (an equal one keeps the state and its generator).
+        """
+        owner = id(component)
+        if state is not None and state.owner == owner and state.fields is not None:
+            if state.fields == _field_values(component):
+                return state
         adopt_own_ledger(component)
         config = RankerConfig.of(component)
-        owner = id(component)
+        fields = _snapshot(_field_values(component))
         if state is None:
-            return cls(config, owner)
+            return cls(config, owner, fields)
         if state.owner == owner and state.config == config:
+            state.fields = fields  # the same configuration under other values: compare these
             return state
         with state._lock:  # concurrent first calls after a change build one state, not one each
             successor = state._successors.get(owner)
             if successor is None or successor.config != config:
-                successor = state._successors[owner] = cls(config, owner)
+                successor = state._successors[owner] = cls(config, owner, fields)
             return successor
+
+    @functools.cached_property
+    def auditor(self) -> FairnessAuditor | None:
+        """The auditor of this ranker's own target and exposure model (None without a target):
+        built once per state, since both are fixed for its life."""
+        ranker = self.ranker
+        return None if ranker.target is None else FairnessAuditor(ranker.target, ranker.exposure)
 
     def __copy__(self) -> RankerState:
         return self

@@ -97,11 +97,12 @@ def hidden_metadata_keys(
     The context text already carries the title; the group label (``group_key``) and the
     placement fields are shown only when the user names them in ``shown``.
     """
+    # every key once, in order: the document's, then the group key and the placement keys
+    keys = dict.fromkeys((*metadata_keys, group_key, *_ALWAYS_HIDDEN))
+    if not shown:
+        return list(keys)
     shown_keys = set(shown)
-    hidden = [key for key in metadata_keys if key not in shown_keys]
-    seen = set(hidden)
-    for key in (group_key, *PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS):
-        if key not in shown_keys and key not in seen:
-            hidden.append(key)
-            seen.add(key)
-    return hidden
+    return [key for key in keys if key not in shown_keys]
+
+
+_ALWAYS_HIDDEN = (*PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS)

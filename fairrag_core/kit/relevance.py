@@ -87,8 +87,8 @@ def check_store_order(
     names the store; ``own_function`` the adapter's argument for a function of the user's own
     (LangChain's ``relevance_score_fn``), suggested too when given.
     """
-    if relevance.shape[0] < 2:
-        return
+    if relevance.shape[0] < 2 or not relevance[-1] > relevance[0]:
+        return  # a pool that does not end higher than it starts is never refused: no more to do
     steps = np.diff(relevance)
     if (steps >= 0).all() and relevance[-1] > relevance[0]:
         opposite = _OPPOSITE.get(conversion) if conversion is not None else None

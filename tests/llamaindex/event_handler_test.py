@@ -184,7 +184,7 @@ def test_a_failed_query_is_recorded_with_its_error_and_leaves_no_open_state(fair
     assert "answer" not in failed and "generation_parity" not in failed
     assert fine["query"] == "fine" and "error" not in fine
     # internal bookkeeping: nothing left open for the failed query
-    assert fairness_handler._runs == {} and fairness_handler._open_reranks == {}
+    assert fairness_handler._live.runs == {} and fairness_handler._live.open_reranks == {}
 
 
 def test_a_failed_query_without_reranker_is_recorded_with_its_error(fairness_handler):
