@@ -58,10 +58,7 @@ def placed_copies(
     extra = extra or {}
     for placement, placement_keys in zip(reranking.placements, placed, strict=True):
         original = documents[placement.pool_index]
-        kept = original.metadata
-        if any(key in kept for key in LEDGER_PLACEMENT_KEYS):
-            kept = drop_stale_placement(kept)
-        metadata = {**kept, **placement_keys, **extra}
+        metadata = {**drop_stale_placement(original.metadata), **placement_keys, **extra}
         copies.append(_placed_copy(original, metadata))
     return copies
 

@@ -59,8 +59,6 @@ dispatcher = get_dispatcher(__name__)
 MODEL_NAME_PREFIX = "fairrag:"
 """``ReRankStartEvent.model_name`` of this postprocessor is ``"fairrag:<ranker name>"``."""
 
-_LEDGER_KEYS = frozenset(LEDGER_PLACEMENT_KEYS)
-
 CONTEXT_HEADER_KEY = "context_header"
 """Metadata key of each returned node's context header (``[i]`` and ``Title: ...``), the only
 metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
@@ -646,9 +644,7 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        kept = node.metadata
-        if not _LEDGER_KEYS.isdisjoint(kept):
-            kept = drop_stale_placement(kept)
+        kept = drop_stale_placement(node.metadata)
         fields = self._visible_fields(node, never)
         title = document_title(kept, text, self.title_key)
         header = context_header(where.fair_rank, title, text.strip(), fields)

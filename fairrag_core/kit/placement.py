@@ -151,10 +151,16 @@ def ranked_for(
     return FairnessAuditor(target, auditor.exposure)
 
 
-def drop_stale_placement(metadata: Mapping[str, Any]) -> dict[str, Any]:
+def drop_stale_placement(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
     """``metadata`` without the keys only some rankings add (:data:`LEDGER_PLACEMENT_KEYS`): a
-    document placed again by another fair ranking must not keep an earlier one's."""
-    return {key: value for key, value in metadata.items() if key not in LEDGER_PLACEMENT_KEYS}
+    document placed again by another fair ranking must not keep an earlier one's. Without any
+    of them, ``metadata`` itself (callers copy it into the placed document's new dict)."""
+    if _LEDGER_KEYS.isdisjoint(metadata):
+        return metadata
+    return {key: value for key, value in metadata.items() if key not in _LEDGER_KEYS}
+
+
+_LEDGER_KEYS = frozenset(LEDGER_PLACEMENT_KEYS)
 
 
 def shown_provenance(
