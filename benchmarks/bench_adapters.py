@@ -31,8 +31,14 @@ Each goal is printed beside its floor:
   framework dispatch, the floor is 0).
 - **LangChain retriever**: ``FairRetriever.invoke`` (pool of 50, k = 5) against the plain
   ``as_retriever(search_kwargs={"k": 50})`` of the same store, query vectors memoized (so the
-  ratio shows what the fair step adds to the search). Goal: ratio <= 1.03. Floor: the plain
-  call plus the core's ranking alone, over the plain call.
+  ratio shows what the fair step adds to the search). Goal: ratio <= 1.03. Floor: a retriever
+  that does the same scored search and the core's ranking of its pool inside its own
+  ``invoke`` (scores, groups and ids read from the pool, the picked documents returned as
+  they are), over the plain call. It is measured in the call, not added from the ranking's
+  time in a loop: right after a search the ranking runs on cold caches (on this 2-core VM the
+  core's ranking takes about 0.1 ms in a loop and 0.4-0.5 ms after a Chroma query, and so does
+  any Python code that runs there). A second goal is the fair step's own cost: ``FairRetriever
+  .invoke`` minus that floor retriever's call. Goal: <= 0.25 ms.
 - **LangChain handler**: the same ``invoke`` with a ``FairnessCallbackHandler.from_retriever``
   in its callbacks minus the call without it. Goal: <= 0.25 ms per record. Floor: the same
   call with a do-nothing ``BaseCallbackHandler`` (LangChain's own dispatch to a handler).
@@ -317,6 +323,7 @@ def langchain_figures(
     from langchain_chroma import Chroma
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
 
     from fairrag_core import group_labels
     from fairrag_core.prompts import scenario_question
@@ -339,6 +346,26 @@ def langchain_figures(
         run_inline = True
 
     nothing = {"callbacks": [DoNothingHandler()]}
+    ranking = fair.ranker_state
+    relevance = store._select_relevance_score_fn()
+
+    class RankOnly(BaseRetriever):
+        """The least a re-ranking retriever does: the scored search FairRetriever makes, the
+        core's ranking of the pool (scores, groups and ids read from it), the picked documents
+        returned as they are (no copies, no placement metadata, no validation)."""
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            found = store.similarity_search_with_score(query, k=POOL)
+            documents = [document for document, _ in found]
+            reranking, _ = ranking.rerank(
+                [relevance(score) for _, score in found],
+                group_labels([d.metadata for d in documents], "gender"),
+                K,
+                ids=[d.id for d in documents],
+            )
+            return [documents[p.pool_index] for p in reranking.placements]
+
+    rank_only = RankOnly()
     reranker = FairReranker(top_n=K, **fields)
     pools = []
     for query in queries:
@@ -388,7 +415,10 @@ def langchain_figures(
     ]
     figures = timed(
         {
-            "as_retriever(k=50).invoke (floor)": lambda i: plain.invoke(queries[i]),
+            "as_retriever(k=50).invoke (the reference)": lambda i: plain.invoke(queries[i]),
+            "  ... searching and ranking with the core (floor)": lambda i: rank_only.invoke(
+                queries[i]
+            ),
             "FairRetriever.invoke (pool 50, k 5)": lambda i: fair.invoke(queries[i]),
             "  ... with FairnessCallbackHandler": lambda i: recorded.invoke(
                 queries[i], config=config
@@ -401,25 +431,37 @@ def langchain_figures(
         rounds,
     )
     show("LangChain retriever, query vectors memoized", figures)
-    floor = figures["as_retriever(k=50).invoke (floor)"]
+    floor = figures["as_retriever(k=50).invoke (the reference)"]
+    ranked = figures["  ... searching and ranking with the core (floor)"]
     invoke = figures["FairRetriever.invoke (pool 50, k 5)"]
     with_handler = figures["  ... with FairnessCallbackHandler"]
     dispatch = figures["  ... with a do-nothing callback handler"][0] - invoke[0]
     print(
-        f"  fair step inside invoke: wall {(invoke[0] - floor[0]) * 1e3:.3f} ms; handler per "
+        f"  fair step inside invoke: wall {(invoke[0] - floor[0]) * 1e3:.3f} ms over plain, "
+        f"{(invoke[0] - ranked[0]) * 1e3:.3f} ms over searching and ranking; handler per "
         f"record: wall {(with_handler[0] - invoke[0]) * 1e3:.3f} ms, cpu "
         f"{(with_handler[1] - invoke[1]) * 1e3:.3f} ms ({len(handler.records)} records)"
     )
-    # No re-ranker can beat the search plus the ranking itself: (plain k=50 + core) / plain.
-    ranked_floor = (floor[0] + core[0]) / floor[0]
+    # No re-ranking retriever beats its search plus the core's ranking, measured in its call.
     results.append(
         goal(
             "LangChain FairRetriever.invoke / plain k=50",
             invoke[0] / floor[0],
             GOAL_RATIO,
-            ranked_floor,
-            f"plain k=50 ({floor[0] * 1e3:.3f} ms) plus the core ranking alone, over plain k=50",
+            ranked[0] / floor[0],
+            f"a retriever making the same search and the core's ranking in its call "
+            f"({ranked[0] * 1e3:.3f} ms), over plain k=50 ({floor[0] * 1e3:.3f} ms); the core "
+            f"ranking in a loop {core[0] * 1e3:.3f} ms",
             unit="x",
+        )
+    )
+    results.append(
+        goal(
+            "LangChain FairRetriever's fair step adds",
+            (invoke[0] - ranked[0]) * 1e3,
+            GOAL_ADDED_MS,
+            0.0,
+            "over the same search and core ranking in the floor retriever's call",
         )
     )
     results.append(

@@ -18,7 +18,6 @@ from .metrics import (
     attributed_generation_parity,
     attributed_groundedness,
     exposure_disparity,
-    exposure_share,
     exposure_shares,
     fairness_gap,
     fairness_gap_magnitude,
@@ -91,13 +90,11 @@ class FairnessAuditor:
                 groups, target=self.target, exposure=self.exposure
             ),
         }
-        if self.protected is not None:
-            record["exposure_share"] = exposure_share(
-                groups, self.protected, exposure=self.exposure
-            )
+        shares = exposure_shares(groups, exposure=self.exposure)
+        if self.protected is not None:  # exposure_share's value, from the same shares
+            record["exposure_share"] = shares.get(self.protected, 0.0) if groups else math.nan
         record["exposure_by_group"] = {
-            str(json_label(group)): share
-            for group, share in exposure_shares(groups, exposure=self.exposure).items()
+            str(json_label(group)): share for group, share in shares.items()
         }
         return record
 

@@ -44,11 +44,17 @@ class _Retrieval:
     ranked: list[Document] | None = None
     """The list a retriever nested in it returned last (a compression retriever's base): the
     fair ranking its own list came from, when a later step dropped all of it."""
-    texts: tuple[str, ...] = ()
-    """Each shown document's text, whitespace collapsed (empty texts left out): what a model
-    prompt must contain to be linked to this retrieval by content."""
     model_runs: list[_ModelRun] = field(default_factory=list)
     """The model runs linked to it, in start order."""
+    _texts: tuple[str, ...] | None = None
+
+    def texts(self) -> tuple[str, ...]:
+        """Each shown document's text, whitespace collapsed (empty texts left out): what a
+        model prompt must contain to be linked to this retrieval by content. Worked out when a
+        model run first asks (a run with no model never pays for it)."""
+        if self._texts is None:
+            self._texts = _document_texts(self.documents or [])
+        return self._texts
 
 
 @dataclass
@@ -403,7 +409,6 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             retrieval = state.retrievals.get(run_id)
             if retrieval is not None:
                 retrieval.documents = list(documents)
-                retrieval.texts = _document_texts(retrieval.documents)
                 state.ended.append(run_id)
             elif run_id in state.nested and any(is_placed(d.metadata) for d in documents):
                 outer = self._outer_retrieval(state, run_id)
@@ -462,8 +467,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 ),
                 len(state.members),
             )
-            held = bool(retrieval.texts) and all(text in prompt for text in retrieval.texts)
-            key = (held, len(retrieval.texts) if held else 0, -common, ended)
+            texts = retrieval.texts()
+            held = bool(texts) and all(text in prompt for text in texts)
+            key = (held, len(texts) if held else 0, -common, ended)
             if best is None or key > best:
                 best, chosen = key, retrieval
         return None if chosen is None or best is None else (chosen, bool(best[0]))
