@@ -36,8 +36,8 @@ Each goal is printed beside its floor:
   ``invoke`` (scores, groups and ids read from the pool, the picked documents returned as
   they are), over the plain call. It is measured in the call, not added from the ranking's
   time in a loop: right after a search the ranking runs on cold caches (on this 2-core VM the
-  core's ranking takes about 0.1 ms in a loop and 0.4-0.5 ms after a Chroma query, and so does
-  any Python code that runs there). A second goal is the fair step's own cost: ``FairRetriever
+  core's ranking takes about 0.09 ms in a loop, while searching and ranking adds 0.24-0.42 ms
+  to the plain call, and any Python code that runs there slows alike). A second goal is the fair step's own cost: ``FairRetriever
   .invoke`` minus that floor retriever's call. Goal: <= 0.25 ms.
 - **LangChain handler**: the same ``invoke`` with a ``FairnessCallbackHandler.from_retriever``
   in its callbacks minus the call without it. Goal: <= 0.25 ms per record. Floor: the same
