@@ -487,8 +487,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             (document, convert(score))
             for document, score in store.similarity_search_with_score(query, fetch_k, **search)
         ]
-        relevances = [relevance for _, relevance in pool]
-        if relevances and (min(relevances) < 0.0 or max(relevances) > 1.0):
+        if any(relevance < 0.0 or relevance > 1.0 for _, relevance in pool):  # as LangChain's
             warnings.warn(f"Relevance scores must be between 0 and 1, got {pool}", stacklevel=2)
         return pool
 

@@ -243,3 +243,22 @@ def test_tracing_params_name_the_vector_store(store):
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
     params = fair(store)._get_ls_params()
     assert params["ls_embedding_provider"] == "DeterministicFakeEmbedding"
+
+
+@pytest.mark.parametrize("first", [0.1, math.nan])
+def test_store_relevance_outside_0_1_warns_as_langchain_does(pool, first):
+    # The store's own relevance function, applied here as LangChain's
+    # similarity_search_with_relevance_scores applies it: the same warning for a relevance
+    # outside [0, 1], whatever comes before it in the pool (a NaN first included).
+    documents, distances = pool
+    distances = [first, *distances[1:-1], 1.5]  # cosine relevance 1 - 1.5 = -0.5 last
+    store = CosineFixedPoolStore(documents, distances)
+    with pytest.warns(UserWarning, match="Relevance scores must be between 0 and 1"):
+        store.similarity_search_with_relevance_scores("who?", k=len(documents))
+    retriever = fair(store, ranker="standard")
+    with pytest.warns(UserWarning, match="Relevance scores must be between 0 and 1"):
+        if math.isnan(first):  # then refused by the ranking, naming the candidate
+            with pytest.raises(ValueError, match="position"):
+                retriever.invoke("who?")
+        else:
+            assert len(retriever.invoke("who?")) == 5
