@@ -293,7 +293,7 @@ class FairnessEventHandler(BaseEventHandler):
 
     _auditor: FairnessAuditor | None = PrivateAttr(default=None)
     _kept: RecordKeeper = PrivateAttr()
-    _live_state: _Live = PrivateAttr(default_factory=lambda: _Live())
+    _live_state: _Live = PrivateAttr(default_factory=_Live)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
     _entered: list[contextvars.Token] = PrivateAttr(default_factory=list)
 

@@ -89,6 +89,10 @@ def render_context_prompt(question: str, documents: Iterable[tuple[str | None, s
     return render_entries(question, entries)
 
 
+_PLACEMENT_FIELDS = (*PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS)
+"""Every key a fair ranking adds to a document's metadata."""
+
+
 def hidden_metadata_keys(
     group_key: str, metadata_keys: Sequence[str], shown: Sequence[str] = ()
 ) -> list[str]:
@@ -98,11 +102,8 @@ def hidden_metadata_keys(
     placement fields are shown only when the user names them in ``shown``.
     """
     # every key once, in order: the document's, then the group key and the placement keys
-    keys = dict.fromkeys((*metadata_keys, group_key, *_ALWAYS_HIDDEN))
+    keys = dict.fromkeys((*metadata_keys, group_key, *_PLACEMENT_FIELDS))
     if not shown:
         return list(keys)
     shown_keys = set(shown)
     return [key for key in keys if key not in shown_keys]
-
-
-_ALWAYS_HIDDEN = (*PLACEMENT_KEYS, *LEDGER_PLACEMENT_KEYS)

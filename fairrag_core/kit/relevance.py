@@ -89,8 +89,7 @@ def check_store_order(
     """
     if relevance.shape[0] < 2 or not relevance[-1] > relevance[0]:
         return  # a pool that does not end higher than it starts is never refused: no more to do
-    steps = np.diff(relevance)
-    if (steps >= 0).all() and relevance[-1] > relevance[0]:
+    if (np.diff(relevance) >= 0).all():  # never falling, and higher at the end
         opposite = _OPPOSITE.get(conversion) if conversion is not None else None
         fix = (
             f"Use relevance={opposite!r}"
