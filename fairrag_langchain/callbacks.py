@@ -25,7 +25,9 @@ from fairrag_core.kit import (
     ranked_for,
     search_entry,
 )
+from fairrag_core.structured_citations import check_source_id_base
 
+from ._answers import answer_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
 from ._fields import FairRankingFields
@@ -177,8 +179,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         max_records: int | None = DEFAULT_MAX_RECORDS,
         log_errors: Literal["raise", "count"] = "raise",
         sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+        source_id_base: int = 0,
     ) -> None:
         self.group_key = check_group_key(group_key)
+        self.source_id_base = check_source_id_base(source_id_base)
         self.title_key = title_key
         self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
@@ -340,6 +344,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if self._source is not None and retrieval.documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in retrieval.documents])
         answer, links = _answer_of(retrieval)
+        text, form = (
+            (None, None) if answer is None else self._answer_text(answer, retrieval.documents)
+        )
         return shown_record(
             auditor,
             retrieval.documents,
@@ -351,7 +358,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             model=answer.model if answer is not None else None,
             tags=state.tags,
             metadata=state.metadata,
-            answer=answer.answer if answer is not None else None,
+            answer=text,
             error=None if error is None else f"{type(error).__name__}: {error}",
             framework={
                 "retriever_run_id": str(retrieval.run_id),
@@ -360,6 +367,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 "llm_runs": len(links),
                 "llm_run_ids": [str(run.run_id) for run in links],
                 "answer_link": None if answer is None else _LINKS[answer.by_content],
+                "answer_format": form,
+                "source_id_base": self.source_id_base,
             },
         )
 
@@ -398,6 +407,15 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             )
             entries.append(search_entry(own, retriever_run_id=str(search.run_id)))
         first = searches[0] if searches else next(iter(state.retrievals.values()))
+        text, form = (None, None)
+        if answer is not None:
+            text, form = answer_text(
+                answer,
+                documents,
+                source_id_base=self.source_id_base,
+                title_key=self.title_key,
+                fallback=None if answering is None else answering.answer,
+            )
         failed = all(search.documents is None for search in state.retrievals.values())
         return shown_record(
             auditor,
@@ -410,7 +428,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             model=None if answering is None else answering.model,
             tags=state.tags,
             metadata=state.metadata,
-            answer=answer,
+            answer=text,
             error=None if error is None else f"{type(error).__name__}: {error}",
             framework={
                 "retriever_run_id": str(first.run_id),
@@ -419,8 +437,23 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 "llm_runs": len(done),
                 "llm_run_ids": [str(run.run_id) for run in done],
                 "answer_link": None if answer is None else "final_output",
+                "answer_format": form,
+                "source_id_base": self.source_id_base,
                 "searches": entries,
             },
+        )
+
+    def _answer_text(
+        self, run: _ModelRun, documents: Sequence[Document] | None
+    ) -> tuple[str | None, str]:
+        """A model run's answer as the citation rules read it (structured citations written as
+        text against the shown ``documents``)."""
+        return answer_text(
+            run.message if run.message is not None else run.answer,
+            documents or [],
+            source_id_base=self.source_id_base,
+            title_key=self.title_key,
+            fallback=run.answer,
         )
 
     # -- chains and tools: only the run tree --------------------------------------------------
@@ -580,7 +613,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        prompt = "\n".join(_message_text(m) for batch in messages for m in batch)
+        prompt = "\n".join(message_text(m) for batch in messages for m in batch)
         self._model_start(run_id, parent_run_id, serialized, kwargs, prompt)
 
     def on_llm_start(
@@ -634,38 +667,38 @@ def _final_output(outputs: Any) -> _Final | None:
     return _Final(message=last if isinstance(last, BaseMessage) else None)
 
 
-def _final_answer(
-    final: _Final | None, done: Sequence[_ModelRun]
-) -> tuple[_ModelRun | None, str | None]:
-    """The model run that gave the final answer, and the answer's text.
+def _final_answer(final: _Final | None, done: Sequence[_ModelRun]) -> tuple[_ModelRun | None, Any]:
+    """The model run that gave the final answer, and the answer (a message, a structured
+    response, or a generation's text; None when the run gave none).
 
     With a graph's output: its structured response (given by the last model run) or its last
-    message when that is a model's answer (an AI message without tool calls; the model run is
-    the one whose message it is, by id, else by text). Without (tools called in a chain): the
-    last model run that answered without calling a tool.
+    message when that is a model's answer (an AI message without tool calls, or whose tool call
+    is a structured answer; the model run is the one whose message it is, by id, else by
+    text). Without (tools called in a chain): the last model run that answered without calling
+    a tool.
     """
     if final is None:
         answered = [run for run in done if not _calls_tools(run.message)]
-        return (answered[-1], answered[-1].answer) if answered else (None, None)
+        if not answered:
+            return None, None
+        run = answered[-1]
+        return run, run.message if run.message is not None else run.answer
     if final.structured is not None:
-        return (done[-1] if done else None), _structured_text(final.structured)
+        return (done[-1] if done else None), final.structured
     message = final.message
-    if not isinstance(message, AIMessage) or message.tool_calls:
-        return None, None  # the run ended on a tool call or a tool's result: no answer
-    text = _message_text(message)
+    if not isinstance(message, AIMessage):
+        return None, None  # the run ended on a tool's result or a human turn: no answer
+    if message.tool_calls and read_answer(message, source_id_base=0)[1] != "tool_call":
+        return None, None  # it ended asking for a tool
+    text = message_text(message)
     by_id = [run for run in done if run.message is not None and run.message.id == message.id]
     by_text = [run for run in done if run.answer == text]
     found = by_id or by_text
-    return (found[-1] if found else None), text
+    return (found[-1] if found else None), message
 
 
 def _calls_tools(message: BaseMessage | None) -> bool:
     return isinstance(message, AIMessage) and bool(message.tool_calls)
-
-
-def _structured_text(structured: Any) -> str | None:
-    """A structured response as answer text (placeholder until structured citations)."""
-    return None
 
 
 def _distinct(documents: Sequence[Document]) -> list[Document]:
@@ -687,7 +720,7 @@ def _question_of(inputs: Any) -> str | None:
         return None
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
-            return _message_text(message)
+            return message_text(message)
         if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
             return str(message[1])
         if isinstance(message, Mapping) and message.get("role") in ("user", "human"):
@@ -722,20 +755,6 @@ def _document_texts(documents: list[Document]) -> tuple[str, ...]:
     """The texts a prompt must hold to hold these documents (blank ones cannot be found)."""
     texts = (_collapsed(d.page_content) for d in documents if isinstance(d.page_content, str))
     return tuple(text for text in texts if text)
-
-
-def _message_text(message: BaseMessage) -> str:
-    """A message's text content (text blocks of a multi-part content joined)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
 
 
 def _model_name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:

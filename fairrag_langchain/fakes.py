@@ -124,7 +124,8 @@ class FakeSearchingChatModel(BaseChatModel):
     as text, ``- <Person> (DocTitle: <Title>)`` bullets; as ``"tool_call"``, a call of
     ``answer_tool`` with LangChain's citation how-to arguments (``{"answer": "",
     "citations": [source ids]}``, 0-based positions among the titles shown); as ``"json"``,
-    the same arguments as JSON message content.
+    the same arguments as JSON message content. With no ``searches`` (a model in a chain,
+    e.g. ``with_structured_output``) it cites the titles of its whole prompt.
     """
 
     searches: list[list[str]] = Field(default_factory=lambda: [["role models"]])
@@ -164,6 +165,8 @@ class FakeSearchingChatModel(BaseChatModel):
             ]
             return AIMessage(content="", tool_calls=calls)
         shown = "\n".join(str(m.text) for m in turn if isinstance(m, ToolMessage))
+        if not self.searches:  # a model in a chain: its context is in the prompt
+            shown = "\n".join(str(m.text) for m in messages)
         titles = list(dict.fromkeys(_TITLE_LINE.findall(shown)))[: self.max_citations]
         if self.answer_format == "text":
             lines = [f"- {ContextDocument(t).person} (DocTitle: {t})" for t in titles]

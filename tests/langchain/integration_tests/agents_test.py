@@ -12,12 +12,14 @@ import warnings
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import create_retriever_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import BaseModel, Field
 
 from fairrag_core import FairnessAuditor
 from fairrag_core.prompts import render_prompt
@@ -225,3 +227,42 @@ def test_an_agent_in_a_sub_graph_writes_one_record_of_the_parents_answer(
     )
     [record] = handler.records
     check_record(record, result, group_of, searches=2, ranker=retriever.ranker)
+
+
+class CitedAnswer(BaseModel):
+    """Answer the question from the given sources, and cite the sources used (LangChain's
+    citation how-to: source ids from 0)."""
+
+    answer: str = Field(description="The answer, based only on the given sources.")
+    citations: list[int] = Field(description="The integer IDs of the sources that justify it.")
+
+
+@pytest.mark.parametrize("form", ["tool_call", "json"])
+def test_a_structured_agent_answer_gives_the_record_of_the_same_citations_as_text(trec_store, form):
+    records, results = {}, {}
+    for answer_format in ("text", form):
+        retriever = FairRetriever(
+            vectorstore=trec_store, group_key="gender", protected="female", k=5, seed=0
+        )
+        tool = create_retriever_tool(retriever, "search", "Search biographies of people.")
+        handler = FairnessCallbackHandler.from_retriever(retriever)
+        model = FakeSearchingChatModel(
+            searches=SEARCHES["two in sequence"], answer_format=answer_format
+        )
+        structured = (
+            {"response_format": ToolStrategy(CitedAnswer)} if answer_format == "tool_call" else {}
+        )
+        agent = create_agent(model, [tool], **structured)
+        results[answer_format] = agent.invoke(
+            {"messages": [HumanMessage(QUESTION)]}, {"callbacks": [handler]}
+        )
+        [records[answer_format]] = handler.records
+    text, other = records["text"], records[form]
+    if form == "tool_call":
+        assert isinstance(results[form]["structured_response"], CitedAnswer)
+        assert other["framework"]["answer_format"] == "structured_response"
+    else:
+        assert other["framework"]["answer_format"] == "json"
+    assert text["titles"] == other["titles"] and other["n_valid_citations"] == 5
+    for name in ("answer", "groundedness", "generation_parity", "citations", "attributed_sources"):
+        assert other[name] == text[name], name
