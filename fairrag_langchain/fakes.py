@@ -136,6 +136,9 @@ class FakeSearchingChatModel(BaseChatModel):
     """The tool the answer is a call of (``answer_format="tool_call"``)."""
     max_citations: int = Field(default=5, ge=0)
     """Most sources cited."""
+    cite_by: Literal["source_id", "title"] = "source_id"
+    """Structured citations by 0-based source id (LangChain's how-to) or as ``{"person",
+    "title"}`` objects (:class:`fairrag_langchain.chains.FairCitedAnswer`)."""
     bound_tools: list[str] = Field(default_factory=list)
     """The names of the tools bound (set by ``bind_tools``)."""
 
@@ -171,7 +174,10 @@ class FakeSearchingChatModel(BaseChatModel):
         if self.answer_format == "text":
             lines = [f"- {ContextDocument(t).person} (DocTitle: {t})" for t in titles]
             return AIMessage(content="\n".join(lines))
-        args = {"answer": "", "citations": list(range(len(titles)))}
+        cited: list[Any] = list(range(len(titles)))
+        if self.cite_by == "title":
+            cited = [{"person": ContextDocument(t).person, "title": t} for t in titles]
+        args = {"answer": "", "citations": cited}
         if self.answer_format == "json":
             return AIMessage(content=json.dumps(args))
         call = ToolCall(

@@ -105,3 +105,41 @@ def test_with_structured_output_gives_the_record_of_the_same_citations_as_text()
     assert structured["n_valid_citations"] == 3
     for name in ("answer", "groundedness", "generation_parity", "citations", "attributed_sources"):
         assert structured[name] == text[name], name
+
+
+def test_make_fair_rag_chain_structured_gives_the_record_of_the_same_citations_as_text():
+    from fairrag_langchain import make_fair_rag_chain
+    from fairrag_langchain.chains import FairCitedAnswer
+
+    store = FixedPoolStore(*imbalanced_pool())
+    outputs = {}
+    for citations in ("text", "structured"):
+        retriever = FairRetriever(vectorstore=store, group_key="gender", protected="female", seed=0)
+        llm = FakeSearchingChatModel(
+            searches=[],
+            answer_format="text" if citations == "text" else "tool_call",
+            answer_tool=FairCitedAnswer.__name__,
+            cite_by="title",
+        )
+        chain = make_fair_rag_chain(retriever, llm, citations=citations)
+        outputs[citations] = chain.invoke("who?")
+    text, structured = outputs["text"], outputs["structured"]
+    assert (
+        structured["answer"] == text["answer"] and structured["metrics"]["n_valid_citations"] == 5
+    )
+    for name in ("groundedness", "generation_parity", "citations"):
+        assert structured["metrics"][name] == text["metrics"][name], name
+
+
+def test_make_fair_rag_chain_structured_falls_back_to_text_with_a_warning():
+    from fairrag_langchain import make_fair_rag_chain
+    from fairrag_langchain.fakes import FakeCitingChatModel
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()), group_key="gender", protected="female"
+    )
+    with pytest.warns(UserWarning, match="has no structured output"):
+        chain = make_fair_rag_chain(retriever, FakeCitingChatModel(), citations="structured")
+    assert chain.invoke("who?")["metrics"]["n_valid_citations"] == 5
+    with pytest.raises(ValueError, match="citations must be 'text' or 'structured'"):
+        make_fair_rag_chain(retriever, FakeCitingChatModel(), citations="json")
