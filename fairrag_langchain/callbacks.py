@@ -149,6 +149,16 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     with its ``error``, and so does one whose retrieval itself failed (then without metrics). A
     root run without any retrieval (a bare model call) writes nothing.
 
+    Agents and graphs (docs/SPEC.md, "Adapters" → Agents and graphs): a root run whose output
+    is a graph's state (``create_agent``, ``create_react_agent``, a LangGraph graph) or whose
+    searches ran in tools (``create_retriever_tool``) writes one record, of the answer the user
+    receives (its structured response, else its last message when that is a model's answer),
+    against every document of the searches the answering model saw; each search's own ranking
+    and exposure are in ``framework["searches"]``. Structured answers (tool-call arguments,
+    ``with_structured_output``, JSON content, provider citation blocks) are recorded as the
+    same citations in text (:mod:`fairrag_core.structured_citations`); their source ids count
+    from ``source_id_base`` (0, as LangChain's citation how-to numbers sources; or 1).
+
     Records are kept in :attr:`records` (the last ``max_records``, default 1,000, None for
     all: the kit's :class:`~fairrag_core.kit.RecordKeeper`, the rule of every handler) and,
     with ``path``, appended to that file by the core's :class:`~fairrag_core.JsonLinesLog`.
