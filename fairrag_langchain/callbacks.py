@@ -357,28 +357,64 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         text, form = (
             (None, None) if answer is None else self._answer_text(answer, retrieval.documents)
         )
-        return shown_record(
+        return self._record(
+            root,
+            state,
             auditor,
             retrieval.documents,
-            self.group_key,
-            self.title_key,
+            retrieval=retrieval,
             ranked=retrieval.ranked,
             query=retrieval.query,
+            answering=answer,
+            answer=(text, form),
+            error=error,
+            runs=links,
+            link=None if answer is None else _LINKS[answer.by_content],
+        )
+
+    def _record(
+        self,
+        root: UUID,
+        state: _RootRun,
+        auditor: FairnessAuditor,
+        documents: Sequence[Document] | None,
+        *,
+        retrieval: _Retrieval,
+        ranked: Sequence[Document] | None,
+        query: str | None,
+        answering: _ModelRun | None,
+        answer: tuple[str | None, str | None],
+        error: BaseException | None,
+        runs: Sequence[_ModelRun],
+        link: str | None,
+        **framework: Any,
+    ) -> dict[str, Any]:
+        """A record of the root run (docs/SPEC.md, "Records"), LangChain's fields under
+        ``framework``: ``retrieval`` is the (first) search, ``runs`` the model runs counted."""
+        text, form = answer
+        return shown_record(
+            auditor,
+            documents,
+            self.group_key,
+            self.title_key,
+            ranked=ranked,
+            query=query,
             run_id=str(root),
-            model=answer.model if answer is not None else None,
+            model=None if answering is None else answering.model,
             tags=state.tags,
             metadata=state.metadata,
             answer=text,
             error=None if error is None else f"{type(error).__name__}: {error}",
             framework={
                 "retriever_run_id": str(retrieval.run_id),
-                "llm_run_id": None if answer is None else str(answer.run_id),
+                "llm_run_id": None if answering is None else str(answering.run_id),
                 "retriever": retrieval.name,
-                "llm_runs": len(links),
-                "llm_run_ids": [str(run.run_id) for run in links],
-                "answer_link": None if answer is None else _LINKS[answer.by_content],
+                "llm_runs": len(runs),
+                "llm_run_ids": [str(run.run_id) for run in runs],
+                "answer_link": None if text is None else link,
                 "answer_format": form,
                 "source_id_base": self.source_id_base,
+                **framework,
             },
         )
 
@@ -427,30 +463,20 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 fallback=None if answering is None else answering.answer,
             )
         failed = all(search.documents is None for search in state.retrievals.values())
-        return shown_record(
+        return self._record(
+            root,
+            state,
             auditor,
             None if failed else documents,
-            self.group_key,
-            self.title_key,
+            retrieval=first,
             ranked=first.ranked if len(searches) == 1 else None,
             query=state.question if state.question is not None else first.query,
-            run_id=str(root),
-            model=None if answering is None else answering.model,
-            tags=state.tags,
-            metadata=state.metadata,
-            answer=text,
-            error=None if error is None else f"{type(error).__name__}: {error}",
-            framework={
-                "retriever_run_id": str(first.run_id),
-                "llm_run_id": None if answering is None else str(answering.run_id),
-                "retriever": first.name,
-                "llm_runs": len(done),
-                "llm_run_ids": [str(run.run_id) for run in done],
-                "answer_link": None if answer is None else "final_output",
-                "answer_format": form,
-                "source_id_base": self.source_id_base,
-                "searches": entries,
-            },
+            answering=answering,
+            answer=(text, form),
+            error=error,
+            runs=done,
+            link="final_output",
+            searches=entries,
         )
 
     def _answer_text(

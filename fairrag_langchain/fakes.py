@@ -29,7 +29,32 @@ _TITLE_LINE = re.compile(r"^Title:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
 _CONTEXT_BLOCK = re.compile(r"^Context:\s*$(.*?)^Question:", re.MULTILINE | re.DOTALL)
 
 
-class FakeCitingChatModel(BaseChatModel):
+class _ReplyingChatModel(BaseChatModel):
+    """A test double's plumbing: its one generation is :meth:`reply` to the messages."""
+
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
+
+
+class FakeCitingChatModel(_ReplyingChatModel):
     """A deterministic stand-in for the generator: cites its context in the paper's format.
 
     **A test double, not a model**: it reads the ``Title:`` lines of the context in the prompt
@@ -88,31 +113,12 @@ class FakeCitingChatModel(BaseChatModel):
             lines.append(f"- {ContextDocument(title).person} (DocTitle: {title})")
         return "\n".join(lines)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
-
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
-        prompt = "\n".join(str(message.text) for message in messages)
-        message = AIMessage(content=self.answer(prompt))
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """This double's answer to the prompt ``messages`` make."""
+        return AIMessage(content=self.answer("\n".join(str(m.text) for m in messages)))
 
 
-class FakeSearchingChatModel(BaseChatModel):
+class FakeSearchingChatModel(_ReplyingChatModel):
     """A deterministic stand-in for an agent's tool-calling model: searches, then answers.
 
     **A test double, not a model.** Bound to tools (``bind_tools``, as ``create_agent`` and
@@ -184,21 +190,3 @@ class FakeSearchingChatModel(BaseChatModel):
             name=self.answer_tool, args=args, id=f"call_{done}_answer", type="tool_call"
         )
         return AIMessage(content="", tool_calls=[call])
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
-
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
