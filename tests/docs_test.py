@@ -249,3 +249,22 @@ def test_home_and_fairretriever_pages_render_in_chromium(
 
     for shot in (shots / "home.png", shots / "fairretriever.png"):
         assert shot.is_file() and _is_drawn(shot), shot
+
+
+def test_the_adapters_pages_show_the_shared_fields_with_their_descriptions(site: Path) -> None:
+    """The fields every fair component inherits (``FairComponent``) are on each component's
+    entry, each with its pydantic description."""
+    from fairrag_core.kit.component import CONFIG_FIELDS, FairComponent
+
+    pages = {
+        "fairrag_langchain": ("FairRetriever", "FairReranker"),
+        "fairrag_llamaindex": ("FairRerankPostprocessor",),
+    }
+    for package, classes in pages.items():
+        html = (site / "reference" / package / "index.html").read_text(encoding="utf-8")
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&#39;", "'")
+        for cls in classes:
+            for field in CONFIG_FIELDS:
+                assert f'id="{package}.{cls}.{field}"' in html, (cls, field)
+        description = FairComponent.model_fields["target_share"].description
+        assert description and description in text, package
