@@ -40,6 +40,17 @@ def test_readme_commands_are_make_targets_and_ci_runs_the_test_command():
     assert "fairrag study" in makefile  # the main job is the study command
 
 
+def test_readme_docs_commands_are_make_targets_and_make_test_builds_the_site():
+    commands = _bash_commands()
+    assert "make docs" in commands and "make docs-serve" in commands
+    makefile = (ROOT / "Makefile").read_text()
+    for target in ("docs", "docs-serve"):
+        assert re.search(rf"^{target}:", makefile, flags=re.M), target
+    assert "mkdocs build --strict" in makefile
+    test_recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "$(MAKE) docs" in test_recipe
+
+
 def test_constraints_pin_torch_for_the_setup():
     assert "torch==2.13.0" in (ROOT / "constraints.txt").read_text()
     assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
