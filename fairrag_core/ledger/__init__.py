@@ -11,6 +11,7 @@ from a URL. A stream that was lost or replaced behind a client's back raises
 from __future__ import annotations
 
 import os
+import re
 
 from .base import (
     DEFAULT_KEY,
@@ -18,6 +19,7 @@ from .base import (
     LedgerCorruptError,
     LedgerResetError,
     LedgerState,
+    check_on_reset,
     decode_label,
     encode_label,
 )
@@ -43,7 +45,9 @@ __all__ = [
 def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
     """A ledger from a ledger, ``None``/``"memory"`` (a new :class:`MemoryLedger`), a
     ``sqlite:///<path>`` URL or a path (a :class:`SQLiteLedger`), or a ``redis://`` /
-    ``rediss://`` / ``unix://`` URL (a :class:`RedisLedger`)."""
+    ``rediss://`` / ``unix://`` URL (a :class:`RedisLedger`). A URL may end in
+    ``?on_reset=adopt`` (or ``&on_reset=adopt``): the ledger's reset policy
+    (:data:`~fairrag_core.ledger.base.RESET_POLICIES`; default ``raise``)."""
     if isinstance(ledger, ExposureLedger):
         return ledger
     if ledger is None or ledger == "memory":
@@ -51,13 +55,24 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
     if isinstance(ledger, os.PathLike):
         return SQLiteLedger(ledger)
     if isinstance(ledger, str) and ledger:
-        if ledger.startswith(("redis://", "rediss://", "unix://")):
-            return RedisLedger(ledger)
-        if ledger.startswith("sqlite:///"):
-            return SQLiteLedger(ledger[len("sqlite:///") :])
-        if "://" not in ledger:
-            return SQLiteLedger(ledger)
+        url, on_reset = _reset_policy(ledger)
+        if url.startswith(("redis://", "rediss://", "unix://")):
+            return RedisLedger(url, on_reset=on_reset)
+        if url.startswith("sqlite:///"):
+            return SQLiteLedger(url[len("sqlite:///") :], on_reset=on_reset)
+        if "://" not in url:
+            return SQLiteLedger(url, on_reset=on_reset)
     raise ValueError(
         f"ledger must be an ExposureLedger, None or 'memory', a sqlite:///<path> URL or a file "
-        f"path, or a redis:// URL; got {ledger!r}"
+        f"path, or a redis:// URL (either may end in ?on_reset=adopt); got {ledger!r}"
     )
+
+
+def _reset_policy(url: str) -> tuple[str, str]:
+    """``(url without its on_reset parameter, the policy)``; ``raise`` when none is given."""
+    match = re.search(r"([?&])on_reset=([^&]*)(&?)", url)
+    if match is None:
+        return url, "raise"
+    policy = check_on_reset(match.group(2))
+    separator = match.group(1) if match.group(3) else ""
+    return url[: match.start()] + separator + url[match.end() :], policy
