@@ -39,6 +39,7 @@ __all__ = [
     "decode_label",
     "encode_label",
     "make_ledger",
+    "waits_on_ledger",
 ]
 
 
@@ -66,6 +67,14 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
         f"ledger must be an ExposureLedger, None or 'memory', a sqlite:///<path> URL or a file "
         f"path, or a redis:// URL (either may end in ?on_reset=adopt); got {ledger!r}"
     )
+
+
+def waits_on_ledger(ranker: object) -> bool:
+    """Whether ``ranker`` reads and writes a ledger outside the process (SQLite, Redis) when it
+    ranks: an adapter's async path then ranks off the event loop (docs/SPEC.md, "Adapters" →
+    Async), so a slow ledger never stalls the loop."""
+    ledger = getattr(ranker, "ledger", None)
+    return isinstance(ledger, ExposureLedger) and not isinstance(ledger, MemoryLedger)
 
 
 def _reset_policy(url: str) -> tuple[str, str]:
