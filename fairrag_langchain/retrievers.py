@@ -236,7 +236,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None = None,
         **search_kwargs: Any,
     ) -> list[Document]:
-        from fairrag_core.ledger import waits_on_ledger  # here: this method's own change
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
 
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
@@ -252,10 +252,10 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             except NotImplementedError:
                 documents = await store.asimilarity_search(query, k=fetch_k, **search)
                 if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
-                    return await asyncio.to_thread(self._place_unscored, documents, k, seed)
+                    return await run_off_loop(self._place_unscored, documents, k, seed)
                 return self._place_unscored(documents, k, seed)
         if waits_on_ledger(self.core_ranker):
-            return await asyncio.to_thread(self._place, pool, convert, name, k, seed)
+            return await run_off_loop(self._place, pool, convert, name, k, seed)
         return self._place(pool, convert, name, k, seed)  # microseconds: on the loop
 
     @contextmanager

@@ -10,8 +10,15 @@ from a URL. A stream that was lost or replaced behind a client's back raises
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import os
 import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from .base import (
     DEFAULT_KEY,
@@ -39,8 +46,18 @@ __all__ = [
     "decode_label",
     "encode_label",
     "make_ledger",
+    "run_off_loop",
     "waits_on_ledger",
 ]
+
+LEDGER_THREADS = 64
+"""Threads the adapters' async paths wait on SQLite and Redis ledgers in (their own pool, not
+the event loop's default one of ``cpu + 4``, so as many requests can wait on the ledger as
+with a thread pool of that size)."""
+
+_T = TypeVar("_T")
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
 
 
 def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
@@ -75,6 +92,19 @@ def waits_on_ledger(ranker: object) -> bool:
     Async), so a slow ledger never stalls the loop."""
     ledger = getattr(ranker, "ledger", None)
     return isinstance(ledger, ExposureLedger) and not isinstance(ledger, MemoryLedger)
+
+
+async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
+    """``func(*args)`` in a thread of the ledger pool (:data:`LEDGER_THREADS`), with this
+    task's context variables (as :func:`asyncio.to_thread`), awaited without blocking the loop."""
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="fairrag-ledger")
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor, functools.partial(context.run, func, *args))
 
 
 def _reset_policy(url: str) -> tuple[str, str]:
