@@ -393,7 +393,8 @@ class _SinkDispatch:
             daemon=True,
         )
         self.thread.start()
-        weakref.finalize(keeper, self.stop)
+        # not at exit: flush_sinks (atexit) delivers what is queued first
+        weakref.finalize(keeper, self.stop).atexit = False
         _LIVE.add(self)
 
     def alive(self) -> bool:

@@ -220,3 +220,26 @@ def test_a_copied_handler_keeps_the_users_provider_and_client(no_tracing):
     }
     assert "fairrag.exposure_share" in names  # counted by the user's provider
     provider.shutdown()
+
+
+def test_records_still_queued_reach_the_sinks_at_exit(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "delivered.txt"
+    script = f"""
+import time
+from fairrag_core.kit import RecordKeeper
+
+def slow(record):
+    time.sleep(0.05)
+    with open({str(out)!r}, "a") as f:
+        f.write(str(record["n"]) + "\\n")
+
+keeper = RecordKeeper(sinks=[slow])
+keeper.add([{{"n": n}} for n in range(5)])
+"""  # the interpreter exits at once: flush_sinks (atexit) waits for the queue
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", script], cwd=root, check=True, timeout=WAIT)
+    assert out.read_text().split() == ["0", "1", "2", "3", "4"]
