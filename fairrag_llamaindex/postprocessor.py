@@ -30,18 +30,15 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, group_labels, pool_scores
+from fairrag_core import Placement, group_labels
 from fairrag_core.kit import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
     RELEVANCE_CONVERSIONS,
-    check_store_order,
     context_header,
     document_title,
-    drop_stale_placement,
     hidden_metadata_keys,
-    placements_metadata,
-    to_relevance,
+    pool_relevance,
 )
 from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
 
@@ -534,13 +531,13 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
             ids.append(node.node_id)
             if look and key in metadata and key not in node.excluded_embed_metadata_keys:
                 embedded += 1
-        scores, from_order = pool_scores(given)
-        if not from_order:
-            conversion = self._conversion(source, nodes)
-            scores = to_relevance(scores, conversion)
-            if source.straight:
-                check_store_order(scores, conversion, source.name)
-        groups = group_labels(metadatas, key)
+        # a partly scored pool is refused by pool_relevance before "auto" is resolved
+        scored = all(score is not None for score in given)
+        conversion = self._conversion(source, nodes) if scored else None
+        scores, scored = pool_relevance(
+            given, conversion, store=source.name if source.straight else None
+        )
+        group_labels(metadatas, key)  # a wrong group key fails before any event
         self._warn_small_pool(len(nodes))
         if embedded:
             self._warn_embedded_group(embedded, len(nodes))
@@ -561,20 +558,21 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         ) as event:
             reranked: list[NodeWithScore] = []
             if nodes:
-                reranking, seed = state.rerank(
-                    scores, groups, self.top_n, ids=ids, seed=_seed_of_this_call()
-                )
-                placed = placements_metadata(
-                    reranking,
-                    seed,
-                    given,
-                    pool_size=len(nodes) - len(reranking.duplicates),
-                    scored=not from_order,
+                placed = self.place(
+                    metadatas,
+                    scores,
+                    self.top_n,
+                    ids=ids,
+                    given=given,
+                    scored=scored,
+                    seed=_seed_of_this_call(),
                 )
                 never = self._never_shown()
                 reranked = [
                     self._placed(nodes[p.pool_index], metadata, p, never)
-                    for p, metadata in zip(reranking.placements, placed, strict=True)
+                    for p, metadata in zip(
+                        placed.reranking.placements, placed.metadatas, strict=True
+                    )
                 ]
             event.on_end(payload={EventPayload.NODES: reranked})
         dispatcher.event(ReRankEndEvent(nodes=reranked))
@@ -644,11 +642,10 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        kept = drop_stale_placement(node.metadata)
         fields = self._visible_fields(node, never)
-        title = document_title(kept, text, self.title_key)
+        title = document_title(placement, text, self.title_key)
         header = context_header(where.fair_rank, title, text.strip(), fields)
-        metadata = {**kept, **placement, CONTEXT_HEADER_KEY: header}
+        metadata = {**placement, CONTEXT_HEADER_KEY: header}
         keys = list(metadata)
         update: dict[str, Any] = {
             "metadata": metadata,
