@@ -42,6 +42,7 @@ from fairrag_core.kit import (
 )
 from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
 
+from . import _private as private
 from .spans import SPANS, Retrieval, current_span_id, ensure_registered
 
 __all__ = [
@@ -212,15 +213,14 @@ def _is_chroma(store: Any) -> bool:
 
 
 def _store_of(retriever: Any) -> Any:
-    store = getattr(retriever, "_vector_store", None)
-    return store if store is not None else getattr(retriever, "vector_store", None)
+    return private.vector_store(retriever)
 
 
 def _fused_stores(retriever: Any) -> tuple[Any, ...]:
     """The member stores whose scores a ``QueryFusionRetriever`` passes on: in its ``simple``
     mode the fused list keeps each node's original score (the best over queries and members);
     other modes score the list themselves (empty: its scores are similarities of its own)."""
-    members = getattr(retriever, "_retrievers", None)
+    members = private.fusion_members(retriever)
     mode = getattr(retriever, "mode", None)
     if members is None or mode is None or getattr(mode, "value", mode) != "simple":
         return ()
@@ -228,7 +228,7 @@ def _fused_stores(retriever: Any) -> tuple[Any, ...]:
 
 
 def _is_fusion(retriever: Any) -> bool:
-    return getattr(retriever, "_retrievers", None) is not None and hasattr(retriever, "mode")
+    return private.fusion_members(retriever) is not None and hasattr(retriever, "mode")
 
 
 def _scoring_store(source: _Source, nodes: Sequence[NodeWithScore]) -> Any:
@@ -303,8 +303,8 @@ def _pool_source(postprocessor: Any) -> _Source:
         engine = span.instance
         if engine is postprocessor:
             continue  # its own span: a postprocessor is no engine
-        retriever = getattr(engine, "_retriever", None)
-        chain = getattr(engine, "_node_postprocessors", None)
+        retriever = private.engine_retriever(engine)
+        chain = private.node_postprocessors(engine)
         if retriever is None or chain is None:
             continue
         store = _store_of(retriever)
@@ -341,9 +341,9 @@ def _relevance_for_store(store: Any) -> str:
 
 def _chroma_space(store: Any) -> str | None:
     """The distance space of a ChromaVectorStore's collection (None when it cannot be read)."""
-    collection = getattr(store, "_collection", None)
+    collection = private.chroma_collection(store)
     try:
-        configuration = collection.configuration or {}  # type: ignore[union-attr]
+        configuration = collection.configuration or {}
     except Exception:  # an older client or a collection object without one
         configuration = {}
     for index in ("hnsw", "spann"):

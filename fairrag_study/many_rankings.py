@@ -143,10 +143,10 @@ def study_rankers(
     for name in requested:
         reason = reasons.get(name)
         if reason:
-            able = [n for n in available_rankers() if _unavailable(n, alpha, dataset) is None]
+            can = [n for n in available_rankers() if _unavailable(n, alpha, dataset) is None]
             raise ValueError(
                 f"{name!r} cannot rank this data set's target "
-                f"({dataset.target_label()}): {reason}; rankers that can: {able}"
+                f"({dataset.target_label()}): {reason}; rankers that can: {can}"
             )
     return tuple(requested), {}
 
