@@ -128,9 +128,8 @@ class FairComponent(BaseModel):
     ranker: str | Ranker = Field(
         default="representative_stochastic",
         description=(
-            "A core ranker name (fairrag_core.available_rankers(): standard, stochastic, "
-            "forced_exposure, representative_stochastic, fair, amortized) or a ready "
-            "fairrag_core Ranker."
+            "A registered core ranker name (fairrag_core.available_rankers(), e.g. "
+            "'representative_stochastic') or a ready fairrag_core Ranker."
         ),
     )
     group_key: str = Field(
