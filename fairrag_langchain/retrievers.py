@@ -31,6 +31,7 @@ from fairrag_core.kit.component import AUTO, Count, Relevance
 from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
+from . import _private as private
 from ._fields import FairRankingFields
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
@@ -237,6 +238,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None = None,
         **search_kwargs: Any,
     ) -> list[Document]:
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
+
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
         with self._typed_store_errors():
@@ -250,8 +253,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     pool = await store.asimilarity_search_with_score(query, k=fetch_k, **search)
             except NotImplementedError:
                 documents = await store.asimilarity_search(query, k=fetch_k, **search)
+                if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
+                    return await run_off_loop(self._place_unscored, documents, k, seed)
                 return self._place_unscored(documents, k, seed)
-        return self._place(pool, convert, name, k, seed)
+        if waits_on_ledger(self.core_ranker):
+            return await run_off_loop(self._place, pool, convert, name, k, seed)
+        return self._place(pool, convert, name, k, seed)  # microseconds: on the loop
 
     @contextmanager
     def _typed_store_errors(self) -> Iterator[None]:
@@ -503,7 +510,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             return _named(self.relevance), f"given: {self.relevance}"
         store = self.vectorstore
         try:
-            chosen = store._select_relevance_score_fn()
+            chosen = private.relevance_score_fn(store)
         except NotImplementedError:
             if _overrides_relevance_search(type(store)):
                 return None, "store"
@@ -635,11 +642,4 @@ def _range_warning(
 
 def _overrides_relevance_search(store_type: type[VectorStore]) -> bool:
     """Whether the store computes relevance scores itself, without a relevance function."""
-    return (
-        store_type._similarity_search_with_relevance_scores
-        is not VectorStore._similarity_search_with_relevance_scores
-        or store_type._asimilarity_search_with_relevance_scores
-        is not VectorStore._asimilarity_search_with_relevance_scores
-        or store_type.similarity_search_with_relevance_scores
-        is not VectorStore.similarity_search_with_relevance_scores
-    )
+    return private.overrides_relevance_search(store_type)

@@ -51,6 +51,7 @@ from fairrag_core.kit import (
     unaudited_record,
 )
 
+from . import _private as private
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
 from .spans import ENTERED_HANDLERS, QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
 
@@ -122,10 +123,7 @@ def _model_name(llm: Any) -> str | None:
 
 
 def _engine_model(engine: Any) -> str | None:
-    llm = getattr(engine, "_llm", None)
-    if llm is None:
-        llm = getattr(getattr(engine, "_response_synthesizer", None), "_llm", None)
-    return _model_name(llm)
+    return _model_name(private.engine_llm(engine))
 
 
 def _source_nodes(response: Any) -> list[NodeWithScore] | None:
@@ -151,8 +149,8 @@ def _engine_postprocessors(engine: Any) -> list[Any]:
     """The node postprocessors of a query or chat engine (a chat engine's own, or those of
     the query engine it answers through)."""
     found: list[Any] = []
-    for holder in (engine, getattr(engine, "_query_engine", None)):
-        found += list(getattr(holder, "_node_postprocessors", None) or [])
+    for holder in (engine, private.query_engine_of(engine)):
+        found += list(private.node_postprocessors(holder) or [])
     return found
 
 
