@@ -160,9 +160,23 @@ _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
-    "al ap bin ben bint da das de del della den der des di do dos du e el ibn la le lo "
-    "van von vom y zu ter ten te".split()
+    "à a ab af al ap bar bat bin ben bint da dal dalla das de degli dei del della delle den der "
+    "des di do dos du e el ibn la las le lo los op ter ten te van von vom y z zu zum zur".split()
 )
+_NOT_JOINERS = frozenset("and or but the was is are has had who as at by for to on".split())
+"""Short lower-case words that never sit inside a name (a run with ``in``, ``of``, ``non``,
+``und``, ``wa`` inside is also tried: ``Isaac in Islam``, ``Ngũgĩ wa Thiong'o``)."""
+_GLUED_PARTICLE = re.compile(r"[a-zà-ÿ]{1,3}['’ʼ‘-]")
+"""A lower-case particle glued to a name by a hyphen or an apostrophe: ``al-``, ``el-``,
+``d'``, ``bi-``."""
+_POSSESSIVE = re.compile(r"['’ʼ]s?$")
+_POSSESSIVE_WORD = re.compile(r"['’ʼ]s?(?=[ ,.;:!?]|$)")
+"""A possessive ending a word (``Evans's``, ``Curies'``): a name ends there."""
+_MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
+"""A list marker glued to the name (``1.Ada``, ``-Ada``)."""
+_TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
+"""An XML or HTML tag glued to a name (``<answer>Ada Lovelace``)."""
+_WORD_WRAPPERS = '*_`"“”«»#~<>'
 
 
 class _Context:
@@ -407,31 +421,77 @@ def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
 
 
 def _name_runs(text: str) -> list[str]:
-    """Runs of capitalised words (with name particles and initials inside): candidate names."""
+    """Candidate names in ``text``: runs of capitalised words (name particles, initials and
+    particle-prefixed words such as ``al-Qaradawi`` or ``d'Indy`` inside), the same runs with
+    short lower-case joining words kept inside (``Isaac in Islam``, ``Jacob Clemens non Papa``),
+    and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
+    an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
+    """
+    text = _TAG.sub(" ", text)
     runs: list[str] = []
     for chunk in _RUN_BREAK.split(text):
-        words: list[str] = []
+        strict: list[str] = []
+        loose: list[str] = []
         for raw in chunk.split():
-            word = raw.strip("*_`'\".")
-            capital = word[:1].isupper()
-            if capital and not any(c.isdigit() for c in word):
-                words.append(word)
-                continue
-            if word.casefold() in _PARTICLES and words:
-                words.append(word)
-                continue
-            if words:
-                runs.append(" ".join(_trim_particles(words)[:_MAX_RUN_WORDS]))
-            words = []
-        if words:
-            runs.append(" ".join(_trim_particles(words)[:_MAX_RUN_WORDS]))
-    return [run for run in runs if run]
+            word = _MARKER.sub("", raw.strip(_WORD_WRAPPERS))
+            possessive = _POSSESSIVE.search(word)
+            if possessive:
+                word = word[: possessive.start()]
+            word = word.strip("'’.")
+            kind = _word_kind(word, bool(strict or loose))
+            if kind == "name":
+                strict.append(word)
+                loose.append(word)
+            elif kind == "particle" and strict:
+                strict.append(word)
+                loose.append(word)
+            elif kind == "joiner" and loose:
+                _close(strict, runs)
+                strict = []
+                loose.append(word)
+            else:
+                _close(strict, runs)
+                _close(loose, runs)
+                strict, loose = [], []
+            if possessive:
+                _close(strict, runs)
+                _close(loose, runs)
+                strict, loose = [], []
+        _close(strict, runs)
+        _close(loose, runs)
+    whole = " ".join(text.split()).strip(" -–—:,;|.")
+    owner = _POSSESSIVE_WORD.search(whole)
+    for candidate in (whole, whole[: owner.start()] if owner else ""):
+        if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
+            runs.append(candidate)
+    return [run for run in dict.fromkeys(runs) if run]
 
 
-def _trim_particles(words: list[str]) -> list[str]:
-    while words and words[-1].casefold() in _PARTICLES:
+def _word_kind(word: str, inside: bool) -> str:
+    """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
+    ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
+    lower-case word that may join two names inside a title), or ``other``."""
+    if not word or any(c.isdigit() for c in word):
+        return "other"
+    if word[:1].isupper():
+        return "name"
+    glued = _GLUED_PARTICLE.match(word)
+    if glued and word[glued.end() : glued.end() + 1].isupper():
+        return "name"
+    folded = word.casefold()
+    if folded in _PARTICLES:
+        return "particle"
+    if inside and folded.isalpha() and len(folded) <= 3 and folded not in _NOT_JOINERS:
+        return "joiner"
+    return "other"
+
+
+def _close(words: list[str], runs: list[str]) -> None:
+    """Add ``words`` (trailing particles and joiners trimmed) to ``runs`` as one run."""
+    while words and not (words[-1][:1].isupper() or _GLUED_PARTICLE.match(words[-1])):
         words = words[:-1]
-    return words
+    if words:
+        runs.append(" ".join(words[:_MAX_RUN_WORDS]))
 
 
 def _implicit(body: str, head: str, ctx: _Context) -> list[int]:
@@ -460,5 +520,7 @@ def _is_name_line(body: str, head: str) -> bool:
     bare, name = (" ".join(_ASIDE.sub(" ", t).split()).strip(" -–—:,;|.") for t in (body, head))
     if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
         return False
-    runs = _name_runs(name)  # only capitalised words, particles and initials: one name
-    return len(runs) == 1 and len(runs[0].split()) == len(name.split())
+    words = [w.strip("'’.") for w in _TAG.sub(" ", name).strip(_WORD_WRAPPERS).split()]
+    kinds = [_word_kind(w, index > 0) for index, w in enumerate(words)]
+    # only capitalised words, particles and initials: one name
+    return bool(kinds) and kinds[0] == "name" and all(k in ("name", "particle") for k in kinds)

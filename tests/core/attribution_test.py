@@ -297,3 +297,38 @@ def test_styles_constant_and_linear_time_on_hostile_lines():
     )
     result = attribute_answer(hostile, CONTEXT)  # each line read up to MAX_LINE_SCAN chars
     assert result.bullet_count == 4  # "- [[[..." holds no word: decoration, not a bullet
+
+
+# -- every name form the data holds (issue 33, item 3) -----------------------------------------
+
+NAME_FORMS = [
+    ("1. Yusuf al-Qaradawi", "Yusuf al-Qaradawi", "male"),
+    ("- Kaarlo af Heurlin", "Kaarlo af Heurlin", "male"),
+    ("- Abraham bar Hiyya", "Abraham bar Hiyya", "male"),
+    ("- Thomas à Kempis", "Thomas à Kempis", "male"),
+    ("- Ettore Arrigoni degli Oddi", "Ettore Arrigoni degli Oddi", "male"),
+    ("- Vincent d'Indy", "Vincent d'Indy", "male"),
+    ("- Wajeha al-Huwaider", "Wajeha al-Huwaider", "female"),
+    ("- Juwayriya bint al-Harith", "Juwayriya bint al-Harith", "female"),
+    ('- Morgan "Bill" Evans', 'Morgan "Bill" Evans', "male"),
+    ("- Alan Turing's work on computability", "Alan Turing", "male"),
+    ("- Ada Lovelace’s notes", "Ada Lovelace", "female"),
+    ("- Curie, Marie", "Marie Curie", "female"),
+    ("- **Ada Lovelace**: the first programmer", "Ada Lovelace", "female"),
+    ("<answer>Ada Lovelace is a role model.</answer>", "Ada Lovelace", "female"),
+    ("1.Ada Lovelace", "Ada Lovelace", "female"),
+]
+
+
+@pytest.mark.parametrize(("answer", "title", "group"), NAME_FORMS)
+def test_every_name_form_attributes_its_document_shown_alone(answer, title, group):
+    document = ContextDocument(title, group=group)
+    result = attribute_answer(answer, [document])
+    assert [a.title for a in result.attributions] == [title]
+    other = ContextDocument("Grace Hopper", group="female")  # no wrong acceptance
+    assert attribute_answer(answer, [other]).attributions == []
+
+
+def test_a_name_run_still_stops_at_a_description_after_a_joining_word():
+    found = attribute_answer("- Alan Turing in Cambridge and Ada Lovelace", CONTEXT)
+    assert [a.title for a in found.attributions] == ["Alan Turing", "Ada Lovelace"]
