@@ -20,9 +20,10 @@ runs over 12 words hold no name and are counted apart. It prints:
   with ``--seed`` (never the same title), by its title alone and with its text: the fraction
   the rule accepts.
 
-**Speed.** Seconds per MB for ``parse_citations`` and ``ground_citations`` on worst cases: long
-whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines, many citations
-with long names, and a 1 MB context title.
+**Speed.** Seconds per MB for ``parse_citations``, ``ground_citations`` and
+``attribute_answer`` (with its ratio to the parser's time, issue 33's bound: 3x) on worst
+cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines,
+many citations with long names, and a 1 MB context title.
 """
 
 from __future__ import annotations
@@ -277,9 +278,14 @@ def speed_figures(megabytes: float) -> None:
         parsed = parse_citations(answer)
         parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(2))
         ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(2))
+        attribute_s = min(
+            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(2)
+        )
         print(
             f"  {label:32s} {mb:5.2f} MB  parse {parse_s / mb:7.3f} s/MB  "
-            f"ground {ground_s / mb:7.3f} s/MB  ({len(parsed.citations):,} citations)"
+            f"ground {ground_s / mb:7.3f} s/MB  attribute {attribute_s / mb:7.3f} s/MB "
+            f"({attribute_s / max(parse_s, 1e-9):5.1f}x parse)  "
+            f"({len(parsed.citations):,} citations)"
         )
     cited = Citation("Ada " * 75_000 + "Lovelace", "Ada Lovelace", "", 1)
     person = ContextDocument("Ada Lovelace", person="Ada " * 75_000 + "Lovelace")

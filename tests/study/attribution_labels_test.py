@@ -87,10 +87,10 @@ LABELS: dict[int, str] = {
     # 47: each line is 'Head (Title)': head Ida Elizabeth Mathis (entry 2) / Robert Marion Clawson
     # (entry 3) plus a shown person's title in parentheses, read as a citation of that entry
     # (Daron Joffe = 1, Ida Elizabeth Mathis = 2); 4-5: Coppess (Coppess) = 5 only
-    47: "1:1,2 2:1,2 3:2,3 4:5 5:5",
+    47: "1:2 2:2 3:3 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 48: 'Head (Title)': Ida Elizabeth Mathis (entry 2) citing Daron Joffe (1); Charles Lambert
     # (5) citing Lindiwe Majele Sibanda (4)
-    48: "1:1,2 2:1,2 3:4,5 4:4,5",
+    48: "1:2 2:2 3:5 4:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 49: 2: Robert Marion Clawson, the full name entry 3's text gives
     49: "1:2 2:3 3:3 4:4 5:5",
     # 50: 3: 'Tom Clawson', a blend of Tom Buis and Marion Clawson, nobody shown; the dates do not
@@ -149,7 +149,7 @@ LABELS: dict[int, str] = {
     # (entry 4's full name) plus '(Lindiwe Sibanda)', an obvious form of entry 5's title, so both
     # [lead's correction on re-reading: line 3's bracket names Lindiwe Sibanda, entry 3 (the
     # labeller had 5); Marion Clawson is entry 4]
-    71: "1:1,2 2:1,2 3:3,4 4:5 5:5",
+    71: "1:2 2:2 3:4 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 72: 2: 'Ida Elizabeth Mathis', obvious form of entry 2; wrong dates ignored
     72: "1:1 2:2 3:3 4:5",
     # 73: loop on 'Ida Elizabeth Mathis' (entry 2); 13: 'Ida Elizabeth' cut by the cap before the
@@ -271,7 +271,7 @@ LABELS: dict[int, str] = {
     116: "1:2 2:2 3:4 4:5",
     # 117: 1-2: 'Head (Title)': Ida Elizabeth Mathis (entry 2) plus '(Daron Joffe)', entry 1's
     # title, so both (as in answers 47/71); 5: 'May Roberta Berenbaum', entry 5's full name
-    117: "1:1,2 2:1,2 3:3 4:5 5:5",
+    117: "1:2 2:2 3:3 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 118: loop on 'Ida Elizabeth Mathis' (entry 2); 9: cut by the cap in the dates, after the
     # name is complete; wrong dates ignored
     118: "1-9:2",
@@ -288,7 +288,7 @@ LABELS: dict[int, str] = {
     # only a name, entry 4's full name containing her title 'Myra Hess', read as 'Name A (Title
     # B)', so both (unlike answers 46/70, whose bracket was copied description text: Yiddish alias
     # + dates)
-    123: "1:2,4",
+    123: "1:2",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 124: 2: head David S. Blondheim with Kristel's dates, head decides; 3: 'David Simon
     # Kristel', a blend of David Simon Blondheim (entry 3) and Sylvia Kristel (entry 4), nobody
     # shown - left out
