@@ -382,8 +382,14 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
+    previous: set[int] | None = None  # the positions of the line just above, when a bullet
+    above = 0
     for number, line, stripped in lines:
         bullet, name_line = _attribute_line(line, stripped, number, ctx)
+        positions = {a.position for a in bullet.attributions}
+        if name_line and number not in is_bullet and above == number - 1 and previous == positions:
+            continue  # the item's name again under it (with dates): its description
+        previous, above = (positions, number) if number in is_bullet else (None, 0)
         if (
             number in is_bullet
             or (bullet.attributions and bullet.styles != ("implicit",))
@@ -392,7 +398,9 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    if not any(b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets):
+    if not echoed and not any(
+        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
+    ):
         # no marked or cited line: a paragraph answer, whose lines naming a person are its units
         bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
     if sourced:
@@ -713,6 +721,8 @@ def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
     if not head:
         return []
     outside = " ".join(_ASIDE.sub(" ", head).split())
+    if outside != head and _is_name_line(outside, outside):
+        return _named(outside, ctx, set())  # a name outside the brackets: the person presented
     return (_named(outside, ctx, set()) if outside else []) or _named(head, ctx, set())
 
 
