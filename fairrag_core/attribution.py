@@ -385,6 +385,12 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
     for number, line, stripped in lines:
+        if line.lower() == line and not any(b in line for b in "[(（:："):
+            # no capital, bracket or colon: no name and no citation to read (fast path)
+            if number in is_bullet:
+                bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
+            previous, above = None, 0
+            continue
         bullet, name_line = _attribute_line(line, stripped, number, ctx)
         positions = {a.position for a in bullet.attributions}
         if name_line and number not in is_bullet and above == number - 1 and previous == positions:
