@@ -342,28 +342,35 @@ def test_the_fixture_is_the_real_models_answers_to_the_studys_prompts():
         assert all(c["text"].startswith("Title: " + c["title"]) for c in item["context"])
 
 
-def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bullets():
-    answers = _answers()
-    attributed = agreed = missed = 0
+def agreement(
+    answers: list[dict], labels_of: dict[int, str]
+) -> tuple[int, int, int, int, list[tuple]]:
+    """``(attributed, agreed, missed, labelled, disagreements)``: bullets the rule attributes,
+    those whose entries equal the label, labelled bullets it attributes to nothing, labelled
+    bullets, and each disagreement as ``(answer, line, rule's entries, label)``."""
+    attributed = agreed = missed = labelled = 0
     disagreements = []
-    for index, text in LABELS.items():
+    for index, text in labels_of.items():
         item = answers[index]
         context = [
             ContextDocument(c["title"], group=c["group"], text=c["text"]) for c in item["context"]
         ]
         labels = _labels(text)
+        labelled += len(labels)
         result = attribute_answer(item["answer"], context)
         found = {b.line_number: {a.position + 1 for a in b.attributions} for b in result.bullets}
         for line, entries in found.items():
-            if not entries:
-                missed += line in labels
-                continue
-            attributed += 1
-            if labels.get(line) == entries:
-                agreed += 1
-            else:
-                disagreements.append((index, line, entries, labels.get(line)))
-        missed += sum(1 for line in labels if line not in found)
+            if entries:
+                attributed += 1
+                agreed += labels.get(line) == entries
+                if labels.get(line) != entries:
+                    disagreements.append((index, line, entries, labels.get(line)))
+        missed += sum(1 for line in labels if not found.get(line))
+    return attributed, agreed, missed, labelled, disagreements
+
+
+def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bullets():
+    attributed, agreed, missed, _, disagreements = agreement(_answers(), LABELS)
     assert len(LABELS) >= 100 and attributed >= 600  # issue 22: at least 100 labelled answers
     assert agreed / attributed >= 0.95, disagreements
     assert missed <= 0.05 * attributed, missed
@@ -459,24 +466,7 @@ def test_held_out_answers_agree_with_a_readers_labels():
     and ``Najibang``, and ``King Chul`` cut in the name, none of which the name rule reads)."""
     answers = json.loads(FIXTURE_SEED46.read_text(encoding="utf-8"))
     assert len(answers) == len(LABELS_SEED46) == 48 and "G3" in GUIDE
-    attributed = agreed = missed = labelled = 0
-    disagreements = []
-    for index, text in LABELS_SEED46.items():
-        item = answers[index]
-        context = [
-            ContextDocument(c["title"], group=c["group"], text=c["text"]) for c in item["context"]
-        ]
-        labels = _labels(text)
-        labelled += len(labels)
-        result = attribute_answer(item["answer"], context)
-        found = {b.line_number: {a.position + 1 for a in b.attributions} for b in result.bullets}
-        for line, entries in found.items():
-            if entries:
-                attributed += 1
-                agreed += labels.get(line) == entries
-                if labels.get(line) != entries:
-                    disagreements.append((index, line, entries, labels.get(line)))
-        missed += sum(1 for line in labels if not found.get(line))
+    attributed, agreed, missed, labelled, disagreements = agreement(answers, LABELS_SEED46)
     assert attributed >= 170
     assert agreed / attributed >= 0.98, disagreements
     assert missed <= 0.03 * labelled, missed
