@@ -60,7 +60,13 @@ from .index import (
     verify_collection,
 )
 from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
-from .options import SECONDS, seconds_problem
+from .options import (
+    LLM_RETRIES_LIMIT,
+    MAX_TOKENS_LIMIT,
+    SECONDS,
+    SEED_LIMIT,
+    seconds_problem,
+)
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, QuestionPool, query_pools
@@ -228,18 +234,28 @@ def _check_config(config: StudyConfig) -> None:
                 f"{name} must be a finite number of seconds from {SECONDS[0]:g} to "
                 f"{SECONDS[1]:g}, got {value!r} ({problem})"
             )
-    for name in ("llm_retries", "max_tokens"):
-        value = getattr(config, name)
-        low = 0 if name == "llm_retries" else 1
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < low
-        ):
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    retries = config.llm_retries
-    if retries is not None and (
-        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    if config.seed >= SEED_LIMIT:
+        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {config.seed!r}")
+    if config.k > config.pool_size:
+        raise ValueError(
+            f"k ({config.k}) must be at most pool_size ({config.pool_size}): the k documents "
+            "shown are taken from the pool"
+        )
+    for name, low, high in (
+        ("llm_retries", 0, LLM_RETRIES_LIMIT),
+        ("max_tokens", 1, MAX_TOKENS_LIMIT),
     ):
-        raise ValueError(f"llm_retries must be an integer >= 0, got {retries!r}")
+        value = getattr(config, name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+        ):
+            raise ValueError(f"{name} must be an integer from {low} to {high:,}, got {value!r}")
+    if config.base_url is not None and not (
+        config.llm == "auto" or config.llm.startswith("openai:")
+    ):
+        raise ValueError(
+            f"base_url is only used with llm 'openai:<model>' or 'auto', got llm {config.llm!r}"
+        )
     if config.text not in TEXT_SOURCES:
         raise ValueError(f"text must be one of {list(TEXT_SOURCES)}, got {config.text!r}")
     api = urlparse(str(config.wikipedia_api))
