@@ -8,6 +8,7 @@ they show; it asserts no time, since a busy machine stretches any wall-clock fig
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -38,6 +39,7 @@ def run(path: Path) -> float:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     if not os.environ.get("FAIRRAG_DATA"):
         print("set FAIRRAG_DATA to trec_gender_2022.csv", file=sys.stderr)
         return 2
