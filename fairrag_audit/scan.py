@@ -24,6 +24,7 @@ import duckdb
 
 from fairrag_core.attribution import STYLES
 from fairrag_core.audit import GENERATION_FIELDS
+from fairrag_core.kit.records import RECORD_SCHEMA
 
 from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, sieve
 from .options import AuditOptions
@@ -150,6 +151,7 @@ KNOWN_FIELDS = (
     "attributed_sources",
     *COUNT_FIELDS,
     "error",
+    "schema",
 )
 """The fields read from every record (each as JSON, then cast: a wrong type is missing)."""
 
@@ -186,6 +188,16 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
     """``(condition, reason)`` pairs, checked in order on a record: the first true condition
     refuses it with its reason (a SQL expression)."""
     checks: list[tuple[str, str]] = []
+    # A record schema newer than this library's may define its fields otherwise: refused and
+    # listed, never read as the known one (issue 36).
+    schema = f"TRY_CAST({_quoted('schema')} AS DOUBLE)"
+    checks.append(
+        (
+            f"{schema} > {RECORD_SCHEMA}",
+            f"'schema ' || {_json_text(_quoted('schema'))} || ' is newer than the record "
+            f"schemas this audit knows (1 to {RECORD_SCHEMA}); upgrade fairrag to audit it'",
+        )
+    )
     k = "TRY_CAST(k AS DOUBLE)"
     checks.append(
         (

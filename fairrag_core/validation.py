@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -15,6 +15,7 @@ __all__ = [
     "check_groups",
     "check_k",
     "check_n_samples",
+    "check_nesting",
     "check_score_batch",
     "check_scores",
 ]
@@ -200,3 +201,20 @@ def check_score_batch(scores: object) -> np.ndarray:
         rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))[:5].tolist()
         raise ValueError(f"scores must be finite; non-finite values in pools {rows}")
     return arr
+
+
+def check_nesting(value: object, limit: int, what: str) -> None:
+    """Refuse ``value`` (``what``: named in the message) nested deeper than ``limit`` levels of
+    dicts, lists and tuples, walking it level by level without recursion: a value nested 10^5
+    deep raised ``RecursionError`` in the first repr or comparison of it (issue 36)."""
+    level: list[object] = [value]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for item in level
+            if isinstance(item, (Mapping, list, tuple))
+            for child in (item.values() if isinstance(item, Mapping) else item)
+        ]
+        if not level:
+            return
+    raise ValueError(f"{what} is nested deeper than {limit} levels of dicts and lists")

@@ -165,7 +165,7 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
     study.add_argument(
         "--trials", type=options.int_at_least(1), default=80, help="trials per ranker (default 80)"
     )
-    study.add_argument("--seed", type=options.int_at_least(0), default=2026)
+    study.add_argument("--seed", type=options.seed, default=2026, help="0 to 2**64 - 1")
     study.add_argument("--pool-size", type=options.int_at_least(1), default=50)
     study.add_argument("--k", type=options.int_at_least(1), default=5)
     study.add_argument("--alpha", type=options.alpha, default=4.0)
@@ -185,10 +185,15 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
     )
     study.add_argument(
         "--max-tokens",
-        type=options.int_at_least(1),
-        help="new tokens one answer may take (default: the server's for openai:, 160 for local)",
+        type=options.max_tokens,
+        help=f"new tokens one answer may take, 1 to {options.MAX_TOKENS_LIMIT:,} (default: the "
+        "server's for openai:, 160 for local)",
     )
-    study.add_argument("--base-url", type=options.url, help="any OpenAI-compatible server")
+    study.add_argument(
+        "--base-url",
+        type=options.url,
+        help="any OpenAI-compatible server (with --llm openai:<model> or auto)",
+    )
     study.add_argument(
         "--llm-timeout",
         type=options.positive_seconds,
@@ -196,8 +201,9 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
     )
     study.add_argument(
         "--llm-retries",
-        type=options.int_at_least(0),
-        help="retries of a failed chat model request (default: default_chat_model's, 2)",
+        type=options.llm_retries,
+        help=f"retries of a failed chat model request, 0 to {options.LLM_RETRIES_LIMIT} "
+        "(default: default_chat_model's, 2)",
     )
     answers = study.add_mutually_exclusive_group()
     answers.add_argument(
@@ -251,6 +257,13 @@ def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from .many_rankings import study_rankers
 
     options.check_paths(parser, args)
+    options.check_pool(parser, args)
+    if args.base_url is not None and not (args.llm == "auto" or args.llm.startswith("openai:")):
+        parser.error(
+            f"argument --base-url: only used with --llm openai:<model> or auto (an "
+            f"OpenAI-compatible server); --llm {args.llm} makes no request to it: drop "
+            "--base-url, or choose --llm openai:<model>"
+        )
     if args.wikipedia_api is not None and args.text != "wikipedia":
         parser.error(
             "argument --wikipedia-api: only used with --text wikipedia (the study embeds the "

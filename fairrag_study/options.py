@@ -8,7 +8,6 @@ are checked after parsing by :func:`check_paths` (they depend on each other and 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -24,19 +23,27 @@ from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset, custom_dataset
 
 __all__ = [
     "DATASET_FLAGS",
+    "LLM_RETRIES_LIMIT",
+    "MAX_TOKENS_LIMIT",
     "SECONDS",
+    "SEED_LIMIT",
     "add_dataset_arguments",
     "alpha",
     "check_paths",
+    "check_pool",
     "column_name",
     "comma_list",
     "dataset_from_args",
     "int_at_least",
+    "int_in",
     "llm_choice",
+    "llm_retries",
+    "max_tokens",
     "port",
     "positive_seconds",
     "rankers",
     "seconds_problem",
+    "seed",
     "target",
     "url",
 ]
@@ -70,6 +77,49 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {low}"
     return parse
+
+
+def int_in(low: int, high: int, why: str) -> Callable[[str], int]:
+    """An integer from ``low`` to ``high`` (``why``: what the upper bound is, for the message):
+    ``--seed``, ``--max-tokens``, ``--llm-retries``."""
+    at_least = int_at_least(low)
+
+    def parse(text: str) -> int:
+        value = at_least(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"{value:,} is out of range; expected an integer from {low} to {high:,} ({why})"
+            )
+        return value
+
+    parse.__name__ = f"integer from {low} to {high}"
+    return parse
+
+
+SEED_LIMIT = 2**64
+"""Seeds are ints in ``[0, 2**64)``: what numpy's generators and the components take
+(``fairrag_core.kit.config.SEED_LIMIT``); ``2**70`` was refused only after the index loaded."""
+MAX_TOKENS_LIMIT = 131_072
+"""The most new tokens ``--max-tokens`` may ask for: the largest output of today's chat models
+(128k); beyond, no server honours it and a local model would allocate for it."""
+LLM_RETRIES_LIMIT = 20
+"""The most retries ``--llm-retries`` may ask for: with the client's back-off 20 already wait
+minutes on one request; 10**9 would retry a dead server for ever."""
+
+seed = int_in(0, SEED_LIMIT - 1, "2**64 - 1, the largest seed numpy's generators take")
+max_tokens = int_in(1, MAX_TOKENS_LIMIT, "the largest output a chat model gives")
+llm_retries = int_in(0, LLM_RETRIES_LIMIT, "more retries wait out a server that is down")
+
+
+def check_pool(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--k`` at most ``--pool-size``: the k shown are taken from the pool (a larger k ran
+    every trial, then read as an index that "changed during the run")."""
+    if args.k > args.pool_size:
+        parser.error(
+            f"argument --k: {args.k} is larger than --pool-size {args.pool_size}; the k "
+            "documents shown are taken from the pool retrieved: choose --k <= --pool-size, or "
+            "a larger --pool-size"
+        )
 
 
 SECONDS = (0.1, 86_400.0)
@@ -161,28 +211,40 @@ def target(text: str) -> dict[str, float]:
     """A JSON object ``{"group": share, ...}``: two or more groups, shares >= 0 summing to 1,
     checked by the core's own rule (``fairrag_core.make_target``)."""
     example = 'expected a JSON object of group shares summing to 1, e.g. \'{"a": 0.4, "b": 0.6}\''
+    shown = _shown(text)
     try:
         value = json.loads(text, object_pairs_hook=_no_repeated_keys)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({exc.msg}); {example}") from None
+        raise argparse.ArgumentTypeError(f"{shown} is not JSON ({exc.msg}); {example}") from None
+    except RecursionError:  # 5,000 nested objects exhaust the JSON parser's stack
+        raise argparse.ArgumentTypeError(
+            f"{shown} nests objects or lists too deep to read; {example}, one level deep"
+        ) from None
     except _RepeatedKeys as exc:
         raise argparse.ArgumentTypeError(
-            f"{text!r} names group {exc} more than once (JSON keeps only the last share); "
+            f"{shown} names group {exc} more than once (JSON keeps only the last share); "
             f"{example}, each group once"
         ) from None
     if not isinstance(value, dict) or len(value) < 2:
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; {example} (two or more)")
+        raise argparse.ArgumentTypeError(f"{shown} is not accepted; {example} (two or more)")
     bad = [k for k, v in value.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad or any(not k.strip() for k in value):
         raise argparse.ArgumentTypeError(
-            f"{text!r} has non-numeric shares or empty group names {bad}; {example}"
+            f"{shown} has non-numeric shares or empty group names {bad}; {example}"
         )
     shares = {k: float(v) for k, v in value.items()}
     try:
         make_target(target=shares)
     except (TypeError, ValueError) as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: {exc}") from None
+        raise argparse.ArgumentTypeError(f"{shown} is not accepted: {exc}") from None
     return shares
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters (a flag may be megabytes)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 class _RepeatedKeys(ValueError):
@@ -259,8 +321,12 @@ def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
     except (TypeError, ValueError) as exc:
         parser.error(f"argument --target: {exc}")
     if args.data is not None and Path(os.path.expanduser(args.data)).is_file():
-        with open(os.path.expanduser(args.data), newline="", encoding="utf-8") as handle:
-            header = next(csv.reader(handle), [])
+        from .data import csv_header
+
+        try:
+            header = csv_header(os.path.expanduser(args.data))
+        except ValueError as exc:
+            parser.error(f"argument --data: {exc}")
         flags = {attr: flag for flag, attr in DATASET_FLAGS.items()}
         read = ("group_column", "doc_id_column", "title_column", "text_column", "topic_column")
         for attr in read:

@@ -3,6 +3,7 @@ the study wrote, so that a later run replaces those and nothing else."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -15,12 +16,21 @@ from typing import IO, Any
 from .errors import OutputFolderError
 from .report import OUTPUT_FILES
 
-__all__ = ["LOCK_NAME", "MANIFEST_NAME", "STUDY_FILES", "OutputFolder", "study_files"]
+__all__ = [
+    "DISK_FULL",
+    "LOCK_NAME",
+    "MANIFEST_NAME",
+    "STUDY_FILES",
+    "OutputFolder",
+    "study_files",
+]
 
 MANIFEST_NAME = ".fairrag-study.json"
 """In ``--out``: the files the study wrote there (paths relative to the folder)."""
 LOCK_NAME = ".fairrag-study.lock"
 """In ``--out``: locked (``flock``) while a study writes there; holds the writer's pid."""
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""The ``OSError`` numbers of a disk (or quota, or file size limit) that took no more bytes."""
 _RUN_FILES = ("records.jsonl", "callback_log.jsonl", "run.json", "wikipedia_missing.txt")
 
 
@@ -105,11 +115,20 @@ class OutputFolder:
             raise
 
     def release(self) -> None:
-        """Narrow the manifest to the files that exist, then unlock."""
+        """Remove this run's temporary files, narrow the manifest to the files that exist, then
+        unlock. Never raises over the run's own error: on a full disk the manifest written by
+        :meth:`claim` (every name this run may write) stays, which still accounts for them."""
         if self._lock is None:
             return
         try:
+            for name in self.files:
+                if ".tmp" in name:  # an atomic write the run's error interrupted
+                    (self.path / name).unlink(missing_ok=True)
             self._write_manifest(name for name in self.files if (self.path / name).is_file())
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self.log(f"--out {self.path}: the manifest kept every name the run might write ({exc})")
         finally:
             self._unlock()
 
@@ -196,8 +215,11 @@ class OutputFolder:
             "written": sorted(set(names)),
         }
         tmp = self.manifest_path.with_name(MANIFEST_NAME + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.manifest_path)
+        try:
+            tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, self.manifest_path)
+        finally:
+            tmp.unlink(missing_ok=True)  # gone after the rename; left by a failed write
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

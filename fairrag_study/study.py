@@ -39,7 +39,13 @@ from .embedding import (
     embedding_backend,
     load_embedding_model,
 )
-from .errors import AnswerStoreError, GeneratorUnavailableError, IndexDamagedError, StudyError
+from .errors import (
+    AnswerStoreError,
+    GeneratorUnavailableError,
+    IndexDamagedError,
+    OutputFolderError,
+    StudyError,
+)
 from .frontier import amortized_frontier
 from .index import (
     DEFAULT_TIMEOUT,
@@ -54,8 +60,14 @@ from .index import (
     verify_collection,
 )
 from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
-from .options import SECONDS, seconds_problem
-from .outputs import OutputFolder, study_files
+from .options import (
+    LLM_RETRIES_LIMIT,
+    MAX_TOKENS_LIMIT,
+    SECONDS,
+    SEED_LIMIT,
+    seconds_problem,
+)
+from .outputs import DISK_FULL, OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, QuestionPool, query_pools
 from .progress import progress_bar
@@ -162,8 +174,16 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
         return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        raise OutputFolderError(
+            f"--out {str(out)!r} took no more bytes: {exc} (a full disk, a quota or a file "
+            "size limit). Free space there, or choose another --out with room; the study's "
+            "outputs (records, tables, figures) take a few MB"
+        ) from exc
     finally:
-        folder.release()
+        folder.release()  # never raises over the error above: a full disk is noted, not raised
 
 
 def _check_config(config: StudyConfig) -> None:
@@ -214,18 +234,28 @@ def _check_config(config: StudyConfig) -> None:
                 f"{name} must be a finite number of seconds from {SECONDS[0]:g} to "
                 f"{SECONDS[1]:g}, got {value!r} ({problem})"
             )
-    for name in ("llm_retries", "max_tokens"):
-        value = getattr(config, name)
-        low = 0 if name == "llm_retries" else 1
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < low
-        ):
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    retries = config.llm_retries
-    if retries is not None and (
-        isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+    if config.seed >= SEED_LIMIT:
+        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {config.seed!r}")
+    if config.k > config.pool_size:
+        raise ValueError(
+            f"k ({config.k}) must be at most pool_size ({config.pool_size}): the k documents "
+            "shown are taken from the pool"
+        )
+    for name, low, high in (
+        ("llm_retries", 0, LLM_RETRIES_LIMIT),
+        ("max_tokens", 1, MAX_TOKENS_LIMIT),
     ):
-        raise ValueError(f"llm_retries must be an integer >= 0, got {retries!r}")
+        value = getattr(config, name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+        ):
+            raise ValueError(f"{name} must be an integer from {low} to {high:,}, got {value!r}")
+    if config.base_url is not None and not (
+        config.llm == "auto" or config.llm.startswith("openai:")
+    ):
+        raise ValueError(
+            f"base_url is only used with llm 'openai:<model>' or 'auto', got llm {config.llm!r}"
+        )
     if config.text not in TEXT_SOURCES:
         raise ValueError(f"text must be one of {list(TEXT_SOURCES)}, got {config.text!r}")
     api = urlparse(str(config.wikipedia_api))
@@ -378,16 +408,14 @@ def _run_claimed(
             )
     except KeyboardInterrupt:
         run_info.update(status="interrupted", timings=timings, answers=_answer_counts(answers))
-        _write_json(out / "run.json", run_info)
-        kept = _answers_kept(answers, config)
-        log(f"interrupted: the records written so far stay in {out / 'records.jsonl'}{kept}")
+        _record_end(out, run_info, log)
+        log(f"interrupted: {_records_kept(out)}{_answers_kept(answers, config)}")
         raise
     except Exception as exc:  # e.g. the Chroma server went away: say so in run.json too
         run_info.update(status="failed", error=f"{type(exc).__name__}: {exc}", timings=timings)
         run_info["answers"] = _answer_counts(answers)
-        _write_json(out / "run.json", run_info)
-        kept = _answers_kept(answers, config)
-        log(f"failed: the records written so far stay in {out / 'records.jsonl'}{kept}")
+        _record_end(out, run_info, log)
+        log(f"failed: {_records_kept(out)}{_answers_kept(answers, config)}")
         raise
     finally:
         if client is not None and server is None:
@@ -431,10 +459,41 @@ def _previous_run(out: Path, previous: dict[str, Any] | None) -> str | None:
     )
 
 
+def _records_kept(out: Path) -> str:
+    """What the failure message says of ``records.jsonl``: kept if it was written at all."""
+    path = out / "records.jsonl"
+    if path.is_file() and path.stat().st_size > 0:
+        return f"the records written so far stay in {path}"
+    return "no record was written"
+
+
+def _record_end(out: Path, run_info: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Write ``run.json`` on the way out of a failed or interrupted run, without masking the
+    error that ended it: a ``run.json`` that cannot be written (a full disk) is logged."""
+    try:
+        _write_json(out / "run.json", run_info)
+    except OSError as exc:
+        log(f"{out / 'run.json'} could not record the run's end ({exc})")
+
+
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Replace ``path`` atomically (written beside, renamed); no temporary file is left.
+
+    On a full disk, an existing file is overwritten in place instead: the blocks it holds are
+    reused, so a run's ``run.json`` can still say "failed" when the disk filled during the run.
+    """
+    text = json.dumps(payload, indent=2, default=str)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno not in DISK_FULL or not path.is_file():
+            raise
+        with open(path, "r+", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.truncate()
 
 
 def corpus_and_trials(

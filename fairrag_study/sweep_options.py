@@ -96,7 +96,7 @@ def add_sweep_command(commands: Any) -> None:
     sweep.add_argument(
         "--trials", type=options.int_at_least(1), default=80, help="questions (default 80)"
     )
-    sweep.add_argument("--seed", type=options.int_at_least(0), default=2026)
+    sweep.add_argument("--seed", type=options.seed, default=2026, help="0 to 2**64 - 1")
     sweep.add_argument("--pool-size", type=options.int_at_least(1), default=50)
     sweep.add_argument("--k", type=options.int_at_least(1), default=5)
     sweep.add_argument("--cache-dir", type=Path, help="index and data cache (~/.cache/fairrag)")
@@ -118,6 +118,7 @@ def add_sweep_command(commands: Any) -> None:
 
 def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     options.check_paths(parser, args)
+    options.check_pool(parser, args)
     dataset = options.dataset_from_args(parser, args)
     if args.rankers is None:
         args.rankers = tuple(default_grid(dataset))

@@ -1,11 +1,11 @@
-"""The demo notebooks (issue 6): each one runs top to bottom, offline, on real data and within
-its time budget; opens with what it shows and ends with what to try next; and is committed
-without outputs."""
+"""The demo notebooks (issue 6): each one runs top to bottom, offline, on real data; opens with
+what it shows and ends with what to try next; and is committed without outputs. Their time
+against the two-minute budget is a figure, printed by ``benchmarks/bench_notebooks.py``: a
+wall-clock assertion here failed on a busy machine (issue 36)."""
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import nbformat
@@ -23,9 +23,9 @@ EXPECTED = (
     "04_choosing_a_ranker.ipynb",
     "05_auditing_a_deployment.ipynb",
 )
-BUDGET_SECONDS = 120.0
-"""Issue 6: every notebook runs in under two minutes (kernel start included) on the 2-core
-reference machine."""
+CELL_TIMEOUT = 1800
+"""Seconds one cell may run before the run is declared hung: a guard against a hang, not a
+budget (the two-minute budget is measured by ``benchmarks/bench_notebooks.py``)."""
 
 OFFLINE_GUARD = """\
 # Injected by tests/notebooks_test.py (not part of the notebook): the run must stay offline.
@@ -139,7 +139,7 @@ def test_notebook_stops_with_a_clear_message_without_the_data(path, value, monke
 @pytest.mark.notebook
 @pytest.mark.integration
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
-def test_notebook_runs_top_to_bottom_offline_within_budget(path, tmp_path):
+def test_notebook_runs_top_to_bottom_offline(path, tmp_path):
     data = data_path_or_skip()
     notebook = _read(path)
     notebook.cells.insert(0, nbformat.v4.new_code_cell(OFFLINE_GUARD))
@@ -154,18 +154,11 @@ def test_notebook_runs_top_to_bottom_offline_within_budget(path, tmp_path):
     )
     client = NotebookClient(
         notebook,
-        timeout=int(BUDGET_SECONDS),  # per cell
+        timeout=CELL_TIMEOUT,  # per cell
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},  # any stray file lands here
     )
-    start = time.perf_counter()
     client.execute(env=env)  # raises CellExecutionError, with the cell, on any error
-    elapsed = time.perf_counter() - start
-    print(f"{path.name}: {elapsed:.1f} s")
-
-    assert elapsed < BUDGET_SECONDS, (
-        f"{path.name} took {elapsed:.0f} s (budget {BUDGET_SECONDS:.0f})"
-    )
     images = [
         output
         for cell in notebook.cells

@@ -28,7 +28,7 @@ from ..rankers import RANKERS, configure_ranker, make_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
 from ..target import OTHERS
-from ..validation import as_rng
+from ..validation import as_rng, check_nesting
 
 __all__ = [
     "LEDGER_FIELDS",
@@ -260,12 +260,20 @@ DESCRIPTION_KEYS = frozenset({"name", "target", "protected", "seed", "exposure_m
 """The keys of :func:`describe_ranker`'s dict."""
 
 
+DESCRIPTION_DEPTH = 16
+"""The deepest nesting of dicts and lists a ranker description may hold (a real one: 3)."""
+
+
 def ranker_from_description(description: Mapping[str, Any]) -> Ranker:
     """The ranker :func:`describe_ranker` described (what serialising a component with a ready
     ``Ranker`` writes): the same name, target, protected group, seed, exposure model and
     parameters. A ledger is reopened from its location (a path or URL; ``"memory"``: a new
     in-memory ledger, since a process's memory does not travel in a description). Keys other
-    than :data:`DESCRIPTION_KEYS` are refused, naming them."""
+    than :data:`DESCRIPTION_KEYS` are refused, naming them, and so is one nested deeper than
+    :data:`DESCRIPTION_DEPTH` (a ``ValueError``, where its repr would raise ``RecursionError``)."""
+    check_nesting(
+        description, DESCRIPTION_DEPTH, "a ranker description (describe_ranker's: 3 deep)"
+    )
     unknown = sorted(set(description) - DESCRIPTION_KEYS)
     if unknown or "name" not in description:
         raise ValueError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 import secrets
 import threading
 import warnings
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LedgerUnavailableError
+from ..validation import check_nesting
 
 __all__ = [
     "DEFAULT_KEY",
@@ -338,6 +340,7 @@ class LedgerState:
         (a label twice, a bad label or exposure, a count that is not an int >= 0) is a
         ValueError saying what is accepted."""
         try:
+            check_nesting(record, 4, "a ledger state (as_record's: 3 deep)")
             pairs = [(label, value) for label, value in record["totals"]]
             encoded = encode_exposure(pairs)
             rankings = record["rankings"]
@@ -354,7 +357,7 @@ class LedgerState:
             raise ValueError(
                 "a ledger state must be {'key': str, 'totals': [[label, exposure], ...], "
                 f"'rankings': int}} (what LedgerState.as_record writes): {exc}; "
-                f"got {record!r:.200}"
+                f"got {reprlib.repr(record)}"  # bounded in depth and length, never recursing
             ) from exc
 
 

@@ -1,7 +1,7 @@
 """Faults: the Chroma server stopped, killed or frozen in the middle of a batch of queries.
 
 The affected calls raise :class:`fairrag_core.VectorStoreUnavailableError` (typed, naming the
-server, the transport error as its cause) within the client's timeouts; once the server is
+server, the transport error or the client's timeout as its cause); once the server is
 known to be down, calls fail at once instead of each waiting out its timeout (the client's
 circuit breaker); the fairness logs stay valid JSON lines holding exactly the runs that
 completed (LangChain) or every query, failed ones with their error (LlamaIndex); and after a
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
 from typing import Any
@@ -33,9 +32,10 @@ from tests.reliability.vectors import QUESTIONS, LookupEmbedding, LookupEmbeddin
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 2.0
-"""Read timeout of the clients here: a frozen server must fail a call after this, not hang."""
-CALL_DEADLINE = 10.0
-"""Most seconds any failed call may take (the timeout plus this machine's slowness)."""
+"""Read timeout of the clients here: a frozen server must fail a call after this, not hang.
+No test asserts a call's wall time (a busy machine stretches it, issue 36): that a call ended
+on the client's timeout is read from the error's cause (``httpx.TimeoutException``), that it
+did not wait at all from the breaker's count of requests it refused without sending."""
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +84,23 @@ def wait_out_cooldown(client: Any) -> None:
     time.sleep(circuit_breaker(client).remaining())
 
 
+def count_probes(breaker: Any) -> list[str]:
+    """The requests ``breaker`` lets through while its circuit is open (its probes), recorded
+    from now on: a count of what it did, where a wall-clock bound would stretch with the
+    machine's load."""
+    probes: list[str] = []
+    before = breaker.before
+
+    def counting(method: str, path: str) -> None:
+        was_open = breaker._open_until is not None
+        before(method, path)  # raises while the circuit is open and no probe is due
+        if was_open:
+            probes.append(f"{method} {path}")
+
+    breaker.before = counting
+    return probes
+
+
 def assert_unavailable(error: BaseException, server: ChromaServer) -> None:
     assert isinstance(error, VectorStoreUnavailableError), repr(error)
     assert f"127.0.0.1:{server.port}" in str(error)
@@ -101,12 +118,10 @@ def test_server_stopped_mid_batch_then_restarted(server, query_vectors, tmp_path
     for i, query in enumerate(QUESTIONS):
         if i == 6:
             server.stop()  # SIGTERM: the server shuts down between two calls of the batch
-        start = time.monotonic()
         try:
             outcomes.append(ids(fair.invoke(query, {"callbacks": [handler]}, seed=i)))
         except VectorStoreUnavailableError as error:
             outcomes.append(error)
-        assert time.monotonic() - start < CALL_DEADLINE
     assert outcomes[:6] == expected[:6]
     for error in outcomes[6:]:
         assert_unavailable(error, server)
@@ -177,13 +192,10 @@ def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
     expected = ids(fair.invoke(query, seed=1))
     server.freeze()  # SIGSTOP: the port stays open, nothing answers
     try:
-        start = time.monotonic()
         with pytest.raises(VectorStoreUnavailableError, match="did not answer") as caught:
             fair.invoke(query, seed=1)
-        elapsed = time.monotonic() - start
     finally:
         server.thaw()
-    assert TIMEOUT * 0.9 <= elapsed < CALL_DEADLINE
     assert_unavailable(caught.value, server)
     assert isinstance(caught.value.__cause__, httpx.TimeoutException)
     wait_out_cooldown(client)
@@ -201,36 +213,31 @@ async def test_200_concurrent_calls_to_a_frozen_server_fail_fast(
     fair = fair_retriever(client, query_vectors)
     expected = ids(fair.invoke(QUESTIONS[0], seed=0))
 
-    async def call(i: int) -> tuple[BaseException | list[str], float]:
-        start = time.monotonic()
+    async def call(i: int) -> BaseException | list[str]:
         try:
-            got: BaseException | list[str] = ids(await fair.ainvoke(QUESTIONS[i % 12], seed=i))
+            return ids(await fair.ainvoke(QUESTIONS[i % 12], seed=i))
         except VectorStoreUnavailableError as error:
-            got = error
-        return got, time.monotonic() - start
+            return error
 
+    probes = count_probes(breaker)
     server.freeze()
     try:
-        start = time.monotonic()
-        outcomes = await asyncio.wait_for(asyncio.gather(*(call(i) for i in range(200))), 300)
-        elapsed = time.monotonic() - start
+        errors = await asyncio.wait_for(asyncio.gather(*(call(i) for i in range(200))), 300)
     finally:
         server.thaw()
-    errors = [got for got, _ in outcomes]
     for error in errors:
         assert_unavailable(error, server)
     waited = [e for e in errors if "did not answer" in str(e)]
     fast = [e for e in errors if "failed fast, without a request" in str(e)]
     assert len(waited) + len(fast) == 200
     # Only calls already sent when the server froze wait: at most one per executor thread
-    # (asyncio's default executor), plus one probe per cool-down the batch lasted.
+    # (asyncio's default executor), plus the probes the breaker let through after each
+    # cool-down (counted, not derived from the batch's wall time).
     in_flight = min(32, (os.cpu_count() or 1) + 4)
-    probes = math.ceil(elapsed / breaker.cooldown)
-    assert 1 <= len(waited) <= in_flight + probes, (len(waited), elapsed)
-    assert breaker.fast_failures == len(fast) >= 200 - in_flight - probes
-    slowest = max(seconds for _, seconds in outcomes)
-    print(f"200 calls: {len(waited)} waited for the timeout, {len(fast)} failed fast; "
-          f"batch {elapsed:.1f} s, slowest call {slowest:.1f} s")  # fmt: skip
+    assert 1 <= len(waited) <= in_flight + len(probes), (len(waited), len(probes))
+    assert breaker.fast_failures == len(fast) >= 200 - in_flight - len(probes)
+    print(f"200 calls: {len(waited)} waited for the timeout ({len(probes)} probes), "
+          f"{len(fast)} failed fast")  # fmt: skip
 
     wait_out_cooldown(client)  # then the probe goes through, and the circuit closes
     assert ids(fair.invoke(QUESTIONS[0], seed=0)) == expected
@@ -287,12 +294,10 @@ def test_llamaindex_query_engine_through_a_server_outage(server, query_vectors, 
         for i, query in enumerate(QUESTIONS):
             if i == 6:
                 server.stop()
-            start = time.monotonic()
             try:
                 outcomes.append(shown(query_engine.query(query)))
             except VectorStoreUnavailableError as error:
                 outcomes.append(error)
-            assert time.monotonic() - start < CALL_DEADLINE
         assert outcomes[:6] == expected[:6]
         for error in outcomes[6:]:
             assert_unavailable(error, server)

@@ -228,7 +228,7 @@ def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
         ("samples", 0, "samples (rankings drawn per question) must be an integer >= 1"),
         ("samples", 2.5, "samples (rankings drawn per question) must be an integer >= 1"),
         ("llm_timeout", math.inf, "llm_timeout must be a finite number of seconds from 0.1"),
-        ("llm_retries", -1, "llm_retries must be an integer >= 0"),
+        ("llm_retries", -1, "llm_retries must be an integer from 0 to 20"),
         ("chroma_timeout", 0, "chroma_timeout must be a finite number of seconds from 0.1"),
     ],
 )
