@@ -227,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gzip", action="store_true", help="write and audit LOG.jsonl.gz")
     parser.add_argument("--keep", type=Path, help="write log and report here (else a temp dir)")
     parser.add_argument("--repeats", type=int, default=1, help="floor and audit runs, alternated")
+    parser.add_argument(
+        "--reuse", action="store_true", help="audit the log --keep holds (same --records)"
+    )
     parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)  # the floor's child
     args = parser.parse_args(argv)
     if args.floor is not None:
@@ -237,12 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-audit-"))
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / ("log.jsonl.gz" if args.gzip else "log.jsonl")
-    start = time.perf_counter()
-    damaged = write_log(log, args.records)
-    written = time.perf_counter() - start
+    if args.reuse and log.is_file():  # written by an earlier run with the same --records
+        damaged = args.records // DAMAGED_EVERY
+    else:
+        start = time.perf_counter()
+        damaged = write_log(log, args.records)
+        print(f"written in {time.perf_counter() - start:.1f} s")
     size = log.stat().st_size
     print(f"log: {log} ({args.records:,} lines, {damaged} damaged, {size / 2**20:,.0f} MiB)")
-    print(f"written in {written:.1f} s")
     command = [
         sys.executable,
         "-m",

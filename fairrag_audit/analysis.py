@@ -33,9 +33,11 @@ from DuckDB, so the records are never held as Python objects.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -185,13 +187,27 @@ def audit(
 
 
 def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = None) -> AuditResult:
-    """:func:`audit` with checked options (and optionally an open DuckDB connection)."""
-    con = con or connect()
+    """:func:`audit` with checked options (and optionally an open DuckDB connection).
+
+    Without one, the records go to a DuckDB file in a temporary folder (removed after), so
+    that the audit's memory stays within DuckDB's limit whatever the number of records: the
+    tables of an in-memory database (temporary tables too) stay in memory."""
+    if con is not None:
+        return _run_audit(options, con)
+    with tempfile.TemporaryDirectory(prefix="fairrag-audit-db-") as folder:
+        own = connect(database=str(Path(folder) / "audit.duckdb"))
+        try:
+            return _run_audit(options, own)
+        finally:
+            own.close()
+
+
+def _run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection) -> AuditResult:
     counts = load_records(con, options)
     by_cols = [f"by_{i}" for i in range(len(options.by))]
     con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
     reading, notes = _reading(con, options, counts)
-    left_out = _left_out(con, options)
+    left_out = _left_out(con, options, counts["blank_lines"])
     fine = ["ranker", *by_cols, "window_start"]
     metrics = _label(_metric_table(con, fine, options), options)
     exposure = _label(_exposure_table(con, fine, options), options)
@@ -580,7 +596,7 @@ def _cumulative(
 
 
 def _reading(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[int]]
+    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[Any]]
 ) -> tuple[pd.DataFrame, list[str]]:
     since = "NULL" if options.since is None else _since_literal(options)
     rows = con.execute(f"""
@@ -664,9 +680,14 @@ def _reading(
     return pd.DataFrame(table), notes
 
 
-def _left_out(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> pd.DataFrame:
+def _left_out(
+    con: duckdb.DuckDBPyConnection,
+    options: AuditOptions,
+    blank_lines: list[tuple[int, ...] | None],
+) -> pd.DataFrame:
     """The first :data:`MAX_LISTED` lines of each file that are not records audited, with
-    their line numbers (found by one more streaming pass over the files that have any)."""
+    their line numbers (from the blank lines the sieve noted; one more streaming pass over a
+    file the sieve read line by line)."""
     rows = con.execute(f"""
         SELECT file_index, line_index, kind, refusal FROM records WHERE NOT usable
         QUALIFY row_number() OVER (PARTITION BY file_index ORDER BY line_index) <= {MAX_LISTED}
@@ -675,7 +696,9 @@ def _left_out(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> pd.DataF
     wanted: dict[int, list[int]] = {}
     for file_index, line_index, _, _ in rows:
         wanted.setdefault(int(file_index), []).append(int(line_index))
-    numbers = {i: line_numbers(options.paths[i], lines) for i, lines in wanted.items()}
+    numbers = {
+        i: line_numbers(options.paths[i], lines, blank_lines[i]) for i, lines in wanted.items()
+    }
     table = pd.DataFrame(
         [
             {

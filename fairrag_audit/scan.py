@@ -19,6 +19,7 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -108,9 +109,12 @@ SHARES_SUM_TOLERANCE = 1e-6
 """How far the shares of a record's ``exposure_by_group`` may sum from 1 (rounding)."""
 
 
-def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with bounded memory (it spills to a temporary folder past it)."""
-    con = duckdb.connect(":memory:")
+def connect(
+    memory_limit: str = "1GB", threads: int | None = None, database: str = ":memory:"
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB with bounded memory (it spills to a temporary folder past it): in memory, or
+    in ``database``, a file whose tables DuckDB pages in and out within the limit."""
+    con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET memory_limit = '{memory_limit}'")
     # spill files go to the system's temporary folder, not to ./.tmp in the caller's folder
@@ -381,7 +385,7 @@ def _attribution_checks() -> list[tuple[str, str]]:
     return checks
 
 
-def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[int]]:
+def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
     Columns: ``file_index``, ``line_index`` (the row's place among the file's non-blank
@@ -399,7 +403,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     Each file is sieved (lines too long or too deep replaced), then read in one streaming
     pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
     of its record) into a columnar table, in file order; the derived columns are computed on
-    that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
+    that table. Returns ``{"lines": [...], "damaged": [...], "blank_lines": [...]}``, one entry
+    per file (``blank_lines``: :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
     """
     # metadata (where --by fields may live) is read only when fields are asked for
     extra = [f for f in options.by if f not in KNOWN_FIELDS]
@@ -461,7 +466,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
     )
-    counts: dict[str, list[int]] = {"lines": [], "damaged": []}
+    counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
     con.execute("DROP TABLE IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
     # rows in file order: a row's place is its line's place among the non-blank lines
@@ -469,6 +474,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
         for index, path in enumerate(options.paths):
             sieved = sieve(path, Path(folder))
+            counts["blank_lines"].append(sieved.blank_lines)
             _scan_file(
                 con,
                 index,
@@ -541,7 +547,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         counts["lines"].append(lines)
         counts["damaged"].append(damaged)
     # Derived columns are computed on the columnar table, not during the JSON scan: faster.
-    con.execute(f"CREATE TEMP TABLE records AS {derived}")
+    con.execute(f"CREATE TABLE records AS {derived}")
     con.execute("DROP TABLE raw_records")
     return counts
 
@@ -632,5 +638,5 @@ def _scan_file(
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
         FROM ({checked})
     """
-    verb = "CREATE TEMP TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
+    verb = "CREATE TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
     con.execute(f"{verb} {select}")
