@@ -33,11 +33,9 @@ from DuckDB, so the records are never held as Python objects.
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -54,7 +52,7 @@ from .scan import (
     KNOWN_STYLES,
     METRIC_FIELDS,
     METRIC_RANGES,
-    connect,
+    file_connection,
     load_records,
 )
 
@@ -194,18 +192,21 @@ def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = Non
     tables of an in-memory database (temporary tables too) stay in memory."""
     if con is not None:
         return _run_audit(options, con)
-    with tempfile.TemporaryDirectory(prefix="fairrag-audit-db-") as folder:
-        own = connect(database=str(Path(folder) / "audit.duckdb"))
-        try:
-            return _run_audit(options, own)
-        finally:
-            own.close()
+    with file_connection() as own:
+        return _run_audit(options, own)
+
+
+def load_included(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
+    """Read the logs into ``records`` (:func:`load_records`, whose counts it returns) and
+    define the view ``included``: the usable records, keyed and with the measures."""
+    counts = load_records(con, options)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
+    return counts
 
 
 def _run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection) -> AuditResult:
-    counts = load_records(con, options)
+    counts = load_included(con, options)
     by_cols = [f"by_{i}" for i in range(len(options.by))]
-    con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
     reading, notes = _reading(con, options, counts)
     left_out = _left_out(con, options, counts["blank_lines"])
     fine = ["ranker", *by_cols, "window_start"]
@@ -319,6 +320,14 @@ def _metric_table(
         f"SELECT {key_sql}, count(*) AS records, count_if(has_error) AS errors {ratio} {means} "
         f"FROM {view} GROUP BY {key_sql} ORDER BY {key_sql}"
     ).df()
+    return metric_rows(cells, keys, options)
+
+
+def metric_rows(cells: pd.DataFrame, keys: list[str], options: AuditOptions) -> pd.DataFrame:
+    """:func:`_metric_table` from its cells: per cell of ``keys``, ``records``, ``errors``,
+    the ratio estimator's sums of ``p`` and ``d`` (``x__n``, ``x__sw``, ``x__sw2``, ``x__a``,
+    ``x__b``, ``x__c``) and each other metric's ``m__mean``, ``m__std``, ``m__n`` (from DuckDB,
+    or merged partial aggregates: :mod:`fairrag_audit.partials`)."""
     rows: list[pd.DataFrame] = []
     n_cells = len(cells)
     for metric in METRICS:

@@ -17,6 +17,8 @@ metric or count must be a JSON number: ``"0.5"`` or ``true`` is missing).
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ __all__ = [
     "METRIC_FIELDS",
     "METRIC_RANGES",
     "connect",
+    "file_connection",
     "load_records",
 ]
 
@@ -124,6 +127,19 @@ def connect(
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     return con
+
+
+@contextmanager
+def file_connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """:func:`connect` to a DuckDB file in a temporary folder, removed after: its tables are
+    paged in and out within the memory limit (an in-memory database's, temporary tables' too,
+    stay in memory), so the audit's memory does not grow with the number of records."""
+    with tempfile.TemporaryDirectory(prefix="fairrag-audit-db-") as folder:
+        con = connect(database=str(Path(folder) / "audit.duckdb"))
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 def _literal(text: str) -> str:
