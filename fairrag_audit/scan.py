@@ -17,7 +17,7 @@ metric or count must be a JSON number: ``"0.5"`` or ``true`` is missing).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -50,7 +50,9 @@ __all__ = [
     "METRIC_RANGES",
     "connect",
     "file_connection",
+    "is_parquet",
     "load_records",
+    "to_parquet",
 ]
 
 METRIC_FIELDS = GENERATION_FIELDS
@@ -489,13 +491,17 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     con.execute("SET preserve_insertion_order = true")
     with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
         for index, path in enumerate(options.paths):
-            sieved = sieve(path, Path(folder))
-            counts["blank_lines"].append(sieved.blank_lines)
+            if is_parquet(path):
+                counts["blank_lines"].append(())  # a row's number is its line's
+                source_sql = _parquet_rows(con, path, (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
+            else:
+                sieved = sieve(path, Path(folder))
+                counts["blank_lines"].append(sieved.blank_lines)
+                source_sql = _json_rows(sieved, struct)
             _scan_file(
                 con,
                 index,
-                sieved,
-                struct=struct,
+                source_sql,
                 source=source,
                 by_raw=by_raw,
                 by_columns=by_columns,
@@ -568,12 +574,79 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     return counts
 
 
+def is_parquet(path: Path) -> bool:
+    """Whether ``path`` is a folder (of Parquet files) or starts with Parquet's magic bytes."""
+    if path.is_dir():
+        return True
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def _json_rows(sieved: Sieved, struct: str) -> str:
+    """The rows of a (sieved) JSON-lines file: ``__damaged``, then one JSON column per field
+    of ``struct`` (all NULL for a line that is not JSON)."""
+    common = (
+        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
+        f"compression = '{'gzip' if sieved.gzip else 'none'}', "
+        # the sieve refused longer lines; the placeholders and the newline fit in the margin
+        f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
+    )
+    return (
+        f'SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false, '
+        f"columns = {{'r': {_literal(struct)}}})"
+    )
+
+
+def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[str]) -> str:
+    """The rows of a Parquet file or a folder of them (hive partitions read as fields), as
+    :func:`_json_rows` gives them: every field as JSON (``to_json`` of a typed column, so the
+    checks are the same), NULL for a field no file has; ``__damaged`` as written by
+    :func:`to_parquet` (false when absent)."""
+    source = (
+        f"read_parquet({_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
+        "union_by_name = true)"
+        if path.is_dir()
+        else f"read_parquet({_literal(str(path))})"
+    )
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    columns = [
+        f"CAST(to_json({_quoted(f)}) AS JSON) AS {_quoted(f)}"
+        if f in present
+        else f"NULL::JSON AS {_quoted(f)}"
+        for f in fields
+    ]
+    damaged = 'COALESCE("__damaged", false)' if "__damaged" in present else "false"
+    return f'SELECT {damaged} AS "__damaged", {", ".join(columns)} FROM {source}'
+
+
+def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)) -> int:
+    """Convert a JSON-lines log (plain or gzip) to Parquet once, with the record schema: one
+    column per record field (:data:`KNOWN_FIELDS` and ``fields``), each kept as the JSON the
+    line held, so an audit of the Parquet file checks and counts exactly what it would in the
+    log (damaged lines kept as rows marked ``__damaged``, refused ones as the sieve's
+    placeholder). Returns the rows written."""
+    names = (*KNOWN_FIELDS, *(f for f in fields if f not in KNOWN_FIELDS), REFUSED_FIELD)
+    struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in names) + ")"
+    con = connect()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
+            rows = _json_rows(sieve(source, Path(folder)), struct)
+            con.execute("SET preserve_insertion_order = true")  # rows in line order
+            con.execute(
+                f"COPY ({rows}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
+            )
+        return int(
+            con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(target))})").fetchone()[0]  # type: ignore[index]
+        )
+    finally:
+        con.close()
+
+
 def _scan_file(
     con: duckdb.DuckDBPyConnection,
     index: int,
-    sieved: Sieved,
+    rows: str,
     *,
-    struct: str,
     source: str,
     by_raw: str,
     by_columns: str,
@@ -583,13 +656,8 @@ def _scan_file(
     metrics: str,
     refusal: str,
 ) -> None:
-    """Append the rows of one (sieved) file to ``raw_records``, in file order."""
-    common = (
-        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
-        f"compression = '{'gzip' if sieved.gzip else 'none'}', "
-        # the sieve refused longer lines; the placeholders and the newline fit in the margin
-        f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
-    )
+    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
+    ``raw_records``, in file order."""
     raw = f"""
         SELECT *, TRY_CAST(target_map[COALESCE({_text('"protected"')}, {protected})] AS DOUBLE)
                 AS target_value
@@ -599,8 +667,7 @@ def _scan_file(
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
             TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
             {by_raw}
-        FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
-            columns = {{'r': {_literal(struct)}}})))
+        FROM ({rows}))
     """
     # the checks read the fields as JSON; the typed columns are made after them
     checked = f"""
