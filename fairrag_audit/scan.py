@@ -144,6 +144,13 @@ def file_connection() -> Iterator[duckdb.DuckDBPyConnection]:
             con.close()
 
 
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The single value ``sql`` selects."""
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -489,8 +496,14 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     con.execute("DROP TABLE IF EXISTS raw_records")
     # rows in file order: a row's place is its line's place among the non-blank lines
     con.execute("SET preserve_insertion_order = true")
+    first_rows: list[int] = []
     with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
         for index, path in enumerate(options.paths):
+            # each file's first rowid: its rows' line_index without a window over all rows
+            # (a window partition holds every column of every row in memory)
+            first_rows.append(
+                0 if index == 0 else int(_one(con, "SELECT count(*) FROM raw_records"))
+            )
             if is_parquet(path):
                 counts["blank_lines"].append(())  # a row's number is its line's
                 source_sql = _parquet_rows(con, path, (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
@@ -551,7 +564,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                                 exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
                                 BETWEEN 1e-12 AND 1.0)) AS model_ok,
                         COALESCE(target_value, {target}) AS target_share,
-                        rowid - min(rowid) OVER (PARTITION BY file_index) AS line_index
+                        rowid - {first_rows}[file_index + 1] AS line_index
                     FROM raw_records
                 )
             )
