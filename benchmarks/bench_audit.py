@@ -15,6 +15,13 @@ process, so that the peak resident memory measured (``ru_maxrss`` of the child) 
 alone, and prints: the log's size, the audit's wall time, CPU time and peak RSS (with the load
 average: on a shared machine the wall time depends on it), and the damaged lines the audit
 counted (the exit status is 1 when that count is not the number written).
+
+Beside it, in the same run and the same way (a child process, its own wall, CPU and peak RSS),
+the floor: DuckDB alone reading the same log once (``read_json``, newline-delimited, 1 GB memory
+limit, damaged lines ignored) into the audit's per-ranker aggregates (count, mean and standard
+deviation of the exposure share and every generation field of ``fairrag_core.audit``, per
+ranker, tenant and day), with no checks, no line numbers and no report; then the audit's ratio
+to it. ``--repeats N`` alternates floor and audit N times and prints each run (the spread).
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ import gzip
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -172,23 +178,76 @@ def write_log(path: Path, records: int, seed: int = 0) -> int:
     return damaged
 
 
+def floor(log: Path) -> None:
+    """The plain-DuckDB floor (run in a child process by :func:`main`): one read of the log
+    into the audit's per-ranker aggregates, nothing else."""
+    import duckdb
+
+    from fairrag_core.audit import GENERATION_FIELDS
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET memory_limit = '1GB'")
+    metrics = ("exposure_share", *GENERATION_FIELDS)
+    columns = {
+        "timestamp": "VARCHAR",
+        "ranker": "VARCHAR",
+        "metadata": "JSON",
+        **{name: "DOUBLE" for name in metrics},
+    }
+    aggregates = ", ".join(f"count({m}), avg({m}), stddev_samp({m})" for m in metrics)
+    rows = con.execute(f"""
+        SELECT ranker, json_extract_string(metadata, '$.tenant') AS tenant,
+            date_trunc('day', TRY_CAST("timestamp" AS TIMESTAMPTZ)) AS day, count(*), {aggregates}
+        FROM read_json('{log}', format = 'newline_delimited', ignore_errors = true,
+            columns = {columns!r})
+        GROUP BY ALL
+    """).fetchall()
+    print(f"{len(rows)} cells")
+
+
+def _measured(command: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """Run ``command``; its wall seconds, CPU seconds (all threads), peak RSS (GiB), stdout."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own usage, not all children's
+        elapsed = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = out.read()
+        if child.returncode != 0:
+            raise RuntimeError(f"{command[2:5]} failed ({child.returncode}):\n{text}{err.read()}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 2**20, text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="lines in the log")
     parser.add_argument("--gzip", action="store_true", help="write and audit LOG.jsonl.gz")
     parser.add_argument("--keep", type=Path, help="write log and report here (else a temp dir)")
+    parser.add_argument("--repeats", type=int, default=1, help="floor and audit runs, alternated")
+    parser.add_argument(
+        "--reuse", action="store_true", help="audit the log --keep holds (same --records)"
+    )
+    parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)  # the floor's child
     args = parser.parse_args(argv)
+    if args.floor is not None:
+        floor(args.floor)
+        return 0
     if args.records < 1:
         parser.error(f"--records must be >= 1, got {args.records}")
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-audit-"))
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / ("log.jsonl.gz" if args.gzip else "log.jsonl")
-    start = time.perf_counter()
-    damaged = write_log(log, args.records)
-    written = time.perf_counter() - start
+    if args.reuse and log.is_file():  # written by an earlier run with the same --records
+        damaged = args.records // DAMAGED_EVERY
+    else:
+        start = time.perf_counter()
+        damaged = write_log(log, args.records)
+        print(f"written in {time.perf_counter() - start:.1f} s")
     size = log.stat().st_size
     print(f"log: {log} ({args.records:,} lines, {damaged} damaged, {size / 2**20:,.0f} MiB)")
-    print(f"written in {written:.1f} s")
     command = [
         sys.executable,
         "-m",
@@ -205,23 +264,25 @@ def main(argv: list[str] | None = None) -> int:
         "0.05",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak = usage.ru_maxrss / 2**20  # KiB on Linux
-    cpu = usage.ru_utime + usage.ru_stime
-    if done.returncode != 0:
-        print(done.stdout, done.stderr, sep="\n")
-        return 1
-    print(done.stdout.strip())
+    floor_command = [sys.executable, str(Path(__file__).resolve()), "--floor", str(log)]
+    counted = None
+    rows = []
+    for _ in range(args.repeats):
+        floor_run = _measured(floor_command, env)
+        audit_run = _measured(command, env)
+        rows.append((floor_run, audit_run))
+        summary = json.loads((folder / "report" / "summary.json").read_text(encoding="utf-8"))
+        counted = summary["reading"]["damaged_lines"]
+    print(audit_run[3].strip())
     load = os.getloadavg()[0]
     print(
-        f"audit: {elapsed:.1f} s wall, {cpu:.1f} s CPU (all threads), peak RSS {peak:.2f} GiB "
-        f"({args.records:,} records; {os.cpu_count()} cores, load average {load:.1f} at the end)"
+        f"{args.records:,} records, {size / 2**20:,.0f} MiB; {os.cpu_count()} cores, load "
+        f"average {load:.1f} at the end; wall s / CPU s (all threads) / peak RSS GiB"
     )
-    summary = json.loads((folder / "report" / "summary.json").read_text(encoding="utf-8"))
-    counted = summary["reading"]["damaged_lines"]
+    print(f"{'run':>4}  {'DuckDB floor':>22}  {'fairrag audit':>22}  {'wall ratio':>10}")
+    for index, (floor_run, audit_run) in enumerate(rows, start=1):
+        cells = [f"{r[0]:6.1f} / {r[1]:6.1f} / {r[2]:4.2f}" for r in (floor_run, audit_run)]
+        print(f"{index:>4}  {cells[0]:>22}  {cells[1]:>22}  {audit_run[0] / floor_run[0]:>9.2f}x")
     print(f"damaged lines counted: {counted} (written: {damaged})")
     return 0 if counted == damaged else 1
 

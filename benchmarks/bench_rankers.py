@@ -8,6 +8,9 @@ pool) >= 100,000 rankings/s for stochastic and >= 20,000 for representative_stoc
 ``amortized``'s ``sample`` at least 10x faster per ranking than one-at-a-time ``rank`` calls on
 the same pool (issue 26; both in CPU time of this process, best of 3, since on a shared machine
 wall time also counts other jobs).
+
+``--k-curve`` prints only representative_stochastic's single-call cost at k = 5, 10, 12, 13, 20,
+50 on the same 50-candidate pool (issue 37: no cliff in k; target: k = 50 at most 5x k = 5).
 """
 
 from __future__ import annotations
@@ -99,12 +102,51 @@ def batch_pools_per_second(name: str, pools: int, rng: np.random.Generator) -> f
     return pools / _best_seconds(lambda: ranker.rank_batch(scores, 5))
 
 
+K_CURVE = (5, 10, 12, 13, 20, 50)
+K_CURVE_RATIO = 5.0
+
+
+def k_curve(calls: int, repeats: int = 3) -> None:
+    """representative_stochastic's ``rank`` on one 50-candidate pool (20% protected) at each k:
+    median wall time per call, and CPU time per call (the whole loop's process time / calls),
+    each the best of ``repeats`` loops; the ratio of each k to k = 5."""
+    print(f"representative_stochastic rank(), 50 candidates, {calls:,} calls x best of {repeats}")
+    print(f"{'k':>4}{'median us':>12}{'CPU us':>10}{'CPU / k=5':>11}")
+    first = None
+    for k in K_CURVE:
+        ranker = make_ranker("representative_stochastic", protected="female", seed=0)
+        scores, groups = _pool(np.random.default_rng(2026))
+        for _ in range(100):  # warm the caches (decision trees, layouts)
+            ranker.rank(scores, groups, k)
+        medians, cpus = [], []
+        clock = time.perf_counter_ns
+        for _ in range(repeats):
+            timings = []
+            cpu = time.process_time()
+            for _ in range(calls):
+                start = clock()
+                ranker.rank(scores, groups, k)
+                timings.append(clock() - start)
+            cpus.append((time.process_time() - cpu) / calls * 1e6)
+            medians.append(statistics.median(timings) / 1000.0)
+        cpu_us = min(cpus)
+        first = cpu_us if first is None else first
+        print(f"{k:>4}{min(medians):>12.1f}{cpu_us:>10.1f}{cpu_us / first:>10.1f}x")
+    print(f"target: k = 50 at most {K_CURVE_RATIO:.0f}x k = 5")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000, help="single calls per ranker")
     parser.add_argument("--pools", type=int, default=10_000, help="pools for rank_batch")
     parser.add_argument("--draws", type=int, default=100_000, help="rankings per sample() call")
+    parser.add_argument(
+        "--k-curve", action="store_true", help="only representative_stochastic's cost by k"
+    )
     args = parser.parse_args()
+    if args.k_curve:
+        k_curve(min(args.calls, 2_000))
+        return
     print(f"single call, 50 -> 5, median of {args.calls:,} calls (numpy)")
     print(f"{'ranker':<28}{'us/call':>12}{'target':>10}{'ok':>6}")
     for name in available_rankers():

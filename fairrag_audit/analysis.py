@@ -52,7 +52,7 @@ from .scan import (
     KNOWN_STYLES,
     METRIC_FIELDS,
     METRIC_RANGES,
-    connect,
+    file_connection,
     load_records,
 )
 
@@ -186,13 +186,30 @@ def audit(
 
 
 def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = None) -> AuditResult:
-    """:func:`audit` with checked options (and optionally an open DuckDB connection)."""
-    con = con or connect()
+    """:func:`audit` with checked options (and optionally an open DuckDB connection).
+
+    Without one, the records go to a DuckDB file in a temporary folder (removed after), so
+    that the audit's memory stays within DuckDB's limit whatever the number of records: the
+    tables of an in-memory database (temporary tables too) stay in memory."""
+    if con is not None:
+        return _run_audit(options, con)
+    with file_connection() as own:
+        return _run_audit(options, own)
+
+
+def load_included(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
+    """Read the logs into ``records`` (:func:`load_records`, whose counts it returns) and
+    define the view ``included``: the usable records, keyed and with the measures."""
     counts = load_records(con, options)
-    by_cols = [f"by_{i}" for i in range(len(options.by))]
     con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
+    return counts
+
+
+def _run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection) -> AuditResult:
+    counts = load_included(con, options)
+    by_cols = [f"by_{i}" for i in range(len(options.by))]
     reading, notes = _reading(con, options, counts)
-    left_out = _left_out(con, options)
+    left_out = _left_out(con, options, counts["blank_lines"])
     fine = ["ranker", *by_cols, "window_start"]
     metrics = _label(_metric_table(con, fine, options), options)
     exposure = _label(_exposure_table(con, fine, options), options)
@@ -304,6 +321,14 @@ def _metric_table(
         f"SELECT {key_sql}, count(*) AS records, count_if(has_error) AS errors {ratio} {means} "
         f"FROM {view} GROUP BY {key_sql} ORDER BY {key_sql}"
     ).df()
+    return metric_rows(cells, keys, options)
+
+
+def metric_rows(cells: pd.DataFrame, keys: list[str], options: AuditOptions) -> pd.DataFrame:
+    """:func:`_metric_table` from its cells: per cell of ``keys``, ``records``, ``errors``,
+    the ratio estimator's sums of ``p`` and ``d`` (``x__n``, ``x__sw``, ``x__sw2``, ``x__a``,
+    ``x__b``, ``x__c``) and each other metric's ``m__mean``, ``m__std``, ``m__n`` (from DuckDB,
+    or merged partial aggregates: :mod:`fairrag_audit.partials`)."""
     rows: list[pd.DataFrame] = []
     n_cells = len(cells)
     for metric in METRICS:
@@ -581,7 +606,7 @@ def _cumulative(
 
 
 def _reading(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[int]]
+    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[Any]]
 ) -> tuple[pd.DataFrame, list[str]]:
     since = "NULL" if options.since is None else _since_literal(options)
     rows = con.execute(f"""
@@ -665,9 +690,14 @@ def _reading(
     return pd.DataFrame(table), notes
 
 
-def _left_out(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> pd.DataFrame:
+def _left_out(
+    con: duckdb.DuckDBPyConnection,
+    options: AuditOptions,
+    blank_lines: list[tuple[int, ...] | None],
+) -> pd.DataFrame:
     """The first :data:`MAX_LISTED` lines of each file that are not records audited, with
-    their line numbers (found by one more streaming pass over the files that have any)."""
+    their line numbers (from the blank lines the sieve noted; one more streaming pass over a
+    file the sieve read line by line)."""
     rows = con.execute(f"""
         SELECT file_index, line_index, kind, refusal FROM records WHERE NOT usable
         QUALIFY row_number() OVER (PARTITION BY file_index ORDER BY line_index) <= {MAX_LISTED}
@@ -676,7 +706,9 @@ def _left_out(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> pd.DataF
     wanted: dict[int, list[int]] = {}
     for file_index, line_index, _, _ in rows:
         wanted.setdefault(int(file_index), []).append(int(line_index))
-    numbers = {i: line_numbers(options.paths[i], lines) for i, lines in wanted.items()}
+    numbers = {
+        i: line_numbers(options.paths[i], lines, blank_lines[i]) for i, lines in wanted.items()
+    }
     table = pd.DataFrame(
         [
             {

@@ -23,7 +23,13 @@ DESCRIPTION = (
 def add_audit_command(commands: Any) -> argparse.ArgumentParser:
     """Register ``audit`` on the ``fairrag`` subparsers; its handler is ``args.handler``."""
     audit = commands.add_parser("audit", help="report on fairness logs", description=DESCRIPTION)
-    audit.add_argument("logs", nargs="+", type=Path, metavar="LOG", help="JSON-lines log(s)")
+    audit.add_argument(
+        "logs",
+        nargs="+",
+        type=Path,
+        metavar="LOG",
+        help="JSON-lines log(s), Parquet files or folders",
+    )
     audit.add_argument("--out", type=Path, required=True, help="folder for the report")
     audit.add_argument(
         "--by",
@@ -47,6 +53,12 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
     )
     audit.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
     audit.add_argument("--alpha", type=float, default=0.01, help="t-test level (0.01)")
+    audit.add_argument(
+        "--to-parquet",
+        action="store_true",
+        help="instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
+        "(the record schema; audit those files or their folder later)",
+    )
     audit.set_defaults(handler=run_audit_command)
     return audit
 
@@ -59,6 +71,8 @@ def run_audit_command(args: argparse.Namespace) -> int:
     from .report import check_out, write_report
 
     start = time.perf_counter()
+    if args.to_parquet:
+        return _convert(args, start)
     try:
         check_out(args.out, args.logs)  # before any work: a file, or a folder holding a log
         result = audit(
@@ -101,6 +115,34 @@ def run_audit_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    return 0
+
+
+def _convert(args: argparse.Namespace, start: float) -> int:
+    """``--to-parquet``: each log to ``OUT/<name>.parquet``; 0, or 2 on bad input."""
+    import duckdb
+
+    from .options import AuditOptions
+    from .scan import is_parquet, to_parquet
+
+    try:
+        options = AuditOptions.create(args.logs, by=[f for v in args.by for f in v.split(",")])
+        if args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for path in options.paths:
+            if is_parquet(path):
+                raise ValueError(f"log {str(path)!r} is already Parquet")
+            name = path.name.removesuffix(".gz").removesuffix(".jsonl") + ".parquet"
+            rows = to_parquet(path, args.out / name, ("metadata", *options.by))
+            print(f"{path} -> {args.out / name}: {rows:,} rows")
+    except ValueError as exc:
+        print(f"fairrag audit: error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, duckdb.Error) as exc:
+        print(f"fairrag audit: error reading or writing: {exc}", file=sys.stderr)
+        return 1
+    print(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -10,11 +10,14 @@ is replaced by ``{"__refused": "<reason>"}``, so that DuckDB never parses it and
 numbering is kept. Blank lines (only ASCII whitespace: what DuckDB skips too) are not records.
 
 :func:`line_numbers` maps the i-th non-blank line of a file (DuckDB's row order, which is the
-file's order) back to its 1-based line number, for the lines the report lists.
+file's order) back to its 1-based line number, for the lines the report lists: from the blank
+lines the sieve noted in its one scan of the bytes (a second pass only for a file that had a
+line to look at closely).
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import tempfile
@@ -143,6 +146,9 @@ class Sieved:
     gzip: bool
     refused: int
     """Lines refused for their length or depth."""
+    blank_lines: tuple[int, ...] | None = None
+    """The 1-based numbers of the file's blank lines, found in the same scan (None when the
+    file took the line-by-line path): :func:`line_numbers` then needs no pass of its own."""
 
 
 def _refusal(line: bytes | None, size: int) -> str | None:
@@ -154,9 +160,68 @@ def _refusal(line: bytes | None, size: int) -> str | None:
     return None
 
 
+SCAN_BYTES = 4 * 2**20
+"""Bytes :func:`_scan_blocks` reads at a time (its numpy arrays take a few times this)."""
+
+_WHITESPACE_BYTES = np.zeros(256, dtype=bool)
+_WHITESPACE_BYTES[list(b" \t\n\r\x0b\x0c")] = True  # bytes.strip()'s: what DuckDB skips
+
+
+def _scan_blocks(path: Path) -> tuple[int, ...] | None:
+    """The blank lines' 1-based numbers when no line of ``path`` can be refused, else None.
+
+    Whole blocks at a time in numpy, one read of the file: each line's length and its count
+    of ``[`` and ``{`` (a bound on its depth, as :func:`nesting_depth` uses first). A line
+    longer than a block or with more brackets than :data:`MAX_DEPTH` sends the file to the
+    line-by-line path (:func:`sieve`), which measures it exactly."""
+    blanks: list[int] = []
+    done = 0  # lines before the block
+    carry = b""
+    with _open(path) as handle:
+        while True:
+            block = handle.read(SCAN_BYTES)
+            data = carry + block if carry else block
+            if not block:
+                if data:  # the last line, without a newline
+                    data += b"\n"
+                else:
+                    break
+            end = data.rfind(b"\n")
+            if end < 0:
+                if len(data) > SCAN_BYTES:
+                    return None  # one line longer than a block: the line-by-line path
+                carry = data
+                continue
+            carry = data[end + 1 :]
+            chars = np.frombuffer(data, dtype=np.uint8, count=end + 1)
+            ends = np.flatnonzero(chars == 10)
+            starts = np.empty_like(ends)
+            starts[0] = 0
+            starts[1:] = ends[:-1] + 1
+            opening = np.flatnonzero((chars == 91) | (chars == 123))  # "[" and "{"
+            brackets = np.bincount(np.searchsorted(ends, opening), minlength=len(ends))
+            if brackets.max() > MAX_DEPTH:
+                return None
+            # a blank line starts with whitespace: only those are looked at whole
+            for line in np.flatnonzero(_WHITESPACE_BYTES[chars[starts]]).tolist():
+                if not data[starts[line] : ends[line] + 1].strip():
+                    blanks.append(done + line + 1)
+            done += len(ends)
+            if not block:
+                break
+    return tuple(blanks)
+
+
 def sieve(path: Path, folder: Path) -> Sieved:
     """Check every line of ``path``; when a line is refused, write a copy into ``folder``
-    with each refused line replaced by a placeholder naming the reason."""
+    with each refused line replaced by a placeholder naming the reason.
+
+    Most logs need one numpy pass over their bytes (:func:`_scan_blocks`), which also notes
+    the blank lines for :func:`line_numbers`; a file with a line that might be refused is
+    read again line by line."""
+    blanks = _scan_blocks(path)
+    if blanks is not None:
+        return Sieved(path, is_gzip(path), 0, blanks)
     refused = 0
     with _open(path) as handle:
         for line, size in _lines(handle):
@@ -176,11 +241,22 @@ def sieve(path: Path, folder: Path) -> Sieved:
     return Sieved(copy, True, refused)
 
 
-def line_numbers(path: Path, wanted: list[int]) -> dict[int, int]:
-    """1-based line numbers of the ``wanted`` 0-based non-blank lines of ``path``."""
+def line_numbers(
+    path: Path, wanted: list[int], blank_lines: tuple[int, ...] | None = None
+) -> dict[int, int]:
+    """1-based line numbers of the ``wanted`` 0-based non-blank lines of ``path``: from the
+    blank lines' numbers when the sieve found them (no read), else by a streaming pass."""
     want = set(wanted)
     found: dict[int, int] = {}
     if not want:
+        return found
+    if blank_lines is not None:
+        for index in want:
+            # the least n with n - (blank lines up to n) = index + 1: a non-blank line
+            number = index + 1
+            while (shifted := index + 1 + bisect.bisect_right(blank_lines, number)) != number:
+                number = shifted
+            found[index] = number
         return found
     nonblank = 0
     with _open(path) as handle:

@@ -102,9 +102,14 @@ class AuditOptions:
         if not files:
             raise ValueError("paths: give at least one log file (JSON lines, optionally .gz)")
         for path in files:
+            if path.is_dir() and next(path.rglob("*.parquet"), None) is not None:
+                continue  # a (hive-partitioned) folder of Parquet logs
             if not path.is_file():
-                why = "is a folder" if path.is_dir() else "does not exist"
-                raise ValueError(f"log {str(path)!r} {why}; give JSON-lines files (.jsonl[.gz])")
+                why = "is a folder without .parquet files" if path.is_dir() else "does not exist"
+                raise ValueError(
+                    f"log {str(path)!r} {why}; give JSON-lines files (.jsonl[.gz]), Parquet "
+                    "files or folders of them"
+                )
         fields = (by,) if isinstance(by, str) else tuple(by)
         for field in fields:
             if not isinstance(field, str) or not _FIELD.match(field):

@@ -17,8 +17,11 @@ metric or count must be a JSON number: ``"0.5"`` or ``true`` is missing).
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -47,7 +50,10 @@ __all__ = [
     "METRIC_FIELDS",
     "METRIC_RANGES",
     "connect",
+    "file_connection",
+    "is_parquet",
     "load_records",
+    "to_parquet",
 ]
 
 METRIC_FIELDS = GENERATION_FIELDS
@@ -109,9 +115,12 @@ SHARES_SUM_TOLERANCE = 1e-6
 """How far the shares of a record's ``exposure_by_group`` may sum from 1 (rounding)."""
 
 
-def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with bounded memory (it spills to a temporary folder past it)."""
-    con = duckdb.connect(":memory:")
+def connect(
+    memory_limit: str = "1GB", threads: int | None = None, database: str = ":memory:"
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB with bounded memory (it spills to a temporary folder past it): in memory, or
+    in ``database``, a file whose tables DuckDB pages in and out within the limit."""
+    con = duckdb.connect(database)
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET memory_limit = '{memory_limit}'")
     # spill files go to the system's temporary folder, not to ./.tmp in the caller's folder
@@ -121,6 +130,26 @@ def connect(memory_limit: str = "1GB", threads: int | None = None) -> duckdb.Duc
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     return con
+
+
+@contextmanager
+def file_connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """:func:`connect` to a DuckDB file in a temporary folder, removed after: its tables are
+    paged in and out within the memory limit (an in-memory database's, temporary tables' too,
+    stay in memory), so the audit's memory does not grow with the number of records."""
+    with tempfile.TemporaryDirectory(prefix="fairrag-audit-db-") as folder:
+        con = connect(database=str(Path(folder) / "audit.duckdb"))
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
+    """The single value ``sql`` selects."""
+    row = con.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
 
 
 def _literal(text: str) -> str:
@@ -393,7 +422,7 @@ def _attribution_checks() -> list[tuple[str, str]]:
     return checks
 
 
-def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[int]]:
+def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
     Columns: ``file_index``, ``line_index`` (the row's place among the file's non-blank
@@ -411,7 +440,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     Each file is sieved (lines too long or too deep replaced), then read in one streaming
     pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
     of its record) into a columnar table, in file order; the derived columns are computed on
-    that table. Returns ``{"lines": [...], "damaged": [...]}``, one entry per file.
+    that table. Returns ``{"lines": [...], "damaged": [...], "blank_lines": [...]}``, one entry
+    per file (``blank_lines``: :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
     """
     # metadata (where --by fields may live) is read only when fields are asked for
     extra = [f for f in options.by if f not in KNOWN_FIELDS]
@@ -473,19 +503,30 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
     )
-    counts: dict[str, list[int]] = {"lines": [], "damaged": []}
+    counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
     con.execute("DROP TABLE IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
     # rows in file order: a row's place is its line's place among the non-blank lines
     con.execute("SET preserve_insertion_order = true")
+    first_rows: list[int] = []
     with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
         for index, path in enumerate(options.paths):
-            sieved = sieve(path, Path(folder))
+            # each file's first rowid: its rows' line_index without a window over all rows
+            # (a window partition holds every column of every row in memory)
+            first_rows.append(
+                0 if index == 0 else int(_one(con, "SELECT count(*) FROM raw_records"))
+            )
+            if is_parquet(path):
+                counts["blank_lines"].append(())  # a row's number is its line's
+                source_sql = _parquet_rows(con, path, (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
+            else:
+                sieved = sieve(path, Path(folder))
+                counts["blank_lines"].append(sieved.blank_lines)
+                source_sql = _json_rows(sieved, struct)
             _scan_file(
                 con,
                 index,
-                sieved,
-                struct=struct,
+                source_sql,
                 source=source,
                 by_raw=by_raw,
                 by_columns=by_columns,
@@ -535,7 +576,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                                 exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
                                 BETWEEN 1e-12 AND 1.0)) AS model_ok,
                         COALESCE(target_value, {target}) AS target_share,
-                        rowid - min(rowid) OVER (PARTITION BY file_index) AS line_index
+                        rowid - {first_rows}[file_index + 1] AS line_index
                     FROM raw_records
                 )
             )
@@ -553,17 +594,84 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         counts["lines"].append(lines)
         counts["damaged"].append(damaged)
     # Derived columns are computed on the columnar table, not during the JSON scan: faster.
-    con.execute(f"CREATE TEMP TABLE records AS {derived}")
+    con.execute(f"CREATE TABLE records AS {derived}")
     con.execute("DROP TABLE raw_records")
     return counts
+
+
+def is_parquet(path: Path) -> bool:
+    """Whether ``path`` is a folder (of Parquet files) or starts with Parquet's magic bytes."""
+    if path.is_dir():
+        return True
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def _json_rows(sieved: Sieved, struct: str) -> str:
+    """The rows of a (sieved) JSON-lines file: ``__damaged``, then one JSON column per field
+    of ``struct`` (all NULL for a line that is not JSON)."""
+    common = (
+        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
+        f"compression = '{'gzip' if sieved.gzip else 'none'}', "
+        # the sieve refused longer lines; the placeholders and the newline fit in the margin
+        f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
+    )
+    return (
+        f'SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false, '
+        f"columns = {{'r': {_literal(struct)}}})"
+    )
+
+
+def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[str]) -> str:
+    """The rows of a Parquet file or a folder of them (hive partitions read as fields), as
+    :func:`_json_rows` gives them: every field as JSON (``to_json`` of a typed column, so the
+    checks are the same), NULL for a field no file has; ``__damaged`` as written by
+    :func:`to_parquet` (false when absent)."""
+    source = (
+        f"read_parquet({_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
+        "union_by_name = true)"
+        if path.is_dir()
+        else f"read_parquet({_literal(str(path))})"
+    )
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    columns = [
+        f"CAST(to_json({_quoted(f)}) AS JSON) AS {_quoted(f)}"
+        if f in present
+        else f"NULL::JSON AS {_quoted(f)}"
+        for f in fields
+    ]
+    damaged = 'COALESCE("__damaged", false)' if "__damaged" in present else "false"
+    return f'SELECT {damaged} AS "__damaged", {", ".join(columns)} FROM {source}'
+
+
+def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)) -> int:
+    """Convert a JSON-lines log (plain or gzip) to Parquet once, with the record schema: one
+    column per record field (:data:`KNOWN_FIELDS` and ``fields``), each kept as the JSON the
+    line held, so an audit of the Parquet file checks and counts exactly what it would in the
+    log (damaged lines kept as rows marked ``__damaged``, refused ones as the sieve's
+    placeholder). Returns the rows written."""
+    names = (*KNOWN_FIELDS, *(f for f in fields if f not in KNOWN_FIELDS), REFUSED_FIELD)
+    struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in names) + ")"
+    con = connect()
+    try:
+        with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
+            rows = _json_rows(sieve(source, Path(folder)), struct)
+            con.execute("SET preserve_insertion_order = true")  # rows in line order
+            con.execute(
+                f"COPY ({rows}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
+            )
+        return int(
+            con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(target))})").fetchone()[0]  # type: ignore[index]
+        )
+    finally:
+        con.close()
 
 
 def _scan_file(
     con: duckdb.DuckDBPyConnection,
     index: int,
-    sieved: Sieved,
+    rows: str,
     *,
-    struct: str,
     source: str,
     by_raw: str,
     by_columns: str,
@@ -573,13 +681,8 @@ def _scan_file(
     metrics: str,
     refusal: str,
 ) -> None:
-    """Append the rows of one (sieved) file to ``raw_records``, in file order."""
-    common = (
-        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
-        f"compression = '{'gzip' if sieved.gzip else 'none'}', "
-        # the sieve refused longer lines; the placeholders and the newline fit in the margin
-        f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
-    )
+    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
+    ``raw_records``, in file order."""
     raw = f"""
         SELECT *, TRY_CAST(target_map[COALESCE({_text('"protected"')}, {protected})] AS DOUBLE)
                 AS target_value
@@ -589,8 +692,7 @@ def _scan_file(
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
             TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
             {by_raw}
-        FROM (SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false,
-            columns = {{'r': {_literal(struct)}}})))
+        FROM ({rows}))
     """
     # the checks read the fields as JSON; the typed columns are made after them
     checked = f"""
@@ -644,5 +746,5 @@ def _scan_file(
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
         FROM ({checked})
     """
-    verb = "CREATE TEMP TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
+    verb = "CREATE TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
     con.execute(f"{verb} {select}")

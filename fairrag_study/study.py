@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -787,11 +788,13 @@ def _chat_model_errors() -> Any:
     return ChatModelErrors()
 
 
+@lru_cache(maxsize=4)
 def _query_embeddings(model: Any) -> Any:
     """LangChain embeddings over the loaded model; each distinct query is embedded once.
 
     ``prefill`` embeds all of the study's questions in one batch; every later ``embed_query``
-    for them is a dictionary lookup.
+    for them is a dictionary lookup. One object per model (cached, as the models are), so the
+    trials and the many-rankings phase share it: the questions are embedded once per run.
     """
     from langchain_core.embeddings import Embeddings
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -57,7 +58,10 @@ class RepresentativeStochasticRanker(Ranker):
     :meth:`sample` runs these steps on all draws at once, position by position. Steps 1 and 2
     depend only on the groups chosen so far and on each group's candidate count (capped at k),
     so their decisions are computed once per pool make-up for every history of choices (when
-    there are at most 4,096) and looked up; otherwise they run on each draw's state.
+    there are at most 4,096) and looked up; otherwise they run on each draw's state. A few
+    draws (a single :meth:`rank`) run them on each draw's state in plain Python floats, the
+    same operations in the same order, so the same rankings at a cost linear in k (issue 37:
+    the tree's G ** k growth made k = 13 cost 10x k = 5).
     """
 
     name = "representative_stochastic"
@@ -371,6 +375,8 @@ def _draw(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np
     rules, tree = layout.rules, layout.tree
     rows = np.arange(m)
     first = rows[:, None] * (n_groups * k)  # where each draw's queues start
+    if m <= _SCALAR_DRAWS and n_groups <= _SCALAR_GROUPS:
+        return _draw_scalar(queues, layout, choice_noise)
     if tree is not None and m * tree.bias.size <= _WHOLE_TREE:
         return _draw_whole_tree(queues, tree, choice_noise, first)
     chosen = np.empty((m, k), dtype=np.intp)
@@ -426,6 +432,141 @@ def _draw_whole_tree(
         path[:, position] = node
         node = following[rows, node]
     return queues.candidates[taken[rows[:, None], path]]
+
+
+def _draw_scalar(queues: _GroupQueues, layout: _Layout, choice_noise: np.ndarray) -> np.ndarray:
+    """:func:`_draw` for a few draws in plain Python floats: the same operations on the same
+    float64 values in the same order as :func:`_look_ahead` and the walk, so the same rankings,
+    without numpy's per-call overhead, which dominates at a few draws (this path keeps a single
+    ranking's cost linear in k: no decision tree, whose size grows as G ** k, is needed)."""
+    m, k, n_groups = choice_noise.shape
+    plain = _ScalarRules.of(layout)
+    log_mass = queues.log_mass.tolist()
+    candidates = queues.candidates.tolist()
+    noise = choice_noise.tolist()
+    width = n_groups * k
+    chosen = [_walk(plain, log_mass, candidates, noise[row], row * width) for row in range(m)]
+    return np.array(chosen, dtype=np.intp).reshape(m, k)
+
+
+@dataclass(frozen=True, eq=False)
+class _ScalarRules:
+    """:class:`_Rules` and a layout's capped sizes as Python lists, for :func:`_walk`."""
+
+    k: int
+    groups: range
+    sizes: list[int]
+    weights: list[float]
+    after: list[float]
+    floors: list[float]
+    shares: list[float]
+    owed: list[bool]
+    gain: float
+
+    @classmethod
+    def of(cls, layout: _Layout) -> _ScalarRules:
+        cached = _SCALAR_RULES.get(id(layout))
+        if cached is not None and cached[0] is layout:
+            return cached[1]
+        rules = layout.rules
+        plain = cls(
+            k=rules.k,
+            groups=range(layout.sizes.shape[0]),
+            sizes=np.minimum(layout.sizes, rules.k).tolist(),
+            weights=rules.weights.tolist(),
+            after=rules.after.tolist(),
+            floors=rules.floors.tolist(),
+            shares=rules.shares.tolist(),
+            owed=rules.owed.tolist(),
+            gain=float(rules.gain),
+        )
+        if len(_SCALAR_RULES) >= 256:
+            _SCALAR_RULES.clear()
+        _SCALAR_RULES[id(layout)] = (layout, plain)
+        return plain
+
+
+_SCALAR_RULES: dict[int, tuple[_Layout, _ScalarRules]] = {}
+_SCALAR_DRAWS = 8
+"""Draws up to which :func:`_draw` walks in Python floats rather than in numpy."""
+_SCALAR_GROUPS = 8
+"""Groups up to which the walk in Python floats sums as numpy's reduction does (sequentially)."""
+
+
+def _walk(
+    plain: _ScalarRules,
+    log_mass: list[float],
+    candidates: list[int],
+    noise: list[list[float]],
+    first: int,
+) -> list[int]:
+    """One draw of :func:`_draw`, position by position, :func:`_look_ahead` on one state."""
+    k, groups, sizes, after = plain.k, plain.groups, plain.sizes, plain.after
+    floors, owed, shares, gain = plain.floors, plain.owed, plain.shares, plain.gain
+    heads = [0] * len(groups)
+    given = [0.0] * len(groups)
+    starts = [first + g * k for g in groups]
+    chosen = []
+    minus_inf = -math.inf
+    for position in range(k):
+        weight = plain.weights[position]
+        capacity = after[position + 1]
+        left = [max(sizes[g] - heads[g], 0) for g in groups]
+        deficit = [floors[g] - given[g] for g in groups]
+        room = [capacity - after[position + 1 + left[g]] for g in groups]
+        feasible = []
+        for h in groups:
+            ok = left[h] > 0
+            if ok:
+                # numpy's add.reduce over a row: the first term plus the sum of the others.
+                head_term = 0.0
+                rest = 0.0
+                for g in groups:
+                    if g == h:
+                        d = deficit[g] - weight
+                        r = capacity - after[position + left[g]]
+                    else:
+                        d, r = deficit[g], room[g]
+                    term = 0.0
+                    if owed[g] and d > 0:
+                        if d > r:
+                            ok = False
+                            break
+                        term = min(d, r)
+                    if g == 0:
+                        head_term = term
+                    else:
+                        rest += term
+                ok = ok and head_term + rest <= capacity + 1e-12
+            feasible.append(ok)
+        if any(feasible):
+            allowed = feasible
+        else:
+            allowed = [left[g] > 0 and owed[g] and given[g] + room[g] < floors[g] for g in groups]
+            if not any(allowed):
+                allowed = [left[g] > 0 for g in groups]
+        given_total = after[0] - after[position]
+        logits = []
+        for g in groups:
+            if not allowed[g]:
+                logits.append(minus_inf)
+                continue
+            if given_total > 0:
+                correction = min(max(gain * (shares[g] - given[g] / given_total), -1.0), 1.0)
+            else:
+                correction = 0.0
+            logits.append(log_mass[starts[g] + heads[g]] + correction)
+        top = max(logits)
+        row = noise[position]
+        best, group = minus_inf, 0
+        for g in groups:
+            value = (logits[g] - top) + row[g]
+            if value > best:
+                best, group = value, g
+        chosen.append(candidates[starts[group] + heads[group]])
+        heads[group] += 1
+        given[group] += weight
+    return chosen
 
 
 @lru_cache(maxsize=128)

@@ -204,3 +204,39 @@ def test_decision_tree_and_direct_look_ahead_give_the_same_rankings(k, monkeypat
     whole = module._draw_whole_tree(queues, with_tree.tree, noise[:30], first[:30])
     assert whole.tolist() == direct[:30].tolist()
     assert len({tuple(row) for row in direct.tolist()}) > 100
+
+
+@pytest.mark.parametrize(
+    ("k", "labels", "target"),
+    [
+        (13, ["female", "male"], None),  # where the decision tree stopped (2 groups, k = 13)
+        (7, ["a", "b", "c", None], {"a": 0.2, "b": 0.4, "c": 0.4}),
+        (50, ["a", "b", "c"], {"a": 0.3, "b": 0.3, "c": 0.4}),
+    ],
+)
+def test_single_draws_in_python_floats_give_the_numpy_look_aheads_rankings(k, labels, target):
+    """A single ranking (up to 8 draws) walks in Python floats; many draws run the look-ahead
+    in numpy on the draws' states (and did so for single rankings too before issue 37, from
+    k = 13 with two groups). Same queues and noise, the same rankings, draw for draw: so the
+    rankings have the old distribution exactly."""
+    from fairrag_core.plackett_luce import plackett_luce_log_weights
+    from fairrag_core.rankers import representative_stochastic as module
+
+    rng = np.random.default_rng(k)
+    scores = rng.random(60).round(1)
+    groups = list(rng.choice(np.array(labels, dtype=object), 60))
+    fairness = {"target": target} if target else {"protected": "female"}
+    ranker = RepresentativeStochasticRanker(alpha=1, **fairness)
+    codes = ranker.target.encode(groups)
+    sizes = np.bincount(codes, minlength=len(ranker.target.groups))
+    layout = module._Layout.build(ranker._rules(k), sizes, None)
+    log_weights = plackett_luce_log_weights(scores, ranker.alpha)
+    draws = 1000
+    queues = module._GroupQueues(log_weights, codes, layout, rng.gumbel(size=(draws, 60)), k)
+    noise = rng.gumbel(size=(draws, k, len(sizes)))
+    in_numpy = module._draw(queues, layout, noise)  # 1,000 draws: the numpy walk
+    in_python = module._draw_scalar(queues, layout, noise)
+    assert in_python.tolist() == in_numpy.tolist()
+    assert len({tuple(row) for row in in_numpy.tolist()}) > 900
+    # And rank() itself takes the Python walk: one draw through _draw gives the same row.
+    assert module._draw(queues, layout, noise[:1]).tolist() == in_numpy[:1].tolist()

@@ -1,0 +1,50 @@
+"""The audit past one machine: each shard of the logs (a file, or a set of files) is read and
+checked by DuckDB on a Dask worker into partial aggregates (:mod:`fairrag_audit.partials`); the
+client merges them by adding. The shards' partials equal one DuckDB run's over all the logs
+(up to the order of floating-point sums).
+
+Dask rather than Spark or Ray Data: its workers run plain Python, so each task is the same
+DuckDB code the single-machine audit runs (no second implementation of the checks in another
+engine's dialect), it needs no JVM, and ``dask[distributed]`` is one pip install whose
+``LocalCluster`` the tests start on loopback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .options import AuditOptions
+from .partials import compute_partials, merge_partials
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["distributed_partials"]
+
+
+def _shard_partials(options: AuditOptions) -> pd.DataFrame:
+    """A worker's task: the partials of one shard, read with DuckDB on the worker."""
+    return compute_partials(options)
+
+
+def distributed_partials(
+    client: Client, options: AuditOptions, shards: Sequence[Sequence[str | Path]] | None = None
+) -> pd.DataFrame:
+    """The partial aggregates of ``options.paths`` computed shard by shard on ``client``'s
+    cluster (one task per shard; default: one shard per file), merged here.
+
+    Every worker must see the files at the same paths (a shared or object-store mount). All
+    shards share ``options`` (its ``now``, windows and targets), so their records are checked
+    and windowed exactly as one run over all the files would check them."""
+    if shards is None:
+        shards = [[path] for path in options.paths]
+    if not shards:
+        raise ValueError("shards must name at least one shard of log files, got none")
+    tasks = [dataclasses.replace(options, paths=tuple(Path(p) for p in shard)) for shard in shards]
+    futures = client.map(_shard_partials, tasks, pure=False)
+    return merge_partials(client.gather(futures))

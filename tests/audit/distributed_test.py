@@ -1,0 +1,46 @@
+"""The audit's partial aggregates on a Dask cluster of two worker processes (on loopback)
+equal one DuckDB run's over the same logs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fairrag_audit.options import AuditOptions
+from fairrag_audit.partials import compute_partials, metric_table
+from tests.audit.partials_test import OPTIONS, assert_same_table, days
+
+distributed = pytest.importorskip("distributed")
+
+
+def test_partials_per_shard_on_a_local_cluster_equal_the_duckdb_result(tmp_path: Path) -> None:
+    from fairrag_audit.distributed import distributed_partials
+
+    logs = days(tmp_path)
+    options = AuditOptions.create(logs, **OPTIONS)
+    one_run = compute_partials(options)
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        pids = set(client.run(os.getpid).values())
+        assert len(pids) == 2 and os.getpid() not in pids  # two worker processes
+        on_cluster = distributed_partials(client, options)
+        # shards of several files too: the first two days on one task, the third on another
+        grouped = distributed_partials(client, options, [logs[:2], logs[2:]])
+    assert on_cluster[["ranker", "by_0", "window_start", "records"]].equals(
+        one_run[["ranker", "by_0", "window_start", "records"]]
+    )
+    for partials in (on_cluster, grouped):
+        assert_same_table(metric_table(partials, options), metric_table(one_run, options))
+        assert_same_table(
+            metric_table(partials, options, ["ranker"]), metric_table(one_run, options, ["ranker"])
+        )
