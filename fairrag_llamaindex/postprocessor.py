@@ -368,7 +368,9 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
     **Configuration.** ``ranker``, ``protected``, ``target_share``, ``target``, ``seed`` and
     ``ranker_params`` describe one ranker, rebuilt whenever one of them changes (assignment,
     ``model_copy(update=...)``); an assignment the core refuses is undone and raised. Copies
-    (``model_copy``, ``copy.deepcopy``) never share a generator. Unknown arguments are refused.
+    (``model_copy``, ``copy.deepcopy``, a pickle sent to a process pool) never share a
+    generator: the i-th copy draws the i-th spawned stream of ``seed`` (distinct and
+    reproducible, docs/SPEC.md "Adapters" → Copies). Unknown arguments are refused.
 
     **Relevance.** Each node's ``score`` converted by ``relevance`` (a name of
     :data:`fairrag_core.kit.RELEVANCE_CONVERSIONS`). ``"auto"`` (default) reads the engine that

@@ -298,3 +298,24 @@ def test_a_list_is_audited_against_the_target_it_was_ranked_for():
     audited = ranked_for(binary, [{**m, "fair_target": target_pairs(ranked)} for m in placed()])
     assert audited.target.protected == "female"
     assert audited.target.protected_share == pytest.approx(0.8)
+
+
+def test_copies_of_a_fair_component_draw_the_seeds_spawned_streams():
+    import pickle
+
+    from fairrag_core.kit.component import FairComponent
+
+    def first_seeds(component: FairComponent) -> list[int]:
+        return [component.ranker_state.query_seed() for _ in range(3)]
+
+    original = FairComponent(ranker="stochastic", group_key="gender", protected="female", seed=3)
+    copies = [copy.copy(original), copy.deepcopy(original), pickle.loads(pickle.dumps(original))]
+    grandchild = pickle.loads(pickle.dumps(copies[0]))
+    drawn = [first_seeds(each) for each in [original, *copies, grandchild]]
+    # copy i: SeedSequence(3).spawn(i + 1)[i]; a copy of copy 0: its own spawn, key (0, 0)
+    root = np.random.SeedSequence(3)
+    children = root.spawn(3)
+    expected = [np.random.default_rng(3), *map(np.random.default_rng, children)]
+    expected.append(np.random.default_rng(children[0].spawn(1)[0]))
+    assert drawn == [[int(g.integers(2**53)) for _ in range(3)] for g in expected]
+    assert len({tuple(d) for d in drawn}) == 5
