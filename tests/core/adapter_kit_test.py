@@ -319,3 +319,31 @@ def test_copies_of_a_fair_component_draw_the_seeds_spawned_streams():
     expected.append(np.random.default_rng(children[0].spawn(1)[0]))
     assert drawn == [[int(g.integers(2**53)) for _ in range(3)] for g in expected]
     assert len({tuple(d) for d in drawn}) == 5
+
+
+def _langchain_inner_product(s: float) -> float:
+    """LangChain's ``_max_inner_product_relevance_score_fn``, written out."""
+    return 1.0 - s if s > 0 else -s
+
+
+def test_a_conversion_not_monotone_over_the_pool_is_refused():
+    inner_products = np.linspace(0.6, -0.4, 11)  # a store's best-first pool spanning 0
+    relevance = np.array([_langchain_inner_product(s) for s in inner_products])
+    with pytest.raises(ValueError, match=r"not monotone over this pool from FAISS.*rises.*falls"):
+        check_store_order(relevance, None, "FAISS", described="store: inner product")
+    with pytest.raises(ValueError, match=r"store values 0\.1 → .*relevance_score_fn"):
+        check_store_order(
+            relevance, None, "FAISS", own_function="relevance_score_fn", raw=inner_products
+        )
+    # the same conversion over a pool on one side of 0 is monotone (the direction check's case)
+    positive = inner_products[inner_products > 0.05]
+    with pytest.raises(ValueError, match="rises along FAISS's best-first order"):
+        check_store_order(np.array([_langchain_inner_product(s) for s in positive]), None, "FAISS")
+
+
+def test_monotone_conversions_of_merged_pools_and_ties_are_accepted():
+    merged = np.array([0.9, 0.4, 0.8, 0.3, 0.7])  # two stores' lists merged: not sorted
+    for name in ("similarity", "negated", "cosine_distance", "l2_distance"):
+        check_store_order(to_relevance(merged, name), name, "fusion")  # named: monotone
+        check_store_order(to_relevance(merged, name), None, "fusion", raw=merged)
+    check_store_order(np.array([0.5, 0.5, 0.4, 0.4, 0.1]), "similarity", "a store")
