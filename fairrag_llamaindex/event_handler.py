@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -34,6 +34,7 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.workflow import StopEvent
 from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
@@ -52,7 +53,14 @@ from fairrag_core.kit import (
 )
 
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
-from .spans import ENTERED_HANDLERS, QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
+from .spans import (
+    ENTERED_HANDLERS,
+    QUESTION_METHODS,
+    SPANS,
+    OpenSpan,
+    ensure_registered,
+    is_workflow_run,
+)
 
 __all__ = ["FairnessEventHandler"]
 
@@ -97,9 +105,47 @@ class _Stream:
 
 
 def _is_run(span: OpenSpan) -> bool:
-    return span.method in RUN_METHODS and isinstance(
-        span.instance, (BaseQueryEngine, BaseChatEngine)
-    )
+    return (
+        span.method in RUN_METHODS and isinstance(span.instance, (BaseQueryEngine, BaseChatEngine))
+    ) or is_workflow_run(span.instance, span.method)
+
+
+_ANSWER_FIELDS = ("answer", "response")
+"""The fields a workflow's result (a mapping, or its custom StopEvent) holds its answer in."""
+
+
+def _text(value: Any) -> str | None:
+    """``value`` as answer text: a string, or a message's string ``content``."""
+    if isinstance(value, str):
+        return value
+    content = getattr(value, "content", None)
+    return content if isinstance(content, str) else None
+
+
+def _field(value: Any, name: str) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def workflow_answer(result: Any) -> tuple[str | None, list[NodeWithScore] | None]:
+    """The answer and the shown nodes of a Workflow's result (docs/SPEC.md, "Records" →
+    LlamaIndex Workflows): the ``StopEvent``'s ``result`` (a custom StopEvent with none: the
+    event itself) read as text, as a ``Response`` (``response``, ``source_nodes``), or as a
+    mapping or object with an ``answer`` or ``response`` text (or message) and optional
+    ``source_nodes``. (None, None) when it holds no answer that can be read."""
+    payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
+    if payload is None:
+        payload = result
+    answer = _text(payload)
+    if answer is None:
+        answer = next(
+            (t for name in _ANSWER_FIELDS if (t := _text(_field(payload, name))) is not None),
+            None,
+        )
+    nodes = _field(payload, "source_nodes")
+    sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
+    return answer, sources or None
 
 
 def _outermost_run(span_id: str | None) -> OpenSpan | None:
@@ -606,6 +652,10 @@ class FairnessEventHandler(BaseEventHandler):
                 self._live.chat_streams[id(result)] = (result, run, tags)
         elif hasattr(result, "response_gen") and getattr(result, "response_txt", 1) is None:
             self._watch_stream(result, run, tags)
+        elif is_workflow_run(span.instance, span.method):
+            answer, sources = workflow_answer(result)
+            if run.reranks or sources:  # a workflow that ranked or showed nothing: no question
+                self._finish(run, answer, sources, tags)
         else:
             answer = getattr(result, "response", result)
             self._finish(
