@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -208,6 +209,63 @@ def _query_text(value: Any) -> str | None:
     if isinstance(value, QueryBundle):
         return value.query_str
     return str(value)
+
+
+def _placement(node: NodeWithScore) -> tuple[Any, ...] | None:
+    """Which fair placement a node carries (ranker, query seed, fair and pool rank; None for a
+    node no fair ranking placed): two documents of one ranking never share it."""
+    metadata = node.node.metadata
+    if "fair_rank" not in metadata:
+        return None
+    return tuple(
+        _hashable(metadata.get(k)) for k in ("ranker", "query_seed", "fair_rank", "pool_rank")
+    )
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, Hashable) else repr(value)
+
+
+def _source_documents(
+    shown: list[NodeWithScore], reranks: Sequence[_Rerank]
+) -> tuple[list[NodeWithScore], list[int] | None]:
+    """The shown documents, with the chunks a later step split one placed document into
+    (CitationQueryEngine's "Source n" nodes, each a copy of the placed node's metadata over a
+    piece of its text) taken back to that document (docs/SPEC.md, "Records" → chunks): one
+    entry per document, where its first chunk was, as the fair re-ranking returned it. Also
+    the document number (1-based) of each shown node, or None when nothing was split."""
+    placed = {_placement(n): n for rerank in reranks for n in rerank.nodes}
+    documents: list[NodeWithScore] = []
+    numbers: list[int] = []
+    first: dict[tuple[Any, ...], int] = {}
+    for node in shown:
+        key = _placement(node)
+        if key is not None and key in first:
+            numbers.append(first[key])
+            continue
+        documents.append(placed.get(key, node) if key is not None else node)
+        numbers.append(len(documents))
+        if key is not None:
+            first[key] = len(documents)
+    if len(documents) == len(shown):
+        return shown, None
+    return documents, numbers
+
+
+_ENTRY = re.compile(r"\[(\d+)\]")
+
+
+def _cited_documents(answer: str | None, numbers: list[int] | None) -> str | None:
+    """``answer`` with each ``[n]`` that numbers a shown chunk read as the number of the
+    document the chunk belongs to (``answer`` itself when nothing was split)."""
+    if answer is None or numbers is None:
+        return answer
+
+    def document(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
+
+    return _ENTRY.sub(document, answer)
 
 
 class _Live:
@@ -773,6 +831,8 @@ class FairnessEventHandler(BaseEventHandler):
             shown = list(run.reranks[-1].nodes)
         else:
             shown = []
+        shown, chunk_documents = _source_documents(shown, run.reranks)
+        audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
         try:
             auditor = self.auditor
@@ -801,7 +861,7 @@ class FairnessEventHandler(BaseEventHandler):
                 run_id=run.span.id_ if run_id == "" else run_id,
                 model=run.model,
                 metadata=tags,
-                answer=answer,
+                answer=audited_answer,
                 error=error,
                 framework={
                     "n_reranks": len(run.reranks),
@@ -809,6 +869,8 @@ class FairnessEventHandler(BaseEventHandler):
                     **({"answer_status": answer_status} if answer_status else {}),
                 },
             )
+            if audited_answer is not answer:
+                record["answer"] = answer  # the answer as given; its [n] were read as documents
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("FairnessEventHandler could not audit %r: %s", query, exc)
             record = unaudited_record(
