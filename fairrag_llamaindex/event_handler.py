@@ -39,6 +39,7 @@ from llama_index.core.workflow import StopEvent
 from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
+from fairrag_core.audit import json_label
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -211,15 +212,49 @@ def _query_text(value: Any) -> str | None:
     return str(value)
 
 
+def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    """The synthetic nodes a ``SubQuestionQueryEngine`` answers from ("Sub question: ...
+    Response: ...", one per sub-question, with no metadata): its sub-engines' answers, not
+    documents (docs/SPEC.md, "Records" → sub-questions). Empty for any other engine."""
+    if type(run.span.instance).__name__ != "SubQuestionQueryEngine":
+        return []
+    return [
+        n
+        for n in shown
+        if not n.node.metadata
+        and n.node.get_content(metadata_mode=MetadataMode.NONE).startswith("Sub question: ")
+    ]
+
+
+def _sub_question_lists(
+    auditor: FairnessAuditor, run: _Run, group_key: str
+) -> list[dict[str, Any]]:
+    """Each sub-question's fair list: its question, the documents in the order shown, their
+    groups and the list's exposure share (:meth:`FairnessAuditor.retrieval`)."""
+    lists = []
+    for rerank in run.reranks:
+        metadatas = [n.node.metadata for n in rerank.nodes]
+        groups = group_labels(metadatas, group_key, require_present=False)
+        lists.append(
+            {
+                "query": rerank.query,
+                "doc_ids": [n.node.node_id for n in rerank.nodes],
+                "groups": [json_label(g) for g in groups],
+                "query_seed": metadatas[0].get("query_seed") if metadatas else None,
+                "exposure_share": auditor.retrieval(groups)["exposure_share"],
+            }
+        )
+    return lists
+
+
 def _placement(node: NodeWithScore) -> tuple[Any, ...] | None:
-    """Which fair placement a node carries (ranker, query seed, fair and pool rank; None for a
-    node no fair ranking placed): two documents of one ranking never share it."""
+    """Which placed document a node is (None for a node no fair ranking placed): its whole
+    metadata, placement included, which a chunk copies from its document and two placed
+    documents never share (another rank, seed, score or title)."""
     metadata = node.node.metadata
     if "fair_rank" not in metadata:
         return None
-    return tuple(
-        _hashable(metadata.get(k)) for k in ("ranker", "query_seed", "fair_rank", "pool_rank")
-    )
+    return tuple(sorted((key, _hashable(value)) for key, value in metadata.items()))
 
 
 def _hashable(value: Any) -> Any:
@@ -831,6 +866,9 @@ class FairnessEventHandler(BaseEventHandler):
             shown = list(run.reranks[-1].nodes)
         else:
             shown = []
+        sub_answers = _sub_question_nodes(run, shown)
+        if sub_answers:
+            shown = [n for n in shown if not any(n is a for a in sub_answers)]
         shown, chunk_documents = _source_documents(shown, run.reranks)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
@@ -865,6 +903,11 @@ class FairnessEventHandler(BaseEventHandler):
                 error=error,
                 framework={
                     "n_reranks": len(run.reranks),
+                    **(
+                        {"sub_questions": _sub_question_lists(auditor, run, group_key)}
+                        if sub_answers
+                        else {}
+                    ),
                     # a streaming answer nobody read (its ranking was made): "unconsumed"
                     **({"answer_status": answer_status} if answer_status else {}),
                 },
