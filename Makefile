@@ -9,7 +9,7 @@ export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 # Chroma's anonymous telemetry would try the network; keep it off.
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: venv system-deps study test lint bench dist clean
+.PHONY: venv system-deps study test docs docs-serve lint bench dist clean
 
 # Servers and programs the tests start (Debian packages): a real redis-server for the shared
 # ledger, Chromium to render the audit report. Installed when missing (root, or sudo).
@@ -43,7 +43,21 @@ test: venv system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
+	$(MAKE) docs
+	# tests/docs_test.py checks the site just built instead of building it again.
+	FAIRRAG_DOCS_SITE=$(CURDIR)/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
+
+# The documentation site (mkdocs.yml, docs/): built in strict mode, so a broken link or anchor,
+# a missing reference or a docstring that does not render fails it; nothing is downloaded
+# (tests/docs_test.py builds it too, and checks it). The site goes to site/.
+export NO_MKDOCS_2_WARNING := 1
+# The build needs no network: a proxy that refuses every connection makes any fetch fail it.
+OFFLINE := HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=
+docs: venv
+	$(OFFLINE) $(VENV)/bin/mkdocs build --strict
+
+docs-serve: venv
+	$(VENV)/bin/mkdocs serve
 
 bench: venv
 	$(PY) benchmarks/bench_rankers.py
@@ -58,4 +72,4 @@ dist: venv
 	$(VENV)/bin/twine check --strict dist/*
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site .cache

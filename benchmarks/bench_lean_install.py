@@ -1,14 +1,15 @@
 """The LangChain plugin in a clean venv: ``pip install ".[langchain]"`` holds no torch, chromadb
-or sentence-transformers, and the README's re-ranking example runs there on the user's own
-embeddings; the ``fairrag`` command answers and names the extras it lacks.
+or sentence-transformers, and the LangChain guide's re-ranking example runs there on the user's
+own embeddings; the ``fairrag`` command answers and names the extras it lacks.
 
 Run: ``.venv/bin/python benchmarks/bench_lean_install.py [--venv DIR] [--reuse]``. Makes a
 venv (``python -m venv``) and installs this checkout's ``[langchain]`` extra with
 ``-c constraints.txt`` (pip reaches the package index), or with ``--reuse`` checks a venv
 already made that way. Then, from a folder outside the checkout (so the installed copy is the
-one imported): lists the installed packages and their installed megabytes, runs the README's
-toy pool and its ``FairReranker`` block, and runs ``fairrag --help``, ``fairrag study --help``
-and ``fairrag study`` / ``fairrag audit`` (exit 2 naming the extra to install).
+one imported): lists the installed packages and their installed megabytes, runs the README
+quickstart's toy pool and the ``FairReranker`` block of docs/guides/langchain.md, and runs
+``fairrag --help``, ``fairrag study --help`` and ``fairrag study`` / ``fairrag audit`` (exit 2
+naming the extra to install).
 """
 
 from __future__ import annotations
@@ -41,12 +42,16 @@ def run(command: list[str], cwd: Path, expect: int = 0) -> subprocess.CompletedP
 
 
 def readme_example() -> str:
-    """The README's toy pool and its FairReranker block (the langchain-core-only example)."""
+    """The README quickstart's toy pool and the LangChain guide's FairReranker block (the
+    langchain-core-only example)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
-    pool = next(b for b in blocks if "BIOGRAPHIES = " in b)
+    guide = (ROOT / "docs" / "guides" / "langchain.md").read_text(encoding="utf-8")
+    found = re.search(r"^PEOPLE = .*?^BIOGRAPHIES = .*?$", readme, flags=re.S | re.M)
+    if found is None:
+        raise SystemExit("README.md: the quickstart's PEOPLE and BIOGRAPHIES lines are missing")
+    blocks = re.findall(r"```python\n(.*?)```", guide, flags=re.S)
     lean = next(b for b in blocks if "FairReranker(" in b)
-    return pool + "\n" + lean
+    return found.group(0) + "\n" + lean
 
 
 def main() -> None:

@@ -159,8 +159,9 @@ def audit(
             timestamp go to a window of their own.
         max_disparity: the band ``[0, max_disparity]`` for the amortized disparity; windows
             above it are listed in ``drift``.
-        protected, target_share: the protected group and its target share (default 0.5)
-            for records that do not carry ``protected`` / ``target`` themselves.
+        protected: the protected group of records that do not carry ``protected`` themselves.
+        target_share: the protected group's target share (default 0.5) for records that do not
+            carry ``target`` themselves.
         exposure: exposure model of records without ``exposure_model``: ``dcg``,
             ``uniform``, ``rbp`` or ``rbp(p)``.
         confidence: level of the t confidence intervals.

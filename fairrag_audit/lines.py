@@ -25,6 +25,8 @@ from typing import IO, cast
 
 import numpy as np
 
+from fairrag_core.jsonl import MAX_RECORD_BYTES
+
 __all__ = [
     "BLOCK_BYTES",
     "MAX_DEPTH",
@@ -36,8 +38,9 @@ __all__ = [
     "sieve",
 ]
 
-MAX_LINE_BYTES = 16 * 2**20
-"""Longest line read (a 1 MB answer fits 16 times); a longer one is refused, never held whole."""
+MAX_LINE_BYTES = MAX_RECORD_BYTES
+"""Longest line read (a 1 MB answer fits 16 times; the core's limit, which its logs refuse to
+write past); a longer one is refused, never held whole."""
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects in a record (the record schema needs 4)."""

@@ -3,6 +3,7 @@ torn writes and full disks."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -18,6 +19,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = [
+    "MAX_RECORD_BYTES",
     "DamagedLine",
     "DamagedLogError",
     "JsonLinesLog",
@@ -25,6 +27,11 @@ __all__ = [
     "LogWriteError",
     "to_json_line",
 ]
+
+MAX_RECORD_BYTES = 16 * 2**20
+"""The longest line (one record, newline included) a log writes and ``fairrag audit`` reads (a
+1 MB answer fits 16 times): a longer record is refused where it is written
+(:meth:`JsonLinesLog.append`), as the audit would refuse its line."""
 
 _LINE_BREAKS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"}
 _PREVIEW = 200
@@ -175,6 +182,14 @@ class JsonLinesLog:
         line = to_json_line(record)
         with self._lock:
             try:
+                if len(line) > MAX_RECORD_BYTES:
+                    raise OSError(
+                        errno.EFBIG,
+                        f"the record is {len(line):,} bytes as JSON, over the "
+                        f"{MAX_RECORD_BYTES:,} bytes (fairrag_core.jsonl.MAX_RECORD_BYTES) a log "
+                        "line may hold and `fairrag audit` reads; not written (a question, "
+                        "answer or metadata far larger than any context)",
+                    )
                 self._append_locked(line)
             except OSError as exc:
                 error = LogWriteError(

@@ -18,21 +18,55 @@ turns a record into
 
 OpenTelemetry is imported when a sink is built (``pip install "fairrag[otel]"``); a value that is
 missing or not finite (NaN generation parity of an answer without bullets) is not recorded.
+
+Sinks run off the request path, on the handler's worker thread, each with its own copy of the
+record (:class:`~fairrag_core.kit.RecordKeeper`; :func:`flush_sinks` waits for them). A sink's
+``on_request(record)``, when it has one, runs on the request's own thread when the record is
+written: :class:`OpenTelemetrySink` sets its span attributes there (the request's span is the
+current one only on that thread; setting attributes is in memory). Group labels exported as
+metric attributes are capped: :data:`MAX_LABEL_LENGTH` characters, :data:`MAX_GROUP_LABELS`
+distinct labels per sink (later ones exported as :data:`OTHER_LABEL`), with a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+import warnings
 from collections.abc import Mapping
 from typing import Any
+
+from .kit.records import flush_sinks
 
 __all__ = [
     "HISTOGRAMS",
     "LANGSMITH_FEEDBACK",
+    "MAX_GROUP_LABELS",
+    "MAX_LABEL_LENGTH",
+    "OTHER_LABEL",
     "LangSmithFeedbackSink",
     "OpenTelemetrySink",
+    "flush_sinks",
     "record_attributes",
 ]
+
+logger = logging.getLogger(__name__)
+
+MAX_LABEL_LENGTH = 64
+"""The longest group label (or other text attribute) exported: longer ones are cut, ending in
+``…``, with a warning."""
+MAX_GROUP_LABELS = 100
+"""The most distinct group labels one :class:`OpenTelemetrySink` exports (each is a metric
+series); later ones are exported as :data:`OTHER_LABEL`, with a warning."""
+OTHER_LABEL = "(other)"
+"""The ``fairrag.group`` of the labels beyond :data:`MAX_GROUP_LABELS`."""
+
+
+def _capped_text(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= MAX_LABEL_LENGTH else text[: MAX_LABEL_LENGTH - 1] + "…"
+
 
 HISTOGRAMS = {
     "fairrag.exposure_share": ("exposure_share", "the protected group's exposure share"),
@@ -82,7 +116,9 @@ def record_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
             attributes["fairrag.target_share"] = share
     for name in ("source", "exposure_model"):
         if isinstance(record.get(name), str):
-            attributes[f"fairrag.{name}"] = record[name]
+            attributes[f"fairrag.{name}"] = _capped_text(record[name])
+    if isinstance(attributes["fairrag.ranker"], str):
+        attributes["fairrag.ranker"] = _capped_text(attributes["fairrag.ranker"])
     return attributes
 
 
@@ -118,16 +154,66 @@ class OpenTelemetrySink:
             "fairrag.records", unit="1", description="fairness records written"
         )
 
+        self._groups: set[str] = set()
+        self._groups_lock = threading.Lock()
+        self.groups_capped = 0
+        """Group labels exported as :data:`OTHER_LABEL` or cut to :data:`MAX_LABEL_LENGTH`."""
+
     def __reduce__(self) -> tuple[Any, ...]:
         # A meter provider does not cross processes: unpickled, the sink records through the
         # receiving process's global provider (which its OpenTelemetry set-up configures).
         return (_otel_sink, (self.span_attributes,))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> OpenTelemetrySink:
+        return self  # a copied handler records through the same (the user's) provider
+
+    def __copy__(self) -> OpenTelemetrySink:
+        return self
+
+    def on_request(self, record: Mapping[str, Any]) -> None:
+        """On the request's thread: :func:`record_attributes` on the span current there."""
+        if self.span_attributes:
+            span = self._trace.get_current_span()
+            if span.is_recording():
+                span.set_attributes(record_attributes(record))
+
+    def _group(self, group: object) -> str:
+        """``group`` as a metric attribute, capped in length and in distinct values."""
+        label = str(group)
+        if label in self._groups:
+            return label
+        capped = _capped_text(label)
+        with self._groups_lock:
+            if capped in self._groups:
+                kept = capped
+            elif len(self._groups) < MAX_GROUP_LABELS:
+                self._groups.add(capped)
+                kept = capped
+            else:
+                kept = OTHER_LABEL
+            if kept != label:
+                self.groups_capped += 1
+                capped_count = self.groups_capped
+            else:
+                return kept
+        if capped_count == 1 or capped_count % 1000 == 0:
+            logger.warning(
+                "OpenTelemetrySink: group label %r... exported as %r (labels are capped at %d "
+                "characters and %d distinct values per sink, each a metric series; %d capped "
+                "so far)",
+                label[:40],
+                kept,
+                MAX_LABEL_LENGTH,
+                MAX_GROUP_LABELS,
+                capped_count,
+            )
+        return kept
+
     def __call__(self, record: Mapping[str, Any]) -> None:
         ranker = record.get("ranker")
         common = {
-            "fairrag.ranker": ranker if isinstance(ranker, str) else "none",
-            "fairrag.source": str(record.get("source")),
+            "fairrag.ranker": _capped_text(ranker) if isinstance(ranker, str) else "none",
+            "fairrag.source": _capped_text(record.get("source")),
         }
         self._records.add(1, {**common, "fairrag.error": "error" in record})
         for field, histogram in self._histograms.values():
@@ -139,11 +225,7 @@ class OpenTelemetrySink:
             for group, share in by_group.items():
                 value = _finite(share)
                 if value is not None:
-                    self._by_group.record(value, {**common, "fairrag.group": str(group)})
-        if self.span_attributes:
-            span = self._trace.get_current_span()
-            if span.is_recording():
-                span.set_attributes(record_attributes(record))
+                    self._by_group.record(value, {**common, "fairrag.group": self._group(group)})
 
 
 LANGSMITH_FEEDBACK = (
@@ -164,12 +246,20 @@ class LangSmithFeedbackSink:
     question) is the trace the metrics join, as feedback ``fairrag.exposure_disparity`` and so
     on (:data:`LANGSMITH_FEEDBACK`; missing or non-finite values left out), with the ranker and
     the query seed in each feedback's ``source_info``. ``client``: a ``langsmith.Client``
-    (default: one configured from the environment, ``LANGSMITH_API_KEY``); ``project_id``: the
-    tracing project's id (LangSmith's ``session_id``), which LangSmith asks feedback to name.
-    Records without a run id attach nothing.
+    (default: one configured from the environment, ``LANGSMITH_API_KEY``, with 10 s request
+    timeouts); ``project_id``: the tracing project's id (LangSmith's ``session_id``), which
+    LangSmith asks run feedback to name; without it the sink looks the project up once by the
+    tracing project's name (``LANGSMITH_PROJECT``), and if that fails sends feedback without it,
+    warning once (not LangSmith's deprecation warning per feedback). ``attempts``: tries per
+    feedback (LangSmith's ``stop_after_attempt``, default 2). Records without a run id attach
+    nothing. Like every sink it runs on the handler's worker thread: an outage of LangSmith
+    slows the worker (records beyond its queue are dropped for the sinks, counted and warned
+    of), never the answer.
     """
 
-    def __init__(self, client: Any = None, *, project_id: Any = None) -> None:
+    def __init__(self, client: Any = None, *, project_id: Any = None, attempts: int = 2) -> None:
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
         if client is None:
             try:
                 from langsmith import Client
@@ -177,36 +267,71 @@ class LangSmithFeedbackSink:
                 raise ImportError(
                     "LangSmithFeedbackSink needs langsmith: pip install langsmith"
                 ) from exc
-            client = Client()
+            client = Client(timeout_ms=10_000)
         self.client = client
         self.project_id = project_id
+        self.attempts = attempts
+        self._resolved = project_id is not None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A client holds sessions and threads: unpickled, the sink makes one from the receiving
         # process's environment (LANGSMITH_API_KEY, LANGSMITH_ENDPOINT).
-        return (LangSmithFeedbackSink, (None,), {"project_id": self.project_id})
+        state = {"project_id": self.project_id, "attempts": self.attempts}
+        return (LangSmithFeedbackSink, (None,), state)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._resolved = self.project_id is not None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LangSmithFeedbackSink:
+        return self  # a copied handler sends through the same (the user's) client
+
+    def __copy__(self) -> LangSmithFeedbackSink:
+        return self
+
+    def _session(self) -> Any:
+        """The project's id: given, or looked up once by the tracing project's name."""
+        if not self._resolved:
+            self._resolved = True
+            try:
+                from langsmith.utils import get_tracer_project
+
+                name = get_tracer_project()
+                self.project_id = self.client.read_project(project_name=name).id
+            except Exception as exc:
+                warnings.warn(
+                    f"LangSmithFeedbackSink: no project_id given and the tracing project could "
+                    f"not be looked up ({type(exc).__name__}: {exc}); feedback is sent without "
+                    "it. Give LangSmithFeedbackSink(project_id=<the project's id>)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        return self.project_id
 
     def __call__(self, record: Mapping[str, Any]) -> None:
         run_id = record.get("run_id")
         if not isinstance(run_id, str) or not run_id:
             return
         extra = {"ranker": record.get("ranker"), "query_seed": record.get("query_seed")}
+        session = self._session()
         for field in LANGSMITH_FEEDBACK:
             value = _finite(record.get(field))
             if value is not None:
-                self.client.create_feedback(
-                    run_id,
-                    key=f"fairrag.{field}",
-                    score=value,
-                    source_info=extra,
-                    # the root run is the trace: LangSmith then batches the feedback in the
-                    # background instead of one blocking request per metric in the answer path
-                    trace_id=run_id,
-                    **({} if self.project_id is None else {"session_id": self.project_id}),
-                )
+                with warnings.catch_warnings():
+                    # without a session id LangSmith warns on every feedback; we warned once
+                    warnings.filterwarnings(
+                        "ignore", message="Creating feedback for a run without session_id"
+                    )
+                    self.client.create_feedback(
+                        run_id,
+                        key=f"fairrag.{field}",
+                        score=value,
+                        source_info=extra,
+                        # the root run is the trace: LangSmith may batch it in the background
+                        trace_id=run_id,
+                        stop_after_attempt=self.attempts,
+                        **({} if session is None else {"session_id": session}),
+                    )
 
 
 def _otel_sink(span_attributes: bool) -> OpenTelemetrySink:

@@ -55,6 +55,10 @@ DEFAULT_MAX_RETRIES = 2
 """Retries of the default chat model after a failed request (rate limit, server error, timeout)."""
 RETRIEVER_INPUTS = ("k", "seed")
 """Keys of a dict input passed on to the retriever call."""
+MAX_INPUT_K = 100
+"""The largest ``k`` a chain input may ask for when the fair component's ``pool_size`` is not
+known; with a known one, ``k`` may be at most that ``pool_size`` (docs/SPEC.md, "Adapters" →
+Per-call arguments): a caller cannot pull the whole store into the prompt."""
 
 
 class FairRagQuestion(BaseModel):
@@ -240,11 +244,11 @@ def make_fair_rag_chain(
     model_name = _model_name(chat_model)
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        kwargs = _retriever_kwargs(inputs, refusal, config)
+        kwargs = _retriever_kwargs(inputs, refusal, config, _k_cap(component))
         return retriever.invoke(inputs["question"], config, **kwargs)
 
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
-        kwargs = _retriever_kwargs(inputs, refusal, config)
+        kwargs = _retriever_kwargs(inputs, refusal, config, _k_cap(component))
         return await retriever.ainvoke(inputs["question"], config, **kwargs)
 
     def render(inputs: dict[str, Any]) -> PromptValue:
@@ -415,12 +419,32 @@ def _as_inputs(value: Any) -> dict[str, Any]:
     )
 
 
+def _k_cap(component: Any) -> tuple[int, str]:
+    """The largest per-call ``k`` and what sets it: the component's ``pool_size`` now, else
+    :data:`MAX_INPUT_K`."""
+    pool_size = getattr(component, "pool_size", None)
+    if isinstance(pool_size, int) and not isinstance(pool_size, bool) and pool_size >= 1:
+        return pool_size, f"the retriever's pool_size ({pool_size})"
+    return MAX_INPUT_K, f"fairrag_langchain.chains.MAX_INPUT_K ({MAX_INPUT_K})"
+
+
 def _retriever_kwargs(
-    inputs: Mapping[str, Any], refusal: str | None, config: RunnableConfig | None = None
+    inputs: Mapping[str, Any],
+    refusal: str | None,
+    config: RunnableConfig | None = None,
+    cap: tuple[int, str] = (MAX_INPUT_K, "MAX_INPUT_K"),
 ) -> dict[str, Any]:
     """The input's ``k`` and ``seed`` for the retriever call, refused when they would not
-    reach the fair ranking (``refusal`` says why); else the query seed a batch drew for it."""
+    reach the fair ranking (``refusal`` says why) or ``k`` is beyond ``cap`` (the largest
+    accepted and what sets it); else the query seed a batch drew for it."""
     given = {key: inputs[key] for key in RETRIEVER_INPUTS if inputs.get(key) is not None}
+    k = given.get("k")
+    if isinstance(k, int) and not isinstance(k, bool) and k > cap[0]:
+        raise ValueError(
+            f"the chain input asks for k={k} documents; at most {cap[0]} may be asked per call "
+            f"({cap[1]}): the input cannot pull more of the store into the prompt. Raise the "
+            "fair component's pool_size to allow more"
+        )
     drawn = ((config or {}).get("configurable") or {}).get(_BATCH_SEED)
     if drawn is not None and refusal is None and "seed" not in given:
         given["seed"] = drawn

@@ -236,6 +236,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None = None,
         **search_kwargs: Any,
     ) -> list[Document]:
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
+
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
         with self._typed_store_errors():
@@ -249,8 +251,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     pool = await store.asimilarity_search_with_score(query, k=fetch_k, **search)
             except NotImplementedError:
                 documents = await store.asimilarity_search(query, k=fetch_k, **search)
+                if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
+                    return await run_off_loop(self._place_unscored, documents, k, seed)
                 return self._place_unscored(documents, k, seed)
-        return self._place(pool, convert, name, k, seed)
+        if waits_on_ledger(self.core_ranker):
+            return await run_off_loop(self._place, pool, convert, name, k, seed)
+        return self._place(pool, convert, name, k, seed)  # microseconds: on the loop
 
     @contextmanager
     def _typed_store_errors(self) -> Iterator[None]:

@@ -526,7 +526,12 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        # Ranking 50 candidates takes microseconds: run it on the loop, not in a worker thread.
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger
+
+        # Ranking 50 candidates takes microseconds: run it on the loop, unless the ranker waits
+        # on a SQLite or Redis ledger, which must never stall the loop.
+        if waits_on_ledger(self.core_ranker):
+            return await run_off_loop(self._fair_rerank, nodes, query_bundle)
         return self._fair_rerank(nodes, query_bundle)
 
     def __copy__(self) -> FairRerankPostprocessor:

@@ -43,8 +43,11 @@ class RedisServer:
     a killed process, and fsync on every write would make each update ~5 ms here). Its log goes
     to ``folder/redis.log``, never a pipe."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, *, appendonly: bool = True) -> None:
         self.folder = Path(folder)
+        self.appendonly = appendonly
+        """False: no append-only file, only the RDB snapshot ``SAVE`` writes (Redis's default
+        persistence), so a restart rolls back to the last snapshot."""
         self.port = free_port() if port is None else port
         self.host = HOST
         self.process: subprocess.Popen | None = None
@@ -63,7 +66,7 @@ class RedisServer:
             "--port", str(self.port),
             "--dir", str(self.folder),
             "--save", "",
-            "--appendonly", "yes",
+            "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", "no",
             "--daemonize", "no",
             "--logfile", str(self.folder / "redis.log"),

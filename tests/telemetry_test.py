@@ -23,7 +23,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fairrag_core.kit import render_context_prompt
-from fairrag_core.telemetry import LangSmithFeedbackSink, OpenTelemetrySink, record_attributes
+from fairrag_core.telemetry import (
+    LangSmithFeedbackSink,
+    OpenTelemetrySink,
+    flush_sinks,
+    record_attributes,
+)
 from fairrag_langchain import FairnessCallbackHandler, FairReranker
 from fairrag_langchain.fakes import FakeCitingChatModel
 from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
@@ -84,6 +89,7 @@ def test_langchain_records_become_metrics_and_attributes_of_the_request_span(ote
                 chain.invoke(QUESTION, config={"callbacks": [handler]})
         records += handler.records
     assert len(records) == 6
+    assert flush_sinks(timeout=30)  # metrics are recorded on the handler's worker thread
     finished = spans.get_finished_spans()
     assert len(finished) == 6
     for span, record in zip(finished, records, strict=True):
@@ -118,6 +124,7 @@ def test_llamaindex_records_become_metrics_and_attributes_of_the_query_span(otel
         with tracer.start_as_current_span("query"):
             engine.query(QUESTION)
     (record,) = handler.records
+    assert flush_sinks(timeout=30)
     (span,) = spans.get_finished_spans()
     assert span.attributes["fairrag.exposure_share"] == record["exposure_share"]
     assert span.attributes["fairrag.source"] == "llamaindex"
@@ -137,6 +144,7 @@ def test_non_finite_values_are_left_out_and_a_failing_sink_never_fails_the_run(o
 
     handler = FairnessCallbackHandler.from_retriever(retriever, sinks=[broken])
     chain.invoke(QUESTION, config={"callbacks": [handler]})
+    assert flush_sinks(timeout=30)
     assert len(handler.records) == 1 and handler._kept.sink_errors == 1
     with pytest.raises(ValueError, match="sinks must be a list of callables"):
         FairnessCallbackHandler.from_retriever(retriever, sinks=["otel"])
@@ -188,6 +196,7 @@ def test_the_record_reaches_its_langsmith_run_as_feedback(monkeypatch):
             retriever, sinks=[LangSmithFeedbackSink(client, project_id=PROJECT)]
         )
         chain.invoke(QUESTION, config={"callbacks": [handler]})
+        assert flush_sinks(timeout=30)
     finally:
         server.shutdown()
         server.server_close()
@@ -245,6 +254,7 @@ def test_a_llamaindex_handler_keeps_its_record_settings_whole():
     seen: list[dict] = []
     handler.sinks.append(seen.append)
     handler._kept.add([{"query": "q"}])
+    assert handler._kept.flush(timeout=30)
     assert seen == [{"query": "q"}]
     for name, value in (("max_records", 3), ("sinks", []), ("log_path", "x.jsonl")):
         with pytest.raises(AttributeError, match=f"{name} is set when the handler is built"):

@@ -11,13 +11,19 @@ Both handlers keep their records in a :class:`RecordKeeper` (one retention rule)
 
 from __future__ import annotations
 
+import atexit
+import copy
 import datetime as _dt
 import logging
 import os
+import queue
 import threading
+import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from ..audit import FairnessAuditor
@@ -27,11 +33,14 @@ from .placement import shown_provenance
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
+    "DEFAULT_SINK_QUEUE",
+    "EXIT_FLUSH_SECONDS",
     "PROVENANCE_FIELDS",
     "RECORD_SCHEMA",
     "RecordKeeper",
     "ShownDocument",
     "check_max_records",
+    "flush_sinks",
     "run_record",
     "shown_record",
     "unaudited_record",
@@ -46,6 +55,13 @@ framework-only fields under ``framework``."""
 
 DEFAULT_MAX_RECORDS = 1000
 """Records a handler keeps in memory by default (the latest), with or without a log file."""
+
+DEFAULT_SINK_QUEUE = 1000
+"""Records a handler's sink queue holds by default: beyond it, new records are dropped for the
+sinks (kept in memory and in the log), counted in ``sinks_dropped`` and warned of."""
+
+EXIT_FLUSH_SECONDS = 5.0
+"""At interpreter exit, how long the sinks get, in all, to take the records still queued."""
 
 PROVENANCE_FIELDS = (
     "reordered_after_ranking",
@@ -228,10 +244,18 @@ class RecordKeeper:
     """The records of one handler: the latest ``max_records`` in memory (default
     :data:`DEFAULT_MAX_RECORDS`; None keeps all), with ``path`` every record appended to that
     JSON-lines file (:class:`~fairrag_core.JsonLinesLog`, ``on_error`` as it takes), and each
-    record handed to every sink (:mod:`fairrag_core.telemetry`; a sink that fails is counted
-    in :attr:`sink_errors` and logged, never failing the run). Thread-safe; the file keeps the
-    order of the in-memory records; sinks are called outside the lock (a slow one delays only
-    the thread whose record it is)."""
+    record handed to every sink (:mod:`fairrag_core.telemetry`). Thread-safe; the file keeps
+    the order of the in-memory records.
+
+    Sinks run off the request path (docs/SPEC.md, "Records" → Where records go): :meth:`add`
+    puts the record on a bounded queue (``sink_queue`` records, default
+    :data:`DEFAULT_SINK_QUEUE`) and returns; one worker thread per keeper hands each sink its
+    own deep copy of each record, in order. A sink that fails is counted in
+    :attr:`sink_errors` and logged; a record that finds the queue full (sinks slower than the
+    answers, an outage) is dropped for the sinks only, counted in :attr:`sinks_dropped` and
+    warned of (the first drop, then every 1,000th). :meth:`flush` waits for the queue to
+    empty; :func:`flush_sinks` flushes every keeper, and runs at interpreter exit for at most
+    :data:`EXIT_FLUSH_SECONDS`."""
 
     def __init__(
         self,
@@ -240,6 +264,7 @@ class RecordKeeper:
         max_records: int | None = DEFAULT_MAX_RECORDS,
         on_error: Literal["raise", "count"] = "raise",
         sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+        sink_queue: int = DEFAULT_SINK_QUEUE,
     ) -> None:
         self.max_records = check_max_records(max_records)
         if isinstance(sinks, (str, bytes)) or not all(callable(sink) for sink in sinks):
@@ -247,29 +272,39 @@ class RecordKeeper:
                 "sinks must be a list of callables taking one record, e.g. "
                 f"[fairrag_core.telemetry.OpenTelemetrySink()], got {sinks!r}"
             )
+        if isinstance(sink_queue, bool) or not isinstance(sink_queue, int) or sink_queue < 1:
+            raise ValueError(f"sink_queue must be an int >= 1 (records), got {sink_queue!r}")
         # the caller's list itself when it is one (a handler's ``sinks`` field): a sink
         # appended to it later is called too
         self.sinks = sinks if isinstance(sinks, list) else list(sinks)
+        self.sink_queue = sink_queue
         self.sink_errors = 0
         """Records a sink failed on (each logged as a warning; the record is kept)."""
+        self.sinks_dropped = 0
+        """Records dropped for the sinks because their queue was full (kept in memory and log)."""
         self.log = None if path is None else JsonLinesLog(path, on_error=on_error)
         # re-entrant: a stream garbage-collected while this thread is inside add() or records
         # writes its record from its finalizer, in this same thread
         self._lock = threading.RLock()
         self._records: deque[dict[str, Any]] = deque(maxlen=self.max_records)
+        self._dispatch: _SinkDispatch | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
             state = dict(self.__dict__)
             state["_records"] = list(self._records)
         del state["_lock"]
+        state["_dispatch"] = None  # a queue and a thread belong to this process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled in another process: the same records, log file (reopened) and sinks.
+        state.setdefault("sink_queue", DEFAULT_SINK_QUEUE)
+        state.setdefault("sinks_dropped", 0)
         self.__dict__.update(state)
         self._records = deque(state["_records"], maxlen=self.max_records)
         self._lock = threading.RLock()
+        self._dispatch = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -278,9 +313,9 @@ class RecordKeeper:
             return list(self._records)
 
     def add(self, records: Iterable[dict[str, Any]]) -> bool:
-        """Keep ``records`` and append them to the log; False when a write was counted as
-        failed (``on_error="count"``), a :class:`~fairrag_core.jsonl.LogWriteError` raised
-        otherwise."""
+        """Keep ``records``, append them to the log and queue them for the sinks; False when a
+        write was counted as failed (``on_error="count"``), a
+        :class:`~fairrag_core.jsonl.LogWriteError` raised otherwise."""
         written = True
         kept: list[dict[str, Any]] = []
         try:
@@ -290,16 +325,146 @@ class RecordKeeper:
                     kept.append(record)
                     if self.log is not None and not self.log.append(record):
                         written = False
-        finally:  # outside the lock: a slow sink never holds up another thread's records
-            for record in kept:
-                self._to_sinks(record)
+        finally:
+            if kept and self.sinks:
+                self._queue_for_sinks(kept)
         return written
 
-    def _to_sinks(self, record: dict[str, Any]) -> None:
-        for sink in self.sinks:
-            try:
-                sink(record)
-            except Exception as exc:  # telemetry never fails the answered question
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the sinks took every queued record (at most ``timeout`` seconds); True
+        when the queue is empty."""
+        dispatch = self._dispatch
+        return True if dispatch is None else dispatch.join(timeout)
+
+    def close(self, timeout: float | None = EXIT_FLUSH_SECONDS) -> bool:
+        """:meth:`flush` (at most ``timeout`` seconds) and stop the worker (a later record
+        starts a new one); True when every queued record was delivered."""
+        with self._lock:
+            dispatch, self._dispatch = self._dispatch, None
+        if dispatch is None:
+            return True
+        done = dispatch.join(timeout)
+        dispatch.stop()
+        return done
+
+    def _queue_for_sinks(self, kept: list[dict[str, Any]]) -> None:
+        for sink in self.sinks:  # the quick in-process part of a sink, on the request's thread
+            on_request = getattr(sink, "on_request", None)
+            if on_request is not None:
+                for record in kept:
+                    try:
+                        on_request(MappingProxyType(record))
+                    except Exception as exc:  # telemetry never fails the answered question
+                        with self._lock:
+                            self.sink_errors += 1
+                        logger.warning("fairness record sink %r failed: %s", sink, exc)
+        with self._lock:
+            dispatch = self._dispatch
+            if dispatch is None or not dispatch.alive():  # first record, or a forked child
+                dispatch = self._dispatch = _SinkDispatch(self)
+        for record in kept:
+            if not dispatch.put(record):
                 with self._lock:
-                    self.sink_errors += 1
-                logger.warning("fairness record sink %r failed: %s", sink, exc)
+                    self.sinks_dropped += 1
+                    dropped = self.sinks_dropped
+                if dropped == 1 or dropped % 1000 == 0:
+                    logger.warning(
+                        "fairness record sinks are behind: their queue of %d records is full, "
+                        "%d record(s) dropped for the sinks so far (kept in memory and in the "
+                        "log); a sink is slow or its service is down",
+                        self.sink_queue,
+                        dropped,
+                    )
+
+
+class _SinkDispatch:
+    """A keeper's bounded queue and the daemon thread that hands each sink a copy of each
+    record. The thread holds the keeper weakly: a keeper garbage-collected stops it."""
+
+    _STOP = object()
+
+    def __init__(self, keeper: RecordKeeper) -> None:
+        self.queue: queue.Queue[Any] = queue.Queue(maxsize=keeper.sink_queue)
+        self.pid = os.getpid()
+        self.thread = threading.Thread(
+            target=_deliver,
+            args=(weakref.ref(keeper), keeper.sinks, self.queue, self._STOP),
+            name="fairrag-record-sinks",
+            daemon=True,
+        )
+        self.thread.start()
+        # not at exit: flush_sinks (atexit) delivers what is queued first
+        weakref.finalize(keeper, self.stop).atexit = False
+        _LIVE.add(self)
+
+    def alive(self) -> bool:
+        return self.pid == os.getpid() and self.thread.is_alive()
+
+    def put(self, record: dict[str, Any]) -> bool:
+        try:
+            self.queue.put_nowait(record)
+            return True
+        except queue.Full:
+            return False
+
+    def join(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.queue.all_tasks_done:
+            while self.queue.unfinished_tasks:
+                if not self.alive():
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.queue.all_tasks_done.wait(0.05 if left is None else min(left, 0.05))
+        return True
+
+    def stop(self) -> None:
+        _LIVE.discard(self)
+        try:
+            self.queue.put(self._STOP, timeout=0.1)
+        except queue.Full:  # a stuck sink: the daemon thread ends with the process
+            pass
+
+
+def _deliver(
+    keeper_ref: weakref.ref[RecordKeeper],
+    sinks: list[Callable[[dict[str, Any]], Any]],
+    records: queue.Queue[Any],
+    stop: object,
+) -> None:
+    """The worker: each record to each sink, a deep copy each (a sink that scrubs its record
+    changes neither the kept record nor another sink's)."""
+    while True:
+        record = records.get()
+        try:
+            if record is stop:
+                return
+            for sink in list(sinks):
+                try:
+                    sink(copy.deepcopy(record))
+                except Exception as exc:  # telemetry never fails the answered question
+                    keeper = keeper_ref()
+                    if keeper is not None:
+                        with keeper._lock:
+                            keeper.sink_errors += 1
+                    logger.warning("fairness record sink %r failed: %s", sink, exc)
+        finally:
+            records.task_done()
+
+
+_LIVE: weakref.WeakSet[_SinkDispatch] = weakref.WeakSet()
+
+
+def flush_sinks(timeout: float | None = EXIT_FLUSH_SECONDS) -> bool:
+    """Wait until every handler's sinks took their queued records (at most ``timeout``
+    seconds in all); True when every queue is empty. Runs at interpreter exit."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    done = True
+    for dispatch in list(_LIVE):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done = dispatch.join(left) and done
+    return done
+
+
+atexit.register(flush_sinks)

@@ -10,7 +10,15 @@ from a URL. A stream that was lost or replaced behind a client's back raises
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import os
+import re
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from .base import (
     DEFAULT_KEY,
@@ -18,6 +26,7 @@ from .base import (
     LedgerCorruptError,
     LedgerResetError,
     LedgerState,
+    check_on_reset,
     decode_label,
     encode_label,
 )
@@ -37,13 +46,26 @@ __all__ = [
     "decode_label",
     "encode_label",
     "make_ledger",
+    "run_off_loop",
+    "waits_on_ledger",
 ]
+
+LEDGER_THREADS = 64
+"""Threads the adapters' async paths wait on SQLite and Redis ledgers in (their own pool, not
+the event loop's default one of ``cpu + 4``, so as many requests can wait on the ledger as
+with a thread pool of that size)."""
+
+_T = TypeVar("_T")
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
 
 
 def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
     """A ledger from a ledger, ``None``/``"memory"`` (a new :class:`MemoryLedger`), a
     ``sqlite:///<path>`` URL or a path (a :class:`SQLiteLedger`), or a ``redis://`` /
-    ``rediss://`` / ``unix://`` URL (a :class:`RedisLedger`)."""
+    ``rediss://`` / ``unix://`` URL (a :class:`RedisLedger`). A URL may end in
+    ``?on_reset=adopt`` (or ``&on_reset=adopt``): the ledger's reset policy
+    (:data:`~fairrag_core.ledger.base.RESET_POLICIES`; default ``raise``)."""
     if isinstance(ledger, ExposureLedger):
         return ledger
     if ledger is None or ledger == "memory":
@@ -51,13 +73,45 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
     if isinstance(ledger, os.PathLike):
         return SQLiteLedger(ledger)
     if isinstance(ledger, str) and ledger:
-        if ledger.startswith(("redis://", "rediss://", "unix://")):
-            return RedisLedger(ledger)
-        if ledger.startswith("sqlite:///"):
-            return SQLiteLedger(ledger[len("sqlite:///") :])
-        if "://" not in ledger:
-            return SQLiteLedger(ledger)
+        url, on_reset = _reset_policy(ledger)
+        if url.startswith(("redis://", "rediss://", "unix://")):
+            return RedisLedger(url, on_reset=on_reset)
+        if url.startswith("sqlite:///"):
+            return SQLiteLedger(url[len("sqlite:///") :], on_reset=on_reset)
+        if "://" not in url:
+            return SQLiteLedger(url, on_reset=on_reset)
     raise ValueError(
         f"ledger must be an ExposureLedger, None or 'memory', a sqlite:///<path> URL or a file "
-        f"path, or a redis:// URL; got {ledger!r}"
+        f"path, or a redis:// URL (either may end in ?on_reset=adopt); got {ledger!r}"
     )
+
+
+def waits_on_ledger(ranker: object) -> bool:
+    """Whether ``ranker`` reads and writes a ledger outside the process (SQLite, Redis) when it
+    ranks: an adapter's async path then ranks off the event loop (docs/SPEC.md, "Adapters" →
+    Async), so a slow ledger never stalls the loop."""
+    ledger = getattr(ranker, "ledger", None)
+    return isinstance(ledger, ExposureLedger) and not isinstance(ledger, MemoryLedger)
+
+
+async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
+    """``func(*args)`` in a thread of the ledger pool (:data:`LEDGER_THREADS`), with this
+    task's context variables (as :func:`asyncio.to_thread`), awaited without blocking the loop."""
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="fairrag-ledger")
+    context = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor, functools.partial(context.run, func, *args))
+
+
+def _reset_policy(url: str) -> tuple[str, str]:
+    """``(url without its on_reset parameter, the policy)``; ``raise`` when none is given."""
+    match = re.search(r"([?&])on_reset=([^&]*)(&?)", url)
+    if match is None:
+        return url, "raise"
+    policy = check_on_reset(match.group(2))
+    separator = match.group(1) if match.group(3) else ""
+    return url[: match.start()] + separator + url[match.end() :], policy

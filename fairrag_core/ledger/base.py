@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import threading
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,11 +23,13 @@ __all__ = [
     "MAX_RANKING_EXPOSURE",
     "MAX_TOTAL",
     "RANKINGS_FIELD",
+    "RESET_POLICIES",
     "ExposureLedger",
     "LedgerCorruptError",
     "LedgerResetError",
     "LedgerState",
     "check_key",
+    "check_on_reset",
     "decode_label",
     "encode_exposure",
     "encode_label",
@@ -46,22 +50,48 @@ MAX_TOTAL = float(2**53)
 (weights of at most 1) is lost in the rounding, so no stream reaches it by its rankings."""
 
 
+RESET_POLICIES = ("raise", "adopt")
+"""What a ledger does when a stream it saw was lost, replaced or rolled back (``on_reset``):
+``"raise"`` :class:`LedgerResetError` until ``reset``/``adopt`` is called, or ``"adopt"`` the
+stream as stored now with a ``RuntimeWarning`` and go on (docs/SPEC.md item 6, "Lost
+streams")."""
+
+
+def check_on_reset(value: object) -> str:
+    """A reset policy, one of :data:`RESET_POLICIES`."""
+    if value not in RESET_POLICIES:
+        raise ValueError(
+            f"on_reset must be 'raise' (LedgerResetError until ledger.reset/adopt) or 'adopt' "
+            f"(continue from what is stored, with a warning), got {value!r}"
+        )
+    return str(value)
+
+
+def _policy_suffix(on_reset: str) -> str:
+    """What a ledger's location adds for its policy (``make_ledger`` reads it back)."""
+    return "" if on_reset == "raise" else f"?on_reset={on_reset}"
+
+
 class LedgerResetError(LedgerUnavailableError):
-    """The stream this ledger client had seen was lost or replaced (docs/SPEC.md item 6,
-    "Lost streams").
+    """The stream this ledger client had seen was lost, replaced or rolled back (docs/SPEC.md
+    item 6, "Lost streams").
 
     Every stored stream carries a generation mark, written once when it is created; the client
     remembers the mark of each stream it read or wrote. If the stream vanished (a Redis server
     restarted without persistence, a SQLite file deleted or replaced) or carries another mark
-    (recreated, or reset by another client), the next :meth:`ExposureLedger.state` or
-    :meth:`ExposureLedger.add` of that stream raises this error and applies nothing, so no
+    (recreated, or reset by another client), or holds fewer rankings than the client last saw
+    (restored from an older copy: a Redis RDB snapshot, a backup of the SQLite file), the next
+    :meth:`ExposureLedger.state` or :meth:`ExposureLedger.add` of that stream raises this error
+    and applies nothing, so no
     ranking is drawn from, or added to, a stream that silently started over. Make the reset
     explicit with ``ledger.reset(key)`` (start the stream over from zero, deleting what is
     stored now) or ``ledger.adopt(key)`` (continue from what is stored now, e.g. a stream another
     replica already restarted). A :class:`~fairrag_core.errors.LedgerUnavailableError`.
 
-    Attributes: ``ledger`` (its location), ``key``, ``seen`` (the mark this client knew) and
-    ``found`` (the mark stored now, ``None`` when the stream is gone).
+    Attributes: ``ledger`` (its location), ``key``, ``seen`` (the mark this client knew),
+    ``found`` (the mark stored now, ``None`` when the stream is gone), ``seen_rankings`` (the
+    most rankings this client saw stored) and ``found_rankings`` (the count stored now), the
+    last two set when the stream went back in time.
     """
 
     def __init__(
@@ -72,9 +102,12 @@ class LedgerResetError(LedgerUnavailableError):
         key: str = "",
         seen: int | None = None,
         found: int | None = None,
+        seen_rankings: int | None = None,
+        found_rankings: int | None = None,
     ) -> None:
         super().__init__(message)
         self.ledger, self.key, self.seen, self.found = ledger, key, seen, found
+        self.seen_rankings, self.found_rankings = seen_rankings, found_rankings
 
 
 class LedgerCorruptError(LedgerUnavailableError):
@@ -147,6 +180,8 @@ def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float
         encoded[name] = encoded.get(name, 0.0) + value
     return encoded
 
+
+_ADOPT_LOCK = threading.Lock()
 
 MAX_GENERATION = 2**52 + 1
 """The largest generation mark a read or an add accepts (SPEC item 6, "Lost streams")."""
@@ -367,14 +402,26 @@ class ExposureLedger(ABC):
         """The stream ``key`` as it is now (empty when nothing was added to it).
 
         Raises :class:`LedgerResetError` if this client saw the stream with another generation
-        mark (it was lost or replaced since), :class:`LedgerCorruptError` if a stored value is
-        damaged.
+        mark or with more rankings (it was lost, replaced or rolled back since; with
+        ``on_reset="adopt"`` the stream is adopted with a warning and read again),
+        :class:`LedgerCorruptError` if a stored value is damaged.
         """
         key = check_key(key)
         if self._trusted:
             stored_totals, stored_count = self._read(key)
             totals = {decode_label(label): value for label, value in stored_totals.items()}
             return LedgerState(key, totals, stored_count)
+        try:
+            return self._checked_state(key)
+        except LedgerResetError as exc:
+            self._adopt_or_raise(key, exc)
+            return self._checked_state(key)
+
+    def _checked_state(self, key: str) -> LedgerState:
+        # The floor is taken before the read: any count this client saw before the read began
+        # was stored before it began, so a store holding fewer went back in time (a count seen
+        # by a concurrent thread after the read began is no floor for it).
+        floor = self._counts.get(key)
         stored, rankings, raw_generation = self._read_marked(key)
         try:
             generation = check_generation(raw_generation)
@@ -382,9 +429,22 @@ class ExposureLedger(ABC):
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
         if generation is not None or key in self._generations:
-            self._notice(key, generation, count)
+            self._notice(key, generation, count, floor)
         totals = {decode_label(label): value for label, value in checked.items()}
         return LedgerState(key, totals, count, generation)
+
+    def _adopt_or_raise(self, key: str, exc: LedgerResetError) -> None:
+        """With ``on_reset="adopt"``: warn, count, adopt ``key``; else raise ``exc``."""
+        if self.on_reset != "adopt":
+            raise exc
+        with _ADOPT_LOCK:
+            self.__dict__["resets_adopted"] = self.resets_adopted + 1
+        warnings.warn(
+            f"{exc} -- on_reset='adopt': continuing from what is stored now",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        self.adopt(key)
 
     def totals(self, key: str = DEFAULT_KEY) -> dict[Hashable, float]:
         """``{group label: accumulated exposure}`` of the stream ``key``."""
@@ -417,13 +477,25 @@ class ExposureLedger(ABC):
             self._add(key, encoded)
             return
         try:
+            self._add_checked(key, encoded)
+        except LedgerResetError as exc:
+            self._adopt_or_raise(key, exc)  # nothing was applied: adding again is safe
+            self._add_checked(key, encoded)
+
+    def _add_checked(self, key: str, encoded: dict[str, float]) -> None:
+        floor = self._counts.get(key)  # before the call, as in _checked_state
+        try:
             # A damaged value among those the update touches raises _Damaged from the store's
-            # own atomic step, before anything is written.
-            raw = self._add_marked(key, encoded, self._generations.get(key), new_generation())
+            # own atomic step, before anything is written; so does a mark other than the one
+            # seen, or a count below the floor, leaving the stream untouched.
+            raw, count = self._add_marked(
+                key, encoded, self._generations.get(key), new_generation(), floor
+            )
             found = check_generation(raw)
+            stored_count = None if count is None else check_count(count)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
-        self._notice(key, found, None)
+        self._notice(key, found, stored_count, floor)
 
     def reset(self, key: str = DEFAULT_KEY) -> None:
         """Forget the stream ``key`` (its totals, count and generation mark); other streams are
@@ -431,12 +503,14 @@ class ExposureLedger(ABC):
         key = check_key(key)
         self._reset(key)
         self._generations.pop(key, None)
+        self._counts.pop(key, None)
 
     def adopt(self, key: str = DEFAULT_KEY) -> None:
         """Accept the stream ``key`` as it is stored now (after a :class:`LedgerResetError`,
         e.g. when another replica already started the stream over): this client forgets the
         mark it had seen and takes the current one at its next read or add. Nothing is stored."""
         self._generations.pop(check_key(key), None)
+        self._counts.pop(key, None)
 
     def keys(self) -> list[str]:
         """The names of the streams holding at least one ranking, sorted."""
@@ -444,6 +518,24 @@ class ExposureLedger(ABC):
 
     def close(self) -> None:  # noqa: B027 - a no-op unless the ledger holds a connection
         """Release connections (the ledger reconnects if used again)."""
+
+    on_reset: str = "raise"
+    """What to do when a stream this client saw was lost, replaced or rolled back
+    (:data:`RESET_POLICIES`)."""
+
+    @property
+    def resets_adopted(self) -> int:
+        """Streams adopted under ``on_reset="adopt"`` (each with a warning)."""
+        return int(self.__dict__.get("resets_adopted", 0))
+
+    @property
+    def _counts(self) -> dict[str, int]:
+        """``{key: the most rankings this client saw stored}``: a store holding fewer went
+        back in time."""
+        counts = self.__dict__.get("_seen_counts")
+        if counts is None:
+            counts = self.__dict__.setdefault("_seen_counts", {})
+        return counts
 
     @property
     def _generations(self) -> dict[str, int]:
@@ -454,19 +546,24 @@ class ExposureLedger(ABC):
             marks = self.__dict__.setdefault("_seen_generations", {})
         return marks
 
-    def _notice(self, key: str, found: int | None, rankings: int | None) -> None:
-        """Remember ``found`` as ``key``'s mark, or raise :class:`LedgerResetError` if this
-        client saw another one (``rankings``: the count read, for the message)."""
+    def _notice(
+        self, key: str, found: int | None, rankings: int | None, floor: int | None = None
+    ) -> None:
+        """Remember ``found`` as ``key``'s mark and ``rankings`` as its count, or raise
+        :class:`LedgerResetError` if this client saw another mark, or more rankings than
+        ``rankings`` before the call (``floor``)."""
         marks = self._generations
         seen = marks.get(key)
         if seen is None:
             if found is not None:
                 seen = marks.setdefault(key, found)  # threads: the first mark remembered wins
                 if seen == found:
+                    self._count_seen(key, found, rankings, floor)
                     return
             else:
                 return
         if found == seen:
+            self._count_seen(key, found, rankings, floor)
             return
         if found is None:
             now = "the stream has no mark now"
@@ -490,6 +587,32 @@ class ExposureLedger(ABC):
             found=found,
         )
 
+    def _count_seen(
+        self, key: str, mark: int | None, rankings: int | None, floor: int | None
+    ) -> None:
+        """Remember ``rankings`` as the most this client saw of ``key``, or raise
+        :class:`LedgerResetError` when it is below ``floor`` (the stream went back in time)."""
+        if rankings is None:
+            return
+        if floor is not None and rankings < floor:
+            raise LedgerResetError(
+                f"{self._describe_ledger()}: stream {key!r} went back in time: this client saw "
+                f"{floor} rankings stored, the stream holds {rankings} now (same generation mark "
+                f"{mark}): it was restored from an older copy (a Redis RDB snapshot or replica, "
+                "a backup of the file), so rankings served since are missing from it. Nothing "
+                f"was read into a ranking or added. Call ledger.adopt({key!r}) to continue from "
+                f"what is stored now, or ledger.reset({key!r}) to start over from zero",
+                ledger=self.location,
+                key=key,
+                seen=mark,
+                found=mark,
+                seen_rankings=floor,
+                found_rankings=rankings,
+            )
+        counts = self._counts
+        if rankings > counts.get(key, -1):  # a lost race only lowers the floor: never a false alarm
+            counts[key] = rankings
+
     def _damaged(self, key: str, damaged: _Damaged) -> LedgerCorruptError:
         where = "the stream" if damaged.field is None else f"field {damaged.field!r}"
         return LedgerCorruptError(
@@ -512,20 +635,27 @@ class ExposureLedger(ABC):
         return totals, rankings, None
 
     def _add_marked(
-        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
-    ) -> object:
+        self,
+        key: str,
+        exposure: dict[str, float],
+        expected: int | None,
+        fresh: int,
+        floor: int | None = None,
+    ) -> tuple[object, object]:
         """Add ``exposure`` and one ranking to ``key`` atomically, unless the stream's mark
-        differs from ``expected`` (when given), and give the stream's mark after the call.
+        differs from ``expected`` (when given) or its count is below ``floor`` (when given),
+        and give ``(the stream's mark, its count)`` after the call (the count as found when
+        nothing was applied; ``None`` when unknown).
 
         Stores with marks do the check and the update in one step: a stream without a mark gets
         ``fresh``; a mark other than ``expected`` (or none, when one was expected) leaves the
         stream untouched and is returned as found. A stored value the update would increment
         that fails :func:`check_total` or :func:`check_count` raises :class:`_Damaged`, in the
         same step and before anything is written. The default (no marks): :meth:`_add`,
-        ``None``.
+        ``(None, None)``.
         """
         self._add(key, exposure)
-        return None
+        return None, None
 
     @abstractmethod
     def _read(self, key: str) -> tuple[dict[str, float], int]:

@@ -19,8 +19,10 @@ from .base import (
     LedgerCorruptError,
     StoredLedger,
     _Damaged,
+    _policy_suffix,
     check_count,
     check_generation,
+    check_on_reset,
     check_total,
     new_generation,
     split_stored,
@@ -32,27 +34,30 @@ _T = TypeVar("_T")
 
 # KEYS: the stream's hash, the set of stream names, the update's token.
 # ARGV: stream name, token lifetime (s), the generation mark the client saw ('' = none), a fresh
-# mark, then label, exposure, label, exposure, ...
+# mark, the fewest rankings the stream may hold ('' = any), then label, exposure, label, ...
 # Runs atomically on the server. A stream whose mark is not the one the client saw (gone after
-# a restart without persistence, or recreated) is left untouched and its mark returned (nil
-# when it has none). The token makes a resent update (after a connection lost while the reply
-# was on its way) a no-op instead of a second increment. Returns the stream's mark, or
-# {'damaged', field, value} when a stored value the update builds on is damaged: the mark not a
-# whole number in [1, 2^52 + 1], a total the update increments not finite in [0, MAX_TOTAL],
-# the count not a whole number in [0, MAX_TOTAL] (the read side's limits; the client names the
-# damage). Those checks run before any write: a failing HINCRBYFLOAT mid-script would leave
-# the mark and the earlier increments written (Redis scripts do not roll back).
+# a restart without persistence, or recreated), or holding fewer rankings than the client saw
+# (restored from an RDB snapshot or an older copy), is left untouched. The token makes a resent
+# update (after a connection lost while the reply was on its way) a no-op instead of a second
+# increment. Returns {'mark', the stream's mark or '', its count or ''} (the count after the
+# update, or as found when nothing was applied), or {'damaged', field, value} when a stored
+# value the update builds on is damaged: the mark not a whole number in [1, 2^52 + 1], a total
+# the update increments not finite in [0, MAX_TOTAL], the count not a whole number in
+# [0, MAX_TOTAL] (the read side's limits; the client names the damage). Those checks run before
+# any write: a failing HINCRBYFLOAT mid-script would leave the mark and the earlier increments
+# written (Redis scripts do not roll back).
 _ADD_SCRIPT = f"""
 local mark = redis.call('HGET', KEYS[1], '{GENERATION_FIELD}')
+local count = redis.call('HGET', KEYS[1], '{RANKINGS_FIELD}')
 if ARGV[3] ~= '' and mark ~= ARGV[3] then
-  return mark
+  return {{'mark', mark or '', count or ''}}
 end
 if mark and not (string.find(mark, '^[0-9]+$') and tonumber(mark) >= 1
                  and tonumber(mark) <= {MAX_GENERATION}) then
   return {{'damaged', '{GENERATION_FIELD}', mark}}
 end
 local limit = {MAX_TOTAL:.0f}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
   if v then
     local n = tonumber(v)
@@ -61,23 +66,25 @@ for i = 5, #ARGV, 2 do
     end
   end
 end
-local count = redis.call('HGET', KEYS[1], '{RANKINGS_FIELD}')
 if count and (not string.find(count, '^[0-9]+$') or tonumber(count) > limit) then
   return {{'damaged', '{RANKINGS_FIELD}', count}}
 end
+if ARGV[5] ~= '' and tonumber(count or '0') < tonumber(ARGV[5]) then
+  return {{'mark', mark or '', count or '0'}}
+end
 if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
-  return mark
+  return {{'mark', mark or '', count or '0'}}
 end
 if not mark then
   mark = ARGV[4]
   redis.call('HSET', KEYS[1], '{GENERATION_FIELD}', mark)
 end
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('HINCRBY', KEYS[1], '{RANKINGS_FIELD}', 1)
+count = redis.call('HINCRBY', KEYS[1], '{RANKINGS_FIELD}', 1)
 redis.call('SADD', KEYS[2], ARGV[1])
-return mark
+return {{'mark', mark, tostring(count)}}
 """
 _RESET_SCRIPT = """
 redis.call('DEL', KEYS[1])
@@ -131,6 +138,7 @@ class RedisLedger(StoredLedger):
         timeout: float = 2.0,
         connect_timeout: float = 1.0,
         token_ttl: int = 60,
+        on_reset: str = "raise",
     ) -> None:
         try:
             import redis
@@ -160,11 +168,12 @@ class RedisLedger(StoredLedger):
                 retry=Retry(NoBackoff(), 1),
                 retry_on_error=[redis.ConnectionError, redis.TimeoutError],
             )
+        self.on_reset = check_on_reset(on_reset)
         self.url = url
         self.prefix = prefix
         self.token_ttl = token_ttl
         self.client = client
-        self.location = _describe(client)
+        self.location = _describe(client) + _policy_suffix(self.on_reset)
         self._redis_error = redis.RedisError
         self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
         self._add_script = client.register_script(_ADD_SCRIPT)
@@ -212,10 +221,21 @@ class RedisLedger(StoredLedger):
         )
 
     def _add_marked(
-        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
-    ) -> object:
+        self,
+        key: str,
+        exposure: dict[str, float],
+        expected: int | None,
+        fresh: int,
+        floor: int | None = None,
+    ) -> tuple[object, object]:
         token = f"{self.prefix}token:{uuid.uuid4().hex}"
-        args: list[Any] = [key, self.token_ttl, "" if expected is None else str(expected), fresh]
+        args: list[Any] = [
+            key,
+            self.token_ttl,
+            "" if expected is None else str(expected),
+            fresh,
+            "" if floor is None else str(floor),
+        ]
         for label, value in exposure.items():
             args += [label, repr(float(value))]
         found = self._call(
@@ -223,18 +243,7 @@ class RedisLedger(StoredLedger):
             lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
             key,
         )
-        if isinstance(found, list):  # the script refused a damaged value, wrote nothing
-            _, raw_field, value = found
-            field = raw_field.decode() if isinstance(raw_field, bytes) else str(raw_field)
-            if field == GENERATION_FIELD:
-                check_generation(value)
-            elif field == RANKINGS_FIELD:
-                check_count(value)
-            else:
-                check_total(field, value)
-            # Python reads it as a number, Redis cannot increment it (e.g. '1_0', ' 5').
-            raise _Damaged(field, f"holds {value!r:.60}, not a number Redis can increment")
-        return found
+        return _script_reply(found)
 
     def _add(self, key: str, exposure: dict[str, float]) -> None:
         self._add_marked(key, exposure, None, new_generation())
@@ -257,12 +266,39 @@ class RedisLedger(StoredLedger):
             "url": self.url,
             "prefix": self.prefix,
             "token_ttl": self.token_ttl,
+            "on_reset": self.on_reset,
             "generations": dict(self._generations),
+            "counts": dict(self._counts),
         }
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"], prefix=state["prefix"], token_ttl=state["token_ttl"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["url"],
+            prefix=state["prefix"],
+            token_ttl=state["token_ttl"],
+            on_reset=state.get("on_reset", "raise"),
+        )
         self._generations.update(state.get("generations", {}))
+        self._counts.update(state.get("counts", {}))
+
+
+def _script_reply(found: Any) -> tuple[object, object]:
+    """``(mark, count)`` of the add script's reply (``None`` for ''); a refused damaged value
+    raises :class:`_Damaged` naming its field."""
+    kind = found[0].decode() if isinstance(found[0], bytes) else found[0]
+    first, second = found[1], found[2]
+    if kind == "damaged":  # the script refused a damaged value, wrote nothing
+        field = first.decode() if isinstance(first, bytes) else str(first)
+        value = second
+        if field == GENERATION_FIELD:
+            check_generation(value)
+        elif field == RANKINGS_FIELD:
+            check_count(value)
+        else:
+            check_total(field, value)
+        # Python reads it as a number, Redis cannot increment it (e.g. '1_0', ' 5').
+        raise _Damaged(field, f"holds {value!r:.60}, not a number Redis can increment")
+    return (first or None), (second or None)
 
 
 def _text(raw_label: object) -> object:

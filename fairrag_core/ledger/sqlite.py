@@ -17,8 +17,10 @@ from .base import (
     RANKINGS_FIELD,
     StoredLedger,
     _Damaged,
+    _policy_suffix,
     check_count,
     check_generation,
+    check_on_reset,
     check_total,
     new_generation,
     split_stored,
@@ -29,6 +31,10 @@ __all__ = ["SQLiteLedger"]
 _T = TypeVar("_T")
 _FIRST_SLEEP = 0.0001
 _MAX_SLEEP = 0.005
+
+APPLICATION_ID = 0x46524147
+"""SQLite's ``application_id`` of a ledger file (``FRAG``): set in a file the ledger creates; a
+file with another id, or with tables of its own, belongs to another program and is refused."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS fairrag_ledger ("
@@ -72,13 +78,16 @@ class SQLiteLedger(StoredLedger):
     _bounded = True
     _marked = True
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, timeout: float = 10.0, on_reset: str = "raise"
+    ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.on_reset = check_on_reset(on_reset)
         self.path = Path(path).expanduser().resolve()
-        self.location = f"sqlite:///{self.path}"
+        self.location = f"sqlite:///{self.path}" + _policy_suffix(self.on_reset)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
@@ -99,9 +108,12 @@ class SQLiteLedger(StoredLedger):
             self.path, timeout=0.0, isolation_level=None, check_same_thread=False
         )
         try:
+            _check_ours(connection, self.path)  # before WAL: another program's file stays as is
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(_SCHEMA)
+            if connection.execute("PRAGMA application_id").fetchone()[0] == 0:
+                connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
         except BaseException:
             connection.close()
             raise
@@ -136,6 +148,9 @@ class SQLiteLedger(StoredLedger):
                 except sqlite3.DatabaseError as exc:
                     self._drop_connection()
                     raise self._unavailable(operation, exc) from exc
+                except _ForeignFile as exc:
+                    self._drop_connection()
+                    raise LedgerUnavailableError(str(exc)) from None
             if time.monotonic() >= deadline:
                 raise LedgerUnavailableError(
                     f"SQLite ledger {self.path} stayed locked by other writers: {operation} "
@@ -170,12 +185,17 @@ class SQLiteLedger(StoredLedger):
         return split_stored(rows)
 
     def _add_marked(
-        self, key: str, exposure: dict[str, float], expected: int | None, fresh: int
-    ) -> object:
+        self,
+        key: str,
+        exposure: dict[str, float],
+        expected: int | None,
+        fresh: int,
+        floor: int | None = None,
+    ) -> tuple[object, object]:
         rows = [(key, label, value) for label, value in exposure.items()]
         rows.append((key, RANKINGS_FIELD, 1.0))
 
-        def work(conn: sqlite3.Connection) -> object:
+        def work(conn: sqlite3.Connection) -> tuple[object, object]:
             stored = {
                 label: (value, kind)
                 for label, value, kind in conn.execute(
@@ -183,30 +203,33 @@ class SQLiteLedger(StoredLedger):
                 )
             }
             found = stored.get(GENERATION_FIELD)
+            count = stored.get(RANKINGS_FIELD, (0, "integer"))[0]
             if found is None:
                 if expected is not None:
-                    return None  # the stream this client saw is gone: apply nothing
+                    return None, count  # the stream this client saw is gone: apply nothing
                 mark: object = fresh
             else:
                 mark = found[0]
                 try:
                     current = check_generation(mark)
                 except _Damaged:
-                    return mark  # the caller names the damage; nothing applied
+                    return mark, None  # the caller names the damage; nothing applied
                 if expected is not None and current != expected:
-                    return mark
+                    return mark, count
             # Every row the update increments is checked before any write (SQLite would compute
             # 'garbage' + 0.25 = 0.25 and hide the damage): _Damaged leaves the file untouched.
             for _, label, _ in rows:
                 if label in stored:
                     _check_incremented(label, *stored[label])
+            if floor is not None and check_count(count) < floor:
+                return mark, count  # restored from an older copy: apply nothing
             if found is None:
                 conn.execute(
                     "INSERT INTO fairrag_ledger (key, label, value) VALUES (?, ?, ?)",
                     (key, GENERATION_FIELD, float(fresh)),
                 )
             conn.executemany(_INCREMENT, rows)
-            return mark
+            return mark, check_count(count) + 1
 
         return self._run("add", work, write=True)
 
@@ -236,12 +259,17 @@ class SQLiteLedger(StoredLedger):
         return {
             "path": str(self.path),
             "timeout": self.timeout,
+            "on_reset": self.on_reset,
             "generations": dict(self._generations),
+            "counts": dict(self._counts),
         }
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], timeout=state["timeout"])  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["path"], timeout=state["timeout"], on_reset=state.get("on_reset", "raise")
+        )
         self._generations.update(state.get("generations", {}))
+        self._counts.update(state.get("counts", {}))
 
 
 def _check_incremented(label: str, value: object, kind: str) -> None:
@@ -255,6 +283,29 @@ def _check_incremented(label: str, value: object, kind: str) -> None:
         check_count(value)
     else:
         check_total(label, value)
+
+
+def _check_ours(connection: sqlite3.Connection, path: Path) -> None:
+    """Refuse a SQLite file that belongs to another program (tables other than the ledger's, or
+    another ``application_id``) before anything is written to it (no table, no WAL switch)."""
+    app_id = connection.execute("PRAGMA application_id").fetchone()[0]
+    others = [
+        name
+        for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite_%' AND name != 'fairrag_ledger' ORDER BY name LIMIT 5"
+        )
+    ]
+    if others or app_id not in (0, APPLICATION_ID):
+        why = f"tables {others}" if others else f"application_id {app_id:#x}"
+        raise _ForeignFile(
+            f"SQLite ledger {path} is another program's file ({why}, not only fairrag_ledger): "
+            "refused, nothing written. Give the ledger a file of its own (a new path)"
+        )
+
+
+class _ForeignFile(Exception):
+    """The file at the ledger's path belongs to another program."""
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
