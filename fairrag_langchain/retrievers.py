@@ -493,8 +493,14 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             (document, convert(score))
             for document, score in store.similarity_search_with_score(query, fetch_k, **search)
         ]
-        if any(relevance < 0.0 or relevance > 1.0 for _, relevance in pool):  # as LangChain's
-            warnings.warn(f"Relevance scores must be between 0 and 1, got {pool}", stacklevel=2)
+        outside = [(d, r) for d, r in pool if r < 0.0 or r > 1.0]  # as LangChain's, bounded
+        if outside:
+            document, relevance = outside[0]
+            warnings.warn(
+                f"Relevance scores must be between 0 and 1, got {len(outside)} of {len(pool)} "
+                f"outside (the first: {relevance:.4g} for document {document.id!r})",
+                stacklevel=2,
+            )
         return pool
 
     def _choose_relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
