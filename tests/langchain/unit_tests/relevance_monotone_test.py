@@ -30,18 +30,17 @@ def inner_product_store():
     )
 
 
+def fair(store, **fields) -> FairRetriever:
+    return FairRetriever(
+        vectorstore=store, group_key="gender", protected="female", pool_size=POOL, k=5, **fields
+    )
+
+
 def test_langchains_inner_product_relevance_over_a_pool_spanning_zero_is_refused():
     store = inner_product_store()
     scores = [s for _, s in store.similarity_search_with_score("who", k=POOL)]
     assert scores[0] > 0 > scores[-1]  # the pool spans similarity 0
-    retriever = FairRetriever(
-        vectorstore=store,
-        ranker="standard",
-        group_key="gender",
-        protected="female",
-        pool_size=POOL,
-        k=5,
-    )
+    retriever = fair(store, ranker="standard")
     # today's main: the direction check passes and `standard` shows true ranks near 300
     with pytest.raises(ValueError, match="not monotone over this pool from FAISS"):
         retriever.invoke("who")
@@ -49,15 +48,7 @@ def test_langchains_inner_product_relevance_over_a_pool_spanning_zero_is_refused
 
 def test_a_named_monotone_conversion_on_the_same_store_ranks_the_best_first():
     store = inner_product_store()
-    retriever = FairRetriever(
-        vectorstore=store,
-        ranker="standard",
-        group_key="gender",
-        protected="female",
-        pool_size=POOL,
-        k=5,
-        relevance="similarity",
-    )
+    retriever = fair(store, ranker="standard", relevance="similarity")
     assert [d.metadata["pool_rank"] for d in retriever.invoke("who")] == [1, 2, 3, 4, 5]
 
 
@@ -67,9 +58,7 @@ def test_the_relevance_range_warning_is_bounded_whatever_the_pool():
     genders = ["female" if i % 5 == 4 else "male" for i in range(POOL)]
     distances = [0.2 + 1.6 * i / POOL for i in range(POOL)]  # cosine relevance 1 - d < 0 later
     store = CosineFixedPoolStore(person_documents(genders), distances)
-    retriever = FairRetriever(
-        vectorstore=store, group_key="gender", protected="female", pool_size=POOL, k=5
-    )
+    retriever = fair(store)
     with pytest.warns(UserWarning, match="Relevance scores must be between 0 and 1") as caught:
         retriever.invoke("who?")
     (warning,) = [w for w in caught if "Relevance scores" in str(w.message)]
