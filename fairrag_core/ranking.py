@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -62,6 +63,19 @@ class Ranker(ABC):
     uses_groups: ClassVar[bool] = True
     """Whether the ranking depends on the groups (False: they are only length-checked)."""
     requires_target: ClassVar[bool] = True
+    """Whether a fairness target must be given (False: it is optional, kept for the metrics)."""
+    binary_target: ClassVar[bool] = False
+    """Whether only a binary target is accepted (one protected group against the rest)."""
+    stateful: ClassVar[bool] = False
+    """Whether each ranking changes the next (a ledger): then a sweep runs it as one stream."""
+    in_default_study: ClassVar[bool] = False
+    """Whether ``fairrag study`` runs it by default (a new ranker is run when named)."""
+    sweep_grid: ClassVar[Mapping[str, tuple[float, ...]]] = MappingProxyType({})
+    """The default grid of ``fairrag sweep`` (docs/SPEC.md, "Sweep"): values per knob."""
+    knobs: ClassVar[tuple[str, ...]] = ()
+    """The keyword parameters a sweep grid may set (their defaults: the signature's)."""
+    binary_knobs: ClassVar[tuple[str, ...]] = ()
+    """Knobs that set the protected group's share: only for a binary target."""
 
     def __init__(
         self,

@@ -11,17 +11,17 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from fairrag_core import FairnessAuditor, Reranking, group_labels
+from fairrag_core import FairnessAuditor
 from fairrag_core.citations import ContextDocument
 from fairrag_core.kit import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
+    Placed,
     ShownDocument,
     context_entry,
     document_title,
-    drop_stale_placement,
-    placements_metadata,
 )
+from fairrag_core.kit import shown_documents as kit_shown_documents
 from fairrag_core.kit import shown_record as kit_shown_record
 
 __all__ = [
@@ -35,32 +35,14 @@ __all__ = [
 ]
 
 
-def placed_copies(
-    documents: Sequence[Document],
-    reranking: Reranking,
-    query_seed: int,
-    *,
-    pool_size: int,
-    retrieval_scores: Sequence[Any] | None = None,
-    scored: bool = True,
-    extra: Mapping[str, Any] | None = None,
-) -> list[Document]:
-    """New ``Document`` objects for the shown candidates, in fair-rank order.
-
-    Each copy gets a new metadata dict: the original entries plus the kit's placement keys
-    (:func:`fairrag_core.kit.placement_metadata`) and ``extra``. The originals, and their
-    metadata dicts, are never touched.
-    """
-    copies = []
-    placed = placements_metadata(
-        reranking, query_seed, retrieval_scores, pool_size=pool_size, scored=scored
-    )
-    extra = extra or {}
-    for placement, placement_keys in zip(reranking.placements, placed, strict=True):
-        original = documents[placement.pool_index]
-        metadata = {**drop_stale_placement(original.metadata), **placement_keys, **extra}
-        copies.append(_placed_copy(original, metadata))
-    return copies
+def placed_copies(documents: Sequence[Document], placed: Placed) -> list[Document]:
+    """New ``Document`` objects for the shown candidates, in fair-rank order, each with the
+    new metadata dict the kit made for it (:func:`fairrag_core.kit.place`). The originals, and
+    their metadata dicts, are never touched."""
+    return [
+        _placed_copy(documents[index], metadata)
+        for index, metadata in zip(placed.indices, placed.metadatas, strict=True)
+    ]
 
 
 PLACED_EXTRA_KEYS = ("relevance_function", "score_source")
@@ -115,17 +97,14 @@ def title_of(document: Document, title_key: str = "title") -> str | None:
 def shown_documents(
     documents: Sequence[Document], group_key: str, title_key: str = "title"
 ) -> list[ShownDocument]:
-    """The shown list as the record needs it; documents without ``group_key`` are unknown."""
-    groups = group_labels([d.metadata for d in documents], group_key, require_present=False)
-    return [
-        ShownDocument(
-            None if document.id is None else str(document.id),
-            title_of(document, title_key),
-            group,
-            document.page_content,
-        )
-        for document, group in zip(documents, groups, strict=True)
-    ]
+    """The shown list as the record needs it (:func:`fairrag_core.kit.shown_documents`)."""
+    return kit_shown_documents(
+        [d.id for d in documents],
+        [d.metadata for d in documents],
+        [d.page_content for d in documents],
+        group_key,
+        title_key,
+    )
 
 
 def context_documents(

@@ -8,7 +8,6 @@ from typing import Any
 from langchain_core.documents import Document
 from pydantic import Field
 
-from fairrag_core import group_labels
 from fairrag_core.kit.component import Count, FairComponent
 
 from ._documents import placed_copies
@@ -40,15 +39,14 @@ class FairRankingFields(FairComponent):
         extra: dict[str, Any] | None = None,
     ) -> list[Document]:
         """Rank ``documents`` (one query, its own query seed) and return their placed copies."""
-        groups = group_labels([document.metadata for document in documents], self.group_key)
-        ids = [document.id for document in documents]
-        reranking, query_seed = self.ranker_state.rerank(scores, groups, k, ids=ids, seed=seed)
-        return placed_copies(
-            documents,
-            reranking,
-            query_seed,
-            pool_size=len(documents) - len(reranking.duplicates),
-            retrieval_scores=given,
+        placed = self.place(
+            [document.metadata for document in documents],
+            scores,
+            k,
+            ids=[document.id for document in documents],
+            given=given,
             scored=scored,
+            seed=seed,
             extra=extra,
         )
+        return placed_copies(documents, placed)

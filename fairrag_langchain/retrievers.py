@@ -31,6 +31,7 @@ from fairrag_core.kit.component import AUTO, Count, Relevance
 from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
+from . import _private as private
 from ._fields import FairRankingFields
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
@@ -512,7 +513,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             return _named(self.relevance), f"given: {self.relevance}"
         store = self.vectorstore
         try:
-            chosen = store._select_relevance_score_fn()
+            chosen = private.relevance_score_fn(store)
         except NotImplementedError:
             if _overrides_relevance_search(type(store)):
                 return None, "store"
@@ -631,11 +632,4 @@ def _address(exc: BaseException) -> str:
 
 def _overrides_relevance_search(store_type: type[VectorStore]) -> bool:
     """Whether the store computes relevance scores itself, without a relevance function."""
-    return (
-        store_type._similarity_search_with_relevance_scores
-        is not VectorStore._similarity_search_with_relevance_scores
-        or store_type._asimilarity_search_with_relevance_scores
-        is not VectorStore._asimilarity_search_with_relevance_scores
-        or store_type.similarity_search_with_relevance_scores
-        is not VectorStore.similarity_search_with_relevance_scores
-    )
+    return private.overrides_relevance_search(store_type)

@@ -54,6 +54,7 @@ from fairrag_core.kit import (
     unaudited_record,
 )
 
+from . import _private as private
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
 from .spans import (
     ENTERED_HANDLERS,
@@ -170,10 +171,7 @@ def _model_name(llm: Any) -> str | None:
 
 
 def _engine_model(engine: Any) -> str | None:
-    llm = getattr(engine, "_llm", None)
-    if llm is None:
-        llm = getattr(getattr(engine, "_response_synthesizer", None), "_llm", None)
-    return _model_name(llm)
+    return _model_name(private.engine_llm(engine))
 
 
 def _source_nodes(response: Any) -> list[NodeWithScore] | None:
@@ -199,8 +197,8 @@ def _engine_postprocessors(engine: Any) -> list[Any]:
     """The node postprocessors of a query or chat engine (a chat engine's own, or those of
     the query engine it answers through)."""
     found: list[Any] = []
-    for holder in (engine, getattr(engine, "_query_engine", None)):
-        found += list(getattr(holder, "_node_postprocessors", None) or [])
+    for holder in (engine, private.query_engine_of(engine)):
+        found += list(private.node_postprocessors(holder) or [])
     return found
 
 

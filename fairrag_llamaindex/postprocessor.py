@@ -30,21 +30,19 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from fairrag_core import Placement, group_labels, pool_scores
+from fairrag_core import Placement, group_labels
 from fairrag_core.kit import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
     RELEVANCE_CONVERSIONS,
-    check_store_order,
     context_header,
     document_title,
-    drop_stale_placement,
     hidden_metadata_keys,
-    placements_metadata,
-    to_relevance,
+    pool_relevance,
 )
 from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
 
+from . import _private as private
 from .spans import SPANS, Retrieval, current_span_id, ensure_registered
 
 __all__ = [
@@ -215,15 +213,14 @@ def _is_chroma(store: Any) -> bool:
 
 
 def _store_of(retriever: Any) -> Any:
-    store = getattr(retriever, "_vector_store", None)
-    return store if store is not None else getattr(retriever, "vector_store", None)
+    return private.vector_store(retriever)
 
 
 def _fused_stores(retriever: Any) -> tuple[Any, ...]:
     """The member stores whose scores a ``QueryFusionRetriever`` passes on: in its ``simple``
     mode the fused list keeps each node's original score (the best over queries and members);
     other modes score the list themselves (empty: its scores are similarities of its own)."""
-    members = getattr(retriever, "_retrievers", None)
+    members = private.fusion_members(retriever)
     mode = getattr(retriever, "mode", None)
     if members is None or mode is None or getattr(mode, "value", mode) != "simple":
         return ()
@@ -231,7 +228,7 @@ def _fused_stores(retriever: Any) -> tuple[Any, ...]:
 
 
 def _is_fusion(retriever: Any) -> bool:
-    return getattr(retriever, "_retrievers", None) is not None and hasattr(retriever, "mode")
+    return private.fusion_members(retriever) is not None and hasattr(retriever, "mode")
 
 
 def _scoring_store(source: _Source, nodes: Sequence[NodeWithScore]) -> Any:
@@ -306,8 +303,8 @@ def _pool_source(postprocessor: Any) -> _Source:
         engine = span.instance
         if engine is postprocessor:
             continue  # its own span: a postprocessor is no engine
-        retriever = getattr(engine, "_retriever", None)
-        chain = getattr(engine, "_node_postprocessors", None)
+        retriever = private.engine_retriever(engine)
+        chain = private.node_postprocessors(engine)
         if retriever is None or chain is None:
             continue
         store = _store_of(retriever)
@@ -394,9 +391,9 @@ def _relevance_for_store(store: Any) -> str:
 
 def _chroma_space(store: Any) -> str | None:
     """The distance space of a ChromaVectorStore's collection (None when it cannot be read)."""
-    collection = getattr(store, "_collection", None)
+    collection = private.chroma_collection(store)
     try:
-        configuration = collection.configuration or {}  # type: ignore[union-attr]
+        configuration = collection.configuration or {}
     except Exception:  # an older client or a collection object without one
         configuration = {}
     for index in ("hnsw", "spann"):
@@ -593,13 +590,13 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
             ids.append(node.node_id)
             if look and key in metadata and key not in node.excluded_embed_metadata_keys:
                 embedded += 1
-        scores, from_order = pool_scores(given)
-        if not from_order:
-            conversion = self._conversion(source, nodes)
-            scores = to_relevance(scores, conversion)
-            if source.straight:
-                check_store_order(scores, conversion, source.name)
-        groups = group_labels(metadatas, key)
+        # a partly scored pool is refused by pool_relevance before "auto" is resolved
+        scored = all(score is not None for score in given)
+        conversion = self._conversion(source, nodes) if scored else None
+        scores, scored = pool_relevance(
+            given, conversion, store=source.name if source.straight else None
+        )
+        group_labels(metadatas, key)  # a wrong group key fails before any event
         self._warn_small_pool(len(nodes))
         if embedded:
             self._warn_embedded_group(embedded, len(nodes))
@@ -620,20 +617,21 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         ) as event:
             reranked: list[NodeWithScore] = []
             if nodes:
-                reranking, seed = state.rerank(
-                    scores, groups, self.top_n, ids=ids, seed=_seed_of_this_call()
-                )
-                placed = placements_metadata(
-                    reranking,
-                    seed,
-                    given,
-                    pool_size=len(nodes) - len(reranking.duplicates),
-                    scored=not from_order,
+                placed = self.place(
+                    metadatas,
+                    scores,
+                    self.top_n,
+                    ids=ids,
+                    given=given,
+                    scored=scored,
+                    seed=_seed_of_this_call(),
                 )
                 never = self._never_shown()
                 reranked = [
                     self._placed(nodes[p.pool_index], metadata, p, never)
-                    for p, metadata in zip(reranking.placements, placed, strict=True)
+                    for p, metadata in zip(
+                        placed.reranking.placements, placed.metadatas, strict=True
+                    )
                 ]
             event.on_end(payload={EventPayload.NODES: reranked})
         dispatcher.event(ReRankEndEvent(nodes=reranked))
@@ -703,11 +701,10 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        kept = drop_stale_placement(node.metadata)
         fields = self._visible_fields(node, never)
-        title = document_title(kept, text, self.title_key)
+        title = document_title(placement, text, self.title_key)
         header = context_header(where.fair_rank, title, text.strip(), fields)
-        metadata = {**kept, **placement, CONTEXT_HEADER_KEY: header}
+        metadata = {**placement, CONTEXT_HEADER_KEY: header}
         keys = list(metadata)
         update: dict[str, Any] = {
             "metadata": metadata,

@@ -117,6 +117,7 @@ def _model_name(settings: str) -> str | None:
 def _encode(generations: RETURN_VAL_TYPE) -> str:
     items = []
     for generation in generations:
+        item: dict[str, Any]
         if isinstance(generation, ChatGeneration):
             item = {"message": message_to_dict(generation.message)}
         elif isinstance(generation, Generation):

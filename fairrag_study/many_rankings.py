@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fairrag_core import FairRanker, Ranker, available_rankers, configure_ranker
+from fairrag_core import (
+    FairRanker,
+    Ranker,
+    available_rankers,
+    configure_ranker,
+    default_study_rankers,
+)
 from fairrag_core.kit import describe_ranker
 from fairrag_core.ledger import ExposureLedger, MemoryLedger, encode_label
 from fairrag_core.metrics import (
@@ -123,21 +129,24 @@ def study_rankers(
 ) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(rankers, left out)``: the rankers a study runs, and why the others cannot.
 
-    ``requested`` None: every registered ranker that takes ``dataset``'s target (TREC: all six;
+    ``requested`` None: the rankers the registry runs by default
+    (:func:`fairrag_core.default_study_rankers`) that take ``dataset``'s target (TREC: all six;
     a target of several groups leaves ``fair`` out, FA*IR being binary), with the reason for
     each one left out. Named rankers must each take the target, else ``ValueError`` naming the
-    ranker, why, and the rankers that can.
+    ranker, why, and the rankers that can. Only the rankers asked about are built.
     """
-    reasons = {name: _unavailable(name, alpha, dataset) for name in available_rankers()}
-    able = [name for name, reason in reasons.items() if reason is None]
+    names = default_study_rankers() if requested is None else list(requested)
+    reasons = {name: _unavailable(name, alpha, dataset) for name in names}
     if requested is None:
-        return tuple(able), {name: reason for name, reason in reasons.items() if reason}
+        able = tuple(name for name, reason in reasons.items() if reason is None)
+        return able, {name: reason for name, reason in reasons.items() if reason}
     for name in requested:
         reason = reasons.get(name)
         if reason:
+            can = [n for n in available_rankers() if _unavailable(n, alpha, dataset) is None]
             raise ValueError(
                 f"{name!r} cannot rank this data set's target "
-                f"({dataset.target_label()}): {reason}; rankers that can: {able}"
+                f"({dataset.target_label()}): {reason}; rankers that can: {can}"
             )
     return tuple(requested), {}
 

@@ -372,8 +372,8 @@ def write_outputs(
             note=None if diagnosis is None else diagnosis.figure_note,
         )
     if many is not None:
-        keys = [key for key in MANY_FIGURE if key in results]
-        _plot(figures / "many_rankings.png", results, rankers, keys, dataset, columns=3)
+        many_keys = [key for key in MANY_FIGURE if key in results]
+        _plot(figures / "many_rankings.png", results, rankers, many_keys, dataset, columns=3)
     significance = _significance(rows, rankers, alpha, dataset)
     _atomic_write(
         out_dir / "report.md",
@@ -521,7 +521,7 @@ def _with_trial_metrics(
     if many is None:
         return list(records)
     extra = {(row["ranker"], row["trial"]): row for row in many.trials}
-    joined = []
+    joined: list[Mapping[str, Any]] = []
     for record in records:
         row = extra.get((record["ranker"], record.get("trial")), {})
         joined.append({**record, **{key: row[key] for key in TRIAL_METRICS if key in row}})

@@ -247,6 +247,7 @@ def _run_claimed(
     log: Callable[[str], None],
     previous: str | None,
 ) -> StudyResult:
+    assert config.rankers is not None  # resolved by run_study
     timings: dict[str, float] = {}
     run_info: dict[str, Any] = {
         "status": "running",

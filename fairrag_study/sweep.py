@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fairrag_core import Ranker, make_ranker
+from fairrag_core import RANKERS, Ranker, available_rankers, make_ranker
 from fairrag_core.metrics import (
     amortized_disparity,
     expected_exposure,
@@ -47,52 +47,39 @@ from .study import (
 )
 
 __all__ = [
-    "DEFAULT_GRID",
-    "KNOBS",
     "Setting",
     "SweepConfig",
     "default_grid",
     "expand",
+    "knobs",
     "load_pools",
     "pareto_front",
     "run_sweep",
     "sweep_point",
 ]
 
-KNOBS: dict[str, tuple[str, ...]] = {
-    "standard": (),
-    "stochastic": ("alpha",),
-    "representative_stochastic": ("alpha", "gain", "tolerance"),
-    "forced_exposure": ("target_share",),
-    "fair": ("p", "alpha"),
-    "amortized": ("gain", "alpha"),
-}
-"""The knobs a grid may set, per ranker (fair's ``alpha`` is FA*IR's significance level)."""
 
-DEFAULT_GRID: dict[str, dict[str, tuple[float, ...]]] = {
-    "standard": {},
-    "stochastic": {"alpha": (1.0, 2.0, 4.0, 8.0)},
-    "representative_stochastic": {"alpha": (1.0, 2.0, 4.0, 8.0, 16.0), "gain": (2.0,)},
-    "forced_exposure": {"target_share": (0.3, 0.4, 0.5, 0.6)},
-    "fair": {"p": (0.5, 0.6, 0.7, 0.8, 0.9), "alpha": (0.1,)},
-    "amortized": {"gain": (20.0, 80.0), "alpha": (4.0, 8.0)},
-}
-"""Small by design (23 points; on the study's pools the representative ranker's gain barely
-moves it and FA*IR's p below 0.5 changes nothing at k = 5); ``--grid`` replaces one ranker's
-grid."""
-
-BINARY_KNOBS: dict[str, tuple[str, ...]] = {"forced_exposure": ("target_share",), "fair": ("p",)}
-"""Knobs that set the protected group's share: only for a binary target (one protected group
-against the rest); FA*IR itself takes only a binary target."""
+def knobs(ranker: str) -> tuple[str, ...]:
+    """The knobs a grid may set for ``ranker``: its declared :attr:`~fairrag_core.Ranker.knobs`
+    (fair's ``alpha`` is FA*IR's significance level); ValueError for an unknown ranker."""
+    if ranker not in RANKERS:
+        raise ValueError(f"unknown ranker {ranker!r}; known rankers: {available_rankers()}")
+    return RANKERS[ranker].knobs
 
 
 def default_grid(dataset: StudyDataset = TREC_GENDER) -> dict[str, dict[str, tuple[float, ...]]]:
-    """:data:`DEFAULT_GRID` for a binary target; for a target of several groups, without FA*IR
-    (binary only) and with forced exposure at the data set's target (one point)."""
-    if dataset.target is None:
-        return {ranker: dict(knobs) for ranker, knobs in DEFAULT_GRID.items()}
-    grid = {ranker: dict(knobs) for ranker, knobs in DEFAULT_GRID.items() if ranker != "fair"}
-    grid["forced_exposure"] = {}
+    """Every registered ranker's declared :attr:`~fairrag_core.Ranker.sweep_grid` (23 points for
+    the six built in: small by design, on the study's pools the representative ranker's gain
+    barely moves it and FA*IR's p below 0.5 changes nothing at k = 5); ``--grid`` replaces one
+    ranker's grid. For a target of several groups, without the rankers that take only a binary
+    target (FA*IR) and without the knobs that set the protected share (forced exposure then
+    runs at the data set's target, one point)."""
+    grid: dict[str, dict[str, tuple[float, ...]]] = {}
+    for name, cls in RANKERS.items():
+        if dataset.target is not None and cls.binary_target:
+            continue
+        binary = cls.binary_knobs if dataset.target is not None else ()
+        grid[name] = {k: tuple(v) for k, v in cls.sweep_grid.items() if k not in binary}
     return grid
 
 
@@ -128,13 +115,13 @@ class Setting:
     @property
     def streamed(self) -> bool:
         """Whether the ranker keeps state across rankings (then it is run as a stream)."""
-        return self.ranker == "amortized"
+        return RANKERS[self.ranker].stateful
 
     def build(self, seed: int, dataset: StudyDataset = TREC_GENDER) -> Ranker:
         """The ranker, with the data set's fairness target (a binary target's ``target_share``
         may be a knob)."""
         fairness: dict[str, Any] = {}
-        if self.ranker not in ("standard", "stochastic"):
+        if RANKERS[self.ranker].requires_target:
             fairness = dataset.target_arguments()
         return make_ranker(self.ranker, seed=seed, **{**fairness, **dict(self.params)})
 
@@ -154,9 +141,9 @@ class SweepConfig:
     """Every knob of a sweep run; the pools are the study's (its defaults, its seeds)."""
 
     study: StudyConfig = field(default_factory=lambda: StudyConfig(llm="none"))
-    rankers: tuple[str, ...] = tuple(DEFAULT_GRID)
+    rankers: tuple[str, ...] = field(default_factory=lambda: tuple(default_grid()))
     grid: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
-    """Per-ranker grids replacing :data:`DEFAULT_GRID`'s."""
+    """Per-ranker grids replacing :func:`default_grid`'s."""
     samples: int = 100
     out: Path = Path("fairrag-sweep")
 
@@ -166,12 +153,12 @@ class SweepConfig:
         dataset = self.study.dataset
         defaults = default_grid(dataset)
         if dataset.target is not None:
-            binary = [r for r in self.rankers if r == "fair"]
+            binary = [r for r in self.rankers if RANKERS[r].binary_target]
             binary += [
                 f"{r}:{knob}"
-                for r, knobs in self.grid.items()
-                for knob in knobs
-                if knob in BINARY_KNOBS.get(r, ())
+                for r, grid in self.grid.items()
+                for knob in grid
+                if knob in RANKERS[r].binary_knobs
             ]
             if binary:
                 raise ValueError(

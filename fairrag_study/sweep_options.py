@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fairrag_core import available_rankers
+
 from . import options
 from .data import CORPUS_KINDS, DataNotFoundError
 from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
 from .errors import StudyError
 from .study import StudyConfig
-from .sweep import KNOBS, SweepConfig, default_grid, expand, run_sweep
+from .sweep import SweepConfig, default_grid, expand, knobs, run_sweep
 
 __all__ = ["add_sweep_command", "grid_flag"]
 
@@ -24,20 +26,22 @@ def grid_flag(text: str) -> tuple[str, dict[str, tuple[float, ...]]]:
     accepted = "; expected RANKER:KEY=V,V[;KEY=V,...], e.g. 'stochastic:alpha=1,2,4,8'"
     ranker, colon, rest = text.partition(":")
     ranker = ranker.strip()
-    if ranker not in KNOBS:
+    if ranker not in available_rankers():
         raise argparse.ArgumentTypeError(
-            f"{text!r} names no known ranker {ranker!r}; known rankers: {list(KNOBS)}{accepted}"
+            f"{text!r} names no known ranker {ranker!r}; known rankers: "
+            f"{available_rankers()}{accepted}"
         )
-    knobs: dict[str, tuple[float, ...]] = {}
+    declared = knobs(ranker)
+    grid: dict[str, tuple[float, ...]] = {}
     for part in rest.split(";") if colon and rest.strip() else []:
         key, equals, values = (x.strip() for x in part.partition("="))
-        if key not in KNOBS[ranker] or not equals:
-            known = ", ".join(KNOBS[ranker]) or "none"
+        if key not in declared or not equals:
+            known = ", ".join(declared) or "none"
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {part.strip()!r} is not a knob of {ranker} (its knobs: {known})"
                 f"{accepted}"
             )
-        if key in knobs:
+        if key in grid:
             raise argparse.ArgumentTypeError(f"{text!r} sets {key} twice{accepted}")
         try:
             numbers = tuple(float(v) for v in values.split(","))
@@ -45,15 +49,15 @@ def grid_flag(text: str) -> tuple[str, dict[str, tuple[float, ...]]]:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {values!r} is not a comma-separated list of numbers{accepted}"
             ) from None
-        knobs[key] = numbers
-    for setting in expand({ranker: knobs}):
+        grid[key] = numbers
+    for setting in expand({ranker: grid}):
         try:
             setting.build(0)
         except (TypeError, ValueError) as exc:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {setting.label or ranker} is not accepted: {exc}"
             ) from None
-    return ranker, knobs
+    return ranker, grid
 
 
 def add_sweep_command(commands: Any) -> None:
@@ -65,7 +69,9 @@ def add_sweep_command(commands: Any) -> None:
         type=grid_flag,
         action="append",
         default=[],
-        help="one ranker's grid, replacing its default (repeatable): RANKER:KEY=V,V[;KEY=V,...]",
+        help="one ranker's grid, replacing its default (repeatable): RANKER:KEY=V,V[;KEY=V,...]; "
+        "knobs: "
+        + "; ".join(f"{name} {', '.join(knobs(name)) or '(none)'}" for name in available_rankers()),
     )
     sweep.add_argument(
         "--rankers",
@@ -116,7 +122,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.rankers is None:
         args.rankers = tuple(default_grid(dataset))
     grid: dict[str, dict[str, tuple[float, ...]]] = {}
-    for ranker, knobs in args.grid:
+    for ranker, values in args.grid:
         if ranker in grid:
             parser.error(f"argument --grid: {ranker} is given twice; give each ranker's grid once")
         if ranker not in args.rankers:
@@ -124,7 +130,7 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 f"argument --grid: {ranker} is not among --rankers {','.join(args.rankers)}; "
                 "add it there or drop its grid"
             )
-        grid[ranker] = knobs
+        grid[ranker] = values
     study = StudyConfig(
         data=args.data,
         dataset=dataset,

@@ -8,6 +8,9 @@ import uuid
 import pytest
 from hypothesis import settings
 
+# Haystack would send usage events to PostHog (read when haystack is first imported): no network.
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+
 from tests.chroma_pool import SUBSET_TOPICS, build_chroma_pool, load_subset
 
 # No per-example deadline: speed is measured by benchmarks, not asserted by timed tests.

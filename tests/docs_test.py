@@ -35,7 +35,7 @@ def packages() -> list[str]:
     """The distribution's top-level packages (pyproject's package list): each has a page."""
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     found = re.search(
-        r"^\[tool\.setuptools\.packages\.find\]\ninclude = \[(.*?)\]", pyproject, re.M
+        r"^\[tool\.setuptools\.packages\.find\]\ninclude = \[(.*?)\]", pyproject, re.M | re.S
     )
     assert found, "pyproject.toml: no [tool.setuptools.packages.find] include list"
     return sorted(re.findall(r'"(\w+)\*"', found.group(1)))

@@ -21,7 +21,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = {"torch", "chromadb", "sentence-transformers", "transformers", "onnxruntime"}
 """Distributions a plugin extra must never bring (the GPU stack, a vector store, a model)."""
-PLUGINS = {"langchain": {"langchain-core"}, "llamaindex": {"llama-index-core"}}
+PLUGINS = {
+    "langchain": {"langchain-core"},
+    "llamaindex": {"llama-index-core"},
+    "haystack": {"haystack-ai"},
+}
 
 
 def _name(requirement: str) -> str:

@@ -124,6 +124,8 @@ def test_python_examples_run_in_order(tmp_path, monkeypatch):
     assert flow["run_id"].startswith("FairRAG.run-")
     from llama_index.core.schema import MetadataMode
 
+    ranked = namespace["fair_documents"]  # Haystack's FairDocumentRanker in a Pipeline
+    assert len(ranked) == 4 and [d.meta["fair_rank"] for d in ranked] == [1, 2, 3, 4]
     nodes = list(quickstart["index"].docstore.docs.values())
     assert len(nodes) == 6
     for node in nodes:  # the group label is neither embedded nor shown to the LLM

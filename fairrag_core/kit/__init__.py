@@ -9,6 +9,7 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
   that the converted scores do not rise along the store's best-first order;
 - :mod:`.context`: a document's title, and the context text every framework shows the LLM;
 - :mod:`.placement`: the metadata every shown document carries;
+- :mod:`.place`: the main step, a pool in and its ranking, placed metadata and shown list out;
 - :mod:`.records`: the fairness record of one answered question (docs/SPEC.md, "Records"),
   its one builder and its retention;
 - :mod:`.component`: the component contract, the fields every fair component shares (pydantic;
@@ -34,6 +35,7 @@ from .context import (
     hidden_metadata_keys,
     render_context_prompt,
 )
+from .place import Placed, place, pool_relevance, shown_documents
 from .placement import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
@@ -69,6 +71,7 @@ __all__ = [
     "RECORD_SCHEMA",
     "RELEVANCE_CONVERSIONS",
     "ComponentLedger",
+    "Placed",
     "RankerConfig",
     "RankerState",
     "RecordKeeper",
@@ -87,13 +90,16 @@ __all__ = [
     "hidden_metadata_keys",
     "is_placed",
     "ledger_location",
+    "place",
     "placement_metadata",
     "placements_metadata",
+    "pool_relevance",
     "ranked_for",
     "ranker_from_description",
     "refuse_bools",
     "render_context_prompt",
     "run_record",
+    "shown_documents",
     "shown_provenance",
     "shown_record",
     "target_pairs",

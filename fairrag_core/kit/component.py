@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Annotated, Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from .config import (
     ranker_from_description,
     refuse_bools,
 )
+from .place import Placed, place
 from .relevance import RELEVANCE_CONVERSIONS
 
 __all__ = [
@@ -133,9 +134,8 @@ class FairComponent(BaseModel):
     ranker: str | Ranker = Field(
         default="representative_stochastic",
         description=(
-            "A core ranker name (fairrag_core.available_rankers(): standard, stochastic, "
-            "forced_exposure, representative_stochastic, fair, amortized) or a ready "
-            "fairrag_core Ranker."
+            "A registered core ranker name (fairrag_core.available_rankers(), e.g. "
+            "'representative_stochastic') or a ready fairrag_core Ranker."
         ),
     )
     group_key: str = Field(
@@ -402,3 +402,12 @@ class FairComponent(BaseModel):
         """An auditor with the ranker's own target and exposure model (None without a target;
         one object per configuration, :attr:`RankerState.auditor`)."""
         return self.ranker_state.auditor
+
+    def place(
+        self, metadatas: Sequence[Mapping[str, Any]], scores: Any, k: int, **options: Any
+    ) -> Placed:
+        """One query's pool ranked and placed with this component's ranker and group key:
+        :func:`fairrag_core.kit.place` (``options``: its ``ids``, ``given``, ``scored``,
+        ``seed``, ``extra``). A framework whose components are not pydantic models holds a
+        ``FairComponent`` and calls this (composition)."""
+        return place(self.ranker_state, metadatas, scores, k, group_key=self.group_key, **options)

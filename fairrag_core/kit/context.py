@@ -5,6 +5,8 @@ postprocessor both call :func:`context_entry`, so for the same documents the two
 the very same context; the group field and the placement fields are never part of it, and the
 only other metadata in it is what the user made visible to the LLM (``fields``).
 
+The entry's text rules (``[i]``, the ``Title:`` line, :func:`context_entry`) are the prompt's,
+defined in :mod:`fairrag_core.prompts` (which imports nothing of the kit) and re-exported here.
 Every function here reads untrusted document text in one left-to-right pass (no regular
 expression that can backtrack over whitespace runs): linear time on any text.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..prompts import render_entries
+from ..prompts import TITLE_PREFIX, context_entry, context_header, render_entries, title_line
 from .placement import LEDGER_PLACEMENT_KEYS, PLACEMENT_KEYS
 
 __all__ = [
@@ -26,25 +28,6 @@ __all__ = [
     "render_context_prompt",
     "title_line",
 ]
-
-TITLE_PREFIX = "Title:"
-
-
-def title_line(text: str) -> str | None:
-    """The title stated by the text's first non-blank line, ``Title: <title>``, else None.
-
-    Only the first line counts: a line further down that imitates ``Title:`` (another person's
-    biography quoted, a prompt injection) never gives the document a title.
-    """
-    if not isinstance(text, str):
-        return None
-    start = len(text) - len(text.lstrip())
-    end = text.find("\n", start)
-    first = text[start:] if end < 0 else text[start:end]
-    if not first.startswith(TITLE_PREFIX):
-        return None
-    title = first[len(TITLE_PREFIX) :].strip()
-    return title or None
 
 
 def document_title(
@@ -58,28 +41,6 @@ def document_title(
     if isinstance(title, str) and title.strip():
         return title.strip()
     return title_line(text)
-
-
-def context_header(
-    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
-) -> str:
-    """``[rank]``, plus ``Title: <title>`` on the next line when the text does not state it,
-    plus one ``key: value`` line per metadata field the user made visible to the LLM
-    (``fields``, in order; none by default)."""
-    lines = [f"[{rank}]"]
-    if title is not None and title_line(text) != title:
-        lines.append(f"{TITLE_PREFIX} {title}")
-    lines.extend(f"{key}: {value}" for key, value in fields)
-    return "\n".join(lines)
-
-
-def context_entry(
-    rank: int, title: str | None, text: str, fields: Sequence[tuple[str, Any]] = ()
-) -> str:
-    """What the LLM is shown for the document at 1-based ``rank``: header (with the
-    ``fields`` the user made visible), then the text."""
-    body = text.strip() if isinstance(text, str) else ""
-    return f"{context_header(rank, title, body, fields)}\n{body}"
 
 
 def render_context_prompt(question: str, documents: Iterable[tuple[str | None, str]]) -> str:

@@ -357,15 +357,6 @@ class LedgerState:
                 f"got {record!r:.200}"
             ) from exc
 
-    def replay(self) -> ExposureLedger:
-        """A new in-memory ledger holding this state: the same seed on it re-draws the ranking
-        drawn from this state (docs/SPEC.md item 6, "Re-drawing")."""
-        from .memory import MemoryLedger  # the module imports this one
-
-        ledger = MemoryLedger()
-        ledger._restore(self.key, self.totals, self.rankings)
-        return ledger
-
 
 class ExposureLedger(ABC):
     """Each named stream's accumulated exposure per group (docs/SPEC.md, "Beyond the paper", 6).

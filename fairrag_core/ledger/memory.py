@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable
 
-from .base import ExposureLedger, encode_label
+from .base import ExposureLedger, LedgerState, encode_label
 
 __all__ = ["MemoryLedger"]
 
@@ -37,11 +37,16 @@ class MemoryLedger(ExposureLedger):
                 updated[label] = updated.get(label, 0.0) + value
             self._streams[key] = (updated, rankings + 1)
 
-    def _restore(self, key: str, totals: Mapping[Hashable, float], rankings: int) -> None:
-        """Set stream ``key`` to these totals and count (:meth:`LedgerState.replay`)."""
-        encoded = {encode_label(label): float(value) for label, value in totals.items()}
-        with self._lock:
-            self._streams[key] = (encoded, rankings)
+    @classmethod
+    def from_state(cls, state: LedgerState) -> MemoryLedger:
+        """A new in-memory ledger holding ``state`` (e.g. a record's ``ledger_state``, read by
+        :meth:`LedgerState.from_record`): the same query seed on it, with ``ledger_key=
+        state.key``, re-draws the ranking drawn from that state (docs/SPEC.md item 6,
+        "Re-drawing")."""
+        ledger = cls()
+        encoded = {encode_label(label): float(value) for label, value in state.totals.items()}
+        ledger._streams[state.key] = (encoded, state.rankings)
+        return ledger
 
     def _reset(self, key: str) -> None:
         with self._lock:

@@ -1,4 +1,9 @@
-"""The ranker registry: one module per ranker, ``make_ranker(name, **params)`` to build one."""
+"""The ranker registry: one module per ranker, ``make_ranker(name, **params)`` to build one.
+
+Every list of rankers reads it: each class declares its knobs (:attr:`Ranker.knobs`, their
+defaults its signature's), its sweep grid, whether it needs a binary target and whether the
+study runs it by default; :func:`register_ranker` adds one (CONTRIBUTING.md, "Add a ranker").
+"""
 
 from __future__ import annotations
 
@@ -24,26 +29,75 @@ __all__ = [
     "StochasticRanker",
     "available_rankers",
     "configure_ranker",
+    "default_study_rankers",
+    "knob_defaults",
     "make_ranker",
     "ranker_parameters",
+    "register_ranker",
 ]
 
-RANKERS: dict[str, type[Ranker]] = {
-    cls.name: cls
-    for cls in (
-        StandardRanker,
-        StochasticRanker,
-        ForcedExposureRanker,
-        RepresentativeStochasticRanker,
-        FairRanker,
-        AmortizedRanker,
-    )
-}
+RANKERS: dict[str, type[Ranker]] = {}
+"""Every registered ranker class by its name (:func:`register_ranker` adds one)."""
 
 
 def available_rankers() -> list[str]:
     """Names accepted by :func:`make_ranker`."""
     return list(RANKERS)
+
+
+def default_study_rankers() -> list[str]:
+    """The rankers ``fairrag study`` runs when none are named (:attr:`Ranker.in_default_study`)."""
+    return [name for name, cls in RANKERS.items() if cls.in_default_study]
+
+
+def register_ranker(cls: type[Ranker]) -> type[Ranker]:
+    """Add ``cls`` to the registry under ``cls.name`` (usable as a class decorator).
+
+    Its declarations are checked first: a new, non-empty ``name``; ``knobs`` keyword parameters
+    of the class; ``binary_knobs`` and the keys of ``sweep_grid`` among its ``knobs``. A wrong
+    declaration is a ``ValueError`` naming it and what is accepted.
+    """
+    name = getattr(cls, "name", None)
+    if not (isinstance(cls, type) and issubclass(cls, Ranker)):
+        raise ValueError(f"register_ranker takes a Ranker subclass, got {cls!r}")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{cls.__name__}.name must be a non-empty string, got {name!r}")
+    if RANKERS.get(name, cls) is not cls:
+        raise ValueError(f"a ranker named {name!r} is registered already: {RANKERS[name]!r}")
+    accepted = ranker_parameters(cls)
+    for what, names in (
+        ("knobs", cls.knobs),
+        ("binary_knobs", cls.binary_knobs),
+        ("sweep_grid", tuple(cls.sweep_grid)),
+    ):
+        allowed = accepted if what == "knobs" else cls.knobs
+        unknown = [knob for knob in names if knob not in allowed]
+        if unknown:
+            raise ValueError(
+                f"{cls.__name__}.{what} names {unknown}, which are not among "
+                f"{'its keyword parameters' if what == 'knobs' else 'its knobs'}: {list(allowed)}"
+            )
+    RANKERS[name] = cls
+    return cls
+
+
+def knob_defaults(name: str) -> dict[str, Any]:
+    """Each knob of ranker ``name`` with its default (the signature's; None: the core's rule,
+    e.g. ``target_share`` 0.5, FA*IR's ``p`` the target's share)."""
+    cls = _registered(name)
+    defaults: dict[str, Any] = {}
+    for klass in (cls, Ranker):
+        for param, parameter in inspect.signature(klass.__init__).parameters.items():
+            if param in cls.knobs and param not in defaults:
+                defaults[param] = parameter.default
+    return {knob: defaults.get(knob) for knob in cls.knobs}
+
+
+def _registered(name: str) -> type[Ranker]:
+    try:
+        return RANKERS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown ranker {name!r}; known rankers: {available_rankers()}") from None
 
 
 def make_ranker(name: str | Ranker, **params: Any) -> Ranker:
@@ -57,10 +111,7 @@ def make_ranker(name: str | Ranker, **params: Any) -> Ranker:
                 f"params {sorted(params)} cannot be applied to an existing ranker {name!r}"
             )
         return name
-    try:
-        cls = RANKERS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown ranker {name!r}; known rankers: {available_rankers()}") from None
+    cls = _registered(name)
     accepted = ranker_parameters(cls)
     unknown = sorted(set(params) - set(accepted))
     if unknown:
@@ -120,3 +171,14 @@ def configure_ranker(
             "seed= instead"
         )
     return make_ranker(ranker, **fairness, **params)
+
+
+for _builtin in (
+    StandardRanker,
+    StochasticRanker,
+    ForcedExposureRanker,
+    RepresentativeStochasticRanker,
+    FairRanker,
+    AmortizedRanker,
+):
+    register_ranker(_builtin)

@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -102,6 +103,10 @@ class AmortizedRanker(Ranker):
     """
 
     name = "amortized"
+    stateful = True
+    in_default_study = True
+    knobs = ("gain", "alpha")
+    sweep_grid = MappingProxyType({"gain": (20.0, 80.0), "alpha": (4.0, 8.0)})
 
     def __init__(
         self,

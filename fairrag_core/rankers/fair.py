@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable, Sequence
 from functools import lru_cache
+from types import MappingProxyType
 
 import numpy as np
 
@@ -327,6 +328,11 @@ class FairRanker(Ranker):
 
     name = "fair"
     deterministic = True
+    binary_target = True
+    in_default_study = True
+    knobs = ("p", "alpha")  # alpha: FA*IR's significance level
+    binary_knobs = ("p",)
+    sweep_grid = MappingProxyType({"p": (0.5, 0.6, 0.7, 0.8, 0.9), "alpha": (0.1,)})
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from types import MappingProxyType
 
 import numpy as np
 
@@ -36,6 +37,10 @@ class ForcedExposureRanker(Ranker):
 
     name = "forced_exposure"
     deterministic = True
+    in_default_study = True
+    knobs = ("target_share",)
+    binary_knobs = ("target_share",)
+    sweep_grid = MappingProxyType({"target_share": (0.3, 0.4, 0.5, 0.6)})
 
     def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return self._rank_detailed(pool, k, rng).indices

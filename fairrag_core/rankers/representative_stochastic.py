@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -60,6 +61,9 @@ class RepresentativeStochasticRanker(Ranker):
     """
 
     name = "representative_stochastic"
+    in_default_study = True
+    knobs = ("alpha", "gain", "tolerance")
+    sweep_grid = MappingProxyType({"alpha": (1.0, 2.0, 4.0, 8.0, 16.0), "gain": (2.0,)})
 
     def __init__(
         self,

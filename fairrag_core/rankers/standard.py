@@ -21,6 +21,7 @@ class StandardRanker(Ranker):
     deterministic = True
     uses_groups = False
     requires_target = False
+    in_default_study = True
 
     def _rank(self, pool: CandidatePool, k: int, rng: np.random.Generator) -> np.ndarray:
         return (-pool.scores).argsort(kind="stable")[:k]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,9 @@ class StochasticRanker(Ranker):
     name = "stochastic"
     uses_groups = False
     requires_target = False
+    in_default_study = True
+    knobs = ("alpha",)
+    sweep_grid = MappingProxyType({"alpha": (1.0, 2.0, 4.0, 8.0)})
 
     def __init__(self, *, alpha: float = 4.0, **fairness: Any) -> None:
         self.alpha = check_alpha(alpha)

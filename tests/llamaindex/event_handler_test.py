@@ -369,7 +369,7 @@ def test_a_copy_ranking_for_another_target_is_audited_against_it(fairness_handle
 def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
     fairness_handler,
 ):
-    from fairrag_core.ledger import LedgerState
+    from fairrag_core.ledger import LedgerState, MemoryLedger
     from fairrag_llamaindex import query_seed
 
     post = FairRerankPostprocessor(
@@ -381,7 +381,10 @@ def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
         state = LedgerState.from_record(record["ledger_state"])
         assert state.rankings == number
         again = FairRerankPostprocessor(
-            group_key="gender", protected="female", ranker="amortized", ledger=state.replay()
+            group_key="gender",
+            protected="female",
+            ranker="amortized",
+            ledger=MemoryLedger.from_state(state),
         )
         with query_seed(record["query_seed"]):
             response = engine(postprocessors=[again]).query(record["query"])

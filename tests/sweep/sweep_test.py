@@ -21,8 +21,8 @@ from fairrag_study.dataset import custom_dataset
 from fairrag_study.study import StudyConfig
 from fairrag_study.sweep import (
     COLUMNS,
-    DEFAULT_GRID,
     Setting,
+    default_grid,
     expand,
     load_pools,
     pareto_front,
@@ -63,7 +63,7 @@ def sweep_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, lis
 def test_one_row_per_setting_with_every_column(sweep_run: tuple[Path, Path, list[str]]) -> None:
     out, _, _ = sweep_run
     rows = _rows(out)
-    settings = expand(DEFAULT_GRID)
+    settings = expand(default_grid())
     assert list(rows[0]) == list(COLUMNS)
     assert [(r["ranker"], r["setting"]) for r in rows] == [(s.ranker, s.label) for s in settings]
     for row in rows:
@@ -160,7 +160,7 @@ def test_a_users_three_group_data_set_sweeps_against_its_target(tmp_path: Path) 
         assert main(args) == 0
     rows = _rows(out)
     rankers = {row["ranker"] for row in rows}
-    assert rankers == set(DEFAULT_GRID) - {"fair"}
+    assert rankers == set(default_grid()) - {"fair"}
     assert [row["setting"] for row in rows if row["ranker"] == "forced_exposure"] == [""]
     dataset = custom_dataset(TARGET, name="custom", group_key="region")
     study = StudyConfig(
@@ -198,7 +198,7 @@ def test_grid_flag_replaces_one_rankers_grid_and_reuses_the_index(
     assert [(r["ranker"], r["setting"]) for r in rows] == [
         ("stochastic", "alpha=1"),
         ("stochastic", "alpha=8"),
-        *((s.ranker, s.label) for s in expand({"amortized": DEFAULT_GRID["amortized"]})),
+        *((s.ranker, s.label) for s in expand({"amortized": default_grid()["amortized"]})),
     ]
     assert sum(r["pareto"] == "True" for r in rows) >= 1
 

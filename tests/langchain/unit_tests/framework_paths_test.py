@@ -691,7 +691,7 @@ def test_a_ledger_given_as_a_path_is_written_out_as_that_path(store, tmp_path):
 
 
 def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(store):
-    from fairrag_core.ledger import LedgerState
+    from fairrag_core.ledger import LedgerState, MemoryLedger
 
     retriever = fair(store, ranker="amortized", ledger_key="tenant-a", seed=0)
     handler = FairnessCallbackHandler.from_retriever(retriever)
@@ -701,7 +701,9 @@ def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
     for number, record in enumerate(json.loads(json.dumps(r)) for r in handler.records):
         state = LedgerState.from_record(record["ledger_state"])
         assert (state.key, state.rankings) == ("tenant-a", number)
-        again = fair(store, ranker="amortized", ledger=state.replay(), ledger_key="tenant-a")
+        again = fair(
+            store, ranker="amortized", ledger=MemoryLedger.from_state(state), ledger_key="tenant-a"
+        )
         redrawn = again.invoke(record["query"], k=4, seed=record["query_seed"])
         assert [d.id for d in redrawn] == record["doc_ids"]
     assert retriever.ledger.state("tenant-a").rankings == 12  # re-drawing served nothing here

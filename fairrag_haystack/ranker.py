@@ -1,0 +1,148 @@
+"""FairDocumentRanker: a Haystack 2 component that re-ranks a retriever's Documents into a fair
+top-k and records each ranking's fairness record.
+
+Glue over :mod:`fairrag_core.kit` (docs/SPEC.md, "Adapters"): Documents in -> metadata, ids,
+scores -> :func:`~fairrag_core.kit.pool_relevance` and :func:`~fairrag_core.kit.place` -> new
+Documents out. Haystack components are not pydantic models, so the component holds the contract
+(:class:`~fairrag_core.kit.component.FairComponent`) rather than inheriting it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+
+from fairrag_core.kit import (
+    DEFAULT_MAX_RECORDS,
+    RELEVANCE_CONVERSIONS,
+    RecordKeeper,
+    pool_relevance,
+    shown_documents,
+    shown_record,
+)
+from fairrag_core.kit.component import FairComponent, check_count
+
+__all__ = ["FairDocumentRanker"]
+
+
+@component
+class FairDocumentRanker:
+    """Re-rank the Documents a retriever found into a fair top-``top_k``.
+
+    Usage example:
+        .. code-block:: python
+
+            pipeline = Pipeline()
+            pipeline.add_component("retriever", InMemoryBM25Retriever(store, top_k=50))
+            pipeline.add_component(
+                "fair", FairDocumentRanker(group_key="gender", protected="female", top_k=5)
+            )
+            pipeline.connect("retriever.documents", "fair.documents")
+            result = pipeline.run({"retriever": {"query": q}, "fair": {"query": q, "seed": 7}})
+            result["fair"]["documents"]  # the fair top 5, best first
+
+    ``ranker``, ``protected``, ``target_share``, ``target``, ``seed``, ``ranker_params``,
+    ``exposure``, ``ledger`` and ``ledger_key`` are the component contract's fields, validated
+    by it (:class:`~fairrag_core.kit.component.FairComponent`, held as :attr:`fair`; assign
+    them there: ``ranker.fair.protected = "male"``). Each Document's ``score`` is converted by
+    ``relevance`` (a name of :data:`~fairrag_core.kit.RELEVANCE_CONVERSIONS`; Haystack's
+    in-memory retrievers score similarities, higher is better: ``"similarity"``); a pool
+    without scores is ranked by its incoming order. Groups come from ``meta[group_key]``.
+
+    Returned Documents are copies (same ``id``) whose ``meta`` gains the kit's placement keys
+    and whose ``score`` is the relevance ranked on. Each run ranks with its own query seed (the
+    ``seed`` input, else one drawn from the field ``seed``'s generator) and, when the ranker
+    has a target, returns and keeps the ranking's fairness record (docs/SPEC.md, "Records";
+    source ``"haystack"``, no answer: the component sees none), appended to ``log_path``.
+    """
+
+    def __init__(
+        self,
+        *,
+        group_key: str,
+        top_k: int = 5,
+        relevance: str = "similarity",
+        title_key: str = "title",
+        log_path: str | None = None,
+        max_records: int | None = DEFAULT_MAX_RECORDS,
+        **fields: Any,
+    ) -> None:
+        self.fair = FairComponent(group_key=group_key, **fields)
+        """The component contract: the ranker's fields and the core ranker they describe."""
+        self.top_k = check_count(top_k, "top_k")
+        if relevance not in RELEVANCE_CONVERSIONS:
+            raise ValueError(
+                f"relevance {relevance!r} is unknown; accepted: {sorted(RELEVANCE_CONVERSIONS)}"
+            )
+        self.relevance = relevance
+        self.title_key = title_key
+        self.log_path = log_path
+        self.max_records = max_records
+        self._kept = RecordKeeper(log_path, max_records=max_records)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The fairness records of the runs so far, oldest first (a copy)."""
+        return self._kept.records
+
+    @component.output_types(documents=list[Document], record=dict[str, Any] | None)
+    def run(
+        self,
+        documents: list[Document],
+        query: str | None = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """The fair top-``top_k`` of ``documents`` and its fairness record.
+
+        :param documents: The pool, best first, as a retriever returns it.
+        :param query: The query (written in the record).
+        :param top_k: How many Documents to return (default: the field).
+        :param seed: This run's query seed: the same seed and pool re-draw the same ranking.
+        :returns: ``documents``: the fair top-k, best first; ``record``: its fairness record
+            (None for a ranker without a target).
+        """
+        k = self.top_k if top_k is None else check_count(top_k, "top_k")
+        given = [document.score for document in documents]
+        scores, scored = pool_relevance(given, self.relevance)
+        metas, ids = [d.meta for d in documents], [d.id for d in documents]
+        placed = self.fair.place(metas, scores, k, ids=ids, given=given, scored=scored, seed=seed)
+        shown = [
+            dataclasses.replace(documents[index], meta=meta, score=meta["relevance_score"])
+            for index, meta in zip(placed.indices, placed.metadatas, strict=True)
+        ]
+        return {"documents": shown, "record": self._record(shown, query)}
+
+    def _record(self, shown: list[Document], query: str | None) -> dict[str, Any] | None:
+        auditor = self.fair.auditor
+        if auditor is None:
+            return None
+        metadatas = [document.meta for document in shown]
+        texts = [document.content or "" for document in shown]
+        listed = shown_documents(
+            [d.id for d in shown], metadatas, texts, self.fair.group_key, self.title_key
+        )
+        record = shown_record(
+            auditor, source="haystack", shown=listed, metadatas=metadatas, query=query
+        )
+        self._kept.add([record])
+        return record
+
+    def to_dict(self) -> dict[str, Any]:
+        """The component's configuration, as Haystack serialises pipelines."""
+        return default_to_dict(
+            self,
+            **self.fair.model_dump(exclude_defaults=True),
+            top_k=self.top_k,
+            relevance=self.relevance,
+            title_key=self.title_key,
+            log_path=self.log_path,
+            max_records=self.max_records,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FairDocumentRanker:
+        """The component :meth:`to_dict` described."""
+        return default_from_dict(cls, data)

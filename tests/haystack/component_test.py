@@ -1,0 +1,147 @@
+"""FairDocumentRanker in Haystack's idiom: a real ``Pipeline`` of an ``InMemoryDocumentStore``'s
+BM25 retriever feeding the component; the ranking is the core's for the same pool and seed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from haystack import Document, Pipeline
+from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+import fairrag_haystack
+from fairrag_core import make_ranker, rerank, scores_from_order
+from fairrag_core.kit import PLACEMENT_KEYS
+from fairrag_haystack import FairDocumentRanker
+
+QUERY = "pioneer of computing"
+
+
+def biographies(n: int = 40) -> list[Document]:
+    """``n`` biographies, every fifth one female, all matching the query's words."""
+    documents = []
+    for i in range(n):
+        gender = "female" if i % 5 == 4 else "male"
+        words = " ".join(["computing"] * (1 + (n - i) // 8))
+        documents.append(
+            Document(
+                id=f"d{i}",
+                content=f"Person {i} is a pioneer of {words}.",
+                meta={"title": f"Person {i}", "gender": gender},
+            )
+        )
+    return documents
+
+
+def pipeline(**fields) -> Pipeline:
+    store = InMemoryDocumentStore()
+    store.write_documents(biographies())
+    fields.setdefault("protected", "female")
+    built = Pipeline()
+    built.add_component("retriever", InMemoryBM25Retriever(store, top_k=30))
+    built.add_component("fair", FairDocumentRanker(group_key="gender", top_k=5, **fields))
+    built.connect("retriever.documents", "fair.documents")
+    return built
+
+
+def test_all_names_the_public_api():
+    assert fairrag_haystack.__all__ == ["FairDocumentRanker"]
+    for name in fairrag_haystack.__all__:
+        assert getattr(fairrag_haystack, name) is not None
+
+
+def test_a_pipeline_ranks_the_retrievers_pool_as_the_core_does():
+    built = pipeline()
+    result = built.run(
+        {"retriever": {"query": QUERY}, "fair": {"query": QUERY, "seed": 7}},
+        include_outputs_from={"retriever"},
+    )
+    pool = result["retriever"]["documents"]
+    shown = result["fair"]["documents"]
+    expected = rerank(
+        make_ranker("representative_stochastic", protected="female"),
+        [d.score for d in pool],
+        [d.meta["gender"] for d in pool],
+        5,
+        rng=np.random.default_rng(7),
+        ids=[d.id for d in pool],
+    )
+    assert [d.id for d in shown] == [pool[i].id for i in expected.indices]
+    assert [d.meta["fair_rank"] for d in shown] == [1, 2, 3, 4, 5]
+    assert all(d.meta["query_seed"] == 7 and set(PLACEMENT_KEYS) <= set(d.meta) for d in shown)
+    assert [d.score for d in shown] == [p.score for p in expected.placements]
+    assert all("fair_rank" not in d.meta for d in pool)  # the retriever's Documents untouched
+    record = result["fair"]["record"]
+    assert record["source"] == "haystack" and record["query"] == QUERY
+    assert record["doc_ids"] == [d.id for d in shown] and record["k"] == 5
+    assert record["pool_size"] == 30 and record["query_seed"] == 7
+    fair = built.get_component("fair")
+    assert fair.records == [record]
+
+
+def test_the_same_seed_redraws_the_same_ranking_and_others_differ():
+    built = pipeline()
+
+    def ids(seed):
+        out = built.run({"retriever": {"query": QUERY}, "fair": {"query": QUERY, "seed": seed}})
+        return [d.id for d in out["fair"]["documents"]]
+
+    assert ids(3) == ids(3)
+    assert len({tuple(ids(seed)) for seed in range(8)}) > 1
+
+
+def test_the_pipeline_serialises_and_loads_with_its_configuration(tmp_path):
+    built = pipeline(ranker="stochastic", ranker_params={"alpha": 2.0}, seed=11)
+    loaded = Pipeline.loads(built.dumps(), allowed_modules=["fairrag_haystack"])
+    fair = loaded.get_component("fair")
+    assert fair.fair.ranker == "stochastic" and fair.fair.ranker_params == {"alpha": 2.0}
+    assert fair.fair.seed == 11 and fair.top_k == 5
+    first = built.run({"retriever": {"query": QUERY}, "fair": {"seed": 2}})
+    again = loaded.run({"retriever": {"query": QUERY}, "fair": {"seed": 2}})
+    assert [d.id for d in first["fair"]["documents"]] == [d.id for d in again["fair"]["documents"]]
+
+
+def test_records_are_appended_to_the_log(tmp_path):
+    log = tmp_path / "fairness.jsonl"
+    built = pipeline(log_path=str(log))
+    built.run({"retriever": {"query": QUERY}, "fair": {"query": QUERY}})
+    (line,) = log.read_text().splitlines()
+    assert json.loads(line)["source"] == "haystack"
+
+
+def test_an_unscored_pool_is_ranked_by_its_incoming_order():
+    documents = biographies(12)
+    out = FairDocumentRanker(group_key="gender", protected="female").run(documents, seed=4)
+    expected = rerank(
+        make_ranker("representative_stochastic", protected="female"),
+        scores_from_order(12),
+        [d.meta["gender"] for d in documents],
+        5,
+        rng=np.random.default_rng(4),
+        ids=[d.id for d in documents],
+    )
+    assert [d.id for d in out["documents"]] == [documents[i].id for i in expected.indices]
+    assert all(d.score is None and d.meta["relevance_score"] is None for d in out["documents"])
+
+
+def test_a_ranker_without_a_target_returns_no_record():
+    out = FairDocumentRanker(group_key="gender", ranker="standard").run(biographies(8))
+    assert out["record"] is None and len(out["documents"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"relevance": "cosine"}, "relevance 'cosine' is unknown"),
+        ({"top_k": 0}, "top_k must be an int >= 1"),
+        ({"bogus": 1}, "bogus"),
+        ({"ranker": "best"}, "unknown ranker 'best'"),
+        ({"group_key": " "}, "group_key must name"),
+    ],
+)
+def test_bad_configuration_fails_at_construction_naming_it(fields, message):
+    fields = {"group_key": "gender", "protected": "female", **fields}
+    with pytest.raises(ValueError, match=message):
+        FairDocumentRanker(**fields)
