@@ -356,7 +356,7 @@ def _relevance_for_store(store: Any) -> str:
     if store is None:
         return "similarity"
     if _is_named(store, "FaissVectorStore", "FaissMapVectorStore"):
-        metric = getattr(getattr(store, "_faiss_index", None), "metric_type", None)
+        metric = getattr(private.faiss_index(store), "metric_type", None)
         if metric in _FAISS_METRICS:
             return _FAISS_METRICS[metric]
         raise ValueError(

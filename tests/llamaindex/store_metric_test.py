@@ -64,7 +64,11 @@ def shown_by(index, bundle) -> tuple[list[str], list[int]]:
 def test_for_index_reads_faiss_l2_and_shows_the_nearest():
     from llama_index.vector_stores.faiss import FaissVectorStore
 
-    store = FaissVectorStore(faiss_index=faiss.IndexFlatL2(DIM))
+    from fairrag_llamaindex import _private as private
+
+    flat = faiss.IndexFlatL2(DIM)
+    store = FaissVectorStore(faiss_index=flat)
+    assert private.faiss_index(store) is flat  # the one private read, on a real store
     index, bundle, nearest = index_over(store)
     fair = FairRerankPostprocessor.for_index(index, group_key="gender", protected="female")
     assert fair.relevance == "l2_distance"  # today's main: "similarity", the worst five shown
