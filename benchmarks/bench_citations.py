@@ -20,9 +20,10 @@ runs over 12 words hold no name and are counted apart. It prints:
   with ``--seed`` (never the same title), by its title alone and with its text: the fraction
   the rule accepts.
 
-**Speed.** Seconds per MB for ``parse_citations`` and ``ground_citations`` on worst cases: long
-whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines, many citations
-with long names, and a 1 MB context title.
+**Speed.** Seconds per MB for ``parse_citations``, ``ground_citations`` and
+``attribute_answer`` (with its ratio to the parser's time, issue 33's bound: 3x) on worst
+cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines,
+many citations with long names, and a 1 MB context title.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fairrag_core.attribution import attribute_answer  # noqa: E402
 from fairrag_core.citations import (  # noqa: E402
     Citation,
     ContextDocument,
@@ -159,6 +161,66 @@ def person_rule_figures(documents: list[dict[str, str]], seed: int) -> None:
             print(f"  accepted: {name!r} for {other!r}")
 
 
+NAME_FORMS: dict[str, Callable[[str], str | None]] = {
+    "exact": lambda p: f"- {p}",
+    "numbered": lambda p: f"1. {p}",
+    "bold, glued colon": lambda p: f"- **{p}**: a role model",
+    "possessive": lambda p: f"- {p}'s work inspires many",
+    "inverted": lambda p: (
+        f"- {p.split()[-1]}, {' '.join(p.split()[:-1])}" if len(p.split()) == 2 else None
+    ),
+    "xml answer": lambda p: f"<answer>{p} is a role model.</answer>",
+}
+"""Bullets that name a document's own person (``p``), each in one form a reader would accept;
+``inverted`` only for two-word names (``Curie, Marie``)."""
+
+
+def name_form_figures(documents: list[dict[str, str]], seed: int) -> None:
+    """Every document's own person (its title without a trailing parenthetical) written in each
+    of :data:`NAME_FORMS`, as an answer attributed against that document shown alone (the study's
+    document: ``Title:`` line, then the first sentence): *misses* are answers attributed to
+    nothing; *wrong acceptances* are the same answers attributed against another document of
+    the same topic (drawn with ``seed``) shown alone. Per group (the CSV's ``gender``)."""
+    by_topic: dict[str, list[dict[str, str]]] = {}
+    for document in documents:
+        for topic in document["topics"].split("|"):
+            by_topic.setdefault(topic, []).append(document)
+
+    def shown(row: dict[str, str]) -> ContextDocument:
+        title = row["doc_title"]
+        return ContextDocument(
+            title, group=row["gender"], text=f"Title: {title}\n{row['first sentence']}"
+        )
+
+    print("\nname forms: each document's own person as a bullet, the document shown alone")
+    print(f"  {'form':18s} {'group':7s} {'answers':>8s} {'misses':>14s} {'wrong acceptances':>18s}")
+    for label, form in NAME_FORMS.items():
+        rng = random.Random(seed)
+        counts: dict[str, list[int]] = {}
+        missed: list[str] = []
+        for row in documents:
+            document = shown(row)
+            answer = form(document.person or document.title)
+            if answer is None:
+                continue
+            topic = rng.choice(row["topics"].split("|"))
+            others = [o for o in by_topic[topic] if o["doc_title"] != row["doc_title"]]
+            tally = counts.setdefault(row["gender"], [0, 0, 0])
+            tally[0] += 1
+            if not attribute_answer(answer, [document]).attributions:
+                tally[1] += 1
+                missed.append(answer)
+            if others and attribute_answer(answer, [shown(rng.choice(others))]).attributions:
+                tally[2] += 1
+        for group, (total, misses, wrong) in sorted(counts.items()):
+            print(
+                f"  {label:18s} {group:7s} {total:8,d} {misses:6,d} ({misses / total:5.2%}) "
+                f"{wrong:8,d} ({wrong / total:6.3%})"
+            )
+        for answer in missed[:5]:
+            print(f"    missed: {answer!r}")
+
+
 def with_text(name: str, title: str, first_sentence: str) -> bool:
     """The rule on the study's document: ``Title: <title>`` then the first sentence."""
     document = ContextDocument(title, text=f"Title: {title}\n{first_sentence}")
@@ -216,9 +278,14 @@ def speed_figures(megabytes: float) -> None:
         parsed = parse_citations(answer)
         parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(2))
         ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(2))
+        attribute_s = min(
+            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(2)
+        )
         print(
             f"  {label:32s} {mb:5.2f} MB  parse {parse_s / mb:7.3f} s/MB  "
-            f"ground {ground_s / mb:7.3f} s/MB  ({len(parsed.citations):,} citations)"
+            f"ground {ground_s / mb:7.3f} s/MB  attribute {attribute_s / mb:7.3f} s/MB "
+            f"({attribute_s / max(parse_s, 1e-9):5.1f}x parse)  "
+            f"({len(parsed.citations):,} citations)"
         )
     cited = Citation("Ada " * 75_000 + "Lovelace", "Ada Lovelace", "", 1)
     person = ContextDocument("Ada Lovelace", person="Ada " * 75_000 + "Lovelace")
@@ -231,12 +298,18 @@ def main() -> None:
     parser.add_argument("--data", default=os.environ.get("FAIRRAG_DATA"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--megabytes", type=float, default=1.0)
+    parser.add_argument("--part", choices=("all", "names", "speed"), default="all")
     args = parser.parse_args()
-    if args.data and Path(args.data).is_file():
-        person_rule_figures(load_documents(Path(args.data)), args.seed)
+    if args.part == "speed":
+        pass
+    elif args.data and Path(args.data).is_file():
+        documents = load_documents(Path(args.data))
+        person_rule_figures(documents, args.seed)
+        name_form_figures(documents, args.seed)
     else:
         print("no data (--data or FAIRRAG_DATA): person-rule figures skipped")
-    speed_figures(args.megabytes)
+    if args.part != "names":
+        speed_figures(args.megabytes)
 
 
 if __name__ == "__main__":

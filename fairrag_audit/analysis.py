@@ -797,6 +797,10 @@ NO_VALUE_BECAUSE = {
     "attributed_generation_parity": "nothing attributed, or no protected group",
     "attributed_fairness_gap": "no attributed parity, or no retrieval exposure share",
     "attributed_groundedness": "not written in the record",
+    "attributed_generation_parity_explicit": "nothing cited, or no protected group",
+    "attributed_fairness_gap_explicit": "no explicit parity, or no retrieval exposure share",
+    "attributed_groundedness_explicit": "not written in the record",
+    "attributed_citation_precision": "no shown document cited, or written before issue 33",
 }
 """Why a generation metric of an answered record has no value (docs/SPEC.md "Metrics")."""
 

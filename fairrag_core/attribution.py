@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -50,13 +50,16 @@ from .citations import (
     _CITE,
     _DESCRIPTION,
     ContextDocument,
+    _document_people,
+    _names_person,
     _strip_bullet,
     _unwrap,
     context_documents,
+    document_aliases,
     normalize_title,
     parse_citations,
-    person_names,
 )
+from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
 __all__ = [
     "EXPLICIT_STYLES",
@@ -75,6 +78,7 @@ STYLES = (*EXPLICIT_STYLES, "implicit")
 MAX_LINE_SCAN = 2000
 """Characters of one line read for citations and names (no real bullet is longer)."""
 _MAX_RUN_WORDS = 8
+_MAX_RANGE = 20
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,15 @@ class Attribution:
     names_person: bool
     """The bullet names the document's person (by the name rule, aliases included); always
     true for an implicit attribution."""
+    name_form: str | None = None
+    """Provenance of an implicit attribution: ``title`` (the bullet names the person its title
+    names) or ``alias`` (a name the document's own text states); None for an explicit one,
+    whose provenance is its :attr:`style`."""
+
+    @property
+    def explicit(self) -> bool:
+        """Attributed by a citation (any style of :data:`EXPLICIT_STYLES`), not by a name."""
+        return self.style != "implicit"
 
 
 @dataclass(frozen=True)
@@ -106,11 +119,30 @@ class AttributedBullet:
     attributions: tuple[Attribution, ...]
     unresolved: tuple[str, ...]
     """Explicit citations that resolve to no context document (titles, numbers), as written."""
+    miscited: tuple[Attribution, ...] = ()
+    """Mis-citations: shown documents cited on the bullet whose person it does not name while it
+    names another shown person (flagged and counted, never credited)."""
+    out_of_range: tuple[str, ...] = ()
+    """Number ranges reaching beyond the shown entries (``1-999``): they attribute nothing."""
+    overcited: int = 0
+    """Documents cited on the bullet beyond the people it presents (at least one)."""
+    refusal: bool = False
+    """The line refuses or denies (``the context does not say whether X ...``, ``X was not
+    ...``): it attributes nothing."""
 
     @property
     def supported(self) -> bool:
-        """Attributed to a document whose person the bullet names."""
-        return any(a.names_person for a in self.attributions)
+        """Attributed to a document whose person the bullet names: by a citation when one is
+        credited; by a name only when it cites nothing credited and mis-cites nothing."""
+        explicit = [a for a in self.attributions if a.explicit]
+        if explicit:
+            return any(a.names_person for a in explicit)
+        return not self.miscited and any(a.names_person for a in self.attributions)
+
+    @property
+    def supported_explicitly(self) -> bool:
+        """Supported by a citation: a credited explicit attribution naming its person."""
+        return any(a.explicit and a.names_person for a in self.attributions)
 
 
 @dataclass(frozen=True)
@@ -118,6 +150,14 @@ class AttributedAnswer:
     """The result of :func:`attribute_answer`."""
 
     bullets: tuple[AttributedBullet, ...]
+    prompt_echo: tuple[int, ...] = ()
+    """Line numbers of prompt lines copied into the answer (context entries' ``[n]`` and
+    ``Title:`` lines, the format, the rules): recognised, never bullets."""
+
+    @property
+    def regurgitated(self) -> bool:
+        """The answer copied part of its prompt (:attr:`prompt_echo`)."""
+        return bool(self.prompt_echo)
 
     @property
     def attributions(self) -> list[Attribution]:
@@ -129,6 +169,31 @@ class AttributedAnswer:
         """The styles found in the answer, in :data:`STYLES` order."""
         found = {style for bullet in self.bullets for style in bullet.styles}
         return tuple(style for style in STYLES if style in found)
+
+    @property
+    def explicit_attributions(self) -> list[Attribution]:
+        """The attributions by citation only (no implicit one), in answer order."""
+        return [a for a in self.attributions if a.explicit]
+
+    @property
+    def miscitations(self) -> list[Attribution]:
+        """Every mis-citation (:attr:`AttributedBullet.miscited`), in answer order."""
+        return [a for bullet in self.bullets for a in bullet.miscited]
+
+    @property
+    def overcited_count(self) -> int:
+        """Documents cited beyond the people their bullets present, over the answer."""
+        return sum(bullet.overcited for bullet in self.bullets)
+
+    @property
+    def out_of_range_count(self) -> int:
+        """Number ranges reaching beyond the shown entries, over the answer."""
+        return sum(len(bullet.out_of_range) for bullet in self.bullets)
+
+    @property
+    def refusal_count(self) -> int:
+        """Bullets that refuse or deny (attributing nothing)."""
+        return sum(1 for bullet in self.bullets if bullet.refusal)
 
     @property
     def bullet_count(self) -> int:
@@ -160,9 +225,42 @@ _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
-    "al ap bin ben bint da das de del della den der des di do dos du e el ibn la le lo "
-    "van von vom y zu ter ten te".split()
+    "à a ab af al ap bar bat bin ben bint da dal dalla das de degli dei del della delle den der "
+    "des di do dos du e el ibn la las le lo los op ter ten te van von vom y z zu zum zur".split()
 )
+_NOT_JOINERS = frozenset("and or but the was is are has had who as at by for to on".split())
+"""Short lower-case words that never sit inside a name (a run with ``in``, ``of``, ``non``,
+``und``, ``wa`` inside is also tried: ``Isaac in Islam``, ``Ngũgĩ wa Thiong'o``)."""
+_GLUED_PARTICLE = re.compile(r"[a-zà-ÿ]{1,3}['’ʼ‘-]")
+"""A lower-case particle glued to a name by a hyphen or an apostrophe: ``al-``, ``el-``,
+``d'``, ``bi-``."""
+_POSSESSIVE = re.compile(r"['’ʼ]s?$")
+_POSSESSIVE_WORD = re.compile(r"['’ʼ]s?(?=[ ,.;:!?]|$)")
+"""A possessive ending a word (``Evans's``, ``Curies'``): a name ends there."""
+_MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
+"""A list marker glued to the name (``1.Ada``, ``-Ada``)."""
+_TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
+"""An XML or HTML tag glued to a name (``<answer>Ada Lovelace``)."""
+_WORD_WRAPPERS = '*_`"“”«»#~<>'
+_FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
+_FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
+_ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
+_PROMPT_LINES = frozenset(
+    (
+        *ANSWER_RULES,
+        "Rules:",
+        "Answer with one bullet per person, in this format:",
+    )
+)
+_REFUSAL = re.compile(
+    r"\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|cannot|"
+    r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't|can't|"
+    r"no (?:information|mention|evidence|record)|unable to|not (?:mentioned|stated|"
+    r"provided|known|found|listed|included))\b(?! (?:only|just|merely|simply)\b)",
+    re.IGNORECASE,
+)
+"""A refusal (``the context does not say whether X ...``, ``I cannot``, ``no information``) or a
+denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
 
 
 class _Context:
@@ -176,7 +274,11 @@ class _Context:
             self.by_title.setdefault(normalize_title(doc.title), position)
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self._people: dict[int, Any] = {}
+        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.footnotes: dict[str, list[int]] = {}
+        """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
+        self.out_of_range: list[str] = []
+        """Ranges read by the last :meth:`numbers` call that reach beyond the shown entries."""
 
     def title(self, text: str) -> int | None:
         text = _unwrap(text).strip().removesuffix(".").strip()
@@ -185,7 +287,9 @@ class _Context:
         return self.by_title.get(normalize_title(text))
 
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
-        """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown."""
+        """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
+        range reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
+        :attr:`out_of_range`."""
         found: list[int] = []
         missing: list[str] = []
         for part in re.split(r" ?[,;] ?", text):
@@ -193,16 +297,54 @@ class _Context:
             if not all(e.isdigit() for e in ends):
                 continue
             low, high = int(ends[0]), int(ends[-1])
-            span = range(low, high + 1) if 0 <= high - low <= 20 else (low, high)
-            for number in span:
+            if low != high and not (
+                0 < high - low <= _MAX_RANGE and low in self.by_number and high in self.by_number
+            ):
+                self.out_of_range.append(f"{low}-{high}")
+                continue
+            for number in range(low, high + 1):
                 if number in self.by_number:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
         return found, missing
 
+    def _names_of(self, position: int) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
+        """The document's title key, the people its title names, and the names its own text
+        states (:func:`~fairrag_core.citations.document_aliases`) that name no other shown
+        document's person (an alias equal to another shown person is never used)."""
+        if position not in self._people:
+            doc = self.documents[position]
+            aliases: list[Any] = []
+            for alias in document_aliases(doc):
+                if any(
+                    _names_person(alias, *self._title_people(other))
+                    for other in range(len(self.documents))
+                    if other != position
+                ):
+                    continue
+                aliases += [n for n in _document_people(alias) if len(n.core) > 1]
+            key, people = self._title_people(position)
+            self._people[position] = (key, people, tuple(aliases))
+        return self._people[position]
+
+    def _title_people(self, position: int) -> tuple[str, tuple[Any, ...]]:
+        doc = self.documents[position]
+        person = doc.title if doc.person is None else doc.person
+        return normalize_title(person), _document_people(person)
+
+    def name_form(self, cited: str, position: int) -> str | None:
+        """``title`` when ``cited`` names the document's person by its title, ``alias`` when
+        by a name the document's own text states, else None."""
+        key, people, aliases = self._names_of(position)
+        if _names_person(cited, key, people):
+            return "title"
+        if aliases and _names_person(cited, "\0", aliases):
+            return "alias"
+        return None
+
     def names(self, cited: str, position: int) -> bool:
-        return person_names(cited, self.documents[position], self._people, position)
+        return self.name_form(cited, position) is not None
 
 
 def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> AttributedAnswer:
@@ -219,11 +361,41 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     is_bullet.update(u.line_number for u in parsed.unparsed)
     bullets: list[AttributedBullet] = []
     paragraph: list[AttributedBullet] = []  # lines naming a context person in running text
+    lines: list[tuple[int, str, str]] = []
+    echoed: list[int] = []
+    sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace():
             continue
         line = " ".join(raw[:MAX_LINE_SCAN].split())
-        bullet, name_line = _attribute_line(line, raw.strip(), number, ctx)
+        plain = line.replace("**", "").replace("__", "").strip()
+        body = _strip_bullet(plain)[0].strip()
+        if _ENTRY_MARK.fullmatch(plain) or _is_prompt_echo(body):
+            echoed.append(number)
+            continue
+        footnote = _FOOTNOTE_DEFINITION.fullmatch(body)
+        if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
+            ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
+            continue
+        label = _SOURCE.match(body)
+        if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
+            sourced += _source_targets(body[label.end() :], ctx)[0]
+            continue
+        lines.append((number, line, raw.strip()))
+    previous: set[int] | None = None  # the positions of the line just above, when a bullet
+    above = 0
+    for number, line, stripped in lines:
+        if line.lower() == line and not any(b in line for b in "[(（:："):
+            # no capital, bracket or colon: no name and no citation to read (fast path)
+            if number in is_bullet:
+                bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
+            previous, above = None, 0
+            continue
+        bullet, name_line = _attribute_line(line, stripped, number, ctx)
+        positions = {a.position for a in bullet.attributions}
+        if name_line and number not in is_bullet and above == number - 1 and previous == positions:
+            continue  # the item's name again under it (with dates): its description
+        previous, above = (positions, number) if number in is_bullet else (None, 0)
         if (
             number in is_bullet
             or (bullet.attributions and bullet.styles != ("implicit",))
@@ -232,10 +404,40 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    if not any(b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets):
+    if not echoed and not any(
+        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
+    ):
         # no marked or cited line: a paragraph answer, whose lines naming a person are its units
         bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
-    return AttributedAnswer(tuple(bullets))
+    if sourced:
+        bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
+    return AttributedAnswer(tuple(bullets), tuple(echoed))
+
+
+def _is_prompt_echo(body: str) -> bool:
+    """A line of the prompt copied into the answer (besides a context entry's ``[n]`` alone on
+    its line): a ``Title:`` line, the answer format, a rule or the instructions' own lines."""
+    if body.startswith("Title:"):
+        return True
+    return ANSWER_FORMAT in body or body in _PROMPT_LINES
+
+
+def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> AttributedBullet:
+    """A bullet whose implicit attributions a trailing source line cites: they become
+    ``source_label`` citations."""
+    if not any(a.style == "implicit" and a.position in sourced for a in bullet.attributions):
+        return bullet
+    attributions = tuple(
+        replace(a, style="source_label", name_form=None)
+        if a.style == "implicit" and a.position in sourced
+        else a
+        for a in bullet.attributions
+    )
+    found = set(bullet.styles) | {"source_label"}
+    if not any(a.style == "implicit" for a in attributions):
+        found.discard("implicit")
+    styles = tuple(style for style in STYLES if style in found)
+    return replace(bullet, attributions=attributions, styles=styles)
 
 
 def _attribute_line(
@@ -246,6 +448,7 @@ def _attribute_line(
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
+    ctx.out_of_range.clear()
     styles: list[str] = []
     found: list[tuple[int, str]] = []  # (position, style)
     unresolved: list[str] = []
@@ -315,6 +518,11 @@ def _attribute_line(
         if positions or missing:
             cite("source_label", positions, missing, (match.start(), start + len(text)))
             take(match.start(), start + len(text))
+    for match in _FOOTNOTE_REFERENCE.finditer(body) if ctx.footnotes else ():
+        label = match.group(1)
+        if label in ctx.footnotes and free(match.start(), match.end()):
+            cite("numbered", ctx.footnotes[label], [], match.span())
+            take(*match.span())
     for match in _NUMBERED.finditer(body):
         if not free(match.start(), match.end()):
             continue
@@ -330,26 +538,49 @@ def _attribute_line(
                 cite("bracketed_title", [position], [], match.span())
                 take(*match.span())
     head = _head(body, spans)
+    out_of_range = tuple(ctx.out_of_range)
+    if _REFUSAL.search(body):  # a refusal or a denial attributes nothing
+        ordered = tuple(s for s in STYLES if s in styles)
+        bullet = AttributedBullet(
+            stripped, number, head, ordered, (), tuple(unresolved), (), out_of_range, 0, True
+        )
+        return bullet, False
+    presented = _presented(head, ctx)
+    presented_positions = [p for p, _ in presented]
     attributions: list[Attribution] = []
+    miscited: list[Attribution] = []
     seen: set[int] = set()
     for position, style in found:
         if position in seen:
             continue
         seen.add(position)
         doc = ctx.documents[position]
-        names = bool(head) and ctx.names(head, position)
-        attributions.append(Attribution(position, doc.title, doc.group, style, names))
-    # the people the head names beside its citations, or, citing nothing, anywhere on the line
-    implicit = _implicit(body, head, ctx) if not attributions else _named(head, ctx, seen)
+        names = bool(head) and (position in presented_positions or ctx.names(head, position))
+        item = Attribution(position, doc.title, doc.group, style, names)
+        # a citation of someone other than the person the line presents: flagged, not credited
+        (miscited if presented and not names else attributions).append(item)
+    if attributions:  # beside a credited citation: only people the head names by their titles
+        implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
+    else:  # citing nothing credited: the people the head names, else the rest of the line
+        implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
     if implicit:
         styles.append("implicit")
         attributions += [
-            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True)
-            for p in implicit
+            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True, form)
+            for p, form in implicit
         ]
     ordered = tuple(s for s in STYLES if s in styles)
+    overcited = max(0, len(seen) - max(1, len(presented)))
     bullet = AttributedBullet(
-        stripped, number, head, ordered, tuple(attributions), tuple(unresolved)
+        stripped,
+        number,
+        head,
+        ordered,
+        tuple(attributions),
+        tuple(unresolved),
+        tuple(miscited),
+        out_of_range,
+        overcited,
     )
     return bullet, _is_name_line(body, head)
 
@@ -407,51 +638,112 @@ def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
 
 
 def _name_runs(text: str) -> list[str]:
-    """Runs of capitalised words (with name particles and initials inside): candidate names."""
+    """Candidate names in ``text``: runs of capitalised words (name particles, initials and
+    particle-prefixed words such as ``al-Qaradawi`` or ``d'Indy`` inside), the same runs with
+    short lower-case joining words kept inside (``Isaac in Islam``, ``Jacob Clemens non Papa``),
+    and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
+    an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
+    """
+    text = _TAG.sub(" ", text)
     runs: list[str] = []
     for chunk in _RUN_BREAK.split(text):
-        words: list[str] = []
+        strict: list[str] = []
+        loose: list[str] = []
         for raw in chunk.split():
-            word = raw.strip("*_`'\".")
-            capital = word[:1].isupper()
-            if capital and not any(c.isdigit() for c in word):
-                words.append(word)
-                continue
-            if word.casefold() in _PARTICLES and words:
-                words.append(word)
-                continue
-            if words:
-                runs.append(" ".join(_trim_particles(words)[:_MAX_RUN_WORDS]))
-            words = []
-        if words:
-            runs.append(" ".join(_trim_particles(words)[:_MAX_RUN_WORDS]))
-    return [run for run in runs if run]
+            word = _MARKER.sub("", raw.strip(_WORD_WRAPPERS))
+            possessive = _POSSESSIVE.search(word)
+            if possessive:
+                word = word[: possessive.start()]
+            word = word.strip("'’.")
+            kind = _word_kind(word, bool(strict or loose))
+            if kind == "name":
+                strict.append(word)
+                loose.append(word)
+            elif kind == "particle" and strict:
+                strict.append(word)
+                loose.append(word)
+            elif kind == "joiner" and loose:
+                _close(strict, runs)
+                strict = []
+                loose.append(word)
+            else:
+                _close(strict, runs)
+                _close(loose, runs)
+                strict, loose = [], []
+            if possessive:
+                _close(strict, runs)
+                _close(loose, runs)
+                strict, loose = [], []
+        _close(strict, runs)
+        _close(loose, runs)
+    whole = " ".join(text.split()).strip(" -–—:,;|.")
+    owner = _POSSESSIVE_WORD.search(whole)
+    for candidate in (whole, whole[: owner.start()] if owner else ""):
+        if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
+            runs.append(candidate)
+    return [run for run in dict.fromkeys(runs) if run]
 
 
-def _trim_particles(words: list[str]) -> list[str]:
-    while words and words[-1].casefold() in _PARTICLES:
+def _word_kind(word: str, inside: bool) -> str:
+    """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
+    ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
+    lower-case word that may join two names inside a title), or ``other``."""
+    if not word or any(c.isdigit() for c in word):
+        return "other"
+    if word[:1].isupper():
+        return "name"
+    glued = _GLUED_PARTICLE.match(word)
+    if glued and word[glued.end() : glued.end() + 1].isupper():
+        return "name"
+    folded = word.casefold()
+    if folded in _PARTICLES:
+        return "particle"
+    if inside and folded.isalpha() and len(folded) <= 3 and folded not in _NOT_JOINERS:
+        return "joiner"
+    return "other"
+
+
+def _close(words: list[str], runs: list[str]) -> None:
+    """Add ``words`` (trailing particles and joiners trimmed) to ``runs`` as one run."""
+    while words and not (words[-1][:1].isupper() or _GLUED_PARTICLE.match(words[-1])):
         words = words[:-1]
-    return words
+    if words:
+        runs.append(" ".join(words[:_MAX_RUN_WORDS]))
 
 
-def _implicit(body: str, head: str, ctx: _Context) -> list[int]:
-    """Context documents whose person the bullet names: in its head, else in the rest."""
+def _implicit(body: str, head: str, ctx: _Context) -> list[tuple[int, str]]:
+    """Context documents whose person the bullet names, with the name form: in its head, else
+    in the rest."""
+    found = _presented(head, ctx)
+    if found:
+        return found
     rest = body.replace(head, " ", 1) if head else body
-    for text in (head, rest):
-        found = _named(text, ctx, set())
-        if found:
-            return found
-    return []
+    return _named(rest, ctx, set())
 
 
-def _named(text: str, ctx: _Context, skip: set[int]) -> list[int]:
-    """Context documents, other than ``skip``, whose person a name run of ``text`` names."""
-    found: list[int] = []
+def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
+    """The shown people a bullet presents: those its head names outside brackets, else those
+    its brackets name (``Ida Mathis (Daron Joffe)`` presents Ida Mathis)."""
+    if not head:
+        return []
+    outside = " ".join(_ASIDE.sub(" ", head).split())
+    if outside != head and _is_name_line(outside, outside):
+        return _named(outside, ctx, set())  # a name outside the brackets: the person presented
+    return (_named(outside, ctx, set()) if outside else []) or _named(head, ctx, set())
+
+
+def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
+    """Context documents, other than ``skip``, whose person a name run of ``text`` names, each
+    with its name form (``title`` or ``alias``, :meth:`_Context.name_form`)."""
+    found: dict[int, str] = {}
     for run in _name_runs(text):
         for position in range(len(ctx.documents)):
-            if position not in found and position not in skip and ctx.names(run, position):
-                found.append(position)
-    return found
+            if position in found or position in skip:
+                continue
+            form = ctx.name_form(run, position)
+            if form is not None:
+                found[position] = form
+    return list(found.items())
 
 
 def _is_name_line(body: str, head: str) -> bool:
@@ -460,5 +752,7 @@ def _is_name_line(body: str, head: str) -> bool:
     bare, name = (" ".join(_ASIDE.sub(" ", t).split()).strip(" -–—:,;|.") for t in (body, head))
     if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
         return False
-    runs = _name_runs(name)  # only capitalised words, particles and initials: one name
-    return len(runs) == 1 and len(runs[0].split()) == len(name.split())
+    words = [w.strip("'’.") for w in _TAG.sub(" ", name).strip(_WORD_WRAPPERS).split()]
+    kinds = [_word_kind(w, index > 0) for index, w in enumerate(words)]
+    # only capitalised words, particles and initials: one name
+    return bool(kinds) and kinds[0] == "name" and all(k in ("name", "particle") for k in kinds)

@@ -7,14 +7,16 @@ groundedness (docs/SPEC.md, "Metrics"). Records are plain JSON-ready dicts.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .attribution import attribute_answer
+from .attribution import AttributedAnswer, AttributedBullet, Attribution, attribute_answer
 from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
 from .exposure import ExposureModel, make_exposure_model
 from .metrics import (
+    attributed_citation_precision,
     attributed_generation_parity,
     attributed_groundedness,
     exposure_disparity,
@@ -39,7 +41,17 @@ GENERATION_FIELDS = (
     "attributed_generation_parity",
     "attributed_fairness_gap",
     "attributed_groundedness",
+    "attributed_generation_parity_explicit",
+    "attributed_fairness_gap_explicit",
+    "attributed_groundedness_explicit",
+    "attributed_citation_precision",
 )
+MAX_RECORDED_ATTRIBUTIONS = 10_000
+"""Most attributions (and bullets) a record lists: ``fairrag audit``'s caps are these."""
+MAX_RECORDED_SOURCES_BYTES = 2**20
+"""Longest ``attributed_sources`` JSON text a record holds (``fairrag audit``'s cap)."""
+_RECORDED_NAME = 200
+"""Characters of a bullet's head (``person``) or a title a record keeps per attribution."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +136,7 @@ class FairnessAuditor:
         if require_format and not follows:
             return {"follows_citation_format": False, "unparsed_lines": []}
         grounded = ground_citations(parsed, context)
-        attributed = attribute_answer(answer, context)
+        attributed, attributed_lines = bounded_attribution(attribute_answer(answer, context))
         record: dict[str, object] = {
             "follows_citation_format": follows,
             "citation_styles": list(attributed.styles),
@@ -146,18 +158,24 @@ class FairnessAuditor:
             "n_attributed_bullets": attributed.attributed_count,
             "n_attribution_bullets": attributed.bullet_count,
             "attributed_sources": [
-                {
-                    "line_number": bullet.line_number,
-                    "person": bullet.person,
-                    "title": item.title,
-                    "style": item.style,
-                    "names_person": item.names_person,
-                    "group": json_label(item.group),
-                }
+                _source(bullet, item)
                 for bullet in attributed.bullets
                 for item in bullet.attributions
             ],
+            "attributed_lines": attributed_lines,
+            "miscitations": [
+                _source(bullet, item) for bullet in attributed.bullets for item in bullet.miscited
+            ],
+            "n_miscitations": len(attributed.miscitations),
+            "n_overcitations": attributed.overcited_count,
+            "n_out_of_range": attributed.out_of_range_count,
+            "n_refusals": attributed.refusal_count,
+            "n_prompt_echo_lines": len(attributed.prompt_echo),
             "attributed_groundedness": attributed_groundedness(attributed),
+            "attributed_groundedness_explicit": attributed_groundedness(
+                attributed, provenance="explicit"
+            ),
+            "attributed_citation_precision": attributed_citation_precision(attributed),
         }
         if self.protected is not None:
             gdp = generation_parity(cited_groups(grounded), self.protected)
@@ -173,7 +191,46 @@ class FairnessAuditor:
             agdp = attributed_generation_parity(attributed, self.protected)
             record["attributed_generation_parity"] = agdp
             record["attributed_fairness_gap"] = fairness_gap(agdp, share)
+            explicit = attributed_generation_parity(
+                attributed, self.protected, provenance="explicit"
+            )
+            record["attributed_generation_parity_explicit"] = explicit
+            record["attributed_fairness_gap_explicit"] = fairness_gap(explicit, share)
         return record
+
+
+def bounded_attribution(attributed: AttributedAnswer) -> tuple[AttributedAnswer, int | None]:
+    """``attributed`` cut to its first bullets whose record fits ``fairrag audit``'s caps
+    (:data:`MAX_RECORDED_ATTRIBUTIONS` bullets and attributions,
+    :data:`MAX_RECORDED_SOURCES_BYTES` of ``attributed_sources`` JSON, measured with every
+    non-ASCII character escaped, its longest form), and the last answer line it reads (None: the
+    whole answer). The metrics are then those of the bullets kept, so a record the library
+    writes is always one the audit reads (docs/SPEC.md, "Attribution")."""
+    size = 2
+    count = 0
+    for index, bullet in enumerate(attributed.bullets):
+        for item in bullet.attributions:
+            size += len(json.dumps(_source(bullet, item))) + 2
+            count += 1
+        if size > MAX_RECORDED_SOURCES_BYTES or max(count, index + 1) > MAX_RECORDED_ATTRIBUTIONS:
+            kept = attributed.bullets[:index]
+            bounded = AttributedAnswer(kept, attributed.prompt_echo)
+            return bounded, kept[-1].line_number if kept else 0
+    return attributed, None
+
+
+def _source(bullet: AttributedBullet, item: Attribution) -> dict[str, object]:
+    """One attribution as a record lists it, with its provenance (docs/SPEC.md, "Attribution")."""
+    return {
+        "line_number": bullet.line_number,
+        "person": bullet.person[:_RECORDED_NAME],
+        "title": item.title[:_RECORDED_NAME],
+        "style": item.style,
+        "provenance": "explicit" if item.explicit else "implicit",
+        "name_form": item.name_form,
+        "names_person": item.names_person,
+        "group": json_label(item.group),
+    }
 
 
 def target_dict(target: Target) -> dict[str, float]:

@@ -13,8 +13,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.messages import BaseMessage
-from langchain_core.outputs import LLMResult
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 
 from fairrag_core import FairnessAuditor, summarize_records
 from fairrag_core.kit import (
@@ -23,8 +23,11 @@ from fairrag_core.kit import (
     check_group_key,
     is_placed,
     ranked_for,
+    search_entry,
 )
+from fairrag_core.structured_citations import check_source_id_base
 
+from ._answers import answer_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
 from ._fields import FairRankingFields
@@ -46,6 +49,8 @@ class _Retrieval:
     fair ranking its own list came from, when a later step dropped all of it."""
     model_runs: list[_ModelRun] = field(default_factory=list)
     """The model runs linked to it, in start order."""
+    by_tool: bool = False
+    """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
     _texts: tuple[str, ...] | None = None
 
     def texts(self) -> tuple[str, ...]:
@@ -69,6 +74,11 @@ class _ModelRun:
     model: str | None = None
     answer: str | None = None
     """Its first generation's text; None until it ends (and for ever when it fails)."""
+    seen: tuple[UUID, ...] = ()
+    """The ended retrievals whose every shown document's text its prompt held, in the order
+    its prompt holds them (parallel searches end in any order)."""
+    message: BaseMessage | None = None
+    """Its first generation's message (a chat model's), once it ended."""
 
 
 @dataclass
@@ -83,6 +93,12 @@ class _RootRun:
     """The outermost retriever runs that have ended, in the order they ended."""
     llm_links: dict[UUID, _ModelRun] = field(default_factory=dict)
     """Model run -> its link to a retrieval."""
+    models: dict[UUID, _ModelRun] = field(default_factory=dict)
+    """Every model run of the root run (linked to a retrieval or not)."""
+    tools: set[UUID] = field(default_factory=set)
+    """The tool runs of the root run."""
+    question: str | None = None
+    """The user's question, when the root run's input holds messages (the last human one)."""
     model_starts: int = 0
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +149,16 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     with its ``error``, and so does one whose retrieval itself failed (then without metrics). A
     root run without any retrieval (a bare model call) writes nothing.
 
+    Agents and graphs (docs/SPEC.md, "Adapters" → Agents and graphs): a root run whose output
+    is a graph's state (``create_agent``, ``create_react_agent``, a LangGraph graph) or whose
+    searches ran in tools (``create_retriever_tool``) writes one record, of the answer the user
+    receives (its structured response, else its last message when that is a model's answer),
+    against every document of the searches the answering model saw; each search's own ranking
+    and exposure are in ``framework["searches"]``. Structured answers (tool-call arguments,
+    ``with_structured_output``, JSON content, provider citation blocks) are recorded as the
+    same citations in text (:mod:`fairrag_core.structured_citations`); their source ids count
+    from ``source_id_base`` (0, as LangChain's citation how-to numbers sources; or 1).
+
     Records are kept in :attr:`records` (the last ``max_records``, default 1,000, None for
     all: the kit's :class:`~fairrag_core.kit.RecordKeeper`, the rule of every handler) and,
     with ``path``, appended to that file by the core's :class:`~fairrag_core.JsonLinesLog`.
@@ -163,8 +189,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         max_records: int | None = DEFAULT_MAX_RECORDS,
         log_errors: Literal["raise", "count"] = "raise",
         sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
+        source_id_base: int = 0,
     ) -> None:
         self.group_key = check_group_key(group_key)
+        self.source_id_base = check_source_id_base(source_id_base)
         self.title_key = title_key
         self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
@@ -262,7 +290,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if root is None or root not in self._roots:
             root = run_id
             self._roots[root] = _RootRun(
-                tags=list(kwargs.get("tags") or []), metadata=dict(kwargs.get("metadata") or {})
+                tags=list(kwargs.get("tags") or []),
+                metadata=dict(kwargs.get("metadata") or {}),
+                question=_question_of(kwargs.get("inputs")),
             )
         self._root_of[run_id] = root
         self._parent[run_id] = parent_run_id
@@ -291,8 +321,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         ancestors = self._ancestors(state, self._parent.get(run_id))
         return next((state.retrievals[run] for run in ancestors if run in state.retrievals), None)
 
-    def _ended(self, run_id: UUID, error: BaseException | None = None) -> None:
-        """A run ended: when it is a root, write its records."""
+    def _ended(self, run_id: UUID, error: BaseException | None = None, outputs: Any = None) -> None:
+        """A run ended: when it is a root, write its records (``outputs``: a chain's)."""
         with self._lock:
             if self._root_of.get(run_id) != run_id:
                 return
@@ -300,6 +330,12 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
                 self._parent.pop(member, None)
+        final = _final_output(outputs)
+        if final is not None or any(r.by_tool for r in state.retrievals.values()):
+            # an agent or a graph: one record, of the answer the user receives
+            if state.retrievals:
+                self._kept.add([self._answer_record(run_id, state, final, error)])
+            return
         # A retrieval that failed has no documents, but its root's error is logged: a failed
         # run is never silently missing from the log.
         records = [
@@ -318,27 +354,142 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if self._source is not None and retrieval.documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in retrieval.documents])
         answer, links = _answer_of(retrieval)
-        return shown_record(
+        text, form = (
+            (None, None) if answer is None else self._answer_text(answer, retrieval.documents)
+        )
+        return self._record(
+            root,
+            state,
             auditor,
             retrieval.documents,
-            self.group_key,
-            self.title_key,
+            retrieval=retrieval,
             ranked=retrieval.ranked,
             query=retrieval.query,
+            answering=answer,
+            answer=(text, form),
+            error=error,
+            runs=links,
+            link=None if answer is None else _LINKS[answer.by_content],
+        )
+
+    def _record(
+        self,
+        root: UUID,
+        state: _RootRun,
+        auditor: FairnessAuditor,
+        documents: Sequence[Document] | None,
+        *,
+        retrieval: _Retrieval,
+        ranked: Sequence[Document] | None,
+        query: str | None,
+        answering: _ModelRun | None,
+        answer: tuple[str | None, str | None],
+        error: BaseException | None,
+        runs: Sequence[_ModelRun],
+        link: str | None,
+        **framework: Any,
+    ) -> dict[str, Any]:
+        """A record of the root run (docs/SPEC.md, "Records"), LangChain's fields under
+        ``framework``: ``retrieval`` is the (first) search, ``runs`` the model runs counted."""
+        text, form = answer
+        return shown_record(
+            auditor,
+            documents,
+            self.group_key,
+            self.title_key,
+            ranked=ranked,
+            query=query,
             run_id=str(root),
-            model=answer.model if answer is not None else None,
+            model=None if answering is None else answering.model,
             tags=state.tags,
             metadata=state.metadata,
-            answer=answer.answer if answer is not None else None,
+            answer=text,
             error=None if error is None else f"{type(error).__name__}: {error}",
             framework={
                 "retriever_run_id": str(retrieval.run_id),
-                "llm_run_id": None if answer is None else str(answer.run_id),
+                "llm_run_id": None if answering is None else str(answering.run_id),
                 "retriever": retrieval.name,
-                "llm_runs": len(links),
-                "llm_run_ids": [str(run.run_id) for run in links],
-                "answer_link": None if answer is None else _LINKS[answer.by_content],
+                "llm_runs": len(runs),
+                "llm_run_ids": [str(run.run_id) for run in runs],
+                "answer_link": None if text is None else link,
+                "answer_format": form,
+                "source_id_base": self.source_id_base,
+                **framework,
             },
+        )
+
+    def _answer_record(
+        self,
+        root: UUID,
+        state: _RootRun,
+        final: _Final | None,
+        error: BaseException | None,
+    ) -> dict[str, Any]:
+        """The one record of an agent's or a graph's root run (docs/SPEC.md, "Records" →
+        Agents and graphs): the final answer, against every document the answering model saw,
+        each search's ranking in ``searches``."""
+        done = sorted(
+            (run for run in state.models.values() if run.answer is not None),
+            key=lambda run: run.order,
+        )
+        answering, answer = _final_answer(final, done)
+        seen = state.ended if answering is None or not answering.seen else answering.seen
+        searches = [state.retrievals[run] for run in seen]
+        documents = _distinct([d for search in searches for d in search.documents or []])
+        auditor = self.auditor
+        if self._source is not None and documents:  # following a component
+            auditor = ranked_for(auditor, [d.metadata for d in documents])
+        entries = []
+        for search in searches:
+            own = shown_record(
+                auditor
+                if self._source is None
+                else ranked_for(self.auditor, [d.metadata for d in search.documents or []]),
+                search.documents,
+                self.group_key,
+                self.title_key,
+                ranked=search.ranked,
+                query=search.query,
+            )
+            entries.append(search_entry(own, retriever_run_id=str(search.run_id)))
+        first = searches[0] if searches else next(iter(state.retrievals.values()))
+        text, form = (None, None)
+        if answer is not None:
+            text, form = answer_text(
+                answer,
+                documents,
+                source_id_base=self.source_id_base,
+                title_key=self.title_key,
+                fallback=None if answering is None else answering.answer,
+            )
+        failed = all(search.documents is None for search in state.retrievals.values())
+        return self._record(
+            root,
+            state,
+            auditor,
+            None if failed else documents,
+            retrieval=first,
+            ranked=first.ranked if len(searches) == 1 else None,
+            query=state.question if state.question is not None else first.query,
+            answering=answering,
+            answer=(text, form),
+            error=error,
+            runs=done,
+            link="final_output",
+            searches=entries,
+        )
+
+    def _answer_text(
+        self, run: _ModelRun, documents: Sequence[Document] | None
+    ) -> tuple[str | None, str]:
+        """A model run's answer as the citation rules read it (structured citations written as
+        text against the shown ``documents``)."""
+        return answer_text(
+            run.message if run.message is not None else run.answer,
+            documents or [],
+            source_id_base=self.source_id_base,
+            title_key=self.title_key,
+            fallback=run.answer,
         )
 
     # -- chains and tools: only the run tree --------------------------------------------------
@@ -353,10 +504,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._start(run_id, parent_run_id, kwargs)
+            self._start(run_id, parent_run_id, {**kwargs, "inputs": inputs})
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._ended(run_id)
+        self._ended(run_id, outputs=outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
@@ -371,7 +522,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._start(run_id, parent_run_id, kwargs)
+            _, state = self._start(run_id, parent_run_id, kwargs)
+            state.tools.add(run_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id)
@@ -396,7 +548,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             if self._inside_retriever(state, parent_run_id):
                 state.nested.add(run_id)
             else:
-                state.retrievals[run_id] = _Retrieval(run_id, query=query, name=name)
+                by_tool = any(run in state.tools for run in self._ancestors(state, parent_run_id))
+                state.retrievals[run_id] = _Retrieval(
+                    run_id, query=query, name=name, by_tool=by_tool
+                )
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
@@ -433,18 +588,25 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
             order, state.model_starts = state.model_starts, state.model_starts + 1
-            link = self._context_of(state, run_id, text)
+            link, seen = self._context_of(state, run_id, text)
+            run = _ModelRun(
+                run_id,
+                order,
+                link is not None and link[1],
+                _model_name(serialized, kwargs),
+                seen=seen,
+            )
+            state.models[run_id] = run
             if link is not None:
-                retrieval, by_content = link
-                run = _ModelRun(run_id, order, by_content, _model_name(serialized, kwargs))
-                retrieval.model_runs.append(run)
+                link[0].model_runs.append(run)
                 state.llm_links[run_id] = run
 
     def _context_of(
         self, state: _RootRun, model_run: UUID, prompt: str
-    ) -> tuple[_Retrieval, bool] | None:
+    ) -> tuple[tuple[_Retrieval, bool] | None, tuple[UUID, ...]]:
         """The ended retrieval a model run starting now with ``prompt`` was handed, and whether
-        it was found by content. Caller holds the lock.
+        it was found by content; and every ended retrieval its prompt holds (what an agent's
+        model saw). Caller holds the lock.
 
         By content: a retrieval whose every shown document's text is in the prompt (of several,
         the one with the most documents). Else, by the run tree: the one closest to the model
@@ -457,6 +619,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         }
         best: tuple[Any, ...] | None = None
         chosen = None
+        seen = []
         for ended, run_id in enumerate(state.ended):
             retrieval = state.retrievals[run_id]
             common = next(
@@ -469,10 +632,13 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             )
             texts = retrieval.texts()
             held = bool(texts) and all(text in prompt for text in texts)
+            if held:
+                seen.append((prompt.find(texts[0]), ended, run_id))
             key = (held, len(texts) if held else 0, -common, ended)
             if best is None or key > best:
                 best, chosen = key, retrieval
-        return None if chosen is None or best is None else (chosen, bool(best[0]))
+        link = None if chosen is None or best is None else (chosen, bool(best[0]))
+        return link, tuple(run_id for *_, run_id in sorted(seen))
 
     def on_chat_model_start(
         self,
@@ -483,7 +649,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        prompt = "\n".join(_message_text(m) for batch in messages for m in batch)
+        prompt = "\n".join(message_text(m) for batch in messages for m in batch)
         self._model_start(run_id, parent_run_id, serialized, kwargs, prompt)
 
     def on_llm_start(
@@ -501,14 +667,101 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         with self._lock:
             root = self._root_of.get(run_id)
             state = None if root is None else self._roots.get(root)
-            run = None if state is None else state.llm_links.get(run_id)
+            run = None if state is None else state.models.get(run_id)
             if run is not None:
                 candidates = response.generations[0] if response.generations else []
                 run.answer = candidates[0].text if candidates else ""
+                if candidates and isinstance(candidates[0], ChatGeneration):
+                    run.message = candidates[0].message
         self._ended(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
+
+
+@dataclass(frozen=True)
+class _Final:
+    """What a graph's root run returned to the user: its last message, or the structured
+    response (``create_agent(response_format=...)``)."""
+
+    message: BaseMessage | None = None
+    structured: Any = None
+
+
+def _final_output(outputs: Any) -> _Final | None:
+    """The final answer in a root run's output when it is a graph's state (a mapping with
+    ``messages``, as LangGraph's agents return), else None (a chain: its own rule)."""
+    if not isinstance(outputs, Mapping):
+        return None
+    messages = outputs.get("messages")
+    structured = outputs.get("structured_response")
+    if structured is not None:
+        return _Final(structured=structured)
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return None
+    last = messages[-1] if messages else None
+    return _Final(message=last if isinstance(last, BaseMessage) else None)
+
+
+def _final_answer(final: _Final | None, done: Sequence[_ModelRun]) -> tuple[_ModelRun | None, Any]:
+    """The model run that gave the final answer, and the answer (a message, a structured
+    response, or a generation's text; None when the run gave none).
+
+    With a graph's output: its structured response (given by the last model run) or its last
+    message when that is a model's answer (an AI message without tool calls, or whose tool call
+    is a structured answer; the model run is the one whose message it is, by id, else by
+    text). Without (tools called in a chain): the last model run that answered without calling
+    a tool.
+    """
+    if final is None:
+        answered = [run for run in done if not _calls_tools(run.message)]
+        if not answered:
+            return None, None
+        run = answered[-1]
+        return run, run.message if run.message is not None else run.answer
+    if final.structured is not None:
+        return (done[-1] if done else None), final.structured
+    message = final.message
+    if not isinstance(message, AIMessage):
+        return None, None  # the run ended on a tool's result or a human turn: no answer
+    if message.tool_calls and read_answer(message, source_id_base=0)[1] != "tool_call":
+        return None, None  # it ended asking for a tool
+    text = message_text(message)
+    by_id = [run for run in done if run.message is not None and run.message.id == message.id]
+    by_text = [run for run in done if run.answer == text]
+    found = by_id or by_text
+    return (found[-1] if found else None), message
+
+
+def _calls_tools(message: BaseMessage | None) -> bool:
+    return isinstance(message, AIMessage) and bool(message.tool_calls)
+
+
+def _distinct(documents: Sequence[Document]) -> list[Document]:
+    """``documents`` with a document shown again (same id and text) kept at its first place."""
+    seen: set[tuple[Any, str]] = set()
+    kept = []
+    for document in documents:
+        key = (document.id, document.page_content)
+        if key not in seen:
+            seen.add(key)
+            kept.append(document)
+    return kept
+
+
+def _question_of(inputs: Any) -> str | None:
+    """The user's question of a run whose input holds messages: the last human message."""
+    messages = inputs.get("messages") if isinstance(inputs, Mapping) else None
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message_text(message)
+        if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
+            return str(message[1])
+        if isinstance(message, Mapping) and message.get("role") in ("user", "human"):
+            return str(message.get("content"))
+    return None
 
 
 _LINKS = {True: "content", False: "run_tree"}
@@ -538,20 +791,6 @@ def _document_texts(documents: list[Document]) -> tuple[str, ...]:
     """The texts a prompt must hold to hold these documents (blank ones cannot be found)."""
     texts = (_collapsed(d.page_content) for d in documents if isinstance(d.page_content, str))
     return tuple(text for text in texts if text)
-
-
-def _message_text(message: BaseMessage) -> str:
-    """A message's text content (text blocks of a multi-part content joined)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
 
 
 def _model_name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:

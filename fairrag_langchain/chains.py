@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel, BaseLanguageModel
@@ -27,6 +28,7 @@ from fairrag_core import FairnessAuditor
 from fairrag_core.kit import ranked_for
 from fairrag_core.kit.record_schema import FairnessRecord
 from fairrag_core.prompts import join_context, render_entries
+from fairrag_core.structured_citations import read_structured_answer, render_answer
 
 from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
@@ -38,9 +40,11 @@ __all__ = [
     "DEFAULT_OPENAI_MODEL",
     "DEFAULT_TEMPERATURE",
     "DEFAULT_TIMEOUT",
+    "FairCitedAnswer",
     "FairRagOutput",
     "FairRagQuestion",
     "MissingChatModelError",
+    "PersonCitation",
     "default_chat_model",
     "make_fair_rag_chain",
 ]
@@ -70,6 +74,21 @@ class FairRagQuestion(BaseModel):
     k: int | None = Field(default=None, ge=1, description="Documents shown (the retriever's k).")
     seed: int | None = Field(
         default=None, ge=0, description="The query seed (re-draws a logged ranking)."
+    )
+
+
+class PersonCitation(BaseModel):
+    """One person of the answer and the context document cited for them."""
+
+    person: str = Field(description="The person's name.")
+    title: str = Field(description="The exact Title of the context document about them.")
+
+
+class FairCitedAnswer(BaseModel):
+    """Role models from the context, each citing the exact Title of a context document."""
+
+    citations: list[PersonCitation] = Field(
+        description="One entry per person, each citing the context document about them."
     )
 
 
@@ -165,6 +184,7 @@ def make_fair_rag_chain(
     target_share: float | None = None,
     target: Any = None,
     title_key: str = "title",
+    citations: Literal["text", "structured"] = "text",
 ) -> Runnable[Any, dict[str, Any]]:
     """retriever -> the paper's prompt -> ``llm`` -> :class:`CitationOutputParser`, with metrics.
 
@@ -192,6 +212,13 @@ def make_fair_rag_chain(
     ``llm``: any LangChain chat model; None builds :func:`default_chat_model` with ``model``,
     ``base_url``, ``timeout``, ``max_retries`` and ``max_tokens`` (``ChatOpenAI``, needs
     ``OPENAI_API_KEY``).
+    ``citations``: ``"text"``, the paper's ``- <Person> (DocTitle: <Title>)`` bullets; or
+    ``"structured"``: the model answers through ``with_structured_output(FairCitedAnswer)``
+    (one ``PersonCitation``, ``person`` and ``title`` of a shown document, per person), and
+    ``answer`` is those citations written as the paper's bullets (docs/SPEC.md, "Citations" →
+    Structured citations), so the record is the same as for the same citations in text. A
+    model without tool calling (``with_structured_output`` not implemented) falls back to text
+    with a warning.
     ``prompt``: a prompt template over ``context`` (the context block of
     :func:`fairrag_core.kit.context_entry` entries, the same text every framework shows) and
     ``question`` (or ``input``); default: the paper's prompt as one user message. The group
@@ -282,14 +309,19 @@ def make_fair_rag_chain(
             answer=inputs["answer"],
         )
 
+    answer_step: Runnable[Any, str] = (
+        _native(render, "FairRagPrompt") | chat_model | StrOutputParser()
+    )
+    if citations == "structured":
+        answer_step = _structured_answer_step(chat_model, _native(render, "FairRagPrompt"))
+    elif citations != "text":
+        raise ValueError(f"citations must be 'text' or 'structured', got {citations!r}")
     chain = (
         _native(_as_inputs, "FairRagInput")
         | RunnablePassthrough.assign(
             context=RunnableLambda(retrieve, afunc=aretrieve, name="FairRagRetrieve")
         )
-        | RunnablePassthrough.assign(
-            answer=_native(render, "FairRagPrompt") | chat_model | StrOutputParser()
-        )
+        | RunnablePassthrough.assign(answer=answer_step)
         | RunnablePassthrough.assign(
             citations=_native(cite, "CitationOutputParser"),
             metrics=_native(measure, "FairRagMetrics"),
@@ -383,6 +415,28 @@ class _FairRagChain(RunnableBinding[Any, dict[str, Any]]):
             inputs, self._seeded(inputs, config), **kwargs
         ):
             yield item
+
+
+def _structured_answer_step(chat_model: Any, render: Runnable[Any, Any]) -> Runnable[Any, str]:
+    """prompt -> ``chat_model.with_structured_output(FairCitedAnswer)`` -> the citations as the
+    paper's bullets; the text step, with a warning, for a model that cannot."""
+    try:
+        structured = chat_model.with_structured_output(FairCitedAnswer)
+    except NotImplementedError:
+        warnings.warn(
+            f"{type(chat_model).__name__} has no structured output (with_structured_output is "
+            "not implemented): make_fair_rag_chain(citations='structured') asks for the "
+            "paper's text citations instead",
+            UserWarning,
+            stacklevel=3,
+        )
+        return render | chat_model | StrOutputParser()
+
+    def as_text(answer: Any) -> str:
+        found = None if answer is None else read_structured_answer(answer, source_id_base=0)
+        return "" if found is None else render_answer(found, [])
+
+    return render | structured | _native(as_text, "FairCitedAnswerText")
 
 
 def _one_retriever(retriever: Any) -> FairRetriever | None:

@@ -5,8 +5,10 @@ run a whole RAG chain without a network, an API key or model weights."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -14,19 +16,45 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from fairrag_core.citations import ContextDocument
 
-__all__ = ["FakeCitingChatModel"]
+__all__ = ["FakeCitingChatModel", "FakeSearchingChatModel"]
 
 _TITLE_LINE = re.compile(r"^Title:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
 _CONTEXT_BLOCK = re.compile(r"^Context:\s*$(.*?)^Question:", re.MULTILINE | re.DOTALL)
 
 
-class FakeCitingChatModel(BaseChatModel):
+class _ReplyingChatModel(BaseChatModel):
+    """A test double's plumbing: its one generation is :meth:`reply` to the messages."""
+
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
+
+
+class FakeCitingChatModel(_ReplyingChatModel):
     """A deterministic stand-in for the generator: cites its context in the paper's format.
 
     **A test double, not a model**: it reads the ``Title:`` lines of the context in the prompt
@@ -85,25 +113,80 @@ class FakeCitingChatModel(BaseChatModel):
             lines.append(f"- {ContextDocument(title).person} (DocTitle: {title})")
         return "\n".join(lines)
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """This double's answer to the prompt ``messages`` make."""
+        return AIMessage(content=self.answer("\n".join(str(m.text) for m in messages)))
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: AsyncCallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return self._result(messages)
 
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
-        prompt = "\n".join(str(message.text) for message in messages)
-        message = AIMessage(content=self.answer(prompt))
-        return ChatResult(generations=[ChatGeneration(message=message)])
+class FakeSearchingChatModel(_ReplyingChatModel):
+    """A deterministic stand-in for an agent's tool-calling model: searches, then answers.
+
+    **A test double, not a model.** Bound to tools (``bind_tools``, as ``create_agent`` and
+    ``create_react_agent`` do), it plays one question per human message: for each entry of
+    ``searches`` one turn of tool calls to the first bound tool that is not ``answer_tool``
+    (an entry of several queries is several calls in one turn: parallel tool calls), then
+    the answer. The answer cites the ``Title:`` lines of the tool results it was shown since
+    the last human message (each title once, in the order shown, the first ``max_citations``):
+    as text, ``- <Person> (DocTitle: <Title>)`` bullets; as ``"tool_call"``, a call of
+    ``answer_tool`` with LangChain's citation how-to arguments (``{"answer": "",
+    "citations": [source ids]}``, 0-based positions among the titles shown); as ``"json"``,
+    the same arguments as JSON message content. With no ``searches`` (a model in a chain,
+    e.g. ``with_structured_output``) it cites the titles of its whole prompt.
+    """
+
+    searches: list[list[str]] = Field(default_factory=lambda: [["role models"]])
+    """Each turn's search queries, in order (several in one turn: parallel tool calls)."""
+    answer_format: Literal["text", "tool_call", "json"] = "text"
+    """How the answer is given (see the class docstring)."""
+    answer_tool: str = "CitedAnswer"
+    """The tool the answer is a call of (``answer_format="tool_call"``)."""
+    max_citations: int = Field(default=5, ge=0)
+    """Most sources cited."""
+    cite_by: Literal["source_id", "title"] = "source_id"
+    """Structured citations by 0-based source id (LangChain's how-to) or as ``{"person",
+    "title"}`` objects (:class:`fairrag_langchain.chains.FairCitedAnswer`)."""
+    bound_tools: list[str] = Field(default_factory=list)
+    """The names of the tools bound (set by ``bind_tools``)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-searching-chat-model"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeSearchingChatModel:
+        """A copy that knows the tools' names (``tool_choice`` and other arguments ignored)."""
+        names = [convert_to_openai_tool(tool)["function"]["name"] for tool in tools]
+        return self.model_copy(update={"bound_tools": names})
+
+    def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """This double's next message in a conversation of ``messages``."""
+        last_human = max(
+            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1
+        )
+        turn = messages[last_human + 1 :]
+        done = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
+        if done < len(self.searches):
+            search = next((n for n in self.bound_tools if n != self.answer_tool), "search")
+            calls = [
+                ToolCall(
+                    name=search, args={"query": query}, id=f"call_{done}_{i}", type="tool_call"
+                )
+                for i, query in enumerate(self.searches[done])
+            ]
+            return AIMessage(content="", tool_calls=calls)
+        shown = "\n".join(str(m.text) for m in turn if isinstance(m, ToolMessage))
+        if not self.searches:  # a model in a chain: its context is in the prompt
+            shown = "\n".join(str(m.text) for m in messages)
+        titles = list(dict.fromkeys(_TITLE_LINE.findall(shown)))[: self.max_citations]
+        if self.answer_format == "text":
+            lines = [f"- {ContextDocument(t).person} (DocTitle: {t})" for t in titles]
+            return AIMessage(content="\n".join(lines))
+        cited: list[Any] = list(range(len(titles)))
+        if self.cite_by == "title":
+            cited = [{"person": ContextDocument(t).person, "title": t} for t in titles]
+        args = {"answer": "", "citations": cited}
+        if self.answer_format == "json":
+            return AIMessage(content=json.dumps(args))
+        call = ToolCall(
+            name=self.answer_tool, args=args, id=f"call_{done}_answer", type="tool_call"
+        )
+        return AIMessage(content="", tool_calls=[call])

@@ -9,14 +9,16 @@ from typing import Any
 
 from langchain_core.documents import Document
 from langchain_core.output_parsers import BaseOutputParser
-from langchain_core.outputs import Generation
-from pydantic import BaseModel
+from langchain_core.outputs import ChatGeneration, Generation
+from pydantic import BaseModel, field_validator
 
 from fairrag_core import group_labels
 from fairrag_core.attribution import attribute_answer
 from fairrag_core.citations import ground_citations, parse_citations
 from fairrag_core.prompts import format_instructions
+from fairrag_core.structured_citations import check_source_id_base
 
+from ._answers import answer_text
 from ._documents import context_documents
 
 __all__ = [
@@ -123,6 +125,14 @@ class CitationOutputParser(BaseOutputParser[CitedAnswer]):
     With ``context`` set, :meth:`parse` (and so ``invoke``) checks against it. With
     ``group_key`` set, each valid citation carries its document's group (core rule:
     ``KeyError`` when no context document has the field).
+
+    Structured citations are read too (docs/SPEC.md, "Citations" → Structured citations) and
+    give the same result as the same citations written as text: an AI message's tool-call
+    arguments (``with_structured_output``'s, ``ToolStrategy``'s), provider citation content
+    blocks, JSON content, and, by :meth:`parse_structured`, a structured output object
+    (LangChain's how-to ``CitedAnswer(answer=..., citations=[0, 2])``). Source ids count from
+    ``source_id_base`` (0 as in LangChain's citation how-to; 1 for sources numbered from 1);
+    a source id can only be resolved to a title against the context.
     """
 
     context: list[Document] | None = None
@@ -131,6 +141,13 @@ class CitationOutputParser(BaseOutputParser[CitedAnswer]):
     """The metadata field holding the group, to report the group of each valid citation."""
     title_key: str = "title"
     """The metadata field holding a document's title (fallback: its ``Title:`` line)."""
+    source_id_base: int = 0
+    """The number of the first source in structured citations' source ids (0 or 1)."""
+
+    @field_validator("source_id_base")
+    @classmethod
+    def _check_base(cls, value: int) -> int:
+        return check_source_id_base(value)
 
     @property
     def _type(self) -> str:
@@ -141,12 +158,39 @@ class CitationOutputParser(BaseOutputParser[CitedAnswer]):
         return format_instructions()
 
     def parse(self, text: str) -> CitedAnswer:
-        """Parse ``text``; checked against ``context`` when that field is set."""
-        return self._parse(text, self.context)
+        """Parse ``text`` (the paper's bullets, or structured citations as JSON); checked
+        against ``context`` when that field is set."""
+        return self._parse(self._text(text, self.context), self.context)
+
+    def parse_result(self, result: list[Generation], *, partial: bool = False) -> CitedAnswer:
+        """Parse a model's generation: its message's structured citations when it has any
+        (tool-call arguments, citation content blocks, JSON content), else its text."""
+        first = result[0] if result else None
+        if isinstance(first, ChatGeneration):
+            return self._parse(self._text(first.message, self.context), self.context)
+        return super().parse_result(result, partial=partial)
+
+    def parse_structured(
+        self, value: Any, documents: Sequence[Document] | None = None
+    ) -> CitedAnswer:
+        """Parse a structured output (``with_structured_output``'s object, a mapping) against
+        ``documents`` (default: ``context``), as the same citations written as text."""
+        context = self.context if documents is None else list(documents)
+        return self._parse(self._text(value, context), context)
+
+    def _text(self, value: Any, documents: Sequence[Document] | None) -> str:
+        text, _ = answer_text(
+            value,
+            documents or [],
+            source_id_base=self.source_id_base,
+            title_key=self.title_key,
+            fallback=value if isinstance(value, str) else "",
+        )
+        return text or ""
 
     def parse_with_context(self, text: str, documents: Sequence[Document]) -> CitedAnswer:
         """Parse ``text`` and mark each citation valid or not against ``documents``."""
-        return self._parse(text, list(documents))
+        return self._parse(self._text(text, documents), list(documents))
 
     async def aparse_result(
         self, result: list[Generation], *, partial: bool = False

@@ -168,6 +168,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         PrivateAttr(default=None)
     )
     _warned_unscored: bool = PrivateAttr(default=False)
+    _warned_range: bool = PrivateAttr(default=False)
     _store_relevance: Callable[[float], float] | None = PrivateAttr(default=None)
     """The store's own relevance function, when its relevance search is LangChain's default
     (``similarity_search_with_score`` mapped by it): then the search maps the scores itself,
@@ -494,14 +495,10 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             (document, convert(score))
             for document, score in store.similarity_search_with_score(query, fetch_k, **search)
         ]
-        outside = [(d, r) for d, r in pool if r < 0.0 or r > 1.0]  # as LangChain's, bounded
-        if outside:
-            document, relevance = outside[0]
-            warnings.warn(
-                f"Relevance scores must be between 0 and 1, got {len(outside)} of {len(pool)} "
-                f"outside (the first: {relevance:.4g} for document {document.id!r})",
-                stacklevel=2,
-            )
+        outside = [r for _, r in pool if r < 0.0 or r > 1.0]  # as LangChain's (NaN: not outside)
+        if outside and not self._private("_warned_range"):
+            self._warned_range = True
+            warnings.warn(_range_warning(store, convert, outside, len(pool)), stacklevel=2)
         return pool
 
     def _choose_relevance_function(self) -> tuple[Callable[[float], float] | None, str]:
@@ -628,6 +625,20 @@ def _address(exc: BaseException) -> str:
         return ""
     port = f":{url.port}" if url.port is not None else ""
     return f" at {url.scheme}://{url.host}{port}"
+
+
+def _range_warning(
+    store: VectorStore, convert: Callable[[float], float], outside: Sequence[float], size: int
+) -> str:
+    """LangChain's relevance warning, bounded: the problem once, never the pool (one line)."""
+    name = getattr(convert, "__name__", type(convert).__name__).strip("_")
+    return (
+        f"Relevance scores must be between 0 and 1: {len(outside)} of the {size} candidates "
+        f"{type(store).__name__}'s relevance function {name} mapped are outside it (from "
+        f"{min(outside):.4g} to {max(outside):.4g}); the ranking still uses them. Give "
+        "FairRetriever relevance= (the store's distance or similarity) or relevance_score_fn= "
+        "mapping its scores into [0, 1]. Warned once per retriever."
+    )
 
 
 def _overrides_relevance_search(store_type: type[VectorStore]) -> bool:

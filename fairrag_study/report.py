@@ -197,6 +197,27 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
             "table_attributed_groundedness.md",
         )
     )
+    # issue 33: the same metrics over explicit citations alone, and citation precision
+    if protected is not None:
+        specs.append(
+            MetricSpec(
+                "attributed_generation_parity_explicit",
+                f"Attributed generation parity, explicit citations alone (to {who})",
+                "table_attributed_generation_parity_explicit.md",
+            )
+        )
+    specs += [
+        MetricSpec(
+            "attributed_groundedness_explicit",
+            "Attributed groundedness, explicit citations alone",
+            "table_attributed_groundedness_explicit.md",
+        ),
+        MetricSpec(
+            "attributed_citation_precision",
+            "Attributed citation precision (credited citations naming their person, of all)",
+            "table_attributed_citation_precision.md",
+        ),
+    ]
     if protected is not None:
         specs += [
             MetricSpec(

@@ -87,6 +87,27 @@ class FairnessRecord(BaseModel):
     attributed_generation_parity: float | None = Field(default=None, description="SPEC Metrics.")
     attributed_fairness_gap: float | None = Field(default=None, description="SPEC Metrics.")
     attributed_groundedness: float | None = Field(default=None, description="SPEC Metrics.")
+    attributed_lines: int | None = Field(
+        default=None, description="SPEC Attribution: last line read when the record was bounded."
+    )
+    miscitations: Any = Field(default=None, description="SPEC Attribution: mis-citations.")
+    n_miscitations: int | None = Field(default=None, description="SPEC Attribution.")
+    n_overcitations: int | None = Field(default=None, description="SPEC Attribution.")
+    n_out_of_range: int | None = Field(default=None, description="SPEC Attribution.")
+    n_refusals: int | None = Field(default=None, description="SPEC Attribution.")
+    n_prompt_echo_lines: int | None = Field(
+        default=None, description="SPEC Attribution: prompt lines copied into the answer."
+    )
+    attributed_generation_parity_explicit: float | None = Field(
+        default=None, description="SPEC Metrics: citations alone."
+    )
+    attributed_fairness_gap_explicit: float | None = Field(
+        default=None, description="SPEC Metrics: citations alone."
+    )
+    attributed_groundedness_explicit: float | None = Field(
+        default=None, description="SPEC Metrics: citations alone."
+    )
+    attributed_citation_precision: float | None = Field(default=None, description="SPEC Metrics.")
     error: str | None = Field(default=None, description="Type: message of a failed run.")
     framework: dict[str, Any] = Field(
         default_factory=dict, description="Fields only one framework has."

@@ -37,11 +37,13 @@ __all__ = [
     "EXIT_FLUSH_SECONDS",
     "PROVENANCE_FIELDS",
     "RECORD_SCHEMA",
+    "SEARCH_FIELDS",
     "RecordKeeper",
     "ShownDocument",
     "check_max_records",
     "flush_sinks",
     "run_record",
+    "search_entry",
     "shown_record",
     "unaudited_record",
     "utc_timestamp",
@@ -72,6 +74,34 @@ PROVENANCE_FIELDS = (
 )
 """How the shown list relates to its fair ranking (docs/SPEC.md, "Adapters" → Which list is
 audited): in every record, null where they do not apply (``mixed_after_ranking``: false)."""
+
+
+SEARCH_FIELDS = (
+    "query",
+    "ranker",
+    "query_seed",
+    "k",
+    "pool_size",
+    "doc_ids",
+    "titles",
+    "groups",
+    "exposure_share",
+    "exposure_disparity",
+    "exposure_by_group",
+    "relevance_function",
+    *PROVENANCE_FIELDS,
+)
+"""The fields of one search in a record's ``searches`` (docs/SPEC.md, "Records" → Agents): its
+ranking, what it showed and that list's own exposure."""
+
+
+def search_entry(record: Mapping[str, Any], **ids: Any) -> dict[str, Any]:
+    """One search of an answer that several searches fed (an agent's tool calls): the
+    :data:`SEARCH_FIELDS` of the record of its list alone (:func:`shown_record` without an
+    answer), then ``ids`` (the framework's run id of the search)."""
+    entry = {name: record.get(name) for name in SEARCH_FIELDS}
+    entry.update(ids)
+    return entry
 
 
 @dataclass(frozen=True)

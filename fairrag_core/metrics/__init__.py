@@ -2,7 +2,11 @@
 module; studies report their mean over trials."""
 
 from .amortized import amortized_disparity, amortized_exposure_shares
-from .attributed import attributed_generation_parity, attributed_groundedness
+from .attributed import (
+    attributed_citation_precision,
+    attributed_generation_parity,
+    attributed_groundedness,
+)
 from .awrf import awrf, trec_discount, trec_fair_score, trec_ndcg
 from .expected_exposure import (
     ExpectedExposure,
@@ -20,6 +24,7 @@ __all__ = [
     "ExpectedExposure",
     "amortized_disparity",
     "amortized_exposure_shares",
+    "attributed_citation_precision",
     "attributed_generation_parity",
     "attributed_groundedness",
     "awrf",

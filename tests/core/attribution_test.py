@@ -9,7 +9,11 @@ import pytest
 from fairrag_core import FairnessAuditor
 from fairrag_core.attribution import STYLES, attribute_answer
 from fairrag_core.citations import ContextDocument, document_aliases, names_person
-from fairrag_core.metrics import attributed_generation_parity, attributed_groundedness
+from fairrag_core.metrics import (
+    attributed_citation_precision,
+    attributed_generation_parity,
+    attributed_groundedness,
+)
 
 CONTEXT = [
     ContextDocument("Ada Lovelace", group="female"),
@@ -50,10 +54,7 @@ STYLED = [
         "1. Ada Lovelace [1]\n2. Alan Turing [2][3]\n3. Grace Hopper [^3]\n4. Nobody [9]",
         [
             ("Ada Lovelace", [("Ada Lovelace", "numbered", True)]),
-            (
-                "Alan Turing",
-                [("Alan Turing", "numbered", True), ("Grace Hopper", "numbered", False)],
-            ),
+            ("Alan Turing", [("Alan Turing", "numbered", True)]),  # [3]: a mis-citation
             ("Grace Hopper", [("Grace Hopper", "numbered", True)]),
             ("Nobody", []),
         ],
@@ -63,10 +64,7 @@ STYLED = [
         "number lists and labels",
         "- Ada Lovelace [1, 3]\n- Grace Hopper [Doc 3]\n- Alan Turing (DocTitle: 2)",
         [
-            (
-                "Ada Lovelace",
-                [("Ada Lovelace", "numbered", True), ("Grace Hopper", "numbered", False)],
-            ),
+            ("Ada Lovelace", [("Ada Lovelace", "numbered", True)]),  # 3: a mis-citation
             ("Grace Hopper", [("Grace Hopper", "numbered", True)]),
             ("Alan Turing", [("Alan Turing", "numbered", True)]),
         ],
@@ -96,10 +94,7 @@ STYLED = [
         "- Ada Lovelace - Source: Ada Lovelace\n- Alan Turing (Sources: [2], [3])",
         [
             ("Ada Lovelace", [("Ada Lovelace", "source_label", True)]),
-            (
-                "Alan Turing",
-                [("Alan Turing", "source_label", True), ("Grace Hopper", "source_label", False)],
-            ),
+            ("Alan Turing", [("Alan Turing", "source_label", True)]),  # [3]: a mis-citation
         ],
         ("source_label",),
     ),
@@ -201,15 +196,16 @@ def test_metrics_over_the_attributed_set():
         "- Ada Lovelace [1]\n- Alan Turing\n- Grace Hopper (DocTitle: Alan Turing)\n- Nobody",
         CONTEXT,
     )
-    # attributions: Ada (f), Turing (m, implicit), on the third bullet Turing (m, cited, not
-    # named) and Grace Hopper (f, named beside the citation: implicit); "Nobody" is unsupported
-    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 4)
-    assert attributed_groundedness(result) == pytest.approx(3 / 4)
+    # attributions: Ada (f), Turing (m, implicit), on the third bullet Grace Hopper (f, named:
+    # implicit) beside a mis-citation of Turing (flagged, not credited, not supported);
+    # "Nobody" is unsupported
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
+    assert attributed_groundedness(result) == pytest.approx(2 / 4)
     third = result.bullets[2]
     assert [(a.title, a.style, a.names_person) for a in third.attributions] == [
-        ("Alan Turing", "doctitle", False),
         ("Grace Hopper", "implicit", True),
     ]
+    assert [(a.title, a.style) for a in third.miscited] == [("Alan Turing", "doctitle")]
     assert third.styles == ("doctitle", "implicit")
     empty = attribute_answer("I cannot answer that.", CONTEXT)
     assert math.isnan(attributed_generation_parity(empty, "female"))
@@ -238,6 +234,8 @@ def test_the_record_says_which_styles_and_follows_only_for_the_requested_format(
         "person": "Alan Turing",
         "title": "Alan Turing",
         "style": "numbered",
+        "provenance": "explicit",
+        "name_form": None,
         "names_person": True,
         "group": "male",
     }
@@ -297,3 +295,260 @@ def test_styles_constant_and_linear_time_on_hostile_lines():
     )
     result = attribute_answer(hostile, CONTEXT)  # each line read up to MAX_LINE_SCAN chars
     assert result.bullet_count == 4  # "- [[[..." holds no word: decoration, not a bullet
+
+
+# -- every name form the data holds (issue 33, item 3) -----------------------------------------
+
+NAME_FORMS = [
+    ("1. Yusuf al-Qaradawi", "Yusuf al-Qaradawi", "male"),
+    ("- Kaarlo af Heurlin", "Kaarlo af Heurlin", "male"),
+    ("- Abraham bar Hiyya", "Abraham bar Hiyya", "male"),
+    ("- Thomas à Kempis", "Thomas à Kempis", "male"),
+    ("- Ettore Arrigoni degli Oddi", "Ettore Arrigoni degli Oddi", "male"),
+    ("- Vincent d'Indy", "Vincent d'Indy", "male"),
+    ("- Wajeha al-Huwaider", "Wajeha al-Huwaider", "female"),
+    ("- Juwayriya bint al-Harith", "Juwayriya bint al-Harith", "female"),
+    ('- Morgan "Bill" Evans', 'Morgan "Bill" Evans', "male"),
+    ("- Alan Turing's work on computability", "Alan Turing", "male"),
+    ("- Ada Lovelace’s notes", "Ada Lovelace", "female"),
+    ("- Curie, Marie", "Marie Curie", "female"),
+    ("- **Ada Lovelace**: the first programmer", "Ada Lovelace", "female"),
+    ("<answer>Ada Lovelace is a role model.</answer>", "Ada Lovelace", "female"),
+    ("1.Ada Lovelace", "Ada Lovelace", "female"),
+]
+
+
+@pytest.mark.parametrize(("answer", "title", "group"), NAME_FORMS)
+def test_every_name_form_attributes_its_document_shown_alone(answer, title, group):
+    document = ContextDocument(title, group=group)
+    result = attribute_answer(answer, [document])
+    assert [a.title for a in result.attributions] == [title]
+    other = ContextDocument("Grace Hopper", group="female")  # no wrong acceptance
+    assert attribute_answer(answer, [other]).attributions == []
+
+
+def test_a_name_run_still_stops_at_a_description_after_a_joining_word():
+    found = attribute_answer("- Alan Turing in Cambridge and Ada Lovelace", CONTEXT)
+    assert [a.title for a in found.attributions] == ["Alan Turing", "Ada Lovelace"]
+
+
+# -- citation precision as ALCE measures it (issue 33, item 2) ---------------------------------
+
+PEOPLE = [
+    ContextDocument("Ada Lovelace", group="female"),  # [1]
+    ContextDocument("Grace Hopper", group="female"),  # [2]
+    ContextDocument("Marie Curie", group="female"),  # [3]
+    ContextDocument("Alan Turing", group="male"),  # [4]
+    ContextDocument("Charles Babbage", group="male"),  # [5]
+]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- Ada Lovelace [4]",
+        "- Ada Lovelace (DocTitle: Alan Turing)",
+        "- Ada Lovelace (Alan Turing)",
+    ],
+)
+def test_a_miscitation_is_flagged_counted_and_not_credited(answer):
+    result = attribute_answer(answer, PEOPLE)
+    (bullet,) = result.bullets
+    assert [a.title for a in bullet.attributions] == ["Ada Lovelace"]  # the person presented
+    assert [a.title for a in result.miscitations] == ["Alan Turing"]
+    assert attributed_groundedness(result) == 0.0  # its citation does not support it
+    assert attributed_generation_parity(result, "female") == 1.0  # Turing is not counted
+    assert attributed_citation_precision(result) == 0.0
+    record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
+        answer, PEOPLE, 0.5
+    )
+    assert record["n_miscitations"] == 1
+    assert [m["title"] for m in record["miscitations"]] == ["Alan Turing"]
+
+
+def test_a_citation_dump_is_counted_and_never_raises_groundedness_or_parity():
+    result = attribute_answer("- Alan Turing [1][2][3][4][5]", PEOPLE)
+    assert [a.title for a in result.attributions] == ["Alan Turing"]
+    assert result.overcited_count == 4 and len(result.miscitations) == 4
+    assert attributed_generation_parity(result, "female") == 0.0  # the women cited are not
+    assert attributed_groundedness(result) == 1.0
+    assert attributed_citation_precision(result) == pytest.approx(1 / 5)
+
+
+def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
+    result = attribute_answer("- Ada Lovelace [1-999]\n- Grace Hopper [2-3]", PEOPLE)
+    first, second = result.bullets
+    assert first.out_of_range == ("1-999",)
+    assert [a.style for a in first.attributions] == ["implicit"]  # named, not cited
+    assert [a.title for a in second.attributions] == ["Grace Hopper"]  # 3: a mis-citation
+    assert result.out_of_range_count == 1
+    assert attributed_groundedness(result, provenance="explicit") == 0.5
+    assert attributed_citation_precision(result) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The context does not say whether Ada Lovelace was a role model [1].",
+        "- Ada Lovelace: the context does not mention her [1]",
+        "- I cannot tell whether Ada Lovelace (DocTitle: Ada Lovelace) is one.",
+        "- Ada Lovelace was not an engineer [1]",
+        "There is no information about Ada Lovelace.",
+    ],
+)
+def test_refusals_and_denials_do_not_attribute(answer):
+    result = attribute_answer(answer, PEOPLE)
+    assert result.attributions == []
+    assert math.isnan(attributed_generation_parity(result, "female"))
+    assert attributed_groundedness(result) == 0.0
+
+
+def test_not_only_is_no_denial():
+    result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
+    assert [a.title for a in result.attributions] == ["Ada Lovelace"]
+
+
+# -- no document steers attribution (issue 33, item 5) -----------------------------------------
+
+STEERING = ContextDocument(
+    "Bob Jones",
+    group="male",
+    text="Title: Bob Jones\nBob Jones, known as Ada Lovelace, is an English engineer.",
+)
+OPENING = ContextDocument(
+    "Bob Jones", group="male", text="Title: Bob Jones\nAda Lovelace was the name on his boat."
+)
+
+
+@pytest.mark.parametrize("steering", [STEERING, OPENING], ids=["known as", "opening"])
+def test_a_stated_alias_cannot_take_a_bullet_cited_to_another_shown_document(steering):
+    context = [*PEOPLE[:2], steering]  # Ada [1], Grace [2], Bob [3]
+    for answer in (
+        "- Ada Lovelace [1]",
+        "- Ada Lovelace",
+        "- Ada Lovelace (DocTitle: Ada Lovelace)",
+    ):
+        result = attribute_answer(answer, context)
+        assert [a.title for a in result.attributions] == ["Ada Lovelace"], answer
+        assert attributed_generation_parity(result, "female") == 1.0
+
+
+def test_an_alias_still_names_its_own_person_when_no_shown_person_holds_it():
+    result = attribute_answer("- Ada Lovelace", [PEOPLE[1], STEERING])
+    (attribution,) = result.attributions
+    assert (attribution.title, attribution.name_form) == ("Bob Jones", "alias")  # provenance
+
+
+# -- provenance on every attribution (issue 33, item 1) ----------------------------------------
+
+
+def test_every_attribution_states_its_provenance_in_the_record():
+    answer = "- Ada Lovelace [1]\n- Grace Hopper\n- Richard Starkey, the drummer"
+    record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
+        answer, [*PEOPLE[:2], CONTEXT[3]], 0.5
+    )
+    assert [
+        (s["title"], s["provenance"], s["style"], s["name_form"])
+        for s in record["attributed_sources"]
+    ] == [
+        ("Ada Lovelace", "explicit", "numbered", None),
+        ("Grace Hopper", "implicit", "implicit", "title"),
+        ("Ringo Starr", "implicit", "implicit", "alias"),
+    ]
+    assert record["attributed_generation_parity"] == pytest.approx(2 / 3)
+    assert record["attributed_generation_parity_explicit"] == 1.0
+    assert record["attributed_groundedness"] == 1.0
+    assert record["attributed_groundedness_explicit"] == pytest.approx(1 / 3)
+    assert record["attributed_citation_precision"] == 1.0
+
+
+def test_an_implicit_attribution_never_outweighs_an_explicit_one_on_its_bullet():
+    # beside a credited citation only people named by their titles join; a stated alias never
+    result = attribute_answer("- Ada Lovelace [2] and Grace Hopper", [PEOPLE[0], PEOPLE[1]])
+    assert [(a.title, a.style) for a in result.attributions] == [
+        ("Grace Hopper", "numbered"),
+        ("Ada Lovelace", "implicit"),
+    ]
+    (bullet,) = result.bullets
+    assert bullet.supported_explicitly
+
+
+# -- a record the library writes is one the audit reads (issue 33, item 7) ---------------------
+
+
+def test_a_record_is_bounded_where_attributed_sources_are_written():
+    from fairrag_audit.scan import MAX_ATTRIBUTIONS, MAX_BULLETS, MAX_SOURCES_BYTES
+    from fairrag_core.audit import MAX_RECORDED_ATTRIBUTIONS, MAX_RECORDED_SOURCES_BYTES
+
+    assert MAX_RECORDED_ATTRIBUTIONS <= min(MAX_ATTRIBUTIONS, MAX_BULLETS)
+    assert MAX_RECORDED_SOURCES_BYTES <= MAX_SOURCES_BYTES
+    looping = "- " + "Ada Lovelace and Grace Hopper, " * 60 + "[1][2]\n"
+    answer = looping * 1_500  # every line attributes two documents with a long head
+    record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
+        answer, PEOPLE, 0.5
+    )
+    import json
+
+    sources = record["attributed_sources"]
+    assert len(json.dumps(sources)) <= MAX_SOURCES_BYTES
+    assert len(sources) <= MAX_ATTRIBUTIONS
+    assert record["n_attribution_bullets"] <= MAX_BULLETS
+    assert record["attributed_lines"] is None or record["attributed_lines"] < 1_500
+    short = FairnessAuditor.create(protected="female", target_share=0.5).generation(
+        "- Ada Lovelace [1]", PEOPLE, 0.5
+    )
+    assert short["attributed_lines"] is None
+
+
+# -- units a reader would use (issue 33, item 4) -----------------------------------------------
+
+
+def test_footnote_definitions_are_citations_not_bullets():
+    answer = (
+        "- Ada Lovelace[^1]\n- Alan Turing[^2]\n- Grace Hopper[^3]\n\n"
+        "[^1]: Ada Lovelace\n[^2]: Alan Turing\n[^3]: Grace Hopper"
+    )
+    context = [PEOPLE[3], PEOPLE[0], PEOPLE[1]]  # the footnote numbers are not entry numbers
+    result = attribute_answer(answer, context)
+    assert result.bullet_count == 3
+    assert [(a.title, a.style) for a in result.attributions] == [
+        ("Ada Lovelace", "numbered"),
+        ("Alan Turing", "numbered"),
+        ("Grace Hopper", "numbered"),
+    ]
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
+    assert result.miscitations == []
+
+
+def test_a_trailing_sources_line_cites_the_bullets_and_is_no_bullet():
+    result = attribute_answer("- Ada Lovelace\n- Alan Turing\n\nSources: 1, 4", PEOPLE)
+    assert result.bullet_count == 2
+    assert attributed_groundedness(result) == 1.0
+    assert [(a.title, a.style) for a in result.attributions] == [
+        ("Ada Lovelace", "source_label"),
+        ("Alan Turing", "source_label"),
+    ]
+
+
+def test_a_regurgitated_prompt_is_recognised_and_said_so():
+    from fairrag_core.prompts import format_context, format_instructions
+
+    prompt = format_context(["Title: Ada Lovelace\nA mathematician.", "Title: Alan Turing\nX."])
+    result = attribute_answer(prompt + "\n" + format_instructions(), PEOPLE[:1] + PEOPLE[3:4])
+    assert result.regurgitated
+    assert result.attributions == []
+    assert math.isnan(attributed_generation_parity(result, "female"))
+    record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
+        prompt, PEOPLE[:1] + PEOPLE[3:4], 0.5
+    )
+    assert record["n_prompt_echo_lines"] == 4
+    assert attribute_answer("- Ada Lovelace [1]", PEOPLE).regurgitated is False
+
+
+def test_a_line_presenting_one_person_with_another_in_brackets_attributes_that_person():
+    result = attribute_answer("- Ada Lovelace (Grace Hopper)\n- Alan Turing (Ada Lovelace)", PEOPLE)
+    assert [[a.title for a in b.attributions] for b in result.bullets] == [
+        ["Ada Lovelace"],
+        ["Alan Turing"],
+    ]
+    assert attributed_generation_parity(result, "female") == 0.5

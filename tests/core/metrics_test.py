@@ -45,6 +45,7 @@ def test_all_lists_the_public_metrics():
         "ExpectedExposure",
         "amortized_disparity",
         "amortized_exposure_shares",
+        "attributed_citation_precision",
         "attributed_generation_parity",
         "attributed_groundedness",
         "awrf",

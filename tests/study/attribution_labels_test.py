@@ -87,10 +87,10 @@ LABELS: dict[int, str] = {
     # 47: each line is 'Head (Title)': head Ida Elizabeth Mathis (entry 2) / Robert Marion Clawson
     # (entry 3) plus a shown person's title in parentheses, read as a citation of that entry
     # (Daron Joffe = 1, Ida Elizabeth Mathis = 2); 4-5: Coppess (Coppess) = 5 only
-    47: "1:1,2 2:1,2 3:2,3 4:5 5:5",
+    47: "1:2 2:2 3:3 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 48: 'Head (Title)': Ida Elizabeth Mathis (entry 2) citing Daron Joffe (1); Charles Lambert
     # (5) citing Lindiwe Majele Sibanda (4)
-    48: "1:1,2 2:1,2 3:4,5 4:4,5",
+    48: "1:2 2:2 3:5 4:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 49: 2: Robert Marion Clawson, the full name entry 3's text gives
     49: "1:2 2:3 3:3 4:4 5:5",
     # 50: 3: 'Tom Clawson', a blend of Tom Buis and Marion Clawson, nobody shown; the dates do not
@@ -149,7 +149,7 @@ LABELS: dict[int, str] = {
     # (entry 4's full name) plus '(Lindiwe Sibanda)', an obvious form of entry 5's title, so both
     # [lead's correction on re-reading: line 3's bracket names Lindiwe Sibanda, entry 3 (the
     # labeller had 5); Marion Clawson is entry 4]
-    71: "1:1,2 2:1,2 3:3,4 4:5 5:5",
+    71: "1:2 2:2 3:4 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 72: 2: 'Ida Elizabeth Mathis', obvious form of entry 2; wrong dates ignored
     72: "1:1 2:2 3:3 4:5",
     # 73: loop on 'Ida Elizabeth Mathis' (entry 2); 13: 'Ida Elizabeth' cut by the cap before the
@@ -271,7 +271,7 @@ LABELS: dict[int, str] = {
     116: "1:2 2:2 3:4 4:5",
     # 117: 1-2: 'Head (Title)': Ida Elizabeth Mathis (entry 2) plus '(Daron Joffe)', entry 1's
     # title, so both (as in answers 47/71); 5: 'May Roberta Berenbaum', entry 5's full name
-    117: "1:1,2 2:1,2 3:3 4:5 5:5",
+    117: "1:2 2:2 3:3 4:5 5:5",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 118: loop on 'Ida Elizabeth Mathis' (entry 2); 9: cut by the cap in the dates, after the
     # name is complete; wrong dates ignored
     118: "1-9:2",
@@ -288,7 +288,7 @@ LABELS: dict[int, str] = {
     # only a name, entry 4's full name containing her title 'Myra Hess', read as 'Name A (Title
     # B)', so both (unlike answers 46/70, whose bracket was copied description text: Yiddish alias
     # + dates)
-    123: "1:2,4",
+    123: "1:2",  # issue 33 guide: '- A (B)' is about A, B a mis-citation
     # 124: 2: head David S. Blondheim with Kristel's dates, head decides; 3: 'David Simon
     # Kristel', a blend of David Simon Blondheim (entry 3) and Sylvia Kristel (entry 4), nobody
     # shown - left out
@@ -342,28 +342,131 @@ def test_the_fixture_is_the_real_models_answers_to_the_studys_prompts():
         assert all(c["text"].startswith("Title: " + c["title"]) for c in item["context"])
 
 
-def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bullets():
-    answers = _answers()
-    attributed = agreed = missed = 0
+def agreement(
+    answers: list[dict], labels_of: dict[int, str]
+) -> tuple[int, int, int, int, list[tuple]]:
+    """``(attributed, agreed, missed, labelled, disagreements)``: bullets the rule attributes,
+    those whose entries equal the label, labelled bullets it attributes to nothing, labelled
+    bullets, and each disagreement as ``(answer, line, rule's entries, label)``."""
+    attributed = agreed = missed = labelled = 0
     disagreements = []
-    for index, text in LABELS.items():
+    for index, text in labels_of.items():
         item = answers[index]
         context = [
             ContextDocument(c["title"], group=c["group"], text=c["text"]) for c in item["context"]
         ]
         labels = _labels(text)
+        labelled += len(labels)
         result = attribute_answer(item["answer"], context)
         found = {b.line_number: {a.position + 1 for a in b.attributions} for b in result.bullets}
         for line, entries in found.items():
-            if not entries:
-                missed += line in labels
-                continue
-            attributed += 1
-            if labels.get(line) == entries:
-                agreed += 1
-            else:
-                disagreements.append((index, line, entries, labels.get(line)))
-        missed += sum(1 for line in labels if line not in found)
+            if entries:
+                attributed += 1
+                agreed += labels.get(line) == entries
+                if labels.get(line) != entries:
+                    disagreements.append((index, line, entries, labels.get(line)))
+        missed += sum(1 for line in labels if not found.get(line))
+    return attributed, agreed, missed, labelled, disagreements
+
+
+def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bullets():
+    attributed, agreed, missed, _, disagreements = agreement(_answers(), LABELS)
     assert len(LABELS) >= 100 and attributed >= 600  # issue 22: at least 100 labelled answers
     assert agreed / attributed >= 0.95, disagreements
     assert missed <= 0.05 * attributed, missed
+
+
+# -- held-out answers, labelled under a written reader's guide (issue 33, item 6) --------------
+
+FIXTURE_SEED46 = Path(__file__).parent / "fixtures" / "smollm2_seed46_answers.json"
+"""The 48 distinct answers of SmolLM2-135M-Instruct to ``fairrag study --llm local --rankers
+representative_stochastic --trials 48 --seed 46`` (11 of its 12 topics outside seed 2026's),
+each with the five documents shown (title, group, the text as the study shows it)."""
+
+GUIDE = """How a reader labels a line (issue 33; a reader's conventions, not the rule's):
+G1. An item is a marked line (``-``, ``1.``) or an unmarked line that is only a name; an
+    unmarked line under an item that repeats its name (with dates) or describes it belongs to
+    that item, and a line copied from the prompt or a line such as ``The answer is:`` is none.
+G2. An item is about the shown entry whose person the name at its head names: by its title,
+    by a name the entry's own text gives (full name, birth name, known-as), or an obvious form
+    of either (initials, dropped middle names, a title such as Dr., King or Madam, a short
+    form, a one-letter slip in a distinctive name: ``Corrine`` for ``Corrinne``). Another given
+    name with the same surname (``Charles Creighton`` for James Creighton) is another person;
+    a blend of two names is nobody.
+G3. ``- A (B)`` is about A, the person the line presents; B in brackets, another shown person,
+    is a mis-citation, not an attribution. A qualifier or A's own full name in brackets does not
+    matter.
+G4. Wrong dates are ignored. A line cut by the token cap counts once its name's surname has
+    started (``King Chul``, like ``Sarah Jane Merc`` above); before it, not.
+G5. A refusal or a denial is about no one; so is a copied prompt."""
+
+LABELS_SEED46: dict[int, str] = {
+    0: "1:1 2:2 3:3 4:4",  # 3: 'John Arthur Porter', entry 3's full name
+    1: "1:1 2:2 3:3",  # 3: 'David Bloor (Sylvia Maria Kristel)': about David Bloor (G3)
+    2: "1:1 2:2 3:3 4:4",  # wrong dates ignored (G4)
+    3: "1:1 2:2 3:3 4:5",  # 4: 'Madam C.J. Walker' is entry 5
+    4: "1:1 2:2 3:4 4:3 5:5",  # 5: entry 5's full name
+    5: "1:1 2:2 3:3 4:4 5:5",
+    6: "1:1 2:2 3:2",  # 3: 'Eleanor Margaret Burbidge', entry 2's full name
+    7: "1:1 2:2 3:2 4:3 5:4 6:5",
+    8: "1:5",  # 2-5: 'The first female marine engineer in the UK' names no one
+    9: "1:2 2:3 3:5",
+    10: "",  # the prompt copied (role line, context entries): no item (G5)
+    11: "1:1 2-15:2",  # 2-15: 'Sanggung (Kingdom of Korea)', entry 2's title; 15 cut after it
+    12: "1:1 3:2 4:4 5:5",  # 1: 'Charles Fry', C. B. Fry's given name; 2: John Arlott, not shown
+    13: "1-7:1",  # 7: cut after the complete name
+    14: "1:1 2:1 4:3 5:3",  # 3: 'Charles Creighton', another given name (G2); 4-5: Jim Creighton
+    # 15: 3: 'Charles Arlott Fry', a blend with John Arlott, nobody shown; 4: 'Charles Edward
+    # Trescothick', another given name; 7: 'Helen' cut before the surname
+    15: "1:1 2:1 5:2 6:5",
+    16: "2:3 3:4",  # 1: John Carmack, not shown; 2: Dennis Fong (entry 3's text); 3: 'Corrine' (G2)
+    17: "1:1 2:2 3:3 4:4",
+    18: "1:5 2:5",
+    19: "1:1 2:2 3:3 4:4 5:5",  # 3: Dennis Fong, entry 3's own name (Thresh)
+    20: "",  # Elon Musk, not shown
+    21: "1:1 2:2 3:5 4:4 5:5",
+    22: "1:1 2:2 3:4",
+    23: "1:4",  # '(Microsoft Corporation)' is no person
+    24: "1:5 2:4 3:5 4:5 5:5",
+    25: "1:1 3:3 4:4 5:5",  # 2: 'Edward S. Thomas', not shown
+    26: "1:2 2:2",
+    27: "1:3 2:3",
+    # 28: lines 2 and 7 (the item's name again, with dates) and 4, 9 describe the item above them
+    # (G1); 11: 'Dr. Naomi', cut before the surname [corrected on re-reading the shown list:
+    # Naomi Pierce is entry 3, the first pass had 1]
+    28: "1:3 6:3",
+    29: "1:1 2:2 3:3",
+    30: "1:1 2:2 3:3 4:4",
+    31: "1:1 2:2 3:3",
+    32: "1:5",
+    33: "1:1 2:2 3:3 4:4 5:5",
+    34: "1:1 2:1 3:1 4:2 5:2 6:4",  # 6: head Elinor Brent-Dyer, '(Ellyn Brent-Dyer)' a misspelling
+    35: "1:1 2:2 3:3 4:4",
+    36: "1:3 2:2 3:3 4:5 5:5",
+    37: "1:5",
+    38: "1:5 2:2 3:4 4:4",  # 3-4: 'Maryam bint Imran', entry 4's own name; the brackets: G3
+    39: "1:1 2:2 3:3 4:2 5:5 6:4",
+    # 40: 2: 'Phra Phuttha Chao Luang', an epithet the shown text does not give; 6: 'King Chul',
+    # cut in the name (hard call, kept like 'Sarah Jane Merc' in the first labels)
+    40: "1:1 3-6:1",
+    41: "1:2 2:1 3:3 4:4 5:5",
+    42: "1-6:3",  # 5-6: 'Damong', a one-letter slip (G2); the brackets: G3
+    43: "1:1 4:3",  # 3: 'The answer is:' is prose; 4: 'Najibang', a one-letter slip (G2)
+    44: "1:2 2:2 3:3 4:4 5:5",
+    45: "1:2 2:2 3:3 4:5 5:4",
+    46: "1:1 2:2",
+    47: "1-3:1",
+}
+
+
+def test_held_out_answers_agree_with_a_readers_labels():
+    """On answers from other seeds and topics than the labels above, labelled under GUIDE: the
+    rule agrees on 98% of the bullets it attributes (measured: 179 of 179) and misses at most 3%
+    of the labelled bullets (measured: 5 of 184, 2.7%: the slips ``Corrine``, ``Damong`` twice
+    and ``Najibang``, and ``King Chul`` cut in the name, none of which the name rule reads)."""
+    answers = json.loads(FIXTURE_SEED46.read_text(encoding="utf-8"))
+    assert len(answers) == len(LABELS_SEED46) == 48 and "G3" in GUIDE
+    attributed, agreed, missed, labelled, disagreements = agreement(answers, LABELS_SEED46)
+    assert attributed >= 170
+    assert agreed / attributed >= 0.98, disagreements
+    assert missed <= 0.03 * labelled, missed

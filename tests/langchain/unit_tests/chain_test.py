@@ -70,9 +70,9 @@ def test_the_prompt_is_the_papers(retriever):
     seen = []
 
     class Recording(FakeCitingChatModel):
-        def _result(self, messages):
+        def reply(self, messages):
             seen.append(messages)
-            return super()._result(messages)
+            return super().reply(messages)
 
     output = make_fair_rag_chain(retriever, Recording()).invoke("Who?")
     (messages,) = seen

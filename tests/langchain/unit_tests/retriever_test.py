@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -262,3 +263,20 @@ def test_store_relevance_outside_0_1_warns_as_langchain_does(pool, first):
                 retriever.invoke("who?")
         else:
             assert len(retriever.invoke("who?")) == 5
+
+
+def test_the_relevance_warning_names_the_problem_once_without_the_pool():
+    # Issue 32, item 5: on main each call repeated LangChain's warning with the whole pool in
+    # it (~25 KB per call on a 300-document pool).
+    documents, _ = imbalanced_pool(n=300)
+    distances = [0.5 + 0.01 * i for i in range(300)]  # cosine relevance down to -2.49
+    retriever = fair(CosineFixedPoolStore(documents, distances), ranker="standard", pool_size=300)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert len(retriever.invoke("who?")) == 5
+    [warning] = [w for w in caught if "between 0 and 1" in str(w.message)]
+    message = str(warning.message)
+    assert len(message) < 500 and "page_content" not in message and "Person" not in message
+    assert "249 of the 300 candidates" in message and "from -2.49 to -0.01" in message
+    assert "relevance_score_fn=" in message

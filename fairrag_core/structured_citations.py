@@ -1,0 +1,286 @@
+"""Structured citations read into the paper's answer text, so that a structured answer gives the
+same record as the same citations written as text (docs/SPEC.md, "Citations" → Structured
+citations).
+
+Models cite in structure more and more: an object from ``with_structured_output`` or an
+agent's ``response_format``, the same fields as a tool call's arguments or as JSON message
+content, or provider citation metadata (a text span with the index of the document it cites,
+as Anthropic's content blocks and Cohere's citations give it). Each is read here, without any
+framework, into a :class:`StructuredAnswer`, and :func:`render_answer` writes it as the text
+the citation rules read (:mod:`fairrag_core.citations`, :mod:`fairrag_core.attribution`): the
+prose, with each citation written ``(DocTitle: <title>)`` where its span ends, or as a bullet
+``- <person> (DocTitle: <title>)`` after the prose when it has no span.
+
+Which document a citation points to is never guessed:
+
+- ``source_id`` and a bare integer in ``citations`` are *source ids*, numbered from
+  ``source_id_base``: 0 as in LangChain's citation how-to (``Source ID: 0`` for the first
+  document shown), 1 when the prompt numbered sources from 1. The caller states it.
+- ``number`` is the ``[n]`` entry number of the context, always from 1 (docs/SPEC.md,
+  "Context").
+- ``document_index`` (provider citations) is the 0-based position of the document in the
+  list the model was given, as both providers define it.
+- ``title`` (or a bare string in ``citations``) is a title, checked as a written one.
+
+A source id outside the shown list stays a citation, of no shown document: it counts as a
+bullet that cites nothing (groundedness) and never in parity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .citations import ContextDocument
+
+__all__ = [
+    "StructuredAnswer",
+    "StructuredCitation",
+    "check_source_id_base",
+    "read_content_blocks",
+    "read_json_answer",
+    "read_span_citations",
+    "read_structured_answer",
+    "render_answer",
+]
+
+_MAX_CITATIONS = 1000
+"""Most citations read from one answer: a longer list is an error, never a slow record."""
+
+
+@dataclass(frozen=True)
+class StructuredCitation:
+    """One citation of a structured answer: the document it points to and who it names."""
+
+    position: int | None = None
+    """0-based position of the cited document in the shown list (None: cited by title)."""
+    title: str | None = None
+    """The cited title as given (None: cited by position)."""
+    person: str | None = None
+    """The person the citation is for, when the answer names one."""
+    end: int | None = None
+    """Where in :attr:`StructuredAnswer.text` the cited span ends (None: no span)."""
+    given: str = ""
+    """The reference as the model gave it (``source_id 2``, ``[3]``, ``document_index 0``)."""
+
+
+@dataclass(frozen=True)
+class StructuredAnswer:
+    """An answer and its citations as a model gave them in structure."""
+
+    text: str
+    """The answer's prose (may be empty)."""
+    citations: tuple[StructuredCitation, ...]
+    """Its citations, in the order given."""
+    form: str
+    """Where it was read from: ``fields``, ``json``, ``content_blocks`` or ``spans``."""
+
+
+def check_source_id_base(value: Any, name: str = "source_id_base") -> int:
+    """``value`` as the number the first source id stands for: 0 or 1."""
+    if isinstance(value, bool) or value not in (0, 1):
+        raise ValueError(
+            f"{name} must be 0 (source ids from 0, as LangChain's citation how-to) or 1 "
+            f"(from 1, as [n] entry numbers), got {value!r}"
+        )
+    return int(value)
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any] | None:
+    """A structured output as a mapping: a mapping, a pydantic model or a dataclass."""
+    if isinstance(value, Mapping):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        dumped = dump()
+        return dumped if isinstance(dumped, Mapping) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return None
+
+
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _citation(item: Any, source_id_base: int) -> StructuredCitation | None:
+    """One entry of a ``citations`` list, or None when it is no citation."""
+    number = _index(item)
+    if number is not None:
+        return StructuredCitation(position=number - source_id_base, given=f"source id {number}")
+    if isinstance(item, str):
+        return StructuredCitation(title=item, given=item)
+    entry = _as_mapping(item)
+    if entry is None:
+        return None
+    person = entry.get("person", entry.get("name"))
+    person = person if isinstance(person, str) and person.strip() else None
+    if _index(entry.get("source_id")) is not None:
+        source_id = entry["source_id"]
+        position, given = source_id - source_id_base, f"source id {source_id}"
+    elif _index(entry.get("number")) is not None:
+        position, given = entry["number"] - 1, f"[{entry['number']}]"
+    elif _index(entry.get("document_index")) is not None:
+        position, given = entry["document_index"], f"document index {entry['document_index']}"
+    elif isinstance(entry.get("title"), str):
+        return StructuredCitation(title=entry["title"], person=person, given=entry["title"])
+    else:
+        return None
+    return StructuredCitation(position=position, person=person, given=given)
+
+
+def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnswer | None:
+    """A structured answer (a mapping, pydantic model or dataclass with a ``citations`` list,
+    and optionally an ``answer`` text), or None when ``value`` is not one.
+
+    ``citations`` entries: a source id (int, from ``source_id_base``), a title (str), or an
+    object with ``source_id``, ``number`` (``[n]``, from 1), ``document_index`` (from 0) or
+    ``title``, and optionally ``person`` (or ``name``), e.g. LangChain's how-to
+    ``CitedAnswer(answer=..., citations=[0, 2])`` and ``QuotedAnswer`` (``source_id`` and
+    ``quote``). An entry of none of these forms is an unreadable citation: it counts as a bullet
+    that cites nothing, as an unparsable bullet line does.
+    """
+    base = check_source_id_base(source_id_base)
+    fields = _as_mapping(value)
+    if fields is None:
+        return None
+    items = fields.get("citations")
+    if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
+        return None
+    if len(items) > _MAX_CITATIONS:
+        raise ValueError(
+            f"a structured answer may hold {_MAX_CITATIONS} citations, got {len(items)}"
+        )
+    answer = fields.get("answer")
+    citations = []
+    for item in items:
+        citation = _citation(item, base)
+        citations.append(citation if citation is not None else StructuredCitation())
+    return StructuredAnswer(answer if isinstance(answer, str) else "", tuple(citations), "fields")
+
+
+def read_json_answer(text: str, *, source_id_base: int) -> StructuredAnswer | None:
+    """A structured answer written as JSON message content (an object, optionally fenced as a
+    Markdown code block), or None when ``text`` is not one."""
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.strip("`").removeprefix("json").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    answer = read_structured_answer(value, source_id_base=source_id_base)
+    return None if answer is None else dataclasses.replace(answer, form="json")
+
+
+def read_content_blocks(blocks: Sequence[Any]) -> StructuredAnswer | None:
+    """An answer given as content blocks with provider citations, or None when no block cites.
+
+    Text blocks are joined in order; a block's ``citations`` (Anthropic: ``document_index``,
+    0-based, and the cited span is the block's text) and ``annotations`` of type ``citation``
+    (LangChain's standard blocks: by ``title``, or ``document_index``) cite where the block
+    ends.
+    """
+    text = ""
+    citations: list[StructuredCitation] = []
+    for block in blocks:
+        if isinstance(block, str):
+            text += block
+            continue
+        if not isinstance(block, Mapping) or not isinstance(block.get("text"), str):
+            continue
+        text += block["text"]
+        person = block["text"].strip() or None
+        cited = list(block.get("citations") or [])
+        cited += [a for a in block.get("annotations") or [] if isinstance(a, Mapping)]
+        for item in cited:
+            entry = _as_mapping(item)
+            if entry is None:
+                continue
+            citation = _citation({**entry, "person": person}, 0)
+            if citation is None and isinstance(entry.get("document_title"), str):
+                citation = StructuredCitation(title=entry["document_title"], person=person)
+            if citation is not None:
+                citations.append(dataclasses.replace(citation, end=len(text)))
+    if not citations:
+        return None
+    return StructuredAnswer(text, tuple(citations[:_MAX_CITATIONS]), "content_blocks")
+
+
+def read_span_citations(text: str, spans: Sequence[Any]) -> StructuredAnswer | None:
+    """An answer with span citations (Cohere's: ``start``, ``end`` and the cited documents'
+    0-based ``document_index`` or ``document_indices``), or None when none is readable."""
+    citations: list[StructuredCitation] = []
+    for item in spans:
+        span = _as_mapping(item)
+        end = None if span is None else _index(span.get("end"))
+        if span is None or end is None or not 0 <= end <= len(text):
+            continue
+        start = _index(span.get("start"))
+        person = text[start:end].strip() if start is not None and 0 <= start <= end else None
+        indices = span.get("document_indices")
+        if not isinstance(indices, Sequence):
+            indices = [span.get("document_index")]
+        for index in indices:
+            if _index(index) is not None:
+                citations.append(
+                    StructuredCitation(
+                        position=index, person=person, end=end, given=f"document index {index}"
+                    )
+                )
+    if not citations:
+        return None
+    return StructuredAnswer(text, tuple(citations[:_MAX_CITATIONS]), "spans")
+
+
+def _cited_title(citation: StructuredCitation, titles: Sequence[str | None]) -> str | None:
+    """The title a citation cites; None when it points to no shown document."""
+    if citation.title is not None:
+        return " ".join(citation.title.split())
+    position = citation.position
+    if position is not None and 0 <= position < len(titles) and titles[position]:
+        return str(titles[position])
+    return None
+
+
+def _written_title(citation: StructuredCitation, titles: Sequence[str | None]) -> str:
+    title = _cited_title(citation, titles)
+    return f"{citation.given}, not among the {len(titles)} shown" if title is None else title
+
+
+def render_answer(answer: StructuredAnswer, titles: Sequence[str | None]) -> str:
+    """``answer`` as the text the citation rules read, against the shown list's ``titles``
+    (in the order shown; None for an untitled document).
+
+    A citation with a span is written `` (DocTitle: <title>)`` where its span ends; the others
+    become bullets ``- <person> (DocTitle: <title>)`` after the prose, the person being the one
+    given, else the cited document's (:class:`~fairrag_core.citations.ContextDocument`'s rule).
+    A citation of no shown document keeps its place with a title no document has (it is
+    counted, and invalid); an unreadable one is a bare bullet (counted, citing nothing).
+    """
+    text = answer.text
+    inserts = sorted(
+        ((c.end, i, c) for i, c in enumerate(answer.citations) if c.end is not None),
+        key=lambda item: (item[0], item[1]),
+        reverse=True,
+    )
+    for end, _, citation in inserts:
+        text = f"{text[:end]} (DocTitle: {_written_title(citation, titles)}){text[end:]}"
+    bullets = []
+    for citation in answer.citations:
+        if citation.end is not None:
+            continue
+        if citation.position is None and citation.title is None:  # unreadable
+            bullets.append("- (an unreadable citation)")
+            continue
+        title = _cited_title(citation, titles)
+        person = citation.person or (citation.given if title is None else None)
+        person = person or ContextDocument(str(title)).person
+        written = _written_title(citation, titles)
+        bullets.append(f"- {' '.join(str(person).split())} (DocTitle: {written})")
+    return "\n".join(part for part in (text.strip("\n"), *bullets) if part)

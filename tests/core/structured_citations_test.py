@@ -1,0 +1,167 @@
+"""fairrag_core.structured_citations: a structured answer reads as the same citations written as
+text (docs/SPEC.md, "Citations" → Structured citations), the index base stated, never guessed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from pydantic import BaseModel
+
+from fairrag_core import FairnessAuditor
+from fairrag_core.citations import ContextDocument
+from fairrag_core.structured_citations import (
+    check_source_id_base,
+    read_content_blocks,
+    read_json_answer,
+    read_span_citations,
+    read_structured_answer,
+    render_answer,
+)
+
+TITLES = ["Ada Lovelace", "Alan Turing", "Grace Hopper (computer scientist)", "Edsger Dijkstra"]
+GROUPS = ["female", "male", "female", "male"]
+TEXT = (
+    "- Alan Turing (DocTitle: Alan Turing)\n"
+    "- Grace Hopper (DocTitle: Grace Hopper (computer scientist))"
+)
+
+
+class CitedAnswer(BaseModel):
+    """LangChain's citation how-to schema: source ids from 0."""
+
+    answer: str
+    citations: list[int]
+
+
+class Citation(BaseModel):
+    source_id: int
+    quote: str
+
+
+class QuotedAnswer(BaseModel):
+    answer: str
+    citations: list[Citation]
+
+
+@dataclass
+class Cited:
+    person: str
+    number: int
+
+
+@dataclass
+class NumberedAnswer:
+    citations: list[Cited]
+
+
+def generation(text: str) -> dict:
+    context = [
+        ContextDocument(t, group=g, number=n)
+        for n, (t, g) in enumerate(zip(TITLES, GROUPS, strict=True), 1)
+    ]
+    return FairnessAuditor.create(protected="female").generation(text, context, 0.5)
+
+
+def rendered(value, base: int = 0) -> str:
+    answer = read_structured_answer(value, source_id_base=base)
+    assert answer is not None
+    return render_answer(answer, TITLES)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        CitedAnswer(answer="", citations=[1, 2]),
+        {"answer": "", "citations": [1, 2]},
+        QuotedAnswer(
+            answer="",
+            citations=[Citation(source_id=1, quote="x"), Citation(source_id=2, quote="y")],
+        ),
+        NumberedAnswer([Cited("Alan Turing", 2), Cited("Grace Hopper", 3)]),
+        {
+            "citations": [
+                {"person": "Alan Turing", "title": "Alan Turing"},
+                {"title": "Grace Hopper (computer scientist)"},
+            ]
+        },
+    ],
+)
+def test_every_structured_form_gives_the_texts_record(value):
+    assert rendered(value) == TEXT
+    assert generation(rendered(value)) == generation(TEXT)
+
+
+def test_source_ids_are_read_from_the_stated_base_never_guessed():
+    # LangChain's how-to numbers sources from 0: [0, 2] are the 1st and 3rd documents shown.
+    from_zero = generation(rendered({"answer": "", "citations": [0, 2]}, base=0))
+    from_one = generation(rendered({"answer": "", "citations": [0, 2]}, base=1))
+    assert from_zero["generation_parity"] == 1.0 and from_zero["groundedness"] == 1.0
+    assert from_one["generation_parity"] == 0.0 and from_one["groundedness"] == 0.5
+    assert rendered({"citations": [2, 3]}, base=0) != rendered({"citations": [2, 3]}, base=1)
+    with pytest.raises(ValueError, match=r"source_id_base must be 0 .* or 1"):
+        check_source_id_base(2)
+    with pytest.raises(ValueError, match="source_id_base"):
+        read_structured_answer({"citations": []}, source_id_base=True)
+
+
+def test_a_source_outside_the_shown_list_counts_and_is_invalid():
+    text = rendered({"answer": "", "citations": [0, 9, None]})
+    assert text.splitlines() == [
+        "- Ada Lovelace (DocTitle: Ada Lovelace)",
+        "- source id 9 (DocTitle: source id 9, not among the 4 shown)",
+        "- (an unreadable citation)",
+    ]
+    result = generation(text)
+    assert result["n_bullets"] == 3 and result["n_valid_citations"] == 1
+    assert result["groundedness"] == pytest.approx(1 / 3)
+
+
+def test_json_content_is_read_and_other_text_is_not():
+    answer = read_json_answer('```json\n{"answer": "", "citations": [1, 2]}\n```', source_id_base=0)
+    assert answer is not None and answer.form == "json"
+    assert render_answer(answer, TITLES) == TEXT
+    assert read_json_answer(TEXT, source_id_base=0) is None
+    assert read_json_answer('{"answer": "no citations field"}', source_id_base=0) is None
+    assert read_json_answer("{not json", source_id_base=0) is None
+
+
+def test_provider_content_blocks_cite_where_the_block_ends():
+    # Anthropic: a text block per cited claim, document_index from 0
+    blocks = [
+        {"type": "text", "text": "- "},
+        {
+            "type": "text",
+            "text": "Alan Turing",
+            "citations": [{"type": "char_location", "document_index": 1, "cited_text": "..."}],
+        },
+        {"type": "text", "text": "\n- "},
+        {
+            "type": "text",
+            "text": "Grace Hopper",
+            "citations": [{"type": "char_location", "document_index": 2}],
+        },
+    ]
+    answer = read_content_blocks(blocks)
+    assert answer is not None and answer.form == "content_blocks"
+    assert render_answer(answer, TITLES) == TEXT
+    assert read_content_blocks([{"type": "text", "text": TEXT}]) is None
+
+
+def test_span_citations_cite_where_the_span_ends():
+    text = "- Alan Turing\n- Grace Hopper"
+    spans = [
+        {"start": 2, "end": 13, "document_indices": [1]},
+        {"start": 16, "end": 28, "document_index": 2},
+    ]
+    answer = read_span_citations(text, spans)
+    assert answer is not None and render_answer(answer, TITLES) == TEXT
+    assert read_span_citations(text, [{"start": 0, "end": 999, "document_index": 0}]) is None
+
+
+def test_not_a_structured_answer():
+    assert read_structured_answer("text", source_id_base=0) is None
+    assert read_structured_answer({"answer": "x"}, source_id_base=0) is None
+    assert read_structured_answer({"citations": "0, 1"}, source_id_base=0) is None
+    with pytest.raises(ValueError, match="1000 citations"):
+        read_structured_answer({"citations": [0] * 1001}, source_id_base=0)
