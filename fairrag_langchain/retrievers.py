@@ -542,6 +542,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             type(self.vectorstore).__name__,
             described=relevance_function,
             own_function="relevance_score_fn",
+            raw=None if convert is None else np.asarray(given, dtype=float),
         )
         return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
 

@@ -16,6 +16,7 @@ __all__ = [
     "chroma_collection",
     "engine_llm",
     "engine_retriever",
+    "faiss_index",
     "fusion_members",
     "node_postprocessors",
     "query_engine_of",
@@ -64,3 +65,9 @@ def fusion_members(retriever: Any) -> Any:
 def chroma_collection(store: Any) -> Any:
     """A ``ChromaVectorStore``'s collection (``_collection``; None otherwise)."""
     return getattr(store, "_collection", None)
+
+
+def faiss_index(store: Any) -> Any:
+    """A FaissVectorStore's FAISS index (``_faiss_index``; None for anything else), whose
+    ``metric_type`` says what its scores mean."""
+    return getattr(store, "_faiss_index", None)

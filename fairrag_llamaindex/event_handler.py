@@ -12,9 +12,10 @@ import contextlib
 import contextvars
 import logging
 import os
+import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -34,9 +35,11 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.workflow import StopEvent
 from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
+from fairrag_core.audit import json_label
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -53,7 +56,14 @@ from fairrag_core.kit import (
 
 from . import _private as private
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
-from .spans import ENTERED_HANDLERS, QUESTION_METHODS, SPANS, OpenSpan, ensure_registered
+from .spans import (
+    ENTERED_HANDLERS,
+    QUESTION_METHODS,
+    SPANS,
+    OpenSpan,
+    ensure_registered,
+    is_workflow_run,
+)
 
 __all__ = ["FairnessEventHandler"]
 
@@ -98,9 +108,47 @@ class _Stream:
 
 
 def _is_run(span: OpenSpan) -> bool:
-    return span.method in RUN_METHODS and isinstance(
-        span.instance, (BaseQueryEngine, BaseChatEngine)
-    )
+    return (
+        span.method in RUN_METHODS and isinstance(span.instance, (BaseQueryEngine, BaseChatEngine))
+    ) or is_workflow_run(span.instance, span.method)
+
+
+_ANSWER_FIELDS = ("answer", "response")
+"""The fields a workflow's result (a mapping, or its custom StopEvent) holds its answer in."""
+
+
+def _text(value: Any) -> str | None:
+    """``value`` as answer text: a string, or a message's string ``content``."""
+    if isinstance(value, str):
+        return value
+    content = getattr(value, "content", None)
+    return content if isinstance(content, str) else None
+
+
+def _field(value: Any, name: str) -> Any:
+    if isinstance(value, Mapping):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
+def workflow_answer(result: Any) -> tuple[str | None, list[NodeWithScore] | None]:
+    """The answer and the shown nodes of a Workflow's result (docs/SPEC.md, "Records" →
+    LlamaIndex Workflows): the ``StopEvent``'s ``result`` (a custom StopEvent with none: the
+    event itself) read as text, as a ``Response`` (``response``, ``source_nodes``), or as a
+    mapping or object with an ``answer`` or ``response`` text (or message) and optional
+    ``source_nodes``. (None, None) when it holds no answer that can be read."""
+    payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
+    if payload is None:
+        payload = result
+    answer = _text(payload)
+    if answer is None:
+        answer = next(
+            (t for name in _ANSWER_FIELDS if (t := _text(_field(payload, name))) is not None),
+            None,
+        )
+    nodes = _field(payload, "source_nodes")
+    sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
+    return answer, sources or None
 
 
 def _outermost_run(span_id: str | None) -> OpenSpan | None:
@@ -160,6 +208,97 @@ def _query_text(value: Any) -> str | None:
     if isinstance(value, QueryBundle):
         return value.query_str
     return str(value)
+
+
+def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    """The synthetic nodes a ``SubQuestionQueryEngine`` answers from ("Sub question: ...
+    Response: ...", one per sub-question, with no metadata): its sub-engines' answers, not
+    documents (docs/SPEC.md, "Records" → sub-questions). Empty for any other engine."""
+    if type(run.span.instance).__name__ != "SubQuestionQueryEngine":
+        return []
+    return [
+        n
+        for n in shown
+        if not n.node.metadata
+        and n.node.get_content(metadata_mode=MetadataMode.NONE).startswith("Sub question: ")
+    ]
+
+
+def _sub_question_lists(
+    auditor: FairnessAuditor, run: _Run, group_key: str
+) -> list[dict[str, Any]]:
+    """Each sub-question's fair list: its question, the documents in the order shown, their
+    groups and the list's exposure share (:meth:`FairnessAuditor.retrieval`)."""
+    lists = []
+    for rerank in run.reranks:
+        metadatas = [n.node.metadata for n in rerank.nodes]
+        groups = group_labels(metadatas, group_key, require_present=False)
+        lists.append(
+            {
+                "query": rerank.query,
+                "doc_ids": [n.node.node_id for n in rerank.nodes],
+                "groups": [json_label(g) for g in groups],
+                "query_seed": metadatas[0].get("query_seed") if metadatas else None,
+                "exposure_share": auditor.retrieval(groups)["exposure_share"],
+            }
+        )
+    return lists
+
+
+def _placement(node: NodeWithScore) -> tuple[Any, ...] | None:
+    """Which placed document a node is (None for a node no fair ranking placed): its whole
+    metadata, placement included, which a chunk copies from its document and two placed
+    documents never share (another rank, seed, score or title)."""
+    metadata = node.node.metadata
+    if "fair_rank" not in metadata:
+        return None
+    return tuple(sorted((key, _hashable(value)) for key, value in metadata.items()))
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, Hashable) else repr(value)
+
+
+def _source_documents(
+    shown: list[NodeWithScore], reranks: Sequence[_Rerank]
+) -> tuple[list[NodeWithScore], list[int] | None]:
+    """The shown documents, with the chunks a later step split one placed document into
+    (CitationQueryEngine's "Source n" nodes, each a copy of the placed node's metadata over a
+    piece of its text) taken back to that document (docs/SPEC.md, "Records" → chunks): one
+    entry per document, where its first chunk was, as the fair re-ranking returned it. Also
+    the document number (1-based) of each shown node, or None when nothing was split."""
+    placed = {_placement(n): n for rerank in reranks for n in rerank.nodes}
+    documents: list[NodeWithScore] = []
+    numbers: list[int] = []
+    first: dict[tuple[Any, ...], int] = {}
+    for node in shown:
+        key = _placement(node)
+        if key is not None and key in first:
+            numbers.append(first[key])
+            continue
+        documents.append(placed.get(key, node) if key is not None else node)
+        numbers.append(len(documents))
+        if key is not None:
+            first[key] = len(documents)
+    if len(documents) == len(shown):
+        return shown, None
+    return documents, numbers
+
+
+_ENTRY = re.compile(r"\[(\d+)\]")
+
+
+def _cited_documents(answer: str | None, numbers: list[int] | None) -> str | None:
+    """``answer`` with each ``[n]`` that numbers a shown chunk read as the number of the
+    document the chunk belongs to (``answer`` itself when nothing was split)."""
+    if answer is None or numbers is None:
+        return answer
+
+    def document(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
+
+    return _ENTRY.sub(document, answer)
 
 
 class _Live:
@@ -604,6 +743,10 @@ class FairnessEventHandler(BaseEventHandler):
                 self._live.chat_streams[id(result)] = (result, run, tags)
         elif hasattr(result, "response_gen") and getattr(result, "response_txt", 1) is None:
             self._watch_stream(result, run, tags)
+        elif is_workflow_run(span.instance, span.method):
+            answer, sources = workflow_answer(result)
+            if run.reranks or sources:  # a workflow that ranked or showed nothing: no question
+                self._finish(run, answer, sources, tags)
         else:
             answer = getattr(result, "response", result)
             self._finish(
@@ -721,6 +864,11 @@ class FairnessEventHandler(BaseEventHandler):
             shown = list(run.reranks[-1].nodes)
         else:
             shown = []
+        sub_answers = _sub_question_nodes(run, shown)
+        if sub_answers:
+            shown = [n for n in shown if not any(n is a for a in sub_answers)]
+        shown, chunk_documents = _source_documents(shown, run.reranks)
+        audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
         try:
             auditor = self.auditor
@@ -749,14 +897,21 @@ class FairnessEventHandler(BaseEventHandler):
                 run_id=run.span.id_ if run_id == "" else run_id,
                 model=run.model,
                 metadata=tags,
-                answer=answer,
+                answer=audited_answer,
                 error=error,
                 framework={
                     "n_reranks": len(run.reranks),
+                    **(
+                        {"sub_questions": _sub_question_lists(auditor, run, group_key)}
+                        if sub_answers
+                        else {}
+                    ),
                     # a streaming answer nobody read (its ranking was made): "unconsumed"
                     **({"answer_status": answer_status} if answer_status else {}),
                 },
             )
+            if audited_answer is not answer:
+                record["answer"] = answer  # the answer as given; its [n] were read as documents
         except (KeyError, ValueError, TypeError) as exc:
             logger.warning("FairnessEventHandler could not audit %r: %s", query, exc)
             record = unaudited_record(

@@ -320,12 +320,62 @@ def _pool_source(postprocessor: Any) -> _Source:
     return _Source(False)
 
 
+_FAISS_METRICS = {0: "similarity", 1: "l2_distance"}
+"""FAISS ``metric_type`` → conversion: ``METRIC_INNER_PRODUCT`` (0) reports the inner product
+(higher = better), ``METRIC_L2`` (1) the squared L2 distance (lower = better: ``-d``)."""
+
+
+def _is_named(store: Any, *names: str) -> bool:
+    return any(cls.__name__ in names for cls in type(store).__mro__)
+
+
+def _qdrant_distance(store: Any) -> str | None:
+    """The distance of a QdrantVectorStore's collection (``Cosine``, ``Dot``, ``Euclid``,
+    ``Manhattan``; None when it cannot be read or differs between named vectors)."""
+    try:
+        client = store.client if store.client is not None else store.aclient
+        vectors = client.get_collection(store.collection_name).config.params.vectors
+        params = vectors.values() if isinstance(vectors, dict) else [vectors]
+        distances = {str(getattr(p.distance, "value", p.distance)) for p in params}
+    except Exception:  # an async-only store, a collection not made yet, a server down
+        return None
+    return distances.pop() if len(distances) == 1 else None
+
+
 def _relevance_for_store(store: Any) -> str:
-    """The conversion a store's scores need: ChromaVectorStore reports ``exp(-d)``, ``d`` the
-    distance of its collection's space (``chroma_cosine``: ``1 - d`` for cosine and ip,
-    ``chroma_l2``: ``-d`` for l2, Chroma's default); every other LlamaIndex store reports a
-    similarity (higher = better)."""
-    if store is None or not _is_chroma(store):
+    """The conversion a store's scores need, read from the store's distance metric:
+    ChromaVectorStore reports ``exp(-d)``, ``d`` the distance of its collection's space
+    (``chroma_cosine``: ``1 - d`` for cosine and ip, ``chroma_l2``: ``-d`` for l2, Chroma's
+    default); FaissVectorStore reports what its FAISS index computes (``similarity`` for an
+    inner-product index, ``l2_distance`` for ``IndexFlatL2`` and every other L2 index);
+    QdrantVectorStore the score of its collection's distance (``similarity`` for Cosine and
+    Dot, ``l2_distance`` for Euclid and Manhattan, which it reports as distances). A metric
+    that cannot be read, or another one, is an error naming the conversions: never a guess
+    that could invert the ranking. Stores with a fixed similarity (LlamaIndex's own
+    ``SimpleVectorStore`` and the others) report a similarity (higher = better)."""
+    if store is None:
+        return "similarity"
+    if _is_named(store, "FaissVectorStore", "FaissMapVectorStore"):
+        metric = getattr(private.faiss_index(store), "metric_type", None)
+        if metric in _FAISS_METRICS:
+            return _FAISS_METRICS[metric]
+        raise ValueError(
+            f"relevance='auto' cannot tell what this FaissVectorStore's scores mean (FAISS "
+            f"metric_type {metric!r}; read: 0 inner product, 1 L2): name the conversion, "
+            "relevance='similarity' when higher is better or 'l2_distance' for a distance"
+        )
+    if _is_named(store, "QdrantVectorStore"):
+        distance = _qdrant_distance(store)
+        if distance in ("Cosine", "Dot"):
+            return "similarity"
+        if distance in ("Euclid", "Manhattan"):
+            return "l2_distance"
+        raise ValueError(
+            f"relevance='auto' cannot tell what this QdrantVectorStore's scores mean (its "
+            f"collection's distance read as {distance!r}): name the conversion, "
+            "relevance='similarity' for Cosine or Dot or 'l2_distance' for Euclid or Manhattan"
+        )
+    if not _is_chroma(store):
         return "similarity"
     space = _chroma_space(store)
     if space in ("cosine", "ip"):
@@ -365,7 +415,9 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
     **Configuration.** ``ranker``, ``protected``, ``target_share``, ``target``, ``seed`` and
     ``ranker_params`` describe one ranker, rebuilt whenever one of them changes (assignment,
     ``model_copy(update=...)``); an assignment the core refuses is undone and raised. Copies
-    (``model_copy``, ``copy.deepcopy``) never share a generator. Unknown arguments are refused.
+    (``model_copy``, ``copy.deepcopy``, a pickle sent to a process pool) never share a
+    generator: the i-th copy draws the i-th spawned stream of ``seed`` (distinct and
+    reproducible, docs/SPEC.md "Adapters" → Copies). Unknown arguments are refused.
 
     **Relevance.** Each node's ``score`` converted by ``relevance`` (a name of
     :data:`fairrag_core.kit.RELEVANCE_CONVERSIONS`). ``"auto"`` (default) reads the engine that
@@ -445,9 +497,11 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
 
     @classmethod
     def for_index(cls, index: Any, **fields: Any) -> FairRerankPostprocessor:
-        """A postprocessor whose ``relevance`` is the one ``index.vector_store`` needs
-        (over a ChromaVectorStore ``chroma_cosine`` or ``chroma_l2`` by its collection's
-        space, else ``similarity``)."""
+        """A postprocessor whose ``relevance`` is the one ``index.vector_store`` needs, read
+        from the store's distance metric (a ChromaVectorStore's collection space, a
+        FaissVectorStore's index metric, a QdrantVectorStore's collection distance), or a
+        ``ValueError`` when the metric cannot be read: never a guess that inverts the ranking
+        (docs/SPEC.md, "Adapters" → Relevance)."""
         store = getattr(index, "vector_store", None)
         if store is None:
             raise ValueError(

@@ -38,6 +38,7 @@ __all__ = [
     "SpanTree",
     "current_span_id",
     "ensure_registered",
+    "is_workflow_run",
 ]
 
 
@@ -92,6 +93,34 @@ def _question(bound_args: inspect.BoundArguments) -> str | None:
             return value
         if value is not None and isinstance(getattr(value, "query_str", None), str):
             return str(value.query_str)
+    return None
+
+
+_START_FIELDS = ("query", "query_str", "question", "user_msg", "input", "message")
+"""The fields of a Workflow's ``StartEvent`` read as its question, in this order."""
+
+
+def is_workflow_run(instance: Any, method: str) -> bool:
+    """Whether a span runs a LlamaIndex Workflow (``<Workflow class>.run-<uuid>``): one question
+    answered by the workflow's result (docs/SPEC.md, "Records" → LlamaIndex Workflows)."""
+    return method == "run" and any(
+        cls.__name__ == "Workflow" and cls.__module__.startswith(("workflows", "llama_index"))
+        for cls in type(instance).__mro__
+    )
+
+
+def _start_question(bound_args: inspect.BoundArguments) -> str | None:
+    """The question of a Workflow run: the first of :data:`_START_FIELDS` its start event
+    carries as text (a QueryBundle's ``query_str`` too)."""
+    event: Any = getattr(bound_args, "arguments", {}).get("start_event")
+    for name in _START_FIELDS:
+        try:
+            value = event.get(name) if hasattr(event, "get") else getattr(event, name, None)
+        except Exception:  # a custom start event whose get() wants more
+            value = getattr(event, name, None)
+        for text in (value, getattr(value, "query_str", None), getattr(value, "content", None)):
+            if isinstance(text, str):  # text, a QueryBundle's query_str, a ChatMessage's content
+                return text
     return None
 
 
@@ -185,7 +214,12 @@ class SpanTree(BaseSpanHandler[BaseSpan]):
         parent_span_id: str | None,
     ) -> None:
         method = _method(id_)
-        query = _question(bound_args) if method in QUESTION_METHODS else None
+        if method in QUESTION_METHODS:
+            query = _question(bound_args)
+        elif is_workflow_run(instance, method):
+            query = _start_question(bound_args)
+        else:
+            query = None
         span = OpenSpan(id_, parent_span_id, instance, method, query, ENTERED_HANDLERS.get())
         book = self.book
         with book.guard:

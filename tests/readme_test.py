@@ -119,6 +119,9 @@ def test_python_examples_run_in_order(tmp_path, monkeypatch):
     assert len(handler.records) == 1
     assert len(handler.records[0]["groups"]) == 4
     assert handler.records[0]["query_seed"] == 7 and handler.records[0]["ranker"] is not None
+    flow = namespace["flow_record"]  # the LlamaIndex guide's Workflow record, with its answer
+    assert flow["answer"] == namespace["flow_answer"] and len(flow["groups"]) == 4
+    assert flow["run_id"].startswith("FairRAG.run-")
     from llama_index.core.schema import MetadataMode
 
     ranked = namespace["fair_documents"]  # Haystack's FairDocumentRanker in a Pipeline

@@ -62,7 +62,7 @@ from .records import (
     unaudited_record,
     utc_timestamp,
 )
-from .relevance import RELEVANCE_CONVERSIONS, check_store_order, to_relevance
+from .relevance import RELEVANCE_CONVERSIONS, check_monotone, check_store_order, to_relevance
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -81,6 +81,7 @@ __all__ = [
     "ShownDocument",
     "check_group_key",
     "check_max_records",
+    "check_monotone",
     "check_store_order",
     "context_entry",
     "context_header",

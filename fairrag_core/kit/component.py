@@ -12,6 +12,8 @@ imports it: only the adapters do, through ``fairrag_core.kit.component``.
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Annotated, Any
 
@@ -53,6 +55,8 @@ __all__ = [
     "check_count",
     "check_relevance",
 ]
+
+_COPIES_LOCK = threading.Lock()
 
 AUTO = "auto"
 """``relevance="auto"``: the adapter chooses the conversion from the store it can see, or
@@ -114,11 +118,13 @@ class FairComponent(BaseModel):
 
     The core ranker is built from :data:`CONFIG_FIELDS` by :class:`RankerState` and rebuilt
     whenever one of them changes (assignment, in place, ``model_copy(update=...)``); a copy
-    never shares the original's random generator. Every field is validated when the component
-    is built and when it is assigned: a value the field or the core refuses is undone (the old
-    configuration stays whole) and raised as a ``ValueError`` naming the field and what is
-    accepted. Unknown arguments are refused. Each adapter adds its size field (``k`` or
-    ``top_n``, typed :data:`Count`) and its framework's own fields.
+    (``copy.copy``, ``copy.deepcopy``, ``model_copy``, a pickle) never shares the original's
+    random generator: the i-th copy draws ``SeedSequence(seed).spawn(i + 1)[i]``'s stream.
+    Every field is validated when the component is built and when it is assigned: a value the
+    field or the core refuses is undone (the old configuration stays whole) and raised as a
+    ``ValueError`` naming the field and what is accepted. Unknown arguments are refused. Each
+    adapter adds its size field (``k`` or ``top_n``, typed :data:`Count`) and its framework's
+    own fields.
     """
 
     model_config = ConfigDict(
@@ -171,6 +177,11 @@ class FairComponent(BaseModel):
     )
 
     _state: RankerState | None = PrivateAttr(default=None)
+    _spawn_key: tuple[int, ...] = PrivateAttr(default=())
+    """Where this component's query-seed stream sits among its original's copies (() for one
+    built from its fields; :func:`~fairrag_core.kit.config.spawn_key_of`)."""
+    _copies_made: int = PrivateAttr(default=0)
+    _warned_pickle: bool = PrivateAttr(default=False)
 
     # -- validation -------------------------------------------------------------------------
 
@@ -234,6 +245,81 @@ class FairComponent(BaseModel):
             if before is not missing:
                 self.__dict__[name] = before  # refused: the old configuration stays whole
             raise
+
+    # -- copies: each draws its own stream (docs/SPEC.md, "Adapters" → Copies) ---------------
+
+    def _next_spawn_key(self) -> tuple[int, ...]:
+        """The spawn key of the next copy made of this component: its own key and the number
+        of copies made before (copy i of a component with seed s draws the query seeds of
+        ``default_rng(SeedSequence(s).spawn(i + 1)[i])``, whatever process it ends up in)."""
+        with _COPIES_LOCK:
+            made = self._private("_copies_made") or 0
+            private = self.__pydantic_private__
+            if private is not None:
+                private["_copies_made"] = made + 1
+        return (*(self._private("_spawn_key") or ()), made)
+
+    @staticmethod
+    def _as_copy_private(private: dict[str, Any] | None, key: tuple[int, ...]) -> dict[str, Any]:
+        """A copy's private values: the original's, with its own spawn key, no copies made
+        and no ranker state (built from its fields, and its key, at its first use)."""
+        return {**(private or {}), "_spawn_key": key, "_copies_made": 0, "_state": None}
+
+    def __copy__(self) -> Any:
+        copied = super().__copy__()
+        object.__setattr__(
+            copied,
+            "__pydantic_private__",
+            self._as_copy_private(copied.__pydantic_private__, self._next_spawn_key()),
+        )
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        copied = super().__deepcopy__(memo)
+        object.__setattr__(
+            copied,
+            "__pydantic_private__",
+            self._as_copy_private(copied.__pydantic_private__, self._next_spawn_key()),
+        )
+        return copied
+
+    def __getstate__(self) -> dict[Any, Any]:
+        # A pickled component is a copy made now, in this process: its stream is the next
+        # spawned one, so tasks sent to a process pool draw distinct, reproducible streams.
+        state = dict(super().__getstate__())
+        state["__pydantic_private__"] = self._as_copy_private(
+            state.get("__pydantic_private__"), self._next_spawn_key()
+        )
+        self._warn_private_ledger()
+        return state
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        # LlamaIndex's __setstate__ rebuilds the component by __init__ (fresh private values)
+        key = (state.get("__pydantic_private__") or {}).get("_spawn_key")
+        private = self.__pydantic_private__
+        if key and private is not None and private.get("_spawn_key") != key:
+            private.update(_spawn_key=key, _copies_made=0, _state=None)
+
+    def _warn_private_ledger(self) -> None:
+        """Warn (once per component) when pickling carries an amortized ranker's in-memory
+        ledger: each unpickled copy ranks against its own copy of the totals, so the stream
+        does not go on across processes."""
+        ledger = getattr(self.core_ranker, "ledger", None)
+        if getattr(ledger, "location", None) != "memory" or self._private("_warned_pickle"):
+            return
+        private = self.__pydantic_private__
+        if private is not None:
+            private["_warned_pickle"] = True
+        warnings.warn(
+            f"{type(self).__name__} is pickled with the {self.ranker_name} ranker's in-memory "
+            "ledger: each copy (each process-pool task) starts from a copy of its totals and "
+            "keeps its own stream, so the exposure it balances is not shared across tasks. "
+            "Give ledger='<path>.sqlite' or a redis:// URL for one stream across processes "
+            '(docs/SPEC.md, "Adapters" → Copies)',
+            UserWarning,
+            stacklevel=3,
+        )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
         """A copy; ``update`` is validated field by field like an assignment (pydantic's own

@@ -318,13 +318,18 @@ class RankerState:
     """The core ranker of one configuration, and the generator of its components' query seeds.
 
     Built for one component (``owner`` = its ``id``); a copy of the component (``model_copy``,
-    ``copy.deepcopy``) carries the same state object but has another id, so
-    :meth:`current` builds it a state of its own: the copy draws its query seeds from the
-    start of ``seed``'s sequence, exactly like a component freshly built with that seed.
+    ``copy.deepcopy``, a pickle) has another id, so :meth:`current` builds it a state of its
+    own, whose query seeds come from ``SeedSequence(seed, spawn_key=...)`` with the copy's
+    spawn key (:func:`spawn_key_of`; ``()``, ``default_rng(seed)``'s own stream, for a
+    component that is no copy): docs/SPEC.md, "Adapters" → Copies.
     """
 
     def __init__(
-        self, config: RankerConfig, owner: int, fields: tuple[Any, ...] | None = None
+        self,
+        config: RankerConfig,
+        owner: int,
+        fields: tuple[Any, ...] | None = None,
+        spawn_key: tuple[int, ...] = (),
     ) -> None:
         self.config = config
         self.owner = owner
@@ -333,8 +338,12 @@ class RankerState:
         every call: equal values are an equal configuration, so the state is reused without
         building a :class:`RankerConfig` (None: always compare configurations)."""
         self.ranker = config.build()
-        # the ranker's seed: the field's, or the one a ready Ranker was built with
-        self._seeds = as_rng(np.random.default_rng(self.ranker.seed))
+        # the ranker's seed: the field's, or the one a ready Ranker was built with; a copy's
+        # spawn key makes its stream the seed sequence's child of that key (docs/SPEC.md,
+        # "Adapters" → Copies), the original's (key ()) is default_rng(seed)'s own
+        self.spawn_key = spawn_key
+        sequence = np.random.SeedSequence(self.ranker.seed, spawn_key=spawn_key)
+        self._seeds = as_rng(np.random.default_rng(sequence))
         self._lock = threading.Lock()
         self._successors: weakref.WeakValueDictionary[int, RankerState] = (
             weakref.WeakValueDictionary()
@@ -368,15 +377,16 @@ class RankerState:
         adopt_own_ledger(component)
         config = RankerConfig.of(component)
         fields = _snapshot(_field_values(component))
+        key = spawn_key_of(component)
         if state is None:
-            return cls(config, owner, fields)
+            return cls(config, owner, fields, key)
         if state.owner == owner and state.config == config:
             state.fields = fields  # the same configuration under other values: compare these
             return state
         with state._lock:  # concurrent first calls after a change build one state, not one each
             successor = state._successors.get(owner)
             if successor is None or successor.config != config:
-                successor = state._successors[owner] = cls(config, owner, fields)
+                successor = state._successors[owner] = cls(config, owner, fields, key)
             return successor
 
     @functools.cached_property
@@ -415,6 +425,15 @@ class RankerState:
             return draw_query_seed(seed, self._seeds)
         with self._lock:  # concurrent queries never receive the same draw
             return draw_query_seed(None, self._seeds)
+
+
+def spawn_key_of(component: Any) -> tuple[int, ...]:
+    """The spawn key of ``component``'s query-seed stream: ``()`` for a component built from
+    its fields, ``(i,)`` for the i-th copy made of it, ``(i, j)`` for the j-th copy of that
+    copy (:class:`~fairrag_core.kit.component.FairComponent` keeps it; any other object: ())."""
+    private = getattr(component, "__pydantic_private__", None)
+    key = private.get("_spawn_key") if isinstance(private, dict) else None
+    return tuple(key) if key else ()
 
 
 def _no_state() -> None:

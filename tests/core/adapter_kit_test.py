@@ -298,3 +298,52 @@ def test_a_list_is_audited_against_the_target_it_was_ranked_for():
     audited = ranked_for(binary, [{**m, "fair_target": target_pairs(ranked)} for m in placed()])
     assert audited.target.protected == "female"
     assert audited.target.protected_share == pytest.approx(0.8)
+
+
+def test_copies_of_a_fair_component_draw_the_seeds_spawned_streams():
+    import pickle
+
+    from fairrag_core.kit.component import FairComponent
+
+    def first_seeds(component: FairComponent) -> list[int]:
+        return [component.ranker_state.query_seed() for _ in range(3)]
+
+    original = FairComponent(ranker="stochastic", group_key="gender", protected="female", seed=3)
+    copies = [copy.copy(original), copy.deepcopy(original), pickle.loads(pickle.dumps(original))]
+    grandchild = pickle.loads(pickle.dumps(copies[0]))
+    drawn = [first_seeds(each) for each in [original, *copies, grandchild]]
+    # copy i: SeedSequence(3).spawn(i + 1)[i]; a copy of copy 0: its own spawn, key (0, 0)
+    root = np.random.SeedSequence(3)
+    children = root.spawn(3)
+    expected = [np.random.default_rng(3), *map(np.random.default_rng, children)]
+    expected.append(np.random.default_rng(children[0].spawn(1)[0]))
+    assert drawn == [[int(g.integers(2**53)) for _ in range(3)] for g in expected]
+    assert len({tuple(d) for d in drawn}) == 5
+
+
+def _langchain_inner_product(s: float) -> float:
+    """LangChain's ``_max_inner_product_relevance_score_fn``, written out."""
+    return 1.0 - s if s > 0 else -s
+
+
+def test_a_conversion_not_monotone_over_the_pool_is_refused():
+    inner_products = np.linspace(0.6, -0.4, 11)  # a store's best-first pool spanning 0
+    relevance = np.array([_langchain_inner_product(s) for s in inner_products])
+    with pytest.raises(ValueError, match=r"not monotone over this pool from FAISS.*rises.*falls"):
+        check_store_order(relevance, None, "FAISS", described="store: inner product")
+    with pytest.raises(ValueError, match=r"store values 0\.1 → .*relevance_score_fn"):
+        check_store_order(
+            relevance, None, "FAISS", own_function="relevance_score_fn", raw=inner_products
+        )
+    # the same conversion over a pool on one side of 0 is monotone (the direction check's case)
+    positive = inner_products[inner_products > 0.05]
+    with pytest.raises(ValueError, match="rises along FAISS's best-first order"):
+        check_store_order(np.array([_langchain_inner_product(s) for s in positive]), None, "FAISS")
+
+
+def test_monotone_conversions_of_merged_pools_and_ties_are_accepted():
+    merged = np.array([0.9, 0.4, 0.8, 0.3, 0.7])  # two stores' lists merged: not sorted
+    for name in ("similarity", "negated", "cosine_distance", "l2_distance"):
+        check_store_order(to_relevance(merged, name), name, "fusion")  # named: monotone
+        check_store_order(to_relevance(merged, name), None, "fusion", raw=merged)
+    check_store_order(np.array([0.5, 0.5, 0.4, 0.4, 0.1]), "similarity", "a store")

@@ -1,0 +1,67 @@
+"""SubQuestionQueryEngine's synthetic "Sub question / Response" nodes are no documents
+(docs/SPEC.md, "Records" → sub-questions): kept out of exposure, each sub-question's fair list
+recorded under ``framework["sub_questions"]``, linked to the final answer's record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llama_index.core.base.llms.types import CompletionResponse
+from llama_index.core.query_engine import RetrieverQueryEngine, SubQuestionQueryEngine
+from llama_index.core.question_gen import LLMQuestionGenerator
+from llama_index.core.tools import QueryEngineTool, ToolMetadata
+
+from fairrag_core import FairnessAuditor
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex import query_seed as seeded
+from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+SUB_QUESTIONS = ["Who are pioneers of medicine?", "Who are pioneers of surgery?"]
+
+
+class PlanningLLM(CitingMockLLM):
+    """Plans two sub-questions when asked to (the question generator's prompt), else cites."""
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        if "sub_question" in prompt and "tool_name" in prompt:
+            items = [{"sub_question": q, "tool_name": "people"} for q in SUB_QUESTIONS]
+            return CompletionResponse(text=f"```json\n{json.dumps(items)}\n```")
+        return super().complete(prompt, formatted, **kwargs)
+
+
+def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
+    llm = PlanningLLM()
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=6
+    )
+    people = RetrieverQueryEngine.from_args(
+        PoolRetriever(pool_for=lambda q: make_pool(50, prefix=q[-8:-1])),
+        llm=llm,
+        node_postprocessors=[fair],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    tool = QueryEngineTool(people, ToolMetadata(name="people", description="biographies"))
+    engine = SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=[tool],
+        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
+        llm=llm,
+        use_async=False,
+    )
+    handler = FairnessEventHandler(group_key="gender", protected="female")
+    with handler, seeded(5):
+        response = engine.query("Who are the pioneers of medicine and surgery?")
+    (record,) = handler.records
+    synthetic = [n for n in response.source_nodes if not n.node.metadata]
+    assert len(synthetic) == 2  # the engine's "Sub question / Response" nodes
+    # today's main: the two synthetic nodes are shown documents at ranks 1-2, unknown group
+    assert len(record["doc_ids"]) == 12 and None not in record["groups"]
+    assert record["answer"] == response.response
+    lists = record["framework"]["sub_questions"]
+    assert [entry["query"] for entry in lists] == SUB_QUESTIONS
+    auditor = FairnessAuditor.create(protected="female")
+    for entry in lists:
+        assert len(entry["doc_ids"]) == 6
+        assert entry["exposure_share"] == auditor.retrieval(entry["groups"])["exposure_share"]
+    assert record["doc_ids"] == [i for entry in lists for i in entry["doc_ids"]]

@@ -1,0 +1,135 @@
+"""A LlamaIndex Workflow's answer is recorded with its retrieval (docs/SPEC.md, "Records" →
+LlamaIndex Workflows): a real ``Workflow`` whose step calls ``apostprocess_nodes`` and then an
+LLM (the citing mock) gets one record with the workflow's answer, numbered as the same question
+through a query engine is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.response.schema import Response
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode
+from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
+
+from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex import query_seed as seeded
+from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUESTION = "influential people in medicine"
+COMPARED = (
+    "query",
+    "answer",
+    "model",
+    "k",
+    "doc_ids",
+    "query_seed",
+    "exposure_share",
+    "groundedness",
+    "generation_parity",
+    "attributed_generation_parity",
+    "n_valid_citations",
+)
+
+
+def fair() -> FairRerankPostprocessor:
+    return FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0
+    )
+
+
+def prompt(question: str, nodes) -> str:
+    context = "\n\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes)
+    return PAPER_QA_TEMPLATE.format(context_str=context, query_str=question)
+
+
+class FairRAG(Workflow):
+    """Retrieve, re-rank fairly, answer: the answer is the StopEvent's result (text)."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, result: str = "text", **kw: Any):
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+        self.result = result
+        self.llm = CitingMockLLM()
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(50)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        reply = await self.llm.acomplete(prompt(ev.query, nodes))
+        if self.result == "response":  # a Response keeping only the first three nodes
+            return StopEvent(result=Response(response=reply.text, source_nodes=nodes[:3]))
+        if self.result == "mapping":
+            return StopEvent(result={"answer": reply.text, "source_nodes": nodes})
+        return StopEvent(result=reply.text)
+
+
+class Routed(Event):
+    question: str
+
+
+class Chatty(Workflow):
+    """A workflow that ranks nothing and shows nothing (an agent's small talk)."""
+
+    @step
+    async def route(self, ctx: Context, ev: StartEvent) -> Routed:
+        return Routed(question=ev.query)
+
+    @step
+    async def reply(self, ev: Routed) -> StopEvent:
+        return StopEvent(result=f"Hello! You asked {ev.question!r}.")
+
+
+def handler() -> FairnessEventHandler:
+    return FairnessEventHandler(group_key="gender", protected="female")
+
+
+async def test_a_workflows_answer_is_recorded_as_a_query_engines_is():
+    recorder = handler()
+    with recorder, seeded(11):
+        answer = await FairRAG(fair()).run(query=QUESTION)
+    (record,) = recorder.records  # today's main: the record has answer None, no generation
+    assert record["answer"] == answer and record["run_id"].startswith("FairRAG.run-")
+    assert record["model"] == "citing-mock" and record["groundedness"] == 1.0
+    assert record["generation_parity"] is not None
+
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(50)),
+        llm=CitingMockLLM(),
+        node_postprocessors=[fair()],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    reference = handler()
+    with reference, seeded(11):
+        await engine.aquery(QUESTION)
+    (expected,) = reference.records
+    assert {k: record[k] for k in COMPARED} == {k: expected[k] for k in COMPARED}
+
+
+async def test_a_response_or_mapping_result_gives_its_source_nodes_and_answer():
+    recorder = handler()
+    with recorder:
+        response = await FairRAG(fair(), result="response").run(query=QUESTION)
+        mapping = await FairRAG(fair(), result="mapping").run(query=QUESTION)
+    first, second = recorder.records
+    assert first["answer"] == response.response and first["dropped_after_ranking"] == 2
+    assert first["doc_ids"] == [n.node.metadata["doc_id"] for n in response.source_nodes]
+    assert second["answer"] == mapping["answer"] and second["dropped_after_ranking"] == 0
+
+
+async def test_a_workflow_that_ranks_and_shows_nothing_writes_no_record():
+    recorder = handler()
+    with recorder:
+        await Chatty().run(query=QUESTION)
+    assert recorder.records == []
+
+
+async def test_a_handler_from_the_postprocessor_records_its_workflows_only():
+    postprocessor = fair()
+    own = FairnessEventHandler.from_postprocessor(postprocessor)
+    with own:
+        await FairRAG(postprocessor).run(query=QUESTION)
+        await FairRAG(fair()).run(query=QUESTION)  # another postprocessor's
+    (record,) = own.records
+    assert record["answer"] and record["query"] == QUESTION
