@@ -373,7 +373,8 @@ class RedisLedger(StoredLedger):
             while pending:
                 since, stream, token, args = pending[0]
                 if time.monotonic() - since >= self.token_ttl:
-                    self.updates_unsettled += 1
+                    with self._unsettled_lock:
+                        self.updates_unsettled += 1
                     warnings.warn(
                         f"Redis ledger at {self.location}: an add whose call raised was not "
                         f"settled within token_ttl={self.token_ttl} s; {stream!r} may hold "
@@ -391,7 +392,8 @@ class RedisLedger(StoredLedger):
                     except self._redis_error:
                         done = "refused"  # e.g. the key holds another type: the call says so
                     if (done.decode() if isinstance(done, bytes) else done) == "undone":
-                        self.updates_undone += 1
+                        with self._unsettled_lock:
+                            self.updates_undone += 1
                 pending.pop(0)
         finally:
             if pending:
