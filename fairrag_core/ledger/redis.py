@@ -131,7 +131,8 @@ return 1
 
 # The end (time.monotonic()) of the ledger call running in this thread, or absent: read by the
 # sockets of the connections a RedisLedger builds, so every wait of a call (connect, send,
-# each read of a reply trickling in, the retry's reconnect) is bounded by what is left of it.
+# each read of a reply trickling in, the retry's reconnect) is bounded by what is left of it;
+# ``sent`` tells whether the call's work sent anything (no: the server never saw the request).
 _CALL_END = threading.local()
 
 
@@ -179,6 +180,7 @@ class _DeadlineSocket:
 
     def sendall(self, *args: Any) -> Any:
         self._bound()
+        _CALL_END.sent = True
         return self._sock.sendall(*args)
 
 
@@ -298,6 +300,7 @@ class RedisLedger(StoredLedger):
             raise ValueError(f"token_ttl must be an int number of seconds >= 1, got {token_ttl!r}")
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r}")
+        self._builds_client = client is None
         if client is None:
             if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
                 raise ValueError(
@@ -342,8 +345,10 @@ class RedisLedger(StoredLedger):
 
     def _call(self, operation: str, work: Callable[[], _T], key: str | None = None) -> _T:
         _CALL_END.end = time.monotonic() + self.deadline
+        _CALL_END.sent = False
         try:
             self._settle()
+            _CALL_END.sent = False  # set by a send of the work itself
             return work()
         except self._transport_errors as exc:
             late = getattr(_CALL_END, "end", 0.0) <= time.monotonic()
@@ -446,7 +451,8 @@ class RedisLedger(StoredLedger):
                 key,
             )
         except LedgerUnavailableError as exc:
-            if isinstance(exc.__cause__, self._transport_errors):  # it may have run: settle it
+            may_have_run = not self._builds_client or _CALL_END.sent
+            if isinstance(exc.__cause__, self._transport_errors) and may_have_run:
                 with self._unsettled_lock:
                     self._unsettled.append((time.monotonic(), self._stream(key), token, args[5:]))
             raise

@@ -9,6 +9,7 @@ import pickle
 import socket
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -223,4 +224,42 @@ def test_the_deadline_is_a_parameter_of_the_url_and_survives_pickling(redis_serv
     with pytest.raises(ValueError, match="deadline must be a number of seconds > 0"):
         RedisLedger(redis_server.url, deadline=True)
     copy.close()
+    ledger.close()
+
+
+def test_a_frozen_server_raises_at_the_deadline_and_counts_only_served_rankings(redis_server):
+    # A frozen (SIGSTOP) server accepts the request in its socket buffer and runs it once thawed,
+    # after its client gave up: the next call settles it, whichever of the two runs first.
+    ledger = RedisLedger(redis_server.url, timeout=1.0, deadline=0.5)
+    ledger.add("k", {"female": 1.0})
+    redis_server.freeze()
+    try:
+        with pytest.raises(LedgerUnavailableError, match=r"deadline of 0\.5 s passed"):
+            ledger.add("k", {"female": 2.0})
+    finally:
+        redis_server.thaw()
+    assert ledger.state("k").totals == {"female": 1.0}
+    ledger.add("k", {"female": 1.0})
+    assert _stored(redis_server).totals == {"female": 2.0}
+    assert ledger.updates_undone in (0, 1) and ledger.updates_unsettled == 0
+    ledger.close()
+
+
+def test_adds_to_a_server_that_is_down_leave_nothing_to_settle(redis_server):
+    # Nothing was sent (connection refused): no add to settle, so none outlives its token
+    # (token_ttl=1) and warns as unsettled once the server is back.
+    ledger = RedisLedger(
+        redis_server.url, timeout=0.5, connect_timeout=0.2, deadline=1.0, token_ttl=1
+    )
+    ledger.add("k", {"female": 1.0})
+    redis_server.stop()
+    for _ in range(3):
+        with pytest.raises(LedgerUnavailableError, match=r"add failed with ConnectionError"):
+            ledger.add("k", {"female": 2.0})
+    time.sleep(1.1)  # past token_ttl
+    redis_server.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ledger.state("k").totals == {"female": 1.0}
+    assert ledger.updates_undone == 0 and ledger.updates_unsettled == 0
     ledger.close()
