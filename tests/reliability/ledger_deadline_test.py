@@ -15,7 +15,7 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError
 from fairrag_core.ledger import RedisLedger, make_ledger
-from tests.redis_server import HOST, RedisServer
+from tests.redis_server import HOST, running_redis
 
 WAIT = 10.0  # every wait of the proxy and the test is bounded by this many seconds
 
@@ -133,11 +133,9 @@ class TrickleProxy:
 
 @pytest.fixture
 def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    """A redis-server of this test's own (frozen, stopped and restarted by some)."""
+    with running_redis(tmp_path / "redis") as server:
+        yield server
 
 
 @pytest.fixture
