@@ -98,14 +98,15 @@ return {{'mark', mark, tostring(count)}}
 # and applies nothing); a token holding the mark of the stream as it is now (the add ran) has
 # the add's exposure subtracted, the count kept (it only grows: a lower count would read as a
 # rollback to every client that saw it), and becomes 'undone'. Nothing is written to a stream
-# marked anew since ('gone') or holding less than the add's exposure ('damaged').
+# marked anew since ('gone') or holding less than the add's exposure ('damaged'). A token settled
+# before ('was void', 'was undone': a settle whose reply was lost) is left as it is.
 _SETTLE_SCRIPT = f"""
 if redis.call('SET', KEYS[2], 'void', 'NX', 'EX', ARGV[1]) then
   return 'void'
 end
 local applied = redis.call('GET', KEYS[2])
 if applied == 'void' or applied == 'undone' then
-  return applied
+  return 'was ' .. applied
 end
 if redis.call('HGET', KEYS[1], '{GENERATION_FIELD}') ~= applied then
   redis.call('SET', KEYS[2], 'undone', 'KEEPTTL')
@@ -233,7 +234,8 @@ class RedisLedger(StoredLedger):
     so the next call of this client settles it first: an add that never ran is voided (its
     token taken, so a late copy applies nothing) and one that ran has its exposure subtracted
     (``updates_undone``; the stream's ``#rankings`` keeps it, a count only grows). Settling
-    needs the token, kept ``token_ttl`` seconds: an add left unsettled longer is counted in
+    needs the token, kept ``token_ttl`` seconds: an add not settled within ``token_ttl`` minus
+    ``deadline`` seconds of its call's start is counted in
     ``updates_unsettled`` with a ``RuntimeWarning`` (it may hold one ranking not served). Only
     clients the ledger builds from ``url`` keep the deadline; a ``client`` of your own keeps
     its own timeouts (its adds are settled all the same).
@@ -326,7 +328,7 @@ class RedisLedger(StoredLedger):
         self.deadline = float(deadline)
         self.updates_undone = 0
         self.updates_unsettled = 0
-        self._unsettled: list[tuple[float, str, str, list[Any]]] = []
+        self._unsettled: list[tuple[float, str, str, list[Any], bool]] = []
         self._unsettled_lock = threading.Lock()
         self.url = url
         self.prefix = prefix
@@ -376,8 +378,10 @@ class RedisLedger(StoredLedger):
             pending, self._unsettled = self._unsettled, []
         try:
             while pending:
-                since, stream, token, args = pending[0]
-                if time.monotonic() - since >= self.token_ttl:
+                since, stream, token, args, tried = pending[0]
+                # The token lives token_ttl from the add's run (after ``since``, the add call's
+                # start); the settle reaches the server within this call's deadline.
+                if time.monotonic() - since + self.deadline >= self.token_ttl:
                     with self._unsettled_lock:
                         self.updates_unsettled += 1
                     warnings.warn(
@@ -388,6 +392,7 @@ class RedisLedger(StoredLedger):
                         stacklevel=4,
                     )
                 else:
+                    pending[0] = (since, stream, token, args, True)
                     try:
                         done = self._settle_script(
                             keys=[stream, token], args=[self.token_ttl, *args]
@@ -396,7 +401,8 @@ class RedisLedger(StoredLedger):
                         raise  # the server is still out of reach: settle on a later call
                     except self._redis_error:
                         done = "refused"  # e.g. the key holds another type: the call says so
-                    if (done.decode() if isinstance(done, bytes) else done) == "undone":
+                    done = done.decode() if isinstance(done, bytes) else done
+                    if done == "undone" or (done == "was undone" and tried):
                         with self._unsettled_lock:
                             self.updates_undone += 1
                 pending.pop(0)
@@ -444,6 +450,7 @@ class RedisLedger(StoredLedger):
         ]
         for label, value in exposure.items():
             args += [label, repr(float(value))]
+        started = time.monotonic()
         try:
             found = self._call(
                 "add",
@@ -454,7 +461,7 @@ class RedisLedger(StoredLedger):
             may_have_run = not self._builds_client or _CALL_END.sent
             if isinstance(exc.__cause__, self._transport_errors) and may_have_run:
                 with self._unsettled_lock:
-                    self._unsettled.append((time.monotonic(), self._stream(key), token, args[5:]))
+                    self._unsettled.append((started, self._stream(key), token, args[5:], False))
             raise
         return _script_reply(found)
 
