@@ -6,7 +6,12 @@ Needs the ``redis`` client (``pip install 'fairrag[redis]'``), imported only whe
 
 from __future__ import annotations
 
+import math
+import re
+import threading
+import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -39,7 +44,8 @@ _T = TypeVar("_T")
 # a restart without persistence, or recreated), or holding fewer rankings than the client saw
 # (restored from an RDB snapshot or an older copy), is left untouched. The token makes a resent
 # update (after a connection lost while the reply was on its way) a no-op instead of a second
-# increment. Returns {'mark', the stream's mark or '', its count or ''} (the count after the
+# increment; it holds the mark the update was applied under (read by _SETTLE_SCRIPT). Returns
+# {'mark', the stream's mark or '', its count or ''} (the count after the
 # update, or as found when nothing was applied), or {'damaged', field, value} when a stored
 # value the update builds on is damaged: the mark not a whole number in [1, 2^52 + 1], a total
 # the update increments not finite in [0, MAX_TOTAL], the count not a whole number in
@@ -72,7 +78,7 @@ end
 if ARGV[5] ~= '' and tonumber(count or '0') < tonumber(ARGV[5]) then
   return {{'mark', mark or '', count or '0'}}
 end
-if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[2]) then
+if not redis.call('SET', KEYS[3], mark or ARGV[4], 'NX', 'EX', ARGV[2]) then
   return {{'mark', mark or '', count or '0'}}
 end
 if not mark then
@@ -86,11 +92,123 @@ count = redis.call('HINCRBY', KEYS[1], '{RANKINGS_FIELD}', 1)
 redis.call('SADD', KEYS[2], ARGV[1])
 return {{'mark', mark, tostring(count)}}
 """
+# KEYS: the stream's hash, the token of an add whose call raised. ARGV: token lifetime (s), then
+# label, exposure, label, ... (the add's). Settles an add the client gave up on: a token not
+# set yet is set to 'void' (the add never ran, and a late copy of it now finds its token taken
+# and applies nothing); a token holding the mark of the stream as it is now (the add ran) has
+# the add's exposure subtracted, the count kept (it only grows: a lower count would read as a
+# rollback to every client that saw it), and becomes 'undone'. Nothing is written to a stream
+# marked anew since ('gone') or holding less than the add's exposure ('damaged'). A token settled
+# before ('was void', 'was undone': a settle whose reply was lost) is left as it is.
+_SETTLE_SCRIPT = f"""
+if redis.call('SET', KEYS[2], 'void', 'NX', 'EX', ARGV[1]) then
+  return 'void'
+end
+local applied = redis.call('GET', KEYS[2])
+if applied == 'void' or applied == 'undone' then
+  return 'was ' .. applied
+end
+if redis.call('HGET', KEYS[1], '{GENERATION_FIELD}') ~= applied then
+  redis.call('SET', KEYS[2], 'undone', 'KEEPTTL')
+  return 'gone'
+end
+for i = 2, #ARGV, 2 do
+  local v = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '')
+  if not v or v < tonumber(ARGV[i + 1]) then
+    return 'damaged'
+  end
+end
+for i = 2, #ARGV, 2 do
+  redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], '-' .. ARGV[i + 1])
+end
+redis.call('SET', KEYS[2], 'undone', 'KEEPTTL')
+return 'undone'
+"""
 _RESET_SCRIPT = """
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 """
+
+# The end (time.monotonic()) of the ledger call running in this thread, or absent: read by the
+# sockets of the connections a RedisLedger builds, so every wait of a call (connect, send,
+# each read of a reply trickling in, the retry's reconnect) is bounded by what is left of it;
+# ``sent`` tells whether the call's work sent anything (no: the server never saw the request).
+_CALL_END = threading.local()
+
+
+def _left() -> float | None:
+    """Seconds left of this thread's ledger call (``None``: no call running); raises
+    ``TimeoutError`` (``socket.timeout``) once it is over."""
+    end = getattr(_CALL_END, "end", None)
+    if end is None:
+        return None
+    left = end - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the ledger call's deadline passed")
+    return left
+
+
+class _DeadlineSocket:
+    """A connected socket whose sends and reads wait at most what is left of the call."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._timeout = sock.gettimeout()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _bound(self) -> None:
+        left = _left()
+        if left is not None:
+            self._sock.settimeout(left if self._timeout is None else min(left, self._timeout))
+
+    def recv(self, *args: Any) -> Any:
+        self._bound()
+        return self._sock.recv(*args)
+
+    def recv_into(self, *args: Any) -> Any:
+        self._bound()
+        return self._sock.recv_into(*args)
+
+    def sendall(self, *args: Any) -> Any:
+        self._bound()
+        _CALL_END.sent = True
+        return self._sock.sendall(*args)
+
+
+def _deadline_connection(base: type) -> type:
+    """``base`` (a redis-py connection class) whose sockets keep the call's deadline."""
+
+    def _connect(self: Any) -> Any:
+        left = _left()
+        timeout = self.socket_connect_timeout
+        if left is not None and (timeout is None or left < timeout):
+            self.socket_connect_timeout = left
+        try:
+            return _DeadlineSocket(base._connect(self))  # type: ignore[attr-defined]
+        finally:
+            self.socket_connect_timeout = timeout
+
+    return type(f"Deadline{base.__name__}", (base,), {"_connect": _connect})
+
+
+def _split_deadline(url: str) -> tuple[str, str | None]:
+    """``(url without its deadline parameter, the parameter's text or None)``."""
+    match = re.search(r"([?&])deadline=([^&]*)(&?)", url)
+    if match is None:
+        return url, None
+    start, end = match.span()
+    joined = match.group(1) if match.group(3) else ""
+    return url[:start] + joined + url[end:], match.group(2)
 
 
 class RedisLedger(StoredLedger):
@@ -105,8 +223,22 @@ class RedisLedger(StoredLedger):
     :class:`~fairrag_core.errors.LedgerUnavailableError` naming the server, after one
     immediate retry on a fresh connection (so a connection broken by a restart is replaced,
     never reused). Each update carries a unique token (kept ``token_ttl`` seconds), so that
-    retry can never count a ranking twice. If the server dies while the reply is on its way,
-    the error is raised though the update may have been applied whole: never half.
+    retry can never count a ranking twice.
+
+    Deadline: each call (``state``, ``add``, ``reset``, ``keys``) completes within ``deadline``
+    seconds (default 5; also ``?deadline=SECONDS`` in the URL) or raises
+    :class:`~fairrag_core.errors.LedgerUnavailableError` naming it: ``timeout`` bounds one
+    socket wait, the deadline the whole call (connect, send, a reply trickling in byte by byte,
+    a script reload, the retry). An ``add`` that raised may still have been applied on the
+    server (a reply lost or late, a request held in the network); its ranking was not served,
+    so the next call of this client settles it first: an add that never ran is voided (its
+    token taken, so a late copy applies nothing) and one that ran has its exposure subtracted
+    (``updates_undone``; the stream's ``#rankings`` keeps it, a count only grows). Settling
+    needs the token, kept ``token_ttl`` seconds: an add not settled within ``token_ttl`` minus
+    ``deadline`` seconds of its call's start is counted in
+    ``updates_unsettled`` with a ``RuntimeWarning`` (it may hold one ranking not served). Only
+    clients the ledger builds from ``url`` keep the deadline; a ``client`` of your own keeps
+    its own timeouts (its adds are settled all the same).
 
     Lost streams: each stream's hash holds a generation mark (``#generation``, a random whole
     number set by the update that creates the stream). A client that saw a stream and finds it
@@ -139,6 +271,7 @@ class RedisLedger(StoredLedger):
         connect_timeout: float = 1.0,
         token_ttl: int = 60,
         on_reset: str = "raise",
+        deadline: float = 5.0,
     ) -> None:
         try:
             import redis
@@ -148,27 +281,55 @@ class RedisLedger(StoredLedger):
             raise ImportError(
                 "RedisLedger needs the redis client: pip install 'fairrag[redis]'"
             ) from exc
-        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+        if client is None and isinstance(url, str):
+            url, in_url = _split_deadline(url)
+            if in_url is not None:
+                try:
+                    deadline = float(in_url)
+                except ValueError:
+                    raise ValueError(
+                        f"deadline in the ledger URL must be a number of seconds > 0, got "
+                        f"{in_url!r}"
+                    ) from None
+        for name, value in (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+            ("deadline", deadline),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
         if isinstance(token_ttl, bool) or not isinstance(token_ttl, int) or token_ttl < 1:
             raise ValueError(f"token_ttl must be an int number of seconds >= 1, got {token_ttl!r}")
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a str, got {prefix!r}")
+        self._builds_client = client is None
         if client is None:
             if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
                 raise ValueError(
                     f"url must be a Redis URL (redis://host:port/db, rediss://..., unix://...), "
                     f"got {url!r}"
                 )
+            scheme = url.split(":", 1)[0]
+            base = {
+                "rediss": redis.SSLConnection,
+                "unix": redis.UnixDomainSocketConnection,
+            }.get(scheme, redis.Connection)
             client = redis.Redis.from_url(
                 url,
+                connection_class=_deadline_connection(base),
                 socket_timeout=timeout,
                 socket_connect_timeout=connect_timeout,
                 retry=Retry(NoBackoff(), 1),
                 retry_on_error=[redis.ConnectionError, redis.TimeoutError],
             )
+        if not math.isfinite(deadline):
+            raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
         self.on_reset = check_on_reset(on_reset)
+        self.deadline = float(deadline)
+        self.updates_undone = 0
+        self.updates_unsettled = 0
+        self._unsettled: list[tuple[float, str, str, list[Any], bool]] = []
+        self._unsettled_lock = threading.Lock()
         self.url = url
         self.prefix = prefix
         self.token_ttl = token_ttl
@@ -178,19 +339,26 @@ class RedisLedger(StoredLedger):
         self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
         self._add_script = client.register_script(_ADD_SCRIPT)
         self._reset_script = client.register_script(_RESET_SCRIPT)
+        self._settle_script = client.register_script(_SETTLE_SCRIPT)
         self._streams = prefix + "streams"
 
     def _stream(self, key: str) -> str:
         return f"{self.prefix}stream:{key}"
 
     def _call(self, operation: str, work: Callable[[], _T], key: str | None = None) -> _T:
+        _CALL_END.end = time.monotonic() + self.deadline
+        _CALL_END.sent = False
         try:
+            self._settle()
+            _CALL_END.sent = False  # set by a send of the work itself
             return work()
         except self._transport_errors as exc:
+            late = getattr(_CALL_END, "end", 0.0) <= time.monotonic()
+            passed = f" (the call's deadline of {self.deadline:g} s passed)" if late else ""
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} is unavailable: {operation} failed with "
-                f"{type(exc).__name__}: {exc or 'no detail'}; start the server or check the "
-                "URL (the ledger reconnects on the next call)"
+                f"{type(exc).__name__}: {exc or 'no detail'}{passed}; start the server or check "
+                "the URL (the ledger reconnects on the next call)"
             ) from exc
         except self._redis_error as exc:
             if key is not None and "WRONGTYPE" in str(exc):
@@ -198,6 +366,50 @@ class RedisLedger(StoredLedger):
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} refused {operation}: {type(exc).__name__}: {exc}"
             ) from exc
+        finally:
+            _CALL_END.end = None
+
+    def _settle(self) -> None:
+        """Settle the adds whose calls raised (see the class docstring), oldest first; one
+        that cannot be settled now stays for the next call."""
+        if not self._unsettled:
+            return
+        with self._unsettled_lock:
+            pending, self._unsettled = self._unsettled, []
+        try:
+            while pending:
+                since, stream, token, args, tried = pending[0]
+                # The token lives token_ttl from the add's run (after ``since``, the add call's
+                # start); the settle reaches the server within this call's deadline.
+                if time.monotonic() - since + self.deadline >= self.token_ttl:
+                    with self._unsettled_lock:
+                        self.updates_unsettled += 1
+                    warnings.warn(
+                        f"Redis ledger at {self.location}: an add whose call raised was not "
+                        f"settled within token_ttl={self.token_ttl} s; {stream!r} may hold "
+                        "one ranking that was not served",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
+                else:
+                    pending[0] = (since, stream, token, args, True)
+                    try:
+                        done = self._settle_script(
+                            keys=[stream, token], args=[self.token_ttl, *args]
+                        )
+                    except self._transport_errors:
+                        raise  # the server is still out of reach: settle on a later call
+                    except self._redis_error:
+                        done = "refused"  # e.g. the key holds another type: the call says so
+                    done = done.decode() if isinstance(done, bytes) else done
+                    if done == "undone" or (done == "was undone" and tried):
+                        with self._unsettled_lock:
+                            self.updates_undone += 1
+                pending.pop(0)
+        finally:
+            if pending:
+                with self._unsettled_lock:
+                    self._unsettled[:0] = pending
 
     def _wrong_type(self, key: str) -> LedgerCorruptError:
         name = self._stream(key)
@@ -238,11 +450,19 @@ class RedisLedger(StoredLedger):
         ]
         for label, value in exposure.items():
             args += [label, repr(float(value))]
-        found = self._call(
-            "add",
-            lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
-            key,
-        )
+        started = time.monotonic()
+        try:
+            found = self._call(
+                "add",
+                lambda: self._add_script(keys=[self._stream(key), self._streams, token], args=args),
+                key,
+            )
+        except LedgerUnavailableError as exc:
+            may_have_run = not self._builds_client or _CALL_END.sent
+            if isinstance(exc.__cause__, self._transport_errors) and may_have_run:
+                with self._unsettled_lock:
+                    self._unsettled.append((started, self._stream(key), token, args[5:], False))
+            raise
         return _script_reply(found)
 
     def _add(self, key: str, exposure: dict[str, float]) -> None:
@@ -267,6 +487,7 @@ class RedisLedger(StoredLedger):
             "prefix": self.prefix,
             "token_ttl": self.token_ttl,
             "on_reset": self.on_reset,
+            "deadline": self.deadline,
             "generations": dict(self._generations),
             "counts": dict(self._counts),
         }
@@ -277,6 +498,7 @@ class RedisLedger(StoredLedger):
             prefix=state["prefix"],
             token_ttl=state["token_ttl"],
             on_reset=state.get("on_reset", "raise"),
+            deadline=state.get("deadline", 5.0),
         )
         self._generations.update(state.get("generations", {}))
         self._counts.update(state.get("counts", {}))
