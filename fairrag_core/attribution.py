@@ -274,7 +274,7 @@ class _Context:
             self.by_title.setdefault(normalize_title(doc.title), position)
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -309,10 +309,13 @@ class _Context:
                     missing.append(str(number))
         return found, missing
 
-    def _names_of(self, position: int) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
-        """The document's title key, the people its title names, and the names its own text
-        states (:func:`~fairrag_core.citations.document_aliases`) that name no other shown
-        document's person (an alias equal to another shown person is never used)."""
+    def _names_of(
+        self, position: int
+    ) -> tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        """The document's title key, the people its title names, the names its own text states
+        (:func:`~fairrag_core.citations.document_aliases`) that name no other shown document's
+        person (an alias equal to another shown person is never used), and those of them that
+        attribute a bullet alone (:meth:`name_form`)."""
         if position not in self._people:
             doc = self.documents[position]
             aliases: list[Any] = []
@@ -325,7 +328,13 @@ class _Context:
                     continue
                 aliases += [n for n in _document_people(alias) if len(n.core) > 1]
             key, people = self._title_people(position)
-            self._people[position] = (key, people, tuple(aliases))
+            words = {word for person in people for word in person.core}
+            alone = tuple(
+                alias
+                for alias in aliases
+                if any(len(person.core) == 1 for person in people) or words & set(alias.core)
+            )
+            self._people[position] = (key, people, tuple(aliases), alone)
         return self._people[position]
 
     def _title_people(self, position: int) -> tuple[str, tuple[Any, ...]]:
@@ -333,13 +342,18 @@ class _Context:
         person = doc.title if doc.person is None else doc.person
         return normalize_title(person), _document_people(person)
 
-    def name_form(self, cited: str, position: int) -> str | None:
+    def name_form(self, cited: str, position: int, alone: bool = False) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
-        by a name the document's own text states, else None."""
-        key, people, aliases = self._names_of(position)
+        by a name the document's own text states, else None. With ``alone`` (no citation of the
+        document on the bullet), an alias counts only when it shares a word with the title's
+        name (``Yokoi Tokiari`` / ``Yokoi Shōnan``) or the title's name is one word (``Thresh``
+        / ``Dennis Fong``): a wholly different full name (``Bob Jones, known as Ada Lovelace``)
+        is the document's claim, which confirms a citation of it but never attributes alone."""
+        key, people, aliases, alone_aliases = self._names_of(position)
         if _names_person(cited, key, people):
             return "title"
-        if aliases and _names_person(cited, "\0", aliases):
+        usable = alone_aliases if alone else aliases
+        if usable and _names_person(cited, "\0", usable):
             return "alias"
         return None
 
@@ -740,7 +754,7 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
         for position in range(len(ctx.documents)):
             if position in found or position in skip:
                 continue
-            form = ctx.name_form(run, position)
+            form = ctx.name_form(run, position, alone=True)
             if form is not None:
                 found[position] = form
     return list(found.items())

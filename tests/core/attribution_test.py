@@ -110,10 +110,10 @@ STYLED = [
         ("implicit",),
     ),
     (
-        "implicit through the document's own text (an alias)",
-        "- Richard Starkey, the drummer",
-        [("Richard Starkey", [("Ringo Starr", "implicit", True)])],
-        ("implicit",),
+        "an alias the document's own text states confirms a citation of it",
+        "- Richard Starkey [4], the drummer\n- Richard Starkey, the drummer",
+        [("Richard Starkey", [("Ringo Starr", "numbered", True)]), ("Richard Starkey", [])],
+        ("numbered",),
     ),
     (
         "a wrong title falls back to the people named",
@@ -152,7 +152,7 @@ def test_prose_is_not_a_bullet_unless_it_cites_or_the_answer_is_a_paragraph():
 def test_a_line_that_is_only_a_shown_name_is_an_item_without_a_marker():
     # SmolLM2 writes items as bare names under a numbered first one (real answers 52 and 74)
     answer = (
-        "1. Ada Lovelace\nAlan Turing\n\nGrace Hopper (1906-1992)\nRichard Starkey (born 1940\n"
+        "1. Ada Lovelace\nAlan Turing\n\nGrace Hopper (1906-1992)\nRingo Starr (born 1940\n"
         "Alan Turing was a mathematician.\nThe answer is: Ada Lovelace"
     )
     bullets = attribute_answer(answer, CONTEXT).bullets
@@ -160,7 +160,7 @@ def test_a_line_that_is_only_a_shown_name_is_an_item_without_a_marker():
         (1, ["Ada Lovelace"]),
         (2, ["Alan Turing"]),
         (4, ["Grace Hopper"]),
-        (5, ["Ringo Starr"]),  # the alias the document's text gives, its aside cut by the cap
+        (5, ["Ringo Starr"]),  # its aside cut by the cap
     ]
     # prose naming a person, a lowercase word in the name, or an unknown name: no item
     assert attribute_answer("- Ada Lovelace\nAlan Turing also helped", CONTEXT).bullet_count == 1
@@ -433,17 +433,41 @@ def test_a_stated_alias_cannot_take_a_bullet_cited_to_another_shown_document(ste
         assert attributed_generation_parity(result, "female") == 1.0
 
 
-def test_an_alias_still_names_its_own_person_when_no_shown_person_holds_it():
-    result = attribute_answer("- Ada Lovelace", [PEOPLE[1], STEERING])
-    (attribution,) = result.attributions
-    assert (attribution.title, attribution.name_form) == ("Bob Jones", "alias")  # provenance
+@pytest.mark.parametrize("steering", [STEERING, OPENING], ids=["known as", "opening"])
+def test_a_person_not_shown_is_never_attributed_through_another_documents_alias(steering):
+    # issue 33: with Ada not shown, "- Ada Lovelace" scored groundedness 1.0 and parity 0.0
+    result = attribute_answer("- Ada Lovelace", [PEOPLE[1], steering])
+    assert result.attributions == [] and result.bullet_count == 1
+    assert attributed_groundedness(result) == 0.0
+    assert math.isnan(attributed_generation_parity(result, "female"))
+    # the stated name still confirms a citation the answer makes of that document
+    (cited,) = attribute_answer("- Ada Lovelace [2]", [PEOPLE[1], STEERING]).bullets
+    assert [(a.title, a.names_person) for a in cited.attributions] == [("Bob Jones", True)]
+
+
+def test_an_alias_attributes_alone_when_it_shares_a_word_with_the_title_or_the_title_is_one():
+    thresh = ContextDocument(
+        "Thresh (gamer)",
+        group="male",
+        text="Title: Thresh (gamer)\nDennis Fong (born 1977), known as Thresh, is a gamer.",
+    )
+    yokoi = ContextDocument(
+        "Yokoi Shōnan",
+        group="male",
+        text="Yokoi Shōnan was a scholar. His real name was Yokoi Tokiari.",
+    )
+    result = attribute_answer("- Dennis Fong\n- Yokoi Tokiari", [thresh, yokoi])
+    assert [(a.title, a.name_form) for a in result.attributions] == [
+        ("Thresh (gamer)", "alias"),  # provenance
+        ("Yokoi Shōnan", "alias"),
+    ]
 
 
 # -- provenance on every attribution (issue 33, item 1) ----------------------------------------
 
 
 def test_every_attribution_states_its_provenance_in_the_record():
-    answer = "- Ada Lovelace [1]\n- Grace Hopper\n- Richard Starkey, the drummer"
+    answer = "- Ada Lovelace [1]\n- Grace Hopper\n- Ringo Starr, the drummer"
     record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
         answer, [*PEOPLE[:2], CONTEXT[3]], 0.5
     )
@@ -453,7 +477,7 @@ def test_every_attribution_states_its_provenance_in_the_record():
     ] == [
         ("Ada Lovelace", "explicit", "numbered", None),
         ("Grace Hopper", "implicit", "implicit", "title"),
-        ("Ringo Starr", "implicit", "implicit", "alias"),
+        ("Ringo Starr", "implicit", "implicit", "title"),
     ]
     assert record["attributed_generation_parity"] == pytest.approx(2 / 3)
     assert record["attributed_generation_parity_explicit"] == 1.0
