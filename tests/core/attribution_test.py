@@ -312,6 +312,11 @@ NAME_FORMS = [
     ("- Alan Turing's work on computability", "Alan Turing", "male"),
     ("- Ada Lovelace’s notes", "Ada Lovelace", "female"),
     ("- Curie, Marie", "Marie Curie", "female"),
+    ("- Bukem, LTJ", "LTJ Bukem", "male"),  # initials in capitals: given names, not post-nominals
+    ("- Laxman, VVS", "VVS Laxman", "male"),
+    ("- Doom, MF", "MF Doom", "male"),
+    ("- Lo, Khun", "Khun Lo", "male"),  # a surname that is also a particle word
+    ("- E., Sheila", "Sheila E.", "female"),
     ("- **Ada Lovelace**: the first programmer", "Ada Lovelace", "female"),
     ("<answer>Ada Lovelace is a role model.</answer>", "Ada Lovelace", "female"),
     ("1.Ada Lovelace", "Ada Lovelace", "female"),
