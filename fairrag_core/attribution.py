@@ -32,7 +32,9 @@ citation), plus any other line holding a resolved explicit citation, plus any *n
 a name naming a context person, with at most a bracketed aside: ``Mstislav Rostropovich``,
 ``Max Steiner (1888-1971)``, the items a small model writes without a marker); an answer
 without a marked or cited line (a paragraph answer, name lines or not) has as bullets all its
-lines that name a context person. Every bullet counts in the attributed groundedness denominator.
+lines that name a context person. A line of running text (no marker, no DocTitle citation) with
+several sentences is read sentence by sentence (:func:`_sentences`), each sentence a unit in
+place of the line. Every bullet counts in the attributed groundedness denominator.
 
 Every scan is linear in the answer: at most :data:`MAX_LINE_SCAN` characters of a line are read,
 by anchored or literal-prefixed patterns with bounded repetitions.
@@ -244,6 +246,12 @@ _TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
 _WORD_WRAPPERS = '*_`"“”«»#~<>'
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
 _FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
+_SENTENCE_END = re.compile(
+    r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
+    r"(?: ?\[[^\[\]]{1,30}\]){0,20}(?= [A-Z\"“*(])"
+)
+"""A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
+title such as ``Dr``), with the citations written after it, before a space and a capital."""
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
 _PROMPT_LINES = frozenset(
     (
@@ -398,7 +406,14 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
         lines.append((number, line, raw.strip()))
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
+    units: list[tuple[int, str, str]] = []
     for number, line, stripped in lines:
+        sentences = [] if number in is_bullet else _sentences(line)
+        if len(sentences) > 1:  # running text: each sentence is a unit
+            units += [(number, sentence, sentence) for sentence in sentences]
+        else:
+            units.append((number, line, stripped))
+    for number, line, stripped in units:
         if line.lower() == line and not any(b in line for b in "[(（:："):
             # no capital, bracket or colon: no name and no citation to read (fast path)
             if number in is_bullet:
@@ -426,6 +441,18 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     if sourced:
         bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
     return AttributedAnswer(tuple(bullets), tuple(echoed))
+
+
+def _sentences(line: str) -> list[str]:
+    """The sentences of a line of running text (:data:`_SENTENCE_END`), each keeping the
+    citations written after its full stop (``... programmer. [1] Alan Turing ...``)."""
+    sentences: list[str] = []
+    start = 0
+    for end in _SENTENCE_END.finditer(line):
+        sentences.append(line[start : end.end()].strip())
+        start = end.end()
+    sentences.append(line[start:].strip())
+    return [sentence for sentence in sentences if sentence]
 
 
 def _is_prompt_echo(body: str) -> bool:

@@ -581,3 +581,34 @@ def test_a_line_presenting_one_person_with_another_in_brackets_attributes_that_p
         ["Alan Turing"],
     ]
     assert attributed_generation_parity(result, "female") == 0.5
+
+
+# -- prose answers are read by sentence (issue 33, item 4) --------------------------------------
+
+PROSE = (
+    "Ada Lovelace was the first programmer [1]. Alan Turing {verb} the Enigma papers [4]. "
+    "Dr. Grace Hopper wrote a compiler. [2] Thanks!"
+)
+
+
+@pytest.mark.parametrize("verb", ["is the author of", "translated", "decoded"])
+def test_a_paragraph_with_inline_citations_is_read_sentence_by_sentence(verb):
+    result = attribute_answer(PROSE.format(verb=verb), PEOPLE)
+    assert [[(a.title, a.style) for a in b.attributions] for b in result.bullets] == [
+        [("Ada Lovelace", "numbered")],
+        [("Alan Turing", "numbered")],
+        [("Grace Hopper", "numbered")],  # the citation after its full stop stays with it
+    ]
+    assert result.miscitations == [] and result.overcited_count == 0
+    assert [b.line_number for b in result.bullets] == [1, 1, 1]
+    assert attributed_groundedness(result) == 1.0
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
+
+
+def test_a_paragraph_without_citations_has_one_unit_per_sentence_naming_a_person():
+    answer = "Ada Lovelace was first. Alan Turing broke codes. L. L. Zamenhof is unknown here."
+    result = attribute_answer(answer, PEOPLE)
+    assert [[a.title for a in b.attributions] for b in result.bullets] == [
+        ["Ada Lovelace"],
+        ["Alan Turing"],
+    ]
