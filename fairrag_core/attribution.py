@@ -81,6 +81,7 @@ MAX_LINE_SCAN = 2000
 """Characters of one line read for citations and names (no real bullet is longer)."""
 _MAX_RUN_WORDS = 8
 _MAX_RANGE = 20
+_MAX_RUN_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ _MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
 _TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
 """An XML or HTML tag glued to a name (``<answer>Ada Lovelace``)."""
 _WORD_WRAPPERS = '*_`"“”«»#~<>'
+_MARKER_START = frozenset("0123456789-*+•")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
 _FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
 _SENTENCE_END = re.compile(
@@ -252,6 +254,8 @@ _SENTENCE_END = re.compile(
 )
 """A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
 title such as ``Dr``), with the citations written after it, before a space and a capital."""
+_ALNUM = re.compile(r"[^\W_]")
+_DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
 _PROMPT_LINES = frozenset(
     (
@@ -283,6 +287,7 @@ class _Context:
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -350,7 +355,9 @@ class _Context:
         person = doc.title if doc.person is None else doc.person
         return normalize_title(person), _document_people(person)
 
-    def name_form(self, cited: str, position: int, alone: bool = False) -> str | None:
+    def name_form(
+        self, cited: str, position: int, alone: bool = False, cited_key: str | None = None
+    ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
         by a name the document's own text states, else None. With ``alone`` (no citation of the
         document on the bullet), an alias counts only when it shares a word with the title's
@@ -358,12 +365,29 @@ class _Context:
         / ``Dennis Fong``): a wholly different full name (``Bob Jones, known as Ada Lovelace``)
         is the document's claim, which confirms a citation of it but never attributes alone."""
         key, people, aliases, alone_aliases = self._names_of(position)
-        if _names_person(cited, key, people):
+        if _names_person(cited, key, people, cited_key):
             return "title"
         usable = alone_aliases if alone else aliases
-        if usable and _names_person(cited, "\0", usable):
+        if usable and _names_person(cited, "\0", usable, cited_key):
             return "alias"
         return None
+
+    def run_forms(self, run: str) -> tuple[tuple[int, str], ...]:
+        """The documents a name run names alone, with their name forms: computed once per
+        distinct run of the answer (a name repeated over bullets is checked once), at most
+        :data:`_MAX_RUN_CACHE` runs kept."""
+        forms = self._run_forms.get(run)
+        if forms is None:
+            key = normalize_title(run)  # once per run, not once per document
+            forms = tuple(
+                (position, form)
+                for position in range(len(self.documents))
+                if (form := self.name_form(run, position, alone=True, cited_key=key))
+            )
+            if len(self._run_forms) >= _MAX_RUN_CACHE:
+                self._run_forms.clear()
+            self._run_forms[run] = forms
+        return forms
 
     def names(self, cited: str, position: int) -> bool:
         return self.name_form(cited, position) is not None
@@ -414,8 +438,11 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
         else:
             units.append((number, line, stripped))
     for number, line, stripped in units:
-        if line.lower() == line and not any(b in line for b in "[(（:："):
-            # no capital, bracket or colon: no name and no citation to read (fast path)
+        if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
+            line
+        ):
+            # no capital, bracket or colon, or no letter nor digit: no name and no citation
+            # to read (fast path)
             if number in is_bullet:
                 bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
             previous, above = None, 0
@@ -691,8 +718,10 @@ def _name_runs(text: str) -> list[str]:
         strict: list[str] = []
         loose: list[str] = []
         for raw in chunk.split():
-            word = _MARKER.sub("", raw.strip(_WORD_WRAPPERS))
-            possessive = _POSSESSIVE.search(word)
+            word = raw.strip(_WORD_WRAPPERS)
+            if word[:1] in _MARKER_START:
+                word = _MARKER.sub("", word)
+            possessive = _POSSESSIVE.search(word, max(0, len(word) - 2))  # its last 2 characters
             if possessive:
                 word = word[: possessive.start()]
             word = word.strip("'’.")
@@ -704,14 +733,15 @@ def _name_runs(text: str) -> list[str]:
                 strict.append(word)
                 loose.append(word)
             elif kind == "joiner" and loose:
-                _close(strict, runs)
-                strict = []
+                if strict:
+                    _close(strict, runs)
+                    strict = []
                 loose.append(word)
-            else:
+            elif loose:  # strict is never longer than loose
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
-            if possessive:
+            if possessive and loose:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
@@ -729,7 +759,7 @@ def _word_kind(word: str, inside: bool) -> str:
     """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
     ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
     lower-case word that may join two names inside a title), or ``other``."""
-    if not word or any(c.isdigit() for c in word):
+    if not word or _DIGIT.search(word):
         return "other"
     if word[:1].isupper():
         return "name"
@@ -770,7 +800,8 @@ def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
     outside = " ".join(_ASIDE.sub(" ", head).split())
     if outside != head and _is_name_line(outside, outside):
         return _named(outside, ctx, set())  # a name outside the brackets: the person presented
-    return (_named(outside, ctx, set()) if outside else []) or _named(head, ctx, set())
+    found = _named(outside, ctx, set()) if outside else []
+    return found or (_named(head, ctx, set()) if outside != head else [])
 
 
 def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
@@ -778,11 +809,8 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     with its name form (``title`` or ``alias``, :meth:`_Context.name_form`)."""
     found: dict[int, str] = {}
     for run in _name_runs(text):
-        for position in range(len(ctx.documents)):
-            if position in found or position in skip:
-                continue
-            form = ctx.name_form(run, position, alone=True)
-            if form is not None:
+        for position, form in ctx.run_forms(run):
+            if position not in found and position not in skip:
                 found[position] = form
     return list(found.items())
 

@@ -949,12 +949,15 @@ def _document_people(person: str) -> tuple[_Name, ...]:
     return tuple(d for name in _ALTERNATIVE.split(collapsed) for d in _parse_people(name))
 
 
-def _names_person(cited: str, person_key: str, documents: tuple[_Name, ...]) -> bool:
+def _names_person(
+    cited: str, person_key: str, documents: tuple[_Name, ...], cited_key: str | None = None
+) -> bool:
     """:func:`names_person` with the person's :func:`normalize_title` key and names computed
-    once per document (grounding many citations against one long person stays linear)."""
+    once per document (grounding many citations against one long person stays linear), and
+    ``cited``'s key when the caller computed it once for many documents."""
     if len(cited) > _MAX_NAME:
         return False
-    if normalize_title(cited) == person_key:
+    if (normalize_title(cited) if cited_key is None else cited_key) == person_key:
         return True
     for alternative in _ALTERNATIVE.split(" ".join(cited.split())):
         people = _parse_people(alternative)
