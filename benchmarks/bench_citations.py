@@ -257,6 +257,14 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
             ('- A ("B (C "D (E" F) G) H" I) (DocTitle: Ada Lovelace)\n') * (size // 52),
             ada,
         ),
+        "distinct citation lines": (
+            "".join(
+                f"- Ada {chr(65 + n % 26)}{chr(97 + n // 26 % 26)}{chr(97 + n // 676 % 26)} "
+                f"Lovelace [1], then [{n % 5 + 1}] (DocTitle: Ada Lovelace)\n"
+                for n in range(size // 50)
+            ),
+            ada,
+        ),
         "Unicode line separators": (
             "- Ada\u2028 (DocTitle: Ada\u2029Lovelace)\x85" * (size // 32),
             ada,

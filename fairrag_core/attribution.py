@@ -411,8 +411,10 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     for number, raw in enumerate(answer.splitlines(), start=1):
-        if not raw or raw.isspace():
-            continue
+        if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
+            continue  # blank, or one lower-case word: no name, no citation, never a bullet
+        if number not in is_bullet and not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
+            continue  # no letter nor digit: nothing to read
         line = " ".join(raw[:MAX_LINE_SCAN].split())
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
@@ -437,6 +439,7 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             units += [(number, sentence, sentence) for sentence in sentences]
         else:
             units.append((number, line, stripped))
+    memo: dict[str, tuple[AttributedBullet, bool]] = {}
     for number, line, stripped in units:
         if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
             line
@@ -447,7 +450,16 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
                 bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
             previous, above = None, 0
             continue
-        bullet, name_line = _attribute_line(line, stripped, number, ctx)
+        known = memo.get(line)  # a looping answer repeats its lines: each is read once
+        if known is None:
+            known = _attribute_line(line, stripped, number, ctx)
+            if len(memo) >= _MAX_RUN_CACHE:
+                memo.clear()
+            memo[line] = known
+            bullet, name_line = known
+        else:
+            bullet = replace(known[0], line=stripped, line_number=number)
+            name_line = known[1]
         positions = {a.position for a in bullet.attributions}
         if name_line and number not in is_bullet and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
