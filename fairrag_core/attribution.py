@@ -53,6 +53,7 @@ from .citations import (
     _DESCRIPTION,
     ContextDocument,
     _document_people,
+    _fold,
     _names_person,
     _strip_bullet,
     _unwrap,
@@ -82,6 +83,8 @@ MAX_LINE_SCAN = 2000
 _MAX_RUN_WORDS = 8
 _MAX_RANGE = 20
 _MAX_RUN_CACHE = 4096
+_MIN_SLIP_LETTERS = 5
+_SLIP_TOKEN = re.compile(r"[^\W\d_]+")
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ class Attribution:
     true for an implicit attribution."""
     name_form: str | None = None
     """Provenance of an implicit attribution: ``title`` (the bullet names the person its title
-    names) or ``alias`` (a name the document's own text states); None for an explicit one,
+    names), ``alias`` (a name the document's own text states) or ``near`` (the title's name
+    with a one-letter slip, :meth:`_Context.near_misses`); None for an explicit one,
     whose provenance is its :attr:`style`."""
 
     @property
@@ -388,6 +392,25 @@ class _Context:
                 self._run_forms.clear()
             self._run_forms[run] = forms
         return forms
+
+    def near_misses(self, run: str) -> list[int]:
+        """Documents whose person's name ``run`` writes with one slip: the same words (at least
+        two) but one, which differs from the person's by one letter inserted, deleted or
+        replaced, both of at least :data:`_MIN_SLIP_LETTERS` letters (``Damong Rajanubhab`` /
+        ``Damrong Rajanubhab``, ``Corrine Yu`` / ``Corrinne Yu``)."""
+        words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
+        if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
+            return []
+        found = []
+        for position, doc in enumerate(self.documents):
+            person = [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+            if len(person) != len(words):
+                continue
+            differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
+            if len(differ) == 1 and min(map(len, differ[0])) >= _MIN_SLIP_LETTERS:
+                if _one_edit(*differ[0]):
+                    found.append(position)
+        return found
 
     def names(self, cited: str, position: int) -> bool:
         return self.name_form(cited, position) is not None
@@ -820,11 +843,31 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     """Context documents, other than ``skip``, whose person a name run of ``text`` names, each
     with its name form (``title`` or ``alias``, :meth:`_Context.name_form`)."""
     found: dict[int, str] = {}
-    for run in _name_runs(text):
+    runs = _name_runs(text)
+    for run in runs:
         for position, form in ctx.run_forms(run):
             if position not in found and position not in skip:
                 found[position] = form
+    if not found:  # no name read: a one-letter slip in one shown person's name (``Damong``)
+        for run in runs:
+            near = [p for p in ctx.near_misses(run) if p not in skip]
+            if len(near) == 1:  # never when two shown people are that near
+                return [(near[0], "near")]
     return list(found.items())
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    start = 0
+    while start < len(a) and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        return a[start + 1 :] == b[start + 1 :]
+    return a[start:] == b[start + 1 :]
 
 
 def _is_name_line(body: str, head: str) -> bool:

@@ -612,3 +612,41 @@ def test_a_paragraph_without_citations_has_one_unit_per_sentence_naming_a_person
         ["Ada Lovelace"],
         ["Alan Turing"],
     ]
+
+
+# -- a one-letter slip in a shown person's name (issue 33, held-out misses) ---------------------
+
+
+def test_a_one_letter_slip_in_one_shown_persons_name_attributes_it():
+    context = [
+        ContextDocument("Damrong Rajanubhab", group="male"),
+        ContextDocument("Corrinne Yu", group="female"),
+        ContextDocument("Ada Lovelace", group="female"),
+    ]
+    result = attribute_answer("- Damong Rajanubhab\n- Corrine Yu\n- Ada Lovelac", context)
+    assert [[(a.title, a.name_form) for a in b.attributions] for b in result.bullets] == [
+        [("Damrong Rajanubhab", "near")],
+        [("Corrinne Yu", "near")],
+        [("Ada Lovelace", "near")],
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- Adx Lovelace",  # the differing word is under 5 letters
+        "- Ada Lovelac Smith",  # another number of words
+        "- Adb Lovelacx",  # two words differ
+        "- Lovelac",  # one word
+    ],
+)
+def test_no_slip_beyond_one_letter_in_one_long_word(answer):
+    assert attribute_answer(answer, [ContextDocument("Ada Lovelace", group="f")]).attributions == []
+
+
+def test_a_slip_near_two_shown_people_attributes_neither():
+    context = [ContextDocument("Maria Lopes", group="f"), ContextDocument("Mario Lopes", group="m")]
+    assert attribute_answer("- Marin Lopes", context).attributions == []
+    # an exact name elsewhere on the line is read, not a slip
+    result = attribute_answer("- Maria Lopes", context)
+    assert [(a.title, a.name_form) for a in result.attributions] == [("Maria Lopes", "title")]
