@@ -170,9 +170,24 @@ NAME_FORMS: dict[str, Callable[[str], str | None]] = {
         f"- {p.split()[-1]}, {' '.join(p.split()[:-1])}" if len(p.split()) == 2 else None
     ),
     "xml answer": lambda p: f"<answer>{p} is a role model.</answer>",
+    "one-letter slip": lambda p: _slip(p),
 }
 """Bullets that name a document's own person (``p``), each in one form a reader would accept;
-``inverted`` only for two-word names (``Curie, Marie``)."""
+``inverted`` only for two-word names (``Curie, Marie``); ``one-letter slip`` only for names of
+2 or more words whose longest word has 6 or more letters (its middle letter dropped)."""
+
+
+def _slip(person: str) -> str | None:
+    """``- <person>`` with the middle letter of its longest word dropped (``Damrong`` ->
+    ``Damong``), or None when the name has one word or its longest word is under 6 letters."""
+    words = person.split()
+    longest = max(range(len(words)), key=lambda i: len(words[i]))
+    word = words[longest]
+    if len(words) < 2 or len(word) < 6 or not word.isalpha():
+        return None
+    middle = len(word) // 2
+    words[longest] = word[:middle] + word[middle + 1 :]
+    return "- " + " ".join(words)
 
 
 def name_form_figures(documents: list[dict[str, str]], seed: int) -> None:
@@ -255,6 +270,14 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
         ),
         "names full of ( and quotes": (
             ('- A ("B (C "D (E" F) G) H" I) (DocTitle: Ada Lovelace)\n') * (size // 52),
+            ada,
+        ),
+        "distinct citation lines": (
+            "".join(
+                f"- Ada {chr(65 + n % 26)}{chr(97 + n // 26 % 26)}{chr(97 + n // 676 % 26)} "
+                f"Lovelace [1], then [{n % 5 + 1}] (DocTitle: Ada Lovelace)\n"
+                for n in range(size // 50)
+            ),
             ada,
         ),
         "Unicode line separators": (

@@ -32,7 +32,9 @@ citation), plus any other line holding a resolved explicit citation, plus any *n
 a name naming a context person, with at most a bracketed aside: ``Mstislav Rostropovich``,
 ``Max Steiner (1888-1971)``, the items a small model writes without a marker); an answer
 without a marked or cited line (a paragraph answer, name lines or not) has as bullets all its
-lines that name a context person. Every bullet counts in the attributed groundedness denominator.
+lines that name a context person. A line of running text (no marker, no DocTitle citation) with
+several sentences is read sentence by sentence (:func:`_sentences`), each sentence a unit in
+place of the line. Every bullet counts in the attributed groundedness denominator.
 
 Every scan is linear in the answer: at most :data:`MAX_LINE_SCAN` characters of a line are read,
 by anchored or literal-prefixed patterns with bounded repetitions.
@@ -51,6 +53,7 @@ from .citations import (
     _DESCRIPTION,
     ContextDocument,
     _document_people,
+    _fold,
     _names_person,
     _strip_bullet,
     _unwrap,
@@ -79,6 +82,9 @@ MAX_LINE_SCAN = 2000
 """Characters of one line read for citations and names (no real bullet is longer)."""
 _MAX_RUN_WORDS = 8
 _MAX_RANGE = 20
+_MAX_RUN_CACHE = 4096
+_MIN_SLIP_LETTERS = 5
+_SLIP_TOKEN = re.compile(r"[^\W\d_]+")
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,8 @@ class Attribution:
     true for an implicit attribution."""
     name_form: str | None = None
     """Provenance of an implicit attribution: ``title`` (the bullet names the person its title
-    names) or ``alias`` (a name the document's own text states); None for an explicit one,
+    names), ``alias`` (a name the document's own text states) or ``near`` (the title's name
+    with a one-letter slip, :meth:`_Context.near_misses`); None for an explicit one,
     whose provenance is its :attr:`style`."""
 
     @property
@@ -242,8 +249,17 @@ _MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
 _TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
 """An XML or HTML tag glued to a name (``<answer>Ada Lovelace``)."""
 _WORD_WRAPPERS = '*_`"“”«»#~<>'
+_MARKER_START = frozenset("0123456789-*+•")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
 _FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
+_SENTENCE_END = re.compile(
+    r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
+    r"(?: ?\[[^\[\]]{1,30}\]){0,20}(?= [A-Z\"“*(])"
+)
+"""A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
+title such as ``Dr``), with the citations written after it, before a space and a capital."""
+_ALNUM = re.compile(r"[^\W_]")
+_DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
 _PROMPT_LINES = frozenset(
     (
@@ -274,7 +290,8 @@ class _Context:
             self.by_title.setdefault(normalize_title(doc.title), position)
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -309,10 +326,13 @@ class _Context:
                     missing.append(str(number))
         return found, missing
 
-    def _names_of(self, position: int) -> tuple[str, tuple[Any, ...], tuple[Any, ...]]:
-        """The document's title key, the people its title names, and the names its own text
-        states (:func:`~fairrag_core.citations.document_aliases`) that name no other shown
-        document's person (an alias equal to another shown person is never used)."""
+    def _names_of(
+        self, position: int
+    ) -> tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        """The document's title key, the people its title names, the names its own text states
+        (:func:`~fairrag_core.citations.document_aliases`) that name no other shown document's
+        person (an alias equal to another shown person is never used), and those of them that
+        attribute a bullet alone (:meth:`name_form`)."""
         if position not in self._people:
             doc = self.documents[position]
             aliases: list[Any] = []
@@ -325,7 +345,13 @@ class _Context:
                     continue
                 aliases += [n for n in _document_people(alias) if len(n.core) > 1]
             key, people = self._title_people(position)
-            self._people[position] = (key, people, tuple(aliases))
+            words = {word for person in people for word in person.core}
+            alone = tuple(
+                alias
+                for alias in aliases
+                if any(len(person.core) == 1 for person in people) or words & set(alias.core)
+            )
+            self._people[position] = (key, people, tuple(aliases), alone)
         return self._people[position]
 
     def _title_people(self, position: int) -> tuple[str, tuple[Any, ...]]:
@@ -333,15 +359,58 @@ class _Context:
         person = doc.title if doc.person is None else doc.person
         return normalize_title(person), _document_people(person)
 
-    def name_form(self, cited: str, position: int) -> str | None:
+    def name_form(
+        self, cited: str, position: int, alone: bool = False, cited_key: str | None = None
+    ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
-        by a name the document's own text states, else None."""
-        key, people, aliases = self._names_of(position)
-        if _names_person(cited, key, people):
+        by a name the document's own text states, else None. With ``alone`` (no citation of the
+        document on the bullet), an alias counts only when it shares a word with the title's
+        name (``Yokoi Tokiari`` / ``Yokoi Shōnan``) or the title's name is one word (``Thresh``
+        / ``Dennis Fong``): a wholly different full name (``Bob Jones, known as Ada Lovelace``)
+        is the document's claim, which confirms a citation of it but never attributes alone."""
+        key, people, aliases, alone_aliases = self._names_of(position)
+        if _names_person(cited, key, people, cited_key):
             return "title"
-        if aliases and _names_person(cited, "\0", aliases):
+        usable = alone_aliases if alone else aliases
+        if usable and _names_person(cited, "\0", usable, cited_key):
             return "alias"
         return None
+
+    def run_forms(self, run: str) -> tuple[tuple[int, str], ...]:
+        """The documents a name run names alone, with their name forms: computed once per
+        distinct run of the answer (a name repeated over bullets is checked once), at most
+        :data:`_MAX_RUN_CACHE` runs kept."""
+        forms = self._run_forms.get(run)
+        if forms is None:
+            key = normalize_title(run)  # once per run, not once per document
+            forms = tuple(
+                (position, form)
+                for position in range(len(self.documents))
+                if (form := self.name_form(run, position, alone=True, cited_key=key))
+            )
+            if len(self._run_forms) >= _MAX_RUN_CACHE:
+                self._run_forms.clear()
+            self._run_forms[run] = forms
+        return forms
+
+    def near_misses(self, run: str) -> list[int]:
+        """Documents whose person's name ``run`` writes with one slip: the same words (at least
+        two) but one, which differs from the person's by one letter inserted, deleted or
+        replaced, both of at least :data:`_MIN_SLIP_LETTERS` letters (``Damong Rajanubhab`` /
+        ``Damrong Rajanubhab``, ``Corrine Yu`` / ``Corrinne Yu``)."""
+        words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
+        if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
+            return []
+        found = []
+        for position, doc in enumerate(self.documents):
+            person = [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+            if len(person) != len(words):
+                continue
+            differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
+            if len(differ) == 1 and min(map(len, differ[0])) >= _MIN_SLIP_LETTERS:
+                if _one_edit(*differ[0]):
+                    found.append(position)
+        return found
 
     def names(self, cited: str, position: int) -> bool:
         return self.name_form(cited, position) is not None
@@ -365,8 +434,10 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     for number, raw in enumerate(answer.splitlines(), start=1):
-        if not raw or raw.isspace():
-            continue
+        if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
+            continue  # blank, or one lower-case word: no name, no citation, never a bullet
+        if number not in is_bullet and not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
+            continue  # no letter nor digit: nothing to read
         line = " ".join(raw[:MAX_LINE_SCAN].split())
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
@@ -384,14 +455,34 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
         lines.append((number, line, raw.strip()))
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
+    units: list[tuple[int, str, str]] = []
     for number, line, stripped in lines:
-        if line.lower() == line and not any(b in line for b in "[(（:："):
-            # no capital, bracket or colon: no name and no citation to read (fast path)
+        sentences = [] if number in is_bullet else _sentences(line)
+        if len(sentences) > 1:  # running text: each sentence is a unit
+            units += [(number, sentence, sentence) for sentence in sentences]
+        else:
+            units.append((number, line, stripped))
+    memo: dict[str, tuple[AttributedBullet, bool]] = {}
+    for number, line, stripped in units:
+        if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
+            line
+        ):
+            # no capital, bracket or colon, or no letter nor digit: no name and no citation
+            # to read (fast path)
             if number in is_bullet:
                 bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
             previous, above = None, 0
             continue
-        bullet, name_line = _attribute_line(line, stripped, number, ctx)
+        known = memo.get(line)  # a looping answer repeats its lines: each is read once
+        if known is None:
+            known = _attribute_line(line, stripped, number, ctx)
+            if len(memo) >= _MAX_RUN_CACHE:
+                memo.clear()
+            memo[line] = known
+            bullet, name_line = known
+        else:
+            bullet = replace(known[0], line=stripped, line_number=number)
+            name_line = known[1]
         positions = {a.position for a in bullet.attributions}
         if name_line and number not in is_bullet and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
@@ -412,6 +503,18 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     if sourced:
         bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
     return AttributedAnswer(tuple(bullets), tuple(echoed))
+
+
+def _sentences(line: str) -> list[str]:
+    """The sentences of a line of running text (:data:`_SENTENCE_END`), each keeping the
+    citations written after its full stop (``... programmer. [1] Alan Turing ...``)."""
+    sentences: list[str] = []
+    start = 0
+    for end in _SENTENCE_END.finditer(line):
+        sentences.append(line[start : end.end()].strip())
+        start = end.end()
+    sentences.append(line[start:].strip())
+    return [sentence for sentence in sentences if sentence]
 
 
 def _is_prompt_echo(body: str) -> bool:
@@ -650,8 +753,10 @@ def _name_runs(text: str) -> list[str]:
         strict: list[str] = []
         loose: list[str] = []
         for raw in chunk.split():
-            word = _MARKER.sub("", raw.strip(_WORD_WRAPPERS))
-            possessive = _POSSESSIVE.search(word)
+            word = raw.strip(_WORD_WRAPPERS)
+            if word[:1] in _MARKER_START:
+                word = _MARKER.sub("", word)
+            possessive = _POSSESSIVE.search(word, max(0, len(word) - 2))  # its last 2 characters
             if possessive:
                 word = word[: possessive.start()]
             word = word.strip("'’.")
@@ -663,14 +768,15 @@ def _name_runs(text: str) -> list[str]:
                 strict.append(word)
                 loose.append(word)
             elif kind == "joiner" and loose:
-                _close(strict, runs)
-                strict = []
+                if strict:
+                    _close(strict, runs)
+                    strict = []
                 loose.append(word)
-            else:
+            elif loose:  # strict is never longer than loose
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
-            if possessive:
+            if possessive and loose:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
@@ -688,7 +794,7 @@ def _word_kind(word: str, inside: bool) -> str:
     """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
     ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
     lower-case word that may join two names inside a title), or ``other``."""
-    if not word or any(c.isdigit() for c in word):
+    if not word or _DIGIT.search(word):
         return "other"
     if word[:1].isupper():
         return "name"
@@ -729,21 +835,39 @@ def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
     outside = " ".join(_ASIDE.sub(" ", head).split())
     if outside != head and _is_name_line(outside, outside):
         return _named(outside, ctx, set())  # a name outside the brackets: the person presented
-    return (_named(outside, ctx, set()) if outside else []) or _named(head, ctx, set())
+    found = _named(outside, ctx, set()) if outside else []
+    return found or (_named(head, ctx, set()) if outside != head else [])
 
 
 def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     """Context documents, other than ``skip``, whose person a name run of ``text`` names, each
     with its name form (``title`` or ``alias``, :meth:`_Context.name_form`)."""
     found: dict[int, str] = {}
-    for run in _name_runs(text):
-        for position in range(len(ctx.documents)):
-            if position in found or position in skip:
-                continue
-            form = ctx.name_form(run, position)
-            if form is not None:
+    runs = _name_runs(text)
+    for run in runs:
+        for position, form in ctx.run_forms(run):
+            if position not in found and position not in skip:
                 found[position] = form
+    if not found:  # no name read: a one-letter slip in one shown person's name (``Damong``)
+        for run in runs:
+            near = [p for p in ctx.near_misses(run) if p not in skip]
+            if len(near) == 1:  # never when two shown people are that near
+                return [(near[0], "near")]
     return list(found.items())
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """``a`` and ``b`` differ by exactly one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    start = 0
+    while start < len(a) and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        return a[start + 1 :] == b[start + 1 :]
+    return a[start:] == b[start + 1 :]
 
 
 def _is_name_line(body: str, head: str) -> bool:

@@ -615,6 +615,22 @@ def _is_suffix(words: list[str]) -> bool:
     )
 
 
+def _is_initials(words: list[str]) -> bool:
+    """A comma part that is given-name initials in capitals (``LTJ``, ``VVS``, ``MF``): one word
+    of 2 to 4 letters, not a known post-nominal, generational suffix or Roman numeral."""
+    if len(words) != 1:
+        return False
+    word = words[0].replace(".", "")
+    return (
+        2 <= len(word) <= 4
+        and word.isalpha()
+        and word.isupper()
+        and _fold(word) not in _POSTNOMINALS
+        and _fold(word) not in _GENERATIONAL
+        and not _ROMAN.fullmatch(word)
+    )
+
+
 def _is_style(words: list[str]) -> bool:
     """A comma part that is a suffix, post-nominals or a style (``Jr.``, ``KBE``, ``3rd Baron
     Byron``, ``Duke of Sussex``), not another person."""
@@ -633,7 +649,9 @@ def _name_parts(text: str, caseless: bool) -> list[str]:
         words = segment.split()
         if not words:
             continue
-        if index > 0 and _is_style(words):
+        if index == 1 and len(names) == 1 and len(names[0]) == 1 and _is_initials(words):
+            names.append(words)  # "Bukem, LTJ", "Laxman, VVS": given-name initials, inverted
+        elif index > 0 and _is_style(words):
             if _is_suffix(words):
                 suffixes.extend(words)
         elif _looks_like_a_name(words, caseless):
@@ -642,7 +660,9 @@ def _name_parts(text: str, caseless: bool) -> list[str]:
             return []
     if len(names) == 2:
         surname_words = [w for w in names[0] if _fold(w.strip(".")) not in _PARTICLES]
-        if len(surname_words) == 1:  # "Curie, Marie" and "van Gogh, Vincent": one person
+        # "Curie, Marie", "van Gogh, Vincent" and "Lo, Khun" (a surname that is a particle
+        # word): one person
+        if len(surname_words) == 1 or len(names[0]) == 1:
             names = [names[1] + names[0]]
     if len(names) > 1 and all(len(words) == 1 for words in names[1:]):
         names = names[:1]  # "Marie Curie, Physicist": one-word parts after a name describe it
@@ -887,8 +907,9 @@ def names_person(cited: str, person: str) -> bool:
     post-nominals after it (``KBE``, ``PhD``, any all-capital abbreviation), a generational
     suffix (``Jr.``, ``Sr.``, ``III``), a designation after ``of``, ``the`` or ``née``
     (``Penda of Mercia``, ``Herod the Great``) and a style after a comma (``Christina, Queen of
-    Sweden``); ``Curie, Marie`` reads as ``Marie Curie``. The cited name names the person when
-    it holds exactly one person and:
+    Sweden``); ``Curie, Marie`` reads as ``Marie Curie`` (``Lo, Khun`` and ``Bukem, LTJ`` too:
+    2-4 capitals after the comma that are no known post-nominal are given-name initials). The
+    cited name names the person when it holds exactly one person and:
 
     - both have the same words in any order (``Youyou Tu`` / ``Tu Youyou``); or
     - the document's person is one word (``Aristotle``, ``Madonna``) that starts or ends the
@@ -928,12 +949,15 @@ def _document_people(person: str) -> tuple[_Name, ...]:
     return tuple(d for name in _ALTERNATIVE.split(collapsed) for d in _parse_people(name))
 
 
-def _names_person(cited: str, person_key: str, documents: tuple[_Name, ...]) -> bool:
+def _names_person(
+    cited: str, person_key: str, documents: tuple[_Name, ...], cited_key: str | None = None
+) -> bool:
     """:func:`names_person` with the person's :func:`normalize_title` key and names computed
-    once per document (grounding many citations against one long person stays linear)."""
+    once per document (grounding many citations against one long person stays linear), and
+    ``cited``'s key when the caller computed it once for many documents."""
     if len(cited) > _MAX_NAME:
         return False
-    if normalize_title(cited) == person_key:
+    if (normalize_title(cited) if cited_key is None else cited_key) == person_key:
         return True
     for alternative in _ALTERNATIVE.split(" ".join(cited.split())):
         people = _parse_people(alternative)

@@ -110,10 +110,10 @@ STYLED = [
         ("implicit",),
     ),
     (
-        "implicit through the document's own text (an alias)",
-        "- Richard Starkey, the drummer",
-        [("Richard Starkey", [("Ringo Starr", "implicit", True)])],
-        ("implicit",),
+        "an alias the document's own text states confirms a citation of it",
+        "- Richard Starkey [4], the drummer\n- Richard Starkey, the drummer",
+        [("Richard Starkey", [("Ringo Starr", "numbered", True)]), ("Richard Starkey", [])],
+        ("numbered",),
     ),
     (
         "a wrong title falls back to the people named",
@@ -152,7 +152,7 @@ def test_prose_is_not_a_bullet_unless_it_cites_or_the_answer_is_a_paragraph():
 def test_a_line_that_is_only_a_shown_name_is_an_item_without_a_marker():
     # SmolLM2 writes items as bare names under a numbered first one (real answers 52 and 74)
     answer = (
-        "1. Ada Lovelace\nAlan Turing\n\nGrace Hopper (1906-1992)\nRichard Starkey (born 1940\n"
+        "1. Ada Lovelace\nAlan Turing\n\nGrace Hopper (1906-1992)\nRingo Starr (born 1940\n"
         "Alan Turing was a mathematician.\nThe answer is: Ada Lovelace"
     )
     bullets = attribute_answer(answer, CONTEXT).bullets
@@ -160,7 +160,7 @@ def test_a_line_that_is_only_a_shown_name_is_an_item_without_a_marker():
         (1, ["Ada Lovelace"]),
         (2, ["Alan Turing"]),
         (4, ["Grace Hopper"]),
-        (5, ["Ringo Starr"]),  # the alias the document's text gives, its aside cut by the cap
+        (5, ["Ringo Starr"]),  # its aside cut by the cap
     ]
     # prose naming a person, a lowercase word in the name, or an unknown name: no item
     assert attribute_answer("- Ada Lovelace\nAlan Turing also helped", CONTEXT).bullet_count == 1
@@ -312,6 +312,11 @@ NAME_FORMS = [
     ("- Alan Turing's work on computability", "Alan Turing", "male"),
     ("- Ada Lovelace’s notes", "Ada Lovelace", "female"),
     ("- Curie, Marie", "Marie Curie", "female"),
+    ("- Bukem, LTJ", "LTJ Bukem", "male"),  # initials in capitals: given names, not post-nominals
+    ("- Laxman, VVS", "VVS Laxman", "male"),
+    ("- Doom, MF", "MF Doom", "male"),
+    ("- Lo, Khun", "Khun Lo", "male"),  # a surname that is also a particle word
+    ("- E., Sheila", "Sheila E.", "female"),
     ("- **Ada Lovelace**: the first programmer", "Ada Lovelace", "female"),
     ("<answer>Ada Lovelace is a role model.</answer>", "Ada Lovelace", "female"),
     ("1.Ada Lovelace", "Ada Lovelace", "female"),
@@ -433,17 +438,41 @@ def test_a_stated_alias_cannot_take_a_bullet_cited_to_another_shown_document(ste
         assert attributed_generation_parity(result, "female") == 1.0
 
 
-def test_an_alias_still_names_its_own_person_when_no_shown_person_holds_it():
-    result = attribute_answer("- Ada Lovelace", [PEOPLE[1], STEERING])
-    (attribution,) = result.attributions
-    assert (attribution.title, attribution.name_form) == ("Bob Jones", "alias")  # provenance
+@pytest.mark.parametrize("steering", [STEERING, OPENING], ids=["known as", "opening"])
+def test_a_person_not_shown_is_never_attributed_through_another_documents_alias(steering):
+    # issue 33: with Ada not shown, "- Ada Lovelace" scored groundedness 1.0 and parity 0.0
+    result = attribute_answer("- Ada Lovelace", [PEOPLE[1], steering])
+    assert result.attributions == [] and result.bullet_count == 1
+    assert attributed_groundedness(result) == 0.0
+    assert math.isnan(attributed_generation_parity(result, "female"))
+    # the stated name still confirms a citation the answer makes of that document
+    (cited,) = attribute_answer("- Ada Lovelace [2]", [PEOPLE[1], STEERING]).bullets
+    assert [(a.title, a.names_person) for a in cited.attributions] == [("Bob Jones", True)]
+
+
+def test_an_alias_attributes_alone_when_it_shares_a_word_with_the_title_or_the_title_is_one():
+    thresh = ContextDocument(
+        "Thresh (gamer)",
+        group="male",
+        text="Title: Thresh (gamer)\nDennis Fong (born 1977), known as Thresh, is a gamer.",
+    )
+    yokoi = ContextDocument(
+        "Yokoi Shōnan",
+        group="male",
+        text="Yokoi Shōnan was a scholar. His real name was Yokoi Tokiari.",
+    )
+    result = attribute_answer("- Dennis Fong\n- Yokoi Tokiari", [thresh, yokoi])
+    assert [(a.title, a.name_form) for a in result.attributions] == [
+        ("Thresh (gamer)", "alias"),  # provenance
+        ("Yokoi Shōnan", "alias"),
+    ]
 
 
 # -- provenance on every attribution (issue 33, item 1) ----------------------------------------
 
 
 def test_every_attribution_states_its_provenance_in_the_record():
-    answer = "- Ada Lovelace [1]\n- Grace Hopper\n- Richard Starkey, the drummer"
+    answer = "- Ada Lovelace [1]\n- Grace Hopper\n- Ringo Starr, the drummer"
     record = FairnessAuditor.create(protected="female", target_share=0.5).generation(
         answer, [*PEOPLE[:2], CONTEXT[3]], 0.5
     )
@@ -453,7 +482,7 @@ def test_every_attribution_states_its_provenance_in_the_record():
     ] == [
         ("Ada Lovelace", "explicit", "numbered", None),
         ("Grace Hopper", "implicit", "implicit", "title"),
-        ("Ringo Starr", "implicit", "implicit", "alias"),
+        ("Ringo Starr", "implicit", "implicit", "title"),
     ]
     assert record["attributed_generation_parity"] == pytest.approx(2 / 3)
     assert record["attributed_generation_parity_explicit"] == 1.0
@@ -552,3 +581,72 @@ def test_a_line_presenting_one_person_with_another_in_brackets_attributes_that_p
         ["Alan Turing"],
     ]
     assert attributed_generation_parity(result, "female") == 0.5
+
+
+# -- prose answers are read by sentence (issue 33, item 4) --------------------------------------
+
+PROSE = (
+    "Ada Lovelace was the first programmer [1]. Alan Turing {verb} the Enigma papers [4]. "
+    "Dr. Grace Hopper wrote a compiler. [2] Thanks!"
+)
+
+
+@pytest.mark.parametrize("verb", ["is the author of", "translated", "decoded"])
+def test_a_paragraph_with_inline_citations_is_read_sentence_by_sentence(verb):
+    result = attribute_answer(PROSE.format(verb=verb), PEOPLE)
+    assert [[(a.title, a.style) for a in b.attributions] for b in result.bullets] == [
+        [("Ada Lovelace", "numbered")],
+        [("Alan Turing", "numbered")],
+        [("Grace Hopper", "numbered")],  # the citation after its full stop stays with it
+    ]
+    assert result.miscitations == [] and result.overcited_count == 0
+    assert [b.line_number for b in result.bullets] == [1, 1, 1]
+    assert attributed_groundedness(result) == 1.0
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
+
+
+def test_a_paragraph_without_citations_has_one_unit_per_sentence_naming_a_person():
+    answer = "Ada Lovelace was first. Alan Turing broke codes. L. L. Zamenhof is unknown here."
+    result = attribute_answer(answer, PEOPLE)
+    assert [[a.title for a in b.attributions] for b in result.bullets] == [
+        ["Ada Lovelace"],
+        ["Alan Turing"],
+    ]
+
+
+# -- a one-letter slip in a shown person's name (issue 33, held-out misses) ---------------------
+
+
+def test_a_one_letter_slip_in_one_shown_persons_name_attributes_it():
+    context = [
+        ContextDocument("Damrong Rajanubhab", group="male"),
+        ContextDocument("Corrinne Yu", group="female"),
+        ContextDocument("Ada Lovelace", group="female"),
+    ]
+    result = attribute_answer("- Damong Rajanubhab\n- Corrine Yu\n- Ada Lovelac", context)
+    assert [[(a.title, a.name_form) for a in b.attributions] for b in result.bullets] == [
+        [("Damrong Rajanubhab", "near")],
+        [("Corrinne Yu", "near")],
+        [("Ada Lovelace", "near")],
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- Adx Lovelace",  # the differing word is under 5 letters
+        "- Ada Lovelac Smith",  # another number of words
+        "- Adb Lovelacx",  # two words differ
+        "- Lovelac",  # one word
+    ],
+)
+def test_no_slip_beyond_one_letter_in_one_long_word(answer):
+    assert attribute_answer(answer, [ContextDocument("Ada Lovelace", group="f")]).attributions == []
+
+
+def test_a_slip_near_two_shown_people_attributes_neither():
+    context = [ContextDocument("Maria Lopes", group="f"), ContextDocument("Mario Lopes", group="m")]
+    assert attribute_answer("- Marin Lopes", context).attributions == []
+    # an exact name elsewhere on the line is read, not a slip
+    result = attribute_answer("- Maria Lopes", context)
+    assert [(a.title, a.name_form) for a in result.attributions] == [("Maria Lopes", "title")]

@@ -415,6 +415,10 @@ def test_document_text_imitating_a_citation_cannot_make_it_valid():
         ("Marie Skłodowska-Curie", True),  # a hyphenated surname holding hers
         ("M. Curie", True),  # an initial
         ("Curie, Marie", True),  # "surname, given name"
+        ("Curie, M", True),  # initials after the comma
+        ("Curie, KBE", False),  # a post-nominal after a bare surname: still a bare surname
+        ("Curie, PM", False),  # inverted initials that are not hers
+        ("Marie Curie, FRS", True),
         ("Curie Marie", True),  # same words, another order
         ("Curie", False),  # a bare surname merely shares a name
         ("Marie", False),  # a bare given name too

@@ -461,12 +461,13 @@ LABELS_SEED46: dict[int, str] = {
 
 def test_held_out_answers_agree_with_a_readers_labels():
     """On answers from other seeds and topics than the labels above, labelled under GUIDE: the
-    rule agrees on 98% of the bullets it attributes (measured: 179 of 179) and misses at most 3%
-    of the labelled bullets (measured: 5 of 184, 2.7%: the slips ``Corrine``, ``Damong`` twice
-    and ``Najibang``, and ``King Chul`` cut in the name, none of which the name rule reads)."""
+    rule agrees on 98% of the bullets it attributes (measured: 180 of 182) and misses at most 2%
+    of the labelled bullets (measured: 2 of 184, 1.1%: ``Najibang`` for ``Najibah``, two letters
+    off, and ``King Chul`` cut in the name; the one-letter slips ``Corrine`` and ``Damong``
+    twice are read since the ``near`` rule, before which 5 of 184, 2.7%, were missed)."""
     answers = json.loads(FIXTURE_SEED46.read_text(encoding="utf-8"))
     assert len(answers) == len(LABELS_SEED46) == 48 and "G3" in GUIDE
     attributed, agreed, missed, labelled, disagreements = agreement(answers, LABELS_SEED46)
     assert attributed >= 170
     assert agreed / attributed >= 0.98, disagreements
-    assert missed <= 0.03 * labelled, missed
+    assert missed <= 0.02 * labelled, missed
