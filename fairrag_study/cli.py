@@ -205,6 +205,19 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
         help=f"retries of a failed chat model request, 0 to {options.LLM_RETRIES_LIMIT} "
         "(default: default_chat_model's, 2)",
     )
+    study.add_argument(
+        "--concurrency",
+        type=options.concurrency,
+        default=1,
+        help=f"answers asked for at once, 1 to {options.CONCURRENCY_LIMIT} (default 1); "
+        "records, their order and the answer store are the sequential run's",
+    )
+    study.add_argument(
+        "--threads",
+        type=options.threads,
+        help="torch CPU threads of --llm local (default: 1 when this process may use 2 cores "
+        "or fewer, else the cores it may use)",
+    )
     answers = study.add_mutually_exclusive_group()
     answers.add_argument(
         "--answers",
@@ -263,6 +276,11 @@ def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             f"argument --base-url: only used with --llm openai:<model> or auto (an "
             f"OpenAI-compatible server); --llm {args.llm} makes no request to it: drop "
             "--base-url, or choose --llm openai:<model>"
+        )
+    if args.threads is not None and not args.llm.startswith("local"):
+        parser.error(
+            f"argument --threads: only used with --llm local (torch's CPU threads); --llm "
+            f"{args.llm} runs no model in this process: drop --threads"
         )
     if args.wikipedia_api is not None and args.text != "wikipedia":
         parser.error(
@@ -333,6 +351,8 @@ def _run(args: argparse.Namespace) -> int:
         llm_timeout=args.llm_timeout,
         max_tokens=args.max_tokens,
         llm_retries=args.llm_retries,
+        concurrency=args.concurrency,
+        threads=args.threads,
         answers=args.answers,
         answer_cache=not args.no_answer_cache,
         out=args.out,

@@ -18,6 +18,7 @@ answer to the study's prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ __all__ = [
     "LOCAL_MODELS",
     "LocalChatModel",
     "LocalModel",
+    "default_threads",
     "local_model_file",
 ]
 
@@ -136,6 +138,20 @@ def _verify(name: str, path: Path) -> None:
             f"{spec.sha256[:12]}...): it was damaged or replaced; {fix}"
         )
     _VERIFIED.add(seen)
+
+
+def default_threads() -> int:
+    """``--threads``' default: the cores this process may use
+    (``os.sched_getaffinity``, else ``os.cpu_count()``), but 1 when that is 2 or fewer.
+
+    On a 2-core machine shared by other work, one answer took 8.7 s with 1 torch thread and
+    41.6 s with 2 (measured under load, SmolLM2-135M): two threads then wait on each other
+    (docs/SPEC.md, "The study", local model threads)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    return 1 if cores <= 2 else cores
 
 
 def _load(name: str, threads: int | None) -> tuple[Any, Any]:
@@ -248,6 +264,8 @@ class LocalChatModel(BaseChatModel):
         )
         ids = encoded["input_ids"]
         with self._lock, torch.inference_mode():
+            if self.threads is not None and torch.get_num_threads() != self.threads:
+                torch.set_num_threads(self.threads)  # process-wide: another model may set it
             output = model.generate(
                 ids,
                 attention_mask=encoded.get("attention_mask"),

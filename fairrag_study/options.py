@@ -22,17 +22,20 @@ from fairrag_core.validation import check_alpha
 from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset, custom_dataset
 
 __all__ = [
+    "CONCURRENCY_LIMIT",
     "DATASET_FLAGS",
     "LLM_RETRIES_LIMIT",
     "MAX_TOKENS_LIMIT",
     "SECONDS",
     "SEED_LIMIT",
+    "THREADS_LIMIT",
     "add_dataset_arguments",
     "alpha",
     "check_paths",
     "check_pool",
     "column_name",
     "comma_list",
+    "concurrency",
     "dataset_from_args",
     "int_at_least",
     "int_in",
@@ -45,6 +48,7 @@ __all__ = [
     "seconds_problem",
     "seed",
     "target",
+    "threads",
     "url",
 ]
 
@@ -81,7 +85,7 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 def int_in(low: int, high: int, why: str) -> Callable[[str], int]:
     """An integer from ``low`` to ``high`` (``why``: what the upper bound is, for the message):
-    ``--seed``, ``--max-tokens``, ``--llm-retries``."""
+    ``--seed``, ``--max-tokens``, ``--llm-retries``, ``--concurrency``, ``--threads``."""
     at_least = int_at_least(low)
 
     def parse(text: str) -> int:
@@ -109,6 +113,13 @@ minutes on one request; 10**9 would retry a dead server for ever."""
 seed = int_in(0, SEED_LIMIT - 1, "2**64 - 1, the largest seed numpy's generators take")
 max_tokens = int_in(1, MAX_TOKENS_LIMIT, "the largest output a chat model gives")
 llm_retries = int_in(0, LLM_RETRIES_LIMIT, "more retries wait out a server that is down")
+CONCURRENCY_LIMIT = 64
+"""The most answers ``--concurrency`` may ask for at once: one worker thread and one open
+connection each; beyond, a server's rate limit answers 429 to most of them."""
+THREADS_LIMIT = 256
+"""The most torch CPU threads ``--threads`` may ask for (more than any machine's cores)."""
+concurrency = int_in(1, CONCURRENCY_LIMIT, "answers in flight at once")
+threads = int_in(1, THREADS_LIMIT, "torch CPU threads of the local model")
 
 
 def check_pool(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

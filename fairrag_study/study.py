@@ -7,16 +7,18 @@ import os
 import resource
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+from uuid import UUID
 
 from fairrag_core import JsonLinesLog, available_rankers
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
@@ -62,10 +64,12 @@ from .index import (
 )
 from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
 from .options import (
+    CONCURRENCY_LIMIT,
     LLM_RETRIES_LIMIT,
     MAX_TOKENS_LIMIT,
     SECONDS,
     SEED_LIMIT,
+    THREADS_LIMIT,
     seconds_problem,
 )
 from .outputs import DISK_FULL, OutputFolder, study_files
@@ -113,7 +117,17 @@ class StudyConfig:
     """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60), or
     :data:`LOOPBACK_TIMEOUT` (600) for a server on this machine (``--base-url`` on loopback)."""
     llm_retries: int | None = None
-    """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2)."""
+    """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2). A 429
+    or 5xx answer is retried after the server's ``Retry-After`` when it gives one of at most
+    120 s (the ``openai`` client's rule), else after the client's back-off (0.5 s doubling to
+    at most 8 s)."""
+    concurrency: int = 1
+    """Trials whose answers are asked for at once (1 to 64; 1: one after the other). The
+    records, their order and the answer store are the sequential run's (docs/SPEC.md, "The
+    study", concurrency)."""
+    threads: int | None = None
+    """Torch CPU threads of ``llm="local"``; ``None``:
+    :func:`~fairrag_study.local_llm.default_threads`."""
     answers: Path | None = None
     """The answer store (SQLite file) of the OpenAI generator's answers; ``None``:
     ``answers.sqlite`` in the cache folder (docs/SPEC.md, "The study", answer store)."""
@@ -245,6 +259,8 @@ def _check_config(config: StudyConfig) -> None:
     for name, low, high in (
         ("llm_retries", 0, LLM_RETRIES_LIMIT),
         ("max_tokens", 1, MAX_TOKENS_LIMIT),
+        ("concurrency", 1, CONCURRENCY_LIMIT),
+        ("threads", 1, THREADS_LIMIT),
     ):
         value = getattr(config, name)
         if value is not None and (
@@ -634,6 +650,7 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
             LOCAL_MAX_TOKENS,
             LOCAL_MODELS,
             LocalChatModel,
+            default_threads,
             local_model_file,
         )
 
@@ -643,7 +660,11 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
                 f"--llm {choice!r}: unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}"
             )
         local_model_file(name)  # a missing package fails now, saying how to install it
-        local = LocalChatModel(model_name=name, max_tokens=config.max_tokens or LOCAL_MAX_TOKENS)
+        local = LocalChatModel(
+            model_name=name,
+            max_tokens=config.max_tokens or LOCAL_MAX_TOKENS,
+            threads=config.threads or default_threads(),
+        )
         if answers and config.answer_cache:
             from .answers import AnswerStore
 
@@ -928,15 +949,22 @@ def _run_trials(
     embeddings.prefill([trial.question for trial in trials])
     store = _checked_store(client, collection, embeddings, len(corpus), where)
     dataset = config.dataset
-    handler = FairnessCallbackHandler(
-        group_key=dataset.group_key,
-        **dataset.target_arguments(),
-        path=out / "callback_log.jsonl",
-    )
+
+    def trial_handler() -> FairnessCallbackHandler:
+        # One handler per trial: its record is that trial's, whatever order the answers
+        # arrive in; the callback log is written below, in trial order.
+        return FairnessCallbackHandler(
+            group_key=dataset.group_key, **dataset.target_arguments(), max_records=None
+        )
+
+    callback_log = JsonLinesLog(out / "callback_log.jsonl")
     topic_size = Counter(topic for doc in corpus for topic in doc.topics)
     chat_errors = _chat_model_errors()
     records: list[dict[str, Any]] = []
-    bar = progress_bar(config.progress, len(trials) * len(config.rankers), "trials", "trial")
+    unit = "trial" if llm is None else "answer"
+    bar = progress_bar(config.progress, len(trials) * len(config.rankers), f"{unit}s", unit)
+    started = time.perf_counter()
+    jobs: list[tuple[str, Any, Any, Trial]] = []  # ranker, retriever, chain, trial: in order
     for ranker in config.rankers:
         retriever = FairRetriever(
             vectorstore=store,
@@ -950,37 +978,153 @@ def _run_trials(
             seed=config.seed,
         )
         chain = None if llm is None else make_fair_rag_chain(retriever, llm)
-        for trial in trials:
-            callbacks = [handler, chat_errors]
-            run_config: Any = {"callbacks": callbacks, "run_name": "fairrag-trial"}
-            logged = len(handler.records)
-            if chain is None:
-                docs = retriever.invoke(trial.question, run_config, seed=trial.seed)
-            else:
-                try:
-                    question = {"question": trial.question, "seed": trial.seed}
-                    docs = chain.invoke(question, run_config)["context"]
-                except Exception as exc:
-                    where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
-                    failed = any(exc is error for error in chat_errors.errors)
-                    message = _generator_error(exc, config, where, from_chat_model=failed)
-                    if message is None:
-                        raise
-                    kept = _answers_kept(_store_of(llm), config)
-                    raise GeneratorUnavailableError(message + kept) from exc
-            # Trials run one at a time, so this run wrote exactly the handler's newest record.
-            new = handler.records[logged:]
+        jobs.extend((ranker, retriever, chain, trial) for trial in trials)
+    done: Generator[_TrialDone, None, None]
+    if llm is None:
+        done = (_retrieved(retriever, trial, trial_handler()) for _, retriever, _, trial in jobs)
+    else:  # one queue over every ranker's trials: no drain between rankers
+        done = answered_in_order(
+            [(chain, trial) for _, _, chain, trial in jobs],
+            trial_handler,
+            [chat_errors],
+            config.concurrency,
+        )
+    with closing(done):  # a failure cancels the queued trials at once, not when collected
+        for (ranker, *_), (trial, handler, docs, exc) in zip(jobs, done, strict=False):
+            if exc is not None:
+                where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
+                failed = any(exc is error for error in chat_errors.errors)
+                message = _generator_error(exc, config, where, from_chat_model=failed)
+                if message is None:
+                    raise exc
+                kept = _answers_kept(_store_of(llm), config)
+                raise GeneratorUnavailableError(message + kept) from exc
+            new = handler.records
             if len(new) != 1:
                 raise RuntimeError(
                     f"expected one fairness record for trial {trial.index}, got {len(new)}"
                 )
+            callback_log.append(new[0])
             record = _trial_record(new[0], ranker, trial, docs, topic_size, config.k)
             records_log.append(record)
             records.append(record)
             bar.update(1)
     bar.close()
+    seconds = time.perf_counter() - started
     log(f"{len(records)} trial records ({len(trials)} trials x {len(config.rankers)} rankers)")
+    if llm is not None:
+        log(
+            f"{len(records)} answers in {seconds:.1f} s ({len(records) / max(seconds, 1e-9):.2f} "
+            f"answers/s, --concurrency {config.concurrency})"
+        )
     return records
+
+
+_TrialDone = tuple[Trial, Any, Any, "BaseException | None"]
+"""A trial, its fairness handler, the documents shown (None on failure), and the failure."""
+
+
+def _retrieved(retriever: Any, trial: Trial, handler: Any) -> _TrialDone:
+    """A retrieval-only trial (``--llm none``)."""
+    run_config: Any = {"callbacks": [handler], "run_name": "fairrag-trial"}
+    return trial, handler, retriever.invoke(trial.question, run_config, seed=trial.seed), None
+
+
+class _RetrievalTurns:
+    """Trials retrieve in trial order, one at a time, however many answers are in flight: a
+    ranker with state (amortized's ledger) then sees the sequential run's history, so every
+    ranking, and so every prompt and answer, is the sequential run's (docs/SPEC.md, "The
+    study", concurrency). Only the chat model calls overlap."""
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._finished: set[int] = set()
+        self._turn = threading.Condition()
+
+    def wait(self, position: int) -> None:
+        with self._turn:
+            self._turn.wait_for(lambda: self._next >= position)
+
+    def done(self, position: int) -> None:
+        """Trial ``position`` retrieved (or failed, or ended without retrieving)."""
+        with self._turn:
+            self._finished.add(position)
+            while self._next in self._finished:
+                self._finished.discard(self._next)
+                self._next += 1
+            self._turn.notify_all()
+
+    def ticket(self, position: int) -> Any:
+        """A callback handler holding trial ``position``'s outermost retrieval until its turn."""
+        from langchain_core.callbacks import BaseCallbackHandler
+
+        turns = self
+
+        class Ticket(BaseCallbackHandler):
+            run_inline = True
+            outer: UUID | None = None
+
+            def on_retriever_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+                if self.outer is None:
+                    self.outer = run_id
+                    turns.wait(position)
+
+            def on_retriever_end(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+                if run_id == self.outer:
+                    turns.done(position)
+
+            def on_retriever_error(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+                if run_id == self.outer:
+                    turns.done(position)
+
+        return Ticket()
+
+
+def answered_in_order(
+    jobs: Sequence[tuple[Any, Trial]],
+    make_handler: Callable[[], Any],
+    callbacks: Sequence[Any],
+    concurrency: int,
+) -> Generator[_TrialDone, None, None]:
+    """Each ``(chain, trial)``'s ``(trial, handler, documents, failure)``, in the order of
+    ``jobs``, with at most ``concurrency`` chain calls in flight (docs/SPEC.md, "The study",
+    concurrency).
+
+    A bounded thread pool around the per-trial ``chain.invoke`` rather than ``chain.batch``:
+    results are taken in trial order as they are ready (a record is on disk as soon as those
+    before it are), and when the consumer stops (a failed trial, Ctrl-C) the trials not yet
+    started are cancelled instead of all being asked for, as ``batch`` would. Retrievals keep
+    trial order (:class:`_RetrievalTurns`)."""
+    turns = _RetrievalTurns()
+
+    def answer(position: int, chain: Any, trial: Trial) -> _TrialDone:
+        handler = make_handler()
+        run_config: Any = {
+            "callbacks": [handler, *callbacks, turns.ticket(position)],
+            "run_name": "fairrag-trial",
+        }
+        try:
+            output = chain.invoke({"question": trial.question, "seed": trial.seed}, run_config)
+            return trial, handler, output["context"], None
+        except Exception as exc:
+            return trial, handler, None, exc
+        finally:
+            turns.done(position)  # a trial that failed before retrieving frees the next one
+
+    if concurrency == 1:
+        for position, (chain, trial) in enumerate(jobs):
+            yield answer(position, chain, trial)
+        return
+    from langchain_core.runnables.config import ContextThreadPoolExecutor
+
+    with ContextThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(answer, i, chain, trial) for i, (chain, trial) in enumerate(jobs)]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:  # those in flight finish (each bounded by --llm-timeout); the rest never start
+            for future in futures:
+                future.cancel()
 
 
 def _many_rankings(
