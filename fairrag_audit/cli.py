@@ -129,11 +129,19 @@ def _convert(args: argparse.Namespace, start: float) -> int:
         options = AuditOptions.create(args.logs, by=[f for v in args.by for f in v.split(",")])
         if args.out.exists() and not args.out.is_dir():
             raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")
-        args.out.mkdir(parents=True, exist_ok=True)
-        for path in options.paths:
+        targets: dict[str, Path] = {}
+        for path in options.paths:  # every name checked before anything is written
             if is_parquet(path):
                 raise ValueError(f"log {str(path)!r} is already Parquet")
             name = path.name.removesuffix(".gz").removesuffix(".jsonl") + ".parquet"
+            if name in targets:
+                raise ValueError(
+                    f"logs {str(targets[name])!r} and {str(path)!r} would both be written to "
+                    f"{str(args.out / name)!r}; convert them into different --out folders"
+                )
+            targets[name] = path
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, path in targets.items():
             rows = to_parquet(path, args.out / name, ("metadata", *options.by))
             print(f"{path} -> {args.out / name}: {rows:,} rows")
     except ValueError as exc:

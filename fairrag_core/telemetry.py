@@ -258,6 +258,10 @@ class LangSmithFeedbackSink:
     """
 
     def __init__(self, client: Any = None, *, project_id: Any = None, attempts: int = 2) -> None:
+        # Without a session id LangSmith warns on every feedback; this sink warns once itself.
+        # One narrow filter, installed once: a catch_warnings per feedback on the sinks' worker
+        # thread would save and restore the process's filters under the request threads.
+        warnings.filterwarnings("ignore", message="Creating feedback for a run without session_id")
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
         if client is None:
@@ -317,21 +321,16 @@ class LangSmithFeedbackSink:
         for field in LANGSMITH_FEEDBACK:
             value = _finite(record.get(field))
             if value is not None:
-                with warnings.catch_warnings():
-                    # without a session id LangSmith warns on every feedback; we warned once
-                    warnings.filterwarnings(
-                        "ignore", message="Creating feedback for a run without session_id"
-                    )
-                    self.client.create_feedback(
-                        run_id,
-                        key=f"fairrag.{field}",
-                        score=value,
-                        source_info=extra,
-                        # the root run is the trace: LangSmith may batch it in the background
-                        trace_id=run_id,
-                        stop_after_attempt=self.attempts,
-                        **({} if session is None else {"session_id": session}),
-                    )
+                self.client.create_feedback(
+                    run_id,
+                    key=f"fairrag.{field}",
+                    score=value,
+                    source_info=extra,
+                    # the root run is the trace: LangSmith may batch it in the background
+                    trace_id=run_id,
+                    stop_after_attempt=self.attempts,
+                    **({} if session is None else {"session_id": session}),
+                )
 
 
 def _otel_sink(span_attributes: bool) -> OpenTelemetrySink:

@@ -60,6 +60,18 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child (gunicorn --preload, multiprocessing's fork) inherits the pool's object
+    but none of its threads: it starts its own pool on first use (the inherited one would
+    queue work that no thread runs)."""
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
     """A ledger from a ledger, ``None``/``"memory"`` (a new :class:`MemoryLedger`), a
     ``sqlite:///<path>`` URL or a path (a :class:`SQLiteLedger`), or a ``redis://`` /

@@ -50,3 +50,16 @@ def test_a_hive_partitioned_folder_audits_as_its_logs_together(tmp_path: Path) -
     assert_same_table(by_folder.metrics, by_files.metrics)
     assert_same_table(by_folder.rankers, by_files.rankers)
     assert int(by_folder.reading["records"].sum()) == int(by_files.reading["records"].sum())
+
+
+def test_two_logs_of_one_name_are_refused_before_anything_is_written(tmp_path: Path, capsys):
+    """a/fairness.jsonl and b/fairness.jsonl.gz would both become OUT/fairness.parquet: the
+    conversion refuses them (exit 2) instead of keeping only the last one."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    first = write_log(tmp_path / "a" / "fairness.jsonl", deployment_records()[:5], [])
+    second = write_log(tmp_path / "b" / "fairness.jsonl", deployment_records()[5:10], [])
+    out = tmp_path / "pq"
+    assert main(["audit", str(first), str(second), "--out", str(out), "--to-parquet"]) == 2
+    assert "would both be written to" in capsys.readouterr().err
+    assert not out.exists() or not list(out.iterdir())

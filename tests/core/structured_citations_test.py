@@ -163,5 +163,19 @@ def test_not_a_structured_answer():
     assert read_structured_answer("text", source_id_base=0) is None
     assert read_structured_answer({"answer": "x"}, source_id_base=0) is None
     assert read_structured_answer({"citations": "0, 1"}, source_id_base=0) is None
-    with pytest.raises(ValueError, match="1000 citations"):
-        read_structured_answer({"citations": [0] * 1001}, source_id_base=0)
+    assert read_json_answer("{" * 100_000, source_id_base=0) is None  # not JSON, never raises
+    assert read_json_answer('{"a":' + "[" * 100_000, source_id_base=0) is None
+
+
+def test_at_most_1000_citations_are_read_from_one_answer():
+    """docs/SPEC.md, "Structured citations": the first 1,000 are read, never an error that
+    would cost the answer its record; a span's indices are cut at the same bound."""
+    many = read_structured_answer({"citations": [0] * 5_000}, source_id_base=0)
+    assert many is not None and len(many.citations) == 1000
+    deep = '{"answer": "x", "citations": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert read_json_answer(deep, source_id_base=0) is None
+    spans = [{"start": 0, "end": 3, "document_indices": list(range(3_000_000))}]
+    answer = read_span_citations("Ada", spans)
+    assert answer is not None and len(answer.citations) == 1000
+    rendered = render_answer(answer, TITLES)  # one pass over the text, however many spans
+    assert rendered.startswith("Ada (DocTitle: ") and rendered.count("(DocTitle: ") == 1000

@@ -80,3 +80,30 @@ def test_llamaindex_apostprocess_waits_on_a_locked_ledger_off_the_loop(tmp_path)
     )
     assert len(found) == 4
     assert SQLiteLedger(path).state().rankings == 1
+
+
+def _off_loop_in_child(queue) -> None:
+    from fairrag_core.ledger import run_off_loop
+
+    queue.put(asyncio.run(run_off_loop(lambda: 42)))
+
+
+def test_a_forked_child_ranks_off_the_loop_in_its_own_pool():
+    """A child forked after the parent used the ledger pool (gunicorn --preload, multiprocessing's
+    fork) starts its own pool: the inherited one has no threads and would never run its work."""
+    import multiprocessing
+
+    from fairrag_core.ledger import run_off_loop
+
+    assert asyncio.run(run_off_loop(lambda: 41)) == 41  # the parent's pool exists and is idle
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_off_loop_in_child, args=(queue,))
+    child.start()
+    try:
+        assert queue.get(timeout=WAIT) == 42
+    finally:
+        child.join(WAIT)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0
