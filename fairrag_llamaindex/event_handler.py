@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import logging
 import os
-import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -40,6 +39,7 @@ from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pyd
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
 from fairrag_core.audit import json_label
+from fairrag_core.citations import renumber_citations
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -285,20 +285,14 @@ def _source_documents(
     return documents, numbers
 
 
-_ENTRY = re.compile(r"\[(\d+)\]")
-
-
 def _cited_documents(answer: str | None, numbers: list[int] | None) -> str | None:
-    """``answer`` with each ``[n]`` that numbers a shown chunk read as the number of the
-    document the chunk belongs to (``answer`` itself when nothing was split)."""
+    """``answer`` with each entry number that numbers a shown chunk read as the number of the
+    document the chunk belongs to (:func:`fairrag_core.citations.renumber_citations`:
+    ``[n]``, ``[1, 3]``, ``[1-3]``, ``[Source n]``...; ``answer`` itself when nothing was
+    split)."""
     if answer is None or numbers is None:
         return answer
-
-    def document(match: re.Match[str]) -> str:
-        n = int(match.group(1))
-        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
-
-    return _ENTRY.sub(document, answer)
+    return renumber_citations(answer, numbers)
 
 
 class _Live:
