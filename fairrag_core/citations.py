@@ -56,6 +56,7 @@ __all__ = [
     "normalize_title",
     "parse_citations",
     "person_names",
+    "renumber_citations",
 ]
 
 
@@ -966,3 +967,72 @@ def _names_person(
         if people and any(_same_person(people[0], document) for document in documents):
             return True
     return False
+
+
+_ENTRY_CITATION = re.compile(
+    r"(\[\^?(?:(?:doc(?:ument)?|source|context|ref(?:erence)?|entry|passage) ?#? ?)?)"
+    r"(\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20})\]",
+    re.IGNORECASE,
+)
+"""A bracketed entry citation as :func:`fairrag_core.attribution.attribute_answer` reads it:
+``[1]``, ``[1, 3]``, ``[1-3]``, ``[Source 2]``, ``[Doc #1]``, ``[^1]`` (numbers of at most
+three digits, at most 21 of them)."""
+_ENTRY_PART = re.compile(r"( ?[,;] ?)")
+_ENTRY_RANGE = re.compile(r"(\^?)(\d{1,3})(?:( ?[–-] ?\^?)(\d{1,3}))?")
+
+
+def renumber_citations(answer: str, numbers: Sequence[int]) -> str:
+    """``answer`` with each entry number it cites read through ``numbers``: entry ``n``
+    (1-based) becomes ``numbers[n - 1]``, in every bracketed form the attribution parser reads
+    (``[1]``, ``[1, 3]``, ``[1-3]``, ``[Source 2]``, ``[Doc 1]``, ``[^1]``; the label is kept).
+    A range whose entries become one number is written as that number, one whose entries
+    become a run (in any order) as ``low-high``, any other as the list of its numbers; a
+    number a bracket already cites is not written again; a number outside
+    ``1..len(numbers)`` (and any range reaching outside) is left as written. Used when a
+    framework split documents into chunks and the answer cites the chunks (docs/SPEC.md,
+    "Records" → chunks). Pure; linear in the length of ``answer``: only numbers of at most
+    three digits are converted."""
+    count = len(numbers)
+
+    def renumbered(part: str) -> list[int] | None:
+        hit = _ENTRY_RANGE.fullmatch(part)
+        if hit is None:
+            return None
+        low = int(hit.group(2))
+        high = int(hit.group(4)) if hit.group(4) is not None else low
+        if not 1 <= low <= high <= count:
+            return None
+        return list(dict.fromkeys(numbers[n - 1] for n in range(low, high + 1)))
+
+    def written(part: str, cited: list[int]) -> str:
+        hit = _ENTRY_RANGE.fullmatch(part)
+        assert hit is not None
+        caret = hit.group(1)
+        if len(cited) == 1:
+            return f"{caret}{cited[0]}"
+        low, high = min(cited), max(cited)
+        if hit.group(4) is not None and high - low + 1 == len(cited):
+            return f"{caret}{low}{hit.group(3)}{high}"
+        return ", ".join(f"{caret}{n}" for n in cited)
+
+    def entry(match: re.Match[str]) -> str:
+        pieces = _ENTRY_PART.split(match.group(2))
+        out: list[str] = []
+        seen: set[int] = set()
+        for index in range(0, len(pieces), 2):
+            part = pieces[index]
+            cited = renumbered(part)
+            if cited is None:
+                text = part
+            else:
+                cited = [n for n in cited if n not in seen]
+                if not cited:
+                    continue
+                seen.update(cited)
+                text = written(part, cited)
+            if out:
+                out.append(pieces[index - 1])
+            out.append(text)
+        return f"{match.group(1)}{''.join(out)}]"
+
+    return _ENTRY_CITATION.sub(entry, answer)

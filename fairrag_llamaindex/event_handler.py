@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import logging
 import os
-import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -39,7 +38,7 @@ from llama_index.core.workflow import StopEvent
 from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
-from fairrag_core.audit import json_label
+from fairrag_core.citations import renumber_citations
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -50,6 +49,7 @@ from fairrag_core.kit import (
     document_title,
     ranked_for,
     refuse_bools,
+    search_entry,
     shown_record,
     unaudited_record,
 )
@@ -225,24 +225,37 @@ def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeW
 
 
 def _sub_question_lists(
-    auditor: FairnessAuditor, run: _Run, group_key: str
+    auditor: FairnessAuditor, run: _Run, group_key: str, title_key: str, follow: bool
 ) -> list[dict[str, Any]]:
-    """Each sub-question's fair list: its question, the documents in the order shown, their
-    groups and the list's exposure share (:meth:`FairnessAuditor.retrieval`)."""
+    """Each sub-question's fair list, as :func:`~fairrag_core.kit.search_entry` writes one
+    list's own exposure (``SEARCH_FIELDS``, as LangChain's ``framework.searches``): the record
+    of that list alone, audited by ``auditor`` (by the ranking that made it when ``follow``)."""
     lists = []
     for rerank in run.reranks:
         metadatas = [n.node.metadata for n in rerank.nodes]
-        groups = group_labels(metadatas, group_key, require_present=False)
-        lists.append(
-            {
-                "query": rerank.query,
-                "doc_ids": [n.node.node_id for n in rerank.nodes],
-                "groups": [json_label(g) for g in groups],
-                "query_seed": metadatas[0].get("query_seed") if metadatas else None,
-                "exposure_share": auditor.retrieval(groups)["exposure_share"],
-            }
+        own = shown_record(
+            ranked_for(auditor, metadatas) if follow else auditor,
+            source="llamaindex",
+            shown=_shown_documents(rerank.nodes, group_key, title_key),
+            metadatas=metadatas,
+            ranked=metadatas,
+            query=rerank.query,
         )
+        lists.append(search_entry(own))
     return lists
+
+
+def _shown_documents(
+    nodes: Sequence[NodeWithScore], group_key: str, title_key: str
+) -> list[ShownDocument]:
+    """The shown nodes as the record needs them: id, title, group and text."""
+    groups = group_labels([n.node.metadata for n in nodes], group_key, require_present=False)
+    documents = []
+    for node, group in zip(nodes, groups, strict=True):
+        text = node.node.get_content(metadata_mode=MetadataMode.NONE)
+        title = document_title(node.node.metadata, text, title_key)
+        documents.append(ShownDocument(node.node.node_id, title, group, text))
+    return documents
 
 
 def _placement(node: NodeWithScore) -> tuple[Any, ...] | None:
@@ -285,20 +298,14 @@ def _source_documents(
     return documents, numbers
 
 
-_ENTRY = re.compile(r"\[(\d+)\]")
-
-
 def _cited_documents(answer: str | None, numbers: list[int] | None) -> str | None:
-    """``answer`` with each ``[n]`` that numbers a shown chunk read as the number of the
-    document the chunk belongs to (``answer`` itself when nothing was split)."""
+    """``answer`` with each entry number that numbers a shown chunk read as the number of the
+    document the chunk belongs to (:func:`fairrag_core.citations.renumber_citations`:
+    ``[n]``, ``[1, 3]``, ``[1-3]``, ``[Source n]``...; ``answer`` itself when nothing was
+    split)."""
     if answer is None or numbers is None:
         return answer
-
-    def document(match: re.Match[str]) -> str:
-        n = int(match.group(1))
-        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
-
-    return _ENTRY.sub(document, answer)
+    return renumber_citations(answer, numbers)
 
 
 class _Live:
@@ -872,18 +879,14 @@ class FairnessEventHandler(BaseEventHandler):
         query = run.span.query if run.span.query is not None else run.query
         try:
             auditor = self.auditor
-            if self.postprocessor is not None and self._auditor is None:  # following it
+            follow = self.postprocessor is not None and self._auditor is None
+            if follow:  # following it
                 auditor = ranked_for(auditor, [n.node.metadata for n in shown])
             group_key = (
                 self.postprocessor.group_key if self.postprocessor is not None else self.group_key
             )
             metadatas = [n.node.metadata for n in shown]
-            groups = group_labels(metadatas, group_key, require_present=False)
-            documents = []
-            for node, group in zip(shown, groups, strict=True):
-                text = node.node.get_content(metadata_mode=MetadataMode.NONE)
-                title = document_title(node.node.metadata, text, self.title_key)
-                documents.append(ShownDocument(node.node.node_id, title, group, text))
+            documents = _shown_documents(shown, group_key, self.title_key)
             # Nothing is known to have been shown when a failed run had neither source nodes
             # nor a re-ranking: its record keeps no metrics (docs/SPEC.md, "Records").
             unknown = error is not None and sources is None and not run.reranks
@@ -902,7 +905,11 @@ class FairnessEventHandler(BaseEventHandler):
                 framework={
                     "n_reranks": len(run.reranks),
                     **(
-                        {"sub_questions": _sub_question_lists(auditor, run, group_key)}
+                        {
+                            "sub_questions": _sub_question_lists(
+                                self.auditor, run, group_key, self.title_key, follow
+                            )
+                        }
                         if sub_answers
                         else {}
                     ),

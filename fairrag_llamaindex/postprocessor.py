@@ -168,6 +168,10 @@ class _Instance:
 
     lineage: object
     warned: set[str] = field(default_factory=set)
+    conversions: dict[int, tuple[weakref.ref[Any], str]] = field(default_factory=dict)
+    """The conversion ``auto`` read from each store (by ``id``, with a weak reference that
+    tells a reused id apart): a store's metric is read once, not on every query (reading a
+    Qdrant collection's distance is a call to its server)."""
 
 
 _INSTANCES: dict[int, _Instance] = {}
@@ -331,13 +335,21 @@ def _is_named(store: Any, *names: str) -> bool:
 
 def _qdrant_distance(store: Any) -> str | None:
     """The distance of a QdrantVectorStore's collection (``Cosine``, ``Dot``, ``Euclid``,
-    ``Manhattan``; None when it cannot be read or differs between named vectors)."""
+    ``Manhattan``; None when it cannot be read or differs between named vectors). An
+    async-only store (no sync ``client``) is refused: its metric cannot be read without
+    awaiting, so ``relevance`` must be named."""
+    if getattr(store, "client", None) is None:
+        raise ValueError(
+            "relevance='auto' cannot read the distance of this QdrantVectorStore's collection: "
+            "it has only an async client (aclient), whose read cannot run here. Name the "
+            "conversion: relevance='similarity' for Cosine or Dot or 'l2_distance' for Euclid "
+            "or Manhattan"
+        )
     try:
-        client = store.client if store.client is not None else store.aclient
-        vectors = client.get_collection(store.collection_name).config.params.vectors
+        vectors = store.client.get_collection(store.collection_name).config.params.vectors
         params = vectors.values() if isinstance(vectors, dict) else [vectors]
         distances = {str(getattr(p.distance, "value", p.distance)) for p in params}
-    except Exception:  # an async-only store, a collection not made yet, a server down
+    except Exception:  # a collection not made yet, a server down
         return None
     return distances.pop() if len(distances) == 1 else None
 
@@ -563,7 +575,23 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 "exp(-distance), cosine or l2 space) or 'similarity' (scores set by the earlier "
                 "step)"
             )
-        return _relevance_for_store(store)
+        return self._store_conversion(store)
+
+    def _store_conversion(self, store: Any) -> str:
+        """:func:`_relevance_for_store`, read once per store and kept (a metric that cannot be
+        read is an error, not kept: the next query reads it again)."""
+        if store is None:
+            return _relevance_for_store(store)
+        kept = _instance(self).conversions
+        found = kept.get(id(store))
+        if found is not None and found[0]() is store:
+            return found[1]
+        conversion = _relevance_for_store(store)
+        try:
+            kept[id(store)] = (weakref.ref(store), conversion)
+        except TypeError:  # a store without weak references: read on every query
+            pass
+        return conversion
 
     def _fair_rerank(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None

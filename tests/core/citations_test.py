@@ -21,6 +21,7 @@ from fairrag_core.citations import (
     names_person,
     normalize_title,
     parse_citations,
+    renumber_citations,
 )
 from fairrag_core.metrics import generation_parity, groundedness
 
@@ -634,6 +635,7 @@ def test_module_all():
         "normalize_title",
         "parse_citations",
         "person_names",
+        "renumber_citations",
     ]
 
 
@@ -684,3 +686,35 @@ def test_names_person_on_real_trec_rows():
         for (_, n), person, other in zip(named, own, others, strict=True)
     )
     assert wrong <= 1
+
+
+# renumber_citations: chunk numbers read as the numbers of their documents
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("A [1]. B [3].", "A [1]. B [2]."),
+        ("Both [1, 3].", "Both [1, 2]."),
+        ("All [1-3] and [3-5].", "All [1-2] and [2-3]."),
+        (
+            "Named [Source 4], [Doc #2], [document 5], [^5].",
+            "Named [Source 2], [Doc #1], [document 3], [^3].",
+        ),
+        ("One document twice [1, 2].", "One document twice [1]."),
+        ("Outside [9], [0], [1-9], [2, 9].", "Outside [9], [0], [1-9], [1, 9]."),
+        ("Not a citation [a] (1) [1234].", "Not a citation [a] (1) [1234]."),
+    ],
+)
+def test_renumber_citations_reads_every_form_the_parser_reads(answer, expected):
+    assert renumber_citations(answer, [1, 1, 2, 2, 3]) == expected
+
+
+def test_renumber_citations_writes_a_range_that_is_no_run_as_a_list():
+    assert renumber_citations("[1-3]", [2, 1, 3]) == "[1-3]"
+    assert renumber_citations("[1-2]", [3, 1, 2]) == "[3, 1]"
+
+
+def test_renumber_citations_leaves_a_huge_number_as_written():
+    huge = "[" + "9" * 5000 + "] and [2]"  # int() of it raises past 4,300 digits
+    assert renumber_citations(huge, [1, 1]) == "[" + "9" * 5000 + "] and [1]"

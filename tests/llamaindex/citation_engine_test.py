@@ -83,3 +83,24 @@ def test_a_chunk_number_cites_its_document():
     bullets = response.response.count("\n") + 1
     assert record["n_attributed_bullets"] == bullets  # every [n] names a shown document
     assert record["k"] == 5 and len(record["doc_ids"]) == 5
+
+
+class LabelledChunkCitingLLM(CitingMockLLM):
+    """Cites each "Source n" as ``[Source n]`` and the first two together as ``[1-2]``, then
+    a number of 5,000 digits (``int`` of it raises past 4,300 digits)."""
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        sources = re.findall(r"^Source (\d+):", prompt, flags=re.M)
+        lines = [f"- A fact [Source {n}]" for n in sources]
+        lines += ["- Two facts [1-2]", "- A fact [" + "9" * 5000 + "]"]
+        return CompletionResponse(text="\n".join(lines))
+
+
+def test_every_cited_form_of_a_chunk_cites_its_document():
+    record, response = record_of(citation_engine(LabelledChunkCitingLLM()))
+    assert record["answer"] == response.response
+    assert "error" not in record  # before: int() of the 5,000 digits raised: no record
+    bullets = response.response.count("\n") + 1
+    # every [Source n] and the [1-2] name shown documents; the huge number names none
+    assert record["n_attributed_bullets"] == bullets - 1
+    assert record["k"] == 5 and len(record["doc_ids"]) == 5

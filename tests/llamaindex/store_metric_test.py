@@ -132,3 +132,48 @@ def test_for_index_reads_a_qdrant_collections_distance(distance, relevance):
     if distance == "EUCLID":
         ids, ranks = shown_by(index, bundle)
         assert ids == nearest[:5] and ranks == [1, 2, 3, 4, 5]
+
+
+def _qdrant_index(distance: str = "EUCLID"):
+    qdrant_client = pytest.importorskip("qdrant_client")
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client.models import Distance, VectorParams
+
+    client = qdrant_client.QdrantClient(location=":memory:")
+    client.create_collection(
+        "people", vectors_config=VectorParams(size=DIM, distance=getattr(Distance, distance))
+    )
+    store = QdrantVectorStore(client=client, collection_name="people")
+    return (client, *index_over(store))
+
+
+def test_auto_reads_a_qdrant_collections_distance_once_over_many_queries(monkeypatch):
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from tests.llamaindex.fake_llms import FakeRecordingLLM
+
+    client, index, bundle, nearest = _qdrant_index()
+    calls = []
+    real = client.get_collection
+    monkeypatch.setattr(client, "get_collection", lambda *a, **k: calls.append(a) or real(*a, **k))
+    fair = FairRerankPostprocessor(group_key="gender", protected="female", ranker="standard")
+    engine = RetrieverQueryEngine.from_args(
+        index.as_retriever(similarity_top_k=N), node_postprocessors=[fair], llm=FakeRecordingLLM()
+    )
+    for _ in range(4):
+        response = engine.query(bundle)
+        assert [n.node.node_id for n in response.source_nodes] == nearest[:5]
+    assert len(calls) == 1  # before: 4, one server call per query
+
+
+def test_auto_refuses_an_async_only_qdrant_store_by_name():
+    qdrant_client = pytest.importorskip("qdrant_client")
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+
+    store = QdrantVectorStore(
+        aclient=qdrant_client.AsyncQdrantClient(location=":memory:"), collection_name="people"
+    )
+    assert store.client is None
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=DIM))
+    with pytest.raises(ValueError, match=r"only an async client.*relevance='similarity'"):
+        FairRerankPostprocessor.for_index(index, group_key="gender", protected="female")

@@ -13,6 +13,7 @@ from llama_index.core.question_gen import LLMQuestionGenerator
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
 
 from fairrag_core import FairnessAuditor
+from fairrag_core.kit import SEARCH_FIELDS
 from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex import query_seed as seeded
 from fairrag_llamaindex.fakes import CitingMockLLM
@@ -62,6 +63,9 @@ def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
     assert [entry["query"] for entry in lists] == SUB_QUESTIONS
     auditor = FairnessAuditor.create(protected="female")
     for entry in lists:
-        assert len(entry["doc_ids"]) == 6
+        # one list's own exposure has one schema in both adapters (LangChain's searches)
+        assert list(entry) == list(SEARCH_FIELDS)  # before: 5 keys, no ranker, k or titles
+        assert len(entry["doc_ids"]) == 6 and entry["k"] == 6 and entry["pool_size"] == 50
+        assert entry["ranker"] == record["ranker"] and len(entry["titles"]) == 6
         assert entry["exposure_share"] == auditor.retrieval(entry["groups"])["exposure_share"]
     assert record["doc_ids"] == [i for entry in lists for i in entry["doc_ids"]]
