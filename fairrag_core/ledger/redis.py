@@ -7,7 +7,6 @@ Needs the ``redis`` client (``pip install 'fairrag[redis]'``), imported only whe
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 import uuid
@@ -30,6 +29,7 @@ from .base import (
     check_on_reset,
     check_total,
     new_generation,
+    pop_url_param,
     split_stored,
 )
 
@@ -201,16 +201,6 @@ def _deadline_connection(base: type) -> type:
     return type(f"Deadline{base.__name__}", (base,), {"_connect": _connect})
 
 
-def _split_deadline(url: str) -> tuple[str, str | None]:
-    """``(url without its deadline parameter, the parameter's text or None)``."""
-    match = re.search(r"([?&])deadline=([^&]*)(&?)", url)
-    if match is None:
-        return url, None
-    start, end = match.span()
-    joined = match.group(1) if match.group(3) else ""
-    return url[:start] + joined + url[end:], match.group(2)
-
-
 class RedisLedger(StoredLedger):
     """Streams in Redis hashes, every update one atomic Lua script.
 
@@ -282,7 +272,7 @@ class RedisLedger(StoredLedger):
                 "RedisLedger needs the redis client: pip install 'fairrag[redis]'"
             ) from exc
         if client is None and isinstance(url, str):
-            url, in_url = _split_deadline(url)
+            url, in_url = pop_url_param(url, "deadline")
             if in_url is not None:
                 try:
                     deadline = float(in_url)

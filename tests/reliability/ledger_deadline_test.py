@@ -299,3 +299,21 @@ def test_8_threads_with_every_4th_reply_trickled_count_exactly_the_served_rankin
     assert ledger.updates_undone <= len(failed)
     assert stored.rankings == 1 + len(served) + ledger.updates_undone
     ledger.close()
+
+
+def test_pop_url_param_takes_one_parameter_and_keeps_the_others():
+    from fairrag_core.ledger.base import pop_url_param
+
+    url = "redis://h:1/0"
+    assert pop_url_param(url, "deadline") == (url, None)
+    assert pop_url_param(url + "?deadline=2", "deadline") == (url, "2")
+    assert pop_url_param(url + "?deadline=2&on_reset=adopt", "deadline") == (
+        url + "?on_reset=adopt",
+        "2",
+    )
+    assert pop_url_param(url + "?on_reset=adopt&deadline=2", "deadline") == (
+        url + "?on_reset=adopt",
+        "2",
+    )
+    assert pop_url_param(url + "?a=1&deadline=2&b=3", "deadline") == (url + "?a=1&b=3", "2")
+    assert pop_url_param(url + "?xdeadline=2", "deadline") == (url + "?xdeadline=2", None)
