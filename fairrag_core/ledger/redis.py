@@ -225,7 +225,8 @@ class RedisLedger(StoredLedger):
     token taken, so a late copy applies nothing) and one that ran has its exposure subtracted
     (``updates_undone``; the stream's ``#rankings`` keeps it, a count only grows). Settling
     needs the token, kept ``token_ttl`` seconds: an add not settled within ``token_ttl`` minus
-    ``deadline`` seconds of its call's start is counted in
+    ``deadline`` seconds of its call's start, or one the server cannot settle (the key holds
+    another type, or the stream less than the add's exposure), is counted in
     ``updates_unsettled`` with a ``RuntimeWarning`` (it may hold one ranking not served). Only
     clients the ledger builds from ``url`` keep the deadline; a ``client`` of your own keeps
     its own timeouts (its adds are settled all the same).
@@ -390,11 +391,22 @@ class RedisLedger(StoredLedger):
                     except self._transport_errors:
                         raise  # the server is still out of reach: settle on a later call
                     except self._redis_error:
-                        done = "refused"  # e.g. the key holds another type: the call says so
+                        done = "refused"  # e.g. the key holds another type
                     done = done.decode() if isinstance(done, bytes) else done
                     if done == "undone" or (done == "was undone" and tried):
                         with self._unsettled_lock:
                             self.updates_undone += 1
+                    elif done in ("refused", "damaged"):
+                        with self._unsettled_lock:
+                            self.updates_unsettled += 1
+                        warnings.warn(
+                            f"Redis ledger at {self.location}: an add whose call raised could "
+                            f"not be settled ({done}: the key holds another type, or the stream "
+                            f"less than the add's exposure); {stream!r} may hold one ranking "
+                            "that was not served",
+                            RuntimeWarning,
+                            stacklevel=4,
+                        )
                 pending.pop(0)
         finally:
             if pending:
