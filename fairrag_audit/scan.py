@@ -622,26 +622,99 @@ def _json_rows(sieved: Sieved, struct: str) -> str:
     )
 
 
+_CONTAINERS = ("STRUCT", "MAP", "UNION")
+
+
+def _type_depth(text: str, at: int = 0, level: int = 0) -> tuple[int, int]:
+    """``(nesting depth, end)`` of the DuckDB type written at ``text[at:]`` (as DESCRIBE gives
+    it): each STRUCT, MAP, UNION and list (``[]``, ``[N]``) is one level, as a JSON object or
+    array is; ``DECIMAL(18,3)`` and the like none. Past :data:`MAX_DEPTH` enclosing members
+    (``level``) the rest is not parsed: the depth returned then only passes the cap."""
+    if level > MAX_DEPTH:
+        return 0, len(text)
+    end = at
+    while end < len(text) and text[end] not in "([,)":
+        end += 1
+    depth = 0
+    if end < len(text) and text[end] == "(":
+        kind = text[at:end].strip().upper()
+        end += 1
+        if kind not in _CONTAINERS:  # DECIMAL(18,3) and the like
+            end = text.index(")", end) + 1
+        else:
+            while end < len(text) and text[end] != ")":
+                while text[end] in " ,":
+                    end += 1
+                if kind != "MAP":  # a STRUCT's or UNION's member: skip its name
+                    if text[end] == '"':  # quoted, "" within
+                        end += 1
+                        while not (text[end] == '"' and text[end + 1 : end + 2] != '"'):
+                            end += 2 if text[end] == '"' else 1
+                        end += 1
+                    else:
+                        end = text.index(" ", end)
+                    end += 1
+                child, end = _type_depth(text, end, level + 1)
+                depth = max(depth, child)
+            end += 1
+            depth += 1
+    while end < len(text) and text[end] == "[":
+        end = text.index("]", end) + 1
+        depth += 1
+    return depth, end
+
+
 def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[str]) -> str:
     """The rows of a Parquet file or a folder of them (hive partitions read as fields), as
     :func:`_json_rows` gives them: every field as JSON (``to_json`` of a typed column, so the
     checks are the same), NULL for a field no file has; ``__damaged`` as written by
-    :func:`to_parquet` (false when absent)."""
+    :func:`to_parquet` (false when absent). The sieve's caps hold as for JSON lines: a row
+    whose fields' JSON text is longer than :data:`MAX_LINE_BYTES` in all is refused (its
+    fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
+    than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
     source = (
         f"read_parquet({_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
         "union_by_name = true)"
         if path.is_dir()
         else f"read_parquet({_literal(str(path))})"
     )
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    types = dict(
+        (str(name), str(kind))
+        for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    )
+    for name, kind in types.items():
+        depth = _type_depth(kind)[0]
+        if depth > MAX_DEPTH:
+            raise ValueError(
+                f"log {str(path)!r}: column {name!r} is nested deeper than the cap of "
+                f"{MAX_DEPTH} (lists, structs, maps); the audit reads no row of it"
+            )
+    present = [f for f in fields if f in types and f != REFUSED_FIELD]
+    texts = [f"CAST(to_json({_quoted(f)}) AS VARCHAR) AS {_quoted(f)}" for f in present]
+    size = " + ".join(["0", *(f"COALESCE(strlen({_quoted(f)}), 0)" for f in present)])
+    damaged = 'COALESCE("__damaged", false)' if "__damaged" in types else "false"
+    refused = (
+        f"CAST(to_json({_quoted(REFUSED_FIELD)}) AS VARCHAR)"
+        if REFUSED_FIELD in types
+        else "NULL::VARCHAR"
+    )
     columns = [
-        f"CAST(to_json({_quoted(f)}) AS JSON) AS {_quoted(f)}"
+        f"CASE WHEN __size <= {MAX_LINE_BYTES} THEN CAST({_quoted(f)} AS JSON) END AS {_quoted(f)}"
         if f in present
         else f"NULL::JSON AS {_quoted(f)}"
         for f in fields
+        if f != REFUSED_FIELD
     ]
-    damaged = 'COALESCE("__damaged", false)' if "__damaged" in present else "false"
-    return f'SELECT {damaged} AS "__damaged", {", ".join(columns)} FROM {source}'
+    columns.append(
+        f"CASE WHEN __size > {MAX_LINE_BYTES} THEN to_json('row of ' || format('{{:,}}', "
+        f"__size) || ' bytes of JSON, longer than the {MAX_LINE_BYTES // 2**20} MiB cap') "
+        f"ELSE CAST(__refused_text AS JSON) END AS {_quoted(REFUSED_FIELD)}"
+    )
+    inner = ", ".join([f"{damaged} AS __damaged_flag", *texts, f"{refused} AS __refused_text"])
+    return (
+        f'SELECT __damaged_flag AS "__damaged", {", ".join(columns)} FROM ('
+        f"SELECT *, {size} AS __size FROM (SELECT {inner} FROM {source}))"
+    )
 
 
 def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)) -> int:

@@ -14,7 +14,6 @@ import asyncio
 import contextvars
 import functools
 import os
-import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from .base import (
     check_on_reset,
     decode_label,
     encode_label,
+    pop_url_param,
 )
 from .memory import MemoryLedger
 from .redis import RedisLedger
@@ -85,7 +85,8 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
     if isinstance(ledger, os.PathLike):
         return SQLiteLedger(ledger)
     if isinstance(ledger, str) and ledger:
-        url, on_reset = _reset_policy(ledger)
+        url, in_url = pop_url_param(ledger, "on_reset")
+        on_reset = "raise" if in_url is None else check_on_reset(in_url)
         if url.startswith(("redis://", "rediss://", "unix://")):
             return RedisLedger(url, on_reset=on_reset)
         if url.startswith("sqlite:///"):
@@ -117,13 +118,3 @@ async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
     context = contextvars.copy_context()
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor, functools.partial(context.run, func, *args))
-
-
-def _reset_policy(url: str) -> tuple[str, str]:
-    """``(url without its on_reset parameter, the policy)``; ``raise`` when none is given."""
-    match = re.search(r"([?&])on_reset=([^&]*)(&?)", url)
-    if match is None:
-        return url, "raise"
-    policy = check_on_reset(match.group(2))
-    separator = match.group(1) if match.group(3) else ""
-    return url[: match.start()] + separator + url[match.end() :], policy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import reprlib
 import secrets
 import threading
@@ -67,6 +68,16 @@ def check_on_reset(value: object) -> str:
             f"(continue from what is stored, with a warning), got {value!r}"
         )
     return str(value)
+
+
+def pop_url_param(url: str, name: str) -> tuple[str, str | None]:
+    """``(url without its query parameter name=..., the parameter's text or None)``; the other
+    parameters are kept as they were (``?a=1&name=2&b=3`` -> ``?a=1&b=3``)."""
+    match = re.search(rf"([?&]){re.escape(name)}=([^&]*)(&?)", url)
+    if match is None:
+        return url, None
+    separator = match.group(1) if match.group(3) else ""
+    return url[: match.start()] + separator + url[match.end() :], match.group(2)
 
 
 def _policy_suffix(on_reset: str) -> str:

@@ -7,7 +7,6 @@ Needs the ``redis`` client (``pip install 'fairrag[redis]'``), imported only whe
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 import uuid
@@ -30,6 +29,7 @@ from .base import (
     check_on_reset,
     check_total,
     new_generation,
+    pop_url_param,
     split_stored,
 )
 
@@ -201,16 +201,6 @@ def _deadline_connection(base: type) -> type:
     return type(f"Deadline{base.__name__}", (base,), {"_connect": _connect})
 
 
-def _split_deadline(url: str) -> tuple[str, str | None]:
-    """``(url without its deadline parameter, the parameter's text or None)``."""
-    match = re.search(r"([?&])deadline=([^&]*)(&?)", url)
-    if match is None:
-        return url, None
-    start, end = match.span()
-    joined = match.group(1) if match.group(3) else ""
-    return url[:start] + joined + url[end:], match.group(2)
-
-
 class RedisLedger(StoredLedger):
     """Streams in Redis hashes, every update one atomic Lua script.
 
@@ -235,7 +225,8 @@ class RedisLedger(StoredLedger):
     token taken, so a late copy applies nothing) and one that ran has its exposure subtracted
     (``updates_undone``; the stream's ``#rankings`` keeps it, a count only grows). Settling
     needs the token, kept ``token_ttl`` seconds: an add not settled within ``token_ttl`` minus
-    ``deadline`` seconds of its call's start is counted in
+    ``deadline`` seconds of its call's start, or one the server cannot settle (the key holds
+    another type, or the stream less than the add's exposure), is counted in
     ``updates_unsettled`` with a ``RuntimeWarning`` (it may hold one ranking not served). Only
     clients the ledger builds from ``url`` keep the deadline; a ``client`` of your own keeps
     its own timeouts (its adds are settled all the same).
@@ -282,7 +273,7 @@ class RedisLedger(StoredLedger):
                 "RedisLedger needs the redis client: pip install 'fairrag[redis]'"
             ) from exc
         if client is None and isinstance(url, str):
-            url, in_url = _split_deadline(url)
+            url, in_url = pop_url_param(url, "deadline")
             if in_url is not None:
                 try:
                     deadline = float(in_url)
@@ -400,11 +391,22 @@ class RedisLedger(StoredLedger):
                     except self._transport_errors:
                         raise  # the server is still out of reach: settle on a later call
                     except self._redis_error:
-                        done = "refused"  # e.g. the key holds another type: the call says so
+                        done = "refused"  # e.g. the key holds another type
                     done = done.decode() if isinstance(done, bytes) else done
                     if done == "undone" or (done == "was undone" and tried):
                         with self._unsettled_lock:
                             self.updates_undone += 1
+                    elif done in ("refused", "damaged"):
+                        with self._unsettled_lock:
+                            self.updates_unsettled += 1
+                        warnings.warn(
+                            f"Redis ledger at {self.location}: an add whose call raised could "
+                            f"not be settled ({done}: the key holds another type, or the stream "
+                            f"less than the add's exposure); {stream!r} may hold one ranking "
+                            "that was not served",
+                            RuntimeWarning,
+                            stacklevel=4,
+                        )
                 pending.pop(0)
         finally:
             if pending:

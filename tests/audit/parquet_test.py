@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+import pytest
+
 from fairrag_audit import audit
+from fairrag_audit.lines import MAX_DEPTH, MAX_LINE_BYTES
+from fairrag_audit.scan import _type_depth, to_parquet
 from fairrag_study.cli import main
 from tests.audit.conftest import deployment_records
 from tests.audit.logs import record, write_log
@@ -63,3 +68,61 @@ def test_two_logs_of_one_name_are_refused_before_anything_is_written(tmp_path: P
     assert main(["audit", str(first), str(second), "--out", str(out), "--to-parquet"]) == 2
     assert "would both be written to" in capsys.readouterr().err
     assert not out.exists() or not list(out.iterdir())
+
+
+def test_a_parquet_row_longer_than_the_line_cap_is_left_out_and_the_others_audited(
+    tmp_path: Path,
+) -> None:
+    """The sieve's length cap holds for Parquet rows as for JSON lines: DuckDB writes a file of
+    good records plus one whose JSON text passes MAX_LINE_BYTES; the good ones audit as their
+    log does, the long one is listed as refused with the reason."""
+    log = write_log(tmp_path / "fairness.jsonl", deployment_records(), [])
+    good = tmp_path / "good.parquet"
+    to_parquet(log, good)
+    mixed = tmp_path / "mixed.parquet"
+    con = duckdb.connect()
+    try:
+        con.execute(
+            f"COPY (SELECT * FROM read_parquet('{good}') UNION ALL (SELECT * REPLACE "
+            f"(to_json(repeat('x', {MAX_LINE_BYTES})) AS \"source\") FROM read_parquet('{good}') "
+            f"LIMIT 1)) TO '{mixed}' (FORMAT parquet)"
+        )
+    finally:
+        con.close()
+    result = audit([mixed], **OPTIONS)
+    original = audit([log], **OPTIONS)
+    assert_same_table(result.metrics, original.metrics)
+    assert int(result.reading["refused"].sum()) == 1
+    assert int(result.reading["records"].sum()) == int(original.reading["records"].sum())
+    (row,) = result.left_out.to_dict("records")
+    assert row["kind"] == "refused" and row["line"] == len(deployment_records()) + 1
+    assert "bytes of JSON, longer than the 16 MiB cap" in row["reason"]
+
+
+def test_a_parquet_file_nested_deeper_than_the_cap_is_refused_before_its_rows(
+    tmp_path: Path,
+) -> None:
+    deep = tmp_path / "deep.parquet"
+    value = "[" * (MAX_DEPTH + 1) + "1" + "]" * (MAX_DEPTH + 1)
+    con = duckdb.connect()
+    try:
+        con.execute(f"COPY (SELECT {value} AS \"groups\") TO '{deep}' (FORMAT parquet)")
+    finally:
+        con.close()
+    with pytest.raises(ValueError, match=r"column 'groups' is nested deeper than the cap of 64"):
+        audit([deep], **OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "depth"),
+    [
+        ("VARCHAR", 0),
+        ("JSON", 0),
+        ("INTEGER[3]", 1),
+        ('STRUCT(a DECIMAL(18,3), "b (c"")" MAP(VARCHAR, INTEGER[][]))[]', 5),
+        ("UNION(a INTEGER, b STRUCT(x INTEGER))", 2),
+        ("STRUCT(a " * 5000 + "INTEGER" + ")" * 5000, MAX_DEPTH + 1),  # parsing stops past the cap
+    ],
+)
+def test_a_column_type_nests_as_its_lists_structs_maps_and_unions(kind: str, depth: int) -> None:
+    assert _type_depth(kind)[0] == depth

@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from fairrag_core import LedgerUnavailableError
-from fairrag_core.ledger import RedisLedger, make_ledger
+from fairrag_core.ledger import LedgerCorruptError, RedisLedger, make_ledger
 from tests.redis_server import HOST, running_redis
 
 WAIT = 10.0  # every wait of the proxy and the test is bounded by this many seconds
@@ -180,6 +180,47 @@ def test_a_reply_trickling_in_raises_naming_the_deadline_and_the_next_call_undoe
     ledger.close()
 
 
+def _raise_an_applied_add(ledger: RedisLedger, proxy: TrickleProxy) -> None:
+    """An add the server ran whose reply trickled past the deadline (left to settle)."""
+    ledger.add("k", {"female": 1.0})
+    proxy.reply_gap = 0.1
+    with pytest.raises(LedgerUnavailableError, match=r"deadline of 1 s passed"):
+        ledger.add("k", {"female": 2.0})
+    proxy.reply_gap = 0.0
+
+
+def test_an_add_the_server_finds_damaged_when_settling_is_counted_unsettled_and_warned(
+    redis_server, proxy
+):
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    _raise_an_applied_add(ledger, proxy)
+    direct = RedisLedger(redis_server.url)
+    field = next(f for f in direct.client.hkeys(direct._stream("k")) if b"female" in f)
+    direct.client.hset(direct._stream("k"), field, "1")  # less than the add's 2: 'damaged'
+    direct.close()
+    with pytest.warns(RuntimeWarning, match=r"could not be settled \(damaged"):
+        assert ledger.state("k").totals == {"female": 1.0}
+    assert ledger.updates_unsettled == 1 and ledger.updates_undone == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ledger.state("k")  # settled once: no second warning
+    ledger.close()
+
+
+def test_an_add_the_server_refuses_to_settle_is_counted_unsettled_and_warned(redis_server, proxy):
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    _raise_an_applied_add(ledger, proxy)
+    direct = RedisLedger(redis_server.url)
+    direct.client.delete(direct._stream("k"))
+    direct.client.set(direct._stream("k"), "not a hash")  # the settle script's HGET errs
+    direct.close()
+    with pytest.warns(RuntimeWarning, match=r"could not be settled \(refused"):
+        with pytest.raises(LedgerCorruptError, match="holds a string"):
+            ledger.state("k")
+    assert ledger.updates_unsettled == 1 and ledger.updates_undone == 0
+    ledger.close()
+
+
 def test_a_held_request_raises_and_a_late_copy_of_it_applies_nothing(redis_server, proxy):
     ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
     ledger.add("k", {"female": 1.0})
@@ -299,3 +340,21 @@ def test_8_threads_with_every_4th_reply_trickled_count_exactly_the_served_rankin
     assert ledger.updates_undone <= len(failed)
     assert stored.rankings == 1 + len(served) + ledger.updates_undone
     ledger.close()
+
+
+def test_pop_url_param_takes_one_parameter_and_keeps_the_others():
+    from fairrag_core.ledger.base import pop_url_param
+
+    url = "redis://h:1/0"
+    assert pop_url_param(url, "deadline") == (url, None)
+    assert pop_url_param(url + "?deadline=2", "deadline") == (url, "2")
+    assert pop_url_param(url + "?deadline=2&on_reset=adopt", "deadline") == (
+        url + "?on_reset=adopt",
+        "2",
+    )
+    assert pop_url_param(url + "?on_reset=adopt&deadline=2", "deadline") == (
+        url + "?on_reset=adopt",
+        "2",
+    )
+    assert pop_url_param(url + "?a=1&deadline=2&b=3", "deadline") == (url + "?a=1&b=3", "2")
+    assert pop_url_param(url + "?xdeadline=2", "deadline") == (url + "?xdeadline=2", None)
