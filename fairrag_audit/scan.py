@@ -213,9 +213,65 @@ def _json_text(column: str, chars: int = 40) -> str:
     return f"left(CAST({column} AS VARCHAR), {chars})"
 
 
+NUMBERED = tuple(dict.fromkeys(("exposure_share", *METRIC_FIELDS, *COUNT_FIELDS)))
+"""The fields read as numbers (:func:`_number`): each once per line, into :func:`_n`."""
+
+
+def _n(name: str) -> str:
+    """The column holding field ``name`` read as a number (:func:`_number`), computed once."""
+    return _quoted(f"__n_{name}")
+
+
+def _label_columns(by_json: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """``(name, JSON column, helper suffix)`` of the fields read as names: ranker, protected
+    and each ``--by`` field."""
+    fields = [("ranker", "ranker"), ("protected", '"protected"'), *by_json]
+    return [(name, column, column.strip('"')) for name, column in fields]
+
+
+def _parsed_first() -> str:
+    """The first layer of values read once from a line's JSON fields (the checks and the
+    columns kept read these, never the JSON again): each number (:func:`_n`), the first
+    character and length of the attribution's lists, the types and labels of ``groups`` and
+    ``exposure_by_group``."""
+    columns = [f"{_number(_quoted(name))} AS {_n(name)}" for name in NUMBERED]
+    for field, alias in (("citation_styles", "styles"), ("attributed_sources", "sources")):
+        columns.append(f"{_first(field)} AS __{alias}_first")
+        columns.append(f"strlen(CAST({field} AS VARCHAR)) AS __{alias}_bytes")
+    columns += [
+        f"{_first('follows_citation_format')} AS __follows_first",
+        "json_type(groups) AS __groups_type",
+        "TRY_CAST(groups AS VARCHAR[]) AS __groups_list",
+        "json_type(exposure_by_group) AS __by_group_type",
+        "json_keys(exposure_by_group) AS __by_group_keys",
+        "json_type(target) AS __target_type",
+    ]
+    return ", ".join(columns)
+
+
+def _parsed_second(by_json: list[tuple[str, str]]) -> str:
+    """The second layer (on :func:`_parsed_first`'s): the lists each parsed once, and only
+    when within their cap (the checks measure a list by its JSON text's length first, so no
+    value costs more than a few times its own size), and the name fields' types and texts."""
+    styles_ok = f"__styles_bytes <= {MAX_STYLES_BYTES} AND __styles_first = {_BRACKET}"
+    sources_ok = f"__sources_bytes <= {MAX_SOURCES_BYTES} AND __sources_first = {_BRACKET}"
+    columns = [
+        "CASE WHEN __groups_type = 'ARRAY' THEN json_type(groups, '$[*]') END AS __groups_types",
+        f"CASE WHEN {styles_ok} THEN json_type(citation_styles, '$[*]') END AS __styles_types",
+        f"CASE WHEN {styles_ok} THEN TRY_CAST(citation_styles AS VARCHAR[]) END AS __styles",
+        f"CASE WHEN {sources_ok} THEN json_array_length(attributed_sources) END AS __sources_len",
+    ]
+    for _, column, suffix in _label_columns(by_json):
+        columns.append(f"json_type({column}) AS __type_{suffix}")
+        columns.append(f"{_text(column)} AS __text_{suffix}")
+    return ", ".join(columns)
+
+
 def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """``(condition, reason)`` pairs, checked in order on a record: the first true condition
-    refuses it with its reason (a SQL expression)."""
+    refuses it with its reason (a SQL expression). The conditions read the values parsed
+    once (:func:`_parsed_first`, :func:`_parsed_second`); a reason reads the JSON again, only
+    for a record refused."""
     checks: list[tuple[str, str]] = []
     # A record schema newer than this library's may define its fields otherwise: refused and
     # listed, never read as the known one (issue 36).
@@ -234,38 +290,72 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             f"'k ' || {_json_text('k')} || ' is not a whole number in [0, {MAX_K:,}]'",
         )
     )
-    checks.append(
-        (
-            f"json_type(groups) = 'ARRAY' AND json_array_length(groups) > {MAX_K}",
-            f"'groups holds ' || json_array_length(groups) || ' labels, above the cap of "
-            f"{MAX_K:,}'",
-        )
-    )
-    checks.append(
-        (
-            "json_type(groups) = 'ARRAY' AND list_bool_or(list_transform("
-            "TRY_CAST(groups AS JSON[]), lambda x: json_type(x) IN ('ARRAY', 'OBJECT')))",
-            "'groups holds an array or object where a group label belongs'",
-        )
-    )
-    checks.append(
-        (
-            f"list_max(list_transform(TRY_CAST(groups AS VARCHAR[]), lambda x: length(x))) "
-            f"> {MAX_LABEL_CHARS}",
-            f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
-        )
-    )
-    shares = "map_values(by_group_raw)"
     checks += [
         (
-            f"json_type(exposure_by_group) = 'OBJECT' AND "
-            f"len(json_keys(exposure_by_group)) > {MAX_GROUPS}",
-            f"'exposure_by_group names ' || len(json_keys(exposure_by_group)) || ' groups, "
+            f"len(__groups_types) > {MAX_K}",
+            f"'groups holds ' || len(__groups_types) || ' labels, above the cap of {MAX_K:,}'",
+        ),
+        (
+            "list_bool_or(list_transform(__groups_types, lambda x: x IN ('ARRAY', 'OBJECT')))",
+            "'groups holds an array or object where a group label belongs'",
+        ),
+        (
+            f"list_max(list_transform(__groups_list, lambda x: length(x))) > {MAX_LABEL_CHARS}",
+            f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
+        ),
+    ]
+    checks += _share_checks()
+    for name, (low, high) in METRIC_RANGES.items():
+        checks.append(
+            (
+                f"{_n(name)} IS NOT NULL AND NOT ({_n(name)} BETWEEN {low} AND {high})",
+                f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
+            )
+        )
+    checks += _attribution_checks()
+    checks.append(
+        (
+            "__target_type = 'OBJECT' AND target_map IS NULL",
+            "'target ' || "
+            + _json_text("target", 80)
+            + " || CASE WHEN len(json_keys(target)) > len(list_distinct(json_keys(target))) "
+            "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
+        )
+    )
+    checks.append(
+        (
+            "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
+            "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
+        )
+    )
+    for name, _, suffix in _label_columns(by_json):
+        checks.append(
+            (
+                f"__type_{suffix} IN ('ARRAY', 'OBJECT')",
+                f"'{name} is an array or object, not a name'",
+            )
+        )
+        checks.append(
+            (
+                f"length(__text_{suffix}) > {MAX_LABEL_CHARS}",
+                f"'{name} is longer than {MAX_LABEL_CHARS} characters'",
+            )
+        )
+    return checks
+
+
+def _share_checks() -> list[tuple[str, str]]:
+    """The checks of ``exposure_by_group``: at most :data:`MAX_GROUPS` groups of short names,
+    each share in [0, 1], the shares summing to 1."""
+    shares = "map_values(by_group_raw)"
+    return [
+        (
+            f"__by_group_type = 'OBJECT' AND len(__by_group_keys) > {MAX_GROUPS}",
+            "'exposure_by_group names ' || len(__by_group_keys) || ' groups, "
             f"above the cap of {MAX_GROUPS:,}'",
         ),
         (
-            f"list_max(list_transform(json_keys(exposure_by_group), lambda x: length(x))) "
-            f"> {MAX_LABEL_CHARS}",
+            f"list_max(list_transform(__by_group_keys, lambda x: length(x))) > {MAX_LABEL_CHARS}",
             f"'a group in exposure_by_group is longer than {MAX_LABEL_CHARS} characters'",
         ),
         (
@@ -280,44 +370,6 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             "'exposure_by_group shares sum to ' || round(list_sum(" + shares + "), 6) || ', not 1'",
         ),
     ]
-    for name, (low, high) in METRIC_RANGES.items():
-        value = _number(_quoted(name))
-        checks.append(
-            (
-                f"{value} IS NOT NULL AND NOT ({value} BETWEEN {low} AND {high})",
-                f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
-            )
-        )
-    checks += _attribution_checks()
-    checks.append(
-        (
-            "json_type(target) = 'OBJECT' AND target_map IS NULL",
-            "'target ' || "
-            + _json_text("target", 80)
-            + " || CASE WHEN len(json_keys(target)) > len(list_distinct(json_keys(target))) "
-            "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
-        )
-    )
-    checks.append(
-        (
-            "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
-            "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
-        )
-    )
-    for name, column in (("ranker", "ranker"), ("protected", '"protected"'), *by_json):
-        checks.append(
-            (
-                f"json_type({column}) IN ('ARRAY', 'OBJECT')",
-                f"'{name} is an array or object, not a name'",
-            )
-        )
-        checks.append(
-            (
-                f"length(json_extract_string({column}, '$')) > {MAX_LABEL_CHARS}",
-                f"'{name} is longer than {MAX_LABEL_CHARS} characters'",
-            )
-        )
-    return checks
 
 
 def _attribution_checks() -> list[tuple[str, str]]:
@@ -327,30 +379,29 @@ def _attribution_checks() -> list[tuple[str, str]]:
     in [0, :data:`MAX_BULLETS`], and the counts and metrics consistent with each other.
 
     The checks run in order, the first that holds refuses the record: each list is first
-    measured by its JSON text's length (constant time), and read (one parse per check) only
-    when within its cap, so that no value costs more than a few times its own size."""
+    measured by its JSON text's length (constant time), and read (once, in
+    :func:`_parsed_second`) only when within its cap."""
     known = "[" + ", ".join(_literal(style) for style in KNOWN_STYLES) + "]"
     names = ", ".join(KNOWN_STYLES)
-    styles = "TRY_CAST(citation_styles AS VARCHAR[])"
-    unknown = f"list_filter({styles}, lambda x: NOT list_contains({known}, x))"
+    unknown = f"list_filter(__styles, lambda x: NOT list_contains({known}, x))"
     checks = [
         (
-            f"strlen(CAST(citation_styles AS VARCHAR)) > {MAX_STYLES_BYTES}",
-            "'citation_styles is ' || strlen(CAST(citation_styles AS VARCHAR)) || ' bytes of "
+            f"__styles_bytes > {MAX_STYLES_BYTES}",
+            "'citation_styles is ' || __styles_bytes || ' bytes of "
             f"JSON, above the cap of {MAX_STYLES_BYTES:,}'",
         ),
         (
-            f"{_first('citation_styles')} <> {_BRACKET}",
+            f"__styles_first <> {_BRACKET}",
             "'citation_styles ' || " + _json_text("citation_styles") + " || ' is not a list of "
             "style names'",
         ),
         (
-            f"json_array_length(citation_styles) > {len(KNOWN_STYLES)}",
-            "'citation_styles lists ' || json_array_length(citation_styles) || ' styles, above "
+            f"len(__styles_types) > {len(KNOWN_STYLES)}",
+            "'citation_styles lists ' || len(__styles_types) || ' styles, above "
             f"the {len(KNOWN_STYLES)} known'",
         ),
         (
-            "len(list_filter(json_type(citation_styles, '$[*]'), lambda x: x <> 'VARCHAR')) > 0",
+            "len(list_filter(__styles_types, lambda x: x <> 'VARCHAR')) > 0",
             "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' holds a value "
             "that is not a style name'",
         ),
@@ -360,29 +411,35 @@ def _attribution_checks() -> list[tuple[str, str]]:
             f"', '), 80) || ' (known: {names})'",
         ),
         (
-            f"len(list_distinct({styles})) < len({styles})",
+            "len(list_distinct(__styles)) < len(__styles)",
             "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' names a style "
             "twice'",
         ),
         (
-            f"strlen(CAST(attributed_sources AS VARCHAR)) > {MAX_SOURCES_BYTES}",
-            "'attributed_sources is ' || strlen(CAST(attributed_sources AS VARCHAR)) || ' bytes "
+            f"__sources_bytes > {MAX_SOURCES_BYTES}",
+            "'attributed_sources is ' || __sources_bytes || ' bytes "
             f"of JSON, above the cap of {MAX_SOURCES_BYTES:,}'",
         ),
         (
-            # the first character of the JSON text: no parse of a long list
-            f"{_first('attributed_sources')} <> {_BRACKET}",
+            f"__sources_first <> {_BRACKET}",
             "'attributed_sources ' || " + _json_text("attributed_sources") + " || ' is not a "
             "list of attributions'",
         ),
         (
-            f"json_array_length(attributed_sources) > {MAX_ATTRIBUTIONS}",
-            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"__sources_len > {MAX_ATTRIBUTIONS}",
+            "'attributed_sources lists ' || __sources_len || ' "
             f"attributions, above the cap of {MAX_ATTRIBUTIONS:,}'",
         ),
     ]
+    return checks + _count_checks()
+
+
+def _count_checks() -> list[tuple[str, str]]:
+    """The attribution's counts: whole numbers in [0, :data:`MAX_BULLETS`], consistent with
+    ``attributed_sources`` and the attributed metrics."""
+    checks = []
     for name in COUNT_FIELDS:
-        value = _number(name)
+        value = _n(name)
         checks.append(
             (
                 f"{value} IS NOT NULL AND NOT ({value} BETWEEN 0 AND {MAX_BULLETS} "
@@ -391,9 +448,9 @@ def _attribution_checks() -> list[tuple[str, str]]:
                 f"[0, {MAX_BULLETS:,}]'",
             )
         )
-    bullets, attributed = (f"({_number(name)})" for name in COUNT_FIELDS)
-    grounded = f"({_number('attributed_groundedness')})"
-    parity = f"({_number('attributed_generation_parity')})"
+    bullets, attributed = (_n(name) for name in COUNT_FIELDS)
+    grounded = _n("attributed_groundedness")
+    parity = _n("attributed_generation_parity")
     counts = f"{_json_text(COUNT_FIELDS[1])} || ' / ' || {_json_text(COUNT_FIELDS[0])}"
     checks += [
         (
@@ -402,8 +459,8 @@ def _attribution_checks() -> list[tuple[str, str]]:
             f"n_attribution_bullets ' || {_json_text(COUNT_FIELDS[0])}",
         ),
         (
-            f"json_array_length(attributed_sources) < {attributed}",
-            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"__sources_len < {attributed}",
+            "'attributed_sources lists ' || __sources_len || ' "
             f"attributions, fewer than the ' || {_json_text(COUNT_FIELDS[1])} || ' attributed "
             "bullets'",
         ),
@@ -471,7 +528,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         if field != "source"
     )
     by_columns = "".join(
-        f", {source} AS by_{i}" if field == "source" else f", {_text(f'by_json_{i}')} AS by_{i}"
+        f", {source} AS by_{i}" if field == "source" else f", __text_by_json_{i} AS by_{i}"
         for i, field in enumerate(options.by)
     )
     any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
@@ -479,7 +536,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     target = "NULL" if options.target_share is None else repr(float(options.target_share))
     if options.protected is not None and options.target_share is None:
         target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
-    metrics = "".join(f", {_number(m)} AS {m}" for m in METRIC_FIELDS)
+    metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
     default_model = _literal(options.exposure)
     latest = options.now + CLOCK_SKEW
     checks = _range_checks(options, by_json)
@@ -535,6 +592,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 default_model=default_model,
                 metrics=metrics,
                 refusal=refusal,
+                labels=_parsed_second(by_json),
             )
     con.execute("SET preserve_insertion_order = false")
     derived = f"""
@@ -753,21 +811,25 @@ def _scan_file(
     default_model: str,
     metrics: str,
     refusal: str,
+    labels: str,
 ) -> None:
     """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
     ``raw_records``, in file order."""
+    # each field is parsed once, in layers (a layer's columns are computed once per row and
+    # read by the next): the checks and the columns kept read these values
     raw = f"""
-        SELECT *, TRY_CAST(target_map[COALESCE({_text('"protected"')}, {protected})] AS DOUBLE)
+        SELECT *, TRY_CAST(target_map[COALESCE(__text_protected, {protected})] AS DOUBLE)
                 AS target_value
-        FROM (SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
+        FROM (SELECT *, {labels} FROM (
+            SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
             -- the target's shares by group label, read as keys: a label is never part of a
             -- JSON path (any character, quotes and backslashes too, finds its own share)
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
-            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
+            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw,
+            {_parsed_first()}
             {by_raw}
-        FROM ({rows}))
+        FROM ({rows})))
     """
-    # the checks read the fields as JSON; the typed columns are made after them
     checked = f"""
         SELECT *, json_extract_string({_quoted(REFUSED_FIELD)}, '$') AS sieve_reason,
             NOT "__damaged" AND ({any_field}) AS is_record, {refusal} AS refusal
@@ -792,30 +854,30 @@ def _scan_file(
                 ELSE refusal END AS refusal,
             ts,
             {source} AS source,
-            {_text("ranker")} AS ranker
+            __text_ranker AS ranker
             {by_columns},
-            TRY_CAST(groups AS VARCHAR[]) AS groups,
+            __groups_list AS groups,
             TRY_CAST(k AS INTEGER) AS k,
             COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
-            COALESCE({_text('"protected"')}, {protected}) AS protected,
+            COALESCE(__text_protected, {protected}) AS protected,
             target_value,
             by_group_raw AS by_group,
-            {_number("exposure_share")} AS logged_share
+            {_n("exposure_share")} AS logged_share
             {metrics},
             -- what the answer cited (docs/SPEC.md "Attribution"): every record of an answer
             -- says whether it followed the paper's format; the attribution's fields are in
             -- records written since it was (schema 2 onward)
-            COALESCE({_first("follows_citation_format")} IN ({_FALSE}, {_TRUE}), false)
-                OR COALESCE({_first("citation_styles")} = {_BRACKET}, false)
-                {"".join(f" OR {_number(m)} IS NOT NULL" for m in METRIC_FIELDS)} AS answered,
-            CASE WHEN {_first("follows_citation_format")} IN ({_FALSE}, {_TRUE})
-                THEN {_first("follows_citation_format")} = {_TRUE} END AS follows,
-            COALESCE({_first("citation_styles")} = {_BRACKET}, false)
-                OR {_number("n_attribution_bullets")} IS NOT NULL AS has_attribution,
-            CASE WHEN refusal IS NULL AND {_first("citation_styles")} = {_BRACKET}
-                THEN TRY_CAST(citation_styles AS VARCHAR[]) END AS styles,
-            TRY_CAST({_number("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
-            TRY_CAST({_number("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
+            COALESCE(__follows_first IN ({_FALSE}, {_TRUE}), false)
+                OR COALESCE(__styles_first = {_BRACKET}, false)
+                {"".join(f" OR {_n(m)} IS NOT NULL" for m in METRIC_FIELDS)} AS answered,
+            CASE WHEN __follows_first IN ({_FALSE}, {_TRUE})
+                THEN __follows_first = {_TRUE} END AS follows,
+            COALESCE(__styles_first = {_BRACKET}, false)
+                OR {_n("n_attribution_bullets")} IS NOT NULL AS has_attribution,
+            -- a record kept passed the styles' checks: __styles holds them
+            CASE WHEN refusal IS NULL AND __styles_first = {_BRACKET} THEN __styles END AS styles,
+            TRY_CAST({_n("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
+            TRY_CAST({_n("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
         FROM ({checked})
     """
