@@ -19,6 +19,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -479,6 +480,99 @@ def _count_checks() -> list[tuple[str, str]]:
     return checks
 
 
+@dataclass(frozen=True)
+class _ScanSql:
+    """The SQL pieces of one audit's scan, the same for every file (:func:`_scan_file`)."""
+
+    fields: tuple[str, ...]
+    """The fields read from every line (:data:`KNOWN_FIELDS`, ``--by`` fields, ``metadata``
+    when a ``--by`` field may be in it, the sieve's :data:`REFUSED_FIELD`)."""
+    struct: str
+    source: str
+    by_raw: str
+    by_columns: str
+    labels: str
+    any_field: str
+    protected: str
+    target: str
+    default_model: str
+    metrics: str
+    refusal: str
+
+    @classmethod
+    def of(cls, options: AuditOptions) -> _ScanSql:
+        """The pieces for ``options``."""
+        # metadata (where --by fields may live) is read only when fields are asked for
+        extra = [f for f in options.by if f not in KNOWN_FIELDS]
+        if options.by and "metadata" not in extra:
+            extra.append("metadata")
+        # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for
+        # JSON that is not a record (not an object, or none of these fields).
+        fields = (*KNOWN_FIELDS, *extra, REFUSED_FIELD)
+        struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in fields) + ")"
+        # docs/SPEC.md names the source; older records are recognised by their adapter's
+        # fields. A record with the study's `trial` is the study's, whatever `source` it copied
+        # from the handler record it was built from.
+        source = f"""CASE WHEN trial IS NOT NULL THEN 'study'
+                    ELSE COALESCE({_text("source")}, CASE
+                        WHEN retriever_run_id IS NOT NULL THEN 'langchain'
+                        WHEN query_id IS NOT NULL THEN 'llamaindex'
+                        ELSE 'unknown' END) END"""
+        by_json = [
+            (f"--by {field}", f"by_json_{i}")
+            for i, field in enumerate(options.by)
+            if field != "source"
+        ]
+        by_raw = "".join(
+            f", COALESCE({_quoted(field)}, json_extract(metadata, "
+            f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
+            for i, field in enumerate(options.by)
+            if field != "source"
+        )
+        by_columns = "".join(
+            f", {source} AS by_{i}" if field == "source" else f", __text_by_json_{i} AS by_{i}"
+            for i, field in enumerate(options.by)
+        )
+        any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
+        protected = "NULL" if options.protected is None else _literal(options.protected)
+        target = "NULL" if options.target_share is None else repr(float(options.target_share))
+        if options.protected is not None and options.target_share is None:
+            target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
+        metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
+        default_model = _literal(options.exposure)
+        return cls(
+            fields=fields,
+            struct=struct,
+            source=source,
+            by_raw=by_raw,
+            by_columns=by_columns,
+            labels=_parsed_second(by_json),
+            any_field=any_field,
+            protected=protected,
+            target=target,
+            default_model=default_model,
+            metrics=metrics,
+            refusal=_refusal_sql(options, by_json),
+        )
+
+
+def _refusal_sql(options: AuditOptions, by_json: list[tuple[str, str]]) -> str:
+    """The reason a record is refused (NULL when kept): the first of :func:`_range_checks`
+    that holds, else its timestamp before :data:`EARLIEST` or after the audit started."""
+    latest = options.now + CLOCK_SKEW
+    return (
+        "CASE "
+        + " ".join(f"WHEN {when} THEN {reason}" for when, reason in _range_checks(options, by_json))
+        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + f" || ' is before {EARLIEST:%Y-%m-%d}'"
+        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + " || ' is after the audit started'"
+        + " END"
+    )
+
+
 def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
@@ -500,66 +594,7 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     that table. Returns ``{"lines": [...], "damaged": [...], "blank_lines": [...]}``, one entry
     per file (``blank_lines``: :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
     """
-    # metadata (where --by fields may live) is read only when fields are asked for
-    extra = [f for f in options.by if f not in KNOWN_FIELDS]
-    if options.by and "metadata" not in extra:
-        extra.append("metadata")
-    # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
-    # that is not a record (not an object, or none of these fields).
-    struct = (
-        "STRUCT("
-        + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
-        + ")"
-    )
-    # docs/SPEC.md names the source; older records are recognised by their adapter's fields.
-    # A record with the study's `trial` is the study's, whatever `source` it copied from the
-    # handler record it was built from.
-    source = f"""CASE WHEN trial IS NOT NULL THEN 'study' ELSE COALESCE({_text("source")}, CASE
-                    WHEN retriever_run_id IS NOT NULL THEN 'langchain'
-                    WHEN query_id IS NOT NULL THEN 'llamaindex'
-                    ELSE 'unknown' END) END"""
-    by_json = [
-        (f"--by {field}", f"by_json_{i}") for i, field in enumerate(options.by) if field != "source"
-    ]
-    by_raw = "".join(
-        f", COALESCE({_quoted(field)}, json_extract(metadata, "
-        f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
-        for i, field in enumerate(options.by)
-        if field != "source"
-    )
-    by_columns = "".join(
-        f", {source} AS by_{i}" if field == "source" else f", __text_by_json_{i} AS by_{i}"
-        for i, field in enumerate(options.by)
-    )
-    any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
-    protected = "NULL" if options.protected is None else _literal(options.protected)
-    target = "NULL" if options.target_share is None else repr(float(options.target_share))
-    if options.protected is not None and options.target_share is None:
-        target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
-    metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
-    default_model = _literal(options.exposure)
-    latest = options.now + CLOCK_SKEW
-    checks = _range_checks(options, by_json)
-    refusal = (
-        "CASE "
-        + " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
-        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
-        + _json_text('"timestamp"')
-        + f" || ' is before {EARLIEST:%Y-%m-%d}'"
-        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
-        + _json_text('"timestamp"')
-        + " || ' is after the audit started'"
-        + " END"
-    )
-    keep = ", ".join(
-        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
-        + ["source", "ranker"]
-        + [f"by_{i}" for i in range(len(options.by))]
-        + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
-        + list(METRIC_FIELDS)
-        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
-        + ["has_error", "model_ok"]
-    )
+    scan = _ScanSql.of(options)
     counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
     con.execute("DROP TABLE IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
@@ -575,27 +610,44 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
             )
             if is_parquet(path):
                 counts["blank_lines"].append(())  # a row's number is its line's
-                source_sql = _parquet_rows(con, path, (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
+                source_sql = _parquet_rows(con, path, scan.fields)
             else:
                 sieved = sieve(path, Path(folder))
                 counts["blank_lines"].append(sieved.blank_lines)
-                source_sql = _json_rows(sieved, struct)
-            _scan_file(
-                con,
-                index,
-                source_sql,
-                source=source,
-                by_raw=by_raw,
-                by_columns=by_columns,
-                any_field=any_field,
-                protected=protected,
-                default_model=default_model,
-                metrics=metrics,
-                refusal=refusal,
-                labels=_parsed_second(by_json),
-            )
+                source_sql = _json_rows(sieved, scan.struct)
+            _scan_file(con, index, source_sql, scan)
     con.execute("SET preserve_insertion_order = false")
-    derived = f"""
+    per_file = {
+        index: (int(lines), int(damaged))
+        for index, lines, damaged in con.execute(
+            "SELECT file_index, count(*), count_if(kind = 'damaged') FROM raw_records "
+            "GROUP BY file_index"
+        ).fetchall()
+    }
+    for index in range(len(options.paths)):  # an empty file has no row
+        lines, damaged = per_file.get(index, (0, 0))
+        counts["lines"].append(lines)
+        counts["damaged"].append(damaged)
+    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
+    con.execute(f"CREATE TABLE records AS {_derived_sql(options, scan, first_rows)}")
+    con.execute("DROP TABLE raw_records")
+    return counts
+
+
+def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -> str:
+    """The table ``records`` from ``raw_records``: the columns :func:`load_records` names,
+    with the derived ones (exposure weights, ``w``, ``protected_share``, ``line_index``)."""
+    keep = ", ".join(
+        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
+        + ["source", "ranker"]
+        + [f"by_{i}" for i in range(len(options.by))]
+        + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
+        + list(METRIC_FIELDS)
+        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
+        + ["has_error", "model_ok"]
+    )
+    target = scan.target
+    return f"""
         SELECT {keep},
             CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
                 WHEN by_group IS NOT NULL THEN COALESCE(by_group[protected], 0.0)
@@ -640,21 +692,6 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
             )
         )
     """
-    per_file = {
-        index: (int(lines), int(damaged))
-        for index, lines, damaged in con.execute(
-            "SELECT file_index, count(*), count_if(kind = 'damaged') FROM raw_records "
-            "GROUP BY file_index"
-        ).fetchall()
-    }
-    for index in range(len(options.paths)):  # an empty file has no row
-        lines, damaged = per_file.get(index, (0, 0))
-        counts["lines"].append(lines)
-        counts["damaged"].append(damaged)
-    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
-    con.execute(f"CREATE TABLE records AS {derived}")
-    con.execute("DROP TABLE raw_records")
-    return counts
 
 
 def is_parquet(path: Path) -> bool:
@@ -798,43 +835,33 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)
         con.close()
 
 
-def _scan_file(
-    con: duckdb.DuckDBPyConnection,
-    index: int,
-    rows: str,
-    *,
-    source: str,
-    by_raw: str,
-    by_columns: str,
-    any_field: str,
-    protected: str,
-    default_model: str,
-    metrics: str,
-    refusal: str,
-    labels: str,
-) -> None:
-    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
-    ``raw_records``, in file order."""
-    # each field is parsed once, in layers (a layer's columns are computed once per row and
-    # read by the next): the checks and the columns kept read these values
+def _checked_sql(rows: str, scan: _ScanSql) -> str:
+    """The ``rows`` of one file with each field parsed once, in layers (a layer's columns are
+    computed once per row and read by the next: the checks and the columns kept read these
+    values), and the checks' verdict: ``sieve_reason``, ``is_record``, ``refusal``."""
     raw = f"""
-        SELECT *, TRY_CAST(target_map[COALESCE(__text_protected, {protected})] AS DOUBLE)
+        SELECT *, TRY_CAST(target_map[COALESCE(__text_protected, {scan.protected})] AS DOUBLE)
                 AS target_value
-        FROM (SELECT *, {labels} FROM (
+        FROM (SELECT *, {scan.labels} FROM (
             SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
             -- the target's shares by group label, read as keys: a label is never part of a
             -- JSON path (any character, quotes and backslashes too, finds its own share)
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
             TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw,
             {_parsed_first()}
-            {by_raw}
+            {scan.by_raw}
         FROM ({rows})))
     """
-    checked = f"""
+    return f"""
         SELECT *, json_extract_string({_quoted(REFUSED_FIELD)}, '$') AS sieve_reason,
-            NOT "__damaged" AND ({any_field}) AS is_record, {refusal} AS refusal
+            NOT "__damaged" AND ({scan.any_field}) AS is_record, {scan.refusal} AS refusal
         FROM ({raw})
     """
+
+
+def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _ScanSql) -> None:
+    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
+    ``raw_records``, in file order."""
     select = f"""
         SELECT
             {index} AS file_index,
@@ -853,17 +880,17 @@ def _scan_file(
                     || 'record fields)'
                 ELSE refusal END AS refusal,
             ts,
-            {source} AS source,
+            {scan.source} AS source,
             __text_ranker AS ranker
-            {by_columns},
+            {scan.by_columns},
             __groups_list AS groups,
             TRY_CAST(k AS INTEGER) AS k,
-            COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
-            COALESCE(__text_protected, {protected}) AS protected,
+            COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
+            COALESCE(__text_protected, {scan.protected}) AS protected,
             target_value,
             by_group_raw AS by_group,
             {_n("exposure_share")} AS logged_share
-            {metrics},
+            {scan.metrics},
             -- what the answer cited (docs/SPEC.md "Attribution"): every record of an answer
             -- says whether it followed the paper's format; the attribution's fields are in
             -- records written since it was (schema 2 onward)
@@ -879,7 +906,7 @@ def _scan_file(
             TRY_CAST({_n("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
             TRY_CAST({_n("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
-        FROM ({checked})
+        FROM ({_checked_sql(rows, scan)})
     """
     verb = "CREATE TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
     con.execute(f"{verb} {select}")
