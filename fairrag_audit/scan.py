@@ -589,10 +589,11 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     ``model_ok``.
 
     Each file is sieved (lines too long or too deep replaced), then read in one streaming
-    pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
-    of its record) into a columnar table, in file order; the derived columns are computed on
-    that table. Returns ``{"lines": [...], "damaged": [...], "blank_lines": [...]}``, one entry
-    per file (``blank_lines``: :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
+    pass (each field typed JSON and parsed once, :func:`_checked_sql`, then cast: a field of
+    the wrong type never spoils the rest of its record) into a columnar table, in file order;
+    the derived columns are computed on that table. Returns ``{"lines": [...], "damaged":
+    [...], "blank_lines": [...]}``, one entry per file (``blank_lines``:
+    :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
     """
     scan = _ScanSql.of(options)
     counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
