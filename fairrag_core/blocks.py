@@ -134,9 +134,9 @@ def _markdown_table(table: Table) -> list[str]:
     return lines
 
 
-def markdown(blocks: Sequence[Block], folder: Path) -> str:
+def markdown(blocks: Sequence[Block], folder: Path | None = None) -> str:
     """The blocks as Markdown, a blank line after each; figures linked relative to ``folder``
-    (where the report is written)."""
+    (where the report is written; as given without it)."""
     lines: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
@@ -148,7 +148,8 @@ def markdown(blocks: Sequence[Block], folder: Path) -> str:
         elif isinstance(block, Table):
             lines += _markdown_table(block)
         else:
-            lines.append(f"![{block.caption}]({block.path.relative_to(folder).as_posix()})")
+            path = block.path if folder is None else block.path.relative_to(folder)
+            lines.append(f"![{block.caption}]({path.as_posix()})")
         lines.append("")
     return "\n".join(lines)
 
