@@ -157,7 +157,7 @@ def test_requests_carry_a_descriptive_user_agent(tmp_path, monkeypatch):
         monkeypatch.setenv("FAIRRAG_CONTACT", "someone@example.org")
         _fetch(stub, PEOPLE[2:4], tmp_path / "b")
     first, second = (h["user-agent"] for h in stub.headers)
-    assert first.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}) Python-urllib/")
+    assert first.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}) python-httpx/")
     assert second.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}; someone@example.org) ")
     assert all(r["maxlag"] == "5" for r in stub.requests)
 
