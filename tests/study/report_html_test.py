@@ -8,9 +8,7 @@ whatever measured it.
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from html import unescape
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 from fairrag_study.frontier import REFERENCE, Frontier, FrontierRow
 from fairrag_study.many_rankings import ManyRankings, Stream
 from fairrag_study.report import FIGURE_CAPTIONS, FIGURES, RunFacts, output_files, write_outputs
-from tests.audit.browser_test import CHROMIUM_FLAGS, chromium_or_skip
+from tests.audit.browser_test import checked_in_chromium
 
 RANKERS = ["standard", "stochastic", "forced_exposure", "representative_stochastic", "amortized"]
 
@@ -42,7 +40,7 @@ window.addEventListener("load", () => {
     strong: document.querySelectorAll("strong").length,
   };
   const out = document.createElement("pre");
-  out.id = "report-check";
+  out.id = "check";
   out.textContent = JSON.stringify(facts);
   document.body.appendChild(out);
 });
@@ -139,31 +137,8 @@ def test_report_md_and_html_are_written_from_the_same_blocks(report_dir: Path) -
 def test_report_html_shows_every_figure_and_table_in_chromium(
     report_dir: Path, tmp_path: Path
 ) -> None:
-    browser = chromium_or_skip()
     html = (report_dir / "report.html").read_text(encoding="utf-8")
-    page = tmp_path / "checked.html"
-    page.write_text(html.replace("</body>", CHECK + "</body>"), encoding="utf-8")
-    done = subprocess.run(
-        [
-            browser,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    match = re.search(r'<pre id="report-check">(.*?)</pre>', done.stdout, re.DOTALL)
-    assert match, f"no check output from Chromium (exit {done.returncode}): {done.stderr[-2000:]}"
-    facts = json.loads(
-        match.group(1)
-        .replace("&quot;", '"')
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
-    )
+    facts = checked_in_chromium(html, CHECK, tmp_path)
     assert facts["title"] == "FairRAG study: reproduction of Tikoo (2026)"
     assert facts["headings"][:3] == [facts["title"], "Configuration", "This run beside the paper "
                                      "(the paper's rankers; means over trials)"]  # fmt: skip
