@@ -449,7 +449,9 @@ FIGURE_CAPTIONS = {
     FRONTIER_FIGURE: "The amortized ranker's frontier: stream disparity, relevance lost and "
     "document-level expected exposure per setting",
 }
-"""What each of :data:`FIGURES` shows (its caption in the report)."""
+"""What each of :data:`FIGURES` shows (its caption in the report, on the paper's data set)."""
+_PAPER_MARKS = "; diamonds: the paper's means"
+"""Left out of the captions on a data set without the paper's numbers."""
 
 
 def _draw_figures(out_dir: Path, run: _ReportRun) -> list[Figure]:
@@ -474,7 +476,10 @@ def _draw_figures(out_dir: Path, run: _ReportRun) -> list[Figure]:
         if run.many.frontier is not None:
             drawn.append(FRONTIER_FIGURE)
             draw_frontier(run.many.frontier, out_dir / FRONTIER_FIGURE)
-    return [Figure(out_dir / name, FIGURE_CAPTIONS[name]) for name in drawn]
+    captions = {name: FIGURE_CAPTIONS[name] for name in drawn}
+    if dataset.paper is None:
+        captions = {name: text.replace(_PAPER_MARKS, "") for name, text in captions.items()}
+    return [Figure(out_dir / name, caption) for name, caption in captions.items()]
 
 
 GENERATION_FIGURE = (
