@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -237,6 +238,18 @@ def test_an_unreachable_api_is_retried_then_a_typed_error(tmp_path):
     with pytest.raises(WikipediaUnavailableError, match="could not be reached") as caught:
         fetch_articles(PEOPLE[:3], cache_dir=tmp_path, api_url=url, sleep=sleeps, max_retries=2)
     assert sleeps == [1, 2] and url in str(caught.value)
+
+
+def test_a_fetch_called_inside_a_running_event_loop_completes(tmp_path):
+    """The requests run on an event loop of their own (httpx's AsyncClient under one deadline):
+    called from code already on a loop (a notebook cell), they run in a thread beside it."""
+
+    async def from_a_notebook_cell(stub: MediaWikiStub):
+        return _fetch(stub, PEOPLE[:3], tmp_path)
+
+    with MediaWikiStub(ARTICLES) as stub:
+        got = asyncio.run(from_a_notebook_cell(stub))
+    assert [got.articles[name].extract for name in PEOPLE[:3]] == [ARTICLES[n] for n in PEOPLE[:3]]
 
 
 def test_answers_that_are_not_the_apis_fail_at_once(tmp_path):
