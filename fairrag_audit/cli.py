@@ -25,12 +25,28 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="report on fairness logs", description=DESCRIPTION)
     audit.add_argument(
         "logs",
-        nargs="+",
+        nargs="*",
         type=Path,
         metavar="LOG",
         help="JSON-lines log(s), Parquet files or folders",
     )
-    audit.add_argument("--out", type=Path, required=True, help="folder for the report")
+    audit.add_argument("--out", type=Path, help="folder for the report")
+    audit.add_argument(
+        "--partials-out",
+        type=Path,
+        metavar="DIR",
+        help="save this window's partial aggregates (counts and sums) to DIR, to merge later "
+        "with --from-partials; with --out, also write the report",
+    )
+    audit.add_argument(
+        "--from-partials",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="report on the merged partials saved by earlier runs (--partials-out) instead "
+        "of reading logs; the same report as one run over all their logs",
+    )
     audit.add_argument(
         "--by",
         action="append",
@@ -67,26 +83,45 @@ def run_audit_command(args: argparse.Namespace) -> int:
     """Run the audit the parsed ``args`` ask for; 0 on success, 2 on bad input."""
     import duckdb
 
-    from .analysis import audit
+    from .analysis import audit_partials, report_of
+    from .options import AuditOptions
+    from .partials import compute_partials, write_partials
     from .report import check_out, write_report
 
     start = time.perf_counter()
     if args.to_parquet:
         return _convert(args, start)
     try:
-        check_out(args.out, args.logs)  # before any work: a file, or a folder holding a log
-        result = audit(
-            [str(p) for p in args.logs],
-            by=[field.strip() for value in args.by for field in value.split(",")],
-            since=args.since,
-            window=args.window,
-            max_disparity=args.max_disparity,
-            protected=args.protected,
-            target_share=args.target_share,
-            exposure=args.exposure,
-            confidence=args.confidence,
-            alpha=args.alpha,
-        )
+        _check_sources(args)
+        if args.out is not None:  # before any work: a file, or a folder holding a log
+            check_out(args.out, args.logs)
+        if args.from_partials:
+            result = audit_partials(
+                args.from_partials,
+                max_disparity=args.max_disparity,
+                confidence=args.confidence,
+                alpha=args.alpha,
+            )
+        else:
+            options = AuditOptions.create(
+                [str(p) for p in args.logs],
+                by=[field.strip() for value in args.by for field in value.split(",")],
+                since=args.since,
+                window=args.window,
+                max_disparity=args.max_disparity,
+                protected=args.protected,
+                target_share=args.target_share,
+                exposure=args.exposure,
+                confidence=args.confidence,
+                alpha=args.alpha,
+            )
+            partials = compute_partials(options)
+            if args.partials_out is not None:
+                saved = write_partials(partials, args.partials_out)
+                print(f"partials: {saved} ({len(partials.cells):,} cells)")
+                if args.out is None:
+                    return 0
+            result = report_of(partials, options)
         written = write_report(result, args.out)
     except ValueError as exc:
         print(f"fairrag audit: error: {exc}", file=sys.stderr)
@@ -118,6 +153,35 @@ def run_audit_command(args: argparse.Namespace) -> int:
     return 0
 
 
+PARTIALS_SETTINGS = ("by", "since", "window", "protected", "target_share")
+"""Flags that decide the sums: with --from-partials they are those the partials were saved
+with (--exposure too, when not its default)."""
+
+
+def _check_sources(args: argparse.Namespace) -> None:
+    """Logs or saved partials, not both; where the report or the partials go."""
+    if args.logs and args.from_partials:
+        raise ValueError("give LOG files or --from-partials, not both")
+    if not args.logs and not args.from_partials:
+        raise ValueError(
+            "give LOG files to audit, or --from-partials DIR... to report on saved partials"
+        )
+    if args.from_partials:
+        given = [n for n in PARTIALS_SETTINGS if getattr(args, n)]
+        given += ["exposure"] if args.exposure != "dcg" else []
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ValueError(
+                f"{flag}: the partials were computed with their own settings (given when "
+                "they were written with --partials-out); --from-partials takes only --out, "
+                "--max-disparity, --confidence and --alpha"
+            )
+        if args.partials_out is not None:
+            raise ValueError("--partials-out saves the partials of LOG files; give LOG files")
+    if args.out is None and args.partials_out is None:
+        raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+
+
 def _convert(args: argparse.Namespace, start: float) -> int:
     """``--to-parquet``: each log to ``OUT/<name>.parquet``; 0, or 2 on bad input."""
     import duckdb
@@ -126,6 +190,8 @@ def _convert(args: argparse.Namespace, start: float) -> int:
     from .scan import is_parquet, to_parquet
 
     try:
+        if args.out is None:
+            raise ValueError("--out: give a folder for the Parquet files")
         options = AuditOptions.create(args.logs, by=[f for v in args.by for f in v.split(",")])
         if args.out.exists() and not args.out.is_dir():
             raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -77,6 +78,15 @@ class AuditOptions:
     now: datetime = dataclass_field(default_factory=lambda: datetime.now(timezone.utc))
     """When the audit started (UTC): ``--since 7d`` counts back from it, and a record dated
     after it (beyond the clock skew allowed) is refused as from the future."""
+
+    def with_paths(self, paths: Sequence[Path]) -> AuditOptions:
+        """These options for other log files (a shard of the same audit)."""
+        return dataclasses.replace(self, paths=tuple(paths))
+
+    @classmethod
+    def from_partials(cls, **settings: object) -> AuditOptions:
+        """The options saved partials were computed with (checked when they were)."""
+        return cls(**settings)  # type: ignore[arg-type]
 
     @classmethod
     def create(
