@@ -51,17 +51,17 @@ from fairrag_core.stats import critical_t
 from .options import AuditOptions, format_duration
 from .partials import (
     FIGURE_WINDOWS,
-    MAX_LISTED,
     MISSING_VALUE,
-    NO_RANKER,
     STYLE_COLUMNS,
-    UNKNOWN_GROUP,
     WINDOW_ORIGIN,
     Partials,
     compute_partials,
     figure_window_seconds,
     options_of,
     read_partials,
+)
+from .partials import (
+    MAX_LISTED as MAX_LISTED,  # re-exported: the report lists this many lines per file
 )
 from .scan import ATTRIBUTED_FIELDS, METRIC_FIELDS, METRIC_RANGES
 
@@ -88,8 +88,6 @@ NO_TIMESTAMP = "(no timestamp)"
 ALL_TIME = "all"
 MAX_COMPARED_RANKERS = 20
 """Rankers compared two by two (those with the most records): the pairs grow as the square."""
-SHARED = (MAX_LISTED, MISSING_VALUE, NO_RANKER, UNKNOWN_GROUP, STYLE_COLUMNS)
-"""Names the report and the figures import from here (defined in :mod:`.partials`)."""
 
 
 @dataclass

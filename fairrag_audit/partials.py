@@ -493,7 +493,13 @@ def write_partials(partials: Partials, folder: str | Path) -> Path:
 def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
     meta_path = folder / "partials.json"
     if not meta_path.is_file():
-        why = "does not exist" if not folder.exists() else "holds no partials.json"
+        why = (
+            "does not exist"
+            if not folder.exists()
+            else "is a file, not a folder of partials"
+            if folder.is_file()
+            else "holds no partials.json"
+        )
         raise ValueError(
             f"--from-partials {str(folder)!r} {why}; give folders written by "
             "`fairrag audit LOG... --partials-out DIR`"
@@ -516,9 +522,8 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
         else pd.DataFrame()
         for name in TABLES
     }
-    for name in ("cells", "files"):
-        if tables[name].empty and name == "files":
-            raise ValueError(f"--from-partials {str(folder)!r}: {name}.parquet is missing")
+    if tables["files"].empty:
+        raise ValueError(f"--from-partials {str(folder)!r}: files.parquet is missing")
     tables["left_out"]["line"] = tables["left_out"]["line"].astype("Int64")
     return Partials(settings=settings, span=span, **tables)
 
