@@ -292,11 +292,11 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
 
 
 _SHOWN = (
-    ("Ada Lovelace", "female", "Augusta Ada King, Countess of Lovelace, was an English mathematician"),
+    ("Ada Lovelace", "female", "Augusta Ada King, Countess of Lovelace, was a mathematician"),
     ("Alan Turing", "male", "Alan Mathison Turing was an English mathematician"),
-    ("Marie Curie", "female", "Marie Salomea Skłodowska-Curie, known as Marie Curie, was a physicist"),
+    ("Marie Curie", "female", "Marie Salomea Skłodowska-Curie, known as Marie Curie, was a"),
     ("Yusuf al-Qaradawi", "male", "Yusuf al-Qaradawi (9 September 1926) was an Egyptian scholar"),
-    ("Émilie du Châtelet", "female", "Gabrielle Émilie Le Tonnelier de Breteuil, Marquise du Châtelet"),
+    ("Émilie du Châtelet", "female", "Gabrielle Émilie Le Tonnelier de Breteuil, Marquise"),
     ("Srinivasa Ramanujan", "male", "Srinivasa Ramanujan was an Indian mathematician"),
     ("Grace Hopper (computer scientist)", "female", "Grace Brewster Hopper was an American"),
     ("John von Neumann", "male", "John von Neumann (born Neumann János Lajos) was a polymath"),

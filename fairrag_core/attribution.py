@@ -291,17 +291,27 @@ class _Context:
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._keys: dict[int, tuple[str, ...]] = {}
+        self._slip_words: list[list[str]] | None = None
         self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
+        self._titles: dict[str, int | None] = {}
+        self._presented: dict[str, list[tuple[int, str]]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
         """Ranges read by the last :meth:`numbers` call that reach beyond the shown entries."""
 
     def title(self, text: str) -> int | None:
-        text = _unwrap(text).strip().removesuffix(".").strip()
-        if not text or len(text) > 300:
-            return None
-        return self.by_title.get(normalize_title(text))
+        """The position of the context title ``text`` writes (emphasis, quotes and a trailing
+        full stop removed), else None; each distinct text is looked up once per answer."""
+        if text in self._titles:
+            return self._titles[text]
+        bare = _unwrap(text).strip().removesuffix(".").strip()
+        found = None if not bare or len(bare) > 300 else self.by_title.get(normalize_title(bare))
+        if len(self._titles) >= _MAX_RUN_CACHE:
+            self._titles.clear()
+        self._titles[text] = found
+        return found
 
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
@@ -360,7 +370,12 @@ class _Context:
         return normalize_title(person), _document_people(person)
 
     def name_form(
-        self, cited: str, position: int, alone: bool = False, cited_key: str | None = None
+        self,
+        cited: str,
+        position: int,
+        alone: bool = False,
+        cited_key: str | None = None,
+        words: str | None = None,
     ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
         by a name the document's own text states, else None. With ``alone`` (no citation of the
@@ -369,6 +384,12 @@ class _Context:
         / ``Dennis Fong``): a wholly different full name (``Bob Jones, known as Ada Lovelace``)
         is the document's claim, which confirms a citation of it but never attributes alone."""
         key, people, aliases, alone_aliases = self._names_of(position)
+        if cited_key is None:
+            cited_key = normalize_title(cited)
+        if words is None:
+            words = _word_text(cited)
+        if cited_key not in (key, "\0") and not self._may_name(words, position):
+            return None  # no word of the document's names in ``cited``: the rule cannot match
         if _names_person(cited, key, people, cited_key):
             return "title"
         usable = alone_aliases if alone else aliases
@@ -382,11 +403,11 @@ class _Context:
         :data:`_MAX_RUN_CACHE` runs kept."""
         forms = self._run_forms.get(run)
         if forms is None:
-            key = normalize_title(run)  # once per run, not once per document
+            key, words = normalize_title(run), _word_text(run)  # once per run
             forms = tuple(
                 (position, form)
                 for position in range(len(self.documents))
-                if (form := self.name_form(run, position, alone=True, cited_key=key))
+                if (form := self.name_form(run, position, True, key, words))
             )
             if len(self._run_forms) >= _MAX_RUN_CACHE:
                 self._run_forms.clear()
@@ -401,9 +422,13 @@ class _Context:
         words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
         if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
             return []
+        if self._slip_words is None:  # each shown person's words, folded once per answer
+            self._slip_words = [
+                [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+                for doc in self.documents
+            ]
         found = []
-        for position, doc in enumerate(self.documents):
-            person = [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+        for position, person in enumerate(self._slip_words):
             if len(person) != len(words):
                 continue
             differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
@@ -414,6 +439,29 @@ class _Context:
 
     def names(self, cited: str, position: int) -> bool:
         return self.name_form(cited, position) is not None
+
+    def _may_name(self, words: str, position: int) -> bool:
+        """Whether ``words`` (:func:`_word_text` of a cited name) holds a word of the
+        document's names (title and aliases: every token, and each last word's tokens joined):
+        a necessary condition of the name rule, since every way
+        :func:`~fairrag_core.citations.names_person` accepts shares such a word, read as a
+        substring because the rule's tokens of ``cited`` are substrings of ``words``."""
+        keys = self._keys.get(position)
+        if keys is None:
+            _, people, aliases, _ = self._names_of(position)
+            found = {t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)}
+            keys = self._keys[position] = tuple(found)
+        return any(map(words.__contains__, keys))
+
+    def presented(self, head: str) -> list[tuple[int, str]]:
+        """:func:`_presented` of ``head``, read once per distinct head of the answer."""
+        found = self._presented.get(head)
+        if found is None:
+            found = _presented(head, self)
+            if len(self._presented) >= _MAX_RUN_CACHE:
+                self._presented.clear()
+            self._presented[head] = found
+        return list(found)
 
 
 def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> AttributedAnswer:
@@ -648,7 +696,7 @@ def _attribute_line(
             stripped, number, head, ordered, (), tuple(unresolved), (), out_of_range, 0, True
         )
         return bullet, False
-    presented = _presented(head, ctx)
+    presented = ctx.presented(head)
     presented_positions = [p for p, _ in presented]
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
@@ -820,7 +868,7 @@ def _close(words: list[str], runs: list[str]) -> None:
 def _implicit(body: str, head: str, ctx: _Context) -> list[tuple[int, str]]:
     """Context documents whose person the bullet names, with the name form: in its head, else
     in the rest."""
-    found = _presented(head, ctx)
+    found = ctx.presented(head)
     if found:
         return found
     rest = body.replace(head, " ", 1) if head else body
@@ -854,6 +902,16 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
             if len(near) == 1:  # never when two shown people are that near
                 return [(near[0], "near")]
     return list(found.items())
+
+
+_NOT_WORD = re.compile(r"[^\w\s]+")
+
+
+def _word_text(cited: str) -> str:
+    """``cited`` case-folded and accents removed, with every character that is neither a word
+    character nor a space deleted: each token the name rule reads in ``cited`` (brackets,
+    quotes and apostrophes dropped, hyphenated parts joined) is a substring of it."""
+    return _fold(_NOT_WORD.sub("", cited))
 
 
 def _one_edit(a: str, b: str) -> bool:
