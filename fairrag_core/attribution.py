@@ -44,13 +44,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
 from .citations import (
     _CITE,
     _DESCRIPTION,
+    _DOCTITLE,
+    _WORD,
     ContextDocument,
     _document_people,
     _fold,
@@ -60,7 +62,6 @@ from .citations import (
     context_documents,
     document_aliases,
     normalize_title,
-    parse_citations,
 )
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
@@ -217,6 +218,8 @@ _NUMBERED = re.compile(
     r"(\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20})\]",
     re.IGNORECASE,
 )
+_NUMBER_PARTS = re.compile(r" ?[,;] ?")
+_NUMBER_RANGE = re.compile(r" ?[–-] ?")
 _NUMBER_LIST = re.compile(r"\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20}")
 _LINK = re.compile(r"\[([^\[\]]{1,300})\]\(([^()\s]{1,500})\)")
 _SQUARE_TEXT = re.compile(r"\[([^\[\]]{1,300})\](?!\()")
@@ -295,6 +298,7 @@ class _Context:
         self._slip_words: list[list[str]] | None = None
         self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
         self._titles: dict[str, int | None] = {}
+        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = {}
         self._presented: dict[str, list[tuple[int, str]]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
@@ -316,25 +320,36 @@ class _Context:
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
         range reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
-        :attr:`out_of_range`."""
+        :attr:`out_of_range`. Each distinct text is read once per answer."""
+        known = self._numbers.get(text)
+        if known is None:
+            known = self._numbers[text] = self._read_numbers(text)
+            if len(self._numbers) > _MAX_RUN_CACHE:
+                self._numbers.clear()
+        found, missing, beyond = known
+        self.out_of_range += beyond
+        return list(found), list(missing)
+
+    def _read_numbers(self, text: str) -> tuple[list[int], list[str], list[str]]:
         found: list[int] = []
         missing: list[str] = []
-        for part in re.split(r" ?[,;] ?", text):
-            ends = [p.strip(" ^") for p in re.split(r" ?[–-] ?", part, maxsplit=1)]
+        beyond: list[str] = []
+        for part in _NUMBER_PARTS.split(text):
+            ends = [p.strip(" ^") for p in _NUMBER_RANGE.split(part, maxsplit=1)]
             if not all(e.isdigit() for e in ends):
                 continue
             low, high = int(ends[0]), int(ends[-1])
             if low != high and not (
                 0 < high - low <= _MAX_RANGE and low in self.by_number and high in self.by_number
             ):
-                self.out_of_range.append(f"{low}-{high}")
+                beyond.append(f"{low}-{high}")
                 continue
             for number in range(low, high + 1):
                 if number in self.by_number:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
-        return found, missing
+        return found, missing, beyond
 
     def _names_of(
         self, position: int
@@ -473,20 +488,37 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     if not isinstance(answer, str):
         raise TypeError(f"answer must be the answer as a str, got {type(answer).__name__}")
     ctx = _Context(context_documents(context))
-    parsed = parse_citations(answer)
-    is_bullet = {c.line_number for c in parsed.citations}
-    is_bullet.update(u.line_number for u in parsed.unparsed)
-    bullets: list[AttributedBullet] = []
-    paragraph: list[AttributedBullet] = []  # lines naming a context person in running text
+    lines, is_bullet, echoed, sourced = _read_lines(answer, ctx)
+    bullets, paragraph = _attribute_units(_units(lines, is_bullet), is_bullet, ctx)
+    if not echoed and not any(
+        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
+    ):
+        # no marked or cited line: a paragraph answer, whose lines naming a person are its units
+        bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
+    if sourced:
+        bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
+    return AttributedAnswer(tuple(bullets), tuple(echoed))
+
+
+def _read_lines(
+    answer: str, ctx: _Context
+) -> tuple[list[tuple[int, str, str]], set[int], list[int], list[int]]:
+    """The answer's lines to attribute (``(number, line, stripped)``, the line's first
+    :data:`MAX_LINE_SCAN` characters whitespace-collapsed), the numbers of the paper parser's
+    bullets, the prompt lines echoed, and the documents trailing source lines cite; footnote
+    definitions go to ``ctx.footnotes``."""
+    is_bullet: set[int] = set()
     lines: list[tuple[int, str, str]] = []
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
-        if number not in is_bullet and not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
-            continue  # no letter nor digit: nothing to read
         line = " ".join(raw[:MAX_LINE_SCAN].split())
+        if _parser_bullet(line if len(raw) <= MAX_LINE_SCAN else " ".join(raw.split())):
+            is_bullet.add(number)
+        elif not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
+            continue  # no letter nor digit: nothing to read
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
         if _ENTRY_MARK.fullmatch(plain) or _is_prompt_echo(body):
@@ -501,8 +533,34 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
-    previous: set[int] | None = None  # the positions of the line just above, when a bullet
-    above = 0
+    return lines, is_bullet, echoed, sourced
+
+
+def _parser_bullet(line: str) -> bool:
+    """Whether :func:`~fairrag_core.citations.parse_citations` reads the whitespace-collapsed
+    ``line`` as a bullet (a citation or an unparsable bullet), without parsing its citation:
+    it has a word character after its bullet marker and emphasis, and a bullet marker, a
+    DocTitle citation, or ``DocTitle`` written outside brackets."""
+    if line.isalnum() or line.isspace():
+        return False
+    body, marked = _strip_bullet(line)
+    body = body.replace("**", "").replace("__", "").strip()
+    body, marked_inside = _strip_bullet(body)
+    if not _WORD.search(body):
+        return False
+    return (
+        marked
+        or marked_inside
+        or _CITE.search(body) is not None
+        or _DOCTITLE.search(body) is not None
+    )
+
+
+def _units(
+    lines: Sequence[tuple[int, str, str]], is_bullet: set[int]
+) -> list[tuple[int, str, str]]:
+    """The units attributed: each line, but running text (a line that is no parser bullet)
+    with several sentences gives one unit per sentence."""
     units: list[tuple[int, str, str]] = []
     for number, line, stripped in lines:
         sentences = [] if number in is_bullet else _sentences(line)
@@ -510,6 +568,19 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             units += [(number, sentence, sentence) for sentence in sentences]
         else:
             units.append((number, line, stripped))
+    return units
+
+
+def _attribute_units(
+    units: Sequence[tuple[int, str, str]], is_bullet: set[int], ctx: _Context
+) -> tuple[list[AttributedBullet], list[AttributedBullet]]:
+    """The bullets, and the lines of running text that name a context person (the units of a
+    paragraph answer); a name line right under a bullet attributed to the same documents is
+    that item's description, not a bullet. A unit repeated in the answer is read once."""
+    bullets: list[AttributedBullet] = []
+    paragraph: list[AttributedBullet] = []
+    previous: set[int] | None = None  # the positions of the line just above, when a bullet
+    above = 0
     memo: dict[str, tuple[AttributedBullet, bool]] = {}
     for number, line, stripped in units:
         if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
@@ -543,14 +614,7 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    if not echoed and not any(
-        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
-    ):
-        # no marked or cited line: a paragraph answer, whose lines naming a person are its units
-        bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
-    if sourced:
-        bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
-    return AttributedAnswer(tuple(bullets), tuple(echoed))
+    return bullets, paragraph
 
 
 def _sentences(line: str) -> list[str]:
@@ -591,6 +655,41 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
     return replace(bullet, attributions=attributions, styles=styles)
 
 
+@dataclass
+class _Cited:
+    """The explicit citations read on one line (its ``body``): the styles read, the
+    ``(position, style)`` of each resolved document, what resolved to none, and the spans the
+    citations take (with the text a span keeps in the head: a link's text)."""
+
+    body: str
+    styles: list[str] = field(default_factory=list)
+    found: list[tuple[int, str]] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int, str]] = field(default_factory=list)
+    taken: list[tuple[int, int]] = field(default_factory=list)
+
+    def cite(
+        self,
+        style: str,
+        positions: Sequence[int],
+        missing: Sequence[str],
+        span: tuple[int, int],
+        keep: str = "",
+    ) -> None:
+        if style not in self.styles:
+            self.styles.append(style)
+        self.found.extend((p, style) for p in positions)
+        self.unresolved.extend(missing)
+        self.spans.append((span[0], span[1], keep))
+
+    def free(self, start: int, end: int) -> bool:
+        """No character of ``body[start:end]`` is taken by a citation read before."""
+        return not any(max(start, s) < min(end, e) for s, e in self.taken)
+
+    def take(self, start: int, end: int) -> None:
+        self.taken.append((start, min(end, len(self.body))))
+
+
 def _attribute_line(
     line: str, stripped: str, number: int, ctx: _Context
 ) -> tuple[AttributedBullet, bool]:
@@ -599,63 +698,127 @@ def _attribute_line(
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
+    cited = _read_citations(body, ctx)
+    head = _head(body, cited.spans)
+    out_of_range = tuple(ctx.out_of_range)
+    if _refuses(body):  # a refusal or a denial attributes nothing
+        ordered = tuple(s for s in STYLES if s in cited.styles)
+        unresolved = tuple(cited.unresolved)
+        bullet = AttributedBullet(
+            stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
+        )
+        return bullet, False
+    presented = ctx.presented(head)
+    attributions, miscited = _credit(cited.found, head, presented, ctx)
+    seen = {a.position for a in attributions} | {a.position for a in miscited}
+    if attributions:  # beside a credited citation: only people the head names by their titles
+        implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
+    else:  # citing nothing credited: the people the head names, else the rest of the line
+        implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
+    styles = set(cited.styles)
+    if implicit:
+        styles.add("implicit")
+        attributions += [
+            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True, form)
+            for p, form in implicit
+        ]
+    bullet = AttributedBullet(
+        stripped,
+        number,
+        head,
+        tuple(s for s in STYLES if s in styles),
+        tuple(attributions),
+        tuple(cited.unresolved),
+        tuple(miscited),
+        out_of_range,
+        max(0, len(seen) - max(1, len(presented))),
+    )
+    return bullet, _is_name_line(body, head)
+
+
+def _read_citations(body: str, ctx: _Context) -> _Cited:
+    """Every explicit citation of the line, each style in :data:`EXPLICIT_STYLES`' reading
+    order (DocTitle, markdown link, source label, footnote, entry numbers, bracketed title); a
+    span read by one is not read again. A style whose bracket or colon the line lacks is not
+    tried."""
     ctx.out_of_range.clear()
-    styles: list[str] = []
-    found: list[tuple[int, str]] = []  # (position, style)
-    unresolved: list[str] = []
-    spans: list[tuple[int, int, str]] = []
+    cited = _Cited(body)
+    square, round_ = "[" in body, "(" in body
+    if square or round_ or "（" in body:
+        _read_doctitles(cited, ctx)
+    if "](" in body:
+        _read_links(cited, ctx)
+    if ":" in body or "：" in body:
+        _read_source_labels(cited, ctx)
+    if square:
+        if ctx.footnotes and "[^" in body:
+            for match in _FOOTNOTE_REFERENCE.finditer(body):
+                label = match.group(1)
+                if label in ctx.footnotes and cited.free(*match.span()):
+                    cited.cite("numbered", ctx.footnotes[label], [], match.span())
+                    cited.take(*match.span())
+        for match in _NUMBERED.finditer(body):
+            if cited.free(*match.span()):
+                positions, missing = ctx.numbers(match.group(1))
+                cited.cite("numbered", positions, missing, match.span())
+                cited.take(*match.span())
+    for pattern, present in ((_SQUARE_TEXT, square), (_ROUND_TEXT, round_)):
+        for match in pattern.finditer(body) if present else ():
+            if not cited.free(*match.span()):
+                continue
+            position = ctx.title(match.group(1))
+            if position is not None:
+                cited.cite("bracketed_title", [position], [], match.span())
+                cited.take(*match.span())
+    return cited
 
-    def cite(
-        style: str,
-        positions: Sequence[int],
-        missing: Sequence[str],
-        span: tuple[int, int],
-        keep: str = "",
-    ) -> None:
-        if style not in styles:
-            styles.append(style)
-        found.extend((p, style) for p in positions)
-        unresolved.extend(missing)
-        spans.append((span[0], span[1], keep))
 
-    taken = [False] * (len(body) + 1)
-
-    def free(start: int, end: int) -> bool:
-        return not any(taken[start:end])
-
-    def take(start: int, end: int) -> None:
-        for i in range(start, min(end, len(body))):
-            taken[i] = True
-
-    # the paper's DocTitle citations (several allowed here), titles matched bracket by bracket
+def _read_doctitles(cited: _Cited, ctx: _Context) -> None:
+    """The paper's DocTitle citations (several allowed here), titles matched bracket by
+    bracket; a DocTitle that is a list of numbers cites entries."""
+    body = cited.body
     for hit in _CITE.finditer(body):
-        if not free(hit.start(), hit.end()):
+        if not cited.free(hit.start(), hit.end()):
             continue
         end = _closing(body, hit)
+        span = (hit.start(), end + 1)
         title = body[hit.end() : end].strip()
         position = ctx.title(title)
         if position is not None:
-            cite("doctitle", [position], [], (hit.start(), end + 1))
+            cited.cite("doctitle", [position], [], span)
         else:
             digits = _unwrap(title).strip("[]() .")
             if digits and _NUMBER_LIST.fullmatch(digits):
                 positions, missing = ctx.numbers(digits)
-                cite("numbered", positions, missing, (hit.start(), end + 1))
+                cited.cite("numbered", positions, missing, span)
             else:
-                cite("doctitle", [], [_unwrap(title)], (hit.start(), end + 1))
-        take(hit.start(), end + 1)
-    for match in _LINK.finditer(body):
-        if not free(match.start(), match.end()):
+                cited.cite("doctitle", [], [_unwrap(title)], span)
+        cited.take(*span)
+
+
+def _read_links(cited: _Cited, ctx: _Context) -> None:
+    """Markdown links whose text (else whose URL's last path segment) is a context title."""
+    for match in _LINK.finditer(cited.body):
+        if not cited.free(*match.span()):
             continue
         position = ctx.title(match.group(1))
         if position is None:
             segment = unquote(match.group(2).rstrip("/").rsplit("/", 1)[-1]).replace("_", " ")
             position = ctx.title(segment)
         if position is not None:
-            cite("markdown_link", [position], [], match.span(), keep=match.group(1))
-            take(*match.span())
+            cited.cite("markdown_link", [position], [], match.span(), keep=match.group(1))
+            cited.take(*match.span())
+
+
+def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
+    """``Source: X``, ``Sources: [1], [2]``: the titles or entry numbers after the label, up
+    to a bracket (a list of bracketed entries read whole)."""
+    body = cited.body
+    lower = body.lower().replace("\u0131", "i").replace("\u0307", "")
+    if "ource" not in lower and "ref" not in lower and "cit" not in lower:
+        return  # no label: every one holds these letters (a dotless or dotted I read as "i")
     for match in _SOURCE.finditer(body):
-        if not free(match.start(), match.end()):
+        if not cited.free(match.start(), match.end()):
             continue
         start = match.end()
         rest = body[start:]
@@ -667,37 +830,34 @@ def _attribute_line(
             text = rest if stop is None else rest[: stop.start()]
         positions, missing = _source_targets(text, ctx)
         if positions or missing:
-            cite("source_label", positions, missing, (match.start(), start + len(text)))
-            take(match.start(), start + len(text))
-    for match in _FOOTNOTE_REFERENCE.finditer(body) if ctx.footnotes else ():
-        label = match.group(1)
-        if label in ctx.footnotes and free(match.start(), match.end()):
-            cite("numbered", ctx.footnotes[label], [], match.span())
-            take(*match.span())
-    for match in _NUMBERED.finditer(body):
-        if not free(match.start(), match.end()):
-            continue
-        positions, missing = ctx.numbers(match.group(1))
-        cite("numbered", positions, missing, match.span())
-        take(*match.span())
-    for pattern in (_SQUARE_TEXT, _ROUND_TEXT):
-        for match in pattern.finditer(body):
-            if not free(match.start(), match.end()):
-                continue
-            position = ctx.title(match.group(1))
-            if position is not None:
-                cite("bracketed_title", [position], [], match.span())
-                take(*match.span())
-    head = _head(body, spans)
-    out_of_range = tuple(ctx.out_of_range)
-    if _REFUSAL.search(body):  # a refusal or a denial attributes nothing
-        ordered = tuple(s for s in STYLES if s in styles)
-        bullet = AttributedBullet(
-            stripped, number, head, ordered, (), tuple(unresolved), (), out_of_range, 0, True
-        )
-        return bullet, False
-    presented = ctx.presented(head)
-    presented_positions = [p for p, _ in presented]
+            cited.cite("source_label", positions, missing, (match.start(), start + len(text)))
+            cited.take(match.start(), start + len(text))
+
+
+def _refuses(text: str) -> bool:
+    """:data:`_REFUSAL` in ``text``; every form it reads holds ``no``, ``n't`` or ``unable`` in
+    any case (its letters have no other case-insensitive match), so a text without them is
+    not searched."""
+    lower = text.lower()
+    return ("no" in lower or "n't" in lower or "unable" in lower) and bool(_REFUSAL.search(text))
+
+
+def _without_asides(text: str) -> str:
+    """``text`` without its bracketed asides (:data:`_ASIDE`), whitespace collapsed."""
+    if "(" in text or "[" in text:
+        text = _ASIDE.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _credit(
+    found: Sequence[tuple[int, str]],
+    head: str,
+    presented: Sequence[tuple[int, str]],
+    ctx: _Context,
+) -> tuple[list[Attribution], list[Attribution]]:
+    """Each document cited on the line, once (its first style): credited, or a mis-citation
+    when the line presents a shown person and the cited document's person is not named."""
+    presented_positions = {p for p, _ in presented}
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
     seen: set[int] = set()
@@ -710,30 +870,7 @@ def _attribute_line(
         item = Attribution(position, doc.title, doc.group, style, names)
         # a citation of someone other than the person the line presents: flagged, not credited
         (miscited if presented and not names else attributions).append(item)
-    if attributions:  # beside a credited citation: only people the head names by their titles
-        implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
-    else:  # citing nothing credited: the people the head names, else the rest of the line
-        implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
-    if implicit:
-        styles.append("implicit")
-        attributions += [
-            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True, form)
-            for p, form in implicit
-        ]
-    ordered = tuple(s for s in STYLES if s in styles)
-    overcited = max(0, len(seen) - max(1, len(presented)))
-    bullet = AttributedBullet(
-        stripped,
-        number,
-        head,
-        ordered,
-        tuple(attributions),
-        tuple(unresolved),
-        tuple(miscited),
-        out_of_range,
-        overcited,
-    )
-    return bullet, _is_name_line(body, head)
+    return attributions, miscited
 
 
 def _closing(body: str, hit: re.Match[str]) -> int:
@@ -880,7 +1017,7 @@ def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
     its brackets name (``Ida Mathis (Daron Joffe)`` presents Ida Mathis)."""
     if not head:
         return []
-    outside = " ".join(_ASIDE.sub(" ", head).split())
+    outside = _without_asides(head)
     if outside != head and _is_name_line(outside, outside):
         return _named(outside, ctx, set())  # a name outside the brackets: the person presented
     found = _named(outside, ctx, set()) if outside else []
@@ -931,7 +1068,7 @@ def _one_edit(a: str, b: str) -> bool:
 def _is_name_line(body: str, head: str) -> bool:
     """Whether the line is only its head, a name, with at most bracketed asides (dates, a
     role) after it: an item written without a bullet marker."""
-    bare, name = (" ".join(_ASIDE.sub(" ", t).split()).strip(" -–—:,;|.") for t in (body, head))
+    bare, name = (_without_asides(t).strip(" -–—:,;|.") for t in (body, head))
     if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
         return False
     words = [w.strip("'’.") for w in _TAG.sub(" ", name).strip(_WORD_WRAPPERS).split()]
