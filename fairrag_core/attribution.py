@@ -233,6 +233,8 @@ _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
 _PART = re.compile(r" ?[,;] ?| and ")
 _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<!\b[A-Z])\. (?=[A-Z])")
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
+_LOWER_CLAUSE = re.compile(r", (?=[a-z])")
+_VERB_CLAUSE = re.compile(r" (?:was|is|were|are|has|had|became|won|who) ")
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
     "à a ab af al ap bar bat bin ben bint da dal dalla das de degli dei del della delle den der "
@@ -678,13 +680,16 @@ class _Cited:
     ) -> None:
         if style not in self.styles:
             self.styles.append(style)
-        self.found.extend((p, style) for p in positions)
-        self.unresolved.extend(missing)
+        self.found += [(p, style) for p in positions]
+        self.unresolved += missing
         self.spans.append((span[0], span[1], keep))
 
     def free(self, start: int, end: int) -> bool:
         """No character of ``body[start:end]`` is taken by a citation read before."""
-        return not any(max(start, s) < min(end, e) for s, e in self.taken)
+        for first, last in self.taken:
+            if max(start, first) < min(end, last):
+                return False
+        return True
 
     def take(self, start: int, end: int) -> None:
         self.taken.append((start, min(end, len(self.body))))
@@ -917,11 +922,13 @@ def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
     text = body
     for start, end, keep in sorted(spans, reverse=True):
         text = text[:start] + f" {keep} " + text[end:]
-    text = _EMPTY_BRACKETS.sub(" ", " ".join(text.split()))
-    text = " ".join(text.split()).strip(" -–—:,;|.")
+    text = " ".join(text.split())
+    if "(" in text or "[" in text or "（" in text:
+        text = " ".join(_EMPTY_BRACKETS.sub(" ", text).split())
+    text = text.strip(" -–—:,;|.")
     head = _DESCRIPTION.split(text, maxsplit=1)[0]
-    head = re.split(r", (?=[a-z])", head, maxsplit=1)[0]
-    head = re.split(r" (?:was|is|were|are|has|had|became|won|who) ", head, maxsplit=1)[0]
+    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0]
+    head = _VERB_CLAUSE.split(head, maxsplit=1)[0]
     return _unwrap(head.rstrip(" -–—:,;|."))
 
 
@@ -1068,8 +1075,10 @@ def _one_edit(a: str, b: str) -> bool:
 def _is_name_line(body: str, head: str) -> bool:
     """Whether the line is only its head, a name, with at most bracketed asides (dates, a
     role) after it: an item written without a bullet marker."""
-    bare, name = (_without_asides(t).strip(" -–—:,;|.") for t in (body, head))
-    if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
+    name = _without_asides(head).strip(" -–—:,;|.")
+    if not name or len(name.split()) > _MAX_RUN_WORDS:
+        return False
+    if _without_asides(body).strip(" -–—:,;|.") != name:
         return False
     words = [w.strip("'’.") for w in _TAG.sub(" ", name).strip(_WORD_WRAPPERS).split()]
     kinds = [_word_kind(w, index > 0) for index, w in enumerate(words)]
