@@ -942,6 +942,8 @@ def _name_runs(text: str) -> list[str]:
     text = _TAG.sub(" ", text)
     runs: list[str] = []
     for chunk in _RUN_BREAK.split(text):
+        if chunk.islower():  # no capital letter: no name starts in it (fast path)
+            continue
         strict: list[str] = []
         loose: list[str] = []
         for raw in chunk.split():

@@ -527,6 +527,7 @@ _APOSTROPHES = re.compile(r"['’ʼ`´]")
 _TOKEN = re.compile(r"\w+")
 _OPENERS = {"(": ")", "[": "]", "（": "）", "{": "}"}
 _QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "”": "”"}
+_BRACKET_OR_QUOTE = re.compile("[" + re.escape("".join((*_OPENERS, *_QUOTES))) + "]")
 
 
 @dataclass(frozen=True)
@@ -559,6 +560,8 @@ def _fold(token: str) -> str:
 def _split_brackets_and_quotes(text: str) -> tuple[str, str, str]:
     """``(text outside brackets and quotes, inside double quotes, inside brackets)``, in one
     pass (nested brackets are matched; an unclosed one takes the rest of the text)."""
+    if not _BRACKET_OR_QUOTE.search(text):
+        return text, "", ""  # nothing to split (the common name, read without a Python loop)
     outside: list[str] = []
     quoted: list[str] = []
     bracketed: list[str] = []
