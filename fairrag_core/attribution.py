@@ -225,8 +225,11 @@ _LINK = re.compile(r"\[([^\[\]]{1,300})\]\(([^()\s]{1,500})\)")
 _SQUARE_TEXT = re.compile(r"\[([^\[\]]{1,300})\](?!\()")
 _ROUND_TEXT = re.compile(r"\(([^()]{1,300})\)")
 _SOURCE = re.compile(
-    r"(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)[ ]?[:：]", re.IGNORECASE
+    r"(?=[src])(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)[ ]?[:：]",
+    re.IGNORECASE,
 )
+# A pattern opening with a lookahead of its first letters (``(?=[src])``) matches the same
+# text; the engine then skips to those letters instead of trying every position.
 _SOURCE_END = re.compile(r"[()\[\]]")
 _BRACKET_LIST = re.compile(r" ?(?:\[[^\[\]]{1,300}\](?:,? (?:and )?|,)?){1,20}")
 _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
@@ -258,7 +261,7 @@ _MARKER_START = frozenset("0123456789-*+•")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
 _FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
 _SENTENCE_END = re.compile(
-    r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
+    r"(?=[.!?])(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
     r"(?: ?\[[^\[\]]{1,30}\]){0,20}(?= [A-Z\"“*(])"
 )
 """A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
@@ -274,7 +277,8 @@ _PROMPT_LINES = frozenset(
     )
 )
 _REFUSAL = re.compile(
-    r"\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|cannot|"
+    r"(?=[diwahcnu])\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|"
+    r"cannot|"
     r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't|can't|"
     r"no (?:information|mention|evidence|record)|unable to|not (?:mentioned|stated|"
     r"provided|known|found|listed|included))\b(?! (?:only|just|merely|simply)\b)",
