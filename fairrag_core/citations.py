@@ -734,7 +734,7 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
         quoted += " " + bracketed
     nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
     people: list[_Name] = []
-    parts = [p for p in _CONJUNCTION.split(outside) if p.strip()]
+    parts = [p for p in _split_people(outside) if p.strip()]
     for part in parts:
         for words in _name_parts(part, caseless):
             name = _make_name(words, nicknames, caseless)
@@ -743,6 +743,16 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
     if not people and parts:  # no part looks like a name (e.g. all lower case): keep them all
         people = [n for p in parts if (n := _make_name(p, nicknames, True)) is not None]
     return tuple(people)
+
+
+def _split_people(text: str) -> list[str]:
+    """``text`` split at :data:`_CONJUNCTION`; a text holding none of its symbols nor, in any
+    case, `` and `` or `` with `` (a dotless or dotted I read as ``i``) is not searched."""
+    if not any(symbol in text for symbol in "&/+;|＆"):
+        lower = text.lower().replace("\u0131", "i").replace("\u0307", "")
+        if " and " not in lower and " with " not in lower:
+            return [text]
+    return _CONJUNCTION.split(text)
 
 
 _FULL_FORMS: dict[str, frozenset[str]] = {}
