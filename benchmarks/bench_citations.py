@@ -20,13 +20,14 @@ runs over 12 words hold no name and are counted apart. It prints:
   with ``--seed`` (never the same title), by its title alone and with its text: the fraction
   the rule accepts.
 
-**Speed.** Seconds per MB for ``parse_citations``, ``ground_citations`` and
-``attribute_answer`` (with its ratio to the parser's time, issue 33's bound: 3x) on worst
-cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines,
-many citations with long names, and a 1 MB context title; and on answers whose lines all
-differ: ``varied answers`` (:func:`varied_answers`: 10 shown documents, every style a model
-writes, descriptions drawn at random) and ``distinct citation lines`` (a new middle name on
-every line, so no name is read twice). The last lines give those two ratios against the bound.
+**Speed.** CPU seconds per MB (the least of 3 runs) for ``parse_citations``,
+``ground_citations`` and ``attribute_answer`` (with its ratio to the parser's time, issue 33's
+bound: 3x) on worst cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line,
+many short lines, many citations with long names, and a 1 MB context title; and on answers
+whose lines all differ: ``varied answers`` (:func:`varied_answers`: 10 shown documents, every
+style a model writes, descriptions drawn at random) and ``distinct citation lines`` (a new
+middle name on every line, so no name is read twice). The last lines give those two ratios
+against the bound.
 """
 
 from __future__ import annotations
@@ -368,22 +369,27 @@ BOUND = 3.0
 
 
 def timed(call: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    """CPU seconds of this process for ``call`` (the machine is shared: other processes' load
+    moves the wall clock, not this)."""
+    start = time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def speed_figures(megabytes: float) -> None:
     size = int(megabytes * 2**20)
-    print(f"\nseconds per MB (answers of {megabytes:g} MB; parse, then ground against the context)")
+    print(
+        f"\nCPU seconds per MB, the least of 3 runs (answers of {megabytes:g} MB; parse, then "
+        "ground against the context, then attribute)"
+    )
     ratios: dict[str, float] = {}
     for label, (answer, context) in worst_cases(size).items():
         mb = max(len(answer), *(len(d.title) for d in context)) / 2**20
         parsed = parse_citations(answer)
-        parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(2))
-        ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(2))
+        parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(3))
+        ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(3))
         attribute_s = min(
-            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(2)
+            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(3)
         )
         ratio = attribute_s / max(parse_s, 1e-9)
         ratios[label] = ratio
