@@ -597,9 +597,9 @@ def _looks_like_a_name(words: list[str], caseless: bool) -> bool:
     if not words:
         return False
     for word in words:
-        if any(c.isdigit() for c in word):
+        if any(map(str.isdigit, word)):
             return False
-        letter = next((c for c in word if c.isalpha()), None)
+        letter = word[0] if word[:1].isalpha() else next(filter(str.isalpha, word), None)
         if letter is None:
             continue
         if not caseless and letter.islower() and _fold(word.strip(".")) not in _PARTICLES:
@@ -683,7 +683,7 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     if not originals:
         return None
     tokens = tuple(_fold(t) for t in originals)
-    has_lower = caseless or any(c.islower() for c in text)
+    has_lower = caseless or any(map(str.islower, text))
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
     lead = 0  # titles first: "Rear Admiral The Honourable X" is X, not "the" + a designation
