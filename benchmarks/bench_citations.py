@@ -20,10 +20,14 @@ runs over 12 words hold no name and are counted apart. It prints:
   with ``--seed`` (never the same title), by its title alone and with its text: the fraction
   the rule accepts.
 
-**Speed.** Seconds per MB for ``parse_citations``, ``ground_citations`` and
-``attribute_answer`` (with its ratio to the parser's time, issue 33's bound: 3x) on worst
-cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line, many short lines,
-many citations with long names, and a 1 MB context title.
+**Speed.** CPU seconds per MB (the least of 3 runs) for ``parse_citations``,
+``ground_citations`` and ``attribute_answer`` (with its ratio to the parser's time, issue 33's
+bound: 3x) on worst cases: long whitespace runs, many ``(``, nested emphasis, one 1 MB line,
+many short lines, many citations with long names, and a 1 MB context title; and on answers
+whose lines all differ: ``varied answers`` (:func:`varied_answers`: 10 shown documents, every
+style a model writes, descriptions drawn at random) and ``distinct citation lines`` (a new
+middle name on every line, so no name is read twice). The last lines give those two ratios
+against the bound.
 """
 
 from __future__ import annotations
@@ -284,36 +288,125 @@ def worst_cases(size: int) -> dict[str, tuple[str, list[ContextDocument]]]:
             "- Ada\u2028 (DocTitle: Ada\u2029Lovelace)\x85" * (size // 32),
             ada,
         ),
+        "varied answers": varied_answers(size),
     }
 
 
+_SHOWN = (
+    ("Ada Lovelace", "female", "Augusta Ada King, Countess of Lovelace, was a mathematician"),
+    ("Alan Turing", "male", "Alan Mathison Turing was an English mathematician"),
+    ("Marie Curie", "female", "Marie Salomea Skłodowska-Curie, known as Marie Curie, was a"),
+    ("Yusuf al-Qaradawi", "male", "Yusuf al-Qaradawi (9 September 1926) was an Egyptian scholar"),
+    ("Émilie du Châtelet", "female", "Gabrielle Émilie Le Tonnelier de Breteuil, Marquise"),
+    ("Srinivasa Ramanujan", "male", "Srinivasa Ramanujan was an Indian mathematician"),
+    ("Grace Hopper (computer scientist)", "female", "Grace Brewster Hopper was an American"),
+    ("John von Neumann", "male", "John von Neumann (born Neumann János Lajos) was a polymath"),
+    ("Chien-Shiung Wu", "female", "Chien-Shiung Wu was a Chinese-American physicist"),
+    ("Thích Nhất Hạnh", "male", "Thích Nhất Hạnh was a Vietnamese Thiền Buddhist monk"),
+)
+_NOT_SHOWN = ("Katherine Johnson", "Richard Feynman", "Hypatia", "Lise Meitner", "Carl Gauss")
+_WORDS = (
+    "pioneered computing mathematics analysis engine poetry physics radium work early machine "
+    "theory cryptography wartime codes logic algorithm notes translated lectures discovered "
+    "elements polonium research women science prize awarded twice teacher reform scholar "
+    "jurisprudence writings influence modern programming compiler language navy number "
+    "partitions series intuition journals game quantum projects nuclear mindfulness peace "
+    "teachings books meditation experiments parity beta decay laboratory energy education"
+).split()
+
+
+def varied_answers(size: int, seed: int = 0) -> tuple[str, list[ContextDocument]]:
+    """A realistic answer of about ``size`` characters whose lines all differ: 10 shown
+    documents (the study's ``Title:`` then an opening sentence), each line one of the styles a
+    model writes (the paper's DocTitle, ``[n]``, bold name with a colon, a name and a dash, a
+    possessive, running text with inline ``[n]``, a person not shown, a heading), names drawn
+    from the shown people (and five not shown), a description of 4-14 words drawn with
+    ``seed``."""
+    rng = random.Random(seed)
+    context = [
+        ContextDocument(title, group=group, text=f"Title: {title}\n{opening}.")
+        for title, group, opening in _SHOWN
+    ]
+    lines: list[str] = []
+    seen: set[str] = set()
+    written = 0
+    while written < size:
+        entry = rng.randrange(len(context))
+        document = context[entry]
+        name = rng.choice(_NOT_SHOWN) if rng.random() < 0.1 else document.person
+        words = " ".join(rng.choices(_WORDS, k=rng.randint(4, 14)))
+        kind = rng.randrange(8)
+        if kind == 0:
+            line = f"- {name} (DocTitle: {document.title}): {words}"
+        elif kind == 1:
+            line = f"{len(lines) % 9 + 1}. **{name}** [{entry + 1}] - {words}"
+        elif kind == 2:
+            line = f"* **{name}**: {words} [{entry + 1}]"
+        elif kind == 3:
+            line = f"- {name} - {words}"
+        elif kind == 4:
+            line = f"- {name}'s {words} (Source: {document.title})"
+        elif kind == 5:
+            other = rng.randrange(len(context))
+            line = (
+                f"{name} was known for {words} [{entry + 1}]. {context[other].person} "
+                f"{rng.choice(_WORDS)} {words[: len(words) // 2]} [{other + 1}]."
+            )
+        elif kind == 6:
+            line = f"{rng.choice(('Here', 'Below', 'These'))} are role models for {words}:"
+        else:
+            line = f"- **{name}** – {words} (DocTitle: {document.title})"
+        if line in seen:
+            continue
+        seen.add(line)
+        lines.append(line)
+        written += len(line) + 1
+    return "\n".join(lines) + "\n", context
+
+
+BOUND = 3.0
+"""Issue 33, item 7: attribution within 3x the paper parser's time per MB of answer."""
+
+
 def timed(call: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    """CPU seconds of this process for ``call`` (the machine is shared: other processes' load
+    moves the wall clock, not this)."""
+    start = time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def speed_figures(megabytes: float) -> None:
     size = int(megabytes * 2**20)
-    print(f"\nseconds per MB (answers of {megabytes:g} MB; parse, then ground against the context)")
+    print(
+        f"\nCPU seconds per MB, the least of 3 runs (answers of {megabytes:g} MB; parse, then "
+        "ground against the context, then attribute)"
+    )
+    ratios: dict[str, float] = {}
     for label, (answer, context) in worst_cases(size).items():
         mb = max(len(answer), *(len(d.title) for d in context)) / 2**20
         parsed = parse_citations(answer)
-        parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(2))
-        ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(2))
+        parse_s = min(timed(lambda a=answer: parse_citations(a)) for _ in range(3))
+        ground_s = min(timed(lambda p=parsed, c=context: ground_citations(p, c)) for _ in range(3))
         attribute_s = min(
-            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(2)
+            timed(lambda a=answer, c=context: attribute_answer(a, c)) for _ in range(3)
         )
+        ratio = attribute_s / max(parse_s, 1e-9)
+        ratios[label] = ratio
         print(
             f"  {label:32s} {mb:5.2f} MB  parse {parse_s / mb:7.3f} s/MB  "
             f"ground {ground_s / mb:7.3f} s/MB  attribute {attribute_s / mb:7.3f} s/MB "
-            f"({attribute_s / max(parse_s, 1e-9):5.1f}x parse)  "
+            f"({ratio:5.1f}x parse)  "
             f"({len(parsed.citations):,} citations)"
         )
     cited = Citation("Ada " * 75_000 + "Lovelace", "Ada Lovelace", "", 1)
     person = ContextDocument("Ada Lovelace", person="Ada " * 75_000 + "Lovelace")
     seconds = timed(lambda: ground_citations([cited], [person]))
     print(f"  {'300 kB cited name and person':32s} 0.29 MB  ground {seconds / 0.29:7.3f} s/MB")
+    print(f"\nattribute / parse, issue 33's bound {BOUND:g}x, on answers whose lines all differ:")
+    for label in ("varied answers", "distinct citation lines"):
+        verdict = "within" if ratios[label] <= BOUND else "over"
+        print(f"  {label:32s} {ratios[label]:5.1f}x ({verdict} {BOUND:g}x)")
 
 
 def main() -> None:

@@ -26,16 +26,19 @@ Confidence intervals are Student t intervals at ``confidence``: for means, ``x̄
 s/√n``; for the two ratio statistics above, the ratio estimator's linearised (delta-method)
 standard error ``se² = n / ((n − 1) (Σ W)²) · Σ W_t² (x_t − m)²`` with ``t_{n−1}``. The
 interval of the amortized disparity is that of the signed mean folded at 0. Intervals are
-clipped to the metric's range (shares in [0, 1], gaps in [−1, 1]). Every sum comes
-from DuckDB, so the records are never held as Python objects.
+clipped to the metric's range (shares in [0, 1], gaps in [−1, 1]). Every table is made from
+the partial aggregates of :mod:`fairrag_audit.partials` (sums DuckDB computes, so the records
+are never held as Python objects): one run's, or the merged partials of several windows, the
+same report either way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -43,20 +46,26 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from fairrag_core.stats import pairwise_t_tests
+from fairrag_core.stats import critical_t
 
-from .lines import line_numbers
 from .options import AuditOptions, format_duration
-from .scan import (
-    ATTRIBUTED_FIELDS,
-    KNOWN_STYLES,
-    METRIC_FIELDS,
-    METRIC_RANGES,
-    file_connection,
-    load_records,
+from .partials import (
+    FIGURE_WINDOWS,
+    MISSING_VALUE,
+    STYLE_COLUMNS,
+    WINDOW_ORIGIN,
+    Partials,
+    compute_partials,
+    figure_window_seconds,
+    options_of,
+    read_partials,
 )
+from .partials import (
+    MAX_LISTED as MAX_LISTED,  # re-exported: the report lists this many lines per file
+)
+from .scan import ATTRIBUTED_FIELDS, METRIC_FIELDS, METRIC_RANGES
 
-__all__ = ["METRICS", "AuditResult", "audit", "run_audit"]
+__all__ = ["METRICS", "AuditResult", "audit", "audit_partials", "report_of", "run_audit"]
 
 METRICS = (
     "exposure_share",
@@ -73,14 +82,10 @@ PAIRWISE_METRICS = ("exposure_share", "exposure_disparity", *METRIC_FIELDS)
 """Per-record metrics compared between rankers (the amortized disparity is one number per
 stream; its per-record counterpart, the signed share, is ``exposure_share``)."""
 
+RATIO_SUMS = ("sw", "a", "b", "c", "sw2")
+"""The ratio estimator's sums of a measure x: Σ W, Σ W x, Σ W² x, Σ W² x², Σ W²."""
 NO_TIMESTAMP = "(no timestamp)"
 ALL_TIME = "all"
-NO_RANKER = "(none)"
-MISSING_VALUE = "(missing)"
-UNKNOWN_GROUP = "(unknown)"
-MAX_LISTED = 1_000
-"""Lines left out (damaged, not records, refused, future) listed per file, with the reason;
-all are counted."""
 MAX_COMPARED_RANKERS = 20
 """Rankers compared two by two (those with the most records): the pairs grow as the square."""
 
@@ -186,95 +191,69 @@ def audit(
 
 
 def run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection | None = None) -> AuditResult:
-    """:func:`audit` with checked options (and optionally an open DuckDB connection).
+    """:func:`audit` with checked options (and optionally an open DuckDB connection): the
+    report of this run's partial aggregates (:func:`fairrag_audit.partials.compute_partials`).
 
-    Without one, the records go to a DuckDB file in a temporary folder (removed after), so
-    that the audit's memory stays within DuckDB's limit whatever the number of records: the
-    tables of an in-memory database (temporary tables too) stay in memory."""
-    if con is not None:
-        return _run_audit(options, con)
-    with file_connection() as own:
-        return _run_audit(options, own)
+    Without a connection, the records go to a DuckDB file in a temporary folder (removed
+    after), so that the audit's memory stays within DuckDB's limit whatever the number of
+    records: the tables of an in-memory database (temporary tables too) stay in memory."""
+    return report_of(compute_partials(options, con), options)
 
 
-def load_included(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
-    """Read the logs into ``records`` (:func:`load_records`, whose counts it returns) and
-    define the view ``included``: the usable records, keyed and with the measures."""
-    counts = load_records(con, options)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
-    return counts
+def audit_partials(
+    folders: Iterable[str | Path],
+    *,
+    max_disparity: float | None = None,
+    confidence: float = 0.95,
+    alpha: float = 0.01,
+) -> AuditResult:
+    """The report of the partial aggregates earlier runs saved (``fairrag audit LOG...
+    --partials-out DIR``, :func:`fairrag_audit.partials.write_partials`), merged: equal to
+    the one-shot audit of all their logs with the same settings (docs/SPEC.md "Partial
+    aggregates"). No log is read. ``max_disparity``, ``confidence`` and ``alpha`` are the
+    report's band and levels (:func:`audit`)."""
+    folders = list(folders)
+    if not folders:
+        raise ValueError("--from-partials: give at least one folder of saved partials")
+    partials = read_partials(folders)
+    levels = {"max_disparity": max_disparity, "confidence": confidence, "alpha": alpha}
+    return report_of(partials, options_of(partials, **levels))
 
 
-def _run_audit(options: AuditOptions, con: duckdb.DuckDBPyConnection) -> AuditResult:
-    counts = load_included(con, options)
-    by_cols = [f"by_{i}" for i in range(len(options.by))]
-    reading, notes = _reading(con, options, counts)
-    left_out = _left_out(con, options, counts["blank_lines"])
-    fine = ["ranker", *by_cols, "window_start"]
-    metrics = _label(_metric_table(con, fine, options), options)
-    exposure = _label(_exposure_table(con, fine, options), options)
-    trend_view, figure_windows, labels = _trend_view(con, options)
-    trend_keys = ["ranker", "window_start"]
-    trend_metrics = _label(_metric_table(con, trend_keys, options, trend_view), options, labels)
-    trend_exposure = _label(_exposure_table(con, trend_keys, options, trend_view), options, labels)
-    cumulative = _cumulative(con, trend_view, trend_exposure)
-    rankers = _label(_metric_table(con, ["ranker"], options), options)
-    pairwise, pair_notes = _pairwise(con, options)
-    drift = _drift(metrics, options)
-    notes.extend(_metric_notes(con, options))
-    notes.extend(pair_notes)
-    generation = _generation_table(con)
-    generation_why = _generation_why(generation)
-    result = AuditResult(
+def report_of(partials: Partials, options: AuditOptions) -> AuditResult:
+    """Every table of the audit (:class:`AuditResult`) from ``partials`` (one run's, or
+    merged), at ``options``' levels."""
+    fine = ["ranker", *(f"by_{i}" for i in range(len(options.by))), "window_start"]
+    cells = partials.cells
+    trend_cells, trend_groups, figure_windows, labels = _trend(partials, options)
+    trend = ["ranker", "window_start"]
+    trend_exposure = _label(
+        _exposure_rows(trend_cells, trend_groups, trend, options), options, labels
+    )
+    metrics = _label(metric_rows(cells, fine, options), options)
+    pairwise, pair_notes = _pairwise(cells, options)
+    generation = _generation_table(cells)
+    return AuditResult(
         options=options,
-        reading=reading,
-        rankers=rankers,
+        reading=_reading(partials.files),
+        rankers=_label(metric_rows(_sum_by(cells, ["ranker"]), ["ranker"], options), options),
         metrics=metrics,
-        exposure=exposure,
-        trend_metrics=trend_metrics,
+        exposure=_label(_exposure_rows(cells, partials.groups, fine, options), options),
+        trend_metrics=_label(metric_rows(trend_cells, trend, options), options, labels),
         trend_exposure=trend_exposure,
         pairwise=pairwise,
-        drift=drift,
-        left_out=left_out,
+        drift=_drift(metrics, options),
+        left_out=partials.left_out.reset_index(drop=True),
         figure_windows=figure_windows,
-        cumulative=cumulative,
-        notes=notes,
+        cumulative=_cumulative(trend_cells, trend_exposure),
+        notes=[
+            *_reading_notes(partials.files, options),
+            *_metric_notes(partials.files, options),
+            *pair_notes,
+        ],
         generation=generation,
-        generation_why=generation_why,
+        generation_why=_generation_why(generation),
     )
-    return result
-
-
-def _included_sql(options: AuditOptions) -> str:
-    by = "".join(f", COALESCE(by_{i}, '{MISSING_VALUE}') AS by_{i}" for i in range(len(options.by)))
-    if options.window is None:
-        window = "NULL::TIMESTAMP"
-    else:
-        micros = int(options.window.total_seconds() * 1_000_000)
-        origin = (
-            "TIMESTAMP '2000-01-03 00:00:00'"  # DuckDB's default origin: a Monday, 00:00 UTC
-            if options.since is None
-            else f"TIMESTAMP '{options.since.replace(tzinfo=None).isoformat()}'"
-        )
-        window = f"time_bucket(INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP, {origin})"
-    since = "" if options.since is None else f" AND ts >= {_since_literal(options)}"
-    return f"""
-        SELECT rowid AS rid, file_index, line_index, ts,
-            COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
-            {window} AS window_start, w, groups, weights, by_group, has_error,
-            CASE WHEN w > 0 THEN protected_share END AS p,
-            CASE WHEN w > 0 THEN protected_share - target_share END AS d,
-            CASE WHEN w > 0 THEN abs(protected_share - target_share) END AS exposure_disparity
-            {"".join(f", {m}" for m in METRIC_FIELDS)},
-            answered, follows, has_attribution, styles, n_attribution_bullets,
-            n_attributed_bullets
-        FROM records WHERE usable{since}
-    """
-
-
-def _since_literal(options: AuditOptions) -> str:
-    assert options.since is not None
-    return f"TIMESTAMPTZ '{options.since.isoformat()}'"
 
 
 def _t(n: np.ndarray, confidence: float) -> np.ndarray:
@@ -302,65 +281,53 @@ def _ratio(
     return m, _t(n, confidence) * se
 
 
-def _metric_table(
-    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions, view: str = "included"
-) -> pd.DataFrame:
-    """One row per cell of ``keys`` and metric: value, ci_low, ci_high, n, n_missing."""
-    key_sql = ", ".join(keys)
-    means = "".join(
-        f", avg({m}) AS {m}__mean, stddev_samp({m}) AS {m}__std, count({m}) AS {m}__n"
-        for m in ("exposure_disparity", *METRIC_FIELDS)
-    )
-    ratio = "".join(
-        f", count({x}) AS {x}__n, sum(w) FILTER ({x} IS NOT NULL) AS {x}__sw, "
-        f"sum(w * w) FILTER ({x} IS NOT NULL) AS {x}__sw2, sum(w * {x}) AS {x}__a, "
-        f"sum(w * w * {x}) AS {x}__b, sum(w * w * {x} * {x}) AS {x}__c"
-        for x in ("p", "d")
-    )
-    cells = con.execute(
-        f"SELECT {key_sql}, count(*) AS records, count_if(has_error) AS errors {ratio} {means} "
-        f"FROM {view} GROUP BY {key_sql} ORDER BY {key_sql}"
-    ).df()
-    return metric_rows(cells, keys, options)
+def _moments(cells: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n``, mean ``Σx / n`` and sample variance ``(Σx² − Σx · mean) / (n − 1)`` of the
+    measure ``name`` per cell (NaN without values; a spread within rounding of 0 is 0)."""
+    n = cells[f"{name}__n"].to_numpy(float)
+    total = cells[f"{name}__sum"].to_numpy(float)
+    sumsq = cells[f"{name}__sumsq"].to_numpy(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, total / n, np.nan)
+        spread = sumsq - total * mean
+        spread = np.where(spread <= 1e-12 * sumsq, 0.0, spread)
+        variance = np.where(n > 1, spread / (n - 1), np.nan)
+    return n, mean, variance
+
+
+def _sum_by(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The sums of ``frame`` added over the cells of ``keys``."""
+    numeric = [
+        c for c in frame.columns if c not in keys and pd.api.types.is_numeric_dtype(frame[c])
+    ]
+    return frame.groupby(keys, dropna=False, sort=True)[numeric].sum().reset_index()
 
 
 def metric_rows(cells: pd.DataFrame, keys: list[str], options: AuditOptions) -> pd.DataFrame:
-    """:func:`_metric_table` from its cells: per cell of ``keys``, ``records``, ``errors``,
-    the ratio estimator's sums of ``p`` and ``d`` (``x__n``, ``x__sw``, ``x__sw2``, ``x__a``,
-    ``x__b``, ``x__c``) and each other metric's ``m__mean``, ``m__std``, ``m__n`` (from DuckDB,
-    or merged partial aggregates: :mod:`fairrag_audit.partials`)."""
+    """One row per cell of ``keys`` and metric: value, ci_low, ci_high, n, n_missing; from
+    the cells' sums (:func:`fairrag_audit.partials.compute_partials`): ``records``,
+    ``errors``, the ratio estimator's sums of ``p`` and ``d`` (``x__n``, ``x__sw``,
+    ``x__sw2``, ``x__a``, ``x__b``, ``x__c``) and each other metric's ``m__n``, ``m__sum``,
+    ``m__sumsq``."""
     rows: list[pd.DataFrame] = []
-    n_cells = len(cells)
     for metric in METRICS:
         if metric in ("exposure_share", "amortized_disparity"):
             x = "p" if metric == "exposure_share" else "d"
             n = cells[f"{x}__n"].to_numpy(float)
-            m, half = _ratio(
-                n,
-                cells[f"{x}__sw"].to_numpy(float),
-                cells[f"{x}__a"].to_numpy(float),
-                cells[f"{x}__b"].to_numpy(float),
-                cells[f"{x}__c"].to_numpy(float),
-                cells[f"{x}__sw2"].to_numpy(float),
-                options.confidence,
-            )
-            low, high = m - half, m + half
+            sw, a, b, c, sw2 = (cells[f"{x}__{s}"].to_numpy(float) for s in RATIO_SUMS)
+            value, half = _ratio(n, sw, a, b, c, sw2, options.confidence)
+            low, high = value - half, value + half
             if metric == "amortized_disparity":
-                value = np.abs(m)
                 straddles = (low <= 0) & (high >= 0)
-                low, high = (
+                value, low, high = (
+                    np.abs(value),
                     np.where(straddles, 0.0, np.minimum(np.abs(low), np.abs(high))),
                     np.maximum(np.abs(low), np.abs(high)),
                 )
-            else:
-                value = m
         else:
-            n = cells[f"{metric}__n"].to_numpy(float)
-            value = cells[f"{metric}__mean"].to_numpy(float)
+            n, value, variance = _moments(cells, metric)
             with np.errstate(invalid="ignore", divide="ignore"):
-                half = (
-                    _t(n, options.confidence) * cells[f"{metric}__std"].to_numpy(float) / np.sqrt(n)
-                )
+                half = _t(n, options.confidence) * np.sqrt(variance / n)
             low, high = value - half, value + half
         frame = cells[[*keys, "records", "errors"]].copy()
         frame["metric"] = metric
@@ -368,24 +335,14 @@ def metric_rows(cells: pd.DataFrame, keys: list[str], options: AuditOptions) -> 
         lowest, highest = RANGES[metric]  # an interval never leaves the metric's range
         frame["ci_low"] = np.clip(low, lowest, highest)
         frame["ci_high"] = np.clip(high, lowest, highest)
+        frame["records"] = frame["records"].astype(int)
         frame["errors"] = frame["errors"].astype(int)
         frame["n"] = n.astype(int)
         frame["n_missing"] = cells["records"].to_numpy(int) - n.astype(int)
         rows.append(frame)
-    if not n_cells:
-        return pd.DataFrame(
-            columns=[
-                *keys,
-                "records",
-                "errors",
-                "metric",
-                "value",
-                "ci_low",
-                "ci_high",
-                "n",
-                "n_missing",
-            ]
-        )
+    columns = [*keys, "records", "errors", "metric", "value", "ci_low", "ci_high", "n"]
+    if cells.empty:
+        return pd.DataFrame(columns=[*columns, "n_missing"])
     table = pd.concat(rows, ignore_index=True)
     order = {name: i for i, name in enumerate(METRICS)}
     table["_order"] = table["metric"].map(order)
@@ -396,57 +353,32 @@ def metric_rows(cells: pd.DataFrame, keys: list[str], options: AuditOptions) -> 
     )
 
 
-def _exposure_table(
-    con: duckdb.DuckDBPyConnection, keys: list[str], options: AuditOptions, view: str = "included"
+def _exposure_rows(
+    cells: pd.DataFrame, groups: pd.DataFrame, keys: list[str], options: AuditOptions
 ) -> pd.DataFrame:
     """Exposure share of every social group per cell of ``keys``, with its t interval."""
-    key_sql = ", ".join(keys)
-    # NULL keys (no window, missing field) must match each other: IS NOT DISTINCT FROM
-    join = " AND ".join(f"sums.{k} IS NOT DISTINCT FROM cells.{k}" for k in keys)
-    per_group = f"""
-        SELECT rid, {key_sql}, w, g, sum(v) / w AS s FROM (
-            SELECT rid, {key_sql}, w, COALESCE(unnest(groups), '{UNKNOWN_GROUP}') AS g,
-                unnest(weights) AS v
-            FROM {view} WHERE by_group IS NULL AND groups IS NOT NULL AND w > 0
-        ) GROUP BY rid, {key_sql}, w, g
-        UNION ALL
-        SELECT rid, {key_sql}, w,
-            -- the unknown group (null label) is keyed "None" in exposure_by_group
-            CASE WHEN g = 'None' AND unknown THEN '{UNKNOWN_GROUP}' ELSE g END AS g, s
-        FROM (
-            SELECT rid, {key_sql}, w, unnest(map_keys(by_group)) AS g,
-                unnest(map_values(by_group)) AS s,
-                COALESCE(len(list_filter(groups, lambda x: x IS NULL)) > 0, false) AS unknown
-            FROM {view} WHERE by_group IS NOT NULL AND w > 0
-        )
-    """
-    table = con.execute(f"""
-        WITH cells AS (
-            SELECT {key_sql}, count(*) AS n, sum(w) AS sw, sum(w * w) AS sw2 FROM {view}
-            WHERE w > 0 AND (by_group IS NOT NULL OR groups IS NOT NULL) GROUP BY {key_sql}
-        ), sums AS (
-            SELECT {key_sql}, g AS "group", sum(w * s) AS a, sum(w * w * s) AS b,
-                sum(w * w * s * s) AS c
-            FROM ({per_group}) WHERE s IS NOT NULL GROUP BY {key_sql}, g
-        )
-        SELECT sums.*, cells.n, cells.sw, cells.sw2 FROM sums JOIN cells ON {join}
-        ORDER BY {", ".join(f"sums.{k}" for k in keys)}, "group"
-    """).df()
+    columns = [*keys, "group", "share", "ci_low", "ci_high", "n", "weight"]
+    if groups.empty:
+        return pd.DataFrame(columns=columns)
+    per_cell = _sum_by(cells, keys)[[*keys, "e__n", "e__sw", "e__sw2"]]
+    table = _sum_by(groups, [*keys, "group"]).merge(per_cell, on=keys, how="inner")
     m, half = _ratio(
-        table["n"].to_numpy(float),
-        table["sw"].to_numpy(float),
+        table["e__n"].to_numpy(float),
+        table["e__sw"].to_numpy(float),
         table["a"].to_numpy(float),
         table["b"].to_numpy(float),
         table["c"].to_numpy(float),
-        table["sw2"].to_numpy(float),
+        table["e__sw2"].to_numpy(float),
         options.confidence,
     )
     out = table[[*keys, "group"]].copy()
     out["share"] = m
     out["ci_low"] = np.clip(m - half, 0.0, 1.0)
     out["ci_high"] = np.clip(m + half, 0.0, 1.0)
-    out["n"] = table["n"].astype(int)
-    out["weight"] = table["sw"].to_numpy(float)  # Σ W_t of the cell: share × weight = Σ W_t ES_g,t
+    out["n"] = table["e__n"].astype(int)
+    out["weight"] = table["e__sw"].to_numpy(
+        float
+    )  # Σ W_t of the cell: share × weight = Σ W_t ES_g,t
     return out
 
 
@@ -456,127 +388,89 @@ def _label(
     """Name the ``by_i`` columns after their fields; a readable ``window`` label (``labels``:
     the automatic windows' labels by window_start)."""
     table = table.rename(columns={f"by_{i}": f for i, f in enumerate(options.by)})
-    if "window_start" in table.columns and labels is not None:
-        table.insert(
-            table.columns.get_loc("window_start"),
-            "window",
-            [labels.get(s, NO_TIMESTAMP) for s in table["window_start"]],
-        )
+    if "window_start" not in table.columns:
         return table
-    if "window_start" in table.columns:
-        starts = pd.to_datetime(table["window_start"])
-        if options.window is None:
-            names = [ALL_TIME] * len(table)
-        else:
-            names = [
-                NO_TIMESTAMP if pd.isna(s) else s.strftime("%Y-%m-%dT%H:%M:%SZ") for s in starts
-            ]
-        table.insert(table.columns.get_loc("window_start"), "window", names)
-        table["window_start"] = starts
+    starts = pd.to_datetime(table["window_start"])
+    if labels is not None:
+        names = [labels.get(s, NO_TIMESTAMP) for s in starts]
+    elif options.window is None:
+        names = [ALL_TIME] * len(table)
+    else:
+        names = [NO_TIMESTAMP if pd.isna(s) else s.strftime("%Y-%m-%dT%H:%M:%SZ") for s in starts]
+    table.insert(table.columns.get_loc("window_start"), "window", names)
+    table["window_start"] = starts
     return table
 
 
-FIGURE_WINDOWS = 20
-"""Windows the time figures aim for when no ``--window`` is given."""
-NICE_SECONDS = (
-    *(1, 2, 5, 10, 15, 20, 30),
-    *(60 * m for m in (1, 2, 5, 10, 15, 20, 30)),
-    *(3600 * h for h in (1, 2, 3, 4, 6, 8, 12)),
-    *(86_400 * d for d in (1, 2, 3, 4, 7, 14, 30, 61, 91, 182, 365)),
-)
-"""Window lengths chosen from (1 s to 1 year)."""
+def _trend(
+    partials: Partials, options: AuditOptions
+) -> tuple[pd.DataFrame, pd.DataFrame, str, dict[object, str] | None]:
+    """The cells and group sums of the figures' windows per ranker (``by`` values pooled),
+    what the report says about those windows, and their labels (None: ``--window``'s).
 
-
-def _trend_view(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions
-) -> tuple[str, str, dict[object, str] | None]:
-    """The view the figures' trend tables are computed on, what it says about its windows,
-    and the labels of its windows (None: those of ``--window``).
-
-    With ``--window`` the figures use it. Without, about :data:`FIGURE_WINDOWS` windows: by
-    the records' time span (the shortest of :data:`NICE_SECONDS` giving at most that many),
-    or, when some records have no timestamp or all share one, by record count in the order
-    written (time, then file and line)."""
+    With ``--window`` the figures use it. Without, about :data:`FIGURE_WINDOWS` windows over
+    the dated records' span: the shortest of :data:`NICE_SECONDS` giving at most that many;
+    records without a timestamp form the window ``(no timestamp)``, last."""
+    keys = ["ranker", "window_start"]
     if options.window is not None:
-        return "included", f"windows of {format_duration(options.window)} (--window)", None
-    n, dated, first, last = con.execute(
-        "SELECT count(*), count(ts), min(ts), max(ts) FROM included"
-    ).fetchone() or (0, 0, None, None)
-    if not n:
-        return "included", "no records", None
-    if dated == n and first is not None and last is not None and last > first:
-        span = (last - first).total_seconds()
-        seconds = next((x for x in NICE_SECONDS if span / x <= FIGURE_WINDOWS), NICE_SECONDS[-1])
-        micros = seconds * 1_000_000
-        con.execute(f"""
-            CREATE OR REPLACE TEMP VIEW trend AS SELECT * REPLACE (time_bucket(
-                INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP,
-                TIMESTAMP '2000-01-03 00:00:00') AS window_start) FROM included
-        """)
-        # labelled by DuckDB: any timestamp it holds has a label (pandas fails before 1677)
-        labels: dict[object, str] = dict(
-            con.execute(
-                "SELECT DISTINCT window_start, strftime(window_start, '%Y-%m-%dT%H:%M:%SZ') "
-                "FROM trend"
-            ).fetchall()
-        )
-        length = format_duration(timedelta(seconds=seconds))
+        why = f"windows of {format_duration(options.window)} (--window)"
         return (
-            "trend",
-            f"the time figures use {len(labels)} windows of {length}, chosen for about "
-            f"{FIGURE_WINDOWS} over the records' span (no --window given)",
-            labels,
+            _sum_by(partials.cells, keys),
+            _sum_by(partials.groups, [*keys, "group"]),
+            why,
+            None,
         )
-    size = max(1, math.ceil(n / FIGURE_WINDOWS))
-    con.execute(f"""
-        CREATE OR REPLACE TEMP VIEW trend AS SELECT * REPLACE ((row_number() OVER (
-            ORDER BY ts NULLS LAST, file_index, line_index) - 1) // {size} AS window_start)
-        FROM included
-    """)
-    count = math.ceil(n / size)
-    labels = {
-        i: f"#{i + 1:02d} (records {i * size + 1}-{min(n, (i + 1) * size)})" for i in range(count)
-    }
-    why = "some records have no timestamp" if dated < n else "the records share one time"
-    return (
-        "trend",
-        f"the time figures use {count} windows of {size} records each in the order written "
-        f"({why}; no --window given)",
-        labels,
+    seconds = figure_window_seconds(partials.span)
+    step, origin = pd.Timedelta(seconds=seconds), pd.Timestamp(WINDOW_ORIGIN)
+    frames = []
+    for frame, frame_keys in (
+        (partials.trend_cells, keys),
+        (partials.trend_groups, [*keys, "group"]),
+    ):
+        if frame.empty:
+            frames.append(frame)
+            continue
+        starts = pd.to_datetime(frame["window_start"])
+        frames.append(
+            _sum_by(
+                frame.assign(window_start=origin + (starts - origin).dt.floor(step)), frame_keys
+            )
+        )
+    cells, groups = frames
+    starts = sorted({s for s in pd.to_datetime(cells.get("window_start", [])) if not pd.isna(s)})
+    labels: dict[object, str] = {s: s.strftime("%Y-%m-%dT%H:%M:%SZ") for s in starts}
+    undated = int(partials.span["records"]) - int(partials.span["dated"])
+    if not int(partials.span["records"]):
+        return cells, groups, "no records", labels
+    if not labels:
+        why = (
+            f"no record has a timestamp: the time figures have one window, '{NO_TIMESTAMP}' "
+            "(windows by record count would not merge across --partials-out windows)"
+        )
+        return cells, groups, why, labels
+    why = (
+        f"the time figures use {len(labels)} windows of {format_duration(step.to_pytimedelta())}, "
+        f"chosen for about {FIGURE_WINDOWS} over the records' span (no --window given)"
     )
+    if undated:
+        why += f"; the {undated} records without a timestamp form the window '{NO_TIMESTAMP}'"
+    return cells, groups, why, labels
 
 
-def _cumulative(
-    con: duckdb.DuckDBPyConnection, view: str, trend_exposure: pd.DataFrame
-) -> pd.DataFrame:
+def _cumulative(trend_cells: pd.DataFrame, trend_exposure: pd.DataFrame) -> pd.DataFrame:
     """Per ranker, window by window as records accumulate: each group's exposure share and
     the amortized disparity of all records so far (``Σ W_t x_t / Σ W_t`` over them)."""
-    sums = con.execute(f"""
-        SELECT ranker, window_start, count(*) AS records,
-            sum(w) FILTER (d IS NOT NULL) AS sw, sum(w * d) AS a
-        FROM {view} GROUP BY ranker, window_start ORDER BY ranker, window_start
-    """).df()
     rows: list[pd.DataFrame] = []
-    for ranker, cells in sums.groupby("ranker", sort=True):
+    for ranker, cells in trend_cells.groupby("ranker", sort=True):
         cells = cells.sort_values("window_start", kind="stable")
-        records = cells["records"].cumsum().to_numpy()
         order = list(cells["window_start"])
+        base = {"ranker": ranker, "window_start": order}
+        base["records"] = cells["records"].cumsum().to_numpy().astype(int)
         with np.errstate(invalid="ignore", divide="ignore"):
             disparity = np.abs(
-                cells["a"].fillna(0).cumsum().to_numpy(float)
-                / cells["sw"].fillna(0).cumsum().to_numpy(float)
+                cells["d__a"].cumsum().to_numpy(float) / cells["d__sw"].cumsum().to_numpy(float)
             )
-        rows.append(
-            pd.DataFrame(
-                {
-                    "ranker": ranker,
-                    "window_start": order,
-                    "records": records,
-                    "series": "amortized disparity",
-                    "value": disparity,
-                }
-            )
-        )
+        rows.append(pd.DataFrame({**base, "series": "amortized disparity", "value": disparity}))
         mine = trend_exposure[trend_exposure["ranker"] == ranker]
         if mine.empty:
             continue
@@ -589,235 +483,149 @@ def _cumulative(
         for group in amount.columns:
             with np.errstate(invalid="ignore", divide="ignore"):
                 share = amount[group].cumsum().to_numpy(float) / total
-            rows.append(
-                pd.DataFrame(
-                    {
-                        "ranker": ranker,
-                        "window_start": order,
-                        "records": records,
-                        "series": str(group),
-                        "value": share,
-                    }
-                )
-            )
+            rows.append(pd.DataFrame({**base, "series": str(group), "value": share}))
     if not rows:
         return pd.DataFrame(columns=["ranker", "window_start", "records", "series", "value"])
     return pd.concat(rows, ignore_index=True)
 
 
-def _reading(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[Any]]
-) -> tuple[pd.DataFrame, list[str]]:
-    since = "NULL" if options.since is None else _since_literal(options)
-    rows = con.execute(f"""
-        SELECT file_index, count_if(usable) AS records,
-            count_if(kind = 'not_record') AS not_records,
-            count_if(kind = 'refused') AS refused,
-            count_if(kind = 'future') AS future,
-            count_if(usable AND ts IS NULL AND {since} IS NOT NULL) AS no_timestamp_excluded,
-            count_if(usable AND COALESCE(ts < {since}, false)) AS before_since,
-            count_if(usable AND ts IS NULL) AS no_timestamp,
-            list(DISTINCT source) FILTER (usable) AS sources
-        FROM records GROUP BY file_index ORDER BY file_index
-    """).fetchall()
-    names = [
-        "records",
-        "not_records",
-        "refused",
-        "future",
-        "no_timestamp_excluded",
-        "before_since",
-        "no_timestamp",
-        "sources",
-    ]
-    by_file = {row[0]: dict(zip(names, row[1:], strict=True)) for row in rows}
-    table = []
+READING_COLUMNS = (
+    "file",
+    "lines",
+    "damaged",
+    "not_records",
+    "refused",
+    "future",
+    "records",
+    "excluded_by_since",
+    "used",
+    "sources",
+)
+"""Columns of :attr:`AuditResult.reading`, one row per file."""
+
+
+def _reading(files: pd.DataFrame) -> pd.DataFrame:
+    """The reading table: per file, lines, damaged, records used, excluded, sources."""
+    table = files[list(READING_COLUMNS)].copy()
+    for column in READING_COLUMNS[1:-1]:
+        table[column] = table[column].astype(int)
+    return table.reset_index(drop=True)
+
+
+def _reading_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
+    """Per file, what was left out of the audit and why (with counts)."""
     notes: list[str] = []
-    for index, path in enumerate(options.paths):
-        row = by_file.get(index, {})
-        lines, damaged = counts["lines"][index], counts["damaged"][index]
-        number = {name: int(row.get(name) or 0) for name in names[:-1]}
-        excluded = number["before_since"] + number["no_timestamp_excluded"]
-        sources = sorted(row.get("sources") or [])
-        table.append(
-            {
-                "file": str(path),
-                "lines": lines,
-                "damaged": damaged,
-                "not_records": number["not_records"],
-                "refused": number["refused"],
-                "future": number["future"],
-                "records": number["records"],
-                "excluded_by_since": excluded,
-                "used": number["records"] - excluded,
-                "sources": ", ".join(sources),
-            }
-        )
+    for row in files.itertuples():
+        path, lines = row.file, int(row.lines)
+        said = {
+            "damaged": f"{row.damaged} of {lines} lines damaged (not JSON: torn write, "
+            "garbage); skipped, counted and listed under 'Lines left out'",
+            "not_records": f"{row.not_records} lines are JSON but not records (not an "
+            "object, or none of the record fields); skipped, counted and listed",
+            "refused": f"{row.refused} records refused (a value outside its metric's range, "
+            'or over a cap: docs/SPEC.md "Auditing logs"); counted and listed by line with '
+            "the reason",
+            "future": f"{row.future} records dated after the audit started "
+            f"({datetime.fromisoformat(row.audited_at).strftime('%Y-%m-%dT%H:%M:%SZ')}, a "
+            "clock skew of 5 minutes allowed): left out (also with --since), counted and listed",
+        }
         if not lines:
             notes.append(f"{path}: no line to read (an empty file)")
-        if damaged:
+        notes += [f"{path}: {text}" for name, text in said.items() if int(getattr(row, name))]
+        if options.since is not None and int(row.no_timestamp_excluded):
             notes.append(
-                f"{path}: {damaged} of {lines} lines damaged (not JSON: torn write, garbage); "
-                "skipped, counted and listed under 'Lines left out'"
+                f"{path}: {row.no_timestamp_excluded} records without a timestamp left out: "
+                "--since cannot place them"
             )
-        if number["not_records"]:
+        if options.window is not None and int(row.undated) and options.since is None:
             notes.append(
-                f"{path}: {number['not_records']} lines are JSON but not records (not an object, "
-                "or none of the record fields); skipped, counted and listed"
+                f"{path}: {row.undated} records without a usable timestamp: no time window for "
+                f"them; they form the window '{NO_TIMESTAMP}'"
             )
-        if number["refused"]:
-            notes.append(
-                f"{path}: {number['refused']} records refused (a value outside its metric's "
-                'range, or over a cap: docs/SPEC.md "Auditing logs"); counted and listed by '
-                "line with the reason"
-            )
-        if number["future"]:
-            notes.append(
-                f"{path}: {number['future']} records dated after the audit started "
-                f"({options.now.strftime('%Y-%m-%dT%H:%M:%SZ')}, a clock skew of 5 minutes "
-                "allowed): left out (also with --since), counted and listed"
-            )
-        if options.since is not None and number["no_timestamp_excluded"]:
-            notes.append(
-                f"{path}: {number['no_timestamp_excluded']} records without a timestamp left "
-                "out: --since cannot place them"
-            )
-        if options.window is not None and number["no_timestamp"] and options.since is None:
-            notes.append(
-                f"{path}: {number['no_timestamp']} records without a usable timestamp: no time "
-                f"window for them; they form the window '{NO_TIMESTAMP}'"
-            )
-    return pd.DataFrame(table), notes
+    return notes
 
 
-def _left_out(
-    con: duckdb.DuckDBPyConnection,
-    options: AuditOptions,
-    blank_lines: list[tuple[int, ...] | None],
-) -> pd.DataFrame:
-    """The first :data:`MAX_LISTED` lines of each file that are not records audited, with
-    their line numbers (from the blank lines the sieve noted; one more streaming pass over a
-    file the sieve read line by line)."""
-    rows = con.execute(f"""
-        SELECT file_index, line_index, kind, refusal FROM records WHERE NOT usable
-        QUALIFY row_number() OVER (PARTITION BY file_index ORDER BY line_index) <= {MAX_LISTED}
-        ORDER BY file_index, line_index
-    """).fetchall()
-    wanted: dict[int, list[int]] = {}
-    for file_index, line_index, _, _ in rows:
-        wanted.setdefault(int(file_index), []).append(int(line_index))
-    numbers = {
-        i: line_numbers(options.paths[i], lines, blank_lines[i]) for i, lines in wanted.items()
-    }
-    table = pd.DataFrame(
-        [
-            {
-                "file": str(options.paths[int(f)]),
-                "line": numbers[int(f)].get(int(i)),
-                "kind": kind,
-                "reason": reason,
-            }
-            for f, i, kind, reason in rows
-        ],
-        columns=["file", "line", "kind", "reason"],
-    )
-    table["line"] = table["line"].astype("Int64")  # a line not found (never expected): empty
-    return table
+METRIC_NOTES = {
+    "no_protected": "records name no protected group (the field `protected` is missing and "
+    "no --protected was given): no protected exposure share, exposure disparity or amortized "
+    "disparity for them",
+    "no_target": "records have a protected group but no target share for it: no disparity for them",
+    "bad_model": "records name an exposure model that is not dcg, uniform or rbp(p): no "
+    "exposure figures for them",
+    "no_list": "records carry neither `groups`, `exposure_by_group` nor `exposure_share`: no "
+    "exposure figures for them",
+    "empty_list": "records showed an empty list: no exposure to share",
+    "equal_weight": "records have no `groups` and no `k`: each weighs equally (W_t = 1) in "
+    "the amortized figures",
+    "errors": "records are of failed runs (`error`); their retrieval figures are kept",
+}
+"""What the count of records lacking something means (the report's "What could not be
+computed")."""
 
 
-def _metric_notes(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> list[str]:
-    """What could not be computed for how many records, and why."""
-    counts = (
-        con.execute(f"""
-        SELECT count(*) AS records,
-            count_if(protected IS NULL) AS no_protected,
-            count_if(protected IS NOT NULL AND target_share IS NULL) AS no_target,
-            count_if(NOT model_ok) AS bad_model,
-            count_if(model_ok AND w IS NULL) AS no_list,
-            count_if(w = 0) AS empty_list,
-            count_if(groups IS NULL AND by_group IS NULL AND w IS NOT NULL) AS equal_weight,
-            count_if(has_error) AS errors,
-            count_if(ts IS NULL) AS no_timestamp,
-            count_if(NOT answered) AS no_answer,
-            count_if(answered AND NOT has_attribution) AS before_attribution
-            {"".join(f", count({m}) AS {m}" for m in METRIC_FIELDS)}
-            {"".join(f", count_if(by_{i} IS NULL) AS by_{i}" for i in range(len(options.by)))}
-        FROM records WHERE usable
-        {"" if options.since is None else f"AND ts >= {_since_literal(options)}"}
-    """)
-        .df()
-        .fillna(0)  # count_if over no rows is NULL
-        .iloc[0]
-    )
-    total = int(counts["records"])
-    notes = []
-    if counts["no_protected"]:
-        notes.append(
-            f"{int(counts['no_protected'])} of {total} records name no protected group (the field "
-            "`protected` is missing and no --protected was given): no protected exposure share, "
-            "exposure disparity or amortized disparity for them"
-        )
-    if counts["no_target"]:
-        notes.append(
-            f"{int(counts['no_target'])} records have a protected group but no target share for "
-            "it: no disparity for them"
-        )
-    if counts["bad_model"]:
-        notes.append(
-            f"{int(counts['bad_model'])} records name an exposure model that is not dcg, uniform "
-            "or rbp(p): no exposure figures for them"
-        )
-    if counts["no_list"]:
-        notes.append(
-            f"{int(counts['no_list'])} records carry neither `groups`, `exposure_by_group` nor "
-            "`exposure_share`: no exposure figures for them"
-        )
-    if counts["empty_list"]:
-        notes.append(
-            f"{int(counts['empty_list'])} records showed an empty list: no exposure to share"
-        )
-    if counts["equal_weight"]:
-        notes.append(
-            f"{int(counts['equal_weight'])} records have no `groups` and no `k`: each weighs "
-            "equally (W_t = 1) in the amortized figures"
-        )
-    if counts["errors"]:
-        notes.append(
-            f"{int(counts['errors'])} records are of failed runs (`error`); their retrieval "
-            "figures are kept"
-        )
+def _metric_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
+    """What could not be computed for how many of the records audited, and why."""
+    counts = files.drop(columns=["file", "sources", "audited_at"]).sum().astype(int)
+    total = int(counts["used"])
+    notes = [
+        f"{counts[name]} of {total} {text}" if name == "no_protected" else f"{counts[name]} {text}"
+        for name, text in METRIC_NOTES.items()
+        if counts[name]
+    ]
     for i, name in enumerate(options.by):
-        if counts[f"by_{i}"]:
+        if counts[f"by_{i}__missing"]:
             notes.append(
-                f"--by {name}: missing from {int(counts[f'by_{i}'])} of {total} records (neither "
-                f"at top level nor in `metadata`); they form the group '{MISSING_VALUE}'"
+                f"--by {name}: missing from {counts[f'by_{i}__missing']} of {total} records "
+                f"(neither at top level nor in `metadata`); they form the group "
+                f"'{MISSING_VALUE}'"
             )
     if counts["no_timestamp"] and options.window is None and options.since is None:
         notes.append(
-            f"{int(counts['no_timestamp'])} of {total} records have no usable `timestamp`: they "
+            f"{counts['no_timestamp']} of {total} records have no usable `timestamp`: they "
             "cannot be placed in time windows (--window) nor filtered by --since"
         )
     no_answer, before = int(counts["no_answer"]), int(counts["before_attribution"])
     for metric in METRIC_FIELDS:
-        present = int(counts[metric])
+        present = int(counts[f"{metric}__present"])
         if present >= total:
             continue
         parts = [f"{no_answer} without an answer"] if no_answer else []
-        if metric in ATTRIBUTED_FIELDS:
-            if before:
-                parts.append(
-                    f"{before} answered in records without the attributed fields (written "
-                    "before the attribution: schema 1, or an earlier library)"
-                )
-            null = total - present - no_answer - before
-        else:
-            null = total - present - no_answer
+        null = total - present - no_answer
+        if metric in ATTRIBUTED_FIELDS and before:
+            parts.append(
+                f"{before} answered in records without the attributed fields (written "
+                "before the attribution: schema 1, or an earlier library)"
+            )
+            null -= before
         if null > 0:
             parts.append(f"{null} answered, without a value ({NO_VALUE_BECAUSE[metric]})")
         notes.append(
             f"{metric}: no value in {total - present} of {total} records ({'; '.join(parts)})"
         )
     return notes
+
+
+GENERATION_COLUMNS = (
+    "records",
+    "answers",
+    "follows_format",
+    "paper_measured",
+    "attributed_measured",
+    "without_attribution",
+    "attributed_nothing",
+    "bullets",
+    "attributed_bullets",
+    *STYLE_COLUMNS,
+)
+"""Columns of :attr:`AuditResult.generation` after ``ranker``."""
+
+
+def _generation_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per ranker, what the answers cited (the columns of :attr:`AuditResult.generation`)."""
+    if cells.empty:
+        return pd.DataFrame(columns=["ranker", *GENERATION_COLUMNS])
+    table = _sum_by(cells[["ranker", *GENERATION_COLUMNS]], ["ranker"])
+    return table.astype({name: "int64" for name in GENERATION_COLUMNS})
 
 
 NO_VALUE_BECAUSE = {
@@ -835,36 +643,6 @@ NO_VALUE_BECAUSE = {
     "attributed_citation_precision": "no shown document cited, or written before issue 33",
 }
 """Why a generation metric of an answered record has no value (docs/SPEC.md "Metrics")."""
-
-STYLE_COLUMNS = (*(f"style_{style}" for style in KNOWN_STYLES), "style_none")
-"""Columns of :attr:`AuditResult.generation`: the answers using each citation style."""
-
-
-def _generation_table(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Per ranker, what the answers cited (the columns of :attr:`AuditResult.generation`)."""
-    styles = "".join(
-        f", count_if(list_contains(styles, '{style}'))::BIGINT AS style_{style}"
-        for style in KNOWN_STYLES
-    )
-    return con.execute(f"""
-        SELECT ranker, count(*) AS records, count_if(answered)::BIGINT AS answers,
-            -- a record without follows_citation_format followed it when its parity has a
-            -- value (a valid (DocTitle: X) citation)
-            count_if(answered AND COALESCE(follows, generation_parity IS NOT NULL))::BIGINT
-                AS follows_format,
-            count_if(answered AND generation_parity IS NOT NULL)::BIGINT AS paper_measured,
-            count_if(answered AND attributed_generation_parity IS NOT NULL)::BIGINT
-                AS attributed_measured,
-            count_if(answered AND NOT has_attribution)::BIGINT AS without_attribution,
-            count_if(answered AND has_attribution AND n_attributed_bullets = 0)::BIGINT
-                AS attributed_nothing,
-            COALESCE(sum(n_attribution_bullets) FILTER (answered), 0)::BIGINT AS bullets,
-            COALESCE(sum(n_attributed_bullets) FILTER (answered), 0)::BIGINT
-                AS attributed_bullets
-            {styles},
-            count_if(answered AND len(styles) = 0)::BIGINT AS style_none
-        FROM included GROUP BY ranker ORDER BY ranker
-    """).df()
 
 
 def _generation_why(table: pd.DataFrame) -> list[str]:
@@ -943,51 +721,77 @@ def _generation_why(table: pd.DataFrame) -> list[str]:
     return why
 
 
-def _pairwise(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions
-) -> tuple[pd.DataFrame, list[str]]:
-    """``fairrag_core.stats.pairwise_t_tests`` between rankers, per metric and ``by`` values."""
+def _pairwise(cells: pd.DataFrame, options: AuditOptions) -> tuple[pd.DataFrame, list[str]]:
+    """Pooled-variance Student t-tests (``fairrag_core.stats.t_test``'s, from each sample's
+    ``n``, ``Σ x`` and ``Σ x²``) between rankers, per metric and ``by`` values, over the whole
+    period: the rows of ``fairrag_core.stats.pairwise_t_tests``."""
     by_cols = [f"by_{i}" for i in range(len(options.by))]
-    columns = ["exposure_share", "exposure_disparity", *METRIC_FIELDS]
-    select = ", ".join(
-        ["ranker", *by_cols, "p AS exposure_share", "exposure_disparity", *METRIC_FIELDS]
-    )
-    data = con.execute(f"SELECT {select} FROM included").df()
-    rows: list[dict[str, Any]] = []
+    whole = _sum_by(cells, ["ranker", *by_cols]) if not cells.empty else cells
     notes: list[str] = []
-    skipped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    if data["ranker"].nunique() < 2:
+    if whole.empty or whole["ranker"].nunique() < 2:
         return pd.DataFrame(), notes
-    sizes = data["ranker"].value_counts(sort=True)
+    sizes = whole.groupby("ranker")["records"].sum().reset_index()
+    sizes = sizes.sort_values(["records", "ranker"], ascending=[False, True])
     if len(sizes) > MAX_COMPARED_RANKERS:
         notes.append(
             f"rankers compared: the {MAX_COMPARED_RANKERS} of {len(sizes)} rankers with the most "
             "records (the pairs grow as the square of the rankers)"
         )
-        data = data[data["ranker"].isin(sizes.index[:MAX_COMPARED_RANKERS])]
-    cells = data.groupby(by_cols, sort=True) if by_cols else [((), data)]
-    for key, cell in cells:
-        key = key if isinstance(key, tuple) else (key,)
-        labels = dict(zip(options.by, key, strict=True))
-        groups = {name: frame for name, frame in cell.groupby("ranker", sort=True)}
-        for metric in columns:
+        whole = whole[whole["ranker"].isin(sizes["ranker"][:MAX_COMPARED_RANKERS])]
+    rows: list[dict[str, Any]] = []
+    skipped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for key, cell in whole.groupby(by_cols, sort=True) if by_cols else [((), whole)]:
+        labels = dict(zip(options.by, key if isinstance(key, tuple) else (key,), strict=True))
+        cell = cell.sort_values("ranker")
+        for metric in PAIRWISE_METRICS:
+            n, mean, variance = _moments(cell, "p" if metric == "exposure_share" else metric)
             samples = {
-                name: frame[metric].to_numpy(float)
-                for name, frame in groups.items()
-                if np.isfinite(frame[metric].to_numpy(float)).sum() >= 2
+                str(name): (int(n[i]), mean[i], variance[i])
+                for i, name in enumerate(cell["ranker"])
+                if n[i] >= 2
             }
-            left_out = tuple(sorted(set(groups) - set(samples)))
-            if left_out and len(groups) >= 2:
+            left_out = tuple(sorted(set(cell["ranker"]) - set(samples)))
+            if left_out and len(cell) >= 2:
                 where = ", ".join(f"{k}={v}" for k, v in labels.items()) or "all records"
                 skipped.setdefault((where, left_out), []).append(metric)
-            for row in pairwise_t_tests(samples, alpha=options.alpha):
-                rows.append({**labels, "metric": metric, **row.__dict__, "alpha": options.alpha})
+            for test in _t_tests(samples, options.alpha):
+                rows.append({**labels, "metric": metric, **test, "alpha": options.alpha})
     for (where, left_out), metrics in skipped.items():
         notes.append(
             f"rankers compared ({where}): {', '.join(left_out)} left out of the t-tests of "
             f"{', '.join(metrics)} (fewer than 2 values)"
         )
     return pd.DataFrame(rows), notes
+
+
+def _t_tests(
+    samples: dict[str, tuple[int, float, float]], alpha: float
+) -> Iterable[dict[str, Any]]:
+    """Every unordered pair of ``samples`` (name → n, mean, variance), in order: the fields
+    of ``fairrag_core.stats.PairwiseRow`` (``s_p² = ((n_a − 1) s_a² + (n_b − 1) s_b²) / df``,
+    ``t = (mean_a − mean_b) / sqrt(s_p² (1/n_a + 1/n_b))``, ``df = n_a + n_b − 2``)."""
+    names = list(samples)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            (n_a, mean_a, var_a), (n_b, mean_b, var_b) = samples[a], samples[b]
+            df = n_a + n_b - 2
+            pooled = ((n_a - 1) * var_a + (n_b - 1) * var_b) / df
+            # zero pooled variance follows scipy: ±inf (p = 0) for different means, else NaN
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = float(np.float64(mean_a - mean_b) / np.sqrt(pooled * (1 / n_a + 1 / n_b)))
+            p = float(2.0 * scipy_stats.t.sf(abs(t), df)) if not math.isnan(t) else math.nan
+            crit = critical_t(df, alpha)
+            yield {
+                "a": a,
+                "b": b,
+                "mean_a": float(mean_a),
+                "mean_b": float(mean_b),
+                "t": t,
+                "df": df,
+                "p": p,
+                "critical_t": crit,
+                "significant": bool(abs(t) > crit),
+            }
 
 
 def _drift(metrics: pd.DataFrame, options: AuditOptions) -> pd.DataFrame:

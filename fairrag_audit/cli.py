@@ -20,45 +20,56 @@ DESCRIPTION = (
 )
 
 
-def add_audit_command(commands: Any) -> argparse.ArgumentParser:
-    """Register ``audit`` on the ``fairrag`` subparsers; its handler is ``args.handler``."""
-    audit = commands.add_parser("audit", help="report on fairness logs", description=DESCRIPTION)
-    audit.add_argument(
-        "logs",
-        nargs="+",
-        type=Path,
-        metavar="LOG",
-        help="JSON-lines log(s), Parquet files or folders",
-    )
-    audit.add_argument("--out", type=Path, required=True, help="folder for the report")
-    audit.add_argument(
-        "--by",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="also split by this record field (top level, else in metadata); repeat it or "
-        "give several separated by commas",
-    )
-    audit.add_argument("--since", help="ISO 8601 time (UTC unless it says) or a duration: 7d")
-    audit.add_argument("--window", help="time windows of this length: 30m, 1h, 1d, 1w")
-    audit.add_argument(
-        "--max-disparity", type=float, help="band for the amortized disparity, e.g. 0.05"
-    )
-    audit.add_argument("--protected", help="protected group of records that name none")
-    audit.add_argument(
-        "--target-share", type=float, help="its target share (default 0.5, with --protected)"
-    )
-    audit.add_argument(
-        "--exposure", default="dcg", help="exposure model of records that name none (dcg)"
-    )
-    audit.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
-    audit.add_argument("--alpha", type=float, default=0.01, help="t-test level (0.01)")
-    audit.add_argument(
-        "--to-parquet",
-        action="store_true",
-        help="instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
+COMMAND_FLAGS: dict[str, dict[str, Any]] = {
+    "--out": {"type": Path, "help": "folder for the report"},
+    "--partials-out": {
+        "type": Path,
+        "metavar": "DIR",
+        "help": "save this window's partial aggregates (counts and sums) to DIR, to merge "
+        "later with --from-partials; with --out, also write the report",
+    },
+    "--from-partials": {
+        "nargs": "+",
+        "type": Path,
+        "default": [],
+        "metavar": "DIR",
+        "help": "report on the merged partials saved by earlier runs (--partials-out) instead "
+        "of reading logs: the report of one run over all their logs",
+    },
+    "--to-parquet": {
+        "action": "store_true",
+        "help": "instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
         "(the record schema; audit those files or their folder later)",
-    )
+    },
+}
+"""What the command does with the audit (where the report and partials go), beside the
+settings of :class:`fairrag_audit.options.AuditOptions`."""
+
+REPORT_SETTINGS = ("max_disparity", "confidence", "alpha")
+"""Settings of the report, not of the sums: the only ones --from-partials takes."""
+
+
+def add_audit_command(commands: Any) -> argparse.ArgumentParser:
+    """Register ``audit`` on the ``fairrag`` subparsers; its handler is ``args.handler``.
+
+    Its flags are the fields of :class:`~fairrag_audit.options.AuditOptions` (help from each
+    field's description), given only when the user gives them: the model checks and converts
+    every value once (:func:`run_audit_command`)."""
+    from .options import AuditOptions, flag_of
+
+    audit = commands.add_parser("audit", help="report on fairness logs", description=DESCRIPTION)
+    for name, field in AuditOptions.model_fields.items():
+        extra = dict(field.json_schema_extra or {})  # type: ignore[arg-type]
+        if extra.pop("cli", True) is False:
+            continue
+        if name == "paths":
+            audit.add_argument("logs", nargs="*", type=Path, metavar="LOG", help=field.description)
+            continue
+        audit.add_argument(
+            flag_of(name), dest=name, default=argparse.SUPPRESS, help=field.description, **extra
+        )
+    for flag, settings in COMMAND_FLAGS.items():
+        audit.add_argument(flag, **settings)
     audit.set_defaults(handler=run_audit_command)
     return audit
 
@@ -67,33 +78,59 @@ def run_audit_command(args: argparse.Namespace) -> int:
     """Run the audit the parsed ``args`` ask for; 0 on success, 2 on bad input."""
     import duckdb
 
-    from .analysis import audit
-    from .report import check_out, write_report
-
     start = time.perf_counter()
-    if args.to_parquet:
-        return _convert(args, start)
     try:
-        check_out(args.out, args.logs)  # before any work: a file, or a folder holding a log
-        result = audit(
-            [str(p) for p in args.logs],
-            by=[field.strip() for value in args.by for field in value.split(",")],
-            since=args.since,
-            window=args.window,
-            max_disparity=args.max_disparity,
-            protected=args.protected,
-            target_share=args.target_share,
-            exposure=args.exposure,
-            confidence=args.confidence,
-            alpha=args.alpha,
-        )
-        written = write_report(result, args.out)
+        if args.to_parquet:
+            _convert(args)
+            code = 0
+        else:
+            code = _report(args)
     except ValueError as exc:
         print(f"fairrag audit: error: {exc}", file=sys.stderr)
         return 2
     except (OSError, duckdb.Error) as exc:  # a log that cannot be read, a full disk
         print(f"fairrag audit: error reading or writing: {exc}", file=sys.stderr)
         return 1
+    print(f"done in {time.perf_counter() - start:.1f} s")
+    return code
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the user gave (flags of :class:`AuditOptions` fields), as typed."""
+    from .options import AuditOptions
+
+    return {name: getattr(args, name) for name in AuditOptions.model_fields if hasattr(args, name)}
+
+
+def _report(args: argparse.Namespace) -> int:
+    """Audit the logs (or merge saved partials) and write the report and/or the partials."""
+    from .analysis import AuditResult, audit_partials, report_of
+    from .options import AuditOptions
+    from .partials import compute_partials, write_partials
+    from .report import check_out, write_report
+
+    settings = _settings(args)
+    _check_sources(args, settings)
+    if args.out is not None:  # before any work: a file, or a folder holding a log
+        check_out(args.out, args.logs)
+    result: AuditResult
+    if args.from_partials:
+        result = audit_partials(args.from_partials, **settings)
+    else:
+        options = AuditOptions.create(args.logs, **settings)
+        partials = compute_partials(options)
+        if args.partials_out is not None:
+            saved = write_partials(partials, args.partials_out)
+            print(f"partials: {saved} ({len(partials.cells):,} cells, {len(partials.files)} logs)")
+            if args.out is None:
+                return 0
+        result = report_of(partials, options)
+    written = write_report(result, args.out)
+    return _summary(result, written)
+
+
+def _summary(result: Any, written: dict[str, Path]) -> int:
+    """Say what the audit read and found; 2 when no log held a record."""
     reading = result.reading
     print(
         f"{int(reading['lines'].sum()):,} lines, {int(reading['damaged'].sum()):,} damaged, "
@@ -104,7 +141,6 @@ def run_audit_command(args: argparse.Namespace) -> int:
     for line in result.generation_why:
         print(f"generation: {line}")
     print(f"report: {written['report.md']} and {written['report.html']}")
-    print(f"done in {time.perf_counter() - start:.1f} s")
     if not int(reading["records"].sum()):
         print(
             f"fairrag audit: error: no record to audit in {len(reading)} log(s): "
@@ -118,40 +154,55 @@ def run_audit_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _convert(args: argparse.Namespace, start: float) -> int:
-    """``--to-parquet``: each log to ``OUT/<name>.parquet``; 0, or 2 on bad input."""
-    import duckdb
+def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """Logs or saved partials, not both; where the report or the partials go."""
+    from .options import flag_of
 
+    if args.logs and args.from_partials:
+        raise ValueError("give LOG files or --from-partials, not both")
+    if not args.logs and not args.from_partials:
+        raise ValueError(
+            "give LOG files to audit, or --from-partials DIR... to report on saved partials"
+        )
+    if args.from_partials:
+        fixed = [name for name in settings if name not in REPORT_SETTINGS]
+        if fixed:
+            raise ValueError(
+                f"{flag_of(fixed[0])}: the partials were computed with their own settings "
+                "(given when they were written with --partials-out); --from-partials takes "
+                "only --out, --max-disparity, --confidence and --alpha"
+            )
+        if args.partials_out is not None:
+            raise ValueError("--partials-out saves the partials of LOG files; give LOG files")
+    if args.out is None and args.partials_out is None:
+        raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+
+
+def _convert(args: argparse.Namespace) -> None:
+    """``--to-parquet``: each log to ``OUT/<name>.parquet``."""
     from .options import AuditOptions
     from .scan import is_parquet, to_parquet
 
-    try:
-        options = AuditOptions.create(args.logs, by=[f for v in args.by for f in v.split(",")])
-        if args.out.exists() and not args.out.is_dir():
-            raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")
-        targets: dict[str, Path] = {}
-        for path in options.paths:  # every name checked before anything is written
-            if is_parquet(path):
-                raise ValueError(f"log {str(path)!r} is already Parquet")
-            name = path.name.removesuffix(".gz").removesuffix(".jsonl") + ".parquet"
-            if name in targets:
-                raise ValueError(
-                    f"logs {str(targets[name])!r} and {str(path)!r} would both be written to "
-                    f"{str(args.out / name)!r}; convert them into different --out folders"
-                )
-            targets[name] = path
-        args.out.mkdir(parents=True, exist_ok=True)
-        for name, path in targets.items():
-            rows = to_parquet(path, args.out / name, ("metadata", *options.by))
-            print(f"{path} -> {args.out / name}: {rows:,} rows")
-    except ValueError as exc:
-        print(f"fairrag audit: error: {exc}", file=sys.stderr)
-        return 2
-    except (OSError, duckdb.Error) as exc:
-        print(f"fairrag audit: error reading or writing: {exc}", file=sys.stderr)
-        return 1
-    print(f"done in {time.perf_counter() - start:.1f} s")
-    return 0
+    if args.out is None:
+        raise ValueError("--out: give a folder for the Parquet files")
+    options = AuditOptions.create(args.logs, by=getattr(args, "by", ()))
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")
+    targets: dict[str, Path] = {}
+    for path in options.paths:  # every name checked before anything is written
+        if is_parquet(path):
+            raise ValueError(f"log {str(path)!r} is already Parquet")
+        name = path.name.removesuffix(".gz").removesuffix(".jsonl") + ".parquet"
+        if name in targets:
+            raise ValueError(
+                f"logs {str(targets[name])!r} and {str(path)!r} would both be written to "
+                f"{str(args.out / name)!r}; convert them into different --out folders"
+            )
+        targets[name] = path
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, path in targets.items():
+        rows = to_parquet(path, args.out / name, ("metadata", *options.by))
+        print(f"{path} -> {args.out / name}: {rows:,} rows")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """The audit past one machine: each shard of the logs (a file, or a set of files) is read and
-checked by DuckDB on a Dask worker into partial aggregates (:mod:`fairrag_audit.partials`); the
-client merges them by adding. The shards' partials equal one DuckDB run's over all the logs
-(up to the order of floating-point sums).
+checked by DuckDB on a Dask worker into partial aggregates (:mod:`fairrag_audit.partials`, the
+same the single-machine audit and ``--partials-out`` compute); the client merges them
+(:func:`fairrag_audit.partials.merge_partials`) and
+:func:`fairrag_audit.analysis.report_of` makes the report. The shards' partials equal one
+DuckDB run's over all the logs (up to the order of floating-point sums).
 
 Dask rather than Spark or Ray Data: its workers run plain Python, so each task is the same
 DuckDB code the single-machine audit runs (no second implementation of the checks in another
@@ -11,15 +13,12 @@ engine's dialect), it needs no JVM, and ``dask[distributed]`` is one pip install
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from .options import AuditOptions
-from .partials import compute_partials, merge_partials
+from .partials import Partials, compute_partials, merge_partials
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -27,16 +26,16 @@ if TYPE_CHECKING:
 __all__ = ["distributed_partials"]
 
 
-def _shard_partials(options: AuditOptions) -> pd.DataFrame:
+def _shard_partials(options: AuditOptions) -> Partials:
     """A worker's task: the partials of one shard, read with DuckDB on the worker."""
     return compute_partials(options)
 
 
 def distributed_partials(
     client: Client, options: AuditOptions, shards: Sequence[Sequence[str | Path]] | None = None
-) -> pd.DataFrame:
+) -> Partials:
     """The partial aggregates of ``options.paths`` computed shard by shard on ``client``'s
-    cluster (one task per shard; default: one shard per file), merged here.
+    cluster (one task per shard; default: one shard per file), merged here in shard order.
 
     Every worker must see the files at the same paths (a shared or object-store mount). All
     shards share ``options`` (its ``now``, windows and targets), so their records are checked
@@ -45,6 +44,6 @@ def distributed_partials(
         shards = [[path] for path in options.paths]
     if not shards:
         raise ValueError("shards must name at least one shard of log files, got none")
-    tasks = [dataclasses.replace(options, paths=tuple(Path(p) for p in shard)) for shard in shards]
+    tasks = [options.with_paths([Path(p) for p in shard]) for shard in shards]
     futures = client.map(_shard_partials, tasks, pure=False)
     return merge_partials(client.gather(futures))

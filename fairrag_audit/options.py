@@ -1,18 +1,35 @@
-"""What an audit is asked to do: the settings, checked before any file is read."""
+"""What an audit is asked to do: one typed model of its settings, checked once before any file
+is read; ``fairrag audit``'s flags are built from its fields (:mod:`fairrag_audit.cli`)."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fairrag_core.exposure import ExposureModel
 
-__all__ = ["AuditOptions", "format_duration", "parse_duration", "parse_since"]
+__all__ = [
+    "AuditOptions",
+    "flag_of",
+    "format_duration",
+    "options_error",
+    "parse_duration",
+    "parse_since",
+]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -55,52 +72,136 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             f"--since {text!r} is neither an ISO 8601 date or time (2026-12-01, "
             "2026-12-01T02:00:00Z) nor a duration before now (24h, 7d)"
         ) from None
+    return _utc(moment)
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (UTC when it names no offset)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
 
 
-@dataclass(frozen=True)
-class AuditOptions:
-    """The settings of one audit (see :func:`fairrag_audit.audit` for each one's meaning)."""
+def _fraction(name: str, value: object, *, closed: bool) -> float:
+    """``value`` (a number, or its text from the command line) in [0, 1] (``closed``) or
+    (0, 1); else ``ValueError`` naming the flag."""
+    number: float | None = None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    ok = number is not None and math.isfinite(number)
+    if ok and number is not None:
+        ok = 0 <= number <= 1 if closed else 0 < number < 1
+    if not ok or number is None:
+        interval = "[0, 1]" if closed else "(0, 1)"
+        shown = value if number is None else number
+        raise ValueError(f"{name} {shown!r} must be a number in {interval}")
+    return number
 
-    paths: tuple[Path, ...]
-    by: tuple[str, ...] = ()
-    since: datetime | None = None
-    window: timedelta | None = None
-    max_disparity: float | None = None
-    protected: str | None = None
-    target_share: float | None = None
-    exposure: str = "dcg"
-    confidence: float = 0.95
-    alpha: float = 0.01
-    now: datetime = dataclass_field(default_factory=lambda: datetime.now(timezone.utc))
-    """When the audit started (UTC): ``--since 7d`` counts back from it, and a record dated
-    after it (beyond the clock skew allowed) is refused as from the future."""
 
+def flag_of(field: str) -> str:
+    """The command-line flag of an option's field (``target_share`` → ``--target-share``;
+    ``paths`` → ``LOG``)."""
+    return "LOG" if field == "paths" else "--" + field.replace("_", "-")
+
+
+def options_error(error: ValidationError) -> str:
+    """A :class:`ValidationError` of the options as one line per setting, each naming its
+    flag and what is accepted."""
+    lines = []
+    for item in error.errors():
+        message = str(item["msg"]).removeprefix("Value error, ")
+        field = str(item["loc"][0]) if item["loc"] else ""
+        flag = flag_of(field) if field else ""
+        if flag and flag not in message:
+            message = f"{flag}: {message} (got {item.get('input')!r})"
+        lines.append(message)
+    return "; ".join(lines)
+
+
+class AuditOptions(BaseModel):
+    """The settings of one audit (see :func:`fairrag_audit.audit` for each one's meaning).
+
+    Each field's description is its flag's help in ``fairrag audit``; a bad value raises a
+    ``ValidationError`` (a ``ValueError``) naming the flag and what is accepted
+    (:meth:`create` raises it as one plain ``ValueError``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=False)
+
+    now: datetime = Field(
+        default_factory=lambda: datetime.now(timezone.utc),
+        description="When the audit started (UTC): --since 7d counts back from it, and a "
+        "record dated after it (beyond the clock skew allowed) is refused as from the future.",
+        json_schema_extra={"cli": False},
+    )
+    paths: tuple[Path, ...] = Field(
+        description="JSON-lines log(s), Parquet files or folders",
+    )
+    by: tuple[str, ...] = Field(
+        default=(),
+        description="also split by this record field (top level, else in metadata); repeat "
+        "it or give several separated by commas",
+        json_schema_extra={"action": "append", "metavar": "FIELD"},
+    )
+    since: datetime | None = Field(
+        default=None,
+        description="ISO 8601 time (UTC unless it says) or a duration: 7d",
+        json_schema_extra={"metavar": "TIME"},
+    )
+    window: timedelta | None = Field(
+        default=None,
+        description="time windows of this length: 30m, 1h, 1d, 1w",
+        json_schema_extra={"metavar": "DURATION"},
+    )
+    max_disparity: float | None = Field(
+        default=None,
+        description="band for the amortized disparity, e.g. 0.05",
+        json_schema_extra={"metavar": "BAND"},
+    )
+    protected: str | None = Field(
+        default=None,
+        description="protected group of records that name none",
+        json_schema_extra={"metavar": "GROUP"},
+    )
+    target_share: float | None = Field(
+        default=None,
+        description="its target share (default 0.5, with --protected)",
+        json_schema_extra={"metavar": "SHARE"},
+    )
+    exposure: str = Field(
+        default="dcg",
+        description="exposure model of records that name none: dcg, uniform, rbp or rbp(p) (dcg)",
+        json_schema_extra={"metavar": "MODEL"},
+    )
+    confidence: float = Field(
+        default=0.95, description="interval level (0.95)", json_schema_extra={"metavar": "LEVEL"}
+    )
+    alpha: float = Field(
+        default=0.01, description="t-test level (0.01)", json_schema_extra={"metavar": "LEVEL"}
+    )
+
+    @field_validator("now", mode="after")
     @classmethod
-    def create(
-        cls,
-        paths: Sequence[str | Path] | str | Path,
-        *,
-        by: Sequence[str] | str = (),
-        since: str | datetime | None = None,
-        window: str | timedelta | None = None,
-        max_disparity: float | None = None,
-        protected: str | None = None,
-        target_share: float | None = None,
-        exposure: str = "dcg",
-        confidence: float = 0.95,
-        alpha: float = 0.01,
-        now: datetime | None = None,
-    ) -> AuditOptions:
-        """Check every setting; a bad one raises ``ValueError`` naming it and what is accepted."""
-        now = datetime.now(timezone.utc) if now is None else now.astimezone(timezone.utc)
+    def _now_utc(cls, now: datetime) -> datetime:
+        return _utc(now)
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _logs(cls, paths: object, info: ValidationInfo) -> tuple[Path, ...]:
+        """One or more log files, Parquet files or folders holding Parquet files."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        if not isinstance(paths, Sequence):
+            raise ValueError(f"paths {paths!r}: give log files (a list of paths)")
         files = tuple(Path(p) for p in paths)
         if not files:
             raise ValueError("paths: give at least one log file (JSON lines, optionally .gz)")
+        if (info.context or {}).get("saved"):
+            return files  # the files saved partials were computed from: not read again
         for path in files:
             if path.is_dir() and next(path.rglob("*.parquet"), None) is not None:
                 continue  # a (hive-partitioned) folder of Parquet logs
@@ -110,7 +211,18 @@ class AuditOptions:
                     f"log {str(path)!r} {why}; give JSON-lines files (.jsonl[.gz]), Parquet "
                     "files or folders of them"
                 )
-        fields = (by,) if isinstance(by, str) else tuple(by)
+        return files
+
+    @field_validator("by", mode="before")
+    @classmethod
+    def _fields(cls, by: object) -> tuple[str, ...]:
+        """Record fields, each given once (``--by a,b`` names two); not ranker nor window."""
+        values = [by] if isinstance(by, str) else list(by) if isinstance(by, Sequence) else [by]
+        fields: list[object] = []
+        for value in values:
+            fields += (
+                [part.strip() for part in value.split(",")] if isinstance(value, str) else [value]
+            )
         for field in fields:
             if not isinstance(field, str) or not _FIELD.match(field):
                 raise ValueError(
@@ -123,28 +235,53 @@ class AuditOptions:
                     "another record field (e.g. tenant, topic)"
                 )
         if len(set(fields)) != len(fields):
-            raise ValueError(f"--by names a field twice: {list(fields)}")
+            raise ValueError(f"--by names a field twice: {fields}")
+        return tuple(str(field) for field in fields)
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _since(cls, since: object, info: ValidationInfo) -> datetime | None:
+        if since is None:
+            return None
         if isinstance(since, str):
-            since = parse_since(since, now)
-        elif since is not None:
-            if not isinstance(since, datetime):
-                raise ValueError(f"--since {since!r}: give an ISO 8601 string or a datetime")
-            since = since.replace(tzinfo=timezone.utc) if since.tzinfo is None else since
-            since = since.astimezone(timezone.utc)
+            return parse_since(since, info.data.get("now"))
+        if not isinstance(since, datetime):
+            raise ValueError(f"--since {since!r}: give an ISO 8601 string or a datetime")
+        return _utc(since)
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, window: object) -> timedelta | None:
+        if window is None:
+            return None
         if isinstance(window, str):
-            window = parse_duration(window)
-        elif window is not None and (not isinstance(window, timedelta) or window <= timedelta(0)):
+            return parse_duration(window)
+        if not isinstance(window, timedelta) or window <= timedelta(0):
             raise ValueError(f"--window {window!r}: give a positive duration such as 1h or 7d")
-        _check_fraction("--max-disparity", max_disparity, allow_none=True, closed=True)
-        _check_fraction("--target-share", target_share, allow_none=True, closed=True)
-        _check_fraction("--confidence", confidence, allow_none=False, closed=False)
-        _check_fraction("--alpha", alpha, allow_none=False, closed=False)
-        if target_share is not None and protected is None:
-            raise ValueError(
-                f"--target-share {target_share!r} needs --protected (the group it is owed to)"
-            )
+        return window
+
+    @field_validator("max_disparity", "target_share", mode="before")
+    @classmethod
+    def _share(cls, value: object, info: ValidationInfo) -> float | None:
+        return (
+            None if value is None else _fraction(flag_of(str(info.field_name)), value, closed=True)
+        )
+
+    @field_validator("confidence", "alpha", mode="before")
+    @classmethod
+    def _level(cls, value: object, info: ValidationInfo) -> float:
+        return _fraction(flag_of(str(info.field_name)), value, closed=False)
+
+    @field_validator("protected", mode="before")
+    @classmethod
+    def _group(cls, protected: object) -> str | None:
         if protected is not None and (not isinstance(protected, str) or not protected.strip()):
             raise ValueError(f"--protected {protected!r}: give a group label such as female")
+        return protected
+
+    @field_validator("exposure", mode="before")
+    @classmethod
+    def _exposure(cls, exposure: object) -> str:
         if not isinstance(exposure, str) or not _EXPOSURE.match(exposure):
             raise ValueError(
                 f"--exposure {exposure!r} is unknown; use dcg, uniform, rbp or rbp(p) with p in "
@@ -152,27 +289,36 @@ class AuditOptions:
             )
         if exposure.startswith("rbp("):
             ExposureModel("rbp", float(exposure[4:-1]))  # p = 0 is refused there, with a reason
-        return cls(
-            paths=files,
-            by=fields,
-            since=since,
-            window=window,
-            max_disparity=None if max_disparity is None else float(max_disparity),
-            protected=protected,
-            target_share=target_share,
-            exposure=exposure,
-            confidence=float(confidence),
-            alpha=float(alpha),
-            now=now,
-        )
+        return exposure
 
+    @model_validator(mode="after")
+    def _target_needs_group(self) -> AuditOptions:
+        if self.target_share is not None and self.protected is None:
+            raise ValueError(
+                f"--target-share {self.target_share!r} needs --protected (the group it is owed to)"
+            )
+        return self
 
-def _check_fraction(name: str, value: object, *, allow_none: bool, closed: bool) -> None:
-    if value is None and allow_none:
-        return
-    ok = False
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        ok = 0 <= value <= 1 if closed else 0 < value < 1
-    if not ok:
-        interval = "[0, 1]" if closed else "(0, 1)"
-        raise ValueError(f"{name} {value!r} must be a number in {interval}")
+    @classmethod
+    def create(cls, paths: Sequence[str | Path] | str | Path, **settings: Any) -> AuditOptions:
+        """The options of an audit of ``paths``, checked once; a bad setting raises
+        ``ValueError`` naming its flag and what is accepted (``None`` values: the defaults)."""
+        given = {name: value for name, value in settings.items() if value is not None}
+        try:
+            return cls.model_validate({"paths": paths, **given})
+        except ValidationError as error:
+            raise ValueError(options_error(error)) from None
+
+    @classmethod
+    def from_partials(cls, **settings: Any) -> AuditOptions:
+        """The options saved partials were computed with, and a report's levels: checked,
+        except that the logs are not looked for (no log is read again)."""
+        given = {name: value for name, value in settings.items() if value is not None}
+        try:
+            return cls.model_validate(given, context={"saved": True})
+        except ValidationError as error:
+            raise ValueError(options_error(error)) from None
+
+    def with_paths(self, paths: Sequence[Path]) -> AuditOptions:
+        """These options for other log files (a shard of the same audit)."""
+        return self.model_copy(update={"paths": tuple(paths)})

@@ -1,37 +1,52 @@
-"""Mergeable partial aggregates of the audit: per ranker, ``--by`` value and window, the counts,
-sums and sums of squares every interval of the metric tables is computed from, so that a daily
-run reads only its new logs and merges them with the saved ones (docs/SPEC.md "Auditing logs",
-"Partial aggregates").
+"""Mergeable partial aggregates of the audit: everything its report states, as counts, sums and
+sums of squares per ranker, ``--by`` value, window and group, so that a daily run reads only
+its new logs and merges them with the saved ones (docs/SPEC.md "Auditing logs", "Partial
+aggregates"). The one-shot audit is the report of one run's partials
+(:func:`fairrag_audit.analysis.run_audit`), so a merged report equals it up to the order of
+floating-point sums.
 
-A mean and its t interval need ``n``, ``Σ x`` and ``Σ x²``; the exposure share's ratio
-estimator needs ``n``, ``Σ W``, ``Σ W²``, ``Σ W x``, ``Σ W² x`` and ``Σ W² x²``. All are sums, so
-partials of disjoint sets of records merge by adding them cell by cell (:func:`merge_partials`),
-in any order and on any machine (:mod:`fairrag_audit.distributed`); :func:`metric_table`
-turns them into the audit's metric table.
+A mean, its t interval and a t-test need ``n``, ``Σ x`` and ``Σ x²``; the ratio estimator of an
+exposure share needs ``n``, ``Σ W``, ``Σ W²``, ``Σ W x``, ``Σ W² x`` and ``Σ W² x²``. All are
+sums, so partials of disjoint sets of records merge by adding them cell by cell
+(:func:`merge_partials`), in any order and on any machine (:mod:`fairrag_audit.distributed`).
+The reading table and the lines left out are per file: they merge by concatenation.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
-import numpy as np
 import pandas as pd
 
-from .analysis import _label, load_included, metric_rows
+from .lines import line_numbers
 from .options import AuditOptions
-from .scan import METRIC_FIELDS, file_connection
+from .scan import KNOWN_STYLES, METRIC_FIELDS, file_connection, load_records
 
 __all__ = [
+    "FIGURE_WINDOWS",
     "MEAN_FIELDS",
+    "NICE_SECONDS",
+    "PARTIALS_VERSION",
     "RATIO_FIELDS",
+    "SETTINGS",
+    "Partials",
     "compute_partials",
+    "figure_window_seconds",
+    "load_included",
     "merge_partials",
-    "metric_table",
     "read_partials",
     "write_partials",
 ]
+
+PARTIALS_VERSION = 1
+"""Version of the saved layout (``partials.json`` and one Parquet file per table)."""
 
 RATIO_FIELDS = ("p", "d")
 """The record's protected exposure share ``p`` and its deviation from the target ``d``, each
@@ -39,99 +54,504 @@ averaged by the ratio estimator weighted by the list's exposure ``W`` (docs/SPEC
 
 MEAN_FIELDS = ("exposure_disparity", *METRIC_FIELDS)
 """The per-record measures averaged plainly (the generation fields of ``fairrag_core.audit``
-as the record schema lists them: derived, not written out here)."""
+as the record schema lists them)."""
+
+SETTINGS = ("by", "window", "since", "protected", "target_share", "exposure")
+"""The options that decide the sums: partials merge only when these are equal."""
+
+NO_RANKER = "(none)"
+MISSING_VALUE = "(missing)"
+UNKNOWN_GROUP = "(unknown)"
+MAX_LISTED = 1_000
+"""Lines left out (damaged, not records, refused, future) listed per file, with the reason;
+all are counted."""
+
+FIGURE_WINDOWS = 20
+"""Windows the time figures aim for when no ``--window`` is given."""
+NICE_SECONDS = (
+    *(1, 2, 5, 10, 15, 20, 30),
+    *(60 * m for m in (1, 2, 5, 10, 15, 20, 30)),
+    *(3600 * h for h in (1, 2, 3, 4, 6, 8, 12)),
+    *(86_400 * d for d in (1, 2, 3, 4, 7, 14, 30, 61, 91, 182, 365)),
+)
+"""Window lengths the figures choose from (1 s to 1 year)."""
+WINDOW_ORIGIN = "2000-01-03 00:00:00"
+"""Where windows start without ``--since`` (DuckDB's default origin: a Monday, 00:00 UTC)."""
+
+NOTE_COUNTS = (
+    "no_protected",
+    "no_target",
+    "bad_model",
+    "no_list",
+    "empty_list",
+    "equal_weight",
+    "errors",
+    "no_timestamp",
+    "no_answer",
+    "before_attribution",
+)
+"""Per file, the records audited that lack something (the report's "What could not be
+computed")."""
+
+STYLE_COLUMNS = (*(f"style_{style}" for style in KNOWN_STYLES), "style_none")
+"""The answers using each citation style (``style_none``: none)."""
 
 
-def _keys(options: AuditOptions) -> list[str]:
-    return ["ranker", *(f"by_{i}" for i in range(len(options.by))), "window_start"]
+@dataclass
+class Partials:
+    """The partial aggregates of a set of records (one run, or several merged)."""
+
+    settings: dict[str, Any]
+    """The :data:`SETTINGS` they were computed with (JSON values: ``window`` in seconds,
+    ``since`` in ISO 8601)."""
+    span: dict[str, Any]
+    """``records``, ``dated`` (with a timestamp), ``first`` and ``last`` timestamp (ISO 8601
+    or None) of the records audited: the figures' automatic windows are chosen from it."""
+    cells: pd.DataFrame
+    """Per ranker, ``by_i`` value and window (``window_start``): counts and sums."""
+    groups: pd.DataFrame
+    """Per ranker, ``by_i`` value, window and social ``group``: the group's exposure sums."""
+    trend_cells: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Without ``--window``: per ranker and a fine time window (records without a timestamp:
+    NaT) the sums of :attr:`cells`; the figures' windows are unions of these."""
+    trend_groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Without ``--window``: :attr:`groups` per ranker and fine time window."""
+    files: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per file, in order: the reading table's counts, ``audited_at`` and :data:`NOTE_COUNTS`."""
+    left_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per file, the first :data:`MAX_LISTED` lines left out: file, line, kind, reason."""
 
 
-def _sums_sql(keys: list[str]) -> str:
+TABLES = ("cells", "groups", "trend_cells", "trend_groups", "files", "left_out")
+
+
+def settings_of(options: AuditOptions) -> dict[str, Any]:
+    """The :data:`SETTINGS` of ``options`` as JSON values."""
+    return {
+        "by": list(options.by),
+        "window": None if options.window is None else options.window.total_seconds(),
+        "since": None if options.since is None else options.since.isoformat(),
+        "protected": options.protected,
+        "target_share": options.target_share,
+        "exposure": options.exposure,
+    }
+
+
+def load_included(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
+    """Read the logs into ``records`` (:func:`load_records`, whose counts it returns) and
+    define the view ``included``: the usable records, keyed and with the measures."""
+    counts = load_records(con, options)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW included AS {_included_sql(options)}")
+    return counts
+
+
+def _since_sql(options: AuditOptions) -> str:
+    return "NULL" if options.since is None else f"TIMESTAMPTZ '{options.since.isoformat()}'"
+
+
+def _bucket(micros: int, origin: str) -> str:
+    return f"time_bucket(INTERVAL ({micros}) MICROSECOND, ts::TIMESTAMP, TIMESTAMP '{origin}')"
+
+
+def _included_sql(options: AuditOptions) -> str:
+    by = "".join(f", COALESCE(by_{i}, '{MISSING_VALUE}') AS by_{i}" for i in range(len(options.by)))
+    if options.window is None:
+        window = "NULL::TIMESTAMP"
+    else:
+        origin = WINDOW_ORIGIN if options.since is None else options.since.replace(tzinfo=None)
+        window = _bucket(int(options.window.total_seconds() * 1_000_000), str(origin))
+    since = "" if options.since is None else f" AND ts >= {_since_sql(options)}"
+    return f"""
+        SELECT rowid AS rid, file_index, line_index, ts,
+            COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
+            {window} AS window_start, w, groups, weights, by_group, has_error,
+            CASE WHEN w > 0 THEN protected_share END AS p,
+            CASE WHEN w > 0 THEN protected_share - target_share END AS d,
+            CASE WHEN w > 0 THEN abs(protected_share - target_share) END AS exposure_disparity
+            {"".join(f", {m}" for m in METRIC_FIELDS)},
+            answered, follows, has_attribution, styles, n_attribution_bullets,
+            n_attributed_bullets
+        FROM records WHERE usable{since}
+    """
+
+
+def _cells_sql(keys: Sequence[str], view: str) -> str:
+    """Per cell of ``keys``: records, errors, the ratio sums of :data:`RATIO_FIELDS`, ``n``,
+    ``Σ x``, ``Σ x²`` of ``p`` and :data:`MEAN_FIELDS`, the exposure cell (``e__``) and what
+    the answers cited."""
     ratio = "".join(
         f", count({x}) AS {x}__n, sum(w) FILTER ({x} IS NOT NULL) AS {x}__sw, "
         f"sum(w * w) FILTER ({x} IS NOT NULL) AS {x}__sw2, sum(w * {x}) AS {x}__a, "
         f"sum(w * w * {x}) AS {x}__b, sum(w * w * {x} * {x}) AS {x}__c"
         for x in RATIO_FIELDS
     )
-    plain = "".join(
+    plain = ", sum(p) AS p__sum, sum(p * p) AS p__sumsq" + "".join(
         f", count({m}) AS {m}__n, sum({m}) AS {m}__sum, sum({m} * {m}) AS {m}__sumsq"
         for m in MEAN_FIELDS
     )
+    listed = "w > 0 AND (by_group IS NOT NULL OR groups IS NOT NULL)"
+    exposure = (
+        f", count_if({listed}) AS e__n, sum(w) FILTER ({listed}) AS e__sw, "
+        f"sum(w * w) FILTER ({listed}) AS e__sw2"
+    )
+    styles = "".join(
+        f", count_if(list_contains(styles, '{style}')) AS style_{style}" for style in KNOWN_STYLES
+    )
+    # a record without follows_citation_format followed it when its parity has a value
+    generation = f"""
+        , count_if(answered) AS answers,
+        count_if(answered AND COALESCE(follows, generation_parity IS NOT NULL)) AS follows_format,
+        count_if(answered AND generation_parity IS NOT NULL) AS paper_measured,
+        count_if(answered AND attributed_generation_parity IS NOT NULL) AS attributed_measured,
+        count_if(answered AND NOT has_attribution) AS without_attribution,
+        count_if(answered AND has_attribution AND n_attributed_bullets = 0) AS attributed_nothing,
+        sum(n_attribution_bullets) FILTER (answered) AS bullets,
+        sum(n_attributed_bullets) FILTER (answered) AS attributed_bullets
+        {styles}, count_if(answered AND len(styles) = 0) AS style_none
+    """
     key_sql = ", ".join(keys)
     return (
         f"SELECT {key_sql}, count(*) AS records, count_if(has_error) AS errors {ratio} {plain} "
-        f"FROM included GROUP BY {key_sql} ORDER BY {key_sql}"
+        f"{exposure} {generation} FROM {view} GROUP BY {key_sql} ORDER BY {key_sql}"
     )
+
+
+def _groups_sql(keys: Sequence[str], view: str) -> str:
+    """Per cell of ``keys`` and social group: ``a = Σ W ES_g``, ``b = Σ W² ES_g``, ``c = Σ W²
+    ES_g²`` over the records that list groups (``ES_g`` from ``exposure_by_group`` when the
+    record has it, else from ``groups`` and the exposure model's weights)."""
+    key_sql = ", ".join(keys)
+    per_group = f"""
+        SELECT rid, {key_sql}, w, g, sum(v) / w AS s FROM (
+            SELECT rid, {key_sql}, w, COALESCE(unnest(groups), '{UNKNOWN_GROUP}') AS g,
+                unnest(weights) AS v
+            FROM {view} WHERE by_group IS NULL AND groups IS NOT NULL AND w > 0
+        ) GROUP BY rid, {key_sql}, w, g
+        UNION ALL
+        SELECT rid, {key_sql}, w,
+            -- the unknown group (null label) is keyed "None" in exposure_by_group
+            CASE WHEN g = 'None' AND unknown THEN '{UNKNOWN_GROUP}' ELSE g END AS g, s
+        FROM (
+            SELECT rid, {key_sql}, w, unnest(map_keys(by_group)) AS g,
+                unnest(map_values(by_group)) AS s,
+                COALESCE(len(list_filter(groups, lambda x: x IS NULL)) > 0, false) AS unknown
+            FROM {view} WHERE by_group IS NOT NULL AND w > 0
+        )
+    """
+    return f"""
+        SELECT {key_sql}, g AS "group", sum(w * s) AS a, sum(w * w * s) AS b,
+            sum(w * w * s * s) AS c
+        FROM ({per_group}) WHERE s IS NOT NULL GROUP BY {key_sql}, g
+        ORDER BY {key_sql}, g
+    """
+
+
+def _sums(con: duckdb.DuckDBPyConnection, sql: str, keys: Sequence[str]) -> pd.DataFrame:
+    frame = con.execute(sql).df()
+    sums = [c for c in frame.columns if c not in (*keys, "group")]
+    frame[sums] = frame[sums].fillna(0).astype(float)  # a sum over no value is NULL in SQL
+    return frame
+
+
+def figure_window_seconds(span: dict[str, Any]) -> int:
+    """The figures' window length without ``--window``: the shortest of :data:`NICE_SECONDS`
+    giving at most :data:`FIGURE_WINDOWS` windows over the dated records' span."""
+    if span.get("first") is None:
+        return NICE_SECONDS[0]
+    seconds = (_moment(span["last"]) - _moment(span["first"])).total_seconds()
+    return next((x for x in NICE_SECONDS if seconds / x <= FIGURE_WINDOWS), NICE_SECONDS[-1])
+
+
+def _moment(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _trend_grain(span: dict[str, Any]) -> int:
+    """A window length dividing every length the figures of a superset of these records can
+    choose (those at least this set's own choice, :func:`figure_window_seconds`): the trend
+    partials are kept at this grain, and merged windows are unions of its windows."""
+    own = figure_window_seconds(span)
+    grain = 0
+    for seconds in NICE_SECONDS:
+        if seconds >= own:
+            grain = math.gcd(grain, seconds)
+    return grain
 
 
 def compute_partials(
     options: AuditOptions, con: duckdb.DuckDBPyConnection | None = None
-) -> pd.DataFrame:
-    """The partial aggregates of ``options.paths``: one row per ranker, ``by_i`` value and
-    window (``window_start``), with ``records``, ``errors`` and the sums of
-    :data:`RATIO_FIELDS` and :data:`MEAN_FIELDS`. The records are read and checked exactly as
+) -> Partials:
+    """The partial aggregates of ``options.paths``, read and checked exactly as
     :func:`fairrag_audit.audit` reads them."""
     if con is None:
         with file_connection() as own:
             return compute_partials(options, own)
-    load_included(con, options)
-    frame = con.execute(_sums_sql(_keys(options))).df()
-    sums = [c for c in frame.columns if c not in _keys(options)]
-    frame[sums] = frame[sums].fillna(0.0)  # a sum over no value
-    return frame
+    counts = load_included(con, options)
+    fine = ["ranker", *(f"by_{i}" for i in range(len(options.by))), "window_start"]
+    n, dated, first, last = con.execute(
+        "SELECT count(*), count(ts), min(ts), max(ts) FROM included"
+    ).fetchone() or (0, 0, None, None)
+    span = {
+        "records": int(n),
+        "dated": int(dated),
+        "first": None if first is None else first.isoformat(),
+        "last": None if last is None else last.isoformat(),
+    }
+    partials = Partials(
+        settings=settings_of(options),
+        span=span,
+        cells=_sums(con, _cells_sql(fine, "included"), fine),
+        groups=_sums(con, _groups_sql(fine, "included"), fine),
+        files=_files(con, options, counts),
+        left_out=_left_out(con, options, counts["blank_lines"]),
+    )
+    if options.window is None:
+        micros = _trend_grain(span) * 1_000_000
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW trend AS SELECT * REPLACE "
+            f"({_bucket(micros, WINDOW_ORIGIN)} AS window_start) FROM included"
+        )
+        trend = ["ranker", "window_start"]
+        partials.trend_cells = _sums(con, _cells_sql(trend, "trend"), trend)
+        partials.trend_groups = _sums(con, _groups_sql(trend, "trend"), trend)
+    return partials
 
 
-def merge_partials(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Partials of disjoint sets of records, added cell by cell."""
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        raise ValueError("merge_partials needs at least one non-empty frame of partials")
-    keys = [c for c in frames[0].columns if c.startswith(("ranker", "by_", "window_start"))]
-    merged = pd.concat(frames, ignore_index=True).groupby(keys, dropna=False, sort=True).sum()
-    return merged.reset_index()
-
-
-def metric_table(
-    partials: pd.DataFrame, options: AuditOptions, keys: Sequence[str] | None = None
+def _files(
+    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[Any]]
 ) -> pd.DataFrame:
-    """The audit's metric table (``AuditResult.metrics`` when ``keys`` is None: per ranker,
-    ``--by`` values and window; ``["ranker"]``: ``AuditResult.rankers``) from partials."""
-    fine = _keys(options)
-    keys = fine if keys is None else list(keys)
-    cells = partials.groupby(keys, dropna=False, sort=True).sum(numeric_only=True).reset_index()
-    for m in MEAN_FIELDS:
-        n = cells[f"{m}__n"].to_numpy(float)
-        total = cells[f"{m}__sum"].to_numpy(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(n > 0, total / n, np.nan)
-            spread = np.maximum(cells[f"{m}__sumsq"].to_numpy(float) - total * mean, 0.0)
-            cells[f"{m}__std"] = np.where(n > 1, np.sqrt(spread / (n - 1)), np.nan)
-        cells[f"{m}__mean"] = mean
-    for x in RATIO_FIELDS:  # DuckDB's sum over no value is NULL: no cell has a ratio then
-        empty = cells[f"{x}__n"] == 0
-        cells.loc[empty, [f"{x}__sw", f"{x}__sw2", f"{x}__a", f"{x}__b", f"{x}__c"]] = np.nan
-    return _label(metric_rows(cells, keys, options), options)
+    """Per file: the reading table's counts and :data:`NOTE_COUNTS` (of the records audited)."""
+    since = _since_sql(options)
+    audited = f"usable AND ({since} IS NULL OR COALESCE(ts >= {since}, false))"
+    notes = {
+        "no_protected": "protected IS NULL",
+        "no_target": "protected IS NOT NULL AND target_share IS NULL",
+        "bad_model": "NOT model_ok",
+        "no_list": "model_ok AND w IS NULL",
+        "empty_list": "w = 0",
+        "equal_weight": "groups IS NULL AND by_group IS NULL AND w IS NOT NULL",
+        "errors": "has_error",
+        "no_timestamp": "ts IS NULL",
+        "no_answer": "NOT answered",
+        "before_attribution": "answered AND NOT has_attribution",
+        **{f"{m}__present": f"{m} IS NOT NULL" for m in METRIC_FIELDS},
+        **{f"by_{i}__missing": f"by_{i} IS NULL" for i in range(len(options.by))},
+    }
+    rows = con.execute(f"""
+        SELECT file_index, count_if(usable) AS records,
+            count_if(kind = 'not_record') AS not_records,
+            count_if(kind = 'refused') AS refused,
+            count_if(kind = 'future') AS future,
+            count_if(usable AND ts IS NULL AND {since} IS NOT NULL) AS no_timestamp_excluded,
+            count_if(usable AND COALESCE(ts < {since}, false)) AS before_since,
+            count_if(usable AND ts IS NULL) AS undated,
+            COALESCE(array_to_string(list_sort(list(DISTINCT source) FILTER (usable)), ', '), '')
+                AS sources
+            {"".join(f", count_if({audited} AND {sql}) AS {name}" for name, sql in notes.items())}
+        FROM records GROUP BY file_index ORDER BY file_index
+    """).df()
+    by_file = rows.set_index("file_index")
+    table = []
+    for index, path in enumerate(options.paths):
+        row = by_file.loc[index] if index in by_file.index else None
+        number = {
+            name: 0 if row is None or pd.isna(row[name]) else int(row[name])
+            for name in rows.columns
+            if name not in ("file_index", "sources")
+        }
+        excluded = number.pop("before_since") + number["no_timestamp_excluded"]
+        records = number.pop("records")
+        table.append(
+            {
+                "file": str(path),
+                "lines": int(counts["lines"][index]),
+                "damaged": int(counts["damaged"][index]),
+                "not_records": number.pop("not_records"),
+                "refused": number.pop("refused"),
+                "future": number.pop("future"),
+                "records": records,
+                "excluded_by_since": excluded,
+                "used": records - excluded,
+                "sources": "" if row is None else str(row["sources"]),
+                "audited_at": options.now.isoformat(),
+                **number,
+            }
+        )
+    return pd.DataFrame(table)
 
 
-def write_partials(partials: pd.DataFrame, path: str | Path) -> Path:
-    """Save partials as Parquet, through DuckDB (one file per run: merge them with
-    :func:`read_partials`)."""
-    path = Path(path)
+def _left_out(
+    con: duckdb.DuckDBPyConnection,
+    options: AuditOptions,
+    blank_lines: list[tuple[int, ...] | None],
+) -> pd.DataFrame:
+    """The first :data:`MAX_LISTED` lines of each file that are not records audited, with
+    their line numbers (from the blank lines the sieve noted; one more streaming pass over a
+    file the sieve read line by line)."""
+    rows = con.execute(f"""
+        SELECT file_index, line_index, kind, refusal FROM records WHERE NOT usable
+        QUALIFY row_number() OVER (PARTITION BY file_index ORDER BY line_index) <= {MAX_LISTED}
+        ORDER BY file_index, line_index
+    """).fetchall()
+    wanted: dict[int, list[int]] = {}
+    for file_index, line_index, _, _ in rows:
+        wanted.setdefault(int(file_index), []).append(int(line_index))
+    numbers = {
+        i: line_numbers(options.paths[i], lines, blank_lines[i]) for i, lines in wanted.items()
+    }
+    table = pd.DataFrame(
+        [
+            {
+                "file": str(options.paths[int(f)]),
+                "line": numbers[int(f)].get(int(i)),
+                "kind": kind,
+                "reason": reason,
+            }
+            for f, i, kind, reason in rows
+        ],
+        columns=["file", "line", "kind", "reason"],
+    )
+    table["line"] = table["line"].astype("Int64")  # a line not found (never expected): empty
+    return table
+
+
+def _add(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Frames of sums added cell by cell: grouped by their text and time columns."""
+    frames = [f for f in frames if len(f.columns)]
+    if not frames:
+        return pd.DataFrame()
+    whole = pd.concat(frames, ignore_index=True)
+    keys = [c for c in whole.columns if not pd.api.types.is_float_dtype(whole[c])]
+    if whole.empty:
+        return whole
+    return whole.groupby(keys, dropna=False, sort=True).sum().reset_index()
+
+
+def merge_partials(parts: Iterable[Partials]) -> Partials:
+    """Partials of disjoint sets of records (files), merged: sums added cell by cell, the
+    per-file tables concatenated in the order given. They must share :data:`SETTINGS`."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("merge_partials needs at least one set of partials, got none")
+    first = parts[0]
+    for other in parts[1:]:
+        for name in SETTINGS:
+            if other.settings.get(name) != first.settings.get(name):
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(
+                    f"partials computed with different {flag} ({first.settings.get(name)!r} "
+                    f"and {other.settings.get(name)!r}) cannot be merged: audit every window "
+                    f"with the same {', '.join('--' + s.replace('_', '-') for s in SETTINGS)}"
+                )
+    files = pd.concat([p.files for p in parts], ignore_index=True)
+    repeated = files["file"][files["file"].duplicated()].tolist()
+    if repeated:
+        raise ValueError(
+            f"the partials count the log {repeated[0]!r} more than once; merge the partials "
+            "of disjoint sets of logs (each window's new files once)"
+        )
+    dated = [p.span for p in parts if p.span.get("first") is not None]
+    span = {
+        "records": sum(int(p.span["records"]) for p in parts),
+        "dated": sum(int(p.span["dated"]) for p in parts),
+        "first": min((s["first"] for s in dated), key=_moment, default=None),
+        "last": max((s["last"] for s in dated), key=_moment, default=None),
+    }
+    return replace(
+        first,
+        span=span,
+        cells=_add([p.cells for p in parts]),
+        groups=_add([p.groups for p in parts]),
+        trend_cells=_add([p.trend_cells for p in parts]),
+        trend_groups=_add([p.trend_groups for p in parts]),
+        files=files,
+        left_out=pd.concat([p.left_out for p in parts], ignore_index=True),
+    )
+
+
+def write_partials(partials: Partials, folder: str | Path) -> Path:
+    """Save ``partials`` into ``folder`` (created): ``partials.json`` (settings and span) and
+    one Parquet file per table, written by DuckDB. Read them back with :func:`read_partials`."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--partials-out {str(folder)!r} is a file; give a folder")
+    folder.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        con.from_df(partials).write_parquet(str(path))
+        for name in TABLES:
+            frame = getattr(partials, name)
+            if len(frame.columns):
+                con.from_df(frame).write_parquet(str(folder / f"{name}.parquet"))
     finally:
         con.close()
-    return path
+    meta = {"version": PARTIALS_VERSION, "settings": partials.settings, "span": partials.span}
+    (folder / "partials.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return folder
 
 
-def read_partials(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """Read and merge the partials saved by :func:`write_partials`."""
+def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
+    meta_path = folder / "partials.json"
+    if not meta_path.is_file():
+        why = (
+            "does not exist"
+            if not folder.exists()
+            else "is a file, not a folder of partials"
+            if folder.is_file()
+            else "holds no partials.json"
+        )
+        raise ValueError(
+            f"--from-partials {str(folder)!r} {why}; give folders written by "
+            "`fairrag audit LOG... --partials-out DIR`"
+        )
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        version, settings, span = meta["version"], meta["settings"], meta["span"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"--from-partials {str(folder)!r}: partials.json is not the audit's ({exc})"
+        ) from None
+    if version != PARTIALS_VERSION:
+        raise ValueError(
+            f"--from-partials {str(folder)!r}: partials of layout {version!r}, this audit "
+            f"reads layout {PARTIALS_VERSION}; audit those logs again with this release"
+        )
+    tables = {
+        name: con.read_parquet(str(folder / f"{name}.parquet")).df()
+        if (folder / f"{name}.parquet").is_file()
+        else pd.DataFrame()
+        for name in TABLES
+    }
+    if tables["files"].empty:
+        raise ValueError(f"--from-partials {str(folder)!r}: files.parquet is missing")
+    tables["left_out"]["line"] = tables["left_out"]["line"].astype("Int64")
+    return Partials(settings=settings, span=span, **tables)
+
+
+def read_partials(folders: Iterable[str | Path]) -> Partials:
+    """Read the partials :func:`write_partials` saved in each of ``folders`` and merge them."""
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        frames = [con.read_parquet(str(Path(p))).df() for p in paths]
+        return merge_partials(_read_one(Path(f), con) for f in folders)
     finally:
         con.close()
-    return merge_partials(frames)
+
+
+def options_of(partials: Partials, **levels: float | None) -> AuditOptions:
+    """The options a report of (merged) ``partials`` states: their settings, their files, the
+    latest start of the runs that computed them, and the report's band and levels
+    (``max_disparity``, ``confidence``, ``alpha``)."""
+    settings = partials.settings
+    window = settings["window"]
+    return AuditOptions.from_partials(
+        paths=tuple(Path(f) for f in partials.files["file"]),
+        by=tuple(settings["by"]),
+        since=None if settings["since"] is None else _moment(settings["since"]),
+        window=None if window is None else timedelta(seconds=window),
+        protected=settings["protected"],
+        target_share=settings["target_share"],
+        exposure=settings["exposure"],
+        **levels,
+        now=max(_moment(t) for t in partials.files["audited_at"]),
+    )

@@ -44,13 +44,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote
 
 from .citations import (
     _CITE,
     _DESCRIPTION,
+    _DOCTITLE,
+    _WORD,
     ContextDocument,
     _document_people,
     _fold,
@@ -60,7 +62,6 @@ from .citations import (
     context_documents,
     document_aliases,
     normalize_title,
-    parse_citations,
 )
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
@@ -217,19 +218,26 @@ _NUMBERED = re.compile(
     r"(\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20})\]",
     re.IGNORECASE,
 )
+_NUMBER_PARTS = re.compile(r" ?[,;] ?")
+_NUMBER_RANGE = re.compile(r" ?[–-] ?")
 _NUMBER_LIST = re.compile(r"\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20}")
 _LINK = re.compile(r"\[([^\[\]]{1,300})\]\(([^()\s]{1,500})\)")
 _SQUARE_TEXT = re.compile(r"\[([^\[\]]{1,300})\](?!\()")
 _ROUND_TEXT = re.compile(r"\(([^()]{1,300})\)")
 _SOURCE = re.compile(
-    r"(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)[ ]?[:：]", re.IGNORECASE
+    r"(?=[src])(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)[ ]?[:：]",
+    re.IGNORECASE,
 )
+# A pattern opening with a lookahead of its first letters (``(?=[src])``) matches the same
+# text; the engine then skips to those letters instead of trying every position.
 _SOURCE_END = re.compile(r"[()\[\]]")
 _BRACKET_LIST = re.compile(r" ?(?:\[[^\[\]]{1,300}\](?:,? (?:and )?|,)?){1,20}")
 _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
 _PART = re.compile(r" ?[,;] ?| and ")
 _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<!\b[A-Z])\. (?=[A-Z])")
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
+_LOWER_CLAUSE = re.compile(r", (?=[a-z])")
+_VERB_CLAUSE = re.compile(r" (?:was|is|were|are|has|had|became|won|who) ")
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
     "à a ab af al ap bar bat bin ben bint da dal dalla das de degli dei del della delle den der "
@@ -253,7 +261,7 @@ _MARKER_START = frozenset("0123456789-*+•")
 _FOOTNOTE_DEFINITION = re.compile(r"\[\^([\w-]{1,20})\] ?[:：] ?(.{1,300})")
 _FOOTNOTE_REFERENCE = re.compile(r"\[\^([\w-]{1,20})\](?! ?[:：])")
 _SENTENCE_END = re.compile(
-    r"(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
+    r"(?=[.!?])(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
     r"(?: ?\[[^\[\]]{1,30}\]){0,20}(?= [A-Z\"“*(])"
 )
 """A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
@@ -269,7 +277,8 @@ _PROMPT_LINES = frozenset(
     )
 )
 _REFUSAL = re.compile(
-    r"\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|cannot|"
+    r"(?=[diwahcnu])\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|"
+    r"cannot|"
     r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't|can't|"
     r"no (?:information|mention|evidence|record)|unable to|not (?:mentioned|stated|"
     r"provided|known|found|listed|included))\b(?! (?:only|just|merely|simply)\b)",
@@ -291,40 +300,62 @@ class _Context:
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
+        self._keys: dict[int, tuple[str, ...]] = {}
+        self._slip_words: list[list[str]] | None = None
         self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
+        self._titles: dict[str, int | None] = {}
+        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = {}
+        self._presented: dict[str, list[tuple[int, str]]] = {}
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
         """Ranges read by the last :meth:`numbers` call that reach beyond the shown entries."""
 
     def title(self, text: str) -> int | None:
-        text = _unwrap(text).strip().removesuffix(".").strip()
-        if not text or len(text) > 300:
-            return None
-        return self.by_title.get(normalize_title(text))
+        """The position of the context title ``text`` writes (emphasis, quotes and a trailing
+        full stop removed), else None; each distinct text is looked up once per answer."""
+        if text in self._titles:
+            return self._titles[text]
+        bare = _unwrap(text).strip().removesuffix(".").strip()
+        found = None if not bare or len(bare) > 300 else self.by_title.get(normalize_title(bare))
+        if len(self._titles) >= _MAX_RUN_CACHE:
+            self._titles.clear()
+        self._titles[text] = found
+        return found
 
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
         range reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
-        :attr:`out_of_range`."""
+        :attr:`out_of_range`. Each distinct text is read once per answer."""
+        known = self._numbers.get(text)
+        if known is None:
+            known = self._numbers[text] = self._read_numbers(text)
+            if len(self._numbers) > _MAX_RUN_CACHE:
+                self._numbers.clear()
+        found, missing, beyond = known
+        self.out_of_range += beyond
+        return list(found), list(missing)
+
+    def _read_numbers(self, text: str) -> tuple[list[int], list[str], list[str]]:
         found: list[int] = []
         missing: list[str] = []
-        for part in re.split(r" ?[,;] ?", text):
-            ends = [p.strip(" ^") for p in re.split(r" ?[–-] ?", part, maxsplit=1)]
+        beyond: list[str] = []
+        for part in _NUMBER_PARTS.split(text):
+            ends = [p.strip(" ^") for p in _NUMBER_RANGE.split(part, maxsplit=1)]
             if not all(e.isdigit() for e in ends):
                 continue
             low, high = int(ends[0]), int(ends[-1])
             if low != high and not (
                 0 < high - low <= _MAX_RANGE and low in self.by_number and high in self.by_number
             ):
-                self.out_of_range.append(f"{low}-{high}")
+                beyond.append(f"{low}-{high}")
                 continue
             for number in range(low, high + 1):
                 if number in self.by_number:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
-        return found, missing
+        return found, missing, beyond
 
     def _names_of(
         self, position: int
@@ -360,7 +391,12 @@ class _Context:
         return normalize_title(person), _document_people(person)
 
     def name_form(
-        self, cited: str, position: int, alone: bool = False, cited_key: str | None = None
+        self,
+        cited: str,
+        position: int,
+        alone: bool = False,
+        cited_key: str | None = None,
+        words: str | None = None,
     ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
         by a name the document's own text states, else None. With ``alone`` (no citation of the
@@ -369,6 +405,12 @@ class _Context:
         / ``Dennis Fong``): a wholly different full name (``Bob Jones, known as Ada Lovelace``)
         is the document's claim, which confirms a citation of it but never attributes alone."""
         key, people, aliases, alone_aliases = self._names_of(position)
+        if cited_key is None:
+            cited_key = normalize_title(cited)
+        if words is None:
+            words = _word_text(cited)
+        if cited_key not in (key, "\0") and not self._may_name(words, position):
+            return None  # no word of the document's names in ``cited``: the rule cannot match
         if _names_person(cited, key, people, cited_key):
             return "title"
         usable = alone_aliases if alone else aliases
@@ -382,11 +424,11 @@ class _Context:
         :data:`_MAX_RUN_CACHE` runs kept."""
         forms = self._run_forms.get(run)
         if forms is None:
-            key = normalize_title(run)  # once per run, not once per document
+            key, words = normalize_title(run), _word_text(run)  # once per run
             forms = tuple(
                 (position, form)
                 for position in range(len(self.documents))
-                if (form := self.name_form(run, position, alone=True, cited_key=key))
+                if (form := self.name_form(run, position, True, key, words))
             )
             if len(self._run_forms) >= _MAX_RUN_CACHE:
                 self._run_forms.clear()
@@ -401,9 +443,13 @@ class _Context:
         words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
         if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
             return []
+        if self._slip_words is None:  # each shown person's words, folded once per answer
+            self._slip_words = [
+                [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+                for doc in self.documents
+            ]
         found = []
-        for position, doc in enumerate(self.documents):
-            person = [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
+        for position, person in enumerate(self._slip_words):
             if len(person) != len(words):
                 continue
             differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
@@ -415,6 +461,29 @@ class _Context:
     def names(self, cited: str, position: int) -> bool:
         return self.name_form(cited, position) is not None
 
+    def _may_name(self, words: str, position: int) -> bool:
+        """Whether ``words`` (:func:`_word_text` of a cited name) holds a word of the
+        document's names (title and aliases: every token, and each last word's tokens joined):
+        a necessary condition of the name rule, since every way
+        :func:`~fairrag_core.citations.names_person` accepts shares such a word, read as a
+        substring because the rule's tokens of ``cited`` are substrings of ``words``."""
+        keys = self._keys.get(position)
+        if keys is None:
+            _, people, aliases, _ = self._names_of(position)
+            found = {t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)}
+            keys = self._keys[position] = tuple(found)
+        return any(map(words.__contains__, keys))
+
+    def presented(self, head: str) -> list[tuple[int, str]]:
+        """:func:`_presented` of ``head``, read once per distinct head of the answer."""
+        found = self._presented.get(head)
+        if found is None:
+            found = _presented(head, self)
+            if len(self._presented) >= _MAX_RUN_CACHE:
+                self._presented.clear()
+            self._presented[head] = found
+        return list(found)
+
 
 def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> AttributedAnswer:
     """Attribute every bullet of ``answer`` to context documents (see the module docstring).
@@ -425,20 +494,37 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     if not isinstance(answer, str):
         raise TypeError(f"answer must be the answer as a str, got {type(answer).__name__}")
     ctx = _Context(context_documents(context))
-    parsed = parse_citations(answer)
-    is_bullet = {c.line_number for c in parsed.citations}
-    is_bullet.update(u.line_number for u in parsed.unparsed)
-    bullets: list[AttributedBullet] = []
-    paragraph: list[AttributedBullet] = []  # lines naming a context person in running text
+    lines, is_bullet, echoed, sourced = _read_lines(answer, ctx)
+    bullets, paragraph = _attribute_units(_units(lines, is_bullet), is_bullet, ctx)
+    if not echoed and not any(
+        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
+    ):
+        # no marked or cited line: a paragraph answer, whose lines naming a person are its units
+        bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
+    if sourced:
+        bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
+    return AttributedAnswer(tuple(bullets), tuple(echoed))
+
+
+def _read_lines(
+    answer: str, ctx: _Context
+) -> tuple[list[tuple[int, str, str]], set[int], list[int], list[int]]:
+    """The answer's lines to attribute (``(number, line, stripped)``, the line's first
+    :data:`MAX_LINE_SCAN` characters whitespace-collapsed), the numbers of the paper parser's
+    bullets, the prompt lines echoed, and the documents trailing source lines cite; footnote
+    definitions go to ``ctx.footnotes``."""
+    is_bullet: set[int] = set()
     lines: list[tuple[int, str, str]] = []
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
-        if number not in is_bullet and not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
-            continue  # no letter nor digit: nothing to read
         line = " ".join(raw[:MAX_LINE_SCAN].split())
+        if _parser_bullet(line if len(raw) <= MAX_LINE_SCAN else " ".join(raw.split())):
+            is_bullet.add(number)
+        elif not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
+            continue  # no letter nor digit: nothing to read
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
         if _ENTRY_MARK.fullmatch(plain) or _is_prompt_echo(body):
@@ -453,8 +539,34 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
-    previous: set[int] | None = None  # the positions of the line just above, when a bullet
-    above = 0
+    return lines, is_bullet, echoed, sourced
+
+
+def _parser_bullet(line: str) -> bool:
+    """Whether :func:`~fairrag_core.citations.parse_citations` reads the whitespace-collapsed
+    ``line`` as a bullet (a citation or an unparsable bullet), without parsing its citation:
+    it has a word character after its bullet marker and emphasis, and a bullet marker, a
+    DocTitle citation, or ``DocTitle`` written outside brackets."""
+    if line.isalnum() or line.isspace():
+        return False
+    body, marked = _strip_bullet(line)
+    body = body.replace("**", "").replace("__", "").strip()
+    body, marked_inside = _strip_bullet(body)
+    if not _WORD.search(body):
+        return False
+    return (
+        marked
+        or marked_inside
+        or _CITE.search(body) is not None
+        or _DOCTITLE.search(body) is not None
+    )
+
+
+def _units(
+    lines: Sequence[tuple[int, str, str]], is_bullet: set[int]
+) -> list[tuple[int, str, str]]:
+    """The units attributed: each line, but running text (a line that is no parser bullet)
+    with several sentences gives one unit per sentence."""
     units: list[tuple[int, str, str]] = []
     for number, line, stripped in lines:
         sentences = [] if number in is_bullet else _sentences(line)
@@ -462,6 +574,19 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             units += [(number, sentence, sentence) for sentence in sentences]
         else:
             units.append((number, line, stripped))
+    return units
+
+
+def _attribute_units(
+    units: Sequence[tuple[int, str, str]], is_bullet: set[int], ctx: _Context
+) -> tuple[list[AttributedBullet], list[AttributedBullet]]:
+    """The bullets, and the lines of running text that name a context person (the units of a
+    paragraph answer); a name line right under a bullet attributed to the same documents is
+    that item's description, not a bullet. A unit repeated in the answer is read once."""
+    bullets: list[AttributedBullet] = []
+    paragraph: list[AttributedBullet] = []
+    previous: set[int] | None = None  # the positions of the line just above, when a bullet
+    above = 0
     memo: dict[str, tuple[AttributedBullet, bool]] = {}
     for number, line, stripped in units:
         if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
@@ -495,14 +620,7 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    if not echoed and not any(
-        b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
-    ):
-        # no marked or cited line: a paragraph answer, whose lines naming a person are its units
-        bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
-    if sourced:
-        bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
-    return AttributedAnswer(tuple(bullets), tuple(echoed))
+    return bullets, paragraph
 
 
 def _sentences(line: str) -> list[str]:
@@ -543,6 +661,44 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
     return replace(bullet, attributions=attributions, styles=styles)
 
 
+@dataclass
+class _Cited:
+    """The explicit citations read on one line (its ``body``): the styles read, the
+    ``(position, style)`` of each resolved document, what resolved to none, and the spans the
+    citations take (with the text a span keeps in the head: a link's text)."""
+
+    body: str
+    styles: list[str] = field(default_factory=list)
+    found: list[tuple[int, str]] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int, str]] = field(default_factory=list)
+    taken: list[tuple[int, int]] = field(default_factory=list)
+
+    def cite(
+        self,
+        style: str,
+        positions: Sequence[int],
+        missing: Sequence[str],
+        span: tuple[int, int],
+        keep: str = "",
+    ) -> None:
+        if style not in self.styles:
+            self.styles.append(style)
+        self.found += [(p, style) for p in positions]
+        self.unresolved += missing
+        self.spans.append((span[0], span[1], keep))
+
+    def free(self, start: int, end: int) -> bool:
+        """No character of ``body[start:end]`` is taken by a citation read before."""
+        for first, last in self.taken:
+            if max(start, first) < min(end, last):
+                return False
+        return True
+
+    def take(self, start: int, end: int) -> None:
+        self.taken.append((start, min(end, len(self.body))))
+
+
 def _attribute_line(
     line: str, stripped: str, number: int, ctx: _Context
 ) -> tuple[AttributedBullet, bool]:
@@ -551,63 +707,127 @@ def _attribute_line(
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
+    cited = _read_citations(body, ctx)
+    head = _head(body, cited.spans)
+    out_of_range = tuple(ctx.out_of_range)
+    if _refuses(body):  # a refusal or a denial attributes nothing
+        ordered = tuple(s for s in STYLES if s in cited.styles)
+        unresolved = tuple(cited.unresolved)
+        bullet = AttributedBullet(
+            stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
+        )
+        return bullet, False
+    presented = ctx.presented(head)
+    attributions, miscited = _credit(cited.found, head, presented, ctx)
+    seen = {a.position for a in attributions} | {a.position for a in miscited}
+    if attributions:  # beside a credited citation: only people the head names by their titles
+        implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
+    else:  # citing nothing credited: the people the head names, else the rest of the line
+        implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
+    styles = set(cited.styles)
+    if implicit:
+        styles.add("implicit")
+        attributions += [
+            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True, form)
+            for p, form in implicit
+        ]
+    bullet = AttributedBullet(
+        stripped,
+        number,
+        head,
+        tuple(s for s in STYLES if s in styles),
+        tuple(attributions),
+        tuple(cited.unresolved),
+        tuple(miscited),
+        out_of_range,
+        max(0, len(seen) - max(1, len(presented))),
+    )
+    return bullet, _is_name_line(body, head)
+
+
+def _read_citations(body: str, ctx: _Context) -> _Cited:
+    """Every explicit citation of the line, each style in :data:`EXPLICIT_STYLES`' reading
+    order (DocTitle, markdown link, source label, footnote, entry numbers, bracketed title); a
+    span read by one is not read again. A style whose bracket or colon the line lacks is not
+    tried."""
     ctx.out_of_range.clear()
-    styles: list[str] = []
-    found: list[tuple[int, str]] = []  # (position, style)
-    unresolved: list[str] = []
-    spans: list[tuple[int, int, str]] = []
+    cited = _Cited(body)
+    square, round_ = "[" in body, "(" in body
+    if square or round_ or "（" in body:
+        _read_doctitles(cited, ctx)
+    if "](" in body:
+        _read_links(cited, ctx)
+    if ":" in body or "：" in body:
+        _read_source_labels(cited, ctx)
+    if square:
+        if ctx.footnotes and "[^" in body:
+            for match in _FOOTNOTE_REFERENCE.finditer(body):
+                label = match.group(1)
+                if label in ctx.footnotes and cited.free(*match.span()):
+                    cited.cite("numbered", ctx.footnotes[label], [], match.span())
+                    cited.take(*match.span())
+        for match in _NUMBERED.finditer(body):
+            if cited.free(*match.span()):
+                positions, missing = ctx.numbers(match.group(1))
+                cited.cite("numbered", positions, missing, match.span())
+                cited.take(*match.span())
+    for pattern, present in ((_SQUARE_TEXT, square), (_ROUND_TEXT, round_)):
+        for match in pattern.finditer(body) if present else ():
+            if not cited.free(*match.span()):
+                continue
+            position = ctx.title(match.group(1))
+            if position is not None:
+                cited.cite("bracketed_title", [position], [], match.span())
+                cited.take(*match.span())
+    return cited
 
-    def cite(
-        style: str,
-        positions: Sequence[int],
-        missing: Sequence[str],
-        span: tuple[int, int],
-        keep: str = "",
-    ) -> None:
-        if style not in styles:
-            styles.append(style)
-        found.extend((p, style) for p in positions)
-        unresolved.extend(missing)
-        spans.append((span[0], span[1], keep))
 
-    taken = [False] * (len(body) + 1)
-
-    def free(start: int, end: int) -> bool:
-        return not any(taken[start:end])
-
-    def take(start: int, end: int) -> None:
-        for i in range(start, min(end, len(body))):
-            taken[i] = True
-
-    # the paper's DocTitle citations (several allowed here), titles matched bracket by bracket
+def _read_doctitles(cited: _Cited, ctx: _Context) -> None:
+    """The paper's DocTitle citations (several allowed here), titles matched bracket by
+    bracket; a DocTitle that is a list of numbers cites entries."""
+    body = cited.body
     for hit in _CITE.finditer(body):
-        if not free(hit.start(), hit.end()):
+        if not cited.free(hit.start(), hit.end()):
             continue
         end = _closing(body, hit)
+        span = (hit.start(), end + 1)
         title = body[hit.end() : end].strip()
         position = ctx.title(title)
         if position is not None:
-            cite("doctitle", [position], [], (hit.start(), end + 1))
+            cited.cite("doctitle", [position], [], span)
         else:
             digits = _unwrap(title).strip("[]() .")
             if digits and _NUMBER_LIST.fullmatch(digits):
                 positions, missing = ctx.numbers(digits)
-                cite("numbered", positions, missing, (hit.start(), end + 1))
+                cited.cite("numbered", positions, missing, span)
             else:
-                cite("doctitle", [], [_unwrap(title)], (hit.start(), end + 1))
-        take(hit.start(), end + 1)
-    for match in _LINK.finditer(body):
-        if not free(match.start(), match.end()):
+                cited.cite("doctitle", [], [_unwrap(title)], span)
+        cited.take(*span)
+
+
+def _read_links(cited: _Cited, ctx: _Context) -> None:
+    """Markdown links whose text (else whose URL's last path segment) is a context title."""
+    for match in _LINK.finditer(cited.body):
+        if not cited.free(*match.span()):
             continue
         position = ctx.title(match.group(1))
         if position is None:
             segment = unquote(match.group(2).rstrip("/").rsplit("/", 1)[-1]).replace("_", " ")
             position = ctx.title(segment)
         if position is not None:
-            cite("markdown_link", [position], [], match.span(), keep=match.group(1))
-            take(*match.span())
+            cited.cite("markdown_link", [position], [], match.span(), keep=match.group(1))
+            cited.take(*match.span())
+
+
+def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
+    """``Source: X``, ``Sources: [1], [2]``: the titles or entry numbers after the label, up
+    to a bracket (a list of bracketed entries read whole)."""
+    body = cited.body
+    lower = body.lower().replace("\u0131", "i").replace("\u0307", "")
+    if "ource" not in lower and "ref" not in lower and "cit" not in lower:
+        return  # no label: every one holds these letters (a dotless or dotted I read as "i")
     for match in _SOURCE.finditer(body):
-        if not free(match.start(), match.end()):
+        if not cited.free(match.start(), match.end()):
             continue
         start = match.end()
         rest = body[start:]
@@ -619,37 +839,34 @@ def _attribute_line(
             text = rest if stop is None else rest[: stop.start()]
         positions, missing = _source_targets(text, ctx)
         if positions or missing:
-            cite("source_label", positions, missing, (match.start(), start + len(text)))
-            take(match.start(), start + len(text))
-    for match in _FOOTNOTE_REFERENCE.finditer(body) if ctx.footnotes else ():
-        label = match.group(1)
-        if label in ctx.footnotes and free(match.start(), match.end()):
-            cite("numbered", ctx.footnotes[label], [], match.span())
-            take(*match.span())
-    for match in _NUMBERED.finditer(body):
-        if not free(match.start(), match.end()):
-            continue
-        positions, missing = ctx.numbers(match.group(1))
-        cite("numbered", positions, missing, match.span())
-        take(*match.span())
-    for pattern in (_SQUARE_TEXT, _ROUND_TEXT):
-        for match in pattern.finditer(body):
-            if not free(match.start(), match.end()):
-                continue
-            position = ctx.title(match.group(1))
-            if position is not None:
-                cite("bracketed_title", [position], [], match.span())
-                take(*match.span())
-    head = _head(body, spans)
-    out_of_range = tuple(ctx.out_of_range)
-    if _REFUSAL.search(body):  # a refusal or a denial attributes nothing
-        ordered = tuple(s for s in STYLES if s in styles)
-        bullet = AttributedBullet(
-            stripped, number, head, ordered, (), tuple(unresolved), (), out_of_range, 0, True
-        )
-        return bullet, False
-    presented = _presented(head, ctx)
-    presented_positions = [p for p, _ in presented]
+            cited.cite("source_label", positions, missing, (match.start(), start + len(text)))
+            cited.take(match.start(), start + len(text))
+
+
+def _refuses(text: str) -> bool:
+    """:data:`_REFUSAL` in ``text``; every form it reads holds ``no``, ``n't`` or ``unable`` in
+    any case (its letters have no other case-insensitive match), so a text without them is
+    not searched."""
+    lower = text.lower()
+    return ("no" in lower or "n't" in lower or "unable" in lower) and bool(_REFUSAL.search(text))
+
+
+def _without_asides(text: str) -> str:
+    """``text`` without its bracketed asides (:data:`_ASIDE`), whitespace collapsed."""
+    if "(" in text or "[" in text:
+        text = _ASIDE.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _credit(
+    found: Sequence[tuple[int, str]],
+    head: str,
+    presented: Sequence[tuple[int, str]],
+    ctx: _Context,
+) -> tuple[list[Attribution], list[Attribution]]:
+    """Each document cited on the line, once (its first style): credited, or a mis-citation
+    when the line presents a shown person and the cited document's person is not named."""
+    presented_positions = {p for p, _ in presented}
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
     seen: set[int] = set()
@@ -662,30 +879,7 @@ def _attribute_line(
         item = Attribution(position, doc.title, doc.group, style, names)
         # a citation of someone other than the person the line presents: flagged, not credited
         (miscited if presented and not names else attributions).append(item)
-    if attributions:  # beside a credited citation: only people the head names by their titles
-        implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
-    else:  # citing nothing credited: the people the head names, else the rest of the line
-        implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
-    if implicit:
-        styles.append("implicit")
-        attributions += [
-            Attribution(p, ctx.documents[p].title, ctx.documents[p].group, "implicit", True, form)
-            for p, form in implicit
-        ]
-    ordered = tuple(s for s in STYLES if s in styles)
-    overcited = max(0, len(seen) - max(1, len(presented)))
-    bullet = AttributedBullet(
-        stripped,
-        number,
-        head,
-        ordered,
-        tuple(attributions),
-        tuple(unresolved),
-        tuple(miscited),
-        out_of_range,
-        overcited,
-    )
-    return bullet, _is_name_line(body, head)
+    return attributions, miscited
 
 
 def _closing(body: str, hit: re.Match[str]) -> int:
@@ -732,11 +926,13 @@ def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
     text = body
     for start, end, keep in sorted(spans, reverse=True):
         text = text[:start] + f" {keep} " + text[end:]
-    text = _EMPTY_BRACKETS.sub(" ", " ".join(text.split()))
-    text = " ".join(text.split()).strip(" -–—:,;|.")
+    text = " ".join(text.split())
+    if "(" in text or "[" in text or "（" in text:
+        text = " ".join(_EMPTY_BRACKETS.sub(" ", text).split())
+    text = text.strip(" -–—:,;|.")
     head = _DESCRIPTION.split(text, maxsplit=1)[0]
-    head = re.split(r", (?=[a-z])", head, maxsplit=1)[0]
-    head = re.split(r" (?:was|is|were|are|has|had|became|won|who) ", head, maxsplit=1)[0]
+    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0]
+    head = _VERB_CLAUSE.split(head, maxsplit=1)[0]
     return _unwrap(head.rstrip(" -–—:,;|."))
 
 
@@ -750,6 +946,8 @@ def _name_runs(text: str) -> list[str]:
     text = _TAG.sub(" ", text)
     runs: list[str] = []
     for chunk in _RUN_BREAK.split(text):
+        if chunk.islower():  # no capital letter: no name starts in it (fast path)
+            continue
         strict: list[str] = []
         loose: list[str] = []
         for raw in chunk.split():
@@ -820,7 +1018,7 @@ def _close(words: list[str], runs: list[str]) -> None:
 def _implicit(body: str, head: str, ctx: _Context) -> list[tuple[int, str]]:
     """Context documents whose person the bullet names, with the name form: in its head, else
     in the rest."""
-    found = _presented(head, ctx)
+    found = ctx.presented(head)
     if found:
         return found
     rest = body.replace(head, " ", 1) if head else body
@@ -832,7 +1030,7 @@ def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:
     its brackets name (``Ida Mathis (Daron Joffe)`` presents Ida Mathis)."""
     if not head:
         return []
-    outside = " ".join(_ASIDE.sub(" ", head).split())
+    outside = _without_asides(head)
     if outside != head and _is_name_line(outside, outside):
         return _named(outside, ctx, set())  # a name outside the brackets: the person presented
     found = _named(outside, ctx, set()) if outside else []
@@ -856,6 +1054,16 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     return list(found.items())
 
 
+_NOT_WORD = re.compile(r"[^\w\s]+")
+
+
+def _word_text(cited: str) -> str:
+    """``cited`` case-folded and accents removed, with every character that is neither a word
+    character nor a space deleted: each token the name rule reads in ``cited`` (brackets,
+    quotes and apostrophes dropped, hyphenated parts joined) is a substring of it."""
+    return _fold(_NOT_WORD.sub("", cited))
+
+
 def _one_edit(a: str, b: str) -> bool:
     """``a`` and ``b`` differ by exactly one inserted, deleted or replaced letter."""
     if abs(len(a) - len(b)) > 1 or a == b:
@@ -873,8 +1081,10 @@ def _one_edit(a: str, b: str) -> bool:
 def _is_name_line(body: str, head: str) -> bool:
     """Whether the line is only its head, a name, with at most bracketed asides (dates, a
     role) after it: an item written without a bullet marker."""
-    bare, name = (" ".join(_ASIDE.sub(" ", t).split()).strip(" -–—:,;|.") for t in (body, head))
-    if not name or bare != name or len(name.split()) > _MAX_RUN_WORDS:
+    name = _without_asides(head).strip(" -–—:,;|.")
+    if not name or len(name.split()) > _MAX_RUN_WORDS:
+        return False
+    if _without_asides(body).strip(" -–—:,;|.") != name:
         return False
     words = [w.strip("'’.") for w in _TAG.sub(" ", name).strip(_WORD_WRAPPERS).split()]
     kinds = [_word_kind(w, index > 0) for index, w in enumerate(words)]

@@ -527,6 +527,7 @@ _APOSTROPHES = re.compile(r"['’ʼ`´]")
 _TOKEN = re.compile(r"\w+")
 _OPENERS = {"(": ")", "[": "]", "（": "）", "{": "}"}
 _QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "”": "”"}
+_BRACKET_OR_QUOTE = re.compile("[" + re.escape("".join((*_OPENERS, *_QUOTES))) + "]")
 
 
 @dataclass(frozen=True)
@@ -559,6 +560,8 @@ def _fold(token: str) -> str:
 def _split_brackets_and_quotes(text: str) -> tuple[str, str, str]:
     """``(text outside brackets and quotes, inside double quotes, inside brackets)``, in one
     pass (nested brackets are matched; an unclosed one takes the rest of the text)."""
+    if not _BRACKET_OR_QUOTE.search(text):
+        return text, "", ""  # nothing to split (the common name, read without a Python loop)
     outside: list[str] = []
     quoted: list[str] = []
     bracketed: list[str] = []
@@ -594,9 +597,9 @@ def _looks_like_a_name(words: list[str], caseless: bool) -> bool:
     if not words:
         return False
     for word in words:
-        if any(c.isdigit() for c in word):
+        if any(map(str.isdigit, word)):
             return False
-        letter = next((c for c in word if c.isalpha()), None)
+        letter = word[0] if word[:1].isalpha() else next(filter(str.isalpha, word), None)
         if letter is None:
             continue
         if not caseless and letter.islower() and _fold(word.strip(".")) not in _PARTICLES:
@@ -680,7 +683,7 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     if not originals:
         return None
     tokens = tuple(_fold(t) for t in originals)
-    has_lower = caseless or any(c.islower() for c in text)
+    has_lower = caseless or any(map(str.islower, text))
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
     lead = 0  # titles first: "Rear Admiral The Honourable X" is X, not "the" + a designation
@@ -731,7 +734,7 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
         quoted += " " + bracketed
     nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
     people: list[_Name] = []
-    parts = [p for p in _CONJUNCTION.split(outside) if p.strip()]
+    parts = [p for p in _split_people(outside) if p.strip()]
     for part in parts:
         for words in _name_parts(part, caseless):
             name = _make_name(words, nicknames, caseless)
@@ -740,6 +743,16 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
     if not people and parts:  # no part looks like a name (e.g. all lower case): keep them all
         people = [n for p in parts if (n := _make_name(p, nicknames, True)) is not None]
     return tuple(people)
+
+
+def _split_people(text: str) -> list[str]:
+    """``text`` split at :data:`_CONJUNCTION`; a text holding none of its symbols nor, in any
+    case, `` and `` or `` with `` (a dotless or dotted I read as ``i``) is not searched."""
+    if not any(symbol in text for symbol in "&/+;|＆"):
+        lower = text.lower().replace("\u0131", "i").replace("\u0307", "")
+        if " and " not in lower and " with " not in lower:
+            return [text]
+    return _CONJUNCTION.split(text)
 
 
 _FULL_FORMS: dict[str, frozenset[str]] = {}

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from fairrag_core import Ranker, configure_ranker
+from fairrag_core.blocks import Block, Markup, Paragraph, Table, markdown
 from fairrag_core.metrics import (
     amortized_disparity,
     amortized_exposure_shares,
@@ -56,6 +57,7 @@ __all__ = [
     "amortized_frontier",
     "build_setting",
     "draw_frontier",
+    "frontier_blocks",
     "frontier_markdown",
     "run_stream",
     "setting_label",
@@ -291,40 +293,58 @@ def setting_words(row: FrontierRow) -> str:
     return words
 
 
-def frontier_markdown(frontier: Frontier) -> list[str]:
-    """The frontier as a markdown table (one row per setting, each goal met or not), after a
-    paragraph saying how it was measured."""
+def frontier_blocks(frontier: Frontier) -> list[Block]:
+    """The frontier as report blocks: a paragraph saying how it was measured, then a table (one
+    row per setting, each goal met or not)."""
     reference, k = frontier.reference, frontier.k
     over = (
         "the pools in the study's order"
         if frontier.orders == 1
         else f"the study's order and {frontier.orders - 1} shuffled ones (means)"
     )
-    lines = [
+    method = (
         f"Each setting ranks the {frontier.pools} pools once each, in order, as one stream "
         f"(amortized: a fresh in-memory ledger); before each pool, {frontier.samples} rankings "
         "are drawn (not served) from the state the stream reached. Over "
         f"{over}. Goals (issue 26): stream disparity < {SPREAD_DISPARITY:g}, document-level "
         f"EE-L (relevance = the question's topic; lower is better) no worse than "
         f"{REFERENCE}'s, nDCG@{k} loss against standard at most {SPREAD_LOSS_RATIO:g}x "
-        f"{REFERENCE}'s ({SPREAD_LOSS_RATIO * reference.loss:.4f}).\n",
-        f"| setting | stream disparity{' (max)' if frontier.orders > 1 else ''} "
-        f"| nDCG@{k} loss (x rs) | document EE-L (x rs) | distinct top-{k} lists "
-        "(median per pool) | rank-1 entropy (bits) | goals met (disparity / EE-L / loss) |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        f"{REFERENCE}'s ({SPREAD_LOSS_RATIO * reference.loss:.4f})."
+    )
+    header = [
+        "setting",
+        f"stream disparity{' (max)' if frontier.orders > 1 else ''}",
+        f"nDCG@{k} loss (x rs)",
+        "document EE-L (x rs)",
+        f"distinct top-{k} lists (median per pool)",
+        "rank-1 entropy (bits)",
+        "goals met (disparity / EE-L / loss)",
     ]
+    rows = []
     for row in frontier.rows:
-        met = frontier.goals(row)
         disparity = f"{row.disparity:.4f}"
         if frontier.orders > 1:
             disparity += f" ({row.max_disparity:.4f})"
-        lines.append(
-            f"| {setting_words(row)} | {disparity} | {row.loss:.4f} "
-            f"({_ratio(row.loss, reference.loss)}) | {row.ee_loss:.3f} "
-            f"({_ratio(row.ee_loss, reference.ee_loss)}) | {row.distinct:g} | {row.entropy:.2f} "
-            f"| {' / '.join('yes' if m else 'no' for m in met)} |"
+        rows.append(
+            [
+                setting_words(row),
+                disparity,
+                f"{row.loss:.4f} ({_ratio(row.loss, reference.loss)})",
+                f"{row.ee_loss:.3f} ({_ratio(row.ee_loss, reference.ee_loss)})",
+                f"{row.distinct:g}",
+                f"{row.entropy:.2f}",
+                " / ".join("yes" if met else "no" for met in frontier.goals(row)),
+            ]
         )
-    return lines
+    table = Table(
+        [Markup(h) for h in header], [[Markup(c) for c in r] for r in rows], None, "lrrrrrl"
+    )
+    return [Paragraph(Markup(method)), table]
+
+
+def frontier_markdown(frontier: Frontier) -> list[str]:
+    """:func:`frontier_blocks` as Markdown lines."""
+    return markdown(frontier_blocks(frontier)).splitlines()
 
 
 def _ratio(value: float, reference: float) -> str:

@@ -1,4 +1,5 @@
-"""Study outputs: per-metric tables with t-tests, summary CSV, outliers, figures and report.md.
+"""Study outputs: per-metric tables with t-tests, summary CSV, outliers, figures, and the report
+(``report.md`` and ``report.html`` from one list of blocks, :mod:`fairrag_core.blocks`).
 
 The report sets this run beside the paper (its four rankers, its metrics), gives every ranker's
 means, the metrics over many rankings (docs/SPEC.md, "The study" → Over many rankings) with a
@@ -21,6 +22,17 @@ from typing import Any
 
 import numpy as np
 
+from fairrag_core.blocks import (
+    Block,
+    Bullets,
+    Figure,
+    Heading,
+    Markup,
+    Paragraph,
+    Table,
+    html_page,
+    markdown,
+)
 from fairrag_core.stats import (
     DEFAULT_ALPHA,
     Descriptive,
@@ -33,7 +45,8 @@ from fairrag_core.stats import (
 )
 
 from .dataset import PAPER_NUMBERS, TREC_GENDER, StudyDataset
-from .frontier import Frontier, draw_frontier, frontier_markdown, setting_words
+from .differences import PAPER_SETTING, RunFacts, differences, full_topics, percent
+from .frontier import Frontier, draw_frontier, frontier_blocks, setting_words
 from .many_rankings import TRIAL_METRICS, ManyRankings
 
 __all__ = [
@@ -130,10 +143,14 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
     """The study's tables for ``dataset``: with one protected group, its exposure share and the
     generation metrics about it (the paper's tables); with a full target, one exposure share
     table per group."""
-    protected, who = dataset.protected, dataset.protected_noun or dataset.protected
+    return (*_exposure_specs(dataset), *_RELEVANCE, *_generation_specs(dataset), *MANY_RANKINGS)
+
+
+def _exposure_specs(dataset: StudyDataset) -> list[MetricSpec]:
+    """Exposure disparity, then the protected group's share and (full target) each group's."""
+    protected = dataset.protected
     if dataset.target is None:
-        goal = f"{dataset.target_share:g}"
-        disparity = f"|ES_{protected} - {goal}|"
+        disparity = f"|ES_{protected} - {dataset.target_share:g}|"
     else:
         disparity = "1/2 sum_g |ES_g - target_g| (" + dataset.target_label() + ")"
     specs = [
@@ -160,81 +177,98 @@ def metric_specs(dataset: StudyDataset = TREC_GENDER) -> tuple[MetricSpec, ...]:
             )
             for group, share in dataset.target.items()
         )
-    specs += [
-        MetricSpec("precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md"),
-        MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md"),
-    ]
-    if protected is not None:
-        goal = f"{dataset.target_share if dataset.target is None else dataset.target[protected]:g}"
-        specs += [
-            MetricSpec(
-                "generation_parity",
-                f"Generation demographic parity (share of valid citations to {who})",
-                "table_generation_parity.md",
-            ),
-            MetricSpec(
-                "grounded_generation_parity",
-                "Grounded generation parity (share of citations naming their document's "
-                f"person, to {who})",
-                "table_grounded_generation_parity.md",
-            ),
-        ]
-    specs.append(MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"))
-    if protected is not None:
-        specs.append(
-            MetricSpec(
-                "attributed_generation_parity",
-                f"Attributed generation parity (share of attributed sources, any citation style "
-                f"or named, to {who})",
-                "table_attributed_generation_parity.md",
-            )
-        )
-    specs.append(
-        MetricSpec(
-            "attributed_groundedness",
-            "Attributed groundedness (bullets attributed to a shown document about the person "
-            "they name)",
-            "table_attributed_groundedness.md",
-        )
-    )
+    return specs
+
+
+_RELEVANCE = (
+    MetricSpec("precision_at_k", "Retrieval relevance: P@k", "table_precision_at_k.md"),
+    MetricSpec("ndcg_at_k", "Retrieval relevance: nDCG@k", "table_ndcg_at_k.md"),
+)
+_GROUP_FREE_GENERATION = (
+    MetricSpec("groundedness", "Utility (groundedness)", "table_groundedness.md"),
+    MetricSpec(
+        "attributed_groundedness",
+        "Attributed groundedness (bullets attributed to a shown document about the person "
+        "they name)",
+        "table_attributed_groundedness.md",
+    ),
     # issue 33: the same metrics over explicit citations alone, and citation precision
-    if protected is not None:
-        specs.append(
-            MetricSpec(
-                "attributed_generation_parity_explicit",
-                f"Attributed generation parity, explicit citations alone (to {who})",
-                "table_attributed_generation_parity_explicit.md",
-            )
-        )
-    specs += [
+    MetricSpec(
+        "attributed_groundedness_explicit",
+        "Attributed groundedness, explicit citations alone",
+        "table_attributed_groundedness_explicit.md",
+    ),
+    MetricSpec(
+        "attributed_citation_precision",
+        "Attributed citation precision (credited citations naming their person, of all)",
+        "table_attributed_citation_precision.md",
+    ),
+)
+"""The generation metrics about no group (every data set has them)."""
+_GENERATION_ORDER = (
+    "generation_parity",
+    "grounded_generation_parity",
+    "groundedness",
+    "attributed_generation_parity",
+    "attributed_groundedness",
+    "attributed_generation_parity_explicit",
+    "attributed_groundedness_explicit",
+    "attributed_citation_precision",
+    "fairness_gap",
+    "fairness_gap_magnitude",
+    "attributed_fairness_gap",
+)
+"""The order of the generation tables (those about the protected group among the others)."""
+
+
+def _generation_specs(dataset: StudyDataset) -> list[MetricSpec]:
+    """The generation metrics, in :data:`_GENERATION_ORDER`: those about the protected group
+    only when the data set has one."""
+    specs = {spec.key: spec for spec in _GROUP_FREE_GENERATION}
+    if dataset.protected is not None:
+        specs.update({spec.key: spec for spec in _protected_generation_specs(dataset)})
+    return [specs[key] for key in _GENERATION_ORDER if key in specs]
+
+
+def _protected_generation_specs(dataset: StudyDataset) -> list[MetricSpec]:
+    """Generation parity and the fairness gaps, about the data set's protected group."""
+    protected, who = dataset.protected, dataset.protected_noun or dataset.protected
+    goal = f"{dataset.target_share if dataset.target is None else dataset.target[str(protected)]:g}"
+    return [
         MetricSpec(
-            "attributed_groundedness_explicit",
-            "Attributed groundedness, explicit citations alone",
-            "table_attributed_groundedness_explicit.md",
+            "generation_parity",
+            f"Generation demographic parity (share of valid citations to {who})",
+            "table_generation_parity.md",
         ),
         MetricSpec(
-            "attributed_citation_precision",
-            "Attributed citation precision (credited citations naming their person, of all)",
-            "table_attributed_citation_precision.md",
+            "grounded_generation_parity",
+            f"Grounded generation parity (share of citations naming their document's person, "
+            f"to {who})",
+            "table_grounded_generation_parity.md",
+        ),
+        MetricSpec(
+            "attributed_generation_parity",
+            f"Attributed generation parity (share of attributed sources, any citation style "
+            f"or named, to {who})",
+            "table_attributed_generation_parity.md",
+        ),
+        MetricSpec(
+            "attributed_generation_parity_explicit",
+            f"Attributed generation parity, explicit citations alone (to {who})",
+            "table_attributed_generation_parity_explicit.md",
+        ),
+        MetricSpec("fairness_gap", f"Fairness gap GDP - ES_{protected}", "table_fairness_gap.md"),
+        MetricSpec(
+            "fairness_gap_magnitude",
+            f"Fairness gap magnitude |GDP - {goal}| - |ES_{protected} - {goal}|",
+            "table_fairness_gap_magnitude.md",
+        ),
+        MetricSpec(
+            "attributed_fairness_gap",
+            f"Attributed fairness gap AGDP - ES_{protected}",
+            "table_attributed_fairness_gap.md",
         ),
     ]
-    if protected is not None:
-        specs += [
-            MetricSpec(
-                "fairness_gap", f"Fairness gap GDP - ES_{protected}", "table_fairness_gap.md"
-            ),
-            MetricSpec(
-                "fairness_gap_magnitude",
-                f"Fairness gap magnitude |GDP - {goal}| - |ES_{protected} - {goal}|",
-                "table_fairness_gap_magnitude.md",
-            ),
-            MetricSpec(
-                "attributed_fairness_gap",
-                f"Attributed fairness gap AGDP - ES_{protected}",
-                "table_attributed_fairness_gap.md",
-            ),
-        ]
-    return (*specs, *MANY_RANKINGS)
 
 
 def _file_safe(label: str) -> str:
@@ -251,6 +285,7 @@ def output_files(dataset: StudyDataset = TREC_GENDER) -> tuple[str, ...]:
     return (
         "summary.csv",
         "report.md",
+        "report.html",
         "outliers.md",
         TRIAL_METRICS_FILE,
         AMORTIZED.filename,
@@ -334,7 +369,8 @@ def write_outputs(
     many: ManyRankings | None = None,
     facts: RunFacts | None = None,
 ) -> dict[str, dict[str, Descriptive]]:
-    """Write every table, the summary CSV, outliers, figures and report.md into ``out_dir``.
+    """Write every table, the summary CSV, outliers, figures, ``report.md`` and ``report.html``
+    (the same blocks, :mod:`fairrag_core.blocks`; figures embedded) into ``out_dir``.
 
     Tables, figures and the report name ``dataset``'s groups and target; the paper comparison
     (the paper's four rankers) and the differences from the paper (read from ``facts`` and
@@ -344,74 +380,134 @@ def write_outputs(
     stream gives its amortized disparity (one value per ranker, ``aggregate`` ``stream`` in
     ``summary.csv``).
     """
-    figures = out_dir / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     rows = _with_trial_metrics(records, many)
-    results: dict[str, dict[str, Descriptive]] = {}
     present = [
         spec for spec in metric_specs(dataset) if any(_value(r, spec.key) is not None for r in rows)
     ]
-    for spec in present:
+    results = _write_metric_tables(out_dir, rows, rankers, present, alpha)
+    if many is not None:
+        results[AMORTIZED.key] = _write_many_rankings(out_dir, many, rankers, dataset)
+    _atomic_write(out_dir / "summary.csv", _summary_csv(results))
+    _atomic_write(out_dir / "outliers.md", _outliers_markdown(rows, rankers, present))
+    run = _ReportRun(
+        results=results,
+        rankers=rankers,
+        config=config,
+        generation_note=generation_note,
+        specs=present,
+        dataset=dataset,
+        significance=_significance(rows, rankers, alpha, dataset),
+        many=many,
+        facts=facts,
+        diagnosis=generation_diagnosis(records, rankers),
+    )
+    blocks = _report_blocks(run, _draw_figures(out_dir, run))
+    _atomic_write(out_dir / "report.md", markdown(blocks, out_dir))
+    _atomic_write(out_dir / "report.html", html_page(blocks))
+    return results
+
+
+def _write_metric_tables(
+    out_dir: Path,
+    rows: Sequence[Mapping],
+    rankers: Sequence[str],
+    specs: Sequence[MetricSpec],
+    alpha: float,
+) -> dict[str, dict[str, Descriptive]]:
+    """One table per metric of ``specs`` (descriptives and t-tests); the descriptives."""
+    results: dict[str, dict[str, Descriptive]] = {}
+    for spec in specs:
         text, descriptives = metric_table(spec, _samples(rows, rankers, spec.key), alpha)
         _atomic_write(out_dir / spec.filename, text)
         results[spec.key] = descriptives
-    if many is not None:
-        _atomic_write(out_dir / TRIAL_METRICS_FILE, _trial_metrics_csv(many))
-        results[AMORTIZED.key] = {
-            name: Descriptive(
-                many.streams[name].disparity, math.nan, many.streams[name].rankings, 0
-            )
-            for name in rankers
-            if name in many.streams
-        }
-        _atomic_write(out_dir / AMORTIZED.filename, _amortized_table(many, rankers, dataset))
-        if many.frontier is not None:
-            _atomic_write(out_dir / FRONTIER_FILE, _frontier_table(many.frontier))
-            draw_frontier(many.frontier, out_dir / FRONTIER_FIGURE)
-    _atomic_write(out_dir / "summary.csv", _summary_csv(results))
-    _atomic_write(out_dir / "outliers.md", _outliers_markdown(rows, rankers, present))
+    return results
+
+
+def _write_many_rankings(
+    out_dir: Path, many: ManyRankings, rankers: Sequence[str], dataset: StudyDataset
+) -> dict[str, Descriptive]:
+    """``trial_metrics.csv``, the amortized-disparity table, the frontier's table; each
+    ranker's stream disparity (one value: its mean, no sd)."""
+    _atomic_write(out_dir / TRIAL_METRICS_FILE, _trial_metrics_csv(many))
+    _atomic_write(out_dir / AMORTIZED.filename, _amortized_table(many, rankers, dataset))
+    if many.frontier is not None:
+        _atomic_write(out_dir / FRONTIER_FILE, _frontier_table(many.frontier))
+    return {
+        name: Descriptive(many.streams[name].disparity, math.nan, many.streams[name].rankings, 0)
+        for name in rankers
+        if name in many.streams
+    }
+
+
+FIGURE_CAPTIONS = {
+    "figures/retrieval.png": "Exposure per ranker: exposure disparity and each share (bars: "
+    "this run, mean ± sd; diamonds: the paper's means; dashed line: the target)",
+    "figures/generation.png": "Generation metrics per ranker (bars: this run, mean ± sd; "
+    "diamonds: the paper's means; dashed line: the target)",
+    "figures/many_rankings.png": "Metrics over many rankings per ranker (means over trials; "
+    "amortized disparity: one value per stream)",
+    FRONTIER_FIGURE: "The amortized ranker's frontier: stream disparity, relevance lost and "
+    "document-level expected exposure per setting",
+}
+"""What each of :data:`FIGURES` shows (its caption in the report, on the paper's data set)."""
+_PAPER_MARKS = "; diamonds: the paper's means"
+"""Left out of the captions on a data set without the paper's numbers."""
+
+
+def _draw_figures(out_dir: Path, run: _ReportRun) -> list[Figure]:
+    """Draw the figures this run has data for; each as a report block."""
+    results, rankers, dataset = run.results, run.rankers, run.dataset
     shares = (
         ("exposure_share",)
         if dataset.target is None
         else tuple(f"exposure_share_{group}" for group in dataset.target)
     )
-    _plot(figures / "retrieval.png", results, rankers, ("exposure_disparity", *shares), dataset)
-    diagnosis = generation_diagnosis(records, rankers)
+    drawn = ["figures/retrieval.png"]
+    _plot(out_dir / drawn[0], results, rankers, ("exposure_disparity", *shares), dataset)
     if "generation_parity" in results or "attributed_groundedness" in results:
-        keys = (
-            "generation_parity",
-            "attributed_generation_parity",
-            "groundedness",
-            "attributed_groundedness",
-        )
-        _plot(
-            figures / "generation.png",
-            results,
-            rankers,
-            [key for key in keys if key in results],
-            dataset,
-            note=None if diagnosis is None else diagnosis.figure_note,
-        )
-    if many is not None:
+        keys = [key for key in GENERATION_FIGURE if key in results]
+        note = None if run.diagnosis is None else run.diagnosis.figure_note
+        drawn.append("figures/generation.png")
+        _plot(out_dir / drawn[-1], results, rankers, keys, dataset, note=note)
+    if run.many is not None:
         many_keys = [key for key in MANY_FIGURE if key in results]
-        _plot(figures / "many_rankings.png", results, rankers, many_keys, dataset, columns=3)
-    significance = _significance(rows, rankers, alpha, dataset)
-    _atomic_write(
-        out_dir / "report.md",
-        _report(
-            results,
-            rankers,
-            config,
-            generation_note,
-            present,
-            significance,
-            dataset,
-            many=many,
-            facts=facts,
-            diagnosis=diagnosis,
-        ),
-    )
-    return results
+        drawn.append("figures/many_rankings.png")
+        _plot(out_dir / drawn[-1], results, rankers, many_keys, dataset, columns=3)
+        if run.many.frontier is not None:
+            drawn.append(FRONTIER_FIGURE)
+            draw_frontier(run.many.frontier, out_dir / FRONTIER_FIGURE)
+    captions = {name: FIGURE_CAPTIONS[name] for name in drawn}
+    if dataset.paper is None:
+        captions = {name: text.replace(_PAPER_MARKS, "") for name, text in captions.items()}
+    return [Figure(out_dir / name, caption) for name, caption in captions.items()]
+
+
+GENERATION_FIGURE = (
+    "generation_parity",
+    "attributed_generation_parity",
+    "groundedness",
+    "attributed_groundedness",
+)
+"""The panels of ``figures/generation.png`` (those measured)."""
+
+
+@dataclass(frozen=True)
+class _ReportRun:
+    """What the report reads about the run."""
+
+    results: Mapping[str, Mapping[str, Descriptive]]
+    rankers: Sequence[str]
+    config: Mapping[str, object]
+    generation_note: str | None
+    specs: Sequence[MetricSpec]
+    """The metrics measured, in table order."""
+    dataset: StudyDataset
+    significance: list[str]
+    """The exposure-disparity t-test pattern, as bullets of the reading."""
+    many: ManyRankings | None
+    facts: RunFacts | None
+    diagnosis: GenerationDiagnosis | None
 
 
 @dataclass(frozen=True)
@@ -443,50 +539,57 @@ class GenerationDiagnosis:
             f"{self.nothing} attributed to nothing."
         )
 
-    def lines(self) -> list[str]:
+    def blocks(self) -> list[Block]:
         """The report's section: counts per ranker, styles, and what to change."""
-        out = ["\n## Why the generation metrics are what they are\n"]
-        out.append(
-            f"Of {self.answers} answers, {self.follows} cited in the requested format "
-            f"`<Person Name> (DocTitle: <exact Title from context>)`; the paper's generation "
-            f"parity is measured on {self.paper_measured} (a citation whose title was shown), "
-            f"the attributed generation parity (every citation style, and people named without "
-            f"a citation) on {self.attributed_measured}; {self.nothing} answers cite nothing "
-            "and name nobody shown.\n"
-        )
-        out.append("| citation style (docs/SPEC.md, Attribution) | answers |")
-        out.append("|---|---:|")
-        for name, n in self.styles.items():
-            out.append(f"| {name} | {n} |")
-        out.append("\n| ranker | answers | paper parity measured | attributed parity measured |")
-        out.append("|---|---:|---:|---:|")
-        for ranker, (n, paper, attributed) in self.per_ranker.items():
-            out.append(f"| {ranker} | {n} | {paper} | {attributed} |")
+        out: list[Block] = [
+            _heading("Why the generation metrics are what they are"),
+            _paragraph(
+                f"Of {self.answers} answers, {self.follows} cited in the requested format "
+                f"`<Person Name> (DocTitle: <exact Title from context>)`; the paper's generation "
+                f"parity is measured on {self.paper_measured} (a citation whose title was "
+                f"shown), the attributed generation parity (every citation style, and people "
+                f"named without a citation) on {self.attributed_measured}; {self.nothing} "
+                "answers cite nothing and name nobody shown."
+            ),
+            _table(
+                ["citation style (docs/SPEC.md, Attribution)", "answers"],
+                [[name, str(n)] for name, n in self.styles.items()],
+                "lr",
+            ),
+            _table(
+                ["ranker", "answers", "paper parity measured", "attributed parity measured"],
+                [[ranker, *map(str, counts)] for ranker, counts in self.per_ranker.items()],
+                "lrrr",
+            ),
+        ]
+        advice = self._advice()
+        if advice:
+            out += [_paragraph("What this means and what to change:"), _bullets(advice)]
+        return out
+
+    def _advice(self) -> list[str]:
         advice = []
         if self.paper_measured < self.answers:
             advice.append(
-                f"- {self.answers - self.paper_measured} answers have no paper generation parity "
+                f"{self.answers - self.paper_measured} answers have no paper generation parity "
                 "(n/a): they cite no shown title in the requested format. Read the attributed "
                 "metrics for them, or use a generator that follows the format (the paper's "
                 "gpt-4o-mini does; a 135M model does not)."
             )
         if self.styles.get("implicit", 0) > 0:
             advice.append(
-                f"- {self.styles['implicit']} answers name shown people without citing them "
+                f"{self.styles['implicit']} answers name shown people without citing them "
                 "(`implicit`): attributed by the name rule, which reads each document's title "
                 "and the names its own text gives."
             )
         if self.nothing:
             advice.append(
-                f"- {self.nothing} answers attribute nothing: they cite no shown document and "
+                f"{self.nothing} answers attribute nothing: they cite no shown document and "
                 "name nobody shown (empty, off-topic or invented people); check a few in "
                 "`records.jsonl` (`answer`), raise the token cap (`--max-tokens`, "
                 "`StudyConfig.max_tokens`) if they stop mid-answer."
             )
-        if advice:
-            out.append("\nWhat this means and what to change:\n")
-            out.extend(advice)
-        return out
+        return advice
 
 
 def generation_diagnosis(
@@ -585,22 +688,21 @@ FRONTIER_TITLE = "The amortized ranker's frontier: spread against relevance (iss
 
 def _frontier_table(frontier: Frontier) -> str:
     """``table_amortized_frontier.md``: the frontier table (:mod:`fairrag_study.frontier`)."""
-    return "\n".join([f"# {FRONTIER_TITLE}\n", *frontier_markdown(frontier)]) + "\n"
+    return markdown([Heading(FRONTIER_TITLE, 1), *frontier_blocks(frontier)])
 
 
-def _frontier_section(frontier: Frontier) -> list[str]:
+def _frontier_section(frontier: Frontier) -> list[Block]:
     """The report's section: the frontier table and which settings meet the three goals."""
-    lines = [f"\n## {FRONTIER_TITLE}\n", *frontier_markdown(frontier), ""]
     amortized = [row for row in frontier.rows if row.ranker == "amortized"]
     met = [setting_words(row) for row in amortized if all(frontier.goals(row))]
-    lines.append(
-        f"- Settings meeting all three goals on this run: {', '.join(met) if met else 'none'} "
+    reading = (
+        f"Settings meeting all three goals on this run: {', '.join(met) if met else 'none'} "
         f"(of {len(amortized)} amortized settings; figure `{FRONTIER_FIGURE}`, table "
         f"`{FRONTIER_FILE}`). One order of {frontier.pools} questions is noisy: "
         "`benchmarks/bench_amortized.py --frontier ... --orders 8` measures shuffled orders too "
         '(docs/SPEC.md item 6, "Spread").'
     )
-    return lines
+    return [_heading(FRONTIER_TITLE), *frontier_blocks(frontier), _bullets([reading])]
 
 
 def _stream_groups(dataset: StudyDataset) -> list[tuple[str, str]]:
@@ -613,29 +715,29 @@ def _stream_groups(dataset: StudyDataset) -> list[tuple[str, str]]:
 
 def _significance(
     records: Sequence[Mapping], rankers: Sequence[str], alpha: float, dataset: StudyDataset
-) -> str | None:
-    """The exposure-disparity t-test pattern; on the paper's data also among its four rankers,
-    in the paper's terms."""
+) -> list[str]:
+    """The exposure-disparity t-test pattern (bullets; none without two rankers of two values
+    or more); on the paper's data also among its four rankers, in the paper's terms."""
     samples = _samples(records, rankers, "exposure_disparity")
     if len(samples) < 2 or any(describe(v).n < 2 for v in samples.values()):
-        return None
-    text = _pattern(samples, alpha, f"Exposure disparity, pairwise t-tests at alpha = {alpha}")
+        return []
+    items = [_pattern(samples, alpha, f"Exposure disparity, pairwise t-tests at alpha = {alpha}")]
     paper_rankers = _paper_rankers(rankers, dataset)
     if dataset.paper is not None and len(paper_rankers) == 4:
         among = _pattern(
             {name: samples[name] for name in paper_rankers}, alpha, "Among the paper's four"
         )
         if len(rankers) > 4:
-            text += "\n" + among
-        text += " The paper: five of six significant, standard vs stochastic not."
-    return text
+            items.append(among)
+        items[-1] += " The paper: five of six significant, standard vs stochastic not."
+    return items
 
 
 def _pattern(samples: Mapping[str, np.ndarray], alpha: float, lead: str) -> str:
     rows = pairwise_t_tests(samples, alpha=alpha)
     significant = [f"{r.a} vs {r.b}" for r in rows if r.significant]
     not_significant = [f"{r.a} vs {r.b}" for r in rows if not r.significant]
-    text = f"- {lead}: {len(significant)} of {len(rows)} significant"
+    text = f"{lead}: {len(significant)} of {len(rows)} significant"
     if not_significant:
         text += f"; not significant: {', '.join(not_significant)}"
     return text + "."
@@ -791,8 +893,7 @@ def _goal(dataset: StudyDataset, key: str) -> float | None:
     return None
 
 
-def _fmt(value: float) -> str:
-    return "n/a" if not math.isfinite(value) else f"{100 * value:.2f}%"
+_fmt = percent
 
 
 def _fmt_spec(spec: MetricSpec, value: float) -> str:
@@ -801,86 +902,123 @@ def _fmt_spec(spec: MetricSpec, value: float) -> str:
     return _fmt(value)
 
 
-def _report(
-    results: Mapping[str, Mapping[str, Descriptive]],
-    rankers: Sequence[str],
-    config: Mapping[str, object],
-    generation_note: str | None,
-    specs: Sequence[MetricSpec],
-    significance: str | None = None,
-    dataset: StudyDataset = TREC_GENDER,
-    *,
-    many: ManyRankings | None = None,
-    facts: RunFacts | None = None,
-    diagnosis: GenerationDiagnosis | None = None,
-) -> str:
-    paper = dataset.paper
-    if paper is not None:
-        lines = ["# FairRAG study: reproduction of Tikoo (2026)\n"]
+def _heading(text: str, level: int = 2) -> Heading:
+    return Heading(Markup(text), level)
+
+
+def _paragraph(text: str) -> Paragraph:
+    return Paragraph(Markup(text))
+
+
+def _bullets(items: Iterable[str]) -> Bullets:
+    return Bullets([Markup(item) for item in items])
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str) -> Table:
+    """A table of the report's own text (rankers, metric keys, numbers: written as given)."""
+    return Table(
+        [Markup(cell) for cell in header],
+        [[Markup(cell) for cell in row] for row in rows],
+        None,
+        align,
+    )
+
+
+def _report_blocks(run: _ReportRun, figures: Sequence[Figure] = ()) -> list[Block]:
+    """The study's report, section by section (:mod:`fairrag_core.blocks`): written as
+    ``report.md`` and ``report.html``."""
+    paper = run.dataset.paper
+    blocks = [*_configuration(run), *_means(run)]
+    if run.generation_note:
+        blocks.append(_paragraph(f"**Generation metrics skipped:** {run.generation_note}"))
+    if run.diagnosis is not None:
+        blocks += run.diagnosis.blocks()
+    if run.many is not None:
+        blocks += _many_rankings_section(run.results, run.rankers, run.many, run.dataset)
+        if run.many.frontier is not None:
+            blocks += _frontier_section(run.many.frontier)
+    if paper is not None and run.facts is not None:
+        blocks += [
+            _heading("Differences from the paper"),
+            _paragraph(
+                "Every difference we know of between this run and the paper's setting, with "
+                "its likely effect:"
+            ),
+            _bullets(differences(run.results, run.config, run.facts, run.generation_note)),
+        ]
+    blocks += [
+        _heading("Reading"),
+        _bullets([*_reading(run.results, run.rankers, run.dataset), *run.significance]),
+    ]
+    if figures:
+        blocks += [_heading("Figures"), *figures]
+    return [*blocks, _heading("Files"), _paragraph(_files(run))]
+
+
+def _configuration(run: _ReportRun) -> list[Block]:
+    if run.dataset.paper is not None:
+        title = "FairRAG study: reproduction of Tikoo (2026)"
     else:
-        lines = [f"# FairRAG study: {dataset.name} (groups by `{dataset.group_key}`)\n"]
-    lines.append("## Configuration\n")
-    for key, value in config.items():
-        lines.append(f"- {key}: `{value}`")
+        title = f"FairRAG study: {run.dataset.name} (groups by `{run.dataset.group_key}`)"
+    return [
+        _heading(title, 1),
+        _heading("Configuration"),
+        _bullets(f"{key}: `{value}`" for key, value in run.config.items()),
+    ]
+
+
+def _means(run: _ReportRun) -> list[Block]:
+    """Every ranker's mean per metric; on the paper's data first its four beside the paper."""
+    blocks: list[Block] = []
+    paper = run.dataset.paper
     if paper is not None:
-        covered = _paper_rankers(rankers, dataset)
-        lines.append("\n## This run beside the paper (the paper's rankers; means over trials)\n")
-        lines.append("| metric | ranker | this run | sd | n | paper |")
-        lines.append("|---|---|---:|---:|---:|---:|")
-        for spec in specs:
-            if spec.key not in paper:
-                continue
-            for ranker in covered:
-                d = results[spec.key].get(ranker)
-                if d is None:
-                    continue
-                theirs = _fmt(paper[spec.key].get(ranker, math.nan))
-                lines.append(
-                    f"| {spec.key} | {ranker} | {_fmt(d.mean)} | {_fmt(d.std)} | {d.n} | {theirs} |"
-                )
-        lines.append("\n## Every ranker (means over trials)\n")
+        covered = _paper_rankers(run.rankers, run.dataset)
+        rows = [
+            [
+                spec.key,
+                ranker,
+                _fmt(d.mean),
+                _fmt(d.std),
+                str(d.n),
+                _fmt(paper[spec.key].get(ranker, math.nan)),
+            ]
+            for spec in run.specs
+            if spec.key in paper
+            for ranker in covered
+            if (d := run.results[spec.key].get(ranker)) is not None
+        ]
+        blocks += [
+            _heading("This run beside the paper (the paper's rankers; means over trials)"),
+            _table(["metric", "ranker", "this run", "sd", "n", "paper"], rows, "llrrrr"),
+            _heading("Every ranker (means over trials)"),
+        ]
     else:
-        lines.append("\n## This run (means over trials)\n")
-    lines.append("| metric | ranker | this run | sd | n |")
-    lines.append("|---|---|---:|---:|---:|")
-    for spec in specs:
-        for ranker in rankers:
-            d = results[spec.key].get(ranker)
-            if d is None:
-                continue
-            cells = [spec.key, ranker, _fmt_spec(spec, d.mean), _fmt_spec(spec, d.std), str(d.n)]
-            lines.append("| " + " | ".join(cells) + " |")
-    if generation_note:
-        lines.append(f"\n**Generation metrics skipped:** {generation_note}\n")
-    if diagnosis is not None:
-        lines.extend(diagnosis.lines())
-    if many is not None:
-        lines.extend(_many_rankings_section(results, rankers, many, dataset))
-        if many.frontier is not None:
-            lines.extend(_frontier_section(many.frontier))
-    if paper is not None and facts is not None:
-        lines.extend(differences(results, config, facts, generation_note))
-    lines.append("\n## Reading\n")
-    lines.extend(_reading(results, rankers, dataset))
-    if significance:
-        lines.append(significance)
-    lines.append("\n## Files\n")
-    tables = [s.filename for s in specs]
+        blocks.append(_heading("This run (means over trials)"))
+    rows = [
+        [spec.key, ranker, _fmt_spec(spec, d.mean), _fmt_spec(spec, d.std), str(d.n)]
+        for spec in run.specs
+        for ranker in run.rankers
+        if (d := run.results[spec.key].get(ranker)) is not None
+    ]
+    return [*blocks, _table(["metric", "ranker", "this run", "sd", "n"], rows, "llrrr")]
+
+
+def _files(run: _ReportRun) -> str:
+    """The "Files" paragraph: which file holds what."""
     many_files = (
         f"; amortized disparity per stream: `{AMORTIZED.filename}`; metrics over many "
         f"rankings per trial: `{TRIAL_METRICS_FILE}`"
-        if many is not None
+        if run.many is not None
         else ""
     )
-    if many is not None and many.frontier is not None:
+    if run.many is not None and run.many.frontier is not None:
         many_files += f"; the amortized frontier: `{FRONTIER_FILE}`, `{FRONTIER_FIGURE}`"
-    lines.append(
+    return (
         "Tables with every pairwise t-test: "
-        + ", ".join(f"`{t}`" for t in tables)
+        + ", ".join(f"`{spec.filename}`" for spec in run.specs)
         + "; per-trial records: `records.jsonl`; means: `summary.csv`; outliers: `outliers.md`"
         + f"{many_files}; figures: `figures/`."
     )
-    return "\n".join(lines) + "\n"
 
 
 _MANY_COLUMNS = (
@@ -898,24 +1036,13 @@ def _many_rankings_section(
     rankers: Sequence[str],
     many: ManyRankings,
     dataset: StudyDataset,
-) -> list[str]:
+) -> list[Block]:
     """The metrics over many rankings: one table (means over trials; amortized disparity one
     value per stream) and a one-line reading of each (docs/SPEC.md, "The study")."""
     groups = _stream_groups(dataset)
     header = [label for _, label in _MANY_COLUMNS] + ["amortized disparity"]
     header += [f"stream share {label}" for _, label in groups]
-    lines = [
-        "\n## Over many rankings\n",
-        f"Expected exposure (EE) from {many.samples} rankings sampled per question from each "
-        "trial's pool (the amortized ranker's drawn from its ledger as that trial read it); "
-        "AWRF and the TREC 2022 score from the ranking each trial showed; amortized disparity "
-        "and each group's share of the exposure from each ranker's stream of shown rankings, "
-        "in trial order. Means over trials (tables `table_ee_*.md`, `table_awrf.md`, "
-        f"`table_trec_*.md`; per trial `{TRIAL_METRICS_FILE}`), one value per stream "
-        f"(`{AMORTIZED.filename}`).\n",
-        "| ranker | " + " | ".join(header) + " |",
-        "|---|" + "---:|" * len(header),
-    ]
+    rows = []
     for name in rankers:
         cells = [name]
         for key, _ in _MANY_COLUMNS:
@@ -925,38 +1052,57 @@ def _many_rankings_section(
         cells.append("n/a" if stream is None else _fmt(stream.disparity))
         for key, _ in groups:
             cells.append("n/a" if stream is None else _fmt(stream.shares.get(key, math.nan)))
-        lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+        rows.append(cells)
+    return [
+        _heading("Over many rankings"),
+        _paragraph(
+            f"Expected exposure (EE) from {many.samples} rankings sampled per question from "
+            "each trial's pool (the amortized ranker's drawn from its ledger as that trial read "
+            "it); AWRF and the TREC 2022 score from the ranking each trial showed; amortized "
+            "disparity and each group's share of the exposure from each ranker's stream of "
+            "shown rankings, in trial order. Means over trials (tables `table_ee_*.md`, "
+            f"`table_awrf.md`, `table_trec_*.md`; per trial `{TRIAL_METRICS_FILE}`), one value "
+            f"per stream (`{AMORTIZED.filename}`)."
+        ),
+        _table(["ranker", *header], rows, "l" + "r" * len(header)),
+        _bullets(_many_readings(results, rankers, many)),
+    ]
 
-    def order(key: str, percent: bool = False) -> str:
-        per = results.get(key, {})
-        ranked = sorted(
-            (r for r in rankers if r in per and math.isfinite(per[r].mean)),
-            key=lambda r: per[r].mean,
-        )
-        shown = (_fmt(per[r].mean) if percent else f"{per[r].mean:.4f}" for r in ranked)
-        return ", ".join(f"{r} {v}" for r, v in zip(ranked, shown, strict=True))
 
-    n = max((stream.rankings for stream in many.streams.values()), default=0)
-    readings = [
-        ("ee_loss", f"EE-L, the squared distance between each group's expected exposure over "
-         f"{many.samples} draws and its target's (0 = on target in expectation; lower is "
-         "fairer), lowest to highest"),
-        ("ee_disparity", "EE-D, how unequally the expected exposure falls on the groups (lower "
-         "= more equal), lowest to highest"),
-        ("ee_relevance", "EE-R, expected exposure where the target puts it (higher is better), "
-         "lowest to highest"),
-        ("awrf", "AWRF of the shown rankings (1 = their group distribution under the TREC "
-         "discount equals the target), lowest to highest"),
-        ("trec_score", "TREC 2022 score nDCG x AWRF (relevance and fairness of one ranking "
-         "together; higher is better), lowest to highest"),
-    ]  # fmt: skip
-    means = {
-        key: [per[r].mean for r in rankers if r in per and math.isfinite(per[r].mean)]
-        for key, per in results.items()
-    }
-    same_ee_r = bool(means.get("ee_relevance")) and _constant([np.array(means["ee_relevance"])])
-    ee_identity = bool(means.get("ee_loss")) and all(
+_MANY_READINGS = (
+    ("ee_loss", "EE-L, the squared distance between each group's expected exposure over "
+     "{samples} draws and its target's (0 = on target in expectation; lower is fairer), lowest "
+     "to highest"),
+    ("ee_disparity", "EE-D, how unequally the expected exposure falls on the groups (lower "
+     "= more equal), lowest to highest"),
+    ("ee_relevance", "EE-R, expected exposure where the target puts it (higher is better), "
+     "lowest to highest"),
+    ("awrf", "AWRF of the shown rankings (1 = their group distribution under the TREC "
+     "discount equals the target), lowest to highest"),
+    ("trec_score", "TREC 2022 score nDCG x AWRF (relevance and fairness of one ranking "
+     "together; higher is better), lowest to highest"),
+)  # fmt: skip
+"""The metrics over many rankings the report reads, each with its words."""
+
+
+def _order(
+    results: Mapping[str, Mapping[str, Descriptive]],
+    rankers: Sequence[str],
+    key: str,
+    percent: bool = False,
+) -> str:
+    """The rankers by their mean of ``key``, lowest first, each with its mean."""
+    per = results.get(key, {})
+    ranked = sorted(
+        (r for r in rankers if r in per and math.isfinite(per[r].mean)), key=lambda r: per[r].mean
+    )
+    shown = (_fmt(per[r].mean) if percent else f"{per[r].mean:.4f}" for r in ranked)
+    return ", ".join(f"{r} {v}" for r, v in zip(ranked, shown, strict=True))
+
+
+def _ee_identity(results: Mapping[str, Mapping[str, Descriptive]], rankers: Sequence[str]) -> bool:
+    """Whether EE-D = EE-L + EE-R for every ranker (a target giving every group the same)."""
+    return bool(results.get("ee_loss")) and all(
         abs(
             results["ee_disparity"][r].mean
             - results["ee_loss"][r].mean
@@ -966,231 +1112,43 @@ def _many_rankings_section(
         for r in rankers
         if r in results.get("ee_loss", {})
     )
-    for key, text in readings:
+
+
+def _many_readings(
+    results: Mapping[str, Mapping[str, Descriptive]], rankers: Sequence[str], many: ManyRankings
+) -> list[str]:
+    """One line per metric over many rankings: the rankers in order, and what that means."""
+    per = results.get("ee_relevance", {})
+    relevance = [per[r].mean for r in rankers if r in per and math.isfinite(per[r].mean)]
+    same_ee_r = bool(relevance) and _constant([np.array(relevance)])
+    lines = []
+    for key, words in _MANY_READINGS:
         if not results.get(key):
             continue
+        text = words.format(samples=many.samples)
         if key == "ee_relevance" and same_ee_r:
             lines.append(
-                f"- EE-R is {means[key][0]:.4f} for every ranker: with this target "
-                "sum_g E_g T_g is fixed by the total exposure (½ (sum_i v_i)² at parity), so it "
-                "cannot tell rankers apart here."
+                f"EE-R is {relevance[0]:.4f} for every ranker: with this target sum_g E_g T_g "
+                "is fixed by the total exposure (½ (sum_i v_i)² at parity), so it cannot tell "
+                "rankers apart here."
             )
-        elif key == "ee_disparity" and ee_identity:
+        elif key == "ee_disparity" and _ee_identity(results, rankers):
             lines.append(
-                f"- {text}: {order(key)}. Here EE-D = EE-L + EE-R (the target gives every group "
-                "the same exposure), so it orders the rankers as EE-L does."
+                f"{text}: {_order(results, rankers, key)}. Here EE-D = EE-L + EE-R (the target "
+                "gives every group the same exposure), so it orders the rankers as EE-L does."
             )
         else:
-            lines.append(f"- {text}: {order(key)}.")
+            lines.append(f"{text}: {_order(results, rankers, key)}.")
     if results.get(AMORTIZED.key):
+        n = max((stream.rankings for stream in many.streams.values()), default=0)
         lines.append(
-            f"- Amortized disparity over each stream of {n} shown rankings (0 = the stream as a "
+            f"Amortized disparity over each stream of {n} shown rankings (0 = the stream as a "
             "whole on target, whatever each list does), lowest to highest: "
-            f"{order(AMORTIZED.key, percent=True)}. A value far below the ranker's mean "
-            "exposure disparity per question (Table 1) means its lists balance one another "
-            "across questions rather than each on its own."
+            f"{_order(results, rankers, AMORTIZED.key, percent=True)}. A value far below the "
+            "ranker's mean exposure disparity per question (Table 1) means its lists balance "
+            "one another across questions rather than each on its own."
         )
     return lines
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the report's "Differences from the paper" reads about the run (not in ``config``)."""
-
-    corpus_kind: str
-    documents: int
-    topics: int
-    """Topics of the corpus (those holding every group)."""
-    full_topics: int
-    """Of those, the topics whose data hold ``per_group`` documents with text of every group."""
-    per_group: int
-    seed: int
-    trials: int
-    pool_size: int
-    k: int
-    ef_search: int
-    """The collection's HNSW search breadth."""
-    generator: str
-    """``none``, ``fake`` or ``openai:<model>``."""
-    temperature: float | None = None
-
-
-def full_topics(
-    documents: Iterable[Any], topics: Iterable[str], per_group: int, groups: Sequence[str]
-) -> int:
-    """How many of ``topics`` hold at least ``per_group`` documents of every group (documents
-    with text, as :func:`fairrag_study.data.load_documents` keeps them)."""
-    counts = Counter((topic, doc.group) for doc in documents for topic in doc.topics)
-    return sum(all(counts[topic, group] >= per_group for group in groups) for topic in topics)
-
-
-PAPER_SETTING: dict[str, Any] = {
-    "documents": 4800,
-    "topics": 48,
-    "per_group": 50,
-    "trials": 80,
-    "pool_size": 50,
-    "k": 5,
-    "generator": "openai:gpt-4o-mini",
-    "temperature": 0.1,
-}
-"""The paper's setting as it reports it (docs/SPEC.md, "The study"; 4,800 = 48 topics x 50 x 2)."""
-
-
-def differences(
-    results: Mapping[str, Mapping[str, Descriptive]],
-    config: Mapping[str, object],
-    facts: RunFacts,
-    generation_note: str | None = None,
-) -> list[str]:
-    """The "Differences from the paper" section: every known difference between this run and
-    the paper's setting, each with its likely effect, from the run's own facts (TREC only).
-
-    ``config["document text"]`` says where the documents' text came from (the study writes
-    ``csv: '<column>'`` or ``wikipedia: ...``; default ``csv``: the TREC file's first sentence;
-    a value naming ``wikipedia``: the articles' leads, as the paper's source).
-    """
-    paper = PAPER_SETTING
-    lines = [
-        "\n## Differences from the paper\n",
-        "Every difference we know of between this run and the paper's setting, with its "
-        "likely effect:\n",
-    ]
-    text = str(config.get("document text", "csv"))
-    if "wikipedia" in text.lower():
-        lines.append(
-            f"- **Document text.** This run: `{text}`, the paper's source (the first 100 words "
-            "of each person's Wikipedia article; here of its lead section, shorter for a few "
-            "people). Likely effect: small; the article revisions may differ from those the "
-            "paper read."
-        )
-    else:
-        lines.append(
-            "- **Document text.** This run: `Title: <name>` and the TREC CSV's first sentence "
-            f"of each biography (`{text}`). The paper: the first 100 words of each person's "
-            "Wikipedia article. Likely effect: one sentence says less about a person's field "
-            "than 100 words, so the embedding's relevance scores, and with them which people "
-            "(and how many women) the baselines show, can differ; the generator also has less "
-            "text to ground each citation on."
-        )
-    if facts.corpus_kind == "balanced" and facts.documents != paper["documents"]:
-        if facts.full_topics < facts.topics:
-            why = (
-                f", because only {facts.full_topics} of the {facts.topics} topics hold "
-                f"{facts.per_group} documents with text of every group (the others give as "
-                "many of each group as their smaller group holds)"
-            )
-        else:
-            why = f" ({facts.topics} topics x {facts.per_group} per group: a smaller run)"
-        lines.append(
-            f"- **Corpus.** This run: {facts.documents:,} documents from {facts.topics} topics, "
-            f"exactly balanced{why}. The paper reports {paper['documents']:,} "
-            f"({paper['topics']} topics x {paper['per_group']} x 2). Likely effect: fewer "
-            f"on-topic people per topic, so each pool of {facts.pool_size} mixes in other "
-            "topics' people (P@k and nDCG@k lower than a full corpus would give) and the "
-            "baselines' share of women follows that mix; the fair rankers' shares follow their "
-            "targets either way."
-        )
-    elif facts.corpus_kind != "balanced":
-        lines.append(
-            f"- **Corpus.** This run: the {facts.corpus_kind} corpus, {facts.documents:,} "
-            f"documents (every document once, imbalanced). The paper: a balanced corpus of "
-            f"{paper['documents']:,}. Likely effect: far fewer women in every pool, so every "
-            "ranker's share of women is lower and the fair rankers work harder for it."
-        )
-    lines.append(
-        f"- **Seeds.** This run: every trial's seed derived from the study seed {facts.seed}, "
-        "which also draws the topics asked; the same seed writes the same rankings. The paper: "
-        "seeds not published. Likely effect: other topics and other stochastic rankings; the "
-        f"means can differ within sampling noise (about sd/sqrt({facts.trials}) per mean; the "
-        "tables give each sd)."
-    )
-    lines.append(
-        f"- **Index.** This run: the exact cosine top-{facts.pool_size} for every question "
-        f"(Chroma HNSW with ef_search {facts.ef_search:,}, checked exact by the integrity "
-        "probe: probe queries must return the true nearest documents). The paper: index "
-        "settings not published. Likely effect: with Chroma's default ef_search of 100, the "
-        "pools here missed documents of the true top-50 for half of the questions; if the "
-        "paper's pools were approximate, its baselines ranked other candidates."
-    )
-    lines.append(_generator_difference(facts, generation_note))
-    setting = [
-        (name, getattr(facts, key), paper[key])
-        for name, key in (("trials per ranker", "trials"), ("pool", "pool_size"), ("k", "k"))
-        if getattr(facts, key) != paper[key]
-    ]
-    if setting:
-        lines.append(
-            "- **Setting.** This run: "
-            + ", ".join(f"{name} {ours}" for name, ours, _ in setting)
-            + "; the paper: "
-            + ", ".join(f"{name} {theirs}" for name, _, theirs in setting)
-            + ". Likely effect: "
-            + "; ".join(
-                "fewer trials widen every mean's noise and weaken the t-tests"
-                if name.startswith("trials")
-                else f"another {name} changes what every ranker can show"
-                for name, _, _ in setting
-            )
-            + "."
-        )
-    standard = results.get("exposure_share", {}).get("standard")
-    theirs = PAPER_NUMBERS["exposure_share"]["standard"]
-    if standard is not None and math.isfinite(standard.mean):
-        fairer = standard.mean > theirs
-        lines.append(
-            f"- **Baseline gap.** This run's standard ranker gives women {_fmt(standard.mean)} "
-            f"of the exposure; the paper's {_fmt(theirs)} ({100 * (standard.mean - theirs):+.2f} "
-            "points). Likely effect: the differences above set the baseline; with a baseline "
-            f"{'less' if fairer else 'more'} unfair than the paper's, every fair ranker's "
-            f"reduction of exposure disparity is {'smaller' if fairer else 'larger'} in absolute "
-            "terms, so compare the rankers' order and their distance to the target rather than "
-            "the baselines' numbers."
-        )
-    return lines
-
-
-def _generator_difference(facts: RunFacts, generation_note: str | None) -> str:
-    paper = f"gpt-4o-mini at temperature {PAPER_SETTING['temperature']:g}"
-    if facts.generator == "none":
-        why = f" ({generation_note.rstrip('.')})" if generation_note else ""
-        return (
-            f"- **Generator.** This run: none{why}. The paper: {paper}. Effect: "
-            "generation parity, the fairness gap and utility are not measured, so the paper's "
-            "generation numbers have nothing to compare with here."
-        )
-    if facts.generator == "fake":
-        return (
-            "- **Generator.** This run: the offline fake generator, a test double that cites "
-            f"its context in order (not a language model). The paper: {paper}. Effect: the "
-            "generation numbers only show that the pipeline works; they are not comparable."
-        )
-    if facts.generator.startswith("local:"):
-        name = facts.generator.split(":", 1)[1]
-        return (
-            f"- **Generator.** This run: {name} at temperature 0 (greedy), a small model run "
-            f"locally (`--llm local`). The paper: {paper}. Likely effect: a 135M model rarely "
-            "writes the requested citation format, so the paper's generation parity is mostly "
-            "n/a here; the attributed metrics read what it names, and its choices say little "
-            "about what a large model would cite."
-        )
-    model = facts.generator.split(":", 1)[-1]
-    temperature = (
-        "an unknown temperature"
-        if facts.temperature is None
-        else (f"temperature {facts.temperature:g}")
-    )
-    if model == "gpt-4o-mini" and facts.temperature == PAPER_SETTING["temperature"]:
-        return (
-            f"- **Generator.** This run: {model} at {temperature}, as the paper. Likely effect: "
-            "the model behind the name changes over time, and at this temperature answers "
-            "still vary; generation numbers can differ within that."
-        )
-    return (
-        f"- **Generator.** This run: {model} at {temperature}. The paper: {paper}. Likely "
-        "effect: another model (or temperature) cites differently; generation parity and "
-        "utility are not comparable one to one."
-    )
 
 
 def _reading(
@@ -1209,7 +1167,7 @@ def _reading(
     )
     if order and dataset.protected is not None:
         line = (
-            f"- {dataset.protected.capitalize()} exposure share, lowest to highest: "
+            f"{dataset.protected.capitalize()} exposure share, lowest to highest: "
             + ", ".join(f"{r} {_fmt(share[r].mean)}" for r in order)
             + "."
         )
@@ -1230,13 +1188,13 @@ def _reading(
                 if ranker in results.get(f"exposure_share_{group}", {})
             )
             out.append(
-                f"- {ranker}: exposure disparity {_fmt(disparity[ranker].mean)}; exposure "
+                f"{ranker}: exposure disparity {_fmt(disparity[ranker].mean)}; exposure "
                 f"share per group: {per_group}."
             )
     paper = dataset.paper
     if paper is None:
         if "generation_parity" not in results and dataset.protected is not None:
-            out.append("- Generation was not run, so generation parity and utility are not known.")
+            out.append("Generation was not run, so generation parity and utility are not known.")
         return out
     for ranker in rankers:
         ours = disparity.get(ranker)
@@ -1246,14 +1204,14 @@ def _reading(
         delta = ours.mean - theirs
         verdict = "close to" if abs(delta) < 0.05 else ("above" if delta > 0 else "below")
         out.append(
-            f"- {ranker}: exposure disparity {_fmt(ours.mean)} vs the paper's {_fmt(theirs)} "
+            f"{ranker}: exposure disparity {_fmt(ours.mean)} vs the paper's {_fmt(theirs)} "
             f"({verdict} it, {100 * delta:+.2f} points)."
         )
     out.append(
-        '- Why numbers can differ: see "Differences from the paper" above. The fair rankers\' '
+        'Why numbers can differ: see "Differences from the paper" above. The fair rankers\' '
         "shares depend mostly on their targets, so they should reproduce more closely than "
         "the baselines."
     )
     if "generation_parity" not in results:
-        out.append("- Generation was not run, so generation parity and utility are not compared.")
+        out.append("Generation was not run, so generation parity and utility are not compared.")
     return out

@@ -25,27 +25,23 @@ than :data:`MAX_CACHE_LINE` is skipped without being read whole.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import email.utils
 import fcntl
 import functools
 import hashlib
-import http.client
 import json
 import os
 import re
-import socket
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode, urlparse
+from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 from .data import CorpusDocument
 from .errors import WikipediaError, WikipediaUnavailableError
@@ -307,7 +303,7 @@ def _article_from_line(payload: object) -> Article | None:
 
 
 def default_user_agent() -> str:
-    """``FairRAG/<version> (<project URL>[; $FAIRRAG_CONTACT]) Python-urllib/<x.y>``.
+    """``FairRAG/<version> (<project URL>[; $FAIRRAG_CONTACT]) python-httpx/<version>``.
 
     Wikimedia's User-Agent policy asks every client for a descriptive agent with a way to
     contact its operator; set ``FAIRRAG_CONTACT`` (an e-mail address or a user page) to add yours.
@@ -320,8 +316,11 @@ def default_user_agent() -> str:
         ours = "unknown"
     contact = os.environ.get(CONTACT_ENV, "").strip()
     about = f"{PROJECT_URL}; {contact}" if contact else PROJECT_URL
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return f"FairRAG/{ours} ({about}) Python-urllib/{python}"
+    try:
+        client = version("httpx")
+    except PackageNotFoundError:  # pragma: no cover - the study extra installs it
+        client = "unknown"
+    return f"FairRAG/{ours} ({about}) python-httpx/{client}"
 
 
 @dataclass
@@ -354,7 +353,7 @@ _RETRY_CODES = {"maxlag", "ratelimited", "readonly"}
 
 
 class _Client:
-    """Serial requests to one Action API with bounded retries and a bounded total wait."""
+    """Serial requests to one Action API (httpx) with bounded retries and a bounded total wait."""
 
     def __init__(
         self,
@@ -377,7 +376,7 @@ class _Client:
         last = _Retry("was not asked", None)
         for attempt in range(self.max_retries + 1):
             try:
-                return self._attempt(params)
+                return self._answer(*self._attempt(params))
             except _Retry as failure:
                 last = failure
             if attempt == self.max_retries:
@@ -399,40 +398,52 @@ class _Client:
             )
         )
 
-    def _attempt(self, params: Mapping[str, str]) -> dict[str, Any]:
-        separator = "&" if "?" in self.api_url else "?"
-        request = urllib.request.Request(
-            self.api_url + separator + urlencode(params),
-            headers={
-                "User-Agent": self.user_agent,
-                "Accept": "application/json",
-                "Accept-Encoding": "gzip",
-            },
-        )
+    def _attempt(self, params: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes]:
+        """``(status, headers, body)`` of one request within its deadline; a transport failure
+        or a late answer as :class:`_Retry`."""
+        import httpx
+
         self.requests += 1
         late = f"did not send its whole answer within {self.timeout:g} s (one request's deadline)"
-        with _Deadline(self.timeout) as deadline:
-            try:
-                status, headers, body = _exchange(request, self.timeout, deadline.watch)
-            except _TooLarge as exc:
-                raise WikipediaError(
-                    f"the MediaWiki API at {self.api_url} sent {exc}; an answer of "
-                    f"{BATCH_LIMIT} lead sections is far smaller, so it is not answering as the "
-                    "TextExtracts API does (refused, and not read further)"
-                ) from None
-            except _BrokenGzip as exc:
-                if deadline.expired:
-                    raise _Retry(late, None) from None
-                raise _Retry(f"sent a broken gzip body (HTTP {exc})", None) from None
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                if deadline.expired:
-                    raise _Retry(late, None) from None
-                reason = getattr(exc, "reason", exc)
-                raise _Retry(
-                    f"could not be reached ({type(exc).__name__}: {reason})", None
-                ) from exc
-        if deadline.expired:  # the socket was shut mid-answer: what arrived is not all of it
-            raise _Retry(late, None)
+        try:
+            return _run(self._exchange(params))
+        except _TooLarge as exc:
+            raise WikipediaError(
+                f"the MediaWiki API at {self.api_url} sent {exc}; an answer of "
+                f"{BATCH_LIMIT} lead sections is far smaller, so it is not answering as the "
+                "TextExtracts API does (refused, and not read further)"
+            ) from None
+        except _BrokenGzip as exc:
+            raise _Retry(f"sent a broken gzip body (HTTP {exc})", None) from None
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            raise _Retry(late, None) from None
+        except (httpx.TransportError, OSError) as exc:
+            raise _Retry(f"could not be reached ({type(exc).__name__}: {exc})", None) from exc
+
+    async def _exchange(self, params: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes]:
+        """One GET, connecting, the headers and the whole body within :attr:`timeout` (the
+        request is cancelled then, wherever it is); httpx's proxies and TLS settings."""
+        import httpx
+
+        headers = {
+            "User-Agent": self.user_agent,
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+        }
+
+        async def exchange() -> tuple[int, Mapping[str, str], bytes]:
+            async with httpx.AsyncClient(
+                headers=headers, timeout=self.timeout, follow_redirects=True
+            ) as client:
+                async with client.stream("GET", self.api_url, params=params) as response:
+                    status = response.status_code
+                    return status, response.headers, await _read_body(response, status)
+
+        return await asyncio.wait_for(exchange(), self.timeout)
+
+    def _answer(self, status: int, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+        """The API's JSON answer; a retryable refusal as :class:`_Retry`, any other answer
+        that is not the API's as :class:`WikipediaError`."""
         retry_after = _retry_after(headers.get("Retry-After"))
         payload: Any = None
         try:
@@ -470,6 +481,20 @@ class _Client:
         return payload
 
 
+_T = TypeVar("_T")
+
+
+def _run(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to its end from synchronous code, in a thread of its own when this
+    one already runs an event loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, coroutine).result()
+
+
 class _TooLarge(Exception):
     """An answer past :data:`MAX_BODY` on the wire or :data:`MAX_DECODED` decoded."""
 
@@ -478,113 +503,12 @@ class _BrokenGzip(Exception):
     """A gzip body that does not decode (its HTTP status is the message)."""
 
 
-class _Deadline:
-    """One request's deadline: when it passes, every socket the request opened is shut down,
-    so a read blocked on a server that sends a byte now and then returns at once.
-
-    Each socket is watched through a duplicate of its descriptor, made when it connects (a TLS
-    connection detaches the socket it wraps; a shutdown through the duplicate stops both).
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.expired = False
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Deadline:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
-        with self._lock:
-            for twin in self._sockets:
-                twin.close()
-            self._sockets.clear()
-
-    def watch(self, sock: socket.socket) -> None:
-        try:
-            twin = sock.dup()
-        except OSError:  # pragma: no cover - the socket closed already
-            return
-        with self._lock:
-            self._sockets.append(twin)
-            if self.expired:
-                _shut(twin)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for twin in self._sockets:
-                _shut(twin)
-
-
-def _shut(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed by the other side
-
-
-def _watched(base: type[http.client.HTTPConnection], watch: Callable[[socket.socket], None]) -> Any:
-    """``base`` whose every new socket (the server's or a proxy's) is given to ``watch``."""
-
-    class Watched(base):  # type: ignore[valid-type,misc]  # a class given at run time
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            create: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
-
-            def create_watched(*args: Any, **kwargs: Any) -> socket.socket:
-                sock: socket.socket = create(*args, **kwargs)
-                watch(sock)
-                return sock
-
-            self._create_connection = create_watched  # http.client's seam for its socket
-
-    return Watched
-
-
-class _WatchedHTTP(urllib.request.HTTPHandler):
-    def __init__(self, watch: Callable[[socket.socket], None]) -> None:
-        super().__init__()
-        self._watch = watch
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self._watch), req, **kwargs)
-
-
-class _WatchedHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, watch: Callable[[socket.socket], None]) -> None:
-        super().__init__()
-        self._watch = watch
-
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
-        return super().do_open(_watched(http_class, self._watch), req, **kwargs)
-
-
-def _exchange(
-    request: urllib.request.Request, timeout: float, watch: Callable[[socket.socket], None]
-) -> tuple[int, Any, bytes]:
-    """``(status, headers, body)`` of one request (any HTTP status), the body read by
-    :func:`_read_body`; urllib's proxies and TLS settings as ``urlopen`` has them."""
-    opener = urllib.request.build_opener(_WatchedHTTP(watch), _WatchedHTTPS(watch))
-    try:
-        response = opener.open(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        if exc.fp is None:  # pragma: no cover - urllib always gives the response
-            return exc.code, exc.headers, b""
-        response = exc
-    with response:
-        status = int(getattr(response, "status", None) or response.getcode())
-        return status, response.headers, _read_body(response, status)
-
-
-def _read_body(response: Any, status: int) -> bytes:
-    """The body, gzip-decoded as it arrives when the server says it is gzip, read a slice at a
-    time: at most :data:`MAX_BODY` bytes are read and :data:`MAX_DECODED` decoded, else
-    :class:`_TooLarge` (before reading anything when ``Content-Length`` is over the cap)."""
+async def _read_body(response: Any, status: int) -> bytes:
+    """The body, read as it arrives on the wire (``aiter_raw``) and gzip-decoded by
+    :class:`_Inflater` when the server says it is gzip: at most :data:`MAX_BODY` bytes are read
+    and :data:`MAX_DECODED` decoded, else :class:`_TooLarge` (before reading anything when
+    ``Content-Length`` is over the cap). httpx's own decoder is not used: it inflates a whole
+    network read at once and stops at a gzip file's first member."""
     declared = (response.headers.get("Content-Length") or "").strip()
     if declared.isdigit() and int(declared) > MAX_BODY:
         raise _TooLarge(f"a body of {int(declared):,} bytes (more than {MAX_BODY:,})")
@@ -592,7 +516,7 @@ def _read_body(response: Any, status: int) -> bytes:
     inflate = _Inflater() if gzipped else None
     parts: list[bytes] = []
     received = 0
-    while chunk := response.read(65536):
+    async for chunk in response.aiter_raw(65536):
         received += len(chunk)
         if received > MAX_BODY:
             raise _TooLarge(f"a body of more than {MAX_BODY:,} bytes")
@@ -697,6 +621,41 @@ def fetch_articles(
     ``timeout`` is each request's deadline (:data:`DEADLINE`): connecting, the headers and the
     whole body together; a request past it counts as a failed attempt (a transport error).
     """
+    _check_fetch_arguments(api_url, batch_size, timeout, max_retries, max_wait)
+    wanted = list(dict.fromkeys(titles))
+    cache = ArticleCache(cache_path(cache_dir, api_url))
+    result = Fetched({}, cache.path)
+    todo = _settle_without_request(wanted, cache.load(), result)
+    if on_batch is not None and len(wanted) > len(todo):
+        on_batch(len(wanted) - len(todo))
+    client = _Client(
+        api_url,
+        user_agent=user_agent or default_user_agent(),
+        timeout=timeout,
+        max_retries=max_retries,
+        max_wait=max_wait,
+        sleep=sleep,
+    )
+    try:
+        for start in range(0, len(todo), batch_size):
+            describe = functools.partial(
+                _unavailable, api_url, result.from_cache + start, wanted, cache
+            )
+            articles = _fetch_batch(client, todo[start : start + batch_size], describe)
+            cache.append(articles)
+            result.articles.update((article.title, article) for article in articles)
+            result.fetched += len(articles)
+            if on_batch is not None:
+                on_batch(len(articles))
+    finally:
+        result.requests, result.waited = client.requests, client.waited
+    return result
+
+
+def _check_fetch_arguments(
+    api_url: str, batch_size: int, timeout: float, max_retries: int, max_wait: float
+) -> None:
+    """A ``ValueError`` naming the first argument of :func:`fetch_articles` out of range."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
         raise ValueError(f"batch_size must be an integer 1 to {BATCH_LIMIT}, got {batch_size!r}")
     if not 1 <= batch_size <= BATCH_LIMIT:
@@ -713,53 +672,36 @@ def fetch_articles(
             f"api_url {api_url!r} is not accepted; expected an http:// or https:// address of "
             f"a MediaWiki Action API such as {DEFAULT_API}"
         )
-    wanted = list(dict.fromkeys(titles))
-    cache = ArticleCache(cache_path(cache_dir, api_url))
-    cached = cache.load()
-    result = Fetched({}, cache.path)
+
+
+def _settle_without_request(
+    wanted: Sequence[str], cached: Mapping[str, Article], result: Fetched
+) -> list[str]:
+    """Put into ``result`` the titles the cache answers and those no request could (invalid);
+    the others, in order, to fetch."""
     todo: list[str] = []
     for title in wanted:
         if title in cached:
             result.articles[title] = cached[title]
             result.from_cache += 1
-        elif _sendable(title) is not None:
-            result.articles[title] = Article(title, "invalid", reason=_sendable(title))
+        elif (reason := _sendable(title)) is not None:
+            result.articles[title] = Article(title, "invalid", reason=reason)
         else:
             todo.append(title)
-    if on_batch is not None and len(wanted) > len(todo):
-        on_batch(len(wanted) - len(todo))
-    client = _Client(
-        api_url,
-        user_agent=user_agent or default_user_agent(),
-        timeout=timeout,
-        max_retries=max_retries,
-        max_wait=max_wait,
-        sleep=sleep,
+    return todo
+
+
+def _unavailable(
+    api_url: str, cached: int, wanted: Sequence[str], cache: ArticleCache, what: str
+) -> str:
+    """The error of an API that stays unavailable, with ``cached`` titles already cached."""
+    return (
+        f"the MediaWiki API at {api_url} is unavailable: it {what}. "
+        f"{cached} of {len(wanted)} titles are cached in "
+        f"{cache.path}; run again later to fetch only the rest, or pass "
+        "--wikipedia-api with another Action API address (--text csv needs no "
+        "network)"
     )
-    try:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
-            done = start
-
-            def describe(what: str, done: int = done) -> str:
-                return (
-                    f"the MediaWiki API at {api_url} is unavailable: it {what}. "
-                    f"{result.from_cache + done} of {len(wanted)} titles are cached in "
-                    f"{cache.path}; run again later to fetch only the rest, or pass "
-                    "--wikipedia-api with another Action API address (--text csv needs no "
-                    "network)"
-                )
-
-            articles = _fetch_batch(client, batch, describe)
-            cache.append(articles)
-            for article in articles:
-                result.articles[article.title] = article
-            result.fetched += len(articles)
-            if on_batch is not None:
-                on_batch(len(articles))
-    finally:
-        result.requests, result.waited = client.requests, client.waited
-    return result
 
 
 def _fetch_batch(

@@ -12,7 +12,9 @@ import os
 import re
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +31,7 @@ window.addEventListener("load", () => {
     inline: img.src.startsWith("data:image/png;base64,"),
   }));
   const out = document.createElement("pre");
-  out.id = "figure-check";
+  out.id = "check";
   out.textContent = JSON.stringify(images);
   document.body.appendChild(out);
 });
@@ -59,13 +61,12 @@ def chromium_or_skip() -> str:
     pytest.skip(reason)
 
 
-def test_report_html_shows_every_figure_in_chromium(report_dir: Path, tmp_path: Path) -> None:
+def checked_in_chromium(html: str, check: str, tmp_path: Path) -> Any:
+    """What ``check`` (a script writing JSON into ``<pre id="check">`` once the page has
+    loaded) found in ``html`` opened by a real headless Chromium (skipped without one)."""
     browser = chromium_or_skip()
-    html = (report_dir / "report.html").read_text(encoding="utf-8")
-    assert "<script" not in html
-    assert 'src="figures/' not in html  # self-contained: no file next to it is needed
     page = tmp_path / "checked.html"
-    page.write_text(html.replace("</body>", CHECK + "</body>"), encoding="utf-8")
+    page.write_text(html.replace("</body>", check + "</body>"), encoding="utf-8")
     done = subprocess.run(
         [
             browser,
@@ -78,9 +79,16 @@ def test_report_html_shows_every_figure_in_chromium(report_dir: Path, tmp_path: 
         text=True,
         timeout=120,
     )
-    match = re.search(r'<pre id="figure-check">(.*?)</pre>', done.stdout, re.DOTALL)
+    match = re.search(r'<pre id="check">(.*?)</pre>', done.stdout, re.DOTALL)
     assert match, f"no check output from Chromium (exit {done.returncode}): {done.stderr[-2000:]}"
-    images = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return json.loads(unescape(match.group(1)))
+
+
+def test_report_html_shows_every_figure_in_chromium(report_dir: Path, tmp_path: Path) -> None:
+    html = (report_dir / "report.html").read_text(encoding="utf-8")
+    assert "<script" not in html
+    assert 'src="figures/' not in html  # self-contained: no file next to it is needed
+    images = checked_in_chromium(html, CHECK, tmp_path)
     assert sorted(image["alt"] for image in images) == sorted(FIGURES.values())
     for image in images:
         assert image["complete"] and image["inline"], image

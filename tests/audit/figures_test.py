@@ -1,5 +1,5 @@
 """The audit's figures say something without --window (issue 24, item 7): automatic windows
-(about 20, by the records' time span or by record count, stated in the report), and the
+(about 20, by the records' time span, stated in the report), and the
 cumulative view of a stream. The figures are inspected as drawn (matplotlib's artists, caught
 at ``savefig``): points per ranker, legends, the band."""
 
@@ -53,17 +53,26 @@ def test_without_window_the_time_figures_get_about_twenty_windows(tmp_path, draw
     assert last["value"].to_numpy() == pytest.approx(whole["value"].to_numpy())  # all records
 
 
-def test_records_without_timestamps_are_windowed_by_count(tmp_path, drawn):
+def test_records_without_timestamps_form_their_own_window(tmp_path, drawn):
+    """Windows by time merge across saved partials (docs/SPEC.md "Partial aggregates");
+    windows by record count would not, so undated records form one window of their own."""
     records = deployment_records(hours=4, per_hour=12)
-    for item in records:
+    for item in records[:6]:
         item.pop("timestamp")
     result = audit([write_log(tmp_path / "log.jsonl", records)], protected="female")
-    assert result.figure_windows.startswith("the time figures use 16 windows of 3 records")
-    assert "some records have no timestamp" in result.figure_windows
+    assert result.figure_windows.startswith("the time figures use 18 windows of 10m")
+    assert "the 6 records without a timestamp form the window '(no timestamp)'" in (
+        result.figure_windows
+    )
     write_report(result, tmp_path / "out")
     figure = drawn["exposure_over_time.png"]
     ticks = [t.get_text() for t in figure.axes[-1].get_xticklabels()]
-    assert ticks[0] == "#01 (records 1-3)"
+    assert ticks[-1] == "(no timestamp)" and ticks[0] == "2026-12-01T00:20:00Z"
     check_readable(figure)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert "cumulative.png" in summary["figures"]
+    for item in records:
+        item.pop("timestamp", None)
+    undated = audit([write_log(tmp_path / "undated.jsonl", records)], protected="female")
+    assert undated.figure_windows.startswith("no record has a timestamp")
+    assert set(undated.trend_exposure["window"]) == {"(no timestamp)"}

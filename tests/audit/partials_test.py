@@ -1,66 +1,159 @@
-"""Partial aggregates: a day's partials merged with the earlier days' give the one-shot report."""
+"""Partial aggregates: each window's logs read once into partials; the report of the merged
+partials equals the one-shot audit of all the logs, table by table and figure data too."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from fairrag_audit import audit
+from fairrag_audit.analysis import AuditResult, audit_partials
 from fairrag_audit.options import AuditOptions
 from fairrag_audit.partials import (
     compute_partials,
     merge_partials,
-    metric_table,
     read_partials,
     write_partials,
 )
+from fairrag_study.cli import main
 from tests.audit.conftest import deployment_records
-from tests.audit.logs import write_log
+from tests.audit.logs import record, write_log
 
-OPTIONS = {"by": ("tenant",), "window": "1h", "protected": "female"}
+OPTIONS = {"by": ("tenant",), "window": "1h", "protected": "female", "max_disparity": 0.05}
 
 
-def assert_same_table(merged: pd.DataFrame, one_shot: pd.DataFrame) -> None:
-    """Same cells, counts equal, values and intervals equal up to float summation order."""
-    assert list(merged.columns) == list(one_shot.columns)
-    assert len(merged) == len(one_shot) > 0
-    for column in one_shot.columns:
-        if column in ("value", "ci_low", "ci_high"):
-            np.testing.assert_allclose(
-                merged[column].to_numpy(float), one_shot[column].to_numpy(float), atol=1e-9
-            )
+def assert_same_table(merged: pd.DataFrame, one_shot: pd.DataFrame, name: str = "") -> None:
+    """Same cells and counts, values and intervals equal up to float summation order."""
+    pd.testing.assert_frame_equal(
+        merged.reset_index(drop=True),
+        one_shot.reset_index(drop=True),
+        check_exact=False,
+        rtol=1e-9,
+        atol=1e-12,
+        check_dtype=False,
+        obj=name,
+    )
+
+
+def assert_same_report(merged: AuditResult, one_shot: AuditResult) -> None:
+    """Every table of the report (the figures' data among them), its notes and settings."""
+    for item in dataclasses.fields(AuditResult):
+        mine, theirs = getattr(merged, item.name), getattr(one_shot, item.name)
+        if isinstance(theirs, pd.DataFrame):
+            assert not theirs.empty or item.name in ("drift", "left_out"), item.name
+            assert_same_table(mine, theirs, item.name)
+        elif item.name == "options":  # the start of the audit differs from run to run
+            assert _settings(mine) == _settings(theirs)
         else:
-            assert merged[column].tolist() == one_shot[column].tolist(), column
+            assert mine == theirs, item.name
 
 
-def days(folder: Path) -> list[Path]:
-    """Three daily logs (the second with a torn line), as a daily run would find them."""
+def _settings(options: AuditOptions) -> dict[str, object]:
+    names = ("paths", "by", "since", "window", "max_disparity", "protected", "target_share")
+    return {name: getattr(options, name) for name in (*names, "exposure", "confidence", "alpha")}
+
+
+def days(folder: Path, undated: bool = False) -> list[Path]:
+    """Three daily logs (the second with a torn line; ``undated``: the third's first records
+    without a timestamp), as a daily run would find them."""
+    logs = []
+    for index in range(3):
+        records = deployment_records(hours=3, seed=index, day=f"2026-12-0{index + 1}")
+        if undated and index == 2:
+            for item in records[:5]:
+                item.pop("timestamp")
+        damaged = [b'{"torn\n'] if index == 1 else []
+        logs.append(write_log(folder / f"day{index}.jsonl", records, damaged))
+    return logs
+
+
+def saved(logs: list[Path], windows: list[list[Path]], folder: Path, **options: object) -> list:
+    """Each window's logs audited once into a folder of partials."""
     return [
-        write_log(
-            folder / f"day{index}.jsonl",
-            deployment_records(hours=3, seed=index, day=f"2026-12-0{index + 1}"),
-            [b'{"torn\n'] if index == 1 else [],
-        )
-        for index in range(3)
+        write_partials(compute_partials(AuditOptions.create(w, **options)), folder / f"p{i}")
+        for i, w in enumerate(windows)
     ]
 
 
-def test_partials_saved_per_day_and_merged_equal_the_one_shot_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [OPTIONS, {"protected": "female"}],  # --window given; automatic figure windows
+    ids=["window", "automatic-windows"],
+)
+def test_merged_partials_report_equals_the_one_shot_report(
+    tmp_path: Path, options: dict[str, object]
+) -> None:
+    logs = days(tmp_path, undated="window" not in options)
+    one_shot = audit(logs, **options)
+    for windows in ([[logs[0]], [logs[1]], [logs[2]]], [[logs[0], logs[1]], [logs[2]]]):
+        folders = saved(logs, windows, tmp_path / f"{len(windows)}", **options)
+        band = options.get("max_disparity")  # a setting of the report, not of the sums
+        merged = audit_partials(folders, max_disparity=band)  # type: ignore[arg-type]
+        assert_same_report(merged, one_shot)
+    assert len(one_shot.trend_exposure["window"].unique()) > 3
+    assert one_shot.pairwise["metric"].nunique() > 2
+
+
+def test_merge_is_a_sum_in_any_grouping(tmp_path: Path) -> None:
     logs = days(tmp_path)
-    saved = [
-        write_partials(
-            compute_partials(AuditOptions.create([log], **OPTIONS)), tmp_path / f"{log.stem}.pq"
-        )
-        for log in logs
-    ]
-    options = AuditOptions.create(logs, **OPTIONS)
-    one_shot = audit(logs, **OPTIONS)
-    merged = read_partials(saved)  # each day read once, then only the saved sums
-    assert_same_table(metric_table(merged, options), one_shot.metrics)
-    assert_same_table(metric_table(merged, options, ["ranker"]), one_shot.rankers)
-    # the merge is a sum: order and grouping do not matter
-    frames = [read_partials([path]) for path in saved]
-    regrouped = merge_partials([merge_partials(frames[1:]), frames[0]])
-    assert_same_table(metric_table(regrouped, options), one_shot.metrics)
+    parts = [compute_partials(AuditOptions.create([log], **OPTIONS)) for log in logs]
+    both = merge_partials([parts[0], merge_partials(parts[1:])])
+    flat = merge_partials(parts)
+    assert_same_table(both.cells, flat.cells)
+    assert_same_table(both.groups, flat.groups)
+
+
+def test_bad_partials_are_refused_naming_what_is_wrong(tmp_path: Path) -> None:
+    logs = days(tmp_path)
+    tenant = saved(logs, [[logs[0]]], tmp_path / "tenant", **OPTIONS)[0]
+    plain = write_partials(compute_partials(AuditOptions.create([logs[1]])), tmp_path / "plain")
+    with pytest.raises(ValueError, match=r"different --by \(\['tenant'\] and \[\]\)"):
+        read_partials([tenant, plain])
+    with pytest.raises(ValueError, match=r"count the log .*day0.jsonl.* more than once"):
+        read_partials([tenant, tenant])
+    with pytest.raises(ValueError, match=r"--from-partials .*nowhere.* does not exist"):
+        read_partials([tmp_path / "nowhere"])
+    meta = json.loads((plain / "partials.json").read_text())
+    (plain / "partials.json").write_text(json.dumps({**meta, "version": 99}))
+    with pytest.raises(ValueError, match="partials of layout 99, this audit reads layout 1"):
+        read_partials([plain])
+
+
+def test_the_cli_saves_a_window_and_reports_the_merge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = days(tmp_path)
+    flags = ["--by", "tenant", "--window", "1h", "--protected", "female"]
+    for i, log in enumerate(logs):
+        assert main(["audit", str(log), "--partials-out", str(tmp_path / f"p{i}"), *flags]) == 0
+    assert "partials:" in capsys.readouterr().out
+    folders = [str(tmp_path / f"p{i}") for i in range(3)]
+    assert main(["audit", "--from-partials", *folders, "--out", str(tmp_path / "merged")]) == 0
+    assert main(["audit", *map(str, logs), "--out", str(tmp_path / "once"), *flags]) == 0
+    for name in ("metrics.csv", "rankers.csv", "exposure.csv", "reading.csv"):
+        merged = pd.read_csv(tmp_path / "merged" / name)
+        once = pd.read_csv(tmp_path / "once" / name)
+        assert_same_table(merged, once, name)
+    capsys.readouterr()
+    # bad input: logs and --from-partials together, a settings flag with --from-partials
+    assert main(["audit", str(logs[0]), "--from-partials", folders[0], "--out", "x"]) == 2
+    assert "give LOG files or --from-partials, not both" in capsys.readouterr().err
+    assert main(["audit", "--from-partials", folders[0], "--by", "topic", "--out", "x"]) == 2
+    assert "--by: the partials were computed with their own" in capsys.readouterr().err
+    assert main(["audit", "--out", "x"]) == 2
+    assert "give LOG files to audit, or --from-partials" in capsys.readouterr().err
+
+
+def test_an_empty_window_merges(tmp_path: Path) -> None:
+    logs = days(tmp_path)
+    empty = write_log(tmp_path / "empty.jsonl", [])
+    other = write_log(tmp_path / "other.jsonl", [record(["female", "male"])])
+    folders = saved(logs, [[logs[0]], [empty, other]], tmp_path, protected="female")
+    merged = audit_partials(folders)
+    assert merged.reading["file"].tolist() == [str(logs[0]), str(empty), str(other)]
+    np.testing.assert_array_equal(merged.reading["lines"].to_numpy(), [36, 0, 1])

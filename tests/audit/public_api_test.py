@@ -17,9 +17,14 @@ def test_all_names_are_importable_and_typed() -> None:
             "METRICS",
             "AuditOptions",
             "AuditResult",
+            "Partials",
             "audit",
+            "audit_partials",
+            "compute_partials",
             "parse_duration",
             "parse_since",
+            "read_partials",
+            "write_partials",
             "write_report",
         ]
     )

@@ -650,3 +650,41 @@ def test_a_slip_near_two_shown_people_attributes_neither():
     # an exact name elsewhere on the line is read, not a slip
     result = attribute_answer("- Maria Lopes", context)
     assert [(a.title, a.name_form) for a in result.attributions] == [("Maria Lopes", "title")]
+
+
+NAME_PAIRS = [
+    ("Haile-Mariam Desalegn", "Hailemariam Desalegn"),
+    ("Hailemariam Desalegn", "Haile-Mariam Desalegn"),
+    ("Conan O'Brien", "Conan OBrien"),
+    ("Marco van Basten", 'Marcel "Marco" van Basten'),
+    ('Marcel "Marco" van Basten', "Marco van Basten"),
+    ("Emilie du Chatelet", "Émilie du Châtelet"),
+    ("Curie, Marie", "Marie Curie"),
+    ("Aristotle of Stagira", "Aristotle"),
+    ("Youyou Tu", "Tu Youyou"),
+    ("Marie Skłodowska-Curie", "Marie Curie"),
+    ("Ada (A(d)a) Lovelace", "Ada Lovelace"),
+    ("Bob Dylan", "Robert Dylan"),
+]
+"""Names the rule accepts by joined hyphens, dropped apostrophes, quoted or bracketed
+nicknames, accents, inversion, reordering, a mononym, short forms."""
+
+
+@pytest.mark.parametrize(("cited", "person"), NAME_PAIRS)
+def test_the_shared_word_filter_keeps_every_name_the_rule_accepts(cited, person, monkeypatch):
+    """A name is checked only against documents sharing a word with it (a speed filter,
+    issue 33 item 7): it never drops a name the rule accepts, and removing it changes no
+    attribution."""
+    from benchmarks.bench_citations import varied_answers
+    from fairrag_core.attribution import _Context
+
+    assert names_person(cited, person)
+    context = [ContextDocument(person, group="a"), ContextDocument("Alan Turing", group="b")]
+    answers = [f"- {cited}", f"1. **{cited}** [2] - a pioneer", f"{cited} was a pioneer [1]."]
+    filtered = [attribute_answer(answer, context) for answer in answers]
+    assert all(result.attributions for result in filtered)
+    varied, shown = varied_answers(20_000, seed=3)
+    before = attribute_answer(varied, shown)
+    monkeypatch.setattr(_Context, "_may_name", lambda self, words, position: True)
+    assert [attribute_answer(answer, context) for answer in answers] == filtered
+    assert attribute_answer(varied, shown) == before

@@ -454,22 +454,22 @@ def test_records_dated_before_1970_are_refused_not_a_crash_of_the_windows(tmp_pa
     assert "before **1970-01-01**" in spec
 
 
-def test_window_labels_are_written_by_duckdb_for_any_timestamp():
-    """Whatever the reader lets through, the automatic windows' labels never go through pandas
-    (which reads no date before 1677)."""
-    from fairrag_audit.analysis import _trend_view
-    from fairrag_audit.options import AuditOptions
-    from fairrag_audit.scan import connect
-
-    con = connect()
-    con.execute(
-        "CREATE TEMP TABLE included AS SELECT *, NULL::TIMESTAMP AS window_start FROM (VALUES "
-        "(TIMESTAMPTZ '0001-01-01 00:00:00+00'), (TIMESTAMPTZ '2026-12-01 00:00:00+00')) t(ts)"
+def test_window_labels_of_the_earliest_records(tmp_path: Path) -> None:
+    """Records from 1970-01-01 (the earliest kept) to now: the automatic windows of 365 d
+    from DuckDB's origin (2000-01-03) start before 1970, and each has a label."""
+    log = write_log(
+        tmp_path / "log.jsonl",
+        [
+            record(["female"], timestamp="1970-01-01T00:00:00Z"),
+            record(["male"], timestamp="2026-12-01T00:00:00Z"),
+        ],
     )
-    view, _, labels = _trend_view(con, AuditOptions.create([ROOT / "README.md"]))
-    assert view == "trend" and labels is not None
-    # windows of 365 d from DuckDB's origin (2000-01-03): year 1 falls in 1 BC (year 0)
-    assert sorted(labels.values()) == ["0000-05-02T00:00:00Z", "2025-12-27T00:00:00Z"]
+    result = audit([log], protected="female")
+    assert "2 windows of 365d" in result.figure_windows
+    assert sorted(result.trend_exposure["window"].unique()) == [
+        "1969-01-10T00:00:00Z",
+        "2025-12-27T00:00:00Z",
+    ]
 
 
 # -- the attribution's fields (docs/SPEC.md "Attribution") -------------------------------------

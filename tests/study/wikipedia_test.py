@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -157,7 +158,7 @@ def test_requests_carry_a_descriptive_user_agent(tmp_path, monkeypatch):
         monkeypatch.setenv("FAIRRAG_CONTACT", "someone@example.org")
         _fetch(stub, PEOPLE[2:4], tmp_path / "b")
     first, second = (h["user-agent"] for h in stub.headers)
-    assert first.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}) Python-urllib/")
+    assert first.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}) python-httpx/")
     assert second.startswith(f"FairRAG/0.1.0 ({PROJECT_URL}; someone@example.org) ")
     assert all(r["maxlag"] == "5" for r in stub.requests)
 
@@ -237,6 +238,18 @@ def test_an_unreachable_api_is_retried_then_a_typed_error(tmp_path):
     with pytest.raises(WikipediaUnavailableError, match="could not be reached") as caught:
         fetch_articles(PEOPLE[:3], cache_dir=tmp_path, api_url=url, sleep=sleeps, max_retries=2)
     assert sleeps == [1, 2] and url in str(caught.value)
+
+
+def test_a_fetch_called_inside_a_running_event_loop_completes(tmp_path):
+    """The requests run on an event loop of their own (httpx's AsyncClient under one deadline):
+    called from code already on a loop (a notebook cell), they run in a thread beside it."""
+
+    async def from_a_notebook_cell(stub: MediaWikiStub):
+        return _fetch(stub, PEOPLE[:3], tmp_path)
+
+    with MediaWikiStub(ARTICLES) as stub:
+        got = asyncio.run(from_a_notebook_cell(stub))
+    assert [got.articles[name].extract for name in PEOPLE[:3]] == [ARTICLES[n] for n in PEOPLE[:3]]
 
 
 def test_answers_that_are_not_the_apis_fail_at_once(tmp_path):
