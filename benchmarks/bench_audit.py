@@ -20,8 +20,9 @@ Beside it, in the same run and the same way (a child process, its own wall, CPU 
 the floor: DuckDB alone reading the same log once (``read_json``, newline-delimited, 1 GB memory
 limit, damaged lines ignored) into the audit's per-ranker aggregates (count, mean and standard
 deviation of the exposure share and every generation field of ``fairrag_core.audit``, per
-ranker, tenant and day), with no checks, no line numbers and no report; then the audit's ratio
-to it. ``--repeats N`` alternates floor and audit N times and prints each run (the spread).
+ranker, tenant and day), with no checks, no line numbers and no report; then the audit's ratios
+to it (wall and CPU time). ``--repeats N`` alternates floor and audit N times and prints each
+run and the ratios' range (the spread).
 """
 
 from __future__ import annotations
@@ -279,10 +280,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.records:,} records, {size / 2**20:,.0f} MiB; {os.cpu_count()} cores, load "
         f"average {load:.1f} at the end; wall s / CPU s (all threads) / peak RSS GiB"
     )
-    print(f"{'run':>4}  {'DuckDB floor':>22}  {'fairrag audit':>22}  {'wall ratio':>10}")
+    print(
+        f"{'run':>4}  {'DuckDB floor':>22}  {'fairrag audit':>22}  {'wall ratio':>10}  "
+        f"{'CPU ratio':>9}"
+    )
+    walls, cpus = [], []
     for index, (floor_run, audit_run) in enumerate(rows, start=1):
         cells = [f"{r[0]:6.1f} / {r[1]:6.1f} / {r[2]:4.2f}" for r in (floor_run, audit_run)]
-        print(f"{index:>4}  {cells[0]:>22}  {cells[1]:>22}  {audit_run[0] / floor_run[0]:>9.2f}x")
+        walls.append(audit_run[0] / floor_run[0])
+        cpus.append(audit_run[1] / floor_run[1])
+        print(f"{index:>4}  {cells[0]:>22}  {cells[1]:>22}  {walls[-1]:>9.2f}x  {cpus[-1]:>8.2f}x")
+    if len(rows) > 1:  # the spread of the ratios over the runs
+        print(
+            f"ratio to the floor over {len(rows)} runs: wall {min(walls):.2f}-{max(walls):.2f}x, "
+            f"CPU {min(cpus):.2f}-{max(cpus):.2f}x"
+        )
     print(f"damaged lines counted: {counted} (written: {damaged})")
     return 0 if counted == damaged else 1
 

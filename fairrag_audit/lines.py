@@ -161,19 +161,21 @@ def _refusal(line: bytes | None, size: int) -> str | None:
 
 
 SCAN_BYTES = 4 * 2**20
-"""Bytes :func:`_scan_blocks` reads at a time (its numpy arrays take a few times this)."""
+"""Bytes :func:`_scan_blocks` reads at a time (it holds the block and a short copy of it)."""
 
-_WHITESPACE_BYTES = np.zeros(256, dtype=bool)
-_WHITESPACE_BYTES[list(b" \t\n\r\x0b\x0c")] = True  # bytes.strip()'s: what DuckDB skips
+_NOT_COUNTED = bytes(c for c in range(256) if c not in b"[{\n")
+"""Every byte but ``[``, ``{`` and the newline: what :func:`_scan_blocks` deletes."""
 
 
 def _scan_blocks(path: Path) -> tuple[int, ...] | None:
     """The blank lines' 1-based numbers when no line of ``path`` can be refused, else None.
 
-    Whole blocks at a time in numpy, one read of the file: each line's length and its count
-    of ``[`` and ``{`` (a bound on its depth, as :func:`nesting_depth` uses first). A line
-    longer than a block or with more brackets than :data:`MAX_DEPTH` sends the file to the
-    line-by-line path (:func:`sieve`), which measures it exactly."""
+    Whole blocks at a time, one read of the file: each line's count of ``[`` and ``{`` (a
+    bound on its depth, as :func:`nesting_depth` uses first), from the block with every other
+    byte but the newlines deleted (one pass in C). A line longer than a block or with more
+    brackets than :data:`MAX_DEPTH` sends the file to the line-by-line path (:func:`sieve`),
+    which measures it exactly. A blank line has no bracket: only lines without one are looked
+    at whole."""
     blanks: list[int] = []
     done = 0  # lines before the block
     carry = b""
@@ -193,23 +195,30 @@ def _scan_blocks(path: Path) -> tuple[int, ...] | None:
                 carry = data
                 continue
             carry = data[end + 1 :]
-            chars = np.frombuffer(data, dtype=np.uint8, count=end + 1)
-            ends = np.flatnonzero(chars == 10)
-            starts = np.empty_like(ends)
-            starts[0] = 0
-            starts[1:] = ends[:-1] + 1
-            opening = np.flatnonzero((chars == 91) | (chars == 123))  # "[" and "{"
-            brackets = np.bincount(np.searchsorted(ends, opening), minlength=len(ends))
-            if brackets.max() > MAX_DEPTH:
+            counts = data.translate(None, _NOT_COUNTED).split(b"\n")[:-1]  # one per line
+            if max(map(len, counts)) > MAX_DEPTH:
                 return None
-            # a blank line starts with whitespace: only those are looked at whole
-            for line in np.flatnonzero(_WHITESPACE_BYTES[chars[starts]]).tolist():
-                if not data[starts[line] : ends[line] + 1].strip():
-                    blanks.append(done + line + 1)
-            done += len(ends)
+            if not all(counts):
+                blanks += _blank_lines(data, end, counts, done)
+            done += len(counts)
             if not block:
                 break
     return tuple(blanks)
+
+
+def _blank_lines(data: bytes, end: int, counts: list[bytes], done: int) -> list[int]:
+    """The 1-based numbers of the blank lines among ``data[:end + 1]``'s lines without a
+    bracket (``counts`` holds each line's brackets; ``done`` lines came before)."""
+    chars = np.frombuffer(data, dtype=np.uint8, count=end + 1)
+    ends = np.flatnonzero(chars == 10)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    return [
+        done + line + 1
+        for line, brackets in enumerate(counts)
+        if not brackets and not data[starts[line] : ends[line] + 1].strip()
+    ]
 
 
 def sieve(path: Path, folder: Path) -> Sieved:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -213,9 +214,65 @@ def _json_text(column: str, chars: int = 40) -> str:
     return f"left(CAST({column} AS VARCHAR), {chars})"
 
 
+NUMBERED = tuple(dict.fromkeys(("exposure_share", *METRIC_FIELDS, *COUNT_FIELDS)))
+"""The fields read as numbers (:func:`_number`): each once per line, into :func:`_n`."""
+
+
+def _n(name: str) -> str:
+    """The column holding field ``name`` read as a number (:func:`_number`), computed once."""
+    return _quoted(f"__n_{name}")
+
+
+def _label_columns(by_json: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """``(name, JSON column, helper suffix)`` of the fields read as names: ranker, protected
+    and each ``--by`` field."""
+    fields = [("ranker", "ranker"), ("protected", '"protected"'), *by_json]
+    return [(name, column, column.strip('"')) for name, column in fields]
+
+
+def _parsed_first() -> str:
+    """The first layer of values read once from a line's JSON fields (the checks and the
+    columns kept read these, never the JSON again): each number (:func:`_n`), the first
+    character and length of the attribution's lists, the types and labels of ``groups`` and
+    ``exposure_by_group``."""
+    columns = [f"{_number(_quoted(name))} AS {_n(name)}" for name in NUMBERED]
+    for field, alias in (("citation_styles", "styles"), ("attributed_sources", "sources")):
+        columns.append(f"{_first(field)} AS __{alias}_first")
+        columns.append(f"strlen(CAST({field} AS VARCHAR)) AS __{alias}_bytes")
+    columns += [
+        f"{_first('follows_citation_format')} AS __follows_first",
+        "json_type(groups) AS __groups_type",
+        "TRY_CAST(groups AS VARCHAR[]) AS __groups_list",
+        "json_type(exposure_by_group) AS __by_group_type",
+        "json_keys(exposure_by_group) AS __by_group_keys",
+        "json_type(target) AS __target_type",
+    ]
+    return ", ".join(columns)
+
+
+def _parsed_second(by_json: list[tuple[str, str]]) -> str:
+    """The second layer (on :func:`_parsed_first`'s): the lists each parsed once, and only
+    when within their cap (the checks measure a list by its JSON text's length first, so no
+    value costs more than a few times its own size), and the name fields' types and texts."""
+    styles_ok = f"__styles_bytes <= {MAX_STYLES_BYTES} AND __styles_first = {_BRACKET}"
+    sources_ok = f"__sources_bytes <= {MAX_SOURCES_BYTES} AND __sources_first = {_BRACKET}"
+    columns = [
+        "CASE WHEN __groups_type = 'ARRAY' THEN json_type(groups, '$[*]') END AS __groups_types",
+        f"CASE WHEN {styles_ok} THEN json_type(citation_styles, '$[*]') END AS __styles_types",
+        f"CASE WHEN {styles_ok} THEN TRY_CAST(citation_styles AS VARCHAR[]) END AS __styles",
+        f"CASE WHEN {sources_ok} THEN json_array_length(attributed_sources) END AS __sources_len",
+    ]
+    for _, column, suffix in _label_columns(by_json):
+        columns.append(f"json_type({column}) AS __type_{suffix}")
+        columns.append(f"{_text(column)} AS __text_{suffix}")
+    return ", ".join(columns)
+
+
 def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """``(condition, reason)`` pairs, checked in order on a record: the first true condition
-    refuses it with its reason (a SQL expression)."""
+    refuses it with its reason (a SQL expression). The conditions read the values parsed
+    once (:func:`_parsed_first`, :func:`_parsed_second`); a reason reads the JSON again, only
+    for a record refused."""
     checks: list[tuple[str, str]] = []
     # A record schema newer than this library's may define its fields otherwise: refused and
     # listed, never read as the known one (issue 36).
@@ -234,38 +291,72 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             f"'k ' || {_json_text('k')} || ' is not a whole number in [0, {MAX_K:,}]'",
         )
     )
-    checks.append(
-        (
-            f"json_type(groups) = 'ARRAY' AND json_array_length(groups) > {MAX_K}",
-            f"'groups holds ' || json_array_length(groups) || ' labels, above the cap of "
-            f"{MAX_K:,}'",
-        )
-    )
-    checks.append(
-        (
-            "json_type(groups) = 'ARRAY' AND list_bool_or(list_transform("
-            "TRY_CAST(groups AS JSON[]), lambda x: json_type(x) IN ('ARRAY', 'OBJECT')))",
-            "'groups holds an array or object where a group label belongs'",
-        )
-    )
-    checks.append(
-        (
-            f"list_max(list_transform(TRY_CAST(groups AS VARCHAR[]), lambda x: length(x))) "
-            f"> {MAX_LABEL_CHARS}",
-            f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
-        )
-    )
-    shares = "map_values(by_group_raw)"
     checks += [
         (
-            f"json_type(exposure_by_group) = 'OBJECT' AND "
-            f"len(json_keys(exposure_by_group)) > {MAX_GROUPS}",
-            f"'exposure_by_group names ' || len(json_keys(exposure_by_group)) || ' groups, "
+            f"len(__groups_types) > {MAX_K}",
+            f"'groups holds ' || len(__groups_types) || ' labels, above the cap of {MAX_K:,}'",
+        ),
+        (
+            "list_bool_or(list_transform(__groups_types, lambda x: x IN ('ARRAY', 'OBJECT')))",
+            "'groups holds an array or object where a group label belongs'",
+        ),
+        (
+            f"list_max(list_transform(__groups_list, lambda x: length(x))) > {MAX_LABEL_CHARS}",
+            f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
+        ),
+    ]
+    checks += _share_checks()
+    for name, (low, high) in METRIC_RANGES.items():
+        checks.append(
+            (
+                f"{_n(name)} IS NOT NULL AND NOT ({_n(name)} BETWEEN {low} AND {high})",
+                f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
+            )
+        )
+    checks += _attribution_checks()
+    checks.append(
+        (
+            "__target_type = 'OBJECT' AND target_map IS NULL",
+            "'target ' || "
+            + _json_text("target", 80)
+            + " || CASE WHEN len(json_keys(target)) > len(list_distinct(json_keys(target))) "
+            "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
+        )
+    )
+    checks.append(
+        (
+            "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
+            "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
+        )
+    )
+    for name, _, suffix in _label_columns(by_json):
+        checks.append(
+            (
+                f"__type_{suffix} IN ('ARRAY', 'OBJECT')",
+                f"'{name} is an array or object, not a name'",
+            )
+        )
+        checks.append(
+            (
+                f"length(__text_{suffix}) > {MAX_LABEL_CHARS}",
+                f"'{name} is longer than {MAX_LABEL_CHARS} characters'",
+            )
+        )
+    return checks
+
+
+def _share_checks() -> list[tuple[str, str]]:
+    """The checks of ``exposure_by_group``: at most :data:`MAX_GROUPS` groups of short names,
+    each share in [0, 1], the shares summing to 1."""
+    shares = "map_values(by_group_raw)"
+    return [
+        (
+            f"__by_group_type = 'OBJECT' AND len(__by_group_keys) > {MAX_GROUPS}",
+            "'exposure_by_group names ' || len(__by_group_keys) || ' groups, "
             f"above the cap of {MAX_GROUPS:,}'",
         ),
         (
-            f"list_max(list_transform(json_keys(exposure_by_group), lambda x: length(x))) "
-            f"> {MAX_LABEL_CHARS}",
+            f"list_max(list_transform(__by_group_keys, lambda x: length(x))) > {MAX_LABEL_CHARS}",
             f"'a group in exposure_by_group is longer than {MAX_LABEL_CHARS} characters'",
         ),
         (
@@ -280,44 +371,6 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             "'exposure_by_group shares sum to ' || round(list_sum(" + shares + "), 6) || ', not 1'",
         ),
     ]
-    for name, (low, high) in METRIC_RANGES.items():
-        value = _number(_quoted(name))
-        checks.append(
-            (
-                f"{value} IS NOT NULL AND NOT ({value} BETWEEN {low} AND {high})",
-                f"'{name} ' || {_json_text(_quoted(name))} || ' is outside [{low:g}, {high:g}]'",
-            )
-        )
-    checks += _attribution_checks()
-    checks.append(
-        (
-            "json_type(target) = 'OBJECT' AND target_map IS NULL",
-            "'target ' || "
-            + _json_text("target", 80)
-            + " || CASE WHEN len(json_keys(target)) > len(list_distinct(json_keys(target))) "
-            "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
-        )
-    )
-    checks.append(
-        (
-            "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",
-            "'target share ' || CAST(target_value AS VARCHAR) || ' is outside [0, 1]'",
-        )
-    )
-    for name, column in (("ranker", "ranker"), ("protected", '"protected"'), *by_json):
-        checks.append(
-            (
-                f"json_type({column}) IN ('ARRAY', 'OBJECT')",
-                f"'{name} is an array or object, not a name'",
-            )
-        )
-        checks.append(
-            (
-                f"length(json_extract_string({column}, '$')) > {MAX_LABEL_CHARS}",
-                f"'{name} is longer than {MAX_LABEL_CHARS} characters'",
-            )
-        )
-    return checks
 
 
 def _attribution_checks() -> list[tuple[str, str]]:
@@ -327,30 +380,29 @@ def _attribution_checks() -> list[tuple[str, str]]:
     in [0, :data:`MAX_BULLETS`], and the counts and metrics consistent with each other.
 
     The checks run in order, the first that holds refuses the record: each list is first
-    measured by its JSON text's length (constant time), and read (one parse per check) only
-    when within its cap, so that no value costs more than a few times its own size."""
+    measured by its JSON text's length (constant time), and read (once, in
+    :func:`_parsed_second`) only when within its cap."""
     known = "[" + ", ".join(_literal(style) for style in KNOWN_STYLES) + "]"
     names = ", ".join(KNOWN_STYLES)
-    styles = "TRY_CAST(citation_styles AS VARCHAR[])"
-    unknown = f"list_filter({styles}, lambda x: NOT list_contains({known}, x))"
+    unknown = f"list_filter(__styles, lambda x: NOT list_contains({known}, x))"
     checks = [
         (
-            f"strlen(CAST(citation_styles AS VARCHAR)) > {MAX_STYLES_BYTES}",
-            "'citation_styles is ' || strlen(CAST(citation_styles AS VARCHAR)) || ' bytes of "
+            f"__styles_bytes > {MAX_STYLES_BYTES}",
+            "'citation_styles is ' || __styles_bytes || ' bytes of "
             f"JSON, above the cap of {MAX_STYLES_BYTES:,}'",
         ),
         (
-            f"{_first('citation_styles')} <> {_BRACKET}",
+            f"__styles_first <> {_BRACKET}",
             "'citation_styles ' || " + _json_text("citation_styles") + " || ' is not a list of "
             "style names'",
         ),
         (
-            f"json_array_length(citation_styles) > {len(KNOWN_STYLES)}",
-            "'citation_styles lists ' || json_array_length(citation_styles) || ' styles, above "
+            f"len(__styles_types) > {len(KNOWN_STYLES)}",
+            "'citation_styles lists ' || len(__styles_types) || ' styles, above "
             f"the {len(KNOWN_STYLES)} known'",
         ),
         (
-            "len(list_filter(json_type(citation_styles, '$[*]'), lambda x: x <> 'VARCHAR')) > 0",
+            "len(list_filter(__styles_types, lambda x: x <> 'VARCHAR')) > 0",
             "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' holds a value "
             "that is not a style name'",
         ),
@@ -360,29 +412,35 @@ def _attribution_checks() -> list[tuple[str, str]]:
             f"', '), 80) || ' (known: {names})'",
         ),
         (
-            f"len(list_distinct({styles})) < len({styles})",
+            "len(list_distinct(__styles)) < len(__styles)",
             "'citation_styles ' || " + _json_text("citation_styles", 80) + " || ' names a style "
             "twice'",
         ),
         (
-            f"strlen(CAST(attributed_sources AS VARCHAR)) > {MAX_SOURCES_BYTES}",
-            "'attributed_sources is ' || strlen(CAST(attributed_sources AS VARCHAR)) || ' bytes "
+            f"__sources_bytes > {MAX_SOURCES_BYTES}",
+            "'attributed_sources is ' || __sources_bytes || ' bytes "
             f"of JSON, above the cap of {MAX_SOURCES_BYTES:,}'",
         ),
         (
-            # the first character of the JSON text: no parse of a long list
-            f"{_first('attributed_sources')} <> {_BRACKET}",
+            f"__sources_first <> {_BRACKET}",
             "'attributed_sources ' || " + _json_text("attributed_sources") + " || ' is not a "
             "list of attributions'",
         ),
         (
-            f"json_array_length(attributed_sources) > {MAX_ATTRIBUTIONS}",
-            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"__sources_len > {MAX_ATTRIBUTIONS}",
+            "'attributed_sources lists ' || __sources_len || ' "
             f"attributions, above the cap of {MAX_ATTRIBUTIONS:,}'",
         ),
     ]
+    return checks + _count_checks()
+
+
+def _count_checks() -> list[tuple[str, str]]:
+    """The attribution's counts: whole numbers in [0, :data:`MAX_BULLETS`], consistent with
+    ``attributed_sources`` and the attributed metrics."""
+    checks = []
     for name in COUNT_FIELDS:
-        value = _number(name)
+        value = _n(name)
         checks.append(
             (
                 f"{value} IS NOT NULL AND NOT ({value} BETWEEN 0 AND {MAX_BULLETS} "
@@ -391,9 +449,9 @@ def _attribution_checks() -> list[tuple[str, str]]:
                 f"[0, {MAX_BULLETS:,}]'",
             )
         )
-    bullets, attributed = (f"({_number(name)})" for name in COUNT_FIELDS)
-    grounded = f"({_number('attributed_groundedness')})"
-    parity = f"({_number('attributed_generation_parity')})"
+    bullets, attributed = (_n(name) for name in COUNT_FIELDS)
+    grounded = _n("attributed_groundedness")
+    parity = _n("attributed_generation_parity")
     counts = f"{_json_text(COUNT_FIELDS[1])} || ' / ' || {_json_text(COUNT_FIELDS[0])}"
     checks += [
         (
@@ -402,8 +460,8 @@ def _attribution_checks() -> list[tuple[str, str]]:
             f"n_attribution_bullets ' || {_json_text(COUNT_FIELDS[0])}",
         ),
         (
-            f"json_array_length(attributed_sources) < {attributed}",
-            "'attributed_sources lists ' || json_array_length(attributed_sources) || ' "
+            f"__sources_len < {attributed}",
+            "'attributed_sources lists ' || __sources_len || ' "
             f"attributions, fewer than the ' || {_json_text(COUNT_FIELDS[1])} || ' attributed "
             "bullets'",
         ),
@@ -422,6 +480,99 @@ def _attribution_checks() -> list[tuple[str, str]]:
     return checks
 
 
+@dataclass(frozen=True)
+class _ScanSql:
+    """The SQL pieces of one audit's scan, the same for every file (:func:`_scan_file`)."""
+
+    fields: tuple[str, ...]
+    """The fields read from every line (:data:`KNOWN_FIELDS`, ``--by`` fields, ``metadata``
+    when a ``--by`` field may be in it, the sieve's :data:`REFUSED_FIELD`)."""
+    struct: str
+    source: str
+    by_raw: str
+    by_columns: str
+    labels: str
+    any_field: str
+    protected: str
+    target: str
+    default_model: str
+    metrics: str
+    refusal: str
+
+    @classmethod
+    def of(cls, options: AuditOptions) -> _ScanSql:
+        """The pieces for ``options``."""
+        # metadata (where --by fields may live) is read only when fields are asked for
+        extra = [f for f in options.by if f not in KNOWN_FIELDS]
+        if options.by and "metadata" not in extra:
+            extra.append("metadata")
+        # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for
+        # JSON that is not a record (not an object, or none of these fields).
+        fields = (*KNOWN_FIELDS, *extra, REFUSED_FIELD)
+        struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in fields) + ")"
+        # docs/SPEC.md names the source; older records are recognised by their adapter's
+        # fields. A record with the study's `trial` is the study's, whatever `source` it copied
+        # from the handler record it was built from.
+        source = f"""CASE WHEN trial IS NOT NULL THEN 'study'
+                    ELSE COALESCE({_text("source")}, CASE
+                        WHEN retriever_run_id IS NOT NULL THEN 'langchain'
+                        WHEN query_id IS NOT NULL THEN 'llamaindex'
+                        ELSE 'unknown' END) END"""
+        by_json = [
+            (f"--by {field}", f"by_json_{i}")
+            for i, field in enumerate(options.by)
+            if field != "source"
+        ]
+        by_raw = "".join(
+            f", COALESCE({_quoted(field)}, json_extract(metadata, "
+            f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
+            for i, field in enumerate(options.by)
+            if field != "source"
+        )
+        by_columns = "".join(
+            f", {source} AS by_{i}" if field == "source" else f", __text_by_json_{i} AS by_{i}"
+            for i, field in enumerate(options.by)
+        )
+        any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
+        protected = "NULL" if options.protected is None else _literal(options.protected)
+        target = "NULL" if options.target_share is None else repr(float(options.target_share))
+        if options.protected is not None and options.target_share is None:
+            target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
+        metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
+        default_model = _literal(options.exposure)
+        return cls(
+            fields=fields,
+            struct=struct,
+            source=source,
+            by_raw=by_raw,
+            by_columns=by_columns,
+            labels=_parsed_second(by_json),
+            any_field=any_field,
+            protected=protected,
+            target=target,
+            default_model=default_model,
+            metrics=metrics,
+            refusal=_refusal_sql(options, by_json),
+        )
+
+
+def _refusal_sql(options: AuditOptions, by_json: list[tuple[str, str]]) -> str:
+    """The reason a record is refused (NULL when kept): the first of :func:`_range_checks`
+    that holds, else its timestamp before :data:`EARLIEST` or after the audit started."""
+    latest = options.now + CLOCK_SKEW
+    return (
+        "CASE "
+        + " ".join(f"WHEN {when} THEN {reason}" for when, reason in _range_checks(options, by_json))
+        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + f" || ' is before {EARLIEST:%Y-%m-%d}'"
+        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
+        + _json_text('"timestamp"')
+        + " || ' is after the audit started'"
+        + " END"
+    )
+
+
 def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
     """Create the table ``records``: one row per non-blank line of every file.
 
@@ -438,71 +589,13 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     ``model_ok``.
 
     Each file is sieved (lines too long or too deep replaced), then read in one streaming
-    pass (each field typed JSON, then cast: a field of the wrong type never spoils the rest
-    of its record) into a columnar table, in file order; the derived columns are computed on
-    that table. Returns ``{"lines": [...], "damaged": [...], "blank_lines": [...]}``, one entry
-    per file (``blank_lines``: :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
+    pass (each field typed JSON and parsed once, :func:`_checked_sql`, then cast: a field of
+    the wrong type never spoils the rest of its record) into a columnar table, in file order;
+    the derived columns are computed on that table. Returns ``{"lines": [...], "damaged":
+    [...], "blank_lines": [...]}``, one entry per file (``blank_lines``:
+    :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
     """
-    # metadata (where --by fields may live) is read only when fields are asked for
-    extra = [f for f in options.by if f not in KNOWN_FIELDS]
-    if options.by and "metadata" not in extra:
-        extra.append("metadata")
-    # One struct per line: NULL for a line that is not JSON (damaged), all fields NULL for JSON
-    # that is not a record (not an object, or none of these fields).
-    struct = (
-        "STRUCT("
-        + ", ".join(f"{_quoted(f)} JSON" for f in (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
-        + ")"
-    )
-    # docs/SPEC.md names the source; older records are recognised by their adapter's fields.
-    # A record with the study's `trial` is the study's, whatever `source` it copied from the
-    # handler record it was built from.
-    source = f"""CASE WHEN trial IS NOT NULL THEN 'study' ELSE COALESCE({_text("source")}, CASE
-                    WHEN retriever_run_id IS NOT NULL THEN 'langchain'
-                    WHEN query_id IS NOT NULL THEN 'llamaindex'
-                    ELSE 'unknown' END) END"""
-    by_json = [
-        (f"--by {field}", f"by_json_{i}") for i, field in enumerate(options.by) if field != "source"
-    ]
-    by_raw = "".join(
-        f", COALESCE({_quoted(field)}, json_extract(metadata, "
-        f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
-        for i, field in enumerate(options.by)
-        if field != "source"
-    )
-    by_columns = "".join(
-        f", {source} AS by_{i}" if field == "source" else f", {_text(f'by_json_{i}')} AS by_{i}"
-        for i, field in enumerate(options.by)
-    )
-    any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
-    protected = "NULL" if options.protected is None else _literal(options.protected)
-    target = "NULL" if options.target_share is None else repr(float(options.target_share))
-    if options.protected is not None and options.target_share is None:
-        target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
-    metrics = "".join(f", {_number(m)} AS {m}" for m in METRIC_FIELDS)
-    default_model = _literal(options.exposure)
-    latest = options.now + CLOCK_SKEW
-    checks = _range_checks(options, by_json)
-    refusal = (
-        "CASE "
-        + " ".join(f"WHEN {condition} THEN {reason}" for condition, reason in checks)
-        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
-        + _json_text('"timestamp"')
-        + f" || ' is before {EARLIEST:%Y-%m-%d}'"
-        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
-        + _json_text('"timestamp"')
-        + " || ' is after the audit started'"
-        + " END"
-    )
-    keep = ", ".join(
-        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
-        + ["source", "ranker"]
-        + [f"by_{i}" for i in range(len(options.by))]
-        + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
-        + list(METRIC_FIELDS)
-        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
-        + ["has_error", "model_ok"]
-    )
+    scan = _ScanSql.of(options)
     counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
     con.execute("DROP TABLE IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
@@ -518,26 +611,44 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
             )
             if is_parquet(path):
                 counts["blank_lines"].append(())  # a row's number is its line's
-                source_sql = _parquet_rows(con, path, (*KNOWN_FIELDS, *extra, REFUSED_FIELD))
+                source_sql = _parquet_rows(con, path, scan.fields)
             else:
                 sieved = sieve(path, Path(folder))
                 counts["blank_lines"].append(sieved.blank_lines)
-                source_sql = _json_rows(sieved, struct)
-            _scan_file(
-                con,
-                index,
-                source_sql,
-                source=source,
-                by_raw=by_raw,
-                by_columns=by_columns,
-                any_field=any_field,
-                protected=protected,
-                default_model=default_model,
-                metrics=metrics,
-                refusal=refusal,
-            )
+                source_sql = _json_rows(sieved, scan.struct)
+            _scan_file(con, index, source_sql, scan)
     con.execute("SET preserve_insertion_order = false")
-    derived = f"""
+    per_file = {
+        index: (int(lines), int(damaged))
+        for index, lines, damaged in con.execute(
+            "SELECT file_index, count(*), count_if(kind = 'damaged') FROM raw_records "
+            "GROUP BY file_index"
+        ).fetchall()
+    }
+    for index in range(len(options.paths)):  # an empty file has no row
+        lines, damaged = per_file.get(index, (0, 0))
+        counts["lines"].append(lines)
+        counts["damaged"].append(damaged)
+    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
+    con.execute(f"CREATE TABLE records AS {_derived_sql(options, scan, first_rows)}")
+    con.execute("DROP TABLE raw_records")
+    return counts
+
+
+def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -> str:
+    """The table ``records`` from ``raw_records``: the columns :func:`load_records` names,
+    with the derived ones (exposure weights, ``w``, ``protected_share``, ``line_index``)."""
+    keep = ", ".join(
+        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
+        + ["source", "ranker"]
+        + [f"by_{i}" for i in range(len(options.by))]
+        + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
+        + list(METRIC_FIELDS)
+        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
+        + ["has_error", "model_ok"]
+    )
+    target = scan.target
+    return f"""
         SELECT {keep},
             CASE WHEN protected IS NULL OR NOT model_ok THEN NULL
                 WHEN by_group IS NOT NULL THEN COALESCE(by_group[protected], 0.0)
@@ -582,21 +693,6 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
             )
         )
     """
-    per_file = {
-        index: (int(lines), int(damaged))
-        for index, lines, damaged in con.execute(
-            "SELECT file_index, count(*), count_if(kind = 'damaged') FROM raw_records "
-            "GROUP BY file_index"
-        ).fetchall()
-    }
-    for index in range(len(options.paths)):  # an empty file has no row
-        lines, damaged = per_file.get(index, (0, 0))
-        counts["lines"].append(lines)
-        counts["damaged"].append(damaged)
-    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
-    con.execute(f"CREATE TABLE records AS {derived}")
-    con.execute("DROP TABLE raw_records")
-    return counts
 
 
 def is_parquet(path: Path) -> bool:
@@ -740,39 +836,33 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)
         con.close()
 
 
-def _scan_file(
-    con: duckdb.DuckDBPyConnection,
-    index: int,
-    rows: str,
-    *,
-    source: str,
-    by_raw: str,
-    by_columns: str,
-    any_field: str,
-    protected: str,
-    default_model: str,
-    metrics: str,
-    refusal: str,
-) -> None:
-    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
-    ``raw_records``, in file order."""
+def _checked_sql(rows: str, scan: _ScanSql) -> str:
+    """The ``rows`` of one file with each field parsed once, in layers (a layer's columns are
+    computed once per row and read by the next: the checks and the columns kept read these
+    values), and the checks' verdict: ``sieve_reason``, ``is_record``, ``refusal``."""
     raw = f"""
-        SELECT *, TRY_CAST(target_map[COALESCE({_text('"protected"')}, {protected})] AS DOUBLE)
+        SELECT *, TRY_CAST(target_map[COALESCE(__text_protected, {scan.protected})] AS DOUBLE)
                 AS target_value
-        FROM (SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
+        FROM (SELECT *, {scan.labels} FROM (
+            SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
             -- the target's shares by group label, read as keys: a label is never part of a
             -- JSON path (any character, quotes and backslashes too, finds its own share)
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
-            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw
-            {by_raw}
-        FROM ({rows}))
+            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw,
+            {_parsed_first()}
+            {scan.by_raw}
+        FROM ({rows})))
     """
-    # the checks read the fields as JSON; the typed columns are made after them
-    checked = f"""
+    return f"""
         SELECT *, json_extract_string({_quoted(REFUSED_FIELD)}, '$') AS sieve_reason,
-            NOT "__damaged" AND ({any_field}) AS is_record, {refusal} AS refusal
+            NOT "__damaged" AND ({scan.any_field}) AS is_record, {scan.refusal} AS refusal
         FROM ({raw})
     """
+
+
+def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _ScanSql) -> None:
+    """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
+    ``raw_records``, in file order."""
     select = f"""
         SELECT
             {index} AS file_index,
@@ -791,33 +881,33 @@ def _scan_file(
                     || 'record fields)'
                 ELSE refusal END AS refusal,
             ts,
-            {source} AS source,
-            {_text("ranker")} AS ranker
-            {by_columns},
-            TRY_CAST(groups AS VARCHAR[]) AS groups,
+            {scan.source} AS source,
+            __text_ranker AS ranker
+            {scan.by_columns},
+            __groups_list AS groups,
             TRY_CAST(k AS INTEGER) AS k,
-            COALESCE({_text("exposure_model")}, {default_model}) AS exposure_model,
-            COALESCE({_text('"protected"')}, {protected}) AS protected,
+            COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
+            COALESCE(__text_protected, {scan.protected}) AS protected,
             target_value,
             by_group_raw AS by_group,
-            {_number("exposure_share")} AS logged_share
-            {metrics},
+            {_n("exposure_share")} AS logged_share
+            {scan.metrics},
             -- what the answer cited (docs/SPEC.md "Attribution"): every record of an answer
             -- says whether it followed the paper's format; the attribution's fields are in
             -- records written since it was (schema 2 onward)
-            COALESCE({_first("follows_citation_format")} IN ({_FALSE}, {_TRUE}), false)
-                OR COALESCE({_first("citation_styles")} = {_BRACKET}, false)
-                {"".join(f" OR {_number(m)} IS NOT NULL" for m in METRIC_FIELDS)} AS answered,
-            CASE WHEN {_first("follows_citation_format")} IN ({_FALSE}, {_TRUE})
-                THEN {_first("follows_citation_format")} = {_TRUE} END AS follows,
-            COALESCE({_first("citation_styles")} = {_BRACKET}, false)
-                OR {_number("n_attribution_bullets")} IS NOT NULL AS has_attribution,
-            CASE WHEN refusal IS NULL AND {_first("citation_styles")} = {_BRACKET}
-                THEN TRY_CAST(citation_styles AS VARCHAR[]) END AS styles,
-            TRY_CAST({_number("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
-            TRY_CAST({_number("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
+            COALESCE(__follows_first IN ({_FALSE}, {_TRUE}), false)
+                OR COALESCE(__styles_first = {_BRACKET}, false)
+                {"".join(f" OR {_n(m)} IS NOT NULL" for m in METRIC_FIELDS)} AS answered,
+            CASE WHEN __follows_first IN ({_FALSE}, {_TRUE})
+                THEN __follows_first = {_TRUE} END AS follows,
+            COALESCE(__styles_first = {_BRACKET}, false)
+                OR {_n("n_attribution_bullets")} IS NOT NULL AS has_attribution,
+            -- a record kept passed the styles' checks: __styles holds them
+            CASE WHEN refusal IS NULL AND __styles_first = {_BRACKET} THEN __styles END AS styles,
+            TRY_CAST({_n("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
+            TRY_CAST({_n("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
             error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
-        FROM ({checked})
+        FROM ({_checked_sql(rows, scan)})
     """
     verb = "CREATE TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"
     con.execute(f"{verb} {select}")
