@@ -288,8 +288,30 @@ _REFUSAL = re.compile(
 denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
 
 
+_MAX_SHARED_CONTEXTS = 64
+_SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
+
+
+def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
+    """The name and title decisions made against one context, kept across answers: they are
+    pure functions of the documents' titles, people, texts and numbers (never of their groups
+    nor of the answer), so the answers of several models to one context share them. At most
+    :data:`_MAX_SHARED_CONTEXTS` contexts are kept (the oldest dropped), each table bounded
+    by :data:`_MAX_RUN_CACHE` entries."""
+    key = tuple((doc.title, doc.person, doc.text, doc.number) for doc in documents)
+    state = _SHARED.pop(key, None)
+    if state is None:
+        names = ("people", "keys", "slip", "run_forms", "titles", "numbers", "presented")
+        state = {name: {} for name in names}
+        if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
+            del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = state  # most recently used last
+    return state
+
+
 class _Context:
-    """The context as attribution needs it: titles and numbers looked up, people parsed once."""
+    """The context as attribution needs it: titles and numbers looked up, people parsed once
+    per context (:func:`_shared_state`)."""
 
     def __init__(self, documents: Sequence[ContextDocument]) -> None:
         self.documents = documents
@@ -299,13 +321,15 @@ class _Context:
             self.by_title.setdefault(normalize_title(doc.title), position)
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
-        self._keys: dict[int, tuple[str, ...]] = {}
-        self._slip_words: list[list[str]] | None = None
-        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
-        self._titles: dict[str, int | None] = {}
-        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = {}
-        self._presented: dict[str, list[tuple[int, str]]] = {}
+        shared = _shared_state(documents)
+        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
+        self._people = shared["people"]
+        self._keys: dict[int, tuple[str, ...]] = shared["keys"]
+        self._slip: dict[str, list[list[str]]] = shared["slip"]
+        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = shared["run_forms"]
+        self._titles: dict[str, int | None] = shared["titles"]
+        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = shared["numbers"]
+        self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -443,13 +467,14 @@ class _Context:
         words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
         if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
             return []
-        if self._slip_words is None:  # each shown person's words, folded once per answer
-            self._slip_words = [
+        slip_words = self._slip.get("")
+        if slip_words is None:  # each shown person's words, folded once per context
+            slip_words = self._slip[""] = [
                 [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
                 for doc in self.documents
             ]
         found = []
-        for position, person in enumerate(self._slip_words):
+        for position, person in enumerate(slip_words):
             if len(person) != len(words):
                 continue
             differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
