@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -686,18 +686,20 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
     return replace(bullet, attributions=attributions, styles=styles)
 
 
-@dataclass
 class _Cited:
     """The explicit citations read on one line (its ``body``): the styles read, the
     ``(position, style)`` of each resolved document, what resolved to none, and the spans the
     citations take (with the text a span keeps in the head: a link's text)."""
 
-    body: str
-    styles: list[str] = field(default_factory=list)
-    found: list[tuple[int, str]] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    spans: list[tuple[int, int, str]] = field(default_factory=list)
-    taken: list[tuple[int, int]] = field(default_factory=list)
+    __slots__ = ("body", "found", "spans", "styles", "taken", "unresolved")
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self.styles: list[str] = []
+        self.found: list[tuple[int, str]] = []
+        self.unresolved: list[str] = []
+        self.spans: list[tuple[int, int, str]] = []
+        self.taken: list[tuple[int, int]] = []
 
     def cite(
         self,
@@ -715,8 +717,8 @@ class _Cited:
 
     def free(self, start: int, end: int) -> bool:
         """No character of ``body[start:end]`` is taken by a citation read before."""
-        for first, last in self.taken:
-            if max(start, first) < min(end, last):
+        for first, last in self.taken:  # max(start, first) < min(end, last), unrolled
+            if start < end and start < last and first < end and first < last:
                 return False
         return True
 
@@ -979,9 +981,9 @@ def _name_runs(text: str) -> list[str]:
             word = raw.strip(_WORD_WRAPPERS)
             if word[:1] in _MARKER_START:
                 word = _MARKER.sub("", word)
-            possessive = _POSSESSIVE.search(word, max(0, len(word) - 2))  # its last 2 characters
-            if possessive:
-                word = word[: possessive.start()]
+            possessive = _possessive_start(word)
+            if possessive is not None:
+                word = word[:possessive]
             word = word.strip("'’.")
             kind = _word_kind(word, bool(strict or loose))
             if kind == "name":
@@ -999,7 +1001,7 @@ def _name_runs(text: str) -> list[str]:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
-            if possessive and loose:
+            if possessive is not None and loose:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
@@ -1013,12 +1015,23 @@ def _name_runs(text: str) -> list[str]:
     return [run for run in dict.fromkeys(runs) if run]
 
 
+def _possessive_start(word: str) -> int | None:
+    """Where :data:`_POSSESSIVE` matches in the last 2 characters of ``word`` (a word of a
+    whitespace split), else None: the same answer without a regular expression call."""
+    last = word[-1:]
+    if last == "s" and len(word) >= 2 and word[-2] in "'’ʼ":
+        return len(word) - 2
+    if last and last in "'’ʼ":
+        return len(word) - 1
+    return None
+
+
 def _word_kind(word: str, inside: bool) -> str:
     """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
     ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
     lower-case word that may join two names inside a title), or ``other``."""
-    if not word or _DIGIT.search(word):
-        return "other"
+    if not word or (not word.isalpha() and _DIGIT.search(word)):
+        return "other"  # a word of letters only holds no digit
     if word[:1].isupper():
         return "name"
     glued = _GLUED_PARTICLE.match(word)

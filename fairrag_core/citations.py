@@ -677,6 +677,10 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     originals: list[str] = []
     word_of: list[int] = []
     for number, word in enumerate(_APOSTROPHES.sub("", text).split()):
+        if word.isalnum():  # one token (``\w`` holds every alphanumeric character)
+            originals.append(word)
+            word_of.append(number)
+            continue
         for token in _TOKEN.findall(word):
             originals.append(token)
             word_of.append(number)
@@ -729,7 +733,7 @@ def _parse_people(text: str) -> tuple[_Name, ...]:
 def _parse_short_name(text: str) -> tuple[_Name, ...]:
     outside, quoted, bracketed = _split_brackets_and_quotes(text)
     outside = " ".join(outside.split())
-    caseless = not any(c.isupper() for c in outside)
+    caseless = not any(map(str.isupper, outside))
     if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
         quoted += " " + bracketed
     nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
