@@ -612,7 +612,7 @@ def _attribute_units(
     paragraph: list[AttributedBullet] = []
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
-    memo: dict[str, tuple[AttributedBullet, bool]] = {}
+    memo: dict[str, tuple[AttributedBullet, str, list[bool]]] = {}
     for number, line, stripped in units:
         if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
             line
@@ -625,14 +625,17 @@ def _attribute_units(
             continue
         known = memo.get(line)  # a looping answer repeats its lines: each is read once
         if known is None:
-            known = _attribute_line(line, stripped, number, ctx)
+            bullet, body = _attribute_line(line, stripped, number, ctx)
             if len(memo) >= _MAX_RUN_CACHE:
                 memo.clear()
-            memo[line] = known
-            bullet, name_line = known
+            known = memo[line] = (bullet, body, [])
         else:
             bullet = replace(known[0], line=stripped, line_number=number)
-            name_line = known[1]
+        name_line = False  # whether it is a name line matters only for a line no bullet
+        if number not in is_bullet:
+            if not known[2]:  # read once per distinct line
+                known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
+            name_line = known[2][0]
         positions = {a.position for a in bullet.attributions}
         if name_line and number not in is_bullet and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
@@ -728,9 +731,10 @@ class _Cited:
 
 def _attribute_line(
     line: str, stripped: str, number: int, ctx: _Context
-) -> tuple[AttributedBullet, bool]:
-    """The line's attributions, and whether it is a name line (only a name, at most a bracketed
-    aside after it)."""
+) -> tuple[AttributedBullet, str]:
+    """The line's attributions, and its body (the line without bullet marker and emphasis),
+    which tells whether it is a name line (:func:`_is_name_line` of the body and the bullet's
+    head, for a bullet that does not refuse)."""
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
@@ -743,7 +747,7 @@ def _attribute_line(
         bullet = AttributedBullet(
             stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
         )
-        return bullet, False
+        return bullet, body
     presented = ctx.presented(head)
     attributions, miscited = _credit(cited.found, head, presented, ctx)
     seen = {a.position for a in attributions} | {a.position for a in miscited}
@@ -769,7 +773,7 @@ def _attribute_line(
         out_of_range,
         max(0, len(seen) - max(1, len(presented))),
     )
-    return bullet, _is_name_line(body, head)
+    return bullet, body
 
 
 def _read_citations(body: str, ctx: _Context) -> _Cited:
