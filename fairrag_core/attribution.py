@@ -52,8 +52,10 @@ from .citations import (
     _CITE,
     _DESCRIPTION,
     _DOCTITLE,
+    _MAX_NAME,
     _WORD,
     ContextDocument,
+    _cited_people,
     _document_people,
     _fold,
     _names_person,
@@ -301,7 +303,7 @@ def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
     key = tuple((doc.title, doc.person, doc.text, doc.number) for doc in documents)
     state = _SHARED.pop(key, None)
     if state is None:
-        names = ("people", "keys", "slip", "run_forms", "titles", "numbers", "presented")
+        names = ("people", "keys", "slip", "run_forms", "titles", "numbers", "presented", "cited")
         state = {name: {} for name in names}
         if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
             del _SHARED[next(iter(_SHARED))]
@@ -330,6 +332,7 @@ class _Context:
         self._titles: dict[str, int | None] = shared["titles"]
         self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = shared["numbers"]
         self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
+        self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -435,10 +438,17 @@ class _Context:
             words = _word_text(cited)
         if cited_key not in (key, "\0") and not self._may_name(words, position):
             return None  # no word of the document's names in ``cited``: the rule cannot match
-        if _names_person(cited, key, people, cited_key):
+        if len(cited) > _MAX_NAME:
+            return None  # names no one (:func:`~fairrag_core.citations.names_person`)
+        cited_people = self._cited.get(cited)
+        if cited_people is None:  # parsed once per distinct name, for every document
+            if len(self._cited) >= _MAX_RUN_CACHE:
+                self._cited.clear()
+            cited_people = self._cited[cited] = _cited_people(cited)
+        if _names_person(cited, key, people, cited_key, cited_people):
             return "title"
         usable = alone_aliases if alone else aliases
-        if usable and _names_person(cited, "\0", usable, cited_key):
+        if usable and _names_person(cited, "\0", usable, cited_key, cited_people):
             return "alias"
         return None
 
