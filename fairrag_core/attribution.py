@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -52,8 +52,10 @@ from .citations import (
     _CITE,
     _DESCRIPTION,
     _DOCTITLE,
+    _MAX_NAME,
     _WORD,
     ContextDocument,
+    _cited_people,
     _document_people,
     _fold,
     _names_person,
@@ -288,8 +290,30 @@ _REFUSAL = re.compile(
 denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
 
 
+_MAX_SHARED_CONTEXTS = 64
+_SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
+
+
+def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
+    """The name and title decisions made against one context, kept across answers: they are
+    pure functions of the documents' titles, people, texts and numbers (never of their groups
+    nor of the answer), so the answers of several models to one context share them. At most
+    :data:`_MAX_SHARED_CONTEXTS` contexts are kept (the oldest dropped), each table bounded
+    by :data:`_MAX_RUN_CACHE` entries."""
+    key = tuple((doc.title, doc.person, doc.text, doc.number) for doc in documents)
+    state = _SHARED.pop(key, None)
+    if state is None:
+        names = ("people", "keys", "slip", "run_forms", "titles", "numbers", "presented", "cited")
+        state = {name: {} for name in names}
+        if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
+            del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = state  # most recently used last
+    return state
+
+
 class _Context:
-    """The context as attribution needs it: titles and numbers looked up, people parsed once."""
+    """The context as attribution needs it: titles and numbers looked up, people parsed once
+    per context (:func:`_shared_state`)."""
 
     def __init__(self, documents: Sequence[ContextDocument]) -> None:
         self.documents = documents
@@ -299,13 +323,16 @@ class _Context:
             self.by_title.setdefault(normalize_title(doc.title), position)
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = {}
-        self._keys: dict[int, tuple[str, ...]] = {}
-        self._slip_words: list[list[str]] | None = None
-        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = {}
-        self._titles: dict[str, int | None] = {}
-        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = {}
-        self._presented: dict[str, list[tuple[int, str]]] = {}
+        shared = _shared_state(documents)
+        self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
+        self._people = shared["people"]
+        self._keys: dict[int, tuple[str, ...]] = shared["keys"]
+        self._slip: dict[str, list[list[str]]] = shared["slip"]
+        self._run_forms: dict[str, tuple[tuple[int, str], ...]] = shared["run_forms"]
+        self._titles: dict[str, int | None] = shared["titles"]
+        self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = shared["numbers"]
+        self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
+        self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -411,10 +438,17 @@ class _Context:
             words = _word_text(cited)
         if cited_key not in (key, "\0") and not self._may_name(words, position):
             return None  # no word of the document's names in ``cited``: the rule cannot match
-        if _names_person(cited, key, people, cited_key):
+        if len(cited) > _MAX_NAME:
+            return None  # names no one (:func:`~fairrag_core.citations.names_person`)
+        cited_people = self._cited.get(cited)
+        if cited_people is None:  # parsed once per distinct name, for every document
+            if len(self._cited) >= _MAX_RUN_CACHE:
+                self._cited.clear()
+            cited_people = self._cited[cited] = _cited_people(cited)
+        if _names_person(cited, key, people, cited_key, cited_people):
             return "title"
         usable = alone_aliases if alone else aliases
-        if usable and _names_person(cited, "\0", usable, cited_key):
+        if usable and _names_person(cited, "\0", usable, cited_key, cited_people):
             return "alias"
         return None
 
@@ -443,13 +477,14 @@ class _Context:
         words = [_fold(t) for t in _SLIP_TOKEN.findall(run)]
         if len(words) < 2 or len(words) > _MAX_RUN_WORDS:
             return []
-        if self._slip_words is None:  # each shown person's words, folded once per answer
-            self._slip_words = [
+        slip_words = self._slip.get("")
+        if slip_words is None:  # each shown person's words, folded once per context
+            slip_words = self._slip[""] = [
                 [_fold(t) for t in _SLIP_TOKEN.findall(doc.person or doc.title)]
                 for doc in self.documents
             ]
         found = []
-        for position, person in enumerate(self._slip_words):
+        for position, person in enumerate(slip_words):
             if len(person) != len(words):
                 continue
             differ = [(a, b) for a, b in zip(words, person, strict=True) if a != b]
@@ -587,7 +622,7 @@ def _attribute_units(
     paragraph: list[AttributedBullet] = []
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
-    memo: dict[str, tuple[AttributedBullet, bool]] = {}
+    memo: dict[str, tuple[AttributedBullet, str, list[bool]]] = {}
     for number, line, stripped in units:
         if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
             line
@@ -600,14 +635,17 @@ def _attribute_units(
             continue
         known = memo.get(line)  # a looping answer repeats its lines: each is read once
         if known is None:
-            known = _attribute_line(line, stripped, number, ctx)
+            bullet, body = _attribute_line(line, stripped, number, ctx)
             if len(memo) >= _MAX_RUN_CACHE:
                 memo.clear()
-            memo[line] = known
-            bullet, name_line = known
+            known = memo[line] = (bullet, body, [])
         else:
             bullet = replace(known[0], line=stripped, line_number=number)
-            name_line = known[1]
+        name_line = False  # whether it is a name line matters only for a line no bullet
+        if number not in is_bullet:
+            if not known[2]:  # read once per distinct line
+                known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
+            name_line = known[2][0]
         positions = {a.position for a in bullet.attributions}
         if name_line and number not in is_bullet and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
@@ -661,18 +699,20 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
     return replace(bullet, attributions=attributions, styles=styles)
 
 
-@dataclass
 class _Cited:
     """The explicit citations read on one line (its ``body``): the styles read, the
     ``(position, style)`` of each resolved document, what resolved to none, and the spans the
     citations take (with the text a span keeps in the head: a link's text)."""
 
-    body: str
-    styles: list[str] = field(default_factory=list)
-    found: list[tuple[int, str]] = field(default_factory=list)
-    unresolved: list[str] = field(default_factory=list)
-    spans: list[tuple[int, int, str]] = field(default_factory=list)
-    taken: list[tuple[int, int]] = field(default_factory=list)
+    __slots__ = ("body", "found", "spans", "styles", "taken", "unresolved")
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+        self.styles: list[str] = []
+        self.found: list[tuple[int, str]] = []
+        self.unresolved: list[str] = []
+        self.spans: list[tuple[int, int, str]] = []
+        self.taken: list[tuple[int, int]] = []
 
     def cite(
         self,
@@ -690,8 +730,8 @@ class _Cited:
 
     def free(self, start: int, end: int) -> bool:
         """No character of ``body[start:end]`` is taken by a citation read before."""
-        for first, last in self.taken:
-            if max(start, first) < min(end, last):
+        for first, last in self.taken:  # max(start, first) < min(end, last), unrolled
+            if start < end and start < last and first < end and first < last:
                 return False
         return True
 
@@ -701,9 +741,10 @@ class _Cited:
 
 def _attribute_line(
     line: str, stripped: str, number: int, ctx: _Context
-) -> tuple[AttributedBullet, bool]:
-    """The line's attributions, and whether it is a name line (only a name, at most a bracketed
-    aside after it)."""
+) -> tuple[AttributedBullet, str]:
+    """The line's attributions, and its body (the line without bullet marker and emphasis),
+    which tells whether it is a name line (:func:`_is_name_line` of the body and the bullet's
+    head, for a bullet that does not refuse)."""
     body = _strip_bullet(line)[0]
     body = body.replace("**", "").replace("__", "").strip()
     body = _strip_bullet(body)[0]
@@ -716,7 +757,7 @@ def _attribute_line(
         bullet = AttributedBullet(
             stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
         )
-        return bullet, False
+        return bullet, body
     presented = ctx.presented(head)
     attributions, miscited = _credit(cited.found, head, presented, ctx)
     seen = {a.position for a in attributions} | {a.position for a in miscited}
@@ -742,7 +783,7 @@ def _attribute_line(
         out_of_range,
         max(0, len(seen) - max(1, len(presented))),
     )
-    return bullet, _is_name_line(body, head)
+    return bullet, body
 
 
 def _read_citations(body: str, ctx: _Context) -> _Cited:
@@ -954,9 +995,9 @@ def _name_runs(text: str) -> list[str]:
             word = raw.strip(_WORD_WRAPPERS)
             if word[:1] in _MARKER_START:
                 word = _MARKER.sub("", word)
-            possessive = _POSSESSIVE.search(word, max(0, len(word) - 2))  # its last 2 characters
-            if possessive:
-                word = word[: possessive.start()]
+            possessive = _possessive_start(word)
+            if possessive is not None:
+                word = word[:possessive]
             word = word.strip("'’.")
             kind = _word_kind(word, bool(strict or loose))
             if kind == "name":
@@ -974,7 +1015,7 @@ def _name_runs(text: str) -> list[str]:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
-            if possessive and loose:
+            if possessive is not None and loose:
                 _close(strict, runs)
                 _close(loose, runs)
                 strict, loose = [], []
@@ -988,12 +1029,23 @@ def _name_runs(text: str) -> list[str]:
     return [run for run in dict.fromkeys(runs) if run]
 
 
+def _possessive_start(word: str) -> int | None:
+    """Where :data:`_POSSESSIVE` matches in the last 2 characters of ``word`` (a word of a
+    whitespace split), else None: the same answer without a regular expression call."""
+    last = word[-1:]
+    if last == "s" and len(word) >= 2 and word[-2] in "'’ʼ":
+        return len(word) - 2
+    if last and last in "'’ʼ":
+        return len(word) - 1
+    return None
+
+
 def _word_kind(word: str, inside: bool) -> str:
     """``name`` (capitalised, no digit, or a lower-case particle glued to a capitalised word:
     ``al-Qaradawi``, ``d'Indy``), ``particle`` (a name particle), ``joiner`` (another short
     lower-case word that may join two names inside a title), or ``other``."""
-    if not word or _DIGIT.search(word):
-        return "other"
+    if not word or (not word.isalpha() and _DIGIT.search(word)):
+        return "other"  # a word of letters only holds no digit
     if word[:1].isupper():
         return "name"
     glued = _GLUED_PARTICLE.match(word)

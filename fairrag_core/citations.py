@@ -677,6 +677,10 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     originals: list[str] = []
     word_of: list[int] = []
     for number, word in enumerate(_APOSTROPHES.sub("", text).split()):
+        if word.isalnum():  # one token (``\w`` holds every alphanumeric character)
+            originals.append(word)
+            word_of.append(number)
+            continue
         for token in _TOKEN.findall(word):
             originals.append(token)
             word_of.append(number)
@@ -729,7 +733,7 @@ def _parse_people(text: str) -> tuple[_Name, ...]:
 def _parse_short_name(text: str) -> tuple[_Name, ...]:
     outside, quoted, bracketed = _split_brackets_and_quotes(text)
     outside = " ".join(outside.split())
-    caseless = not any(c.isupper() for c in outside)
+    caseless = not any(map(str.isupper, outside))
     if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
         quoted += " " + bracketed
     nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
@@ -963,18 +967,33 @@ def _document_people(person: str) -> tuple[_Name, ...]:
     return tuple(d for name in _ALTERNATIVE.split(collapsed) for d in _parse_people(name))
 
 
+def _cited_people(cited: str) -> tuple[tuple[_Name, ...], ...]:
+    """The people of each alternative (``A or B``) of a cited name, in order, as
+    :func:`_names_person` reads them."""
+    return tuple(_parse_people(a) for a in _ALTERNATIVE.split(" ".join(cited.split())))
+
+
 def _names_person(
-    cited: str, person_key: str, documents: tuple[_Name, ...], cited_key: str | None = None
+    cited: str,
+    person_key: str,
+    documents: tuple[_Name, ...],
+    cited_key: str | None = None,
+    cited_people: tuple[tuple[_Name, ...], ...] | None = None,
 ) -> bool:
     """:func:`names_person` with the person's :func:`normalize_title` key and names computed
     once per document (grounding many citations against one long person stays linear), and
-    ``cited``'s key when the caller computed it once for many documents."""
+    ``cited``'s key and people (:func:`_cited_people`) when the caller computed them once for
+    many documents."""
     if len(cited) > _MAX_NAME:
         return False
     if (normalize_title(cited) if cited_key is None else cited_key) == person_key:
         return True
-    for alternative in _ALTERNATIVE.split(" ".join(cited.split())):
-        people = _parse_people(alternative)
+    alternatives = (
+        (_parse_people(a) for a in _ALTERNATIVE.split(" ".join(cited.split())))
+        if cited_people is None
+        else cited_people
+    )
+    for people in alternatives:
         if len(people) > 1:
             return False  # several people never name one
         if people and any(_same_person(people[0], document) for document in documents):
