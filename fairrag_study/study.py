@@ -13,19 +13,18 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 from uuid import UUID
 
-from fairrag_core import JsonLinesLog, available_rankers
+from fairrag_core import JsonLinesLog
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
-from fairrag_core.validation import check_alpha, check_n_samples
 
+from .config import StudyConfig
 from .data import (
-    DEFAULT_CORPUS_SEED,
     CorpusDocument,
     build_corpus,
     default_cache_dir,
@@ -34,11 +33,8 @@ from .data import (
     sha256_of,
     study_topics,
 )
-from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
+from .dataset import PAPER_RANKERS, StudyDataset
 from .embedding import (
-    DEFAULT_BACKEND,
-    DEFAULT_MODEL,
-    EMBEDDING_BACKENDS,
     embedding_backend,
     load_embedding_model,
 )
@@ -51,7 +47,6 @@ from .errors import (
 )
 from .frontier import amortized_frontier
 from .index import (
-    DEFAULT_TIMEOUT,
     EF_SEARCH,
     collection_name,
     connect_chroma_server,
@@ -62,98 +57,18 @@ from .index import (
     open_embedded_index,
     verify_collection,
 )
-from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields, study_rankers
-from .options import (
-    CONCURRENCY_LIMIT,
-    LLM_RETRIES_LIMIT,
-    MAX_TOKENS_LIMIT,
-    SECONDS,
-    SEED_LIMIT,
-    THREADS_LIMIT,
-    seconds_problem,
-)
+from .many_rankings import ManyRankings, describe_rankers, measure, ranker_fields
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, QuestionPool, query_pools
 from .progress import progress_bar
 from .report import RunFacts, full_topics, output_files, write_outputs
-from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
+from .wikipedia import WORDS, fetch_articles, with_article_text
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
-
-
-@dataclass
-class StudyConfig:
-    """Every knob of a study run; the defaults are the paper's setting."""
-
-    data: Path | None = None
-    dataset: StudyDataset = TREC_GENDER
-    """What the data is: columns, groups, target, questions, the paper's numbers if any."""
-    corpus: str = "balanced"
-    rankers: tuple[str, ...] | None = None
-    """The rankers compared (any of ``available_rankers()``; :data:`PAPER_RANKERS`: the paper's
-    four); ``None``: every registered ranker that takes the data set's target (TREC: all six)."""
-    trials: int = 80
-    seed: int = 2026
-    pool_size: int = 50
-    k: int = 5
-    alpha: float = 4.0
-    samples: int = 100
-    """Rankings drawn per question and ranker for expected exposure (docs/SPEC.md, "The
-    study" → Over many rankings)."""
-    llm: str = "auto"
-    """``auto`` (OpenAI when OPENAI_API_KEY is set, else none), ``none``, ``openai:<model>``,
-    ``local`` or ``local:<name>`` (a packaged model run in-process, offline:
-    :data:`~fairrag_study.local_llm.LOCAL_MODELS`, default ``smollm2``), or ``fake`` (the
-    offline test double that cites from its context; not a real model)."""
-    base_url: str | None = None
-    max_tokens: int | None = None
-    """New tokens one answer may take; ``None``: no cap for ``openai:`` (the server's),
-    :data:`~fairrag_study.local_llm.LOCAL_MAX_TOKENS` (160) for ``local``."""
-    llm_timeout: float | None = None
-    """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60), or
-    :data:`LOOPBACK_TIMEOUT` (600) for a server on this machine (``--base-url`` on loopback)."""
-    llm_retries: int | None = None
-    """Retries of a failed chat model request; ``None``: ``default_chat_model``'s (2). A 429
-    or 5xx answer is retried after the server's ``Retry-After`` when it gives one of at most
-    120 s (the ``openai`` client's rule), else after the client's back-off (0.5 s doubling to
-    at most 8 s)."""
-    concurrency: int = 1
-    """Trials whose answers are asked for at once (1 to 64; 1: one after the other). The
-    records, their order and the answer store are the sequential run's (docs/SPEC.md, "The
-    study", concurrency)."""
-    threads: int | None = None
-    """Torch CPU threads of ``llm="local"``; ``None``:
-    :func:`~fairrag_study.local_llm.default_threads`."""
-    answers: Path | None = None
-    """The answer store (SQLite file) of the OpenAI generator's answers; ``None``:
-    ``answers.sqlite`` in the cache folder (docs/SPEC.md, "The study", answer store)."""
-    answer_cache: bool = True
-    """Reuse and store answers (False: every run pays for every answer)."""
-    out: Path = Path("fairrag-output")
-    cache_dir: Path | None = None
-    model: str = DEFAULT_MODEL
-    embedding_backend: str = DEFAULT_BACKEND
-    """``onnx`` (ONNX Runtime on an fp32 export, no torch import) or ``torch``; docs/SPEC.md."""
-    topics: tuple[str, ...] | None = None
-    """Restrict the corpus to these topics (small runs and tests)."""
-    per_group: int | None = None
-    """Balanced corpus: documents per group per topic; ``None``: the data set's (TREC: 50)."""
-    corpus_seed: int = DEFAULT_CORPUS_SEED
-    text: str = "csv"
-    """Each document's text: ``csv`` (the data set's text column) or ``wikipedia`` (the first
-    100 words of the person's article, fetched by title and cached; docs/SPEC.md)."""
-    wikipedia_api: str = DEFAULT_API
-    """The MediaWiki Action API ``text="wikipedia"`` fetches from."""
-    chroma_host: str | None = None
-    """A Chroma server (``chroma run``) to use instead of the embedded, persistent index."""
-    chroma_port: int = 8000
-    chroma_timeout: float = DEFAULT_TIMEOUT
-    """Seconds a Chroma server request may take before it fails (no hang on a stuck server)."""
-    progress: bool = True
 
 
 @dataclass
@@ -174,11 +89,9 @@ def _peak_rss_mib() -> float:
 
 def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyResult:
     """Run the whole study and write its outputs to ``config.out`` (see the README)."""
-    _check_config(config)
-    rankers, left_out = study_rankers(config.rankers, alpha=config.alpha, dataset=config.dataset)
-    for name, reason in left_out.items():
+    for name, reason in config.left_out.items():
         log(f"ranker {name} left out: {reason}")
-    config = replace(config, rankers=rankers)
+    config = config.model_copy(update={"rankers": config.ranker_names})
     server = None
     if config.chroma_host:  # an unreachable server fails now, before any slow work
         server = connect_chroma_server(
@@ -201,92 +114,6 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         folder.release()  # never raises over the error above: a full disk is noted, not raised
 
 
-def _check_config(config: StudyConfig) -> None:
-    """The configuration's values, checked before any work (the CLI checks its flags the same
-    way; this is for callers of :func:`run_study`): a ``ValueError`` naming the field."""
-    for name, low in (("trials", 1), ("pool_size", 1), ("k", 1), ("per_group", 1), ("seed", 0)):
-        value = getattr(config, name)
-        if name == "per_group" and value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    check_alpha(config.alpha)
-    try:
-        check_n_samples(config.samples)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"samples (rankings drawn per question) must be an integer >= 1, got {config.samples!r}"
-        ) from None
-    if config.embedding_backend not in EMBEDDING_BACKENDS:
-        raise ValueError(
-            f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got "
-            f"{config.embedding_backend!r}"
-        )
-    if not isinstance(config.dataset, StudyDataset):
-        raise ValueError(f"dataset must be a StudyDataset, got {config.dataset!r}")
-    if config.rankers is not None:
-        known = available_rankers()
-        unknown = sorted(set(config.rankers) - set(known))
-        if unknown:
-            raise ValueError(f"unknown rankers {unknown}; known rankers: {known}")
-        if not config.rankers or len(set(config.rankers)) != len(config.rankers):
-            raise ValueError(f"rankers must name each ranker once, got {config.rankers!r}")
-        try:
-            study_rankers(config.rankers, alpha=config.alpha, dataset=config.dataset)
-        except ValueError as exc:
-            raise ValueError(f"rankers: {exc}") from None
-    for name in ("chroma_timeout", "llm_timeout"):
-        value = getattr(config, name)
-        if value is None and name == "llm_timeout":
-            continue
-        problem = (
-            "not a number"
-            if isinstance(value, bool) or not isinstance(value, (int, float))
-            else seconds_problem(float(value))
-        )
-        if problem is not None:  # 1e300 passed "> 0" and overflowed in the HTTP client
-            raise ValueError(
-                f"{name} must be a finite number of seconds from {SECONDS[0]:g} to "
-                f"{SECONDS[1]:g}, got {value!r} ({problem})"
-            )
-    if config.seed >= SEED_LIMIT:
-        raise ValueError(f"seed must be an integer from 0 to 2**64 - 1, got {config.seed!r}")
-    if config.k > config.pool_size:
-        raise ValueError(
-            f"k ({config.k}) must be at most pool_size ({config.pool_size}): the k documents "
-            "shown are taken from the pool"
-        )
-    for name, low, high in (
-        ("llm_retries", 0, LLM_RETRIES_LIMIT),
-        ("max_tokens", 1, MAX_TOKENS_LIMIT),
-        ("concurrency", 1, CONCURRENCY_LIMIT),
-        ("threads", 1, THREADS_LIMIT),
-    ):
-        value = getattr(config, name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
-        ):
-            raise ValueError(f"{name} must be an integer from {low} to {high:,}, got {value!r}")
-    if config.base_url is not None and not (
-        config.llm == "auto" or config.llm.startswith("openai:")
-    ):
-        raise ValueError(
-            f"base_url is only used with llm 'openai:<model>' or 'auto', got llm {config.llm!r}"
-        )
-    if config.text not in TEXT_SOURCES:
-        raise ValueError(f"text must be one of {list(TEXT_SOURCES)}, got {config.text!r}")
-    api = urlparse(str(config.wikipedia_api))
-    if api.scheme not in ("http", "https") or not api.netloc:
-        raise ValueError(
-            f"wikipedia_api must be an http:// or https:// address of a MediaWiki Action API "
-            f"(default {DEFAULT_API}), got {config.wikipedia_api!r}"
-        )
-    if config.answers is not None and not isinstance(config.answers, (str, Path)):
-        raise ValueError(f"answers must be a file path or None, got {config.answers!r}")
-    if not isinstance(config.answer_cache, bool):
-        raise ValueError(f"answer_cache must be True or False, got {config.answer_cache!r}")
-
-
 def _run_claimed(
     config: StudyConfig,
     server: Any,
@@ -301,7 +128,7 @@ def _run_claimed(
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "config": _jsonable(asdict(config)),
+        "config": _jsonable(config.as_record()),
     }
     if previous is not None:
         log(previous)
