@@ -449,7 +449,7 @@ class StudyConfig(BaseModel):
     @model_validator(mode="after")
     def _together(self) -> StudyConfig:
         """The rules of several fields, and the rankers resolved (each built once)."""
-        from .many_rankings import study_rankers
+        from .rankers import study_rankers
 
         if self.k > self.pool_size:
             raise Refused(

@@ -40,15 +40,11 @@ from .data import load_documents, locate_data
 from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_embedding_model
 from .many_rankings import batch_rankings
+from .phases.data import corpus_and_trials
+from .phases.index import PoolCheckedCollection, open_index, query_embeddings
 from .pools import QuestionPool, query_pools
 from .progress import progress_bar
-from .study import (
-    _open_index,
-    _PoolCheckedCollection,
-    _query_embeddings,
-    corpus_and_trials,
-    phase_timer,
-)
+from .study import phase_timer
 
 __all__ = [
     "Setting",
@@ -295,12 +291,12 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
     model = load_embedding_model(
         config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
     )
-    client, where, name, added = _open_index(config, corpus, model, None, log)
+    client, where, name, added = open_index(config, corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
         # A short pool means a damaged index: refused as the study refuses it.
-        collection = _PoolCheckedCollection(client.get_collection(name), len(corpus), where)
-        embeddings = _query_embeddings(model)
+        collection = PoolCheckedCollection(client.get_collection(name), len(corpus), where)
+        embeddings = query_embeddings(model)
         embeddings.prefill([trial.question for trial in trials])
         return query_pools(
             collection,

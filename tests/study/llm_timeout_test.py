@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from fairrag_study.cli import main
-from fairrag_study.study import StudyConfig, _chat_model
+from fairrag_study.config import StudyConfig
+from fairrag_study.phases.generation import chat_model as _chat_model
 from tests.chroma_pool import data_path_or_skip
 from tests.reliability.chroma_server import free_port
 from tests.study.openai_stub import OpenAIStub

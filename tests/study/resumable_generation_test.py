@@ -23,7 +23,8 @@ from langchain_openai import ChatOpenAI
 from fairrag_study.answers import ANSWERS_FILE, AnswerStore, answer_settings
 from fairrag_study.cli import main
 from fairrag_study.errors import AnswerStoreError, GeneratorUnavailableError
-from fairrag_study.study import StudyConfig, answer_store_path, run_study
+from fairrag_study.phases.generation import answer_store_path
+from fairrag_study.study import StudyConfig, run_study
 from tests.chroma_pool import data_path_or_skip
 from tests.study.openai_stub import OpenAIStub
 

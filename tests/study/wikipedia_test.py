@@ -366,7 +366,7 @@ def wiki_runs(tmp_path_factory):
 def _index_documents(folder: Path) -> list[str]:
     import chromadb
 
-    from fairrag_study.study import COLLECTION
+    from fairrag_study.phases.index import COLLECTION
 
     client = chromadb.PersistentClient(path=str(folder))
     try:
