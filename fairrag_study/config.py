@@ -12,6 +12,7 @@ builds each named ranker once (:attr:`StudyConfig.ranker_names`).
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -144,9 +145,17 @@ def add_flags(
 def check_by_flag(value: Any, info: ValidationInfo, model: type) -> Any:
     """A field's value through its flag's parser (ints refused as bools, sequences as
     comma-separated text), refused with the field's name and what is accepted."""
-    flag = _flag(_fields(model)[info.field_name or ""])
+    field = _fields(model)[info.field_name or ""]
+    if value == "" and field.default is None:
+        return None  # an optional field given as empty text: not set (as ``base_url=""`` was)
+    flag = _flag(field)
     if flag is None or flag.parse is None or flag.repeat or value is None:
         return value
+    label = flag.label or info.field_name
+    if flag.parse is Path and not isinstance(value, (str, os.PathLike)):
+        raise Refused(
+            f"{label} must be a file path or None, got {value!r}", f"{value!r} is not a path"
+        )
     if isinstance(value, (tuple, list)):
         text = ",".join(str(v) for v in value)
     else:
@@ -156,7 +165,6 @@ def check_by_flag(value: Any, info: ValidationInfo, model: type) -> Any:
     except (argparse.ArgumentTypeError, ValueError) as exc:
         problem = str(exc)
         accepts = (flag.accepts or _expected)(problem)
-        label = flag.label or info.field_name
         if flag.label == flag.name:  # the message names the flag itself
             raise Refused(f"{flag.name} {problem}", problem) from None
         if accepts:
@@ -476,9 +484,10 @@ class StudyConfig(BaseModel):
                 "model in this process: drop --threads",
                 "threads",
             )
-        if "wikipedia_api" in self.model_fields_set and self.text != "wikipedia":
+        if self.wikipedia_api != DEFAULT_API and self.text != "wikipedia":
             raise Refused(
-                "wikipedia_api is only used with text 'wikipedia'",
+                f"wikipedia_api is only used with text 'wikipedia' (the default {DEFAULT_API} "
+                "otherwise)",
                 "only used with --text wikipedia (the study embeds the CSV's text otherwise); "
                 "add --text wikipedia or drop it",
                 "wikipedia_api",
