@@ -45,17 +45,12 @@ def measure_many(
         pool_size=config.pool_size,
         group_key=config.dataset.group_key,
     )
+    # the rankers as the trials ran them, sampled as the study asks
+    setting: dict[str, Any] = dict(
+        dataset=config.dataset, samples=config.samples, alpha=config.alpha, seed=config.seed
+    )
     try:
-        many = measure(
-            pools,
-            records,
-            config.rankers,
-            dataset=config.dataset,
-            k=config.k,
-            samples=config.samples,
-            alpha=config.alpha,
-            seed=config.seed,
-        )
+        many = measure(pools, records, config.rankers, k=config.k, **setting)
     except NotInPoolError as exc:
         raise IndexDamagedError(
             f"the index at {where} no longer returns the trials' pools ({exc}): it changed "
@@ -63,12 +58,4 @@ def measure_many(
         ) from exc
     if "amortized" not in config.rankers:
         return many
-    frontier = amortized_frontier(
-        pools,
-        config.k,
-        dataset=config.dataset,
-        samples=config.samples,
-        seed=config.seed,
-        alpha=config.alpha,
-    )
-    return replace(many, frontier=frontier)
+    return replace(many, frontier=amortized_frontier(pools, config.k, **setting))
