@@ -24,14 +24,7 @@ from .index import (
 )
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .phases.data import load_corpus
-from .phases.generation import (
-    answer_counts,
-    answers_kept,
-    answers_line,
-    chat_model,
-    pays,
-    store_of,
-)
+from .phases.generation import Generation, answers_kept, open_generation, pays
 from .phases.index import embed_corpus
 from .phases.many import measure_many
 from .phases.report import write_report
@@ -100,24 +93,23 @@ def _run_claimed(
     run_info = _run_started(config, out, log, previous)
     phase = phase_timer(timings, log)
     index = None
-    answers = None
+    generation = None
     try:
         with phase("load"):
             # The generator is built first, and the trials planned before the model and index
             # load: a missing API key fails in seconds (not after a Wikipedia fetch), a bad
             # --trials before the embedding.
-            llm, generation_note = chat_model(config, answers=True)
-            answers = store_of(llm)
-            run_info["answers"] = answer_counts(answers)
+            generation = open_generation(config)
+            run_info["answers"] = generation.counts()
             data = load_corpus(config, out, log)
         with phase("embed"):
             index = embed_corpus(config, data.corpus, server, log)
         with phase("trials"):
-            records = run_trials(config, index, data.corpus, data.trials, llm, out, log)
-        run_info["answers"] = answer_counts(answers)
+            records = run_trials(config, index, data.corpus, data.trials, generation.llm, out, log)
+        run_info["answers"] = generation.counts()
         with phase("many rankings"):
             many = measure_many(config, index, data.corpus, data.trials, records)
-        _log_generation(config, llm, answers, generation_note, log)
+        _log_generation(generation, log)
         with phase("report"):
             write_report(
                 out,
@@ -126,27 +118,26 @@ def _run_claimed(
                 config=config,
                 data=data,
                 model=index.model,
-                llm=llm,
-                answers=answers,
-                generation_note=generation_note,
+                generation=generation,
             )
     except BaseException as exc:
-        _run_stopped(exc, run_info, timings, answers, config, out, log)
+        kept = generation.kept() if generation else answers_kept(None, pays(config))
+        _run_stopped(exc, run_info, timings, generation, kept, out, log)
         raise
     finally:
         if index is not None and server is None:
             index.client.close()  # the embedded index's files released (a later run may rebuild)
-        if answers is not None:
-            answers.close()
+        if generation is not None:
+            generation.close()
     peak = _peak_rss_mib()
     run_info.update(status="complete", timings=timings, peak_memory_mib=round(peak, 1))
     _write_json(out / "run.json", run_info)
     total = sum(timings.values())
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
-    generation = "in trials" if llm is not None else "skipped"
-    log(f"wall time per phase: {phases} (generation: {generation})")
+    asked = "in trials" if generation.llm is not None else "skipped"
+    log(f"wall time per phase: {phases} (generation: {asked})")
     log(f"total {total:.1f} s; peak memory {peak:.0f} MiB; outputs in {out}")
-    return StudyResult(out, records, timings, peak, generation_note, index.added)
+    return StudyResult(out, records, timings, peak, generation.note, index.added)
 
 
 def _run_started(
@@ -171,37 +162,32 @@ def _run_stopped(
     exc: BaseException,
     run_info: dict[str, Any],
     timings: dict[str, float],
-    answers: Any,
-    config: StudyConfig,
+    generation: Generation | None,
+    kept: str,
     out: Path,
     log: Callable[[str], None],
 ) -> None:
     """``run.json`` and the log on the way out of an interrupted or failed run (e.g. the
-    Chroma server went away), saying what is kept."""
+    Chroma server went away), saying what is kept (``kept``: of the answers)."""
+    answers = generation.counts() if generation is not None else None
     if isinstance(exc, KeyboardInterrupt):
-        run_info.update(status="interrupted", timings=timings, answers=answer_counts(answers))
+        run_info.update(status="interrupted", timings=timings, answers=answers)
         _record_end(out, run_info, log)
-        log(f"interrupted: {_records_kept(out)}{answers_kept(answers, config)}")
+        log(f"interrupted: {_records_kept(out)}{kept}")
     elif isinstance(exc, Exception):
         run_info.update(status="failed", error=f"{type(exc).__name__}: {exc}", timings=timings)
-        run_info["answers"] = answer_counts(answers)
+        run_info["answers"] = answers
         _record_end(out, run_info, log)
-        log(f"failed: {_records_kept(out)}{answers_kept(answers, config)}")
+        log(f"failed: {_records_kept(out)}{kept}")
 
 
-def _log_generation(
-    config: StudyConfig,
-    llm: Any,
-    answers: Any,
-    generation_note: str | None,
-    log: Callable[[str], None],
-) -> None:
-    if llm is not None:
+def _log_generation(generation: Generation, log: Callable[[str], None]) -> None:
+    if generation.llm is not None:
         log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
-        if pays(config):
-            log(f"answers: {answers_line(answers)}")
+        if generation.paying:
+            log(f"answers: {generation.line()}")
     else:
-        log(f"generation skipped: {generation_note}")
+        log(f"generation skipped: {generation.note}")
 
 
 def _previous_run(out: Path, previous: dict[str, Any] | None) -> str | None:

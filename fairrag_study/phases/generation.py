@@ -5,6 +5,7 @@ study", generation and answer store). Generation itself runs inside the trials p
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -16,6 +17,42 @@ from ..data import (
 from ..errors import (
     AnswerStoreError,
 )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What the generation phase hands on: the chat model (None: none), why there is none,
+    its answer store (None: none or turned off), its name as the report gives it, and whether
+    its answers cost (:func:`pays`)."""
+
+    llm: Any
+    note: str | None
+    store: Any
+    name: str
+    paying: bool
+
+    def counts(self) -> dict[str, Any] | None:
+        """``run.json``'s ``answers`` (:func:`answer_counts`)."""
+        return answer_counts(self.store)
+
+    def line(self) -> str:
+        """The log's and the report's line on answers (:func:`answers_line`)."""
+        return answers_line(self.store)
+
+    def kept(self) -> str:
+        """What a stopped run says about the answers it paid for (:func:`answers_kept`)."""
+        return answers_kept(self.store, self.paying)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def open_generation(config: StudyConfig) -> Generation:
+    """The generation phase's entry (the generation runs inside the trials): the chat model
+    with its answer store (:func:`chat_model`), named, its cost known."""
+    llm, note = chat_model(config, answers=True)
+    return Generation(llm, note, store_of(llm), generator_name(config, llm), pays(config))
 
 
 def chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | None]:
@@ -167,10 +204,11 @@ def answers_line(store: Any) -> str:
     return f"{store.stored} paid, {store.reused} reused (answer store {store.path})"
 
 
-def answers_kept(store: Any, config: StudyConfig) -> str:
-    """What a stopped run says about the answers it paid for (appended to its message)."""
+def answers_kept(store: Any, paying: bool) -> str:
+    """What a stopped run says about the answers it paid for (appended to its message);
+    ``paying``: :func:`pays`."""
     if store is None:
-        if not pays(config):
+        if not paying:
             return ""
         return "; the answer store is off (--no-answer-cache): a re-run pays for them again"
     try:

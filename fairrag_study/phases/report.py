@@ -14,7 +14,7 @@ from ..many_rankings import ManyRankings
 from ..rankers import describe_rankers
 from ..report import RunFacts, full_topics, write_outputs
 from .data import StudyCorpus
-from .generation import answers_line, generator_name, pays
+from .generation import Generation
 
 
 def write_report(
@@ -25,9 +25,7 @@ def write_report(
     config: StudyConfig,
     data: StudyCorpus,
     model: Any,
-    llm: Any,
-    answers: Any,
-    generation_note: str | None,
+    generation: Generation,
 ) -> None:
     """The report phase's entry: ``report.md``, the tables and the figures in ``out``."""
     assert config.rankers is not None  # resolved by run_study
@@ -36,19 +34,20 @@ def write_report(
         records,
         list(config.rankers),
         dataset=config.dataset,
-        config=_settings(config, data, model, llm, answers),
-        generation_note=generation_note,
+        config=_settings(config, data, model, generation),
+        generation_note=generation.note,
         many=many,
-        facts=_facts(config, data, llm),
+        facts=_facts(config, data, generation),
     )
 
 
 def _settings(
-    config: StudyConfig, data: StudyCorpus, model: Any, llm: Any, answers: Any
+    config: StudyConfig, data: StudyCorpus, model: Any, generation: Generation
 ) -> dict[str, Any]:
     """The report's "Configuration" lines."""
     assert config.rankers is not None
     dataset = config.dataset
+    asked = generation.llm is not None
     own = (
         {}
         if dataset.paper is not None
@@ -65,12 +64,12 @@ def _settings(
         "seed": config.seed,
         **own,
         "embedding model": f"{config.model} ({embedding_backend(model)})",
-        "generator": config.llm if llm is not None else "none",
-        **({"answers": answers_line(answers)} if llm is not None and pays(config) else {}),
+        "generator": config.llm if asked else "none",
+        **({"answers": generation.line()} if asked and generation.paying else {}),
     }
 
 
-def _facts(config: StudyConfig, data: StudyCorpus, llm: Any) -> RunFacts:
+def _facts(config: StudyConfig, data: StudyCorpus, generation: Generation) -> RunFacts:
     """The facts the report's text states (corpus, topics, trials, generator)."""
     dataset = config.dataset
     corpus_topics = study_topics(data.documents, config.topics, dataset.groups)
@@ -86,6 +85,6 @@ def _facts(config: StudyConfig, data: StudyCorpus, llm: Any) -> RunFacts:
         pool_size=config.pool_size,
         k=config.k,
         ef_search=EF_SEARCH,
-        generator=generator_name(config, llm),
-        temperature=getattr(llm, "temperature", None),
+        generator=generation.name,
+        temperature=getattr(generation.llm, "temperature", None),
     )

@@ -32,6 +32,7 @@ from .generation import (
     chat_model_errors,
     llm_timeout,
     named_endpoint,
+    pays,
     store_of,
 )
 from .index import StudyIndex, checked_store, query_embeddings
@@ -183,7 +184,7 @@ def _trial_failure(
     message = _generator_error(exc, config, where, from_chat_model=from_chat_model)
     if message is None:
         return exc
-    failure = GeneratorUnavailableError(message + answers_kept(store_of(llm), config))
+    failure = GeneratorUnavailableError(message + answers_kept(store_of(llm), pays(config)))
     failure.__cause__ = exc
     return failure
 
