@@ -149,9 +149,16 @@ def check_by_flag(value: Any, info: ValidationInfo, model: type) -> Any:
     if value == "" and field.default is None:
         return None  # an optional field given as empty text: not set (as ``base_url=""`` was)
     flag = _flag(field)
-    if flag is None or flag.parse is None or flag.repeat or value is None:
+    if flag is None or flag.repeat or value is None:
         return value
     label = flag.label or info.field_name
+    if flag.choices is not None:  # on the command line, argparse's "invalid choice"
+        if value not in flag.choices:
+            accepts = (flag.accepts or _one_of(flag.choices))("")
+            raise Refused(f"{label} must be {accepts}, got {value!r}", f"invalid choice: {value!r}")
+        return value
+    if flag.parse is None:
+        return value
     if flag.parse is Path and not isinstance(value, (str, os.PathLike)):
         raise Refused(
             f"{label} must be a file path or None, got {value!r}", f"{value!r} is not a path"
@@ -182,20 +189,13 @@ def _seed_accepts(problem: str) -> str:
     return "an integer from 0 to 2**64 - 1" if "from 0 to" in problem else _expected(problem)
 
 
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    return lambda problem: f"one of {', '.join(choices)}"
+
+
 def _between(low: int, high: int) -> Callable[[str], str]:
     """An integer field's bounds as callers of the model read them (both ends, always)."""
     return lambda problem: f"an integer from {low} to {high:,}"
-
-
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not accepted; expected one of {', '.join(choices)}"
-            )
-        return text
-
-    return parse
 
 
 _INT1 = options.int_at_least(1)
@@ -219,18 +219,16 @@ class StudyConfig(BaseModel):
     ] = None
     dataset: StudyDataset = TREC_GENDER
     """What the data is: columns, groups, target, questions, the paper's numbers if any."""
-    corpus: Annotated[str, Flag("--corpus", _choice(*CORPUS_KINDS), choices=CORPUS_KINDS)] = (
-        "balanced"
-    )
+    corpus: Annotated[str, Flag("--corpus", choices=CORPUS_KINDS)] = "balanced"
     text: Annotated[
         str,
         Flag(
             "--text",
-            _choice(*TEXT_SOURCES),
             help="each document's text: csv (the CSV's text column, default) or wikipedia (the "
             "first 100 words of the person's article, fetched once by title and cached; needs "
             "the internet the first time)",
             choices=TEXT_SOURCES,
+            accepts=lambda problem: f"one of {list(TEXT_SOURCES)}",
         ),
     ] = "csv"
     """Each document's text: ``csv`` (the data set's text column) or ``wikipedia`` (the first
@@ -398,8 +396,7 @@ class StudyConfig(BaseModel):
         str,
         Flag(
             "--embedding-backend",
-            _choice(*EMBEDDING_BACKENDS),
-            "onnx: ONNX Runtime on an fp32 export of the model, made once in the cache (no "
+            help="onnx: ONNX Runtime on an fp32 export of the model, made once in the cache (no "
             "torch import); torch: sentence-transformers (default onnx)",
             choices=EMBEDDING_BACKENDS,
         ),
