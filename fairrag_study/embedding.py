@@ -375,7 +375,6 @@ def export_onnx(name: str, folder: Path) -> Path:
     """
     import onnx  # noqa: F401  (torch.onnx.export writes its graph with it)
     import torch
-    from tokenizers import Tokenizer
 
     model = load_sentence_transformer(name)
     first = model[0]
@@ -416,19 +415,7 @@ def export_onnx(name: str, folder: Path) -> Path:
                 opset_version=17,
                 dynamo=False,
             )
-        fast = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-        fast.enable_truncation(
-            max_length=model.max_seq_length,
-            strategy="longest_first",
-            direction=tokenizer.truncation_side,
-        )
-        fast.enable_padding(
-            direction=tokenizer.padding_side,
-            pad_id=tokenizer.pad_token_id,
-            pad_type_id=tokenizer.pad_token_type_id,
-            pad_token=tokenizer.pad_token,
-        )
-        fast.save(str(work / "tokenizer.json"))
+        _save_tokenizer(tokenizer, model.max_seq_length, work / "tokenizer.json")
         expected = model.encode(probes, normalize_embeddings=True, convert_to_numpy=True)
         digests = {name: sha256_of(work / name) for name in EXPORT_FILES}
         meta = {
@@ -444,18 +431,44 @@ def export_onnx(name: str, folder: Path) -> Path:
         }
         (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         exported = OnnxEmbedder(work, digests=digests)
-        for start in range(0, len(probes), 2):  # unequal lengths: padded batches
-            batch = probes[start : start + 2]
-            got = exported.tokenize(batch)
-            want = model.preprocess(batch)
-            for key in inputs:
-                if not np.array_equal(got[key], want[key].numpy()):
-                    raise ValueError(f"the exported tokenizer's {key} differ from {name}'s")
+        _check_tokens(exported, model, probes, inputs, name)
         worst = exported.check()
         meta["max_abs_diff"] = worst
         (work / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         record.update(digests)
     return folder
+
+
+def _save_tokenizer(tokenizer: Any, max_length: int, path: Path) -> None:
+    """The model's fast tokenizer with sentence-transformers' truncation and padding, saved
+    as ``tokenizer.json`` (run by ``tokenizers`` alone, without torch)."""
+    from tokenizers import Tokenizer
+
+    fast = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    fast.enable_truncation(
+        max_length=max_length, strategy="longest_first", direction=tokenizer.truncation_side
+    )
+    fast.enable_padding(
+        direction=tokenizer.padding_side,
+        pad_id=tokenizer.pad_token_id,
+        pad_type_id=tokenizer.pad_token_type_id,
+        pad_token=tokenizer.pad_token,
+    )
+    fast.save(str(path))
+
+
+def _check_tokens(
+    exported: Any, model: Any, probes: list[str], inputs: list[str], name: str
+) -> None:
+    """The exported tokenizer's inputs equal sentence-transformers', in padded batches of
+    unequal lengths, else ``ValueError``."""
+    for start in range(0, len(probes), 2):
+        batch = probes[start : start + 2]
+        got = exported.tokenize(batch)
+        want = model.preprocess(batch)
+        for key in inputs:
+            if not np.array_equal(got[key], want[key].numpy()):
+                raise ValueError(f"the exported tokenizer's {key} differ from {name}'s")
 
 
 @contextmanager

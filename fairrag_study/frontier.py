@@ -43,9 +43,9 @@ from fairrag_core.metrics import (
 from fairrag_core.rankers.amortized import DEFAULT_ALPHA, DEFAULT_SPREAD
 
 from .dataset import StudyDataset
-from .many_rankings import ranker_params
 from .plan import Trial
 from .pools import QuestionPool
+from .rankers import ranker_params
 
 __all__ = [
     "REFERENCE",

@@ -196,7 +196,7 @@ def rankers(text: str) -> tuple[str, ...]:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise argparse.ArgumentTypeError(
-            f"{text!r} names {repeated} more than once; name each ranker once"
+            f"{text!r} names {repeated} more than once; rankers must name each ranker once"
         )
     return names
 
@@ -271,14 +271,9 @@ def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--data`` and the flags describing a user's own data set (``--target``, the columns):
+    """The flags describing a user's own data set (``--target``, the columns; its ``--data``
+    is :class:`~fairrag_study.config.StudyConfig`'s):
     the study's and the sweep's (read back by :func:`dataset_from_args`)."""
-    parser.add_argument(
-        "--data",
-        type=Path,
-        help="trec_gender_2022.csv (else $FAIRRAG_DATA, cache, download), or with --target "
-        "your own labelled CSV",
-    )
     parser.add_argument(
         "--target",
         type=target,

@@ -12,15 +12,18 @@ EE-L; the Pareto front (lower disparity, higher nDCG@k) is marked.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import ConfigDict, ValidationInfo, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from fairrag_core import RANKERS, Ranker, available_rankers, make_ranker
 from fairrag_core.metrics import (
@@ -31,26 +34,24 @@ from fairrag_core.metrics import (
     precision_at_k,
 )
 
+from . import options
+from .config import Flag, Refused, StudyConfig, check_by_flag
 from .data import load_documents, locate_data
 from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_embedding_model
 from .many_rankings import batch_rankings
+from .phases.data import corpus_and_trials
+from .phases.index import PoolCheckedCollection, open_index, query_embeddings
 from .pools import QuestionPool, query_pools
 from .progress import progress_bar
-from .study import (
-    StudyConfig,
-    _open_index,
-    _PoolCheckedCollection,
-    _query_embeddings,
-    corpus_and_trials,
-    phase_timer,
-)
+from .study import phase_timer
 
 __all__ = [
     "Setting",
     "SweepConfig",
     "default_grid",
     "expand",
+    "grid_flag",
     "knobs",
     "load_pools",
     "pareto_front",
@@ -136,24 +137,129 @@ def expand(grid: Mapping[str, Mapping[str, Sequence[float]]]) -> list[Setting]:
     return settings
 
 
-@dataclass
+def grid_flag(text: str) -> tuple[str, dict[str, tuple[float, ...]]]:
+    """``RANKER:KEY=V,V;KEY=V`` (one ranker's grid, every combination), checked by building
+    each ranker with the core's own rules; a bad value is an ``argparse.ArgumentTypeError``."""
+    accepted = "; expected RANKER:KEY=V,V[;KEY=V,...], e.g. 'stochastic:alpha=1,2,4,8'"
+    ranker, colon, rest = text.partition(":")
+    ranker = ranker.strip()
+    if ranker not in available_rankers():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no known ranker {ranker!r}; known rankers: "
+            f"{available_rankers()}{accepted}"
+        )
+    declared = knobs(ranker)
+    grid: dict[str, tuple[float, ...]] = {}
+    for part in rest.split(";") if colon and rest.strip() else []:
+        key, equals, values = (x.strip() for x in part.partition("="))
+        if key not in declared or not equals:
+            known = ", ".join(declared) or "none"
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {part.strip()!r} is not a knob of {ranker} (its knobs: {known})"
+                f"{accepted}"
+            )
+        if key in grid:
+            raise argparse.ArgumentTypeError(f"{text!r} sets {key} twice{accepted}")
+        try:
+            numbers = tuple(float(v) for v in values.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {values!r} is not a comma-separated list of numbers{accepted}"
+            ) from None
+        grid[key] = numbers
+    for setting in expand({ranker: grid}):
+        try:
+            setting.build(0)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {setting.label or ranker} is not accepted: {exc}"
+            ) from None
+    return ranker, grid
+
+
+def _grid_help() -> str:
+    return (
+        "one ranker's grid, replacing its default (repeatable): RANKER:KEY=V,V[;KEY=V,...]; "
+        "knobs: "
+        + "; ".join(f"{name} {', '.join(knobs(name)) or '(none)'}" for name in available_rankers())
+    )
+
+
+@pydantic_dataclass(config=ConfigDict(arbitrary_types_allowed=True))
 class SweepConfig:
-    """Every knob of a sweep run; the pools are the study's (its defaults, its seeds)."""
+    """Every knob of a sweep run; the pools are the study's (its defaults, its seeds).
+    Validated when made: a bad value raises ``ValueError`` naming the field."""
 
     study: StudyConfig = field(default_factory=lambda: StudyConfig(llm="none"))
-    rankers: tuple[str, ...] = field(default_factory=lambda: tuple(default_grid()))
-    grid: dict[str, dict[str, tuple[float, ...]]] = field(default_factory=dict)
+    rankers: Annotated[
+        tuple[str, ...] | None,
+        Flag(
+            "--rankers",
+            options.rankers,
+            "comma-separated rankers to sweep (default: every ranker that takes the data "
+            "set's target)",
+        ),
+    ] = None
+    """The rankers swept; ``None``: every ranker of :func:`default_grid` for the data set."""
+    grid: Annotated[
+        dict[str, dict[str, tuple[float, ...]]], Flag("--grid", grid_flag, _grid_help, repeat=True)
+    ] = field(default_factory=dict)
     """Per-ranker grids replacing :func:`default_grid`'s."""
-    samples: int = 100
-    out: Path = Path("fairrag-sweep")
+    samples: Annotated[
+        int,
+        Flag("--samples", options.int_at_least(1), "sampled rankings per question (default 100)"),
+    ] = 100
+    out: Annotated[
+        Path,
+        Flag("--out", Path, "folder for sweep.csv and frontier.png (default fairrag-sweep)"),
+    ] = Path("fairrag-sweep")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _by_flag(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_by_flag(value, info, cls)
+
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _one_grid_each(cls, value: Any) -> Any:
+        if not isinstance(value, list):  # --grid, repeated: (ranker, its grid) pairs
+            return value
+        grid: dict[str, Any] = {}
+        for ranker, values in value:
+            if ranker in grid:
+                raise Refused(
+                    f"grid: {ranker} is given twice",
+                    f"{ranker} is given twice; give each ranker's grid once",
+                )
+            grid[ranker] = values
+        return grid
+
+    @model_validator(mode="after")
+    def _together(self) -> SweepConfig:
+        if self.rankers is None:
+            self.rankers = tuple(default_grid(self.study.dataset))
+        for ranker in self.grid:
+            if ranker not in self.rankers:
+                raise Refused(
+                    f"grid: {ranker} is not among rankers {self.rankers}",
+                    f"{ranker} is not among --rankers {','.join(self.rankers)}; add it there "
+                    "or drop its grid",
+                    "grid",
+                )
+        try:
+            self.settings()  # a ranker or knob the data set's target rules out
+        except ValueError as exc:
+            raise Refused(f"rankers/grid: {exc}", str(exc), "--rankers/--grid") from None
+        return self
 
     def settings(self) -> list[Setting]:
         """The points to run, in ranker order (a ranker the data set's target rules out, e.g.
         FA*IR with several groups, is an error naming it)."""
         dataset = self.study.dataset
         defaults = default_grid(dataset)
+        rankers = self.rankers or tuple(defaults)
         if dataset.target is not None:
-            binary = [r for r in self.rankers if RANKERS[r].binary_target]
+            binary = [r for r in rankers if RANKERS[r].binary_target]
             binary += [
                 f"{r}:{knob}"
                 for r, grid in self.grid.items()
@@ -166,7 +272,7 @@ class SweepConfig:
                     f"target; the data set's target has {len(dataset.groups)} groups "
                     f"({dataset.target_label()})"
                 )
-        return expand({r: self.grid.get(r, defaults[r]) for r in self.rankers})
+        return expand({r: self.grid.get(r, defaults[r]) for r in rankers})
 
 
 def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[QuestionPool]:
@@ -185,12 +291,12 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
     model = load_embedding_model(
         config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
     )
-    client, where, name, added = _open_index(config, corpus, model, None, log)
+    client, where, name, added = open_index(config, corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
         # A short pool means a damaged index: refused as the study refuses it.
-        collection = _PoolCheckedCollection(client.get_collection(name), len(corpus), where)
-        embeddings = _query_embeddings(model)
+        collection = PoolCheckedCollection(client.get_collection(name), len(corpus), where)
+        embeddings = query_embeddings(model)
         embeddings.prefill([trial.question for trial in trials])
         return query_pools(
             collection,

@@ -16,8 +16,8 @@ from fairrag_langchain import FairnessCallbackHandler, FairRetriever, make_fair_
 from fairrag_langchain.fakes import FakeCitingChatModel
 from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
+from fairrag_study.phases.trials import trial_record as _trial_record
 from fairrag_study.plan import Trial
-from fairrag_study.study import _trial_record
 from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
 from tests.llamaindex.pools import PoolRetriever, make_pool
 

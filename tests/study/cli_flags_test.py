@@ -236,11 +236,12 @@ def test_run_study_checks_its_configuration_before_any_work(
     field: str, value: object, words: str, tmp_path: Path
 ) -> None:
     extra = {"dataset": custom_dataset({"a": 0.4, "b": 0.6})} if value == ("fair",) else {}
-    config = StudyConfig(
-        out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value}, **extra
-    )
-    with pytest.raises(ValueError) as caught:
-        run_study(config)
+    with pytest.raises(ValueError) as caught:  # when the configuration is made
+        run_study(
+            StudyConfig(
+                out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value}, **extra
+            )
+        )
     assert words in str(caught.value)
     assert not (tmp_path / "out").exists()
 

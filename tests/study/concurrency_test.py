@@ -19,7 +19,7 @@ from fairrag_study.study import StudyConfig, run_study
 from tests.chroma_pool import data_path_or_skip
 from tests.study.openai_stub import OpenAIStub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("api_key")]
 
 VOLATILE = ("timestamp", "run_id", "framework")
 """Record fields that differ between two runs of the same trials: the time, and LangChain's
@@ -27,19 +27,6 @@ run ids (``framework`` holds them)."""
 RANKERS = ("standard", "representative_stochastic", "amortized")
 """A deterministic ranker, a seeded random one, and one whose ledger carries state from trial
 to trial (the one the order of retrievals could change)."""
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The study's cache folder (its small index is built once for the module)."""
-    return tmp_path_factory.mktemp("concurrency-cache")
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-key")
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def _config(folder: Path, cache: Path, url: str, **changes: Any) -> StudyConfig:

@@ -24,7 +24,7 @@ from fairrag_study.data import CorpusDocument, build_corpus, load_documents
 from fairrag_study.embedding import DEFAULT_MODEL, load_sentence_transformer
 from fairrag_study.index import corpus_fingerprint, index_folder, open_embedded_index, probe_vectors
 from fairrag_study.integrity import INDEX_MANIFEST
-from fairrag_study.study import COLLECTION
+from fairrag_study.phases.index import COLLECTION
 from tests.chroma_pool import data_path_or_skip
 
 pytestmark = pytest.mark.integration

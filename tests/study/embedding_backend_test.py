@@ -470,9 +470,8 @@ def test_the_backend_defaults_to_onnx_and_is_checked_before_any_work(tmp_path: P
     parsed = build_parser().parse_args(["sweep", "--embedding-backend", "torch"])
     assert parsed.embedding_backend == "torch"
     assert StudyConfig().embedding_backend == "onnx"
-    config = StudyConfig(out=tmp_path / "out", embedding_backend="bf16")
     with pytest.raises(ValueError, match="embedding_backend must be one of onnx, torch"):
-        run_study(config)
+        run_study(StudyConfig(out=tmp_path / "out", embedding_backend="bf16"))
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="unknown embedding backend 'bf16'"):
         load_embedding_model(backend="bf16", cache_dir=tmp_path)

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from fairrag_study.cli import main
-from fairrag_study.study import LOOPBACK_TIMEOUT, StudyConfig, _chat_model, _llm_timeout
+from fairrag_study.config import StudyConfig
+from fairrag_study.phases.generation import LOOPBACK_TIMEOUT
+from fairrag_study.phases.generation import chat_model as _chat_model
+from fairrag_study.phases.generation import llm_timeout as _llm_timeout
 from tests.chroma_pool import data_path_or_skip
 from tests.study.openai_stub import OpenAIStub
 
@@ -88,7 +91,4 @@ def test_max_tokens_reaches_the_openai_client() -> None:
     with pytest.raises(ValueError, match="max_tokens must be an int >= 1"):
         default_chat_model(max_tokens=0)
     with pytest.raises(ValueError, match="max_tokens must be an integer from 1 to 131,072"):
-        main_config = StudyConfig(llm="openai:m", max_tokens=0)
-        from fairrag_study.study import _check_config
-
-        _check_config(main_config)
+        StudyConfig(llm="openai:m", max_tokens=0)

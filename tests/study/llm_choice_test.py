@@ -6,7 +6,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 from fairrag_langchain.fakes import FakeCitingChatModel
-from fairrag_study.study import StudyConfig, _chat_model
+from fairrag_study.config import StudyConfig
+from fairrag_study.phases.generation import chat_model as _chat_model
 
 
 def test_auto_without_key_skips_generation_and_says_why(monkeypatch):

@@ -10,24 +10,13 @@ from pathlib import Path
 import pytest
 
 from fairrag_study.cli import main
-from fairrag_study.study import StudyConfig, _chat_model
+from fairrag_study.config import StudyConfig
+from fairrag_study.phases.generation import chat_model as _chat_model
 from tests.chroma_pool import data_path_or_skip
 from tests.reliability.chroma_server import free_port
 from tests.study.openai_stub import OpenAIStub
 
-pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("llm-cache")
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-key")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("api_key")]
 
 
 def _args(out: Path, cache: Path, base_url: str, *extra: str) -> list[str]:

@@ -14,8 +14,9 @@ import pytest
 
 from fairrag_study import options
 from fairrag_study.cli import main
+from fairrag_study.config import StudyConfig
 from fairrag_study.local_llm import LOCAL_MAX_TOKENS, LocalChatModel, local_model_file
-from fairrag_study.study import StudyConfig, _chat_model
+from fairrag_study.phases.generation import chat_model as _chat_model
 from tests.chroma_pool import data_path_or_skip
 
 

@@ -151,10 +151,11 @@ def test_a_crashed_run_is_explained_by_the_next_start(tmp_path: Path) -> None:
     crash = textwrap.dedent(f"""
         import ctypes
         from pathlib import Path
+        import fairrag_study.phases.data as data_phase
         import fairrag_study.study as study
         def segfault(*args, **kwargs):
             ctypes.string_at(0)
-        study.locate_data = segfault
+        data_phase.locate_data = segfault
         study.run_study(study.StudyConfig(out=Path({str(out)!r}), progress=False))
     """)
     child = subprocess.run(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairrag_study.study import _query_embeddings
+from fairrag_study.phases.index import query_embeddings as _query_embeddings
 
 
 class CountingFakeModel:

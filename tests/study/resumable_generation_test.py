@@ -23,29 +23,17 @@ from langchain_openai import ChatOpenAI
 from fairrag_study.answers import ANSWERS_FILE, AnswerStore, answer_settings
 from fairrag_study.cli import main
 from fairrag_study.errors import AnswerStoreError, GeneratorUnavailableError
-from fairrag_study.study import StudyConfig, answer_store_path, run_study
+from fairrag_study.phases.generation import answer_store_path
+from fairrag_study.study import StudyConfig, run_study
 from tests.chroma_pool import data_path_or_skip
 from tests.study.openai_stub import OpenAIStub
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("api_key")]
 
 ROOT = Path(__file__).resolve().parents[2]
 VOLATILE = ("timestamp", "run_id", "framework")
 """Record fields that differ between two runs of the same trials (``framework`` holds
 LangChain's run ids)."""
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The study's cache folder (its small index is built once for the module)."""
-    return tmp_path_factory.mktemp("answers-cache")
-
-
-@pytest.fixture(autouse=True)
-def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-key")
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def _config(tmp_path: Path, cache: Path, url: str, **changes: Any) -> StudyConfig:
@@ -486,9 +474,8 @@ def test_bad_answer_store_flags_exit_2_before_any_work(
 def test_run_study_checks_the_answer_store_fields(
     field: str, value: object, words: str, tmp_path: Path
 ) -> None:
-    config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
-    with pytest.raises(ValueError, match=words):
-        run_study(config)
+    with pytest.raises(ValueError, match=words):  # when the configuration is made
+        run_study(StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value}))
     assert not (tmp_path / "out").exists()
 
 

@@ -26,11 +26,6 @@ from fairrag_study.outputs import OutputFolder
 from tests.chroma_pool import data_path_or_skip
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("edges-cache")
-
-
 def _study(out: Path, cache: Path, *extra: str) -> list[str]:
     return [
         "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",

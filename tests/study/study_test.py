@@ -449,10 +449,10 @@ def test_bad_arguments_are_clear_errors(study_run, capsys):
 def test_interrupted_run_leaves_readable_records_and_the_next_run_starts_cleanly(
     study_run, monkeypatch, capsys
 ):
-    import fairrag_study.study as study_module
+    import fairrag_study.phases.trials as study_module
 
     out, _, args = study_run
-    real = study_module._trial_record
+    real = study_module.trial_record
     calls = {"n": 0}
 
     def interrupt_after_five(*a, **kw):
@@ -461,13 +461,13 @@ def test_interrupted_run_leaves_readable_records_and_the_next_run_starts_cleanly
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(study_module, "_trial_record", interrupt_after_five)
+    monkeypatch.setattr(study_module, "trial_record", interrupt_after_five)
     assert main(args) == 130
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
     lines = (out / "records.jsonl").read_text().splitlines()
     assert len(lines) == 5 and all(json.loads(line)["ranker"] == "standard" for line in lines)
     assert not (out / "report.md").exists() and not (out / "table1_exposure_disparity.md").exists()
-    monkeypatch.setattr(study_module, "_trial_record", real)
+    monkeypatch.setattr(study_module, "trial_record", real)
     assert main(args) == 0
     assert len(_records(out)) == len(RANKERS) * 12
     assert json.loads((out / "run.json").read_text())["status"] == "complete"

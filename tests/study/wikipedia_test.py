@@ -379,7 +379,7 @@ def wiki_runs(tmp_path_factory):
 def _index_documents(folder: Path) -> list[str]:
     import chromadb
 
-    from fairrag_study.study import COLLECTION
+    from fairrag_study.phases.index import COLLECTION
 
     client = chromadb.PersistentClient(path=str(folder))
     try:
@@ -498,9 +498,10 @@ def test_the_flags_and_the_configuration_are_checked_before_any_work(tmp_path, c
         ("text", "html", "text must be one of ['csv', 'wikipedia'], got 'html'"),
         ("wikipedia_api", "en.wikipedia.org", "wikipedia_api must be an http:// or https://"),
     ]:
-        config = StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
-        with pytest.raises(ValueError, match=re.escape(words)):
-            run_study(config)
+        with pytest.raises(ValueError, match=re.escape(words)):  # when the config is made
+            run_study(
+                StudyConfig(out=tmp_path / "out", cache_dir=tmp_path / "cache", **{field: value})
+            )
     assert not (tmp_path / "out").exists()
 
 

@@ -1,0 +1,61 @@
+"""The many-rankings phase: the metrics over many rankings on the trials' pools, and the
+amortized ranker's frontier on them (docs/SPEC.md, "The study" → Over many rankings)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..config import StudyConfig
+from ..data import (
+    CorpusDocument,
+)
+from ..errors import (
+    IndexDamagedError,
+)
+from ..frontier import amortized_frontier
+from ..many_rankings import ManyRankings, measure
+from ..plan import Trial
+from ..pools import NotInPoolError, query_pools
+from .index import StudyIndex, query_embeddings
+
+
+def measure_many(
+    config: StudyConfig,
+    index: StudyIndex,
+    corpus: Sequence[CorpusDocument],
+    trials: Sequence[Trial],
+    records: Sequence[Mapping[str, Any]],
+) -> ManyRankings:
+    """The many-rankings phase's entry: the metrics over many rankings
+    (:func:`fairrag_study.many_rankings.measure`) on the trials' pools (the collection the
+    trials searched, queried with the same question vectors, a short pool refused as in the
+    trials), and with ``amortized`` its frontier on those pools
+    (:func:`fairrag_study.frontier.amortized_frontier`)."""
+    assert config.rankers is not None  # resolved by run_study
+    embeddings = query_embeddings(index.model)
+    embeddings.prefill([trial.question for trial in trials])
+    where = index.where
+    pools = query_pools(
+        index.checked_collection(),
+        [embeddings.embed_query(trial.question) for trial in trials],
+        trials,
+        corpus,
+        pool_size=config.pool_size,
+        group_key=config.dataset.group_key,
+    )
+    # the rankers as the trials ran them, sampled as the study asks
+    setting: dict[str, Any] = dict(
+        dataset=config.dataset, samples=config.samples, alpha=config.alpha, seed=config.seed
+    )
+    try:
+        many = measure(pools, records, config.rankers, k=config.k, **setting)
+    except NotInPoolError as exc:
+        raise IndexDamagedError(
+            f"the index at {where} no longer returns the trials' pools ({exc}): it changed "
+            "during the run. Run the study again"
+        ) from exc
+    if "amortized" not in config.rankers:
+        return many
+    return replace(many, frontier=amortized_frontier(pools, config.k, **setting))
