@@ -218,6 +218,13 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
         help="torch CPU threads of --llm local (default: 1 when this process may use 2 cores "
         "or fewer, else the cores it may use)",
     )
+    study.add_argument(
+        "--llm-format",
+        choices=("free", "paper"),
+        default="free",
+        help="answers of --llm local: free (default), or paper: held by constrained decoding "
+        "to '- <Person> (DocTitle: <Title>)' lines citing shown titles",
+    )
     answers = study.add_mutually_exclusive_group()
     answers.add_argument(
         "--answers",
@@ -281,6 +288,11 @@ def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error(
             f"argument --threads: only used with --llm local (torch's CPU threads); --llm "
             f"{args.llm} runs no model in this process: drop --threads"
+        )
+    if args.llm_format != "free" and not args.llm.startswith("local"):
+        parser.error(
+            f"argument --llm-format: only used with --llm local (it constrains the local "
+            f"model's decoding); --llm {args.llm} runs no model in this process: drop it"
         )
     if args.wikipedia_api is not None and args.text != "wikipedia":
         parser.error(
@@ -353,6 +365,7 @@ def _run(args: argparse.Namespace) -> int:
         llm_retries=args.llm_retries,
         concurrency=args.concurrency,
         threads=args.threads,
+        llm_format=args.llm_format,
         answers=args.answers,
         answer_cache=not args.no_answer_cache,
         out=args.out,

@@ -23,16 +23,21 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from uuid import UUID
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from fairrag_core.kit import document_title
+
 from .data import sha256_of
 from .errors import GeneratorUnavailableError
+from .paper_format import PaperFormat, PaperFormatProcessor, paper_format
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -40,6 +45,7 @@ __all__ = [
     "LOCAL_MODELS",
     "LocalChatModel",
     "LocalModel",
+    "ShownTitles",
     "default_threads",
     "local_model_file",
 ]
@@ -83,6 +89,8 @@ LOCAL_MAX_TOKENS = 160
 tokens; a model that loops stops here (~15 CPU-s for SmolLM2 on this machine)."""
 
 _LOADED: dict[tuple[str, int | None], tuple[Any, Any]] = {}
+_FORMATS: dict[int, PaperFormat] = {}
+"""The paper format's token facts per loaded tokenizer (by ``id``; tokenizers stay loaded)."""
 _LOAD_LOCK = threading.Lock()
 
 
@@ -195,6 +203,104 @@ def _role(message: BaseMessage) -> str:
     return {"human": "user", "ai": "assistant", "system": "system"}.get(message.type, "user")
 
 
+class ShownTitles(BaseCallbackHandler):
+    """The titles each run showed its chat model: a callback handler given to a chain's runs
+    (``config={"callbacks": [shown, ...]}``) through which a :class:`LocalChatModel` with
+    ``answer_format="paper"`` learns the titles it may cite.
+
+    It keeps, per outermost run, the titles (:func:`fairrag_core.kit.document_title`) of the
+    documents its outermost retriever returned (nested retrievers end first, so the last to end
+    is the one whose list the prompt shows) and forgets them when that run ends. The model
+    asks with its own run id, climbing the run tree to the outermost run."""
+
+    run_inline = True
+
+    def __init__(self, title_key: str = "title") -> None:
+        self.title_key = title_key
+        self._parent: dict[UUID, UUID | None] = {}
+        self._titles: dict[UUID, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def _started(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        with self._lock:
+            self._parent[run_id] = parent_run_id
+
+    def _root(self, run_id: UUID) -> UUID:
+        seen = 0
+        while self._parent.get(run_id) is not None and seen < len(self._parent):
+            run_id = self._parent[run_id]  # type: ignore[assignment]
+            seen += 1
+        return run_id
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_retriever_end(
+        self, documents: Sequence[Document], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        titles = [document_title(d.metadata, d.page_content, self.title_key) for d in documents]
+        with self._lock:
+            self._titles[self._root(run_id)] = [t for t in titles if t is not None]
+
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        if parent_run_id is None:
+            self._forget(run_id)
+
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if parent_run_id is None:
+            self._forget(run_id)
+
+    def _forget(self, root: UUID) -> None:
+        with self._lock:
+            self._titles.pop(root, None)
+            for run in [r for r in self._parent if self._root(r) == root]:
+                del self._parent[run]
+
+    def titles_for(self, run_id: UUID) -> list[str] | None:
+        """The titles shown in the outermost run holding ``run_id``; None: none retrieved."""
+        with self._lock:
+            return self._titles.get(self._root(run_id))
+
+
 class LocalChatModel(BaseChatModel):
     """A LangChain chat model running a packaged model (:data:`LOCAL_MODELS`) in this process.
 
@@ -206,6 +312,11 @@ class LocalChatModel(BaseChatModel):
     Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
     load on the first call (once per process, shared by every instance of the same model).
     Calls are serialised per model (one forward pass at a time).
+
+    ``answer_format="paper"`` holds every answer to the paper's format over the shown titles
+    (:mod:`fairrag_study.paper_format`): the titles come from ``titles=[...]`` given to the call
+    (``llm.invoke(messages, titles=[...])``), else from a :class:`ShownTitles` handler among the
+    run's callbacks (a chain's retrieval); without either the call is a ``ValueError``.
     """
 
     model_name: str = DEFAULT_LOCAL_MODEL
@@ -214,6 +325,9 @@ class LocalChatModel(BaseChatModel):
     """New tokens an answer may take."""
     temperature: float = 0.0
     """Always 0: greedy decoding (kept as a field so records and reports can state it)."""
+    answer_format: Literal["free", "paper"] = "free"
+    """``free``: the model writes what it will; ``paper``: ``- <Person> (DocTitle: <Title>)``
+    lines citing shown titles only (docs/SPEC.md, "The study" → Local generator)."""
     threads: int | None = Field(default=None, exclude=True)
     """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -233,12 +347,15 @@ class LocalChatModel(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         spec = LOCAL_MODELS[self.model_name]
-        return {
+        params: dict[str, Any] = {
             "model_name": self.model_name,
             "file": spec.file,
             "max_tokens": self.max_tokens,
             "temperature": 0.0,
         }
+        if self.answer_format != "free":  # free answers keep the keys stored before formats
+            params["answer_format"] = self.answer_format
+        return params
 
     def _generate(
         self,
@@ -247,41 +364,103 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        text, usage = self.complete(messages, stop=stop)
+        titles = kwargs.get("titles")
+        if self.answer_format == "paper" and titles is None:
+            titles = _shown_titles(run_manager)
+        text, usage = self.complete(messages, stop=stop, titles=titles)
         message = AIMessage(content=text, usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def complete(
-        self, messages: Sequence[BaseMessage], stop: Sequence[str] | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        stop: Sequence[str] | None = None,
+        titles: Sequence[str] | None = None,
     ) -> tuple[str, Any]:
-        """``(answer, usage)`` for ``messages`` (framed by the model's chat template)."""
+        """``(answer, usage)`` for ``messages`` (framed by the model's chat template);
+        ``titles``: the shown titles an answer in the paper's format may cite."""
+        return self.complete_many([messages], stop, None if titles is None else [titles])[0]
+
+    def complete_many(
+        self,
+        conversations: Sequence[Sequence[BaseMessage]],
+        stop: Sequence[str] | None = None,
+        titles: Sequence[Sequence[str]] | None = None,
+    ) -> list[tuple[str, Any]]:
+        """``(answer, usage)`` for each conversation, generated as one left-padded batch
+        (``titles[i]``: the shown titles of conversation ``i`` in the paper's format)."""
         import torch
 
         tokenizer, model = _load(self.model_name, self.threads)
-        chat = [{"role": _role(m), "content": str(m.content)} for m in messages]
-        encoded = tokenizer.apply_chat_template(
-            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        ids = encoded["input_ids"]
+        prompts = [
+            tokenizer.apply_chat_template(
+                [{"role": _role(m), "content": str(m.content)} for m in messages],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"]
+            for messages in conversations
+        ]
+        width = max(len(p) for p in prompts)
+        pad = tokenizer.eos_token_id
+        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        constraint: dict[str, Any] = {}
+        if self.answer_format == "paper":
+            if titles is None or len(titles) != len(prompts):
+                raise ValueError(
+                    "answer_format='paper' needs the shown titles: pass titles=[...] to the "
+                    "call, or a ShownTitles handler in the run's callbacks"
+                )
+            spec = _format_of(tokenizer)
+            constraint["logits_processor"] = [
+                PaperFormatProcessor(spec, [list(t) for t in titles], self.max_tokens)
+            ]
         with self._lock, torch.inference_mode():
             if self.threads is not None and torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)  # process-wide: another model may set it
             output = model.generate(
                 ids,
-                attention_mask=encoded.get("attention_mask"),
+                attention_mask=mask,
                 max_new_tokens=self.max_tokens,
                 do_sample=False,
-                pad_token_id=tokenizer.eos_token_id,
+                pad_token_id=pad,
+                **constraint,
             )
-        new = output[0][ids.shape[1] :]
-        text = tokenizer.decode(new, skip_special_tokens=True)
-        for word in stop or ():
-            cut = text.find(word)
-            if cut >= 0:
-                text = text[:cut]
-        usage = {
-            "input_tokens": int(ids.shape[1]),
-            "output_tokens": len(new),
-            "total_tokens": int(ids.shape[1]) + len(new),
-        }
-        return text.strip(), usage
+        answers = []
+        for prompt, row in zip(prompts, output, strict=True):
+            new = row[width:].tolist()
+            if pad in new:  # generation ended (a row done before the batch pads with it)
+                new = new[: new.index(pad) + 1]
+            text = tokenizer.decode(new, skip_special_tokens=True)
+            for word in stop or ():
+                cut = text.find(word)
+                if cut >= 0:
+                    text = text[:cut]
+            usage = {
+                "input_tokens": len(prompt),
+                "output_tokens": len(new),
+                "total_tokens": len(prompt) + len(new),
+            }
+            answers.append((text.strip(), usage))
+        return answers
+
+
+def _shown_titles(run_manager: CallbackManagerForLLMRun | None) -> list[str] | None:
+    """The titles a :class:`ShownTitles` handler among the run's callbacks saw retrieved for
+    this run (None: no such handler, or nothing retrieved)."""
+    if run_manager is None:
+        return None
+    for handler in run_manager.handlers:
+        if isinstance(handler, ShownTitles):
+            titles = handler.titles_for(run_manager.run_id)
+            if titles is not None:
+                return titles
+    return None
+
+
+def _format_of(tokenizer: Any) -> PaperFormat:
+    with _LOAD_LOCK:
+        if id(tokenizer) not in _FORMATS:
+            _FORMATS[id(tokenizer)] = paper_format(tokenizer)
+        return _FORMATS[id(tokenizer)]

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 from uuid import UUID
 
@@ -128,6 +128,10 @@ class StudyConfig:
     threads: int | None = None
     """Torch CPU threads of ``llm="local"``; ``None``:
     :func:`~fairrag_study.local_llm.default_threads`."""
+    llm_format: Literal["free", "paper"] = "free"
+    """``llm="local"``'s answers: ``free``, or ``paper``: held to the paper's
+    ``- <Person> (DocTitle: <Title>)`` lines over the shown titles
+    (:mod:`fairrag_study.paper_format`; docs/SPEC.md, "The study" → Local generator)."""
     answers: Path | None = None
     """The answer store (SQLite file) of the OpenAI generator's answers; ``None``:
     ``answers.sqlite`` in the cache folder (docs/SPEC.md, "The study", answer store)."""
@@ -273,6 +277,13 @@ def _check_config(config: StudyConfig) -> None:
         raise ValueError(
             f"base_url is only used with llm 'openai:<model>' or 'auto', got llm {config.llm!r}"
         )
+    if config.llm_format not in ("free", "paper"):
+        raise ValueError(f"llm_format must be 'free' or 'paper', got {config.llm_format!r}")
+    if config.llm_format != "free" and not config.llm.startswith("local"):
+        raise ValueError(
+            f"llm_format {config.llm_format!r} is only used with llm 'local[:<name>]' (it "
+            f"constrains the local model's decoding), got llm {config.llm!r}"
+        )
     if config.text not in TEXT_SOURCES:
         raise ValueError(f"text must be one of {list(TEXT_SOURCES)}, got {config.text!r}")
     api = urlparse(str(config.wikipedia_api))
@@ -392,7 +403,7 @@ def _run_claimed(
                     }
                 ),
                 "embedding model": f"{config.model} ({embedding_backend(model)})",
-                "generator": config.llm if llm is not None else "none",
+                "generator": _generator_line(config, llm),
                 **(
                     {"answers": _answers_line(answers)} if llm is not None and _pays(config) else {}
                 ),
@@ -664,6 +675,7 @@ def _chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | 
             model_name=name,
             max_tokens=config.max_tokens or LOCAL_MAX_TOKENS,
             threads=config.threads or default_threads(),
+            answer_format=config.llm_format,
         )
         if answers and config.answer_cache:
             from .answers import AnswerStore
@@ -986,7 +998,7 @@ def _run_trials(
         done = answered_in_order(
             [(chain, trial) for _, _, chain, trial in jobs],
             trial_handler,
-            [chat_errors],
+            [chat_errors, *context_callbacks(llm)],
             config.concurrency,
         )
     with closing(done):  # a failure cancels the queued trials at once, not when collected
@@ -1169,6 +1181,26 @@ def _many_rankings(
             "during the run. Run the study again"
         ) from exc
     return many, pools
+
+
+def _generator_line(config: StudyConfig, llm: Any) -> str:
+    """The report's generator line: ``--llm``, and ``--llm-format`` when not free."""
+    if llm is None:
+        return "none"
+    if config.llm_format == "free":
+        return config.llm
+    return f"{config.llm} (--llm-format {config.llm_format})"
+
+
+def context_callbacks(llm: Any) -> list[Any]:
+    """Callback handlers the chat model needs in each trial's run: a
+    :class:`~fairrag_study.local_llm.ShownTitles` for a local model held to the paper's format
+    (it learns the shown titles through it)."""
+    if getattr(llm, "answer_format", "free") != "paper":
+        return []
+    from .local_llm import ShownTitles
+
+    return [ShownTitles()]
 
 
 def _generator_name(config: StudyConfig, llm: Any) -> str:
