@@ -47,6 +47,7 @@ __all__ = [
     "LocalModel",
     "ShownTitles",
     "default_threads",
+    "greedy_batch",
     "local_model_file",
 ]
 
@@ -311,7 +312,8 @@ class LocalChatModel(BaseChatModel):
 
     Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
     load on the first call (once per process, shared by every instance of the same model).
-    Calls are serialised per model (one forward pass at a time).
+    Calls made from several threads at once are answered in batches (:attr:`max_batch`,
+    :func:`greedy_batch`), each answer the one its prompt gets alone.
 
     ``answer_format="paper"`` holds every answer to the paper's format over the shown titles
     (:mod:`fairrag_study.paper_format`): the titles come from ``titles=[...]`` given to the call
@@ -330,7 +332,14 @@ class LocalChatModel(BaseChatModel):
     lines citing shown titles only (docs/SPEC.md, "The study" → Local generator)."""
     threads: int | None = Field(default=None, exclude=True)
     """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
+    max_batch: int = Field(default=8, ge=1, exclude=True)
+    """Calls answered in one batch at most: calls made while the model answers others (from
+    several threads: ``--concurrency``, ``batch``) wait and are answered together
+    (:func:`greedy_batch`); 1: one at a time. How answers are computed, not what they are."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _turn: threading.Condition = PrivateAttr(default_factory=threading.Condition)
+    _waiting: list[_Call] = PrivateAttr(default_factory=list)
+    _answering: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any) -> None:
         if self.model_name not in LOCAL_MODELS:
@@ -367,9 +376,54 @@ class LocalChatModel(BaseChatModel):
         titles = kwargs.get("titles")
         if self.answer_format == "paper" and titles is None:
             titles = _shown_titles(run_manager)
-        text, usage = self.complete(messages, stop=stop, titles=titles)
+        text, usage = self._queued(_Call(messages, stop, titles))
         message = AIMessage(content=text, usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _queued(self, call: _Call) -> tuple[str, Any]:
+        """``call``'s answer, computed in a batch with the calls waiting beside it: whichever
+        waiting thread finds the model free answers the first :attr:`max_batch` calls
+        waiting (its own among them or not), until its own is answered."""
+        with self._turn:
+            self._waiting.append(call)
+        while True:
+            with self._turn:
+                self._turn.wait_for(lambda: call.done or not self._answering)
+                if call.done:
+                    break
+                self._answering = True
+                batch = self._waiting[: self.max_batch]
+                del self._waiting[: self.max_batch]
+            try:
+                self._answer(batch)
+            finally:
+                with self._turn:
+                    self._answering = False
+                    self._turn.notify_all()
+        if call.error is not None:
+            raise call.error
+        assert call.answer is not None
+        return call.answer
+
+    def _answer(self, batch: list[_Call]) -> None:
+        """Answer every call of ``batch`` (those with the same stop words together)."""
+        by_stop: dict[tuple[str, ...], list[_Call]] = {}
+        for call in batch:
+            by_stop.setdefault(tuple(call.stop or ()), []).append(call)
+        for stop, calls in by_stop.items():
+            titles = [c.titles for c in calls]
+            try:
+                answers = self.complete_many(
+                    [c.messages for c in calls],
+                    list(stop),
+                    None if any(t is None for t in titles) else titles,  # type: ignore[arg-type]
+                )
+            except BaseException as exc:
+                for call in calls:
+                    call.error, call.done = exc, True
+                continue
+            for call, answer in zip(calls, answers, strict=True):
+                call.answer, call.done = answer, True
 
     def complete(
         self,
@@ -401,11 +455,7 @@ class LocalChatModel(BaseChatModel):
             )["input_ids"]
             for messages in conversations
         ]
-        width = max(len(p) for p in prompts)
-        pad = tokenizer.eos_token_id
-        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        constraint: dict[str, Any] = {}
+        processor = None
         if self.answer_format == "paper":
             if titles is None or len(titles) != len(prompts):
                 raise ValueError(
@@ -413,25 +463,15 @@ class LocalChatModel(BaseChatModel):
                     "call, or a ShownTitles handler in the run's callbacks"
                 )
             spec = _format_of(tokenizer)
-            constraint["logits_processor"] = [
-                PaperFormatProcessor(spec, [list(t) for t in titles], self.max_tokens)
-            ]
+            processor = PaperFormatProcessor(spec, [list(t) for t in titles], self.max_tokens)
         with self._lock, torch.inference_mode():
             if self.threads is not None and torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)  # process-wide: another model may set it
-            output = model.generate(
-                ids,
-                attention_mask=mask,
-                max_new_tokens=self.max_tokens,
-                do_sample=False,
-                pad_token_id=pad,
-                **constraint,
+            generated = greedy_batch(
+                model, prompts, self.max_tokens, tokenizer.eos_token_id, processor
             )
         answers = []
-        for prompt, row in zip(prompts, output, strict=True):
-            new = row[width:].tolist()
-            if pad in new:  # generation ended (a row done before the batch pads with it)
-                new = new[: new.index(pad) + 1]
+        for prompt, new in zip(prompts, generated, strict=True):
             text = tokenizer.decode(new, skip_special_tokens=True)
             for word in stop or ():
                 cut = text.find(word)
@@ -444,6 +484,81 @@ class LocalChatModel(BaseChatModel):
             }
             answers.append((text.strip(), usage))
         return answers
+
+
+def greedy_batch(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    eos: int,
+    processor: PaperFormatProcessor | None = None,
+) -> list[list[int]]:
+    """The greedy continuation of each prompt (token ids; up to and with ``eos``, at most
+    ``max_new_tokens``), computed as one left-padded batch.
+
+    transformers' ``generate`` on a batch runs every row until the longest is done; here a
+    row that reached ``eos`` leaves the batch (its key/value cache rows dropped), so a batch
+    costs the decoding steps its answers take. Positions count from each prompt's first
+    token (padding masked), as ``generate`` does: an answer is the one its prompt gets alone
+    (``tests/study/local_llm_test.py`` checks it on the study's prompts; ``benchmarks/
+    bench_local_llm.py`` counts the equal answers).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[eos] * (width - len(p)) + list(p) for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    active = list(range(len(prompts)))
+    generated: list[list[int]] = [[] for _ in prompts]
+    last: list[int] | None = None
+    for step in range(max_new_tokens):
+        scores = out.logits[:, -1, :].float()
+        if processor is not None:
+            scores = processor.step(active, last, scores)
+        tokens = scores.argmax(-1)
+        last = tokens.tolist()
+        for row, token in zip(active, last, strict=True):
+            generated[row].append(token)
+        keep = [at for at, token in enumerate(last) if token != eos]
+        if not keep or step == max_new_tokens - 1:
+            break
+        if len(keep) < len(active):
+            index = torch.tensor(keep)
+            cache.batch_select_indices(index)
+            mask, tokens = mask[index], tokens[index]
+            active, last = [active[at] for at in keep], [last[at] for at in keep]
+        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=mask.sum(-1, keepdim=True) - 1,
+            cache=cache,
+            use_cache=True,
+        )
+    return generated
+
+
+@dataclass
+class _Call:
+    """One call of the chat model, waiting for its answer."""
+
+    messages: Sequence[BaseMessage]
+    stop: Sequence[str] | None
+    titles: Sequence[str] | None
+    answer: tuple[str, Any] | None = None
+    error: BaseException | None = None
+    done: bool = False
 
 
 def _shown_titles(run_manager: CallbackManagerForLLMRun | None) -> list[str] | None:

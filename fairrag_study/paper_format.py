@@ -234,18 +234,24 @@ class PaperFormatProcessor:
         self._started = False
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        last = input_ids[:, -1].tolist() if self._started else None
+        self._started = True
+        return self.step(range(len(self.answers)), last, scores)
+
+    def step(self, rows: Sequence[int], last: Sequence[int] | None, scores: Any) -> Any:
+        """``scores`` (one row per answer in ``rows``) with the tokens the format forbids at
+        ``-inf``, after each of those answers took its ``last`` token (None: none yet)."""
         import torch
 
-        if self._started:
-            for answer, token in zip(self.answers, input_ids[:, -1].tolist(), strict=True):
-                answer.advance(int(token))
-        self._started = True
+        if last is not None:
+            for row, token in zip(rows, last, strict=True):
+                self.answers[row].advance(int(token))
         banned = torch.ones_like(scores, dtype=torch.bool)
-        for row, answer in enumerate(self.answers):
-            tokens, names = answer.allowed()
+        for at, row in enumerate(rows):
+            tokens, names = self.answers[row].allowed()
             if names is not None:
-                banned[row, _index(names)] = False
-            banned[row, list(tokens)] = False
+                banned[at, _index(names)] = False
+            banned[at, list(tokens)] = False
         return scores.masked_fill(banned, float("-inf"))
 
 
