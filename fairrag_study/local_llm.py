@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
@@ -494,36 +494,48 @@ def greedy_batch(
     processor: PaperFormatProcessor | None = None,
 ) -> list[list[int]]:
     """The greedy continuation of each prompt (token ids; up to and with ``eos``, at most
-    ``max_new_tokens``), computed as one left-padded batch.
+    ``max_new_tokens``), decoded as one left-padded batch.
 
-    transformers' ``generate`` on a batch runs every row until the longest is done; here a
-    row that reached ``eos`` leaves the batch (its key/value cache rows dropped), so a batch
-    costs the decoding steps its answers take. Positions count from each prompt's first
-    token (padding masked), as ``generate`` does: an answer is the one its prompt gets alone
+    Each prompt is read alone, then the tokens are generated for all at once; transformers'
+    ``generate`` on a batch runs every row until the longest is done, here a row that reached
+    ``eos`` leaves the batch (its key/value cache rows dropped), so a batch costs the decoding
+    steps its answers take. Positions count from each prompt's first token (padding masked),
+    as ``generate`` does: an answer is the one its prompt gets alone
     (``tests/study/local_llm_test.py`` checks it on the study's prompts; ``benchmarks/
     bench_local_llm.py`` counts the equal answers).
     """
     import torch
     from transformers import DynamicCache
 
+    # Each prompt is read alone (a padded batch read them at 1.5x the CPU time: wasted
+    # padding, masked attention), then their key/value caches are left-padded into one batch
+    # for the token-by-token part, where a batch reads the weights once for all its rows.
     width = max(len(p) for p in prompts)
-    ids = torch.tensor([[eos] * (width - len(p)) + list(p) for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    layers: list[tuple[list[Any], list[Any]]] = []
+    first = []
+    for prompt in prompts:
+        alone = DynamicCache(config=model.config)
+        out = model(
+            input_ids=torch.tensor([list(prompt)]), cache=alone, use_cache=True, logits_to_keep=1
+        )
+        first.append(out.logits[:, -1, :])
+        for index, layer in enumerate(alone.layers):
+            layer = cast(Any, layer)  # a full-attention layer: keys and values, filled now
+            if index == len(layers):
+                layers.append(([], []))
+            pad = (0, 0, width - len(prompt), 0)  # left, along the sequence axis
+            layers[index][0].append(torch.nn.functional.pad(layer.keys, pad))
+            layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
     cache = DynamicCache(config=model.config)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=positions,
-        cache=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
+    for index, (keys, values) in enumerate(layers):
+        cache.update(torch.cat(keys), torch.cat(values), index)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    logits = torch.cat(first)
     active = list(range(len(prompts)))
     generated: list[list[int]] = [[] for _ in prompts]
     last: list[int] | None = None
     for step in range(max_new_tokens):
-        scores = out.logits[:, -1, :].float()
+        scores = logits.float()
         if processor is not None:
             scores = processor.step(active, last, scores)
         tokens = scores.argmax(-1)
@@ -534,9 +546,9 @@ def greedy_batch(
         if not keep or step == max_new_tokens - 1:
             break
         if len(keep) < len(active):
-            index = torch.tensor(keep)
-            cache.batch_select_indices(index)
-            mask, tokens = mask[index], tokens[index]
+            rows = torch.tensor(keep)
+            cache.batch_select_indices(rows)
+            mask, tokens = mask[rows], tokens[rows]
             active, last = [active[at] for at in keep], [last[at] for at in keep]
         mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
         out = model(
@@ -546,6 +558,7 @@ def greedy_batch(
             cache=cache,
             use_cache=True,
         )
+        logits = out.logits[:, -1, :]
     return generated
 
 
