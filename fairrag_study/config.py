@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -360,6 +360,18 @@ class StudyConfig(BaseModel):
     ] = None
     """Torch CPU threads of ``llm="local"``; ``None``:
     :func:`~fairrag_study.local_llm.default_threads`."""
+    llm_format: Annotated[
+        Literal["free", "paper"],
+        Flag(
+            "--llm-format",
+            choices=("free", "paper"),
+            help="answers of --llm local: free (default), or paper: held by constrained decoding "
+            "to '- <Person> (DocTitle: <Title>)' lines citing shown titles",
+        ),
+    ] = "free"
+    """``llm="local"``'s answers: ``free``, or ``paper``: held to the paper's
+    ``- <Person> (DocTitle: <Title>)`` lines over the shown titles
+    (:mod:`fairrag_study.paper_format`; docs/SPEC.md, "The study" → Local generator)."""
     answers: Annotated[
         Path | None,
         Flag(
@@ -480,6 +492,14 @@ class StudyConfig(BaseModel):
                 f"only used with --llm local (torch's CPU threads); --llm {self.llm} runs no "
                 "model in this process: drop --threads",
                 "threads",
+            )
+        if self.llm_format != "free" and not self.llm.startswith("local"):
+            raise Refused(
+                f"llm_format {self.llm_format!r} is only used with llm 'local[:<name>]' (it "
+                f"constrains the local model's decoding), got llm {self.llm!r}",
+                f"only used with --llm local (it constrains the local model's decoding); --llm "
+                f"{self.llm} runs no model in this process: drop it",
+                "llm_format",
             )
         if self.wikipedia_api != DEFAULT_API and self.text != "wikipedia":
             raise Refused(

@@ -23,16 +23,21 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
+from uuid import UUID
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from fairrag_core.kit import document_title
+
 from .data import sha256_of
 from .errors import GeneratorUnavailableError
+from .paper_format import PaperFormat, PaperFormatProcessor, paper_format
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -40,7 +45,9 @@ __all__ = [
     "LOCAL_MODELS",
     "LocalChatModel",
     "LocalModel",
+    "ShownTitles",
     "default_threads",
+    "greedy_batch",
     "local_model_file",
 ]
 
@@ -83,6 +90,8 @@ LOCAL_MAX_TOKENS = 160
 tokens; a model that loops stops here (~15 CPU-s for SmolLM2 on this machine)."""
 
 _LOADED: dict[tuple[str, int | None], tuple[Any, Any]] = {}
+_FORMATS: dict[int, PaperFormat] = {}
+"""The paper format's token facts per loaded tokenizer (by ``id``; tokenizers stay loaded)."""
 _LOAD_LOCK = threading.Lock()
 
 
@@ -195,6 +204,104 @@ def _role(message: BaseMessage) -> str:
     return {"human": "user", "ai": "assistant", "system": "system"}.get(message.type, "user")
 
 
+class ShownTitles(BaseCallbackHandler):
+    """The titles each run showed its chat model: a callback handler given to a chain's runs
+    (``config={"callbacks": [shown, ...]}``) through which a :class:`LocalChatModel` with
+    ``answer_format="paper"`` learns the titles it may cite.
+
+    It keeps, per outermost run, the titles (:func:`fairrag_core.kit.document_title`) of the
+    documents its outermost retriever returned (nested retrievers end first, so the last to end
+    is the one whose list the prompt shows) and forgets them when that run ends. The model
+    asks with its own run id, climbing the run tree to the outermost run."""
+
+    run_inline = True
+
+    def __init__(self, title_key: str = "title") -> None:
+        self.title_key = title_key
+        self._parent: dict[UUID, UUID | None] = {}
+        self._titles: dict[UUID, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def _started(self, run_id: UUID, parent_run_id: UUID | None) -> None:
+        with self._lock:
+            self._parent[run_id] = parent_run_id
+
+    def _root(self, run_id: UUID) -> UUID:
+        seen = 0
+        while self._parent.get(run_id) is not None and seen < len(self._parent):
+            run_id = self._parent[run_id]  # type: ignore[assignment]
+            seen += 1
+        return run_id
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._started(run_id, parent_run_id)
+
+    def on_retriever_end(
+        self, documents: Sequence[Document], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        titles = [document_title(d.metadata, d.page_content, self.title_key) for d in documents]
+        with self._lock:
+            self._titles[self._root(run_id)] = [t for t in titles if t is not None]
+
+    def on_chain_end(
+        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        if parent_run_id is None:
+            self._forget(run_id)
+
+    def on_chain_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if parent_run_id is None:
+            self._forget(run_id)
+
+    def _forget(self, root: UUID) -> None:
+        with self._lock:
+            self._titles.pop(root, None)
+            for run in [r for r in self._parent if self._root(r) == root]:
+                del self._parent[run]
+
+    def titles_for(self, run_id: UUID) -> list[str] | None:
+        """The titles shown in the outermost run holding ``run_id``; None: none retrieved."""
+        with self._lock:
+            return self._titles.get(self._root(run_id))
+
+
 class LocalChatModel(BaseChatModel):
     """A LangChain chat model running a packaged model (:data:`LOCAL_MODELS`) in this process.
 
@@ -205,7 +312,13 @@ class LocalChatModel(BaseChatModel):
 
     Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
     load on the first call (once per process, shared by every instance of the same model).
-    Calls are serialised per model (one forward pass at a time).
+    Calls made from several threads at once are answered in batches (:attr:`max_batch`,
+    :func:`greedy_batch`), each answer the one its prompt gets alone.
+
+    ``answer_format="paper"`` holds every answer to the paper's format over the shown titles
+    (:mod:`fairrag_study.paper_format`): the titles come from ``titles=[...]`` given to the call
+    (``llm.invoke(messages, titles=[...])``), else from a :class:`ShownTitles` handler among the
+    run's callbacks (a chain's retrieval); without either the call is a ``ValueError``.
     """
 
     model_name: str = DEFAULT_LOCAL_MODEL
@@ -214,9 +327,19 @@ class LocalChatModel(BaseChatModel):
     """New tokens an answer may take."""
     temperature: float = 0.0
     """Always 0: greedy decoding (kept as a field so records and reports can state it)."""
+    answer_format: Literal["free", "paper"] = "free"
+    """``free``: the model writes what it will; ``paper``: ``- <Person> (DocTitle: <Title>)``
+    lines citing shown titles only (docs/SPEC.md, "The study" → Local generator)."""
     threads: int | None = Field(default=None, exclude=True)
     """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
+    max_batch: int = Field(default=8, ge=1, exclude=True)
+    """Calls answered in one batch at most: calls made while the model answers others (from
+    several threads: ``--concurrency``, ``batch``) wait and are answered together
+    (:func:`greedy_batch`); 1: one at a time. How answers are computed, not what they are."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _turn: threading.Condition = PrivateAttr(default_factory=threading.Condition)
+    _waiting: list[_Call] = PrivateAttr(default_factory=list)
+    _answering: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any) -> None:
         if self.model_name not in LOCAL_MODELS:
@@ -233,12 +356,15 @@ class LocalChatModel(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         spec = LOCAL_MODELS[self.model_name]
-        return {
+        params: dict[str, Any] = {
             "model_name": self.model_name,
             "file": spec.file,
             "max_tokens": self.max_tokens,
             "temperature": 0.0,
         }
+        if self.answer_format != "free":  # free answers keep the keys stored before formats
+            params["answer_format"] = self.answer_format
+        return params
 
     def _generate(
         self,
@@ -247,41 +373,222 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        text, usage = self.complete(messages, stop=stop)
+        titles = kwargs.get("titles")
+        if self.answer_format == "paper" and titles is None:
+            titles = _shown_titles(run_manager)
+        text, usage = self._queued(_Call(messages, stop, titles))
         message = AIMessage(content=text, usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
+    def _queued(self, call: _Call) -> tuple[str, Any]:
+        """``call``'s answer, computed in a batch with the calls waiting beside it: whichever
+        waiting thread finds the model free answers the first :attr:`max_batch` calls
+        waiting (its own among them or not), until its own is answered."""
+        with self._turn:
+            self._waiting.append(call)
+        while True:
+            with self._turn:
+                self._turn.wait_for(lambda: call.done or not self._answering)
+                if call.done:
+                    break
+                self._answering = True
+                batch = self._waiting[: self.max_batch]
+                del self._waiting[: self.max_batch]
+            try:
+                self._answer(batch)
+            finally:
+                with self._turn:
+                    self._answering = False
+                    self._turn.notify_all()
+        if call.error is not None:
+            raise call.error
+        assert call.answer is not None
+        return call.answer
+
+    def _answer(self, batch: list[_Call]) -> None:
+        """Answer every call of ``batch`` (those with the same stop words together)."""
+        by_stop: dict[tuple[str, ...], list[_Call]] = {}
+        for call in batch:
+            by_stop.setdefault(tuple(call.stop or ()), []).append(call)
+        for stop, calls in by_stop.items():
+            titles = [c.titles for c in calls]
+            try:
+                answers = self.complete_many(
+                    [c.messages for c in calls],
+                    list(stop),
+                    None if any(t is None for t in titles) else titles,  # type: ignore[arg-type]
+                )
+            except BaseException as exc:
+                for call in calls:
+                    call.error, call.done = exc, True
+                continue
+            for call, answer in zip(calls, answers, strict=True):
+                call.answer, call.done = answer, True
+
     def complete(
-        self, messages: Sequence[BaseMessage], stop: Sequence[str] | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        stop: Sequence[str] | None = None,
+        titles: Sequence[str] | None = None,
     ) -> tuple[str, Any]:
-        """``(answer, usage)`` for ``messages`` (framed by the model's chat template)."""
+        """``(answer, usage)`` for ``messages`` (framed by the model's chat template);
+        ``titles``: the shown titles an answer in the paper's format may cite."""
+        return self.complete_many([messages], stop, None if titles is None else [titles])[0]
+
+    def complete_many(
+        self,
+        conversations: Sequence[Sequence[BaseMessage]],
+        stop: Sequence[str] | None = None,
+        titles: Sequence[Sequence[str]] | None = None,
+    ) -> list[tuple[str, Any]]:
+        """``(answer, usage)`` for each conversation, generated as one left-padded batch
+        (``titles[i]``: the shown titles of conversation ``i`` in the paper's format)."""
         import torch
 
         tokenizer, model = _load(self.model_name, self.threads)
-        chat = [{"role": _role(m), "content": str(m.content)} for m in messages]
-        encoded = tokenizer.apply_chat_template(
-            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        ids = encoded["input_ids"]
+        prompts = [
+            tokenizer.apply_chat_template(
+                [{"role": _role(m), "content": str(m.content)} for m in messages],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"]
+            for messages in conversations
+        ]
+        processor = None
+        if self.answer_format == "paper":
+            if titles is None or len(titles) != len(prompts):
+                raise ValueError(
+                    "answer_format='paper' needs the shown titles: pass titles=[...] to the "
+                    "call, or a ShownTitles handler in the run's callbacks"
+                )
+            spec = _format_of(tokenizer)
+            processor = PaperFormatProcessor(spec, [list(t) for t in titles], self.max_tokens)
         with self._lock, torch.inference_mode():
             if self.threads is not None and torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)  # process-wide: another model may set it
-            output = model.generate(
-                ids,
-                attention_mask=encoded.get("attention_mask"),
-                max_new_tokens=self.max_tokens,
-                do_sample=False,
-                pad_token_id=tokenizer.eos_token_id,
+            generated = greedy_batch(
+                model, prompts, self.max_tokens, tokenizer.eos_token_id, processor
             )
-        new = output[0][ids.shape[1] :]
-        text = tokenizer.decode(new, skip_special_tokens=True)
-        for word in stop or ():
-            cut = text.find(word)
-            if cut >= 0:
-                text = text[:cut]
-        usage = {
-            "input_tokens": int(ids.shape[1]),
-            "output_tokens": len(new),
-            "total_tokens": int(ids.shape[1]) + len(new),
-        }
-        return text.strip(), usage
+        answers = []
+        for prompt, new in zip(prompts, generated, strict=True):
+            text = tokenizer.decode(new, skip_special_tokens=True)
+            for word in stop or ():
+                cut = text.find(word)
+                if cut >= 0:
+                    text = text[:cut]
+            usage = {
+                "input_tokens": len(prompt),
+                "output_tokens": len(new),
+                "total_tokens": len(prompt) + len(new),
+            }
+            answers.append((text.strip(), usage))
+        return answers
+
+
+def greedy_batch(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    eos: int,
+    processor: PaperFormatProcessor | None = None,
+) -> list[list[int]]:
+    """The greedy continuation of each prompt (token ids; up to and with ``eos``, at most
+    ``max_new_tokens``), decoded as one left-padded batch.
+
+    Each prompt is read alone, then the tokens are generated for all at once; transformers'
+    ``generate`` on a batch runs every row until the longest is done, here a row that reached
+    ``eos`` leaves the batch (its key/value cache rows dropped), so a batch costs the decoding
+    steps its answers take. Positions count from each prompt's first token (padding masked),
+    as ``generate`` does: an answer is the one its prompt gets alone
+    (``tests/study/local_llm_test.py`` checks it on the study's prompts; ``benchmarks/
+    bench_local_llm.py`` counts the equal answers).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    # Each prompt is read alone (a padded batch read them at 1.5x the CPU time: wasted
+    # padding, masked attention), then their key/value caches are left-padded into one batch
+    # for the token-by-token part, where a batch reads the weights once for all its rows.
+    width = max(len(p) for p in prompts)
+    layers: list[tuple[list[Any], list[Any]]] = []
+    first = []
+    for prompt in prompts:
+        alone = DynamicCache(config=model.config)
+        out = model(
+            input_ids=torch.tensor([list(prompt)]), cache=alone, use_cache=True, logits_to_keep=1
+        )
+        first.append(out.logits[:, -1, :])
+        for index, layer in enumerate(alone.layers):
+            layer = cast(Any, layer)  # a full-attention layer: keys and values, filled now
+            if index == len(layers):
+                layers.append(([], []))
+            pad = (0, 0, width - len(prompt), 0)  # left, along the sequence axis
+            layers[index][0].append(torch.nn.functional.pad(layer.keys, pad))
+            layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
+    cache = DynamicCache(config=model.config)
+    for index, (keys, values) in enumerate(layers):
+        cache.update(torch.cat(keys), torch.cat(values), index)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    logits = torch.cat(first)
+    active = list(range(len(prompts)))
+    generated: list[list[int]] = [[] for _ in prompts]
+    last: list[int] | None = None
+    for step in range(max_new_tokens):
+        scores = logits.float()
+        if processor is not None:
+            scores = processor.step(active, last, scores)
+        tokens = scores.argmax(-1)
+        last = tokens.tolist()
+        for row, token in zip(active, last, strict=True):
+            generated[row].append(token)
+        keep = [at for at, token in enumerate(last) if token != eos]
+        if not keep or step == max_new_tokens - 1:
+            break
+        if len(keep) < len(active):
+            rows = torch.tensor(keep)
+            cache.batch_select_indices(rows)
+            mask, tokens = mask[rows], tokens[rows]
+            active, last = [active[at] for at in keep], [last[at] for at in keep]
+        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=mask.sum(-1, keepdim=True) - 1,
+            cache=cache,
+            use_cache=True,
+        )
+        logits = out.logits[:, -1, :]
+    return generated
+
+
+@dataclass
+class _Call:
+    """One call of the chat model, waiting for its answer."""
+
+    messages: Sequence[BaseMessage]
+    stop: Sequence[str] | None
+    titles: Sequence[str] | None
+    answer: tuple[str, Any] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+def _shown_titles(run_manager: CallbackManagerForLLMRun | None) -> list[str] | None:
+    """The titles a :class:`ShownTitles` handler among the run's callbacks saw retrieved for
+    this run (None: no such handler, or nothing retrieved)."""
+    if run_manager is None:
+        return None
+    for handler in run_manager.handlers:
+        if isinstance(handler, ShownTitles):
+            titles = handler.titles_for(run_manager.run_id)
+            if titles is not None:
+                return titles
+    return None
+
+
+def _format_of(tokenizer: Any) -> PaperFormat:
+    with _LOAD_LOCK:
+        if id(tokenizer) not in _FORMATS:
+            _FORMATS[id(tokenizer)] = paper_format(tokenizer)
+        return _FORMATS[id(tokenizer)]

@@ -46,3 +46,8 @@ def test_fair_benchmark_prints_both_libraries_and_the_ratio():
     out = run("benchmarks/bench_fair.py", "--cold-calls", "3", "--warm-calls", "20")
     assert "fairsearchcore us" in out and "ratio" in out
     assert "3/3" in out and "20/20" in out  # every ranking equal to fairsearchcore's
+
+
+def test_the_local_model_benchmark_parses_its_arguments():
+    out = run("benchmarks/bench_local_llm.py", "--help")
+    assert "--batch" in out and "--formats" in out

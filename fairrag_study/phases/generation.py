@@ -90,6 +90,7 @@ def chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | N
             model_name=name,
             max_tokens=config.max_tokens or LOCAL_MAX_TOKENS,
             threads=config.threads or default_threads(),
+            answer_format=config.llm_format,
         )
         if answers and config.answer_cache:
             from ..answers import AnswerStore
@@ -246,3 +247,14 @@ def generator_name(config: StudyConfig, llm: Any) -> str:
     if config.llm == "auto":
         return f"openai:{getattr(llm, 'model_name', 'gpt-4o-mini')}"
     return config.llm
+
+
+def context_callbacks(llm: Any) -> list[Any]:
+    """Callback handlers the chat model needs in each trial's run: a
+    :class:`~fairrag_study.local_llm.ShownTitles` for a local model held to the paper's format
+    (it learns the shown titles through it)."""
+    if getattr(llm, "answer_format", "free") != "paper":
+        return []
+    from ..local_llm import ShownTitles
+
+    return [ShownTitles()]

@@ -64,7 +64,7 @@ def _settings(
         "seed": config.seed,
         **own,
         "embedding model": f"{config.model} ({embedding_backend(model)})",
-        "generator": config.llm if asked else "none",
+        "generator": _generator_line(config) if asked else "none",
         **({"answers": generation.line()} if asked and generation.paying else {}),
     }
 
@@ -88,3 +88,10 @@ def _facts(config: StudyConfig, data: StudyCorpus, generation: Generation) -> Ru
         generator=generation.name,
         temperature=getattr(generation.llm, "temperature", None),
     )
+
+
+def _generator_line(config: StudyConfig) -> str:
+    """The report's generator line: ``--llm``, and ``--llm-format`` when not free."""
+    if config.llm_format == "free":
+        return config.llm
+    return f"{config.llm} (--llm-format {config.llm_format})"

@@ -30,6 +30,7 @@ from ..progress import progress_bar
 from .generation import (
     answers_kept,
     chat_model_errors,
+    context_callbacks,
     llm_timeout,
     named_endpoint,
     pays,
@@ -121,7 +122,7 @@ def run_trials(
         done = answered_in_order(
             [(chain, trial) for _, _, chain, trial in jobs],
             trial_handler,
-            [chat_errors],
+            [chat_errors, *context_callbacks(llm)],
             config.concurrency,
         )
     with closing(done):  # a failure cancels the queued trials at once, not when collected

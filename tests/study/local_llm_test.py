@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,122 @@ def test_the_real_model_answers_three_study_prompts_and_its_records_are_measured
     report = (out / "report.md").read_text()
     assert "- generator: `local`" in report and "smollm2 at temperature 0 (greedy)" in report
     assert "## Why the generation metrics are what they are" in report
+
+
+SHOWN = [
+    [
+        ("Marie Curie", "Marie Curie was a Polish-French physicist who pioneered radioactivity."),
+        ("Alan Turing", "Alan Turing was an English mathematician and computer scientist."),
+        ("Ada Lovelace", "Ada Lovelace was an English mathematician, the first programmer."),
+    ],
+    [
+        ("Serena Williams", "Serena Williams is an American tennis player, 23 Grand Slam titles."),
+        ("Roger Federer", "Roger Federer is a Swiss tennis player, 20 Grand Slam titles."),
+    ],
+    [
+        ("Grace Hopper (computer scientist)", "Grace Hopper was an American computer scientist."),
+        ("John von Neumann", "John von Neumann was a Hungarian-American mathematician."),
+        ("Katherine Johnson", "Katherine Johnson was an American mathematician at NASA."),
+        ("Edsger W. Dijkstra", "Edsger Dijkstra was a Dutch computer scientist."),
+    ],
+]
+
+
+def _prompts() -> list[list[Any]]:
+    from langchain_core.messages import HumanMessage
+
+    from fairrag_core.kit import render_context_prompt
+    from fairrag_core.prompts import scenario_question
+
+    topics = ["Computing", "Tennis", "Computing"]
+    return [
+        [HumanMessage(render_context_prompt(scenario_question(i % 4 + 1, topic), shown))]
+        for i, (topic, shown) in enumerate(zip(topics, SHOWN, strict=True))
+    ]
+
+
+@pytest.mark.integration
+def test_batched_answers_are_the_answers_each_prompt_gets_alone():
+    """greedy_batch (left-padded, a finished row leaving the batch) against transformers'
+    generate one prompt at a time; and calls from several threads, batched by the model."""
+    import torch
+
+    from fairrag_study.local_llm import _load
+
+    _weights_or_skip()
+    llm = LocalChatModel(max_tokens=24, threads=1)
+    tokenizer, model = _load(llm.model_name, llm.threads)
+    alone = []
+    for messages in _prompts():
+        encoded = tokenizer.apply_chat_template(
+            [{"role": "user", "content": messages[0].content}],
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )
+        with torch.inference_mode():
+            output = model.generate(
+                encoded["input_ids"],
+                attention_mask=encoded["attention_mask"],
+                max_new_tokens=llm.max_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.eos_token_id,
+            )
+        new = output[0][encoded["input_ids"].shape[1] :]
+        alone.append(tokenizer.decode(new, skip_special_tokens=True).strip())
+    batched = [text for text, _ in llm.complete_many(_prompts())]
+    assert batched == alone
+    threaded = llm.batch(_prompts(), config={"max_concurrency": 3})
+    assert [m.content for m in threaded] == alone
+
+
+@pytest.mark.integration
+def test_answers_in_the_paper_format_cite_shown_titles_the_parser_reads():
+    from fairrag_core.citations import ground_citations, parse_citations
+
+    _weights_or_skip()
+    llm = LocalChatModel(max_tokens=60, threads=1, answer_format="paper")
+    titles = [[title for title, _ in shown] for shown in SHOWN]
+    batched = llm.complete_many(_prompts(), titles=titles)
+    for (text, usage), shown in zip(batched, titles, strict=True):
+        parsed = parse_citations(text)
+        assert parsed.citations and not parsed.unparsed and not parsed.prose, text
+        assert all(g.valid for g in ground_citations(parsed, shown)), text
+        assert usage["output_tokens"] <= 60
+    one = llm.invoke(_prompts()[1], titles=titles[1])
+    assert one.content == batched[1][0]
+    with pytest.raises(ValueError, match="needs the shown titles"):
+        llm.invoke(_prompts()[1])
+
+
+@pytest.mark.integration
+def test_the_study_measures_the_papers_parity_of_every_answer_in_the_paper_format(tmp_path):
+    """--llm-format paper through the chain: the titles reach the model by a ShownTitles
+    handler (two answers at once: one batch), every answer's paper generation parity is
+    measured."""
+    _weights_or_skip()
+    out = tmp_path / "out"
+    args = [
+        "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",
+        "--trials", "2", "--rankers", "standard", "--llm", "local", "--llm-format", "paper",
+        "--max-tokens", "60", "--concurrency", "2", "--samples", "5",
+        "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "--no-progress",
+    ]  # fmt: skip
+    assert main(args) == 0
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        assert record["generation_parity"] is not None, record["answer"]
+        cited = [c["title"] for c in record["citations"]]
+        assert cited and set(cited) <= set(record["titles"]), record["answer"]
+        assert all(c["valid"] for c in record["citations"])
+    assert "--llm-format paper" in (out / "report.md").read_text()
+
+
+def test_the_paper_format_is_refused_without_a_local_model():
+    with pytest.raises(SystemExit):
+        main(["study", "--llm", "none", "--llm-format", "paper"])
+    with pytest.raises(ValueError, match="llm_format 'paper' is only used with llm 'local"):
+        StudyConfig(llm="none", llm_format="paper")
+    with pytest.raises(ValueError, match="llm_format must be one of free, paper"):
+        StudyConfig(llm="local", llm_format="json")
