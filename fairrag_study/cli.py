@@ -213,6 +213,20 @@ def _study_parser(commands: Any) -> argparse.ArgumentParser:
         "records, their order and the answer store are the sequential run's",
     )
     study.add_argument(
+        "--exposure",
+        help="the rankers' exposure model: dcg (default), rbp(p), uniform, or fitted:<file> "
+        "(a curve --position-curve or fairrag audit --fit-exposure wrote)",
+    )
+    study.add_argument(
+        "--position-curve",
+        type=options.position_curve,
+        default=0,
+        metavar="N",
+        help="also measure the generator's position curve on N sampled questions (their "
+        "top-k in every cyclic shift) and fit an exposure model on half of them (default 0: "
+        "no phase)",
+    )
+    study.add_argument(
         "--threads",
         type=options.threads,
         help="torch CPU threads of --llm local (default: 1 when this process may use 2 cores "
@@ -282,6 +296,15 @@ def _check_study(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             f"argument --threads: only used with --llm local (torch's CPU threads); --llm "
             f"{args.llm} runs no model in this process: drop --threads"
         )
+    if args.position_curve and args.llm == "none":
+        parser.error("argument --position-curve: needs a generator; --llm none asks none")
+    if args.exposure is not None:
+        from fairrag_core.exposure import make_exposure_model
+
+        try:
+            make_exposure_model(args.exposure).weights(args.k)
+        except (TypeError, ValueError) as exc:
+            parser.error(f"argument --exposure: {exc}")
     if args.wikipedia_api is not None and args.text != "wikipedia":
         parser.error(
             "argument --wikipedia-api: only used with --text wikipedia (the study embeds the "
@@ -367,6 +390,8 @@ def _run(args: argparse.Namespace) -> int:
         chroma_port=args.chroma_port,
         chroma_timeout=args.chroma_timeout,
         progress=not args.no_progress,
+        exposure=args.exposure,
+        position_curve=args.position_curve,
     )
     try:
         run_study(config)

@@ -34,6 +34,7 @@ from fairrag_core import (
     configure_ranker,
     default_study_rankers,
 )
+from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import describe_ranker
 from fairrag_core.ledger import ExposureLedger, MemoryLedger, encode_label
 from fairrag_core.metrics import (
@@ -92,11 +93,19 @@ def ranker_params(name: str, *, alpha: float, dataset: StudyDataset) -> dict[str
 
 
 def ranker_fields(
-    name: str, *, alpha: float, dataset: StudyDataset, ledger: ExposureLedger | None = None
+    name: str,
+    *,
+    alpha: float,
+    dataset: StudyDataset,
+    ledger: ExposureLedger | None = None,
+    exposure: str | ExposureModel | None = None,
 ) -> dict[str, Any]:
-    """``FairRetriever`` fields for ``name``: ``ranker_params``, and for ``amortized`` its
-    ``ledger`` (default a new :class:`~fairrag_core.ledger.MemoryLedger`) and ``ledger_key``."""
+    """``FairRetriever`` fields for ``name``: ``ranker_params`` (with ``exposure`` when given:
+    ``--exposure``), and for ``amortized`` its ``ledger`` (default a new
+    :class:`~fairrag_core.ledger.MemoryLedger`) and ``ledger_key``."""
     fields: dict[str, Any] = {"ranker_params": ranker_params(name, alpha=alpha, dataset=dataset)}
+    if exposure is not None:
+        fields["ranker_params"] = {**fields["ranker_params"], "exposure": exposure}
     if name == "amortized":
         fields.update(ledger=MemoryLedger() if ledger is None else ledger, ledger_key=STREAM_KEY)
     return fields
@@ -109,9 +118,10 @@ def build_ranker(
     dataset: StudyDataset,
     seed: int,
     ledger: ExposureLedger | None = None,
+    exposure: str | ExposureModel | None = None,
 ) -> Ranker:
     """The core ranker a study retriever of ``name`` holds (the same configuration)."""
-    fields = ranker_fields(name, alpha=alpha, dataset=dataset, ledger=ledger)
+    fields = ranker_fields(name, alpha=alpha, dataset=dataset, ledger=ledger, exposure=exposure)
     params = dict(fields.pop("ranker_params"), **fields)
     return configure_ranker(name, **dataset.target_arguments(), seed=seed, params=params)
 
@@ -253,6 +263,7 @@ def measure(
     samples: int,
     alpha: float,
     seed: int,
+    exposure: str | ExposureModel | None = None,
 ) -> ManyRankings:
     """The metrics over many rankings of every ranker's trials (this module's docstring).
 
@@ -267,7 +278,7 @@ def measure(
     streams: dict[str, Stream] = {}
     for name in rankers:
         shown = sorted((r for r in records if r["ranker"] == name), key=lambda r: r["trial"])
-        ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed)
+        ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed, exposure=exposure)
         weights = ranker.exposure.weights(k)
         served: dict[Hashable, float] = {}  # the amortized stream's exposure so far
         batch = batch_rankings(ranker, [pool_of[r["trial"]] for r in shown], k)
@@ -276,7 +287,12 @@ def measure(
             if name == "amortized":
                 snapshot = SnapshotLedger(served, count)
                 ranker = build_ranker(
-                    name, alpha=alpha, dataset=dataset, seed=seed, ledger=snapshot
+                    name,
+                    alpha=alpha,
+                    dataset=dataset,
+                    seed=seed,
+                    ledger=snapshot,
+                    exposure=exposure,
                 )
             if batch is not None:  # a deterministic ranker: its one ranking, samples times
                 drawn = np.tile(batch[pool.trial.index], (samples, 1))

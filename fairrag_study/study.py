@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 from uuid import UUID
 
 from fairrag_core import JsonLinesLog, available_rankers
+from fairrag_core.exposure import make_exposure_model
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
 from fairrag_core.validation import check_alpha, check_n_samples
 
@@ -75,6 +76,7 @@ from .options import (
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .plan import Trial, plan_trials
 from .pools import NotInPoolError, QuestionPool, query_pools
+from .position_curve import POSITION_CURVE_FILES, run_position_curve
 from .progress import progress_bar
 from .report import RunFacts, full_topics, output_files, write_outputs
 from .wikipedia import DEFAULT_API, TEXT_SOURCES, WORDS, fetch_articles, with_article_text
@@ -154,6 +156,11 @@ class StudyConfig:
     chroma_timeout: float = DEFAULT_TIMEOUT
     """Seconds a Chroma server request may take before it fails (no hang on a stuck server)."""
     progress: bool = True
+    exposure: str | None = None
+    """The rankers' exposure model (``dcg`` default, ``rbp(p)``, ``uniform``,
+    ``fitted:<file>``; docs/SPEC.md, "Exposure model")."""
+    position_curve: int = 0
+    """Questions of the position-curve phase (0: no phase; :mod:`fairrag_study.position_curve`)."""
 
 
 @dataclass
@@ -185,7 +192,8 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
         )
     out = Path(config.out)
-    folder = OutputFolder(out, log, study_files(output_files(config.dataset)))
+    files = (*output_files(config.dataset), *POSITION_CURVE_FILES)
+    folder = OutputFolder(out, log, study_files(files))
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
         return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
@@ -211,6 +219,7 @@ def _check_config(config: StudyConfig) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     check_alpha(config.alpha)
+    _check_curve_options(config)
     try:
         check_n_samples(config.samples)
     except (TypeError, ValueError):
@@ -285,6 +294,22 @@ def _check_config(config: StudyConfig) -> None:
         raise ValueError(f"answers must be a file path or None, got {config.answers!r}")
     if not isinstance(config.answer_cache, bool):
         raise ValueError(f"answer_cache must be True or False, got {config.answer_cache!r}")
+
+
+def _check_curve_options(config: StudyConfig) -> None:
+    """``position_curve`` (an integer >= 0, not 1) and ``exposure`` (a model every ranker can
+    weigh ``k`` positions with), each a ``ValueError`` naming the field."""
+    n = config.position_curve
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n == 1:
+        raise ValueError(
+            f"position_curve must be 0 (no phase) or an integer >= 2 (questions, two halves), "
+            f"got {n!r}"
+        )
+    if config.exposure is not None:
+        try:
+            make_exposure_model(config.exposure).weights(config.k)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"exposure: {exc}") from None
 
 
 def _run_claimed(
@@ -367,6 +392,20 @@ def _run_claimed(
                     alpha=config.alpha,
                 )
                 many = replace(many, frontier=frontier)
+        if config.position_curve and llm is not None:
+            with phase("position curve"):
+                run_position_curve(
+                    config.position_curve,
+                    pools,
+                    corpus,
+                    llm,
+                    dataset=dataset,
+                    k=config.k,
+                    seed=config.seed,
+                    model_name=_generator_name(config, llm),
+                    out=out,
+                    log=log,
+                )
         if llm is not None:
             log("[generation] inside the trials phase (one retrieve-then-generate run per trial)")
             if _pays(config):
@@ -970,7 +1009,7 @@ def _run_trials(
             vectorstore=store,
             ranker=ranker,
             # fair: p = the target share, alpha 0.1; amortized: a fresh in-memory ledger
-            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset),
+            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset, exposure=config.exposure),
             group_key=dataset.group_key,
             **dataset.target_arguments(),
             pool_size=config.pool_size,
@@ -1162,6 +1201,7 @@ def _many_rankings(
             samples=config.samples,
             alpha=config.alpha,
             seed=config.seed,
+            exposure=config.exposure,
         )
     except NotInPoolError as exc:
         raise IndexDamagedError(
