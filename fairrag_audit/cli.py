@@ -54,6 +54,13 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
     audit.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
     audit.add_argument("--alpha", type=float, default=0.01, help="t-test level (0.01)")
     audit.add_argument(
+        "--fit-exposure",
+        type=Path,
+        metavar="FILE",
+        help="also fit the generator's position curve from the answered records and write it "
+        "to FILE (use as exposure='fitted:FILE')",
+    )
+    audit.add_argument(
         "--to-parquet",
         action="store_true",
         help="instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
@@ -104,6 +111,16 @@ def run_audit_command(args: argparse.Namespace) -> int:
     for line in result.generation_why:
         print(f"generation: {line}")
     print(f"report: {written['report.md']} and {written['report.html']}")
+    if args.fit_exposure is not None:
+        from .exposure_fit import fit_exposure_from_logs
+
+        try:
+            curve = fit_exposure_from_logs(args.logs, args.fit_exposure)
+        except ValueError as exc:
+            print(f"fairrag audit: error: {exc}", file=sys.stderr)
+            return 2
+        weights = ", ".join(f"{w:.3f}" for w in curve.weights)
+        print(f"fitted exposure [{weights}] -> {args.fit_exposure}")
     print(f"done in {time.perf_counter() - start:.1f} s")
     if not int(reading["records"].sum()):
         print(
