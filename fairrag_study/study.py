@@ -993,7 +993,10 @@ def _run_trials(
         # One handler per trial: its record is that trial's, whatever order the answers
         # arrive in; the callback log is written below, in trial order.
         return FairnessCallbackHandler(
-            group_key=dataset.group_key, **dataset.target_arguments(), max_records=None
+            group_key=dataset.group_key,
+            **dataset.target_arguments(),
+            exposure=config.exposure,
+            max_records=None,
         )
 
     callback_log = JsonLinesLog(out / "callback_log.jsonl")

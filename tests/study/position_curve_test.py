@@ -4,6 +4,7 @@ generator (FakeCurveChatModel, not a model) cites position i with probability w_
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -122,3 +123,44 @@ def test_the_phase_writes_its_files_and_a_curve_the_core_reads(measured):
     table = (out / "position_curve.md").read_text()
     assert "Wilson 95%" in table and "held-out" in table
     assert "fake-curve" in table
+
+
+def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
+    """``fairrag study --position-curve`` on a small real corpus with the fake that cites every
+    entry (a flat curve), then a second run ranking with ``--exposure fitted:<file>``."""
+    from fairrag_study.cli import main
+    from tests.chroma_pool import data_path_or_skip
+
+    data, cache = data_path_or_skip(), tmp_path / "cache"
+    common = ["study", "--data", str(data), "--topics", "Computer science,Medicine,Tennis",
+              "--per-group", "12", "--trials", "8", "--llm", "fake", "--cache-dir", str(cache),
+              "--no-progress"]  # fmt: skip
+    out = tmp_path / "curve"
+    assert main([*common, "--rankers", "standard", "--position-curve", "6", "--out", str(out)]) == 0
+    curve = load_fitted_curve(out / "exposure_fitted.json")
+    assert curve.weights == pytest.approx((0.2,) * K)  # the fake cites every entry it is shown
+    assert "fake" in (out / "position_curve.md").read_text()
+    assert (out / "figures" / "position_curve.png").stat().st_size > 0
+    ranked = tmp_path / "ranked"
+    fitted = f"fitted:{out / 'exposure_fitted.json'}"
+    args = [*common, "--rankers", "representative_stochastic", "--exposure", fitted]
+    assert main([*args, "--out", str(ranked)]) == 0
+    records = [json.loads(line) for line in (ranked / "records.jsonl").read_text().splitlines()]
+    assert {r["exposure_model"] for r in records} == {"fitted(0.2,0.2,0.2,0.2,0.2)"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--position-curve", "1"], "two halves"),
+        (["--position-curve", "4", "--llm", "none"], "needs a generator"),
+        (["--exposure", "fitted:/no/such/file.json"], "cannot read a fitted curve"),
+        (["--exposure", "fitted(0.5,0.5)"], r"ranks 1\.\.2 only"),
+    ],
+)
+def test_bad_phase_flags_are_clear_errors(flags, message, capsys):
+    from fairrag_study.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["study", *flags])
+    assert re.search(message, capsys.readouterr().err)
