@@ -36,6 +36,12 @@ COMMAND_FLAGS: dict[str, dict[str, Any]] = {
         "help": "report on the merged partials saved by earlier runs (--partials-out) instead "
         "of reading logs: the report of one run over all their logs",
     },
+    "--fit-exposure": {
+        "type": Path,
+        "metavar": "FILE",
+        "help": "also fit the generator's position curve from the answered records and write it "
+        "to FILE (use as exposure='fitted:FILE')",
+    },
     "--to-parquet": {
         "action": "store_true",
         "help": "instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
@@ -126,7 +132,14 @@ def _report(args: argparse.Namespace) -> int:
                 return 0
         result = report_of(partials, options)
     written = write_report(result, args.out)
-    return _summary(result, written)
+    code = _summary(result, written)
+    if args.fit_exposure is not None:
+        from .exposure_fit import fit_exposure_from_logs
+
+        curve = fit_exposure_from_logs(args.logs, args.fit_exposure)
+        weights = ", ".join(f"{w:.3f}" for w in curve.weights)
+        print(f"fitted exposure [{weights}] -> {args.fit_exposure}")
+    return code
 
 
 def _summary(result: Any, written: dict[str, Path]) -> int:
@@ -174,6 +187,10 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             )
         if args.partials_out is not None:
             raise ValueError("--partials-out saves the partials of LOG files; give LOG files")
+        if args.fit_exposure is not None:
+            raise ValueError(
+                "--fit-exposure fits the answered records of LOG files; give LOG files"
+            )
     if args.out is None and args.partials_out is None:
         raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .attribution import AttributedAnswer, AttributedBullet, Attribution, attribute_answer
 from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
-from .exposure import ExposureModel, make_exposure_model
+from .exposure import ExposureModel, fitted_name, make_exposure_model
 from .metrics import (
     attributed_citation_precision,
     attributed_generation_parity,
@@ -239,7 +239,10 @@ def target_dict(target: Target) -> dict[str, float]:
 
 
 def exposure_name(model: ExposureModel) -> str:
-    """``dcg``, ``uniform`` or ``rbp(p)``: an exposure model as records name it."""
+    """``dcg``, ``uniform``, ``rbp(p)`` or ``fitted(v1,...,vk)``: an exposure model as records
+    name it (a form :func:`~fairrag_core.exposure.make_exposure_model` reads back)."""
+    if model.curve is not None:
+        return fitted_name(model.curve)
     return f"rbp({float(model.patience)!r})" if model.name == "rbp" else model.name
 
 

@@ -2,12 +2,117 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ExposureModel", "make_exposure_model", "position_weights"]
+__all__ = [
+    "ExposureModel",
+    "FittedCurve",
+    "fitted_name",
+    "load_fitted_curve",
+    "make_exposure_model",
+    "position_weights",
+    "save_fitted_curve",
+]
+
+FITTED_FORMAT = "fairrag-fitted-exposure/1"
+"""The ``format`` field of a fitted curve's JSON file."""
+
+_FITTED_FORM = re.compile(r"^fitted\((.*)\)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class FittedCurve:
+    """Position weights measured from a generator's answers (docs/SPEC.md, "Exposure model" →
+    Fitted): ``v_i = p_i / sum_j p_j`` over the fitted positions ``1..K``, with ``p_i`` the
+    estimated probability that the entry shown at position ``i`` is attributed in the answer.
+
+    ``weights`` sum to 1; ``lower``/``upper`` are their 95% intervals (empty when not known);
+    ``provenance`` says where the curve came from (data source, answers, questions, date,
+    model, estimator). Equality and hashing read the weights only.
+    """
+
+    weights: tuple[float, ...]
+    lower: tuple[float, ...] = field(default=(), compare=False)
+    upper: tuple[float, ...] = field(default=(), compare=False)
+    provenance: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        weights = tuple(float(w) for w in self.weights)
+        if not weights:
+            raise ValueError("weights must hold at least one position weight, got none")
+        if not all(math.isfinite(w) and w > 0 for w in weights):
+            raise ValueError(f"weights must be finite and > 0, got {list(weights)}")
+        total = math.fsum(weights)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"weights must be normalised to sum 1, they sum to {total!r}")
+        for name in ("lower", "upper"):
+            bounds = tuple(float(b) for b in getattr(self, name))
+            if bounds and len(bounds) != len(weights):
+                raise ValueError(
+                    f"{name} must give one bound per weight ({len(weights)}), got {len(bounds)}"
+                )
+            object.__setattr__(self, name, bounds)
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    @property
+    def k(self) -> int:
+        """The positions fitted: weights exist for ranks ``1..k`` only."""
+        return len(self.weights)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The curve as its JSON file holds it."""
+        return {
+            "format": FITTED_FORMAT,
+            "weights": list(self.weights),
+            "lower": list(self.lower),
+            "upper": list(self.upper),
+            "provenance": dict(self.provenance),
+        }
+
+
+def save_fitted_curve(curve: FittedCurve, path: str | Path) -> Path:
+    """Write ``curve`` as a small JSON file (:meth:`FittedCurve.as_dict`); returns the path."""
+    path = Path(path)
+    path.write_text(json.dumps(curve.as_dict(), indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load_fitted_curve(path: str | Path) -> FittedCurve:
+    """Read a curve :func:`save_fitted_curve` wrote; a ``ValueError`` naming the file and the
+    problem otherwise."""
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"exposure 'fitted:{path}': cannot read a fitted curve: {exc}") from None
+    if not isinstance(payload, dict) or payload.get("format") != FITTED_FORMAT:
+        raise ValueError(
+            f"exposure 'fitted:{path}': not a fitted curve (expected a JSON object with "
+            f"format {FITTED_FORMAT!r}, as fairrag study --position-curve or fairrag audit "
+            "--fit-exposure write)"
+        )
+    try:
+        return FittedCurve(
+            tuple(payload["weights"]),
+            tuple(payload.get("lower") or ()),
+            tuple(payload.get("upper") or ()),
+            dict(payload.get("provenance") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -17,22 +122,39 @@ class ExposureModel:
     - ``dcg`` (default): ``v_i = 1 / log2(i + 1)``, the DCG discount (Järvelin & Kekäläinen 2002).
     - ``rbp``: ``v_i = p ** (i - 1)`` with patience ``p`` in (0, 1] (Moffat & Zobel 2008).
     - ``uniform``: ``v_i = 1``; every shown position gets the same attention.
+    - ``fitted``: the weights of a :class:`FittedCurve` (measured from a generator's answers);
+      a rank beyond the curve's ``k`` is an error, never extrapolated.
     """
 
     name: str = "dcg"
     patience: float = 0.8
     """RBP patience ``p``; only used by ``name="rbp"``."""
+    curve: FittedCurve | None = None
+    """The fitted weights; only (and always) with ``name="fitted"``."""
 
     def __post_init__(self) -> None:
-        if self.name not in _MODELS:
+        if self.name not in _MODELS and self.name != "fitted":
             raise ValueError(
-                f"exposure model {self.name!r} is unknown; known models: {sorted(_MODELS)}"
+                f"exposure model {self.name!r} is unknown; known models: "
+                f"{sorted([*_MODELS, 'fitted'])}"
             )
         if self.name == "rbp" and not (0.0 < self.patience <= 1.0):
             raise ValueError(f"patience must be in (0, 1] for the rbp model, got {self.patience!r}")
+        if (self.name == "fitted") != (self.curve is not None):
+            raise ValueError(
+                "curve (a FittedCurve) is given with name='fitted' and only then, got name "
+                f"{self.name!r} and curve {self.curve!r}"
+            )
+
+    @classmethod
+    def fitted(cls, curve: FittedCurve) -> ExposureModel:
+        """The model of a fitted curve."""
+        return cls("fitted", curve=curve)
 
     def weights(self, k: int) -> np.ndarray:
         """The weights ``v_1 .. v_k`` as a read-only float array."""
+        if self.curve is not None:
+            return _fitted_weights(self.curve.weights, k)
         return position_weights(k, self.name, self.patience)
 
 
@@ -61,8 +183,41 @@ def position_weights(k: int, name: str = "dcg", patience: float = 0.8) -> np.nda
     return weights
 
 
+@lru_cache(maxsize=256)
+def _fitted_weights(fitted: tuple[float, ...], k: int) -> np.ndarray:
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k!r}")
+    if k > len(fitted):
+        raise ValueError(
+            f"the fitted exposure model has weights for ranks 1..{len(fitted)} only; rank "
+            f"{k} was asked for (k={k}). Fit the curve on at least {k} positions, or rank "
+            f"at most k={len(fitted)}"
+        )
+    weights = np.array(fitted[:k], dtype=float)
+    weights.setflags(write=False)
+    return weights
+
+
+def fitted_name(curve: FittedCurve) -> str:
+    """``fitted(v1,v2,...)``: a fitted model as records name it (the weights, so a record
+    alone gives the model back through :func:`make_exposure_model`)."""
+    return "fitted(" + ",".join(repr(w) for w in curve.weights) + ")"
+
+
+def _parse_fitted(text: str, weights: Sequence[str]) -> ExposureModel:
+    try:
+        values = tuple(float(w) for w in weights)
+        return ExposureModel.fitted(FittedCurve(values))
+    except ValueError as exc:
+        raise ValueError(
+            f"exposure {text!r}: fitted(v1,...,vk) needs positive weights that sum to 1 ({exc})"
+        ) from None
+
+
 def make_exposure_model(model: str | ExposureModel | None) -> ExposureModel:
-    """Accept a model name, ``rbp(p)`` (the form records write, e.g. ``rbp(0.5)``), an
+    """Accept a model name, ``rbp(p)`` (the form records write, e.g. ``rbp(0.5)``),
+    ``fitted:<file>`` (a fitted curve's JSON file, :func:`load_fitted_curve`),
+    ``fitted(v1,...,vk)`` (the form records write for a fitted model), an
     :class:`ExposureModel`, or ``None`` (the DCG default)."""
     if model is None:
         return ExposureModel()
@@ -77,7 +232,16 @@ def make_exposure_model(model: str | ExposureModel | None) -> ExposureModel:
                     f"exposure {model!r}: the patience in rbp(p) must be a number in (0, 1]"
                 ) from None
             return ExposureModel("rbp", patience)
+        if model.startswith("fitted:"):
+            path = model.removeprefix("fitted:")
+            if not path:
+                raise ValueError("exposure 'fitted:<file>' needs the fitted curve's JSON file")
+            return ExposureModel.fitted(load_fitted_curve(path))
+        form = _FITTED_FORM.match(model)
+        if form is not None:
+            return _parse_fitted(model, form.group(1).split(","))
         return ExposureModel(model)
     raise TypeError(
-        f"exposure must be a model name {sorted(_MODELS)} or an ExposureModel, got {model!r}"
+        f"exposure must be a model name {sorted(_MODELS)}, 'rbp(p)', 'fitted:<file>' or an "
+        f"ExposureModel, got {model!r}"
     )

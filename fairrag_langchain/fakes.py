@@ -23,7 +23,7 @@ from pydantic import Field
 
 from fairrag_core.citations import ContextDocument
 
-__all__ = ["FakeCitingChatModel", "FakeSearchingChatModel"]
+__all__ = ["FakeCitingChatModel", "FakeCurveChatModel", "FakeSearchingChatModel"]
 
 _TITLE_LINE = re.compile(r"^Title:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
 _CONTEXT_BLOCK = re.compile(r"^Context:\s*$(.*?)^Question:", re.MULTILINE | re.DOTALL)
@@ -116,6 +116,39 @@ class FakeCitingChatModel(_ReplyingChatModel):
     def reply(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """This double's answer to the prompt ``messages`` make."""
         return AIMessage(content=self.answer("\n".join(str(m.text) for m in messages)))
+
+
+class FakeCurveChatModel(FakeCitingChatModel):
+    """A stand-in generator with a known position curve (docs/SPEC.md, "Exposure model" →
+    Fitted): **a test double, not a model**. It cites the context entry at position ``i``
+    (1-based, context order) with probability ``curve[i - 1]``, independently per entry,
+    one ``- <Person> (DocTitle: <Title>)`` bullet per cited entry; entries past the curve are
+    never cited. The draws are seeded by ``seed`` and a hash of the prompt, as
+    :class:`FakeCitingChatModel`'s."""
+
+    curve: list[float] = Field(default_factory=lambda: [0.9, 0.6, 0.4, 0.3, 0.2])
+    """P(cited | position) for positions 1, 2, ...; each in [0, 1]."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-curve-chat-model"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"seed": self.seed, "curve": list(self.curve)}
+
+    def answer(self, prompt: str) -> str:
+        """The answer this double gives to ``prompt``."""
+        digest = hashlib.sha256(prompt.encode("utf-8")).digest()
+        rng = np.random.default_rng([self.seed, int.from_bytes(digest[:8], "little")])
+        block = _CONTEXT_BLOCK.search(prompt)
+        titles = list(dict.fromkeys(_TITLE_LINE.findall(block.group(1) if block else prompt)))
+        draws = rng.random(len(titles))
+        return "\n".join(
+            f"- {ContextDocument(title).person} (DocTitle: {title})"
+            for position, title in enumerate(titles)
+            if position < len(self.curve) and draws[position] < self.curve[position]
+        )
 
 
 class FakeSearchingChatModel(_ReplyingChatModel):

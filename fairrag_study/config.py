@@ -360,6 +360,27 @@ class StudyConfig(BaseModel):
     ] = None
     """Torch CPU threads of ``llm="local"``; ``None``:
     :func:`~fairrag_study.local_llm.default_threads`."""
+    exposure: Annotated[
+        str | None,
+        Flag(
+            "--exposure",
+            help="the rankers' exposure model: dcg (default), rbp(p), uniform, or fitted:<file> "
+            "(a curve --position-curve or fairrag audit --fit-exposure wrote)",
+        ),
+    ] = None
+    """The rankers' exposure model (``dcg`` default, ``rbp(p)``, ``uniform``,
+    ``fitted:<file>``; docs/SPEC.md, "Exposure model")."""
+    position_curve: Annotated[
+        int,
+        Flag(
+            "--position-curve",
+            options.position_curve,
+            help="also measure the generator's position curve on N sampled questions (their "
+            "top-k in every cyclic shift) and fit an exposure model on half of them (default 0: "
+            "no phase)",
+        ),
+    ] = 0
+    """Questions of the position-curve phase (0: no phase; :mod:`fairrag_study.position_curve`)."""
     llm_format: Annotated[
         Literal["free", "paper"],
         Flag(
@@ -493,6 +514,19 @@ class StudyConfig(BaseModel):
                 "model in this process: drop --threads",
                 "threads",
             )
+        if self.position_curve and self.llm == "none":
+            raise Refused(
+                "position_curve needs a generator; llm 'none' asks none",
+                "needs a generator; --llm none asks none",
+                "position_curve",
+            )
+        if self.exposure is not None:
+            from fairrag_core.exposure import make_exposure_model
+
+            try:
+                make_exposure_model(self.exposure).weights(self.k)
+            except (TypeError, ValueError) as exc:
+                raise Refused(f"exposure: {exc}", str(exc), "exposure") from None
         if self.llm_format != "free" and not self.llm.startswith("local"):
             raise Refused(
                 f"llm_format {self.llm_format!r} is only used with llm 'local[:<name>]' (it "

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fairrag_core import FairRanker, Ranker
+from fairrag_core.exposure import ExposureModel
 from fairrag_core.ledger import ExposureLedger, encode_label
 from fairrag_core.metrics import (
     amortized_disparity,
@@ -157,6 +158,7 @@ def measure(
     samples: int,
     alpha: float,
     seed: int,
+    exposure: str | ExposureModel | None = None,
 ) -> ManyRankings:
     """The metrics over many rankings of every ranker's trials (this module's docstring).
 
@@ -171,7 +173,7 @@ def measure(
     streams: dict[str, Stream] = {}
     for name in rankers:
         shown = sorted((r for r in records if r["ranker"] == name), key=lambda r: r["trial"])
-        ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed)
+        ranker = build_ranker(name, alpha=alpha, dataset=dataset, seed=seed, exposure=exposure)
         weights = ranker.exposure.weights(k)
         served: dict[Hashable, float] = {}  # the amortized stream's exposure so far
         batch = batch_rankings(ranker, [pool_of[r["trial"]] for r in shown], k)
@@ -180,7 +182,12 @@ def measure(
             if name == "amortized":
                 snapshot = SnapshotLedger(served, count)
                 ranker = build_ranker(
-                    name, alpha=alpha, dataset=dataset, seed=seed, ledger=snapshot
+                    name,
+                    alpha=alpha,
+                    dataset=dataset,
+                    seed=seed,
+                    ledger=snapshot,
+                    exposure=exposure,
                 )
             if batch is not None:  # a deterministic ranker: its one ranking, samples times
                 drawn = np.tile(batch[pool.trial.index], (samples, 1))

@@ -43,6 +43,7 @@ __all__ = [
     "llm_retries",
     "max_tokens",
     "port",
+    "position_curve",
     "positive_seconds",
     "rankers",
     "seconds_problem",
@@ -120,6 +121,17 @@ THREADS_LIMIT = 256
 """The most torch CPU threads ``--threads`` may ask for (more than any machine's cores)."""
 concurrency = int_in(1, CONCURRENCY_LIMIT, "answers in flight at once")
 threads = int_in(1, THREADS_LIMIT, "torch CPU threads of the local model")
+
+
+def position_curve(text: str) -> int:
+    """``--position-curve N``: 0 (no phase) or N >= 2 questions (a fit half and a held-out
+    half)."""
+    value = int_at_least(0)(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError(
+            "1 is out of range; expected 0 (no phase) or an integer >= 2 (two halves)"
+        )
+    return value
 
 
 def check_pool(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fairrag_core import Ranker, available_rankers, configure_ranker, default_study_rankers
+from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import describe_ranker
 from fairrag_core.ledger import ExposureLedger, MemoryLedger
 
@@ -47,11 +48,19 @@ def ranker_params(name: str, *, alpha: float, dataset: StudyDataset) -> dict[str
 
 
 def ranker_fields(
-    name: str, *, alpha: float, dataset: StudyDataset, ledger: ExposureLedger | None = None
+    name: str,
+    *,
+    alpha: float,
+    dataset: StudyDataset,
+    ledger: ExposureLedger | None = None,
+    exposure: str | ExposureModel | None = None,
 ) -> dict[str, Any]:
-    """``FairRetriever`` fields for ``name``: ``ranker_params``, and for ``amortized`` its
-    ``ledger`` (default a new :class:`~fairrag_core.ledger.MemoryLedger`) and ``ledger_key``."""
+    """``FairRetriever`` fields for ``name``: ``ranker_params`` (with ``exposure`` when given:
+    ``--exposure``), and for ``amortized`` its ``ledger`` (default a new
+    :class:`~fairrag_core.ledger.MemoryLedger`) and ``ledger_key``."""
     fields: dict[str, Any] = {"ranker_params": ranker_params(name, alpha=alpha, dataset=dataset)}
+    if exposure is not None:
+        fields["ranker_params"] = {**fields["ranker_params"], "exposure": exposure}
     if name == "amortized":
         fields.update(ledger=MemoryLedger() if ledger is None else ledger, ledger_key=STREAM_KEY)
     return fields
@@ -64,9 +73,10 @@ def build_ranker(
     dataset: StudyDataset,
     seed: int,
     ledger: ExposureLedger | None = None,
+    exposure: str | ExposureModel | None = None,
 ) -> Ranker:
     """The core ranker a study retriever of ``name`` holds (the same configuration)."""
-    fields = ranker_fields(name, alpha=alpha, dataset=dataset, ledger=ledger)
+    fields = ranker_fields(name, alpha=alpha, dataset=dataset, ledger=ledger, exposure=exposure)
     params = dict(fields.pop("ranker_params"), **fields)
     return configure_ranker(name, **dataset.target_arguments(), seed=seed, params=params)
 

@@ -26,9 +26,10 @@ from .outputs import DISK_FULL, OutputFolder, study_files
 from .phases.data import load_corpus
 from .phases.generation import Generation, answers_kept, open_generation, pays
 from .phases.index import embed_corpus
-from .phases.many import measure_many
+from .phases.many import measure_many, trial_pools
 from .phases.report import write_report
 from .phases.trials import run_trials
+from .position_curve import POSITION_CURVE_FILES, run_position_curve
 from .report import output_files
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
@@ -64,7 +65,8 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
             config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
         )
     out = Path(config.out)
-    folder = OutputFolder(out, log, study_files(output_files(config.dataset)))
+    files = (*output_files(config.dataset), *POSITION_CURVE_FILES)
+    folder = OutputFolder(out, log, study_files(files))
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
         return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
@@ -108,7 +110,22 @@ def _run_claimed(
             records = run_trials(config, index, data.corpus, data.trials, generation.llm, out, log)
         run_info["answers"] = generation.counts()
         with phase("many rankings"):
-            many = measure_many(config, index, data.corpus, data.trials, records)
+            pools = trial_pools(config, index, data.corpus, data.trials)
+            many = measure_many(config, index, pools, records)
+        if config.position_curve and generation.llm is not None:
+            with phase("position curve"):
+                run_position_curve(
+                    config.position_curve,
+                    pools,
+                    data.corpus,
+                    generation.llm,
+                    dataset=config.dataset,
+                    k=config.k,
+                    seed=config.seed,
+                    model_name=generation.name,
+                    out=out,
+                    log=log,
+                )
         _log_generation(generation, log)
         with phase("report"):
             write_report(

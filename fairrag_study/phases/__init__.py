@@ -7,14 +7,18 @@
    (generation runs inside, with the chat model
    :func:`~fairrag_study.phases.generation.open_generation` opened first);
 4. many rankings (:func:`~fairrag_study.phases.many.measure_many`): the metrics over many
-   rankings on the trials' pools, and the amortized ranker's frontier;
+   rankings on the trials' pools (:func:`~fairrag_study.phases.many.trial_pools`), and the
+   amortized ranker's frontier;
+4b. position curve, opt-in (:func:`~fairrag_study.position_curve.run_position_curve`): the
+   generator's P(attributed | position) on the trials' pools, and an exposure model fitted
+   from it;
 5. report (:func:`~fairrag_study.phases.report.write_report`): the report, tables and figures.
 """
 
 from .data import StudyCorpus, load_corpus
 from .generation import Generation, open_generation
 from .index import StudyIndex, embed_corpus
-from .many import measure_many
+from .many import measure_many, trial_pools
 from .report import write_report
 from .trials import run_trials
 
@@ -27,5 +31,6 @@ __all__ = [
     "measure_many",
     "open_generation",
     "run_trials",
+    "trial_pools",
     "write_report",
 ]

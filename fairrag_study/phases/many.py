@@ -17,27 +17,21 @@ from ..errors import (
 from ..frontier import amortized_frontier
 from ..many_rankings import ManyRankings, measure
 from ..plan import Trial
-from ..pools import NotInPoolError, query_pools
+from ..pools import NotInPoolError, QuestionPool, query_pools
 from .index import StudyIndex, query_embeddings
 
 
-def measure_many(
+def trial_pools(
     config: StudyConfig,
     index: StudyIndex,
     corpus: Sequence[CorpusDocument],
     trials: Sequence[Trial],
-    records: Sequence[Mapping[str, Any]],
-) -> ManyRankings:
-    """The many-rankings phase's entry: the metrics over many rankings
-    (:func:`fairrag_study.many_rankings.measure`) on the trials' pools (the collection the
-    trials searched, queried with the same question vectors, a short pool refused as in the
-    trials), and with ``amortized`` its frontier on those pools
-    (:func:`fairrag_study.frontier.amortized_frontier`)."""
-    assert config.rankers is not None  # resolved by run_study
+) -> list[QuestionPool]:
+    """The trials' pools: the collection the trials searched, queried with the same question
+    vectors, a short pool refused as in the trials."""
     embeddings = query_embeddings(index.model)
     embeddings.prefill([trial.question for trial in trials])
-    where = index.where
-    pools = query_pools(
+    return query_pools(
         index.checked_collection(),
         [embeddings.embed_query(trial.question) for trial in trials],
         trials,
@@ -45,12 +39,28 @@ def measure_many(
         pool_size=config.pool_size,
         group_key=config.dataset.group_key,
     )
+
+
+def measure_many(
+    config: StudyConfig,
+    index: StudyIndex,
+    pools: Sequence[QuestionPool],
+    records: Sequence[Mapping[str, Any]],
+) -> ManyRankings:
+    """The many-rankings phase's entry: the metrics over many rankings
+    (:func:`fairrag_study.many_rankings.measure`) on the trials' pools (:func:`trial_pools`),
+    under the study's exposure model, and with ``amortized`` its frontier on those pools
+    (:func:`fairrag_study.frontier.amortized_frontier`)."""
+    assert config.rankers is not None  # resolved by run_study
+    where = index.where
     # the rankers as the trials ran them, sampled as the study asks
     setting: dict[str, Any] = dict(
         dataset=config.dataset, samples=config.samples, alpha=config.alpha, seed=config.seed
     )
     try:
-        many = measure(pools, records, config.rankers, k=config.k, **setting)
+        many = measure(
+            pools, records, config.rankers, k=config.k, exposure=config.exposure, **setting
+        )
     except NotInPoolError as exc:
         raise IndexDamagedError(
             f"the index at {where} no longer returns the trials' pools ({exc}): it changed "

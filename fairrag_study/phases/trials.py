@@ -104,7 +104,10 @@ def run_trials(
         # One handler per trial: its record is that trial's, whatever order the answers
         # arrive in; the callback log is written below, in trial order.
         return FairnessCallbackHandler(
-            group_key=dataset.group_key, **dataset.target_arguments(), max_records=None
+            group_key=dataset.group_key,
+            **dataset.target_arguments(),
+            exposure=config.exposure,
+            max_records=None,
         )
 
     logs = JsonLinesLog(out / "records.jsonl"), JsonLinesLog(out / "callback_log.jsonl")
@@ -165,7 +168,7 @@ def _jobs(
             vectorstore=store,
             ranker=ranker,
             # fair: p = the target share, alpha 0.1; amortized: a fresh in-memory ledger
-            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset),
+            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset, exposure=config.exposure),
             group_key=dataset.group_key,
             **dataset.target_arguments(),
             pool_size=config.pool_size,

@@ -1,0 +1,99 @@
+"""``fairrag audit --fit-exposure FILE``: the generator's position curve fitted from a
+deployment's records, written as a fitted exposure model (docs/SPEC.md, "Exposure model" →
+Fitted).
+
+Every record with an answer and a shown list is one observation (which of its positions the
+answer attributes); the questions (``question``, else ``query``) are the bootstrap's unit. In a
+deployment a list is shown best first, so position and relevance go together: the curve says
+where the generator's attributions fall, not why; the provenance says so. The study's
+``--position-curve`` phase separates the two.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from fairrag_core.exposure import FittedCurve, save_fitted_curve
+from fairrag_core.position_curve import PositionObservation, fit_curve, observation_from_record
+
+from .lines import MAX_LINE_BYTES, _lines, _open
+
+__all__ = ["fit_exposure_from_logs"]
+
+CONFOUNDED = (
+    "deployment records: lists shown best first, so position and relevance are confounded "
+    "(fairrag study --position-curve separates them)"
+)
+
+
+def _records(path: Path) -> Iterator[dict]:
+    """The JSON objects of a JSON-lines log (``.gz`` too); lines that are not one, or longer
+    than :data:`~fairrag_audit.lines.MAX_LINE_BYTES`, are skipped (the audit lists them)."""
+    with _open(path) as handle:
+        for line, _size in _lines(handle):
+            if line is None or len(line) > MAX_LINE_BYTES:
+                continue
+            try:
+                value = json.loads(line)
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(value, dict):
+                yield value
+
+
+def _log_files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*.jsonl*") if p.is_file()))
+        elif path.suffix == ".parquet":
+            raise ValueError(
+                f"--fit-exposure reads JSON-lines logs; {str(path)!r} is Parquet (fit from the "
+                "JSON-lines log it was converted from)"
+            )
+        else:
+            files.append(path)
+    return files
+
+
+def fit_exposure_from_logs(
+    paths: Sequence[str | Path], out: str | Path, *, k: int | None = None, seed: int = 0
+) -> FittedCurve:
+    """Fit the position curve of every answered record in ``paths`` (JSON-lines logs or
+    folders of them) and write it to ``out``; ``k``: the positions fitted (default: the most
+    common shown-list length). A ``ValueError`` when no record holds an answer."""
+    files = _log_files([Path(p) for p in paths])
+    observations: list[PositionObservation] = []
+    for path in files:
+        for record in _records(path):
+            unit = "question" if "question" in record else "query"
+            obs = observation_from_record(record, unit_key=unit)
+            if obs is not None:
+                observations.append(obs)
+    if not observations:
+        raise ValueError(
+            f"--fit-exposure: none of the {len(files)} log(s) holds a record with an answer "
+            "and a shown list (titles and attributed_sources); the curve needs answers"
+        )
+    lengths = Counter(len(obs.attributed) for obs in observations)
+    k = lengths.most_common(1)[0][0] if k is None else k
+    usable = [obs for obs in observations if len(obs.attributed) >= k]
+    models = Counter(str(obs.model) for obs in usable)
+    curve = fit_curve(
+        usable,
+        k,
+        seed=seed,
+        provenance={
+            "data": CONFOUNDED,
+            "logs": [str(p) for p in files],
+            "model": ", ".join(f"{m} ({n})" for m, n in models.most_common()),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "records_skipped_shorter_than_k": len(observations) - len(usable),
+        },
+    )
+    save_fitted_curve(curve, out)
+    return curve

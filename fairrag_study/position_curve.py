@@ -1,0 +1,279 @@
+"""The study's position-curve phase (``fairrag study --position-curve N``): the generator's
+P(attributed | position) measured by showing the same top-k in every cyclic shift, and the
+exposure model fitted from one half of the questions and checked on the other
+(docs/SPEC.md, "Exposure model" → Fitted, and "The study" → Position curve).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairrag_core.exposure import FittedCurve, save_fitted_curve
+from fairrag_core.jsonl import JsonLinesLog
+from fairrag_core.position_curve import (
+    PositionRate,
+    fit_curve,
+    observation_from_record,
+    position_rates,
+    split_units,
+)
+
+from .data import CorpusDocument
+from .dataset import StudyDataset
+from .pools import QuestionPool
+
+__all__ = ["POSITION_CURVE_FILES", "PositionCurve", "run_position_curve"]
+
+RECORDS_FILE = "position_curve.jsonl"
+TABLE_FILE = "position_curve.md"
+FIGURE_FILE = "figures/position_curve.png"
+FITTED_FILE = "exposure_fitted.json"
+POSITION_CURVE_FILES = (RECORDS_FILE, TABLE_FILE, FIGURE_FILE, FITTED_FILE)
+"""The files the phase writes in ``--out``."""
+
+
+@dataclass(frozen=True)
+class PositionCurve:
+    """What the phase measured."""
+
+    records: list[dict[str, Any]]
+    rates: list[PositionRate]
+    """P(attributed | position[, group]) over every answer (Wilson 95%)."""
+    fitted: FittedCurve
+    """Fitted on the fit half's questions."""
+    held_out: FittedCurve
+    """The same estimator on the held-out half (the check of the fit)."""
+    fit_topics: tuple[str, ...]
+    held_out_topics: tuple[str, ...]
+
+
+def run_position_curve(
+    questions: int,
+    pools: Sequence[QuestionPool],
+    corpus: Sequence[CorpusDocument],
+    llm: Any,
+    *,
+    dataset: StudyDataset,
+    k: int,
+    seed: int,
+    model_name: str,
+    out: Path,
+    log: Callable[[str], None] = print,
+) -> PositionCurve:
+    """Sample ``questions`` of the trials' ``pools`` (seeded), show each one's top ``k`` by
+    relevance in its ``k`` cyclic shifts (a Latin square: each document at each position once)
+    through the paper's prompt to ``llm``, record each answer (``source`` ``position_curve``)
+    and fit the curve on the questions of one half of the topics
+    (:func:`fairrag_core.position_curve.split_units`), the other half held out.
+
+    Writes :data:`POSITION_CURVE_FILES` in ``out``; returns what it measured."""
+    from langchain_core.documents import Document
+    from langchain_core.runnables import RunnableLambda
+
+    from fairrag_langchain.chains import make_fair_rag_chain
+
+    if questions < 2:
+        raise ValueError(f"position_curve must be >= 2 questions (two halves), got {questions}")
+    chosen = np.random.default_rng([seed, 35, 2]).permutation(len(pools))[:questions]
+    by_id = {doc.doc_id: doc for doc in corpus}
+    log_file = JsonLinesLog(out / RECORDS_FILE)
+    records: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    total = len(chosen) * k
+    for done, index in enumerate(sorted(int(i) for i in chosen)):
+        pool = pools[index]
+        top = [by_id[doc_id] for doc_id in pool.doc_ids[:k]]
+        for shift in range(len(top)):
+            order = top[shift:] + top[:shift]
+            shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
+            chain = make_fair_rag_chain(
+                RunnableLambda(_shown_list(shown), name="PositionCurveList"),
+                llm,
+                group_key=dataset.group_key,
+                **dataset.target_arguments(),
+            )
+            output = chain.invoke({"question": pool.trial.question})
+            record = {
+                "trial": pool.trial.index,
+                "topic": pool.trial.topic,
+                "question": pool.trial.question,
+                "rotation": shift,
+                **output["metrics"],
+                "source": "position_curve",
+                "model": model_name,
+            }
+            log_file.append(record)
+            records.append(record)
+        if (done + 1) % 5 == 0 or done + 1 == len(chosen):
+            seconds = time.perf_counter() - started
+            log(f"position curve: {(done + 1) * k}/{total} answers in {seconds:.0f} s")
+    curve = _fit_halves(records, k=k, seed=seed, model_name=model_name)
+    save_fitted_curve(curve.fitted, out / FITTED_FILE)
+    _write_table(out / TABLE_FILE, curve, k)
+    _write_figure(out / FIGURE_FILE, curve.rates, k)
+    log(
+        f"position curve: fitted v = {_fmt(curve.fitted.weights)} on {len(curve.fit_topics)} "
+        f"topics; written {out / FITTED_FILE} (use --exposure fitted:{out / FITTED_FILE})"
+    )
+    return curve
+
+
+def _shown_list(shown: list[Any]) -> Callable[[str], list[Any]]:
+    """The "retriever" of one shift: the same documents whatever the question."""
+
+    def retrieve(_question: str) -> list[Any]:
+        return shown
+
+    return retrieve
+
+
+def _fit_halves(
+    records: Sequence[dict[str, Any]], *, k: int, seed: int, model_name: str
+) -> PositionCurve:
+    """Split by topic, fit on one half, the same estimator on the other."""
+    observed = [(r["topic"], observation_from_record(r, unit_key="trial")) for r in records]
+    observations = [obs for _, obs in observed if obs is not None]
+    fit_topics, held_out_topics = split_units((topic for topic, _ in observed), seed)
+    provenance = {
+        "data": "fairrag study --position-curve (the top-k in its cyclic shifts)",
+        "model": model_name,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "split": "by topic, seeded; bootstrap over questions (trials)",
+        "seed": seed,
+    }
+
+    def fit(topics: tuple[str, ...], half: str) -> FittedCurve:
+        mine = [obs for topic, obs in observed if obs is not None and topic in topics]
+        return fit_curve(
+            mine,
+            k,
+            seed=seed,
+            provenance={**provenance, "half": half, "topics": list(topics)},
+        )
+
+    fitted = fit(fit_topics, "fit")
+    fitted = FittedCurve(
+        fitted.weights,
+        fitted.lower,
+        fitted.upper,
+        {**fitted.provenance, "held_out_topics": list(held_out_topics)},
+    )
+    return PositionCurve(
+        list(records),
+        position_rates(observations, k),
+        fitted,
+        fit(held_out_topics, "held out"),
+        fit_topics,
+        held_out_topics,
+    )
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:.3f}" for v in values) + "]"
+
+
+def _pct(rate: PositionRate) -> str:
+    if not rate.shown:
+        return "n/a"
+    return f"{100 * rate.rate:.1f}% [{100 * rate.low:.1f}, {100 * rate.high:.1f}] (n={rate.shown})"
+
+
+def curve_markdown(curve: PositionCurve, k: int) -> str:
+    """The phase's table: P(attributed | position) per model and group (Wilson 95%), the fitted
+    weights (bootstrap 95%) and the held-out half's weights."""
+    groups = sorted({r.group for r in curve.rates if r.group is not None}, key=str)
+    models = sorted({r.model for r in curve.rates}, key=str)
+    lines = [
+        "# Position curve",
+        "",
+        f"{len(curve.records)} answers; the top-{k} of each sampled question shown in its {k} "
+        "cyclic shifts (each document once at each position). P(attributed | position): "
+        "Wilson 95% intervals.",
+        "",
+    ]
+    for model in models:
+        header = ["position", "all groups", *[str(g) for g in groups]]
+        lines += [f"## {model}", "", "| " + " | ".join(header) + " |"]
+        lines.append("|" + "---|" * len(header))
+        for position in range(1, k + 1):
+            row = {r.group: r for r in curve.rates if r.model == model and r.position == position}
+            cells = [_pct(row[g]) if g in row else "n/a" for g in (None, *groups)]
+            lines.append(f"| {position} | " + " | ".join(cells) + " |")
+        lines.append("")
+    fitted, held = curve.fitted, curve.held_out
+    lines += [
+        "## Fitted exposure model",
+        "",
+        f"Fitted on {len(curve.fit_topics)} topics ({fitted.provenance.get('answers')} answers), "
+        f"checked on {len(curve.held_out_topics)} held-out topics "
+        f"({held.provenance.get('answers')} answers). Weights sum to 1; 95% intervals: "
+        "percentile bootstrap over questions.",
+        "",
+        "| position | fitted v_i [95%] | held-out v_i [95%] | DCG v_i (normalised) |",
+        "|---|---|---|---|",
+    ]
+    dcg = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = dcg / dcg.sum()
+    overlap = 0
+    for i in range(k):
+        gap = max(fitted.lower[i], held.lower[i]) - min(fitted.upper[i], held.upper[i])
+        overlap += gap <= 1e-9  # equal bounds differ in the last bit
+        lines.append(
+            f"| {i + 1} | {fitted.weights[i]:.3f} [{fitted.lower[i]:.3f}, {fitted.upper[i]:.3f}]"
+            f" | {held.weights[i]:.3f} [{held.lower[i]:.3f}, {held.upper[i]:.3f}] "
+            f"| {dcg[i]:.3f} |"
+        )
+    lines += [
+        "",
+        f"The fit's and the held-out half's 95% intervals overlap at {overlap} of {k} positions.",
+        f"Fit topics: {', '.join(curve.fit_topics)}.",
+        f"Held-out topics: {', '.join(curve.held_out_topics)}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _write_table(path: Path, curve: PositionCurve, k: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(curve_markdown(curve, k), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_figure(path: Path, rates: Sequence[PositionRate], k: int) -> None:
+    """P(attributed | position) with Wilson 95% error bars: every group, and each group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(5.6, 4.0))
+    series = sorted({(r.model, r.group) for r in rates}, key=lambda s: (str(s[0]), str(s[1])))
+    for number, (model, group) in enumerate(series):
+        mine = sorted(
+            (r for r in rates if r.model == model and r.group == group), key=lambda r: r.position
+        )
+        x = np.array([r.position for r in mine]) + 0.06 * (number - len(series) / 2)
+        y = np.array([r.rate for r in mine])
+        low = np.clip(np.nan_to_num(y - np.array([r.low for r in mine])), 0, None)
+        high = np.clip(np.nan_to_num(np.array([r.high for r in mine]) - y), 0, None)
+        label = f"{model}: {'all groups' if group is None else group}"
+        ax.errorbar(x, y, yerr=[low, high], marker="o", capsize=3, label=label)
+    ax.set_xticks(range(1, k + 1))
+    ax.set_xlabel("position shown")
+    ax.set_ylabel("P(attributed | position)")
+    ax.set_ylim(0, 1)
+    ax.set_title("Generator position curve (Wilson 95%)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)

@@ -1,0 +1,166 @@
+"""The position-curve phase (`fairrag study --position-curve N`) recovers a known curve: a fake
+generator (FakeCurveChatModel, not a model) cites position i with probability w_i."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from fairrag_core.exposure import load_fitted_curve, make_exposure_model
+from fairrag_core.position_curve import fit_curve, observation_from_record, wilson_interval
+from fairrag_langchain.fakes import FakeCurveChatModel
+from fairrag_study.data import CorpusDocument
+from fairrag_study.dataset import TREC_GENDER
+from fairrag_study.plan import Trial
+from fairrag_study.pools import QuestionPool
+from fairrag_study.position_curve import POSITION_CURVE_FILES, run_position_curve
+
+CURVE = [0.9, 0.6, 0.4, 0.3, 0.2]
+K = 5
+
+
+def _synthetic(questions: int) -> tuple[list[QuestionPool], list[CorpusDocument]]:
+    """``questions`` pools of 8 candidates over 6 topics, groups alternating (no index: the
+    phase only reads each pool's order)."""
+    corpus, pools = [], []
+    rng = np.random.default_rng(7)
+    for q in range(questions):
+        topic = f"Topic {q % 6}"
+        ids = []
+        for j in range(8):
+            doc_id = f"d{q}-{j}"
+            group = "female" if (q + j) % 2 else "male"
+            name = " ".join(_word(rng) for _ in range(2))  # distinct people, no shared name
+            corpus.append(CorpusDocument(doc_id, name, "A biography.", group, (topic,)))
+            ids.append(doc_id)
+        trial = Trial(q, 1, topic, f"Who are notable people in {topic}?", int(rng.integers(1e9)))
+        groups = [d.group for d in corpus[-8:]]
+        pools.append(
+            QuestionPool(trial, tuple(ids), np.linspace(0.9, 0.5, 8), groups, np.ones(8, bool), 8)
+        )
+    return pools, corpus
+
+
+def _word(rng: np.random.Generator) -> str:
+    return "".join(chr(c) for c in rng.integers(97, 123, 7)).capitalize()
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    out = tmp_path_factory.mktemp("curve")
+    pools, corpus = _synthetic(240)
+    curve = run_position_curve(
+        200,
+        pools,
+        corpus,
+        FakeCurveChatModel(curve=CURVE, seed=3),
+        dataset=TREC_GENDER,
+        k=K,
+        seed=11,
+        model_name="fake-curve",
+        out=out,
+        log=lambda _: None,
+    )
+    return out, curve
+
+
+def test_every_position_rate_interval_covers_the_fakes_curve(measured):
+    _, curve = measured
+    overall = sorted((r for r in curve.rates if r.group is None), key=lambda r: r.position)
+    assert [r.shown for r in overall] == [1000] * K  # 200 questions x 5 shifts, each position
+    for rate, truth in zip(overall, CURVE, strict=True):
+        assert rate.low <= truth <= rate.high, (rate, truth)
+    # Per group too: the fake ignores the group, so each group's rate is the curve's. Ten
+    # intervals at 95% miss one by chance about half the time: Bonferroni (z for 0.05 / 10).
+    by_group = [r for r in curve.rates if r.group is not None]
+    assert len(by_group) == 2 * K
+    for rate in by_group:
+        low, high = wilson_interval(rate.attributed, rate.shown, z=2.807)
+        assert low <= CURVE[rate.position - 1] <= high, rate
+
+
+def test_the_fitted_weights_cover_the_normalised_curve_and_the_held_out_half(measured):
+    _, curve = measured
+    truth = np.array(CURVE) / sum(CURVE)
+    fitted = curve.fitted
+    assert sum(fitted.weights) == pytest.approx(1.0, abs=1e-9)
+    assert np.all(np.array(fitted.lower) <= truth) and np.all(truth <= np.array(fitted.upper))
+    assert set(curve.fit_topics).isdisjoint(curve.held_out_topics)
+    assert len(curve.fit_topics) == len(curve.held_out_topics) == 3
+    held = curve.held_out
+    assert held.provenance["answers"] + fitted.provenance["answers"] == 1000
+    # The held-out half measures the same curve: its intervals cover it too, Bonferroni-adjusted
+    # over both halves' ten weights (one 95% interval in ten misses about half the time).
+    records = [r for r in curve.records if r["topic"] in curve.held_out_topics]
+    observations = [observation_from_record(r, unit_key="trial") for r in records]
+    wide = fit_curve([o for o in observations if o is not None], K, seed=11, level=0.995)
+    assert np.all(np.array(wide.lower) <= truth) and np.all(truth <= np.array(wide.upper))
+    assert wide.weights == held.weights
+    # Fitted on the fit half only.
+    assert fitted.provenance["topics"] == list(curve.fit_topics)
+    assert fitted.provenance["held_out_topics"] == list(curve.held_out_topics)
+
+
+def test_the_phase_writes_its_files_and_a_curve_the_core_reads(measured):
+    out, curve = measured
+    for name in POSITION_CURVE_FILES:
+        assert (out / name).is_file(), name
+    records = [json.loads(line) for line in (out / "position_curve.jsonl").read_text().splitlines()]
+    assert len(records) == 1000
+    assert {r["rotation"] for r in records} == set(range(K))
+    first = [r for r in records if r["trial"] == records[0]["trial"]]
+    # A Latin square: each shown title visits each position once.
+    positions = {t: {r["titles"].index(t) for r in first} for t in first[0]["titles"]}
+    assert all(seen == set(range(K)) for seen in positions.values())
+    path = out / "exposure_fitted.json"
+    loaded = load_fitted_curve(path)
+    assert loaded == curve.fitted
+    model = make_exposure_model(f"fitted:{path}")
+    assert model.weights(K).tolist() == list(curve.fitted.weights)
+    table = (out / "position_curve.md").read_text()
+    assert "Wilson 95%" in table and "held-out" in table
+    assert "fake-curve" in table
+
+
+def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
+    """``fairrag study --position-curve`` on a small real corpus with the fake that cites every
+    entry (a flat curve), then a second run ranking with ``--exposure fitted:<file>``."""
+    from fairrag_study.cli import main
+    from tests.chroma_pool import data_path_or_skip
+
+    data, cache = data_path_or_skip(), tmp_path / "cache"
+    common = ["study", "--data", str(data), "--topics", "Computer science,Medicine,Tennis",
+              "--per-group", "12", "--trials", "8", "--llm", "fake", "--cache-dir", str(cache),
+              "--no-progress"]  # fmt: skip
+    out = tmp_path / "curve"
+    assert main([*common, "--rankers", "standard", "--position-curve", "6", "--out", str(out)]) == 0
+    curve = load_fitted_curve(out / "exposure_fitted.json")
+    assert curve.weights == pytest.approx((0.2,) * K)  # the fake cites every entry it is shown
+    assert "fake" in (out / "position_curve.md").read_text()
+    assert (out / "figures" / "position_curve.png").stat().st_size > 0
+    ranked = tmp_path / "ranked"
+    fitted = f"fitted:{out / 'exposure_fitted.json'}"
+    args = [*common, "--rankers", "representative_stochastic", "--exposure", fitted]
+    assert main([*args, "--out", str(ranked)]) == 0
+    records = [json.loads(line) for line in (ranked / "records.jsonl").read_text().splitlines()]
+    assert {r["exposure_model"] for r in records} == {"fitted(0.2,0.2,0.2,0.2,0.2)"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--position-curve", "1"], "two halves"),
+        (["--position-curve", "4", "--llm", "none"], "needs a generator"),
+        (["--exposure", "fitted:/no/such/file.json"], "cannot read a fitted curve"),
+        (["--exposure", "fitted(0.5,0.5)"], r"ranks 1\.\.2 only"),
+    ],
+)
+def test_bad_phase_flags_are_clear_errors(flags, message, capsys):
+    from fairrag_study.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["study", *flags])
+    assert re.search(message, capsys.readouterr().err)
