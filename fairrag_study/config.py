@@ -35,6 +35,15 @@ from .data import CORPUS_KINDS, DEFAULT_CORPUS_SEED
 from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
 from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
 from .index import DEFAULT_TIMEOUT
+from .settings import (
+    CorpusSettings,
+    GenerationSettings,
+    IndexSettings,
+    ManySettings,
+    ReportSettings,
+    StudySettings,
+    TrialSettings,
+)
 from .wikipedia import DEFAULT_API, TEXT_SOURCES
 
 __all__ = [
@@ -565,6 +574,113 @@ class StudyConfig(BaseModel):
     def as_record(self) -> dict[str, Any]:
         """Every field as JSON-ready values (``run.json``'s ``config``)."""
         return {**self.model_dump(), "dataset": asdict(self.dataset)}
+
+    def phase_settings(self) -> StudySettings:
+        """What each phase reads of this configuration (:mod:`fairrag_study.settings`)."""
+        return StudySettings(
+            corpus=self.corpus_settings(),
+            index=self.index_settings(),
+            generation=self.generation_settings(),
+            trials=self.trial_settings(),
+            many=self.many_settings(),
+            report=self.report_settings(),
+            out=self.out,
+            chroma_timeout=self.chroma_timeout,
+            position_curve=self.position_curve,
+        )
+
+    def corpus_settings(self) -> CorpusSettings:
+        """The data phase's settings (also the sweep's: both plan the same corpus)."""
+        return CorpusSettings(
+            dataset=self.dataset,
+            data=self.data,
+            cache_dir=self.cache_dir,
+            corpus=self.corpus,
+            corpus_seed=self.corpus_seed,
+            topics=self.topics,
+            per_group=self.per_group or self.dataset.per_group,
+            trials=self.trials,
+            seed=self.seed,
+            text=self.text,
+            wikipedia_api=self.wikipedia_api,
+            progress=self.progress,
+        )
+
+    def index_settings(self) -> IndexSettings:
+        """The index phase's settings (also the sweep's: both open the same index)."""
+        return IndexSettings(
+            dataset=self.dataset,
+            corpus=self.corpus,
+            model=self.model,
+            embedding_backend=self.embedding_backend,
+            text=self.text,
+            cache_dir=self.cache_dir,
+            chroma_host=self.chroma_host,
+            chroma_port=self.chroma_port,
+            progress=self.progress,
+        )
+
+    def generation_settings(self) -> GenerationSettings:
+        """The generation phase's settings."""
+        return GenerationSettings(
+            llm=self.llm,
+            seed=self.seed,
+            max_tokens=self.max_tokens,
+            threads=self.threads,
+            llm_format=self.llm_format,
+            base_url=self.base_url,
+            llm_timeout=self.llm_timeout,
+            llm_retries=self.llm_retries,
+            answers=self.answers,
+            answer_cache=self.answer_cache,
+            cache_dir=self.cache_dir,
+        )
+
+    def trial_settings(self) -> TrialSettings:
+        """The trials phase's settings, the rankers resolved (:attr:`ranker_names`)."""
+        return TrialSettings(
+            dataset=self.dataset,
+            rankers=self.ranker_names,
+            exposure=self.exposure,
+            pool_size=self.pool_size,
+            k=self.k,
+            alpha=self.alpha,
+            seed=self.seed,
+            concurrency=self.concurrency,
+            progress=self.progress,
+            generation=self.generation_settings(),
+        )
+
+    def many_settings(self) -> ManySettings:
+        """The many-rankings phase's settings, the rankers resolved."""
+        return ManySettings(
+            dataset=self.dataset,
+            rankers=self.ranker_names,
+            exposure=self.exposure,
+            pool_size=self.pool_size,
+            k=self.k,
+            alpha=self.alpha,
+            samples=self.samples,
+            seed=self.seed,
+        )
+
+    def report_settings(self) -> ReportSettings:
+        """The report phase's settings, the rankers resolved."""
+        return ReportSettings(
+            dataset=self.dataset,
+            rankers=self.ranker_names,
+            corpus=self.corpus,
+            topics=self.topics,
+            per_group=self.per_group or self.dataset.per_group,
+            pool_size=self.pool_size,
+            k=self.k,
+            alpha=self.alpha,
+            samples=self.samples,
+            seed=self.seed,
+            model=self.model,
+            llm=self.llm,
+            llm_format=self.llm_format,
+        )
 
 
 def flag_errors(model: type, error: ValidationError) -> list[str]:
