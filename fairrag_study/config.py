@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -208,6 +208,8 @@ def _between(low: int, high: int) -> Callable[[str], str]:
 
 
 _INT1 = options.int_at_least(1)
+
+_Settings = TypeVar("_Settings")
 
 
 class StudyConfig(BaseModel):
@@ -591,96 +593,35 @@ class StudyConfig(BaseModel):
 
     def corpus_settings(self) -> CorpusSettings:
         """The data phase's settings (also the sweep's: both plan the same corpus)."""
-        return CorpusSettings(
-            dataset=self.dataset,
-            data=self.data,
-            cache_dir=self.cache_dir,
-            corpus=self.corpus,
-            corpus_seed=self.corpus_seed,
-            topics=self.topics,
-            per_group=self.per_group or self.dataset.per_group,
-            trials=self.trials,
-            seed=self.seed,
-            text=self.text,
-            wikipedia_api=self.wikipedia_api,
-            progress=self.progress,
-        )
+        return self._settings(CorpusSettings, per_group=self.per_group or self.dataset.per_group)
 
     def index_settings(self) -> IndexSettings:
         """The index phase's settings (also the sweep's: both open the same index)."""
-        return IndexSettings(
-            dataset=self.dataset,
-            corpus=self.corpus,
-            model=self.model,
-            embedding_backend=self.embedding_backend,
-            text=self.text,
-            cache_dir=self.cache_dir,
-            chroma_host=self.chroma_host,
-            chroma_port=self.chroma_port,
-            progress=self.progress,
-        )
+        return self._settings(IndexSettings)
 
     def generation_settings(self) -> GenerationSettings:
         """The generation phase's settings."""
-        return GenerationSettings(
-            llm=self.llm,
-            seed=self.seed,
-            max_tokens=self.max_tokens,
-            threads=self.threads,
-            llm_format=self.llm_format,
-            base_url=self.base_url,
-            llm_timeout=self.llm_timeout,
-            llm_retries=self.llm_retries,
-            answers=self.answers,
-            answer_cache=self.answer_cache,
-            cache_dir=self.cache_dir,
-        )
+        return self._settings(GenerationSettings)
 
     def trial_settings(self) -> TrialSettings:
         """The trials phase's settings, the rankers resolved (:attr:`ranker_names`)."""
-        return TrialSettings(
-            dataset=self.dataset,
-            rankers=self.ranker_names,
-            exposure=self.exposure,
-            pool_size=self.pool_size,
-            k=self.k,
-            alpha=self.alpha,
-            seed=self.seed,
-            concurrency=self.concurrency,
-            progress=self.progress,
-            generation=self.generation_settings(),
-        )
+        generation = self.generation_settings()
+        return self._settings(TrialSettings, rankers=self.ranker_names, generation=generation)
 
     def many_settings(self) -> ManySettings:
         """The many-rankings phase's settings, the rankers resolved."""
-        return ManySettings(
-            dataset=self.dataset,
-            rankers=self.ranker_names,
-            exposure=self.exposure,
-            pool_size=self.pool_size,
-            k=self.k,
-            alpha=self.alpha,
-            samples=self.samples,
-            seed=self.seed,
-        )
+        return self._settings(ManySettings, rankers=self.ranker_names)
 
     def report_settings(self) -> ReportSettings:
         """The report phase's settings, the rankers resolved."""
-        return ReportSettings(
-            dataset=self.dataset,
-            rankers=self.ranker_names,
-            corpus=self.corpus,
-            topics=self.topics,
-            per_group=self.per_group or self.dataset.per_group,
-            pool_size=self.pool_size,
-            k=self.k,
-            alpha=self.alpha,
-            samples=self.samples,
-            seed=self.seed,
-            model=self.model,
-            llm=self.llm,
-            llm_format=self.llm_format,
-        )
+        per_group = self.per_group or self.dataset.per_group
+        return self._settings(ReportSettings, rankers=self.ranker_names, per_group=per_group)
+
+    def _settings(self, kind: type[_Settings], **given: Any) -> _Settings:
+        """``kind`` (a phase's settings) with each field this configuration's of that name,
+        but those ``given``."""
+        names = [f.name for f in fields(kind) if f.name not in given]  # type: ignore[arg-type]
+        return kind(**{name: getattr(self, name) for name in names}, **given)
 
 
 def flag_errors(model: type, error: ValidationError) -> list[str]:
