@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -35,6 +35,15 @@ from .data import CORPUS_KINDS, DEFAULT_CORPUS_SEED
 from .dataset import PAPER_RANKERS, TREC_GENDER, StudyDataset
 from .embedding import DEFAULT_BACKEND, DEFAULT_MODEL, EMBEDDING_BACKENDS
 from .index import DEFAULT_TIMEOUT
+from .settings import (
+    CorpusSettings,
+    GenerationSettings,
+    IndexSettings,
+    ManySettings,
+    ReportSettings,
+    StudySettings,
+    TrialSettings,
+)
 from .wikipedia import DEFAULT_API, TEXT_SOURCES
 
 __all__ = [
@@ -199,6 +208,8 @@ def _between(low: int, high: int) -> Callable[[str], str]:
 
 
 _INT1 = options.int_at_least(1)
+
+_Settings = TypeVar("_Settings")
 
 
 class StudyConfig(BaseModel):
@@ -565,6 +576,52 @@ class StudyConfig(BaseModel):
     def as_record(self) -> dict[str, Any]:
         """Every field as JSON-ready values (``run.json``'s ``config``)."""
         return {**self.model_dump(), "dataset": asdict(self.dataset)}
+
+    def phase_settings(self) -> StudySettings:
+        """What each phase reads of this configuration (:mod:`fairrag_study.settings`)."""
+        return StudySettings(
+            corpus=self.corpus_settings(),
+            index=self.index_settings(),
+            generation=self.generation_settings(),
+            trials=self.trial_settings(),
+            many=self.many_settings(),
+            report=self.report_settings(),
+            out=self.out,
+            chroma_timeout=self.chroma_timeout,
+            position_curve=self.position_curve,
+        )
+
+    def corpus_settings(self) -> CorpusSettings:
+        """The data phase's settings (also the sweep's: both plan the same corpus)."""
+        return self._settings(CorpusSettings, per_group=self.per_group or self.dataset.per_group)
+
+    def index_settings(self) -> IndexSettings:
+        """The index phase's settings (also the sweep's: both open the same index)."""
+        return self._settings(IndexSettings)
+
+    def generation_settings(self) -> GenerationSettings:
+        """The generation phase's settings."""
+        return self._settings(GenerationSettings)
+
+    def trial_settings(self) -> TrialSettings:
+        """The trials phase's settings, the rankers resolved (:attr:`ranker_names`)."""
+        generation = self.generation_settings()
+        return self._settings(TrialSettings, rankers=self.ranker_names, generation=generation)
+
+    def many_settings(self) -> ManySettings:
+        """The many-rankings phase's settings, the rankers resolved."""
+        return self._settings(ManySettings, rankers=self.ranker_names)
+
+    def report_settings(self) -> ReportSettings:
+        """The report phase's settings, the rankers resolved."""
+        per_group = self.per_group or self.dataset.per_group
+        return self._settings(ReportSettings, rankers=self.ranker_names, per_group=per_group)
+
+    def _settings(self, kind: type[_Settings], **given: Any) -> _Settings:
+        """``kind`` (a phase's settings) with each field this configuration's of that name,
+        but those ``given``."""
+        names = [f.name for f in fields(kind) if f.name not in given]  # type: ignore[arg-type]
+        return kind(**{name: getattr(self, name) for name in names}, **given)
 
 
 def flag_errors(model: type, error: ValidationError) -> list[str]:

@@ -31,6 +31,7 @@ from .phases.report import write_report
 from .phases.trials import run_trials
 from .position_curve import POSITION_CURVE_FILES, run_position_curve
 from .report import output_files
+from .settings import StudySettings
 
 __all__ = ["PAPER_RANKERS", "StudyConfig", "StudyResult", "run_study"]
 
@@ -59,17 +60,21 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
     for name, reason in config.left_out.items():
         log(f"ranker {name} left out: {reason}")
     config = config.model_copy(update={"rankers": config.ranker_names})
+    settings = config.phase_settings()  # each phase reads its own (fairrag_study.settings)
     server = None
-    if config.chroma_host:  # an unreachable server fails now, before any slow work
+    index = settings.index
+    if index.chroma_host:  # an unreachable server fails now, before any slow work
         server = connect_chroma_server(
-            config.chroma_host, config.chroma_port, timeout=config.chroma_timeout
+            index.chroma_host, index.chroma_port, timeout=settings.chroma_timeout
         )
-    out = Path(config.out)
+    out = Path(settings.out)
     files = (*output_files(config.dataset), *POSITION_CURVE_FILES)
     folder = OutputFolder(out, log, study_files(files))
     folder.claim()  # refuses a folder of other files, or one another study is writing
     try:
-        return _run_claimed(config, server, out, log, _previous_run(out, folder.previous_run))
+        previous = _previous_run(out, folder.previous_run)
+        run_info = _run_started(config.as_record(), out, log, previous)
+        return _run_claimed(settings, server, out, log, run_info)
     except OSError as exc:
         if exc.errno not in DISK_FULL:
             raise
@@ -83,16 +88,16 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
 
 
 def _run_claimed(
-    config: StudyConfig,
+    settings: StudySettings,
     server: Any,
     out: Path,
     log: Callable[[str], None],
-    previous: str | None,
+    run_info: dict[str, Any],
 ) -> StudyResult:
     """The pipeline, in ``out`` (claimed): data → index → trials → many rankings (and the
-    amortized frontier) → report, each phase timed, ``run.json`` saying how it ended."""
+    amortized frontier) → report, each phase timed and given its own settings, ``run.json``
+    (``run_info``, written as the run started) saying how it ended."""
     timings: dict[str, float] = {}
-    run_info = _run_started(config, out, log, previous)
     phase = phase_timer(timings, log)
     index = None
     generation = None
@@ -101,27 +106,29 @@ def _run_claimed(
             # The generator is built first, and the trials planned before the model and index
             # load: a missing API key fails in seconds (not after a Wikipedia fetch), a bad
             # --trials before the embedding.
-            generation = open_generation(config)
+            generation = open_generation(settings.generation)
             run_info["answers"] = generation.counts()
-            data = load_corpus(config, out, log)
+            data = load_corpus(settings.corpus, out, log)
         with phase("embed"):
-            index = embed_corpus(config, data.corpus, server, log)
+            index = embed_corpus(settings.index, data.corpus, server, log)
         with phase("trials"):
-            records = run_trials(config, index, data.corpus, data.trials, generation.llm, out, log)
+            records = run_trials(
+                settings.trials, index, data.corpus, data.trials, generation.llm, out, log
+            )
         run_info["answers"] = generation.counts()
         with phase("many rankings"):
-            pools = trial_pools(config, index, data.corpus, data.trials)
-            many = measure_many(config, index, pools, records)
-        if config.position_curve and generation.llm is not None:
+            pools = trial_pools(settings.many, index, data.corpus, data.trials)
+            many = measure_many(settings.many, index, pools, records)
+        if settings.position_curve and generation.llm is not None:
             with phase("position curve"):
                 run_position_curve(
-                    config.position_curve,
+                    settings.position_curve,
                     pools,
                     data.corpus,
                     generation.llm,
-                    dataset=config.dataset,
-                    k=config.k,
-                    seed=config.seed,
+                    dataset=settings.many.dataset,
+                    k=settings.many.k,
+                    seed=settings.many.seed,
                     model_name=generation.name,
                     out=out,
                     log=log,
@@ -132,13 +139,13 @@ def _run_claimed(
                 out,
                 records,
                 many,
-                config=config,
+                settings=settings.report,
                 data=data,
                 model=index.model,
                 generation=generation,
             )
     except BaseException as exc:
-        kept = generation.kept() if generation else answers_kept(None, pays(config))
+        kept = generation.kept() if generation else answers_kept(None, pays(settings.generation))
         _run_stopped(exc, run_info, timings, generation, kept, out, log)
         raise
     finally:
@@ -158,15 +165,15 @@ def _run_claimed(
 
 
 def _run_started(
-    config: StudyConfig, out: Path, log: Callable[[str], None], previous: str | None
+    record: dict[str, Any], out: Path, log: Callable[[str], None], previous: str | None
 ) -> dict[str, Any]:
-    """``run.json`` as the run starts ("running", who, the configuration), written."""
+    """``run.json`` as the run starts ("running", who, the configuration: ``record``), written."""
     run_info: dict[str, Any] = {
         "status": "running",
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "config": _jsonable(config.as_record()),
+        "config": _jsonable(record),
     }
     if previous is not None:
         log(previous)

@@ -287,11 +287,11 @@ def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[Question
         )
     dataset = config.dataset
     documents = load_documents(locate_data(config.data, cache_dir=config.cache_dir), dataset)
-    corpus, trials = corpus_and_trials(config, documents)
+    corpus, trials = corpus_and_trials(config.corpus_settings(), documents)
     model = load_embedding_model(
         config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
     )
-    client, where, name, added = open_index(config, corpus, model, None, log)
+    client, where, name, added = open_index(config.index_settings(), corpus, model, None, log)
     try:
         log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
         # A short pool means a damaged index: refused as the study refuses it.

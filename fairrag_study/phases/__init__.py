@@ -1,5 +1,8 @@
 """The study's phases, in the order :func:`fairrag_study.study.run_study` runs them (docs/SPEC.md,
-"The study"): each module has one entry point, and hands the next what it made.
+"The study"): each module has one entry point, taking the earlier phases' results and its
+own settings (a record of :mod:`fairrag_study.settings`, built by
+:meth:`~fairrag_study.config.StudyConfig.phase_settings`), never the whole configuration, and
+hands the next what it made.
 
 1. data (:func:`~fairrag_study.phases.data.load_corpus`): the documents, the corpus, the trials;
 2. index (:func:`~fairrag_study.phases.index.embed_corpus`): the corpus embedded and verified;

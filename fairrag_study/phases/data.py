@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import StudyConfig
 from ..data import (
     CorpusDocument,
     build_corpus,
@@ -21,6 +20,7 @@ from ..data import (
 from ..dataset import StudyDataset
 from ..plan import Trial, plan_trials
 from ..progress import progress_bar
+from ..settings import CorpusSettings
 from ..wikipedia import WORDS, fetch_articles, with_article_text
 
 
@@ -38,19 +38,19 @@ class StudyCorpus:
     composition: str
 
 
-def load_corpus(config: StudyConfig, out: Path, log: Callable[[str], None]) -> StudyCorpus:
+def load_corpus(settings: CorpusSettings, out: Path, log: Callable[[str], None]) -> StudyCorpus:
     """The data phase's entry: the data found and read, each document's text (the CSV's, or
     its Wikipedia article's: :func:`article_documents`), the corpus built and the trials
     planned (:func:`corpus_and_trials`)."""
-    dataset = config.dataset
-    path = locate_data(config.data, cache_dir=config.cache_dir)
+    dataset = settings.dataset
+    path = locate_data(settings.data, cache_dir=settings.cache_dir)
     documents = load_documents(path, dataset)
     text_lines: dict[str, Any] = {"document text": f"csv: {dataset.text_column!r}"}
-    if config.text == "wikipedia":
-        documents, text_lines = article_documents(config, documents, out, log)
-    corpus, trials = corpus_and_trials(config, documents)
+    if settings.text == "wikipedia":
+        documents, text_lines = article_documents(settings, documents, out, log)
+    corpus, trials = corpus_and_trials(settings, documents)
     made = composition(corpus, dataset)
-    log(f"corpus {config.corpus}: {len(corpus)} documents, {made} ({path})")
+    log(f"corpus {settings.corpus}: {len(corpus)} documents, {made} ({path})")
     return StudyCorpus(path, list(documents), corpus, trials, text_lines, made)
 
 
@@ -63,30 +63,30 @@ def composition(corpus: Sequence[CorpusDocument], dataset: StudyDataset) -> str:
 
 
 def corpus_and_trials(
-    config: StudyConfig, documents: Sequence[CorpusDocument]
+    settings: CorpusSettings, documents: Sequence[CorpusDocument]
 ) -> tuple[list[CorpusDocument], list[Trial]]:
-    """The corpus ``config`` indexes and the trials it plans, from the data set's documents:
+    """The corpus ``settings`` indexes and the trials it plans, from the data set's documents:
     the study's and the sweep's, so both rank the same pools (docs/SPEC.md, "The study")."""
-    dataset = config.dataset
+    dataset = settings.dataset
     corpus = build_corpus(
         documents,
-        config.corpus,
-        seed=config.corpus_seed,
-        topics=config.topics,
-        per_group=config.per_group or dataset.per_group,
+        settings.corpus,
+        seed=settings.corpus_seed,
+        topics=settings.topics,
+        per_group=settings.per_group,
         groups=dataset.groups,
     )
     trials = plan_trials(
-        study_topics(documents, config.topics, dataset.groups),
-        config.trials,
-        config.seed,
+        study_topics(documents, settings.topics, dataset.groups),
+        settings.trials,
+        settings.seed,
         dataset.question_templates,
     )
     return corpus, trials
 
 
 def article_documents(
-    config: StudyConfig,
+    settings: CorpusSettings,
     documents: Sequence[CorpusDocument],
     out: Path,
     log: Callable[[str], None],
@@ -100,16 +100,16 @@ def article_documents(
     invalid title, empty article) is dropped before the corpus is built, and its title and why
     are written to ``wikipedia_missing.txt`` in ``out``.
     """
-    dataset = config.dataset
+    dataset = settings.dataset
     if not dataset.title_column:
         raise ValueError(
             f"text='wikipedia' fetches each document's article by its title, but the data set "
             f"{dataset.name!r} has no title column; use text='csv'"
         )
-    if config.corpus == "natural" and config.topics is None:
+    if settings.corpus == "natural" and settings.topics is None:
         wanted = list(documents)
     else:
-        chosen = set(study_topics(documents, config.topics, dataset.groups))
+        chosen = set(study_topics(documents, settings.topics, dataset.groups))
         wanted = [doc for doc in documents if chosen.intersection(doc.topics)]
     if wanted and not any(doc.title.strip() for doc in wanted):
         raise ValueError(
@@ -117,12 +117,12 @@ def article_documents(
             f"column {dataset.title_column!r} is empty for every document; use text='csv'"
         )
     titles = list(dict.fromkeys(doc.title for doc in wanted))
-    bar = progress_bar(config.progress, len(titles), "wikipedia articles", "article")
+    bar = progress_bar(settings.progress, len(titles), "wikipedia articles", "article")
     try:
         fetched = fetch_articles(
             titles,
-            cache_dir=config.cache_dir or default_cache_dir(),
-            api_url=config.wikipedia_api,
+            cache_dir=settings.cache_dir or default_cache_dir(),
+            api_url=settings.wikipedia_api,
             on_batch=bar.update,
         )
     finally:
@@ -138,6 +138,6 @@ def article_documents(
     )
     return kept, {
         "document text": f"wikipedia: the first {WORDS} words of each article's lead "
-        f"({config.wikipedia_api})",
+        f"({settings.wikipedia_api})",
         "titles without a Wikipedia article (dropped)": f"{len(dropped)} (wikipedia_missing.txt)",
     }

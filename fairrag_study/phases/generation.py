@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..config import StudyConfig
 from ..data import (
     default_cache_dir,
 )
 from ..errors import (
     AnswerStoreError,
 )
+from ..settings import GenerationSettings
 
 
 @dataclass(frozen=True)
@@ -48,28 +48,28 @@ class Generation:
             self.store.close()
 
 
-def open_generation(config: StudyConfig) -> Generation:
+def open_generation(settings: GenerationSettings) -> Generation:
     """The generation phase's entry (the generation runs inside the trials): the chat model
     with its answer store (:func:`chat_model`), named, its cost known."""
-    llm, note = chat_model(config, answers=True)
-    return Generation(llm, note, store_of(llm), generator_name(config, llm), pays(config))
+    llm, note = chat_model(settings, answers=True)
+    return Generation(llm, note, store_of(llm), generator_name(settings, llm), pays(settings))
 
 
-def chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | None]:
+def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any, str | None]:
     """The generator, or ``(None, why not)``.
 
     An OpenAI generator names its server (``--base-url``, else ``OPENAI_API_BASE`` or
     ``OPENAI_BASE_URL``, else OpenAI's), which is part of its answers' key. With ``answers``
-    and ``config.answer_cache`` it gets the answer store as its LangChain ``cache``
+    and ``settings.answer_cache`` it gets the answer store as its LangChain ``cache``
     (:func:`answer_store_path`; docs/SPEC.md, "The study", answer store).
     """
-    choice = config.llm
+    choice = settings.llm
     if choice == "none":
         return None, "--llm none: retrieval only, as asked."
     if choice == "fake":
         from fairrag_langchain.fakes import FakeCitingChatModel
 
-        return FakeCitingChatModel(seed=config.seed), None
+        return FakeCitingChatModel(seed=settings.seed), None
     if choice == "local" or choice.startswith("local:"):
         from ..local_llm import (
             DEFAULT_LOCAL_MODEL,
@@ -88,14 +88,12 @@ def chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | N
         local_model_file(name)  # a missing package fails now, saying how to install it
         local = LocalChatModel(
             model_name=name,
-            max_tokens=config.max_tokens or LOCAL_MAX_TOKENS,
-            threads=config.threads or default_threads(),
-            answer_format=config.llm_format,
+            max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
+            threads=settings.threads or default_threads(),
+            answer_format=settings.llm_format,
         )
-        if answers and config.answer_cache:
-            from ..answers import AnswerStore
-
-            local.cache = AnswerStore(answer_store_path(config))
+        if answers and settings.answer_cache:
+            local.cache = answer_store(settings)
         return local, None
     if choice == "auto":
         if not os.environ.get("OPENAI_API_KEY"):
@@ -115,17 +113,15 @@ def chat_model(config: StudyConfig, answers: bool = False) -> tuple[Any, str | N
                 "or --llm fake (the offline test double)"
             )
 
-        bounds: dict[str, Any] = {"timeout": llm_timeout(config)}
-        if config.llm_retries is not None:
-            bounds["max_retries"] = config.llm_retries
-        if config.max_tokens is not None:
-            bounds["max_tokens"] = config.max_tokens
-        model = choice.split(":", 1)[1]
-        llm = default_chat_model(named_endpoint(config), model=model, **bounds)
-        if answers and config.answer_cache:
-            from ..answers import AnswerStore
-
-            llm.cache = AnswerStore(answer_store_path(config))
+        endpoint = named_endpoint(settings)
+        bounds: dict[str, Any] = {"timeout": llm_timeout(settings)}
+        if settings.llm_retries is not None:
+            bounds["max_retries"] = settings.llm_retries
+        if settings.max_tokens is not None:
+            bounds["max_tokens"] = settings.max_tokens
+        llm = default_chat_model(endpoint, model=choice.split(":", 1)[1], **bounds)
+        if answers and settings.answer_cache:
+            llm.cache = answer_store(settings)
         return llm, None
     raise ValueError(
         f"--llm {choice!r} is unknown; use auto, none, fake, local[:<name>] or openai:<model>"
@@ -139,34 +135,41 @@ load (SmolLM2-135M on 2 shared cores, issue 22), far past the 60 s meant for a h
 which the client re-sends the request and pays again."""
 
 
-def llm_timeout(config: StudyConfig) -> float:
+def llm_timeout(settings: GenerationSettings) -> float:
     """Seconds one request may take: ``--llm-timeout``, else :data:`LOOPBACK_TIMEOUT` for a
     server on this machine, else ``default_chat_model``'s 60."""
     from fairrag_langchain.chains import DEFAULT_TIMEOUT as CHAT_TIMEOUT
 
-    if config.llm_timeout is not None:
-        return float(config.llm_timeout)
-    host = urlparse(named_endpoint(config) or "").hostname or ""
+    if settings.llm_timeout is not None:
+        return float(settings.llm_timeout)
+    host = urlparse(named_endpoint(settings) or "").hostname or ""
     if host == "localhost" or host == "::1" or host.startswith("127."):
         return LOOPBACK_TIMEOUT
     return CHAT_TIMEOUT
 
 
-def answer_store_path(config: StudyConfig) -> Path:
-    """Where the study's answer store is: ``config.answers``, else ``answers.sqlite`` in the
-    cache folder (``config.cache_dir``, else :func:`~fairrag_study.data.default_cache_dir`),
+def answer_store_path(settings: GenerationSettings) -> Path:
+    """Where the study's answer store is: ``settings.answers``, else ``answers.sqlite`` in the
+    cache folder (``settings.cache_dir``, else :func:`~fairrag_study.data.default_cache_dir`),
     never in ``--out``, which a re-run replaces."""
-    if config.answers is not None:
-        return Path(config.answers).expanduser()
-    return Path(config.cache_dir or default_cache_dir()).expanduser() / "answers.sqlite"
+    if settings.answers is not None:
+        return Path(settings.answers).expanduser()
+    return Path(settings.cache_dir or default_cache_dir()).expanduser() / "answers.sqlite"
 
 
-def named_endpoint(config: StudyConfig) -> str | None:
+def answer_store(settings: GenerationSettings) -> Any:
+    """The answer store at :func:`answer_store_path`, opened."""
+    from ..answers import AnswerStore
+
+    return AnswerStore(answer_store_path(settings))
+
+
+def named_endpoint(settings: GenerationSettings) -> str | None:
     """The OpenAI-compatible server the study names: ``--base-url``, else ``OPENAI_API_BASE``,
     else ``OPENAI_BASE_URL`` (``ChatOpenAI``'s and the ``openai`` client's order), else None
     (OpenAI's own)."""
     return (
-        config.base_url
+        settings.base_url
         or os.environ.get("OPENAI_API_BASE")
         or os.environ.get("OPENAI_BASE_URL")
         or None
@@ -190,11 +193,11 @@ def answer_counts(store: Any) -> dict[str, Any] | None:
     return {"store": str(store.path), "reused": store.reused, "paid": store.stored}
 
 
-def pays(config: StudyConfig) -> bool:
+def pays(settings: GenerationSettings) -> bool:
     """Whether the study's generator's answers cost (a server's: ``openai:<model>``, or
     ``auto`` with a key; or CPU time: ``local``), so the answer store keeps them."""
-    return config.llm.startswith(("openai:", "local")) or (
-        config.llm == "auto" and bool(os.environ.get("OPENAI_API_KEY"))
+    return settings.llm.startswith(("openai:", "local")) or (
+        settings.llm == "auto" and bool(os.environ.get("OPENAI_API_KEY"))
     )
 
 
@@ -237,16 +240,16 @@ def chat_model_errors() -> Any:
     return ChatModelErrors()
 
 
-def generator_name(config: StudyConfig, llm: Any) -> str:
+def generator_name(settings: GenerationSettings, llm: Any) -> str:
     """``none``, ``fake``, ``local:<name>`` or ``openai:<model>``: the generator the trials
     used."""
     if llm is None:
         return "none"
-    if config.llm.startswith("local"):
+    if settings.llm.startswith("local"):
         return f"local:{llm.model_name}"
-    if config.llm == "auto":
+    if settings.llm == "auto":
         return f"openai:{getattr(llm, 'model_name', 'gpt-4o-mini')}"
-    return config.llm
+    return settings.llm
 
 
 def context_callbacks(llm: Any) -> list[Any]:

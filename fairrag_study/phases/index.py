@@ -10,7 +10,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..config import StudyConfig
 from ..data import (
     CorpusDocument,
     default_cache_dir,
@@ -28,13 +27,14 @@ from ..index import (
     open_embedded_index,
     verify_collection,
 )
+from ..settings import IndexSettings
 
 COLLECTION = "fairrag-corpus"
 """The collection's name in the study's own embedded index folder (one folder per corpus)."""
 
 
 def open_index(
-    config: StudyConfig,
+    settings: IndexSettings,
     corpus: Sequence[CorpusDocument],
     model: Any,
     server: Any,
@@ -46,20 +46,20 @@ def open_index(
     index folder of this corpus and model (:func:`open_embedded_index` checks it, rebuilding a
     damaged one).
     """
-    fingerprint = corpus_fingerprint(corpus, config.model, config.text)
+    fingerprint = corpus_fingerprint(corpus, settings.model, settings.text)
     if server is not None:
-        where = f"http://{config.chroma_host}:{config.chroma_port}"
-        kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
-        name = collection_name(kind, config.model, fingerprint, config.text)
+        where = f"http://{settings.chroma_host}:{settings.chroma_port}"
+        kind = settings.dataset.index_kind(settings.corpus, ((d.doc_id, d.group) for d in corpus))
+        name = collection_name(kind, settings.model, fingerprint, settings.text)
         collection = open_collection(server, name)
-        added = embed_missing(collection, corpus, model, progress=config.progress)
+        added = embed_missing(collection, corpus, model, progress=settings.progress)
         verify_collection(collection, corpus, model, where=f"{where} (collection {name})")
         return server, where, name, added
-    cache = config.cache_dir or default_cache_dir()
-    kind = config.dataset.index_kind(config.corpus, ((d.doc_id, d.group) for d in corpus))
-    folder = index_folder(cache, kind, config.model, fingerprint, config.text)
+    cache = settings.cache_dir or default_cache_dir()
+    kind = settings.dataset.index_kind(settings.corpus, ((d.doc_id, d.group) for d in corpus))
+    folder = index_folder(cache, kind, settings.model, fingerprint, settings.text)
     client, _, added = open_embedded_index(
-        folder, COLLECTION, corpus, model, progress=config.progress, log=log
+        folder, COLLECTION, corpus, model, progress=settings.progress, log=log
     )
     return client, folder, COLLECTION, added
 
@@ -84,7 +84,7 @@ class StudyIndex:
 
 
 def embed_corpus(
-    config: StudyConfig,
+    settings: IndexSettings,
     corpus: Sequence[CorpusDocument],
     server: Any,
     log: Callable[[str], None],
@@ -92,10 +92,10 @@ def embed_corpus(
     """The index phase's entry: the embedding model loaded and the corpus's index opened
     (embedding what is missing) and verified (:func:`open_index`)."""
     model = load_embedding_model(
-        config.model, config.embedding_backend, cache_dir=config.cache_dir, log=log
+        settings.model, settings.embedding_backend, cache_dir=settings.cache_dir, log=log
     )
-    log(f"embedding with {config.model} on {embedding_backend(model)}")
-    client, where, name, added = open_index(config, corpus, model, server, log)
+    log(f"embedding with {settings.model} on {embedding_backend(model)}")
+    client, where, name, added = open_index(settings, corpus, model, server, log)
     log(f"index {where}: {len(corpus)} documents ({added} embedded now)")
     return StudyIndex(client, where, name, model, len(corpus), added)
 

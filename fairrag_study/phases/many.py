@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..config import StudyConfig
 from ..data import (
     CorpusDocument,
 )
@@ -18,11 +17,12 @@ from ..frontier import amortized_frontier
 from ..many_rankings import ManyRankings, measure
 from ..plan import Trial
 from ..pools import NotInPoolError, QuestionPool, query_pools
+from ..settings import ManySettings
 from .index import StudyIndex, query_embeddings
 
 
 def trial_pools(
-    config: StudyConfig,
+    settings: ManySettings,
     index: StudyIndex,
     corpus: Sequence[CorpusDocument],
     trials: Sequence[Trial],
@@ -36,13 +36,13 @@ def trial_pools(
         [embeddings.embed_query(trial.question) for trial in trials],
         trials,
         corpus,
-        pool_size=config.pool_size,
-        group_key=config.dataset.group_key,
+        pool_size=settings.pool_size,
+        group_key=settings.dataset.group_key,
     )
 
 
 def measure_many(
-    config: StudyConfig,
+    settings: ManySettings,
     index: StudyIndex,
     pools: Sequence[QuestionPool],
     records: Sequence[Mapping[str, Any]],
@@ -51,21 +51,20 @@ def measure_many(
     (:func:`fairrag_study.many_rankings.measure`) on the trials' pools (:func:`trial_pools`),
     under the study's exposure model, and with ``amortized`` its frontier on those pools
     (:func:`fairrag_study.frontier.amortized_frontier`)."""
-    assert config.rankers is not None  # resolved by run_study
     where = index.where
     # the rankers as the trials ran them, sampled as the study asks
     setting: dict[str, Any] = dict(
-        dataset=config.dataset, samples=config.samples, alpha=config.alpha, seed=config.seed
+        dataset=settings.dataset, samples=settings.samples, alpha=settings.alpha, seed=settings.seed
     )
     try:
         many = measure(
-            pools, records, config.rankers, k=config.k, exposure=config.exposure, **setting
+            pools, records, settings.rankers, k=settings.k, exposure=settings.exposure, **setting
         )
     except NotInPoolError as exc:
         raise IndexDamagedError(
             f"the index at {where} no longer returns the trials' pools ({exc}): it changed "
             "during the run. Run the study again"
         ) from exc
-    if "amortized" not in config.rankers:
+    if "amortized" not in settings.rankers:
         return many
-    return replace(many, frontier=amortized_frontier(pools, config.k, **setting))
+    return replace(many, frontier=amortized_frontier(pools, settings.k, **setting))

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config import StudyConfig
 from ..data import sha256_of, study_topics
 from ..embedding import embedding_backend
 from ..index import EF_SEARCH
 from ..many_rankings import ManyRankings
 from ..rankers import describe_rankers
 from ..report import RunFacts, full_topics, write_outputs
+from ..settings import ReportSettings
 from .data import StudyCorpus
 from .generation import Generation
 
@@ -22,31 +22,31 @@ def write_report(
     records: list[dict[str, Any]],
     many: ManyRankings,
     *,
-    config: StudyConfig,
+    settings: ReportSettings,
     data: StudyCorpus,
     model: Any,
     generation: Generation,
 ) -> None:
     """The report phase's entry: ``report.md``, the tables and the figures in ``out``."""
-    assert config.rankers is not None  # resolved by run_study
+    configuration = _configuration(settings, data, model, generation)
+    facts = _facts(settings, data, generation)
     write_outputs(
         out,
         records,
-        list(config.rankers),
-        dataset=config.dataset,
-        config=_settings(config, data, model, generation),
+        list(settings.rankers),
+        dataset=settings.dataset,
+        config=configuration,
         generation_note=generation.note,
         many=many,
-        facts=_facts(config, data, generation),
+        facts=facts,
     )
 
 
-def _settings(
-    config: StudyConfig, data: StudyCorpus, model: Any, generation: Generation
+def _configuration(
+    settings: ReportSettings, data: StudyCorpus, model: Any, generation: Generation
 ) -> dict[str, Any]:
     """The report's "Configuration" lines."""
-    assert config.rankers is not None
-    dataset = config.dataset
+    dataset = settings.dataset
     asked = generation.llm is not None
     own = (
         {}
@@ -55,43 +55,43 @@ def _settings(
     )
     return {
         "data": f"{data.path} (sha256 {sha256_of(data.path)[:12]}...)",
-        "corpus": f"{config.corpus}: {len(data.corpus)} documents, {data.composition}",
+        "corpus": f"{settings.corpus}: {len(data.corpus)} documents, {data.composition}",
         **data.text_lines,
         "trials per ranker": len(data.trials),
-        "rankers": describe_rankers(config.rankers, alpha=config.alpha, dataset=dataset),
-        "pool size / k / alpha": f"{config.pool_size} / {config.k} / {config.alpha}",
-        "rankings sampled per question (expected exposure)": config.samples,
-        "seed": config.seed,
+        "rankers": describe_rankers(settings.rankers, alpha=settings.alpha, dataset=dataset),
+        "pool size / k / alpha": f"{settings.pool_size} / {settings.k} / {settings.alpha}",
+        "rankings sampled per question (expected exposure)": settings.samples,
+        "seed": settings.seed,
         **own,
-        "embedding model": f"{config.model} ({embedding_backend(model)})",
-        "generator": _generator_line(config) if asked else "none",
+        "embedding model": f"{settings.model} ({embedding_backend(model)})",
+        "generator": _generator_line(settings) if asked else "none",
         **({"answers": generation.line()} if asked and generation.paying else {}),
     }
 
 
-def _facts(config: StudyConfig, data: StudyCorpus, generation: Generation) -> RunFacts:
+def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) -> RunFacts:
     """The facts the report's text states (corpus, topics, trials, generator)."""
-    dataset = config.dataset
-    corpus_topics = study_topics(data.documents, config.topics, dataset.groups)
-    per_group = config.per_group or dataset.per_group
+    dataset = settings.dataset
+    corpus_topics = study_topics(data.documents, settings.topics, dataset.groups)
+    per_group = settings.per_group
     return RunFacts(
-        corpus_kind=config.corpus,
+        corpus_kind=settings.corpus,
         documents=len(data.corpus),
         topics=len(corpus_topics),
         full_topics=full_topics(data.documents, corpus_topics, per_group, dataset.groups),
         per_group=per_group,
-        seed=config.seed,
+        seed=settings.seed,
         trials=len(data.trials),
-        pool_size=config.pool_size,
-        k=config.k,
+        pool_size=settings.pool_size,
+        k=settings.k,
         ef_search=EF_SEARCH,
         generator=generation.name,
         temperature=getattr(generation.llm, "temperature", None),
     )
 
 
-def _generator_line(config: StudyConfig) -> str:
+def _generator_line(settings: ReportSettings) -> str:
     """The report's generator line: ``--llm``, and ``--llm-format`` when not free."""
-    if config.llm_format == "free":
-        return config.llm
-    return f"{config.llm} (--llm-format {config.llm_format})"
+    if settings.llm_format == "free":
+        return settings.llm
+    return f"{settings.llm} (--llm-format {settings.llm_format})"

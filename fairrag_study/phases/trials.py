@@ -16,7 +16,6 @@ from uuid import UUID
 from fairrag_core import JsonLinesLog
 from fairrag_core.metrics import ndcg_at_k, precision_at_k
 
-from ..config import StudyConfig
 from ..data import (
     CorpusDocument,
 )
@@ -27,6 +26,7 @@ from ..errors import (
 from ..many_rankings import ranker_fields
 from ..plan import Trial
 from ..progress import progress_bar
+from ..settings import GenerationSettings, TrialSettings
 from .generation import (
     answers_kept,
     chat_model_errors,
@@ -40,7 +40,7 @@ from .index import StudyIndex, checked_store, query_embeddings
 
 
 def _generator_error(
-    exc: BaseException, config: StudyConfig, where: str, from_chat_model: bool = False
+    exc: BaseException, settings: GenerationSettings, where: str, from_chat_model: bool = False
 ) -> str | None:
     """The message for a chat model server's failure (HTTP status, refused, timeout, a reply
     the client could not read), or None when ``exc`` is not one.
@@ -55,11 +55,11 @@ def _generator_error(
         return None
     if isinstance(exc, StudyError) or not (isinstance(exc, openai.APIError) or from_chat_model):
         return None
-    server = named_endpoint(config) or "api.openai.com"
+    server = named_endpoint(settings) or "api.openai.com"
     if not isinstance(exc, openai.APIError):
         what = f"sent a reply the client could not read ({type(exc).__name__}: {str(exc)[:300]})"
     elif isinstance(exc, openai.APITimeoutError):
-        what = f"did not answer within --llm-timeout {llm_timeout(config):g} s"
+        what = f"did not answer within --llm-timeout {llm_timeout(settings):g} s"
     elif isinstance(exc, openai.APIStatusError):
         what = f"answered HTTP {exc.status_code}: {str(exc)[:300]}"
     elif isinstance(exc, openai.APIConnectionError):
@@ -74,12 +74,12 @@ def _generator_error(
         what = f"could not be reached ({type(root).__name__})"
     else:
         what = f"failed: {type(exc).__name__}: {str(exc)[:300]}"
-    retries = config.llm_retries if config.llm_retries is not None else 2
+    retries = settings.llm_retries if settings.llm_retries is not None else 2
     return f"the chat model server {server} {what} ({where}, after {retries} retries)"
 
 
 def run_trials(
-    config: StudyConfig,
+    settings: TrialSettings,
     index: StudyIndex,
     corpus: Sequence[CorpusDocument],
     trials: Sequence[Trial],
@@ -97,8 +97,7 @@ def run_trials(
     )
     from fairrag_langchain import FairnessCallbackHandler
 
-    assert config.rankers is not None  # resolved by run_study
-    dataset = config.dataset
+    dataset = settings.dataset
 
     def trial_handler() -> FairnessCallbackHandler:
         # One handler per trial: its record is that trial's, whatever order the answers
@@ -106,7 +105,7 @@ def run_trials(
         return FairnessCallbackHandler(
             group_key=dataset.group_key,
             **dataset.target_arguments(),
-            exposure=config.exposure,
+            exposure=settings.exposure,
             max_records=None,
         )
 
@@ -115,9 +114,9 @@ def run_trials(
     chat_errors = chat_model_errors()
     records: list[dict[str, Any]] = []
     unit = "trial" if llm is None else "answer"
-    bar = progress_bar(config.progress, len(trials) * len(config.rankers), f"{unit}s", unit)
+    bar = progress_bar(settings.progress, len(trials) * len(settings.rankers), f"{unit}s", unit)
     started = time.perf_counter()
-    jobs = _jobs(config, index, trials, llm)
+    jobs = _jobs(settings, index, trials, llm)
     done: Generator[_TrialDone, None, None]
     if llm is None:
         done = (_retrieved(retriever, trial, trial_handler()) for _, retriever, _, trial in jobs)
@@ -126,54 +125,55 @@ def run_trials(
             [(chain, trial) for _, _, chain, trial in jobs],
             trial_handler,
             [chat_errors, *context_callbacks(llm)],
-            config.concurrency,
+            settings.concurrency,
         )
     with closing(done):  # a failure cancels the queued trials at once, not when collected
         for (ranker, *_), (trial, handler, docs, exc) in zip(jobs, done, strict=False):
             if exc is not None:
                 where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
                 failed = any(exc is error for error in chat_errors.errors)
-                raise _trial_failure(exc, config, where, llm, failed)
+                raise _trial_failure(exc, settings, where, llm, failed)
             new = handler.records
             if len(new) != 1:
                 raise RuntimeError(
                     f"expected one fairness record for trial {trial.index}, got {len(new)}"
                 )
             logs[1].append(new[0])
-            record = trial_record(new[0], ranker, trial, docs, topic_size, config.k)
+            record = trial_record(new[0], ranker, trial, docs, topic_size, settings.k)
             logs[0].append(record)
             records.append(record)
             bar.update(1)
     bar.close()
-    _log_pace(log, records, len(trials), config, llm, time.perf_counter() - started)
+    _log_pace(log, records, len(trials), settings, llm, time.perf_counter() - started)
     return records
 
 
 def _jobs(
-    config: StudyConfig, index: StudyIndex, trials: Sequence[Trial], llm: Any
+    settings: TrialSettings, index: StudyIndex, trials: Sequence[Trial], llm: Any
 ) -> list[tuple[str, Any, Any, Trial]]:
     """``(ranker, retriever, chain, trial)`` in run order: each ranker's retriever (and chain)
     built once, then its trials."""
     from fairrag_langchain import FairRetriever
     from fairrag_langchain.chains import make_fair_rag_chain
 
-    assert config.rankers is not None  # resolved by run_study
     embeddings = query_embeddings(index.model)
     embeddings.prefill([trial.question for trial in trials])
     store = checked_store(index.client, index.collection, embeddings, index.size, index.where)
-    dataset = config.dataset
+    dataset = settings.dataset
     jobs: list[tuple[str, Any, Any, Trial]] = []
-    for ranker in config.rankers:
+    for ranker in settings.rankers:
         retriever = FairRetriever(
             vectorstore=store,
             ranker=ranker,
             # fair: p = the target share, alpha 0.1; amortized: a fresh in-memory ledger
-            **ranker_fields(ranker, alpha=config.alpha, dataset=dataset, exposure=config.exposure),
+            **ranker_fields(
+                ranker, alpha=settings.alpha, dataset=dataset, exposure=settings.exposure
+            ),
             group_key=dataset.group_key,
             **dataset.target_arguments(),
-            pool_size=config.pool_size,
-            k=config.k,
-            seed=config.seed,
+            pool_size=settings.pool_size,
+            k=settings.k,
+            seed=settings.seed,
         )
         chain = None if llm is None else make_fair_rag_chain(retriever, llm)
         jobs.extend((ranker, retriever, chain, trial) for trial in trials)
@@ -181,14 +181,15 @@ def _jobs(
 
 
 def _trial_failure(
-    exc: BaseException, config: StudyConfig, where: str, llm: Any, from_chat_model: bool
+    exc: BaseException, settings: TrialSettings, where: str, llm: Any, from_chat_model: bool
 ) -> BaseException:
     """What a failed trial raises: the chat model server's failure as
     :class:`GeneratorUnavailableError` (saying which answers are kept), any other as itself."""
-    message = _generator_error(exc, config, where, from_chat_model=from_chat_model)
+    message = _generator_error(exc, settings.generation, where, from_chat_model=from_chat_model)
     if message is None:
         return exc
-    failure = GeneratorUnavailableError(message + answers_kept(store_of(llm), pays(config)))
+    kept = answers_kept(store_of(llm), pays(settings.generation))
+    failure = GeneratorUnavailableError(message + kept)
     failure.__cause__ = exc
     return failure
 
@@ -197,16 +198,15 @@ def _log_pace(
     log: Callable[[str], None],
     records: Sequence[Any],
     trials: int,
-    config: StudyConfig,
+    settings: TrialSettings,
     llm: Any,
     seconds: float,
 ) -> None:
-    assert config.rankers is not None
-    log(f"{len(records)} trial records ({trials} trials x {len(config.rankers)} rankers)")
+    log(f"{len(records)} trial records ({trials} trials x {len(settings.rankers)} rankers)")
     if llm is not None:
         log(
             f"{len(records)} answers in {seconds:.1f} s ({len(records) / max(seconds, 1e-9):.2f} "
-            f"answers/s, --concurrency {config.concurrency})"
+            f"answers/s, --concurrency {settings.concurrency})"
         )
 
 

@@ -7,20 +7,28 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fairrag_study.cli import main
 from fairrag_study.config import StudyConfig
-from fairrag_study.phases.generation import LOOPBACK_TIMEOUT
-from fairrag_study.phases.generation import chat_model as _chat_model
-from fairrag_study.phases.generation import llm_timeout as _llm_timeout
+from fairrag_study.phases.generation import LOOPBACK_TIMEOUT, chat_model, llm_timeout
 from tests.chroma_pool import data_path_or_skip
 from tests.study.openai_stub import OpenAIStub
 
 pytestmark = pytest.mark.integration
 
 PAPER = ["standard", "stochastic", "forced_exposure", "representative_stochastic"]
+
+
+def _chat_model(config: StudyConfig, answers: bool = False) -> Any:
+    """The generation phase's chat model for ``config`` (its generation settings)."""
+    return chat_model(config.generation_settings(), answers=answers)
+
+
+def _llm_timeout(config: StudyConfig) -> float:
+    return llm_timeout(config.generation_settings())
 
 
 @pytest.fixture(autouse=True)

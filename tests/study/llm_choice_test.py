@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_openai import ChatOpenAI
 
 from fairrag_langchain.fakes import FakeCitingChatModel
 from fairrag_study.config import StudyConfig
-from fairrag_study.phases.generation import chat_model as _chat_model
+from fairrag_study.phases.generation import chat_model
+
+
+def _chat_model(config: StudyConfig, answers: bool = False) -> Any:
+    """The generation phase's chat model for ``config`` (its generation settings)."""
+    return chat_model(config.generation_settings(), answers=answers)
 
 
 def test_auto_without_key_skips_generation_and_says_why(monkeypatch):

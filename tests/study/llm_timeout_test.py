@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fairrag_study.cli import main
 from fairrag_study.config import StudyConfig
-from fairrag_study.phases.generation import chat_model as _chat_model
+from fairrag_study.phases.generation import chat_model
 from tests.chroma_pool import data_path_or_skip
 from tests.reliability.chroma_server import free_port
 from tests.study.openai_stub import OpenAIStub
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("api_key")]
+
+
+def _chat_model(config: StudyConfig, answers: bool = False) -> Any:
+    """The generation phase's chat model for ``config`` (its generation settings)."""
+    return chat_model(config.generation_settings(), answers=answers)
 
 
 def _args(out: Path, cache: Path, base_url: str, *extra: str) -> list[str]:

@@ -17,8 +17,13 @@ from fairrag_study import options
 from fairrag_study.cli import main
 from fairrag_study.config import StudyConfig
 from fairrag_study.local_llm import LOCAL_MAX_TOKENS, LocalChatModel, local_model_file
-from fairrag_study.phases.generation import chat_model as _chat_model
+from fairrag_study.phases.generation import chat_model
 from tests.chroma_pool import data_path_or_skip
+
+
+def _chat_model(config: StudyConfig, answers: bool = False) -> Any:
+    """The generation phase's chat model for ``config`` (its generation settings)."""
+    return chat_model(config.generation_settings(), answers=answers)
 
 
 def _weights_or_skip() -> Path:

@@ -88,7 +88,7 @@ def test_a_rerun_pays_for_nothing_and_gives_the_same_records(tmp_path: Path, cac
         records, said = _run(first)
         assert len(stub.requests) == 4
         store = tmp_path / "cache" / ANSWERS_FILE
-        assert answer_store_path(first) == store and store.is_file()
+        assert answer_store_path(first.generation_settings()) == store and store.is_file()
         assert not list(first.out.glob("*.sqlite*"))
         assert f"answers: 4 paid, 0 reused (answer store {store})" in said
         assert _run_json(first)["answers"] == {"store": str(store), "reused": 0, "paid": 4}
