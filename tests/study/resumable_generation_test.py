@@ -312,10 +312,12 @@ def test_ctrl_c_keeps_the_paid_answers_and_says_a_rerun_reuses_them(
         if number == 3:
             signal.pthread_kill(main_thread, signal.SIGINT)
 
-    config = _config(tmp_path, cache, "", llm_timeout=2.0)
+    # 8 s: an answered loopback request must not time out on a busy machine (at load 10+ a
+    # 2 s timeout ended requests 1-2 before the Ctrl-C); the hang outlasts it
+    config = _config(tmp_path, cache, "", llm_timeout=8.0)
     said: list[str] = []
     mode = "ok" if answered else "hang"
-    with OpenAIStub(mode, fail_after=2, on_request=interrupt_the_third, hang_seconds=10) as stub:
+    with OpenAIStub(mode, fail_after=2, on_request=interrupt_the_third, hang_seconds=30) as stub:
         config.base_url = stub.url
         with pytest.raises(KeyboardInterrupt):
             run_study(config, log=said.append)
