@@ -605,14 +605,19 @@ def _metric_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
     return notes
 
 
-GENERATION_COLUMNS = (
-    "records",
+ANSWER_COLUMNS = (
     "answers",
     "follows_format",
     "paper_measured",
     "attributed_measured",
     "without_attribution",
     "attributed_nothing",
+)
+"""The counts of answers of :attr:`AuditResult.generation` (the report shows them per ranker)."""
+
+GENERATION_COLUMNS = (
+    "records",
+    *ANSWER_COLUMNS,
     "bullets",
     "attributed_bullets",
     *STYLE_COLUMNS,

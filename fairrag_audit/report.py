@@ -23,7 +23,7 @@ from fairrag_core.blocks import (
     markdown_text,
 )
 
-from .analysis import MAX_LISTED, METRICS, STYLE_COLUMNS, AuditResult
+from .analysis import ANSWER_COLUMNS, MAX_LISTED, METRICS, STYLE_COLUMNS, AuditResult
 from .figures import FIGURES, write_figures
 from .options import format_duration
 
@@ -182,16 +182,7 @@ def _generation_blocks(result: AuditResult) -> list[Block]:
     if table.empty:
         return []
     styles = [c for c in STYLE_COLUMNS if int(table[c].sum())]
-    columns = [
-        "ranker",
-        "answers",
-        "follows_format",
-        "paper_measured",
-        "attributed_measured",
-        "without_attribution",
-        "attributed_nothing",
-        *styles,
-    ]
+    columns = ["ranker", *ANSWER_COLUMNS, *styles]
     shown = table[table["answers"] > 0]
     blocks: list[Block] = [
         Heading("Why the generation metrics are what they are"),
