@@ -43,6 +43,7 @@ by anchored or literal-prefixed patterns with bounded repetitions.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -292,6 +293,7 @@ denial (``X was not a mathematician``; ``not only`` is none): such a line attrib
 
 _MAX_SHARED_CONTEXTS = 64
 _SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
@@ -301,13 +303,23 @@ def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
     :data:`_MAX_SHARED_CONTEXTS` contexts are kept (the oldest dropped), each table bounded
     by :data:`_MAX_RUN_CACHE` entries."""
     key = tuple((doc.title, doc.person, doc.text, doc.number) for doc in documents)
-    state = _SHARED.pop(key, None)
-    if state is None:
-        names = ("people", "keys", "slip", "run_forms", "titles", "numbers", "presented", "cited")
-        state = {name: {} for name in names}
-        if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
-            del _SHARED[next(iter(_SHARED))]
-    _SHARED[key] = state  # most recently used last
+    with _SHARED_LOCK:  # handlers attribute from several threads (batch, --concurrency)
+        state = _SHARED.pop(key, None)
+        if state is None:
+            names = (
+                "people",
+                "keys",
+                "slip",
+                "run_forms",
+                "titles",
+                "numbers",
+                "presented",
+                "cited",
+            )
+            state = {name: {} for name in names}
+            if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
+                del _SHARED[next(iter(_SHARED))]
+        _SHARED[key] = state  # most recently used last
     return state
 
 

@@ -690,3 +690,25 @@ def test_the_shared_word_filter_keeps_every_name_the_rule_accepts(cited, person,
     monkeypatch.setattr(attribution, "_SHARED", {})  # decide every name again, unfiltered
     assert [attribute_answer(answer, context) for answer in answers] == filtered
     assert attribute_answer(varied, shown) == before
+
+
+def test_attribution_from_many_threads_equals_one_thread():
+    """Handlers attribute from several threads (LangChain batch, the study's --concurrency):
+    more contexts than the kept decisions hold (64), so threads evict each other's; every
+    answer is attributed as one thread attributes it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job(i: int) -> list[tuple[int, tuple[int, ...]]]:
+        context = [
+            ContextDocument(f"Ada Lovelace {i}", group="female"),
+            ContextDocument(f"Alan Turing {i}", group="male"),
+        ]
+        answer = f"- Ada Lovelace {i}: a pioneer [1]\n- Alan Turing {i} (DocTitle: Alan Turing {i})"
+        result = attribute_answer(answer, context)
+        return [(b.line_number, tuple(a.position for a in b.attributions)) for b in result.bullets]
+
+    alone = [job(i) for i in range(300)]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(job, range(300)))
+    assert together == alone
+    assert alone[0] == [(1, (0,)), (2, (1,))]
