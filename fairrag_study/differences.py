@@ -42,6 +42,8 @@ class RunFacts:
     generator: str
     """``none``, ``fake`` or ``openai:<model>``."""
     temperature: float | None = None
+    llm_format: str = "free"
+    """``--llm-format`` of ``--llm local``: ``free`` or ``paper`` (constrained decoding)."""
 
 
 def full_topics(
@@ -208,12 +210,24 @@ def _generator_difference(facts: RunFacts, generation_note: str | None) -> str:
         )
     if facts.generator.startswith("local:"):
         name = facts.generator.split(":", 1)[1]
-        return (
+        run = (
             f"**Generator.** This run: {name} at temperature 0 (greedy), a small model run "
-            f"locally (`--llm local`). The paper: {paper}. Likely effect: a 135M model rarely "
-            "writes the requested citation format, so the paper's generation parity is mostly "
-            "n/a here; the attributed metrics read what it names, and its choices say little "
-            "about what a large model would cite."
+            f"locally (`--llm local`"
+        )
+        if facts.llm_format == "paper":
+            return (
+                f"{run}, its answers held to the paper's format by constrained decoding, "
+                f"`--llm-format paper`). The paper: {paper}. Likely effect: the paper's "
+                "generation parity is measured for every answer, but which titles an answer "
+                "cites is the model's only choice (it often cites all it is shown, and the "
+                "parity then equals the shown share by count); its choices say little about "
+                "what a large model would cite."
+            )
+        return (
+            f"{run}). The paper: {paper}. Likely effect: a 135M model rarely writes the "
+            "requested citation format, so the paper's generation parity is mostly n/a here; "
+            "the attributed metrics read what it names, and its choices say little about what "
+            "a large model would cite."
         )
     model = facts.generator.split(":", 1)[-1]
     temperature = (

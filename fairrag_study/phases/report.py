@@ -87,6 +87,7 @@ def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) 
         ef_search=EF_SEARCH,
         generator=generation.name,
         temperature=getattr(generation.llm, "temperature", None),
+        llm_format=settings.llm_format,
     )
 
 

@@ -132,6 +132,19 @@ def test_the_generator_difference_names_model_and_temperature(generator, tempera
     assert words in _bullet(differences(STANDARD, {}, facts, "no key."), "Generator")
 
 
+@pytest.mark.parametrize(
+    "llm_format, words, not_words",
+    [
+        ("free", "rarely writes the requested citation format", "constrained decoding"),
+        ("paper", "measured for every answer", "mostly n/a"),
+    ],
+)
+def test_the_local_generator_difference_follows_the_answer_format(llm_format, words, not_words):
+    facts = RunFacts(**{**FACTS.__dict__, "generator": "local:smollm2", "llm_format": llm_format})
+    bullet = _bullet(differences(STANDARD, {}, facts), "Generator")
+    assert words in bullet and not_words not in bullet
+
+
 def test_a_smaller_or_natural_run_says_so():
     small = RunFacts(**{**FACTS.__dict__, "documents": 72, "topics": 3, "full_topics": 3,
                         "per_group": 12, "trials": 12, "k": 3})  # fmt: skip
