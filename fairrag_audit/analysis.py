@@ -44,9 +44,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
 
-from fairrag_core.stats import critical_t
+from fairrag_core.stats import critical_t, student_t_ppf, student_t_sf
 
 from .options import AuditOptions, format_duration
 from .partials import (
@@ -258,9 +257,7 @@ def report_of(partials: Partials, options: AuditOptions) -> AuditResult:
 
 def _t(n: np.ndarray, confidence: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
-        return np.where(
-            n >= 2, scipy_stats.t.ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)), np.nan
-        )
+        return np.where(n >= 2, student_t_ppf(0.5 + confidence / 2, np.maximum(n - 1, 1)), np.nan)
 
 
 def _ratio(
@@ -784,7 +781,7 @@ def _t_tests(
             # zero pooled variance follows scipy: ±inf (p = 0) for different means, else NaN
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = float(np.float64(mean_a - mean_b) / np.sqrt(pooled * (1 / n_a + 1 / n_b)))
-            p = float(2.0 * scipy_stats.t.sf(abs(t), df)) if not math.isnan(t) else math.nan
+            p = float(2.0 * student_t_sf(abs(t), df)) if not math.isnan(t) else math.nan
             crit = critical_t(df, alpha)
             yield {
                 "a": a,

@@ -162,7 +162,7 @@ def _included_sql(options: AuditOptions) -> str:
         window = _bucket(int(options.window.total_seconds() * 1_000_000), str(origin))
     since = "" if options.since is None else f" AND ts >= {_since_sql(options)}"
     return f"""
-        SELECT rowid AS rid, file_index, line_index, ts,
+        SELECT rid, file_index, line_index, ts,
             COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
             {window} AS window_start, w, groups, weights, by_group, has_error,
             CASE WHEN w > 0 THEN protected_share END AS p,

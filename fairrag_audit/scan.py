@@ -574,30 +574,30 @@ def _refusal_sql(options: AuditOptions, by_json: list[tuple[str, str]]) -> str:
 
 
 def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[str, list[Any]]:
-    """Create the table ``records``: one row per non-blank line of every file.
+    """Create the view ``records`` (on the table ``raw_records``, written once by the scan):
+    one row per non-blank line of every file.
 
-    Columns: ``file_index``, ``line_index`` (the row's place among the file's non-blank
-    lines, from 0), ``kind`` (``record``, ``damaged``, ``not_record``, ``refused``,
-    ``future``), ``refusal`` (why a row that is not a record was left out), ``usable`` (kind
-    is ``record``), ``ts`` (UTC), ``source``, ``ranker``, ``by_0 ..`` (each ``--by`` field,
-    top level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown list),
-    ``w`` (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share``
-    (``ES_protected``), ``by_group`` (the record's ``exposure_by_group``), ``logged_share``,
-    the :data:`METRIC_FIELDS`, ``answered`` (the record is of an answer), ``follows`` (its
+    Columns: ``rid`` (the row's number among all files' rows), ``file_index``, ``line_index`` (the
+    row's place among the file's non-blank lines, from 0), ``kind`` (``record``, ``damaged``,
+    ``not_record``, ``refused``, ``future``), ``refusal`` (why a row that is not a record was left
+    out), ``usable`` (kind is ``record``), ``ts`` (UTC), ``source``, ``ranker``, ``by_0 ..`` (each
+    ``--by`` field, top level else in ``metadata``), ``groups``, ``weights`` (``v_i`` of the shown
+    list), ``w`` (``W_t = Σ v_i``), ``protected``, ``target_share``, ``protected_share``
+    (``ES_protected``), ``by_group`` (the record's ``exposure_by_group``), ``logged_share``, the
+    :data:`METRIC_FIELDS`, ``answered`` (the record is of an answer), ``follows`` (its
     ``follows_citation_format``), ``has_attribution`` (it carries the attribution's fields),
-    ``styles`` (its ``citation_styles``), the :data:`COUNT_FIELDS`, ``has_error``,
-    ``model_ok``.
+    ``styles`` (its ``citation_styles``), the :data:`COUNT_FIELDS`, ``has_error``, ``model_ok``.
 
-    Each file is sieved (lines too long or too deep replaced), then read in one streaming
-    pass (each field typed JSON and parsed once, :func:`_checked_sql`, then cast: a field of
-    the wrong type never spoils the rest of its record) into a columnar table, in file order;
-    the derived columns are computed on that table. Returns ``{"lines": [...], "damaged":
-    [...], "blank_lines": [...]}``, one entry per file (``blank_lines``:
-    :attr:`Sieved.blank_lines`, for :func:`line_numbers`).
+    Each file is sieved (lines too long or too deep replaced), then read in one streaming pass (each
+    field typed JSON and parsed once, :func:`_checked_sql`, then cast: a field of the wrong type
+    never spoils the rest of its record) into a columnar table, in file order; the derived columns
+    are computed as the view is read (never written). Returns ``{"lines": [...], "damaged": [...],
+    "blank_lines": [...]}``, one entry per file (``blank_lines``: :attr:`Sieved.blank_lines`, for
+    :func:`line_numbers`).
     """
     scan = _ScanSql.of(options)
     counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
-    con.execute("DROP TABLE IF EXISTS records")
+    con.execute("DROP VIEW IF EXISTS records")
     con.execute("DROP TABLE IF EXISTS raw_records")
     # rows in file order: a row's place is its line's place among the non-blank lines
     con.execute("SET preserve_insertion_order = true")
@@ -629,17 +629,17 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
         lines, damaged = per_file.get(index, (0, 0))
         counts["lines"].append(lines)
         counts["damaged"].append(damaged)
-    # Derived columns are computed on the columnar table, not during the JSON scan: faster.
-    con.execute(f"CREATE TABLE records AS {_derived_sql(options, scan, first_rows)}")
-    con.execute("DROP TABLE raw_records")
+    # The derived columns are a view on the columnar table (computed as read, not written
+    # a second time), not computed during the JSON scan: faster.
+    con.execute(f"CREATE VIEW records AS {_derived_sql(options, scan, first_rows)}")
     return counts
 
 
 def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -> str:
-    """The table ``records`` from ``raw_records``: the columns :func:`load_records` names,
+    """The view ``records`` on ``raw_records``: the columns :func:`load_records` names,
     with the derived ones (exposure weights, ``w``, ``protected_share``, ``line_index``)."""
     keep = ", ".join(
-        ["file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
+        ["rid", "file_index", "line_index", "kind", "refusal", "kind = 'record' AS usable", "ts"]
         + ["source", "ranker"]
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
@@ -687,7 +687,7 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
                                 exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
                                 BETWEEN 1e-12 AND 1.0)) AS model_ok,
                         COALESCE(target_value, {target}) AS target_share,
-                        rowid - {first_rows}[file_index + 1] AS line_index
+                        rowid AS rid, rowid - {first_rows}[file_index + 1] AS line_index
                     FROM raw_records
                 )
             )

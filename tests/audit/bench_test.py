@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,19 @@ def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) 
     assert "the attributed one for 9999" in done.stdout
     assert "answers using each, one answer may use several): doctitle" in done.stdout
     assert (tmp_path / "report" / "report.html").is_file()
+    # the profile of one audit on the same log: its phases named (their times not asserted)
+    profiled = subprocess.run(
+        [sys.executable, "benchmarks/profile_audit.py", str(tmp_path / "log.jsonl.gz")],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert profiled.returncode == 0, profiled.stdout + profiled.stderr
+    for phase in ("sieve (fairrag_audit.lines)", "SQL CREATE TABLE raw_records", "figures"):
+        assert phase in profiled.stdout
+    assert "total CPU of this process" in profiled.stdout
