@@ -66,6 +66,9 @@ from .citations import (
     document_aliases,
     normalize_title,
 )
+from .citations import (
+    _PARTICLES as _CITATION_PARTICLES,
+)
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
 __all__ = [
@@ -416,10 +419,13 @@ class _Context:
                 aliases += [n for n in _document_people(alias) if len(n.core) > 1]
             key, people = self._title_people(position)
             words = {word for person in people for word in person.core}
+            one_word = _topic_name_words(doc.title if doc.person is None else doc.person) == 1
             alone = tuple(
                 alias
                 for alias in aliases
-                if any(len(person.core) == 1 for person in people) or words & set(alias.core)
+                if one_word
+                or any(len(person.core) == 1 for person in people)
+                or words & set(alias.core)
             )
             self._people[position] = (key, people, tuple(aliases), alone)
         return self._people[position]
@@ -1039,6 +1045,19 @@ def _name_runs(text: str) -> list[str]:
         if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
             runs.append(candidate)
     return [run for run in dict.fromkeys(runs) if run]
+
+
+def _topic_name_words(title: str) -> int | None:
+    """For a title that is a topic about a person (``Mary in Islam``, ``Jesus in Christianity``:
+    a lower-case word that is no name particle nor joins names after its capitalised words),
+    the number of words of the name before it; None for any other title (a name)."""
+    words = title.split()
+    for index, word in enumerate(words):
+        if index and word.isalpha() and word.islower():
+            if word in _CITATION_PARTICLES:
+                continue
+            return index
+    return None
 
 
 def _possessive_start(word: str) -> int | None:

@@ -378,8 +378,14 @@ _ALIAS_CUE = re.compile(
     r"their|the|stage|pen|ring|birth|real|personal|name|names|simply|mononymously)){0,4} ",
     re.IGNORECASE,
 )
-_OWN_NAME = re.compile(r"\b(?:real|birth|original|full) name (?:was|is) ", re.IGNORECASE)
-"""A later sentence stating the person's own name (the opening's cues are read in it only)."""
+_OWN_NAME = re.compile(
+    r"\b(?:(?:real|birth|original|full) name (?:was|is)|(?:he|she) (?:was|is) (?:also |better "
+    r"|commonly |popularly |widely )?known (?:to (?:[^\s.]+ ){1,6}?)?as) ",
+    re.IGNORECASE,
+)
+"""A later sentence stating the person's own name (the opening's cues are read in it only):
+``His real name was Yokoi Tokiari``, ``He was known to the Siamese of his time as Phra Phuttha
+Chao Luang``."""
 _MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec in on at c circa".split()
@@ -398,7 +404,9 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
     ``stage name``, ``real name``... (``Ringo Starr``); and in any sentence of those 600
     characters, the name stated as the person's own (``His real name was Yokoi Tokiari.``:
-    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``). A name counts
+    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``; ``He was known to
+    the Siamese of his time as Phra Phuttha Chao Luang``: ``He`` or ``She``, ``was`` or ``is``,
+    ``known`` [``to`` up to 6 words] ``as``). A name counts
     when it starts with a capital letter and has 2 to 12 words (a one-word alias such as
     ``Prince`` would make any ``Prince X`` name the person). Only these names: another person
     the text mentions (``the wife of Crown Prince Haakon``) never becomes the document's
