@@ -294,6 +294,8 @@ _REFUSAL = re.compile(
 denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
 
 
+_Index = tuple[list[frozenset[str]], dict[str, list[int]], dict[str, list[int]]]
+"""Each document's words, and the documents of each word and of each title key."""
 _MAX_SHARED_CONTEXTS = 64
 _SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
 _SHARED_LOCK = threading.Lock()
@@ -318,6 +320,7 @@ def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
                 "numbers",
                 "presented",
                 "cited",
+                "names",
             )
             state = {name: {} for name in names}
             if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
@@ -341,13 +344,14 @@ class _Context:
         shared = _shared_state(documents)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
         self._people = shared["people"]
-        self._keys: dict[int, tuple[str, ...]] = shared["keys"]
+        self._keys: dict[str, _Index] = shared["keys"]
         self._slip: dict[str, list[list[str]]] = shared["slip"]
         self._run_forms: dict[str, tuple[tuple[int, str], ...]] = shared["run_forms"]
         self._titles: dict[str, int | None] = shared["titles"]
         self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = shared["numbers"]
         self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
         self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
+        self._names: dict[tuple[str, int], bool] = shared["names"]
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -441,7 +445,7 @@ class _Context:
         position: int,
         alone: bool = False,
         cited_key: str | None = None,
-        words: str | None = None,
+        words: frozenset[str] | None = None,
     ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
         by a name the document's own text states, else None. With ``alone`` (no citation of the
@@ -453,7 +457,7 @@ class _Context:
         if cited_key is None:
             cited_key = normalize_title(cited)
         if words is None:
-            words = _word_text(cited)
+            words = _cited_words(cited)
         if cited_key not in (key, "\0") and not self._may_name(words, position):
             return None  # no word of the document's names in ``cited``: the rule cannot match
         if len(cited) > _MAX_NAME:
@@ -476,10 +480,11 @@ class _Context:
         :data:`_MAX_RUN_CACHE` runs kept."""
         forms = self._run_forms.get(run)
         if forms is None:
-            key, words = normalize_title(run), _word_text(run)  # once per run
+            key, words = normalize_title(run), _cited_words(run)  # once per run
+            candidates = self._candidates(words, key)
             forms = tuple(
                 (position, form)
-                for position in range(len(self.documents))
+                for position in sorted(candidates)
                 if (form := self.name_form(run, position, True, key, words))
             )
             if len(self._run_forms) >= _MAX_RUN_CACHE:
@@ -512,20 +517,55 @@ class _Context:
         return found
 
     def names(self, cited: str, position: int) -> bool:
-        return self.name_form(cited, position) is not None
+        """Whether ``cited`` names the document's person (:meth:`name_form`, its aliases
+        included), decided once per context."""
+        known = self._names.get((cited, position))
+        if known is None:
+            known = self.name_form(cited, position) is not None
+            if len(self._names) >= _MAX_RUN_CACHE:
+                self._names.clear()
+            self._names[cited, position] = known
+        return known
 
-    def _may_name(self, words: str, position: int) -> bool:
-        """Whether ``words`` (:func:`_word_text` of a cited name) holds a word of the
+    def _may_name(self, words: frozenset[str], position: int) -> bool:
+        """Whether ``words`` (:func:`_cited_words` of a cited name) holds a word of the
         document's names (title and aliases: every token, and each last word's tokens joined):
         a necessary condition of the name rule, since every way
-        :func:`~fairrag_core.citations.names_person` accepts shares such a word, read as a
-        substring because the rule's tokens of ``cited`` are substrings of ``words``."""
-        keys = self._keys.get(position)
-        if keys is None:
-            _, people, aliases, _ = self._names_of(position)
-            found = {t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)}
-            keys = self._keys[position] = tuple(found)
-        return any(map(words.__contains__, keys))
+        :func:`~fairrag_core.citations.names_person` accepts shares such a word (docs/SPEC.md,
+        "Attribution": a filter for speed, never a decision)."""
+        return not words.isdisjoint(self._index()[0][position])
+
+    def _candidates(self, words: frozenset[str], cited_key: str) -> set[int]:
+        """The documents a cited name may name: those one of its ``words`` (:func:`_cited_words`)
+        is a word of (one dictionary look-up per word, not one check per document), and those
+        whose title key is ``cited_key`` (the rule's equality)."""
+        keys, by_word, by_key = self._index()
+        if cited_key == "\0":
+            return set(range(len(keys)))
+        found = set(by_key.get(cited_key, ()))
+        for word in words:
+            found.update(by_word.get(word, ()))
+        return found
+
+    def _index(self) -> _Index:
+        """Once per context: each document's words (:meth:`_may_name`), and which documents
+        each word and each title key belongs to."""
+        index = self._keys.get("")
+        if index is None:
+            keys: list[frozenset[str]] = []
+            by_word: dict[str, list[int]] = {}
+            by_key: dict[str, list[int]] = {}
+            for position in range(len(self.documents)):
+                key, people, aliases, _ = self._names_of(position)
+                words = frozenset(
+                    t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)
+                )
+                keys.append(words)
+                for word in words:
+                    by_word.setdefault(word, []).append(position)
+                by_key.setdefault(key, []).append(position)
+            index = self._keys[""] = (keys, by_word, by_key)
+        return index
 
     def presented(self, head: str) -> list[tuple[int, str]]:
         """:func:`_presented` of ``head``, read once per distinct head of the answer."""
@@ -659,13 +699,18 @@ def _attribute_units(
             known = memo[line] = (bullet, body, [])
         else:
             bullet = replace(known[0], line=stripped, line_number=number)
-        name_line = False  # whether it is a name line matters only for a line no bullet
-        if number not in is_bullet:
-            if not known[2]:  # read once per distinct line
-                known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
-            name_line = known[2][0]
         positions = {a.position for a in bullet.attributions}
-        if name_line and number not in is_bullet and above == number - 1 and previous == positions:
+        # whether a line no bullet is a name line matters only under a bullet attributed alike,
+        # or when only names attribute it: read then, once per distinct line
+        name_line = (
+            number not in is_bullet
+            and (
+                (above == number - 1 and previous == positions)
+                or (bool(positions) and bullet.styles == ("implicit",))
+            )
+            and _name_line(known, bullet)
+        )
+        if name_line and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
         previous, above = (positions, number) if number in is_bullet else (None, 0)
         if (
@@ -677,6 +722,14 @@ def _attribute_units(
         elif bullet.attributions:
             paragraph.append(bullet)
     return bullets, paragraph
+
+
+def _name_line(known: tuple[AttributedBullet, str, list[bool]], bullet: AttributedBullet) -> bool:
+    """:func:`_is_name_line` of a unit (its body, kept in ``known``, and its head), for a unit
+    that does not refuse; read once per distinct unit (kept in ``known[2]``)."""
+    if not known[2]:
+        known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
+    return known[2][0]
 
 
 def _sentences(line: str) -> list[str]:
@@ -1137,14 +1190,33 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     return list(found.items())
 
 
-_NOT_WORD = re.compile(r"[^\w\s]+")
+_RULE_TOKEN = re.compile(r"\w+")
+_RULE_APOSTROPHES = re.compile(r"['’ʼ`´]")
+_MAX_JOINED_PARTS = 6
 
 
-def _word_text(cited: str) -> str:
-    """``cited`` case-folded and accents removed, with every character that is neither a word
-    character nor a space deleted: each token the name rule reads in ``cited`` (brackets,
-    quotes and apostrophes dropped, hyphenated parts joined) is a substring of it."""
-    return _fold(_NOT_WORD.sub("", cited))
+def _cited_words(cited: str) -> frozenset[str]:
+    """Every word the name rule may read in ``cited``, case-folded and accents removed: its
+    tokens (apostrophes dropped, then runs of word characters: ``O'Brien`` is ``obrien``) and,
+    within each whitespace-separated word, every run of consecutive tokens joined (a hyphenated
+    surname ``Haile-Mariam`` is also ``hailemariam``, however the rule splits the word)."""
+    words: set[str] = set()
+    text = _RULE_APOSTROPHES.sub("", cited)
+    plain = text.isascii()  # folding ASCII text whole folds each token alike
+    for word in (text.lower() if plain else text).split():
+        if word.isalnum():  # one token (as the rule reads it: tokens first, then folded)
+            words.add(word if plain else _fold(word))
+            continue
+        parts = _RULE_TOKEN.findall(word)
+        if not plain:
+            parts = [_fold(part) for part in parts]
+        words.update(parts)
+        if len(parts) > _MAX_JOINED_PARTS:
+            parts = parts[:_MAX_JOINED_PARTS]  # no name joins more parts
+        for start in range(len(parts)):
+            for end in range(start + 2, len(parts) + 1):
+                words.add("".join(parts[start:end]))
+    return frozenset(words)
 
 
 def _one_edit(a: str, b: str) -> bool:

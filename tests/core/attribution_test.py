@@ -717,6 +717,8 @@ def test_the_shared_word_filter_keeps_every_name_the_rule_accepts(cited, person,
     varied, shown = varied_answers(20_000, seed=3)
     before = attribute_answer(varied, shown)
     monkeypatch.setattr(_Context, "_may_name", lambda self, words, position: True)
+    everyone = lambda self, words, key: set(range(len(self.documents)))  # noqa: E731
+    monkeypatch.setattr(_Context, "_candidates", everyone)
     monkeypatch.setattr(attribution, "_SHARED", {})  # decide every name again, unfiltered
     assert [attribute_answer(answer, context) for answer in answers] == filtered
     assert attribute_answer(varied, shown) == before
