@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -236,6 +236,10 @@ _SOURCE = re.compile(
 )
 # A pattern opening with a lookahead of its first letters (``(?=[src])``) matches the same
 # text; the engine then skips to those letters instead of trying every position.
+_SQUARES = re.compile(r"[\[\]]")
+_ROUNDS = re.compile(r"[()（）]")
+_SOURCE_START = frozenset("sSrRcC\u017f")
+"""The letters :data:`_SOURCE` can start with (``ſ``, a long s, matches ``s`` ignoring case)."""
 _SOURCE_END = re.compile(r"[()\[\]]")
 _BRACKET_LIST = re.compile(r" ?(?:\[[^\[\]]{1,300}\](?:,? (?:and )?|,)?){1,20}")
 _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
@@ -352,6 +356,8 @@ class _Context:
         self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
         self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
         self._names: dict[tuple[str, int], bool] = shared["names"]
+        self.bodies: dict[str, str] = {}
+        """Each line's :func:`_line_body`, read once per answer."""
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -474,14 +480,17 @@ class _Context:
             return "alias"
         return None
 
-    def run_forms(self, run: str) -> tuple[tuple[int, str], ...]:
+    def run_forms(self, run: str, settled: Collection[int] = ()) -> tuple[tuple[int, str], ...]:
         """The documents a name run names alone, with their name forms: computed once per
         distinct run of the answer (a name repeated over bullets is checked once), at most
-        :data:`_MAX_RUN_CACHE` runs kept."""
+        :data:`_MAX_RUN_CACHE` runs kept. A run that may name only ``settled`` documents
+        (those its caller has decided) is not checked: it gives nothing new (empty)."""
         forms = self._run_forms.get(run)
         if forms is None:
             key, words = normalize_title(run), _cited_words(run)  # once per run
             candidates = self._candidates(words, key)
+            if candidates and all(position in settled for position in candidates):
+                return ()  # not kept: another caller may not have settled them
             forms = tuple(
                 (position, form)
                 for position in sorted(candidates)
@@ -614,20 +623,24 @@ def _read_lines(
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
         line = " ".join(raw[:MAX_LINE_SCAN].split())
-        if _parser_bullet(line if len(raw) <= MAX_LINE_SCAN else " ".join(raw.split())):
+        if len(raw) <= MAX_LINE_SCAN:
+            bullet = _parser_bullet(line, ctx.bodies)
+        else:
+            bullet = _parser_bullet(" ".join(raw.split()), {})
+        if bullet:
             is_bullet.add(number)
         elif not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
             continue  # no letter nor digit: nothing to read
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
-        if _ENTRY_MARK.fullmatch(plain) or _is_prompt_echo(body):
+        if (plain[:1] == "[" and _ENTRY_MARK.fullmatch(plain)) or _is_prompt_echo(body):
             echoed.append(number)
             continue
-        footnote = _FOOTNOTE_DEFINITION.fullmatch(body)
+        footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
             continue
-        label = _SOURCE.match(body)
+        label = _SOURCE.match(body) if body[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
@@ -635,24 +648,27 @@ def _read_lines(
     return lines, is_bullet, echoed, sourced
 
 
-def _parser_bullet(line: str) -> bool:
+def _line_body(line: str) -> tuple[str, bool]:
+    """The line without its bullet marker and emphasis (a marker inside the bold too), and
+    whether it had a marker: what the paper parser reads after the marker."""
+    body, marked = _strip_bullet(line)
+    body = body.replace("**", "").replace("__", "").strip()
+    body, marked_inside = _strip_bullet(body)
+    return body, marked or marked_inside
+
+
+def _parser_bullet(line: str, bodies: dict[str, str]) -> bool:
     """Whether :func:`~fairrag_core.citations.parse_citations` reads the whitespace-collapsed
     ``line`` as a bullet (a citation or an unparsable bullet), without parsing its citation:
     it has a word character after its bullet marker and emphasis, and a bullet marker, a
     DocTitle citation, or ``DocTitle`` written outside brackets."""
     if line.isalnum() or line.isspace():
         return False
-    body, marked = _strip_bullet(line)
-    body = body.replace("**", "").replace("__", "").strip()
-    body, marked_inside = _strip_bullet(body)
+    body, marked = _line_body(line)
+    bodies[line] = body  # read again by :func:`_attribute_line`
     if not _WORD.search(body):
         return False
-    return (
-        marked
-        or marked_inside
-        or _CITE.search(body) is not None
-        or _DOCTITLE.search(body) is not None
-    )
+    return marked or _CITE.search(body) is not None or _DOCTITLE.search(body) is not None
 
 
 def _units(
@@ -816,9 +832,9 @@ def _attribute_line(
     """The line's attributions, and its body (the line without bullet marker and emphasis),
     which tells whether it is a name line (:func:`_is_name_line` of the body and the bullet's
     head, for a bullet that does not refuse)."""
-    body = _strip_bullet(line)[0]
-    body = body.replace("**", "").replace("__", "").strip()
-    body = _strip_bullet(body)[0]
+    body = ctx.bodies.get(line)
+    if body is None:
+        body = _line_body(line)[0]
     cited = _read_citations(body, ctx)
     head = _head(body, cited.spans)
     out_of_range = tuple(ctx.out_of_range)
@@ -956,11 +972,13 @@ def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
 
 
 def _refuses(text: str) -> bool:
-    """:data:`_REFUSAL` in ``text``; every form it reads holds ``no``, ``n't`` or ``unable`` in
-    any case (its letters have no other case-insensitive match), so a text without them is
-    not searched."""
+    """:data:`_REFUSAL` in ``text``; every form it reads holds ``not``, ``n't``, ``no `` or
+    ``unable`` in any case (its letters have no other case-insensitive match), so a text
+    without them is not searched."""
     lower = text.lower()
-    return ("no" in lower or "n't" in lower or "unable" in lower) and bool(_REFUSAL.search(text))
+    if "not" in lower or "n't" in lower or "no " in lower or "unable" in lower:
+        return bool(_REFUSAL.search(text))
+    return False
 
 
 def _without_asides(text: str) -> str:
@@ -996,17 +1014,12 @@ def _credit(
 
 def _closing(body: str, hit: re.Match[str]) -> int:
     """The index of the bracket closing a DocTitle citation (the line's end when unclosed)."""
-    opener = hit.group(1)
-    openers, closers = ("[", "]") if opener == "[" else ("(（", ")）")
+    brackets, openers = (_SQUARES, "[") if hit.group(1) == "[" else (_ROUNDS, "(（")
     depth = 1
-    for index in range(hit.end(), min(len(body), hit.end() + 1000)):
-        char = body[index]
-        if char in openers:
-            depth += 1
-        elif char in closers:
-            depth -= 1
-            if depth == 0:
-                return index
+    for bracket in brackets.finditer(body, hit.end(), hit.end() + 1000):  # brackets only
+        depth += 1 if bracket.group() in openers else -1
+        if depth == 0:
+            return bracket.start()
     return len(body)
 
 
@@ -1179,7 +1192,7 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     found: dict[int, str] = {}
     runs = _name_runs(text)
     for run in runs:
-        for position, form in ctx.run_forms(run):
+        for position, form in ctx.run_forms(run, found.keys() | skip):
             if position not in found and position not in skip:
                 found[position] = form
     if not found:  # no name read: a one-letter slip in one shown person's name (``Damong``)

@@ -694,7 +694,9 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
             word_of.append(number)
     if not originals:
         return None
-    tokens = tuple(_fold(t) for t in originals)
+    joined = " ".join(originals)
+    # ASCII tokens fold alike whole or one by one (no token holds a space)
+    tokens = tuple(joined.lower().split() if joined.isascii() else map(_fold, originals))
     has_lower = caseless or any(map(str.islower, text))
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
