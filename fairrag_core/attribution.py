@@ -262,6 +262,11 @@ _GLUED_PARTICLE = re.compile(r"[a-zà-ÿ]{1,3}['’ʼ‘-]")
 _POSSESSIVE = re.compile(r"['’ʼ]s?$")
 _POSSESSIVE_WORD = re.compile(r"['’ʼ]s?(?=[ ,.;:!?]|$)")
 """A possessive ending a word (``Evans's``, ``Curies'``): a name ends there."""
+_RUN_BREAK_CHARS = frozenset(',;:()[]{}|/"“”«»!?–—')
+"""The characters :data:`_RUN_BREAK` breaks at (besides `` - `` and a sentence's ``. ``)."""
+_POSSESSIVE_ENDS = frozenset("s'’ʼ")
+"""The last characters of a word :func:`_possessive_start` reads a possessive in."""
+_APOSTROPHE_CHARS = frozenset("'’ʼ")
 _MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
 """A list marker glued to the name (``1.Ada``, ``-Ada``)."""
 _TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
@@ -835,10 +840,11 @@ def _attribute_line(
     body = ctx.bodies.get(line)
     if body is None:
         body = _line_body(line)[0]
-    cited = _read_citations(body, ctx)
+    lower = body.lower()  # read by the citation styles' and the refusal's letter checks
+    cited = _read_citations(body, lower, ctx)
     head = _head(body, cited.spans)
     out_of_range = tuple(ctx.out_of_range)
-    if _refuses(body):  # a refusal or a denial attributes nothing
+    if _refuses(body, lower):  # a refusal or a denial attributes nothing
         ordered = tuple(s for s in STYLES if s in cited.styles)
         unresolved = tuple(cited.unresolved)
         bullet = AttributedBullet(
@@ -873,20 +879,20 @@ def _attribute_line(
     return bullet, body
 
 
-def _read_citations(body: str, ctx: _Context) -> _Cited:
+def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
     """Every explicit citation of the line, each style in :data:`EXPLICIT_STYLES`' reading
     order (DocTitle, markdown link, source label, footnote, entry numbers, bracketed title); a
     span read by one is not read again. A style whose bracket or colon the line lacks is not
-    tried."""
+    tried, nor a DocTitle in a line without ``tle`` (``lower``: ``body`` in lower case)."""
     ctx.out_of_range.clear()
     cited = _Cited(body)
     square, round_ = "[" in body, "(" in body
-    if square or round_ or "（" in body:
+    if (square or round_ or "（" in body) and "tle" in lower:  # t, l, e: no other case
         _read_doctitles(cited, ctx)
     if "](" in body:
         _read_links(cited, ctx)
     if ":" in body or "：" in body:
-        _read_source_labels(cited, ctx)
+        _read_source_labels(cited, lower, ctx)
     if square:
         if ctx.footnotes and "[^" in body:
             for match in _FOOTNOTE_REFERENCE.finditer(body):
@@ -947,11 +953,12 @@ def _read_links(cited: _Cited, ctx: _Context) -> None:
             cited.take(*match.span())
 
 
-def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
+def _read_source_labels(cited: _Cited, lower: str, ctx: _Context) -> None:
     """``Source: X``, ``Sources: [1], [2]``: the titles or entry numbers after the label, up
     to a bracket (a list of bracketed entries read whole)."""
     body = cited.body
-    lower = body.lower().replace("\u0131", "i").replace("\u0307", "")
+    if not lower.isascii():
+        lower = lower.replace("\u0131", "i").replace("\u0307", "")
     if "ource" not in lower and "ref" not in lower and "cit" not in lower:
         return  # no label: every one holds these letters (a dotless or dotted I read as "i")
     for match in _SOURCE.finditer(body):
@@ -971,11 +978,10 @@ def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
             cited.take(match.start(), start + len(text))
 
 
-def _refuses(text: str) -> bool:
+def _refuses(text: str, lower: str) -> bool:
     """:data:`_REFUSAL` in ``text``; every form it reads holds ``not``, ``n't``, ``no `` or
     ``unable`` in any case (its letters have no other case-insensitive match), so a text
-    without them is not searched."""
-    lower = text.lower()
+    without them is not searched (``lower``: ``text`` in lower case)."""
     if "not" in lower or "n't" in lower or "no " in lower or "unable" in lower:
         return bool(_REFUSAL.search(text))
     return False
@@ -1049,14 +1055,16 @@ def _source_targets(text: str, ctx: _Context) -> tuple[list[int], list[str]]:
 def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
     """The bullet's text without its citations, up to its description: the name it gives."""
     text = body
-    for start, end, keep in sorted(spans, reverse=True):
+    for start, end, keep in sorted(spans, reverse=True) if len(spans) > 1 else spans:
         text = text[:start] + f" {keep} " + text[end:]
     text = " ".join(text.split())
     if "(" in text or "[" in text or "（" in text:
         text = " ".join(_EMPTY_BRACKETS.sub(" ", text).split())
     text = text.strip(" -–—:,;|.")
-    head = _DESCRIPTION.split(text, maxsplit=1)[0]
-    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0]
+    # each split only where its separator may be (a substring test costs less than a search)
+    described = ": " in text or " - " in text or " – " in text or " — " in text
+    head = _DESCRIPTION.split(text, maxsplit=1)[0] if described else text
+    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0] if ", " in head else head
     head = _VERB_CLAUSE.split(head, maxsplit=1)[0]
     return _unwrap(head.rstrip(" -–—:,;|."))
 
@@ -1068,9 +1076,11 @@ def _name_runs(text: str) -> list[str]:
     and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
     an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
     """
-    text = _TAG.sub(" ", text)
+    if "<" in text:
+        text = _TAG.sub(" ", text)
     runs: list[str] = []
-    for chunk in _RUN_BREAK.split(text):
+    plain = _RUN_BREAK_CHARS.isdisjoint(text) and ". " not in text and " - " not in text
+    for chunk in [text] if plain else _RUN_BREAK.split(text):  # no break: one chunk
         if chunk.islower():  # no capital letter: no name starts in it (fast path)
             continue
         strict: list[str] = []
@@ -1079,11 +1089,14 @@ def _name_runs(text: str) -> list[str]:
             word = raw.strip(_WORD_WRAPPERS)
             if word[:1] in _MARKER_START:
                 word = _MARKER.sub("", word)
-            possessive = _possessive_start(word)
+            possessive = _possessive_start(word) if word[-1:] in _POSSESSIVE_ENDS else None
             if possessive is not None:
                 word = word[:possessive]
             word = word.strip("'’.")
-            kind = _word_kind(word, bool(strict or loose))
+            if word.isalpha() and word[0].isupper():
+                kind = "name"  # the common word: :func:`_word_kind` says so
+            else:
+                kind = _word_kind(word, bool(strict or loose))
             if kind == "name":
                 strict.append(word)
                 loose.append(word)
@@ -1106,7 +1119,7 @@ def _name_runs(text: str) -> list[str]:
         _close(strict, runs)
         _close(loose, runs)
     whole = " ".join(text.split()).strip(" -–—:,;|.")
-    owner = _POSSESSIVE_WORD.search(whole)
+    owner = None if _APOSTROPHE_CHARS.isdisjoint(whole) else _POSSESSIVE_WORD.search(whole)
     for candidate in (whole, whole[: owner.start()] if owner else ""):
         if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
             runs.append(candidate)

@@ -520,6 +520,7 @@ _POSTNOMINALS = frozenset(
 # whitespace run from every position in it (quadratic time on hostile text).
 _CONJUNCTION = re.compile(r" (?:and|with) | ?[&/+;|＆] ?", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r" or ", re.IGNORECASE)
+_CONJUNCTION_SYMBOLS = frozenset("&/+;|＆")
 """What joins two people in one cited name: ``A and B``, ``A & B``, ``A / B``, ``A + B``,
 ``A; B``, ``A | B``, ``A with B`` (a comma is handled apart, see ``_name_parts``). ``A or B``
 gives two names of one person (``Edmund I or Eadmund I``)."""
@@ -703,7 +704,11 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     lead = 0  # titles first: "Rear Admiral The Honourable X" is X, not "the" + a designation
     while lead < len(tokens) - 1 and tokens[lead] in _HONORIFICS:
         lead += 1
-    cut = next((i for i in range(lead + 1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
+    cut = (
+        None
+        if _DESIGNATIONS.isdisjoint(tokens[lead + 1 :])
+        else next(i for i in range(lead + 1, len(tokens)) if tokens[i] in _DESIGNATIONS)
+    )
     if cut is not None:  # "Penda of Mercia", "Herod the Great", "Rauni-Leena Kilde née Valve"
         end, designation = cut, tokens[cut + 1 :]
     while end - start > 1 and (
@@ -720,7 +725,7 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     suffix = None
     last = originals[end - 1]
     if end - start > 1 and (
-        tokens[end - 1] in _GENERATIONAL or (_ROMAN.fullmatch(last) and last.isupper())
+        tokens[end - 1] in _GENERATIONAL or (last.isupper() and _ROMAN.fullmatch(last))
     ):
         suffix = tokens[end - 1]
         end -= 1
@@ -746,7 +751,11 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
     caseless = not any(map(str.isupper, outside))
     if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
         quoted += " " + bracketed
-    nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
+    nicknames = (
+        tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
+        if quoted and not quoted.isspace()
+        else ()
+    )
     people: list[_Name] = []
     parts = [p for p in _split_people(outside) if p.strip()]
     for part in parts:
@@ -762,7 +771,7 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
 def _split_people(text: str) -> list[str]:
     """``text`` split at :data:`_CONJUNCTION`; a text holding none of its symbols nor, in any
     case, `` and `` or `` with `` (a dotless or dotted I read as ``i``) is not searched."""
-    if not any(symbol in text for symbol in "&/+;|＆"):
+    if _CONJUNCTION_SYMBOLS.isdisjoint(text):
         lower = text.lower().replace("\u0131", "i").replace("\u0307", "")
         if " and " not in lower and " with " not in lower:
             return [text]
