@@ -262,6 +262,9 @@ _GLUED_PARTICLE = re.compile(r"[a-zà-ÿ]{1,3}['’ʼ‘-]")
 _POSSESSIVE = re.compile(r"['’ʼ]s?$")
 _POSSESSIVE_WORD = re.compile(r"['’ʼ]s?(?=[ ,.;:!?]|$)")
 """A possessive ending a word (``Evans's``, ``Curies'``): a name ends there."""
+_PLAIN_NAME = re.compile(rf"[A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*){{0,{_MAX_RUN_WORDS - 1}}}")
+"""At most :data:`_MAX_RUN_WORDS` capitalised ASCII words, one space apart: the one run of
+:func:`_name_runs` such a text holds is the text itself."""
 _RUN_BREAK_CHARS = frozenset(',;:()[]{}|/"“”«»!?–—')
 """The characters :data:`_RUN_BREAK` breaks at (besides `` - `` and a sentence's ``. ``)."""
 _POSSESSIVE_ENDS = frozenset("s'’ʼ")
@@ -703,9 +706,7 @@ def _attribute_units(
     above = 0
     memo: dict[str, tuple[AttributedBullet, str, list[bool]]] = {}
     for number, line, stripped in units:
-        if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
-            line
-        ):
+        if (line.lower() == line and _CITATION_CHARS.isdisjoint(line)) or not _ALNUM.search(line):
             # no capital, bracket or colon, or no letter nor digit: no name and no citation
             # to read (fast path)
             if number in is_bullet:
@@ -845,7 +846,7 @@ def _attribute_line(
     head = _head(body, cited.spans)
     out_of_range = tuple(ctx.out_of_range)
     if _refuses(body, lower):  # a refusal or a denial attributes nothing
-        ordered = tuple(s for s in STYLES if s in cited.styles)
+        ordered = _in_order(cited.styles)
         unresolved = tuple(cited.unresolved)
         bullet = AttributedBullet(
             stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
@@ -869,7 +870,7 @@ def _attribute_line(
         stripped,
         number,
         head,
-        tuple(s for s in STYLES if s in styles),
+        _in_order(styles),
         tuple(attributions),
         tuple(cited.unresolved),
         tuple(miscited),
@@ -877,6 +878,20 @@ def _attribute_line(
         max(0, len(seen) - max(1, len(presented))),
     )
     return bullet, body
+
+
+_ORDERED: dict[frozenset[str], tuple[str, ...]] = {}
+_CITATION_CHARS = frozenset("[(（:：")
+"""The brackets and colons every citation style holds."""
+
+
+def _in_order(styles: Collection[str]) -> tuple[str, ...]:
+    """``styles`` in :data:`STYLES` order (each of the 64 sets ordered once)."""
+    key = frozenset(styles)
+    ordered = _ORDERED.get(key)
+    if ordered is None:
+        ordered = _ORDERED[key] = tuple(style for style in STYLES if style in key)
+    return ordered
 
 
 def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
@@ -1076,6 +1091,8 @@ def _name_runs(text: str) -> list[str]:
     and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
     an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
     """
+    if _PLAIN_NAME.fullmatch(text):
+        return [text]  # capitalised ASCII words only: one run, itself (the common head)
     if "<" in text:
         text = _TAG.sub(" ", text)
     runs: list[str] = []
