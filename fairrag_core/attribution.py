@@ -1096,8 +1096,13 @@ def _name_runs(text: str) -> list[str]:
     if "<" in text:
         text = _TAG.sub(" ", text)
     runs: list[str] = []
-    plain = _RUN_BREAK_CHARS.isdisjoint(text) and ". " not in text and " - " not in text
-    for chunk in [text] if plain else _RUN_BREAK.split(text):  # no break: one chunk
+    if text.islower():  # no capital letter: no run starts in it, only ``text`` itself
+        chunks: list[str] = []
+    elif _RUN_BREAK_CHARS.isdisjoint(text) and ". " not in text and " - " not in text:
+        chunks = [text]  # no break: one chunk
+    else:
+        chunks = _RUN_BREAK.split(text)
+    for chunk in chunks:
         if chunk.islower():  # no capital letter: no name starts in it (fast path)
             continue
         strict: list[str] = []
