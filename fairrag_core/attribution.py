@@ -795,9 +795,12 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
 class _Cited:
     """The explicit citations read on one line (its ``body``): the styles read, the
     ``(position, style)`` of each resolved document, what resolved to none, and the spans the
-    citations take (with the text a span keeps in the head: a link's text)."""
+    citations take (with the text a span keeps in the head: a link's text); the characters
+    taken are marked in ``mask`` (one byte per character, made by the first citation), so
+    telling whether a span is free costs one scan of its bytes, however many citations the
+    line holds."""
 
-    __slots__ = ("body", "found", "spans", "styles", "taken", "unresolved")
+    __slots__ = ("body", "found", "mask", "spans", "styles", "unresolved")
 
     def __init__(self, body: str) -> None:
         self.body = body
@@ -805,7 +808,7 @@ class _Cited:
         self.found: list[tuple[int, str]] = []
         self.unresolved: list[str] = []
         self.spans: list[tuple[int, int, str]] = []
-        self.taken: list[tuple[int, int]] = []
+        self.mask: bytearray | None = None
 
     def cite(
         self,
@@ -823,13 +826,24 @@ class _Cited:
 
     def free(self, start: int, end: int) -> bool:
         """No character of ``body[start:end]`` is taken by a citation read before."""
-        for first, last in self.taken:  # max(start, first) < min(end, last), unrolled
-            if start < end and start < last and first < end and first < last:
+        return self.mask is None or self.mask.find(1, start, end) == -1
+
+    def covers(self, char: str) -> bool:
+        """Every ``char`` of ``body`` is taken by a citation read before."""
+        mask = self.mask
+        index = self.body.find(char)
+        while index != -1:
+            if mask is None or not mask[index]:
                 return False
+            index = self.body.find(char, index + 1)
         return True
 
     def take(self, start: int, end: int) -> None:
-        self.taken.append((start, min(end, len(self.body))))
+        if self.mask is None:
+            self.mask = bytearray(len(self.body))
+        end = min(end, len(self.body))
+        if start < end:
+            self.mask[start:end] = b"\x01" * (end - start)
 
 
 def _attribute_line(
@@ -920,8 +934,10 @@ def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
                 positions, missing = ctx.numbers(match.group(1))
                 cited.cite("numbered", positions, missing, match.span())
                 cited.take(*match.span())
-    for pattern, present in ((_SQUARE_TEXT, square), (_ROUND_TEXT, round_)):
-        for match in pattern.finditer(body) if present else ():
+    for pattern, opener, present in ((_SQUARE_TEXT, "[", square), (_ROUND_TEXT, "(", round_)):
+        if not present or cited.covers(opener):
+            continue  # every such bracket already read: each match would overlap a citation
+        for match in pattern.finditer(body):
             if not cited.free(*match.span()):
                 continue
             position = ctx.title(match.group(1))
