@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
@@ -65,6 +65,9 @@ from .citations import (
     context_documents,
     document_aliases,
     normalize_title,
+)
+from .citations import (
+    _PARTICLES as _CITATION_PARTICLES,
 )
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
@@ -233,6 +236,10 @@ _SOURCE = re.compile(
 )
 # A pattern opening with a lookahead of its first letters (``(?=[src])``) matches the same
 # text; the engine then skips to those letters instead of trying every position.
+_SQUARES = re.compile(r"[\[\]]")
+_ROUNDS = re.compile(r"[()（）]")
+_SOURCE_START = frozenset("sSrRcC\u017f")
+"""The letters :data:`_SOURCE` can start with (``ſ``, a long s, matches ``s`` ignoring case)."""
 _SOURCE_END = re.compile(r"[()\[\]]")
 _BRACKET_LIST = re.compile(r" ?(?:\[[^\[\]]{1,300}\](?:,? (?:and )?|,)?){1,20}")
 _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
@@ -255,6 +262,14 @@ _GLUED_PARTICLE = re.compile(r"[a-zà-ÿ]{1,3}['’ʼ‘-]")
 _POSSESSIVE = re.compile(r"['’ʼ]s?$")
 _POSSESSIVE_WORD = re.compile(r"['’ʼ]s?(?=[ ,.;:!?]|$)")
 """A possessive ending a word (``Evans's``, ``Curies'``): a name ends there."""
+_PLAIN_NAME = re.compile(rf"[A-Z][A-Za-z]*(?: [A-Z][A-Za-z]*){{0,{_MAX_RUN_WORDS - 1}}}")
+"""At most :data:`_MAX_RUN_WORDS` capitalised ASCII words, one space apart: the one run of
+:func:`_name_runs` such a text holds is the text itself."""
+_RUN_BREAK_CHARS = frozenset(',;:()[]{}|/"“”«»!?–—')
+"""The characters :data:`_RUN_BREAK` breaks at (besides `` - `` and a sentence's ``. ``)."""
+_POSSESSIVE_ENDS = frozenset("s'’ʼ")
+"""The last characters of a word :func:`_possessive_start` reads a possessive in."""
+_APOSTROPHE_CHARS = frozenset("'’ʼ")
 _MARKER = re.compile(r"^(?:\d{1,3}[.)]|[-*+•])(?=\w)")
 """A list marker glued to the name (``1.Ada``, ``-Ada``)."""
 _TAG = re.compile(r"</?[A-Za-z][\w:-]{0,30}/?>")
@@ -291,6 +306,8 @@ _REFUSAL = re.compile(
 denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
 
 
+_Index = tuple[list[frozenset[str]], dict[str, list[int]], dict[str, list[int]]]
+"""Each document's words, and the documents of each word and of each title key."""
 _MAX_SHARED_CONTEXTS = 64
 _SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
 _SHARED_LOCK = threading.Lock()
@@ -315,6 +332,7 @@ def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
                 "numbers",
                 "presented",
                 "cited",
+                "names",
             )
             state = {name: {} for name in names}
             if len(_SHARED) >= _MAX_SHARED_CONTEXTS:
@@ -338,13 +356,16 @@ class _Context:
         shared = _shared_state(documents)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
         self._people = shared["people"]
-        self._keys: dict[int, tuple[str, ...]] = shared["keys"]
+        self._keys: dict[str, _Index] = shared["keys"]
         self._slip: dict[str, list[list[str]]] = shared["slip"]
         self._run_forms: dict[str, tuple[tuple[int, str], ...]] = shared["run_forms"]
         self._titles: dict[str, int | None] = shared["titles"]
         self._numbers: dict[str, tuple[list[int], list[str], list[str]]] = shared["numbers"]
         self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
         self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
+        self._names: dict[tuple[str, int], bool] = shared["names"]
+        self.bodies: dict[str, str] = {}
+        """Each line's :func:`_line_body`, read once per answer."""
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
         self.out_of_range: list[str] = []
@@ -416,10 +437,13 @@ class _Context:
                 aliases += [n for n in _document_people(alias) if len(n.core) > 1]
             key, people = self._title_people(position)
             words = {word for person in people for word in person.core}
+            one_word = _topic_name_words(doc.title if doc.person is None else doc.person) == 1
             alone = tuple(
                 alias
                 for alias in aliases
-                if any(len(person.core) == 1 for person in people) or words & set(alias.core)
+                if one_word
+                or any(len(person.core) == 1 for person in people)
+                or words & set(alias.core)
             )
             self._people[position] = (key, people, tuple(aliases), alone)
         return self._people[position]
@@ -435,7 +459,7 @@ class _Context:
         position: int,
         alone: bool = False,
         cited_key: str | None = None,
-        words: str | None = None,
+        words: frozenset[str] | None = None,
     ) -> str | None:
         """``title`` when ``cited`` names the document's person by its title, ``alias`` when
         by a name the document's own text states, else None. With ``alone`` (no citation of the
@@ -447,7 +471,7 @@ class _Context:
         if cited_key is None:
             cited_key = normalize_title(cited)
         if words is None:
-            words = _word_text(cited)
+            words = _cited_words(cited)
         if cited_key not in (key, "\0") and not self._may_name(words, position):
             return None  # no word of the document's names in ``cited``: the rule cannot match
         if len(cited) > _MAX_NAME:
@@ -464,16 +488,20 @@ class _Context:
             return "alias"
         return None
 
-    def run_forms(self, run: str) -> tuple[tuple[int, str], ...]:
+    def run_forms(self, run: str, settled: Collection[int] = ()) -> tuple[tuple[int, str], ...]:
         """The documents a name run names alone, with their name forms: computed once per
         distinct run of the answer (a name repeated over bullets is checked once), at most
-        :data:`_MAX_RUN_CACHE` runs kept."""
+        :data:`_MAX_RUN_CACHE` runs kept. A run that may name only ``settled`` documents
+        (those its caller has decided) is not checked: it gives nothing new (empty)."""
         forms = self._run_forms.get(run)
         if forms is None:
-            key, words = normalize_title(run), _word_text(run)  # once per run
+            key, words = normalize_title(run), _cited_words(run)  # once per run
+            candidates = self._candidates(words, key)
+            if candidates and all(position in settled for position in candidates):
+                return ()  # not kept: another caller may not have settled them
             forms = tuple(
                 (position, form)
-                for position in range(len(self.documents))
+                for position in sorted(candidates)
                 if (form := self.name_form(run, position, True, key, words))
             )
             if len(self._run_forms) >= _MAX_RUN_CACHE:
@@ -506,20 +534,55 @@ class _Context:
         return found
 
     def names(self, cited: str, position: int) -> bool:
-        return self.name_form(cited, position) is not None
+        """Whether ``cited`` names the document's person (:meth:`name_form`, its aliases
+        included), decided once per context."""
+        known = self._names.get((cited, position))
+        if known is None:
+            known = self.name_form(cited, position) is not None
+            if len(self._names) >= _MAX_RUN_CACHE:
+                self._names.clear()
+            self._names[cited, position] = known
+        return known
 
-    def _may_name(self, words: str, position: int) -> bool:
-        """Whether ``words`` (:func:`_word_text` of a cited name) holds a word of the
+    def _may_name(self, words: frozenset[str], position: int) -> bool:
+        """Whether ``words`` (:func:`_cited_words` of a cited name) holds a word of the
         document's names (title and aliases: every token, and each last word's tokens joined):
         a necessary condition of the name rule, since every way
-        :func:`~fairrag_core.citations.names_person` accepts shares such a word, read as a
-        substring because the rule's tokens of ``cited`` are substrings of ``words``."""
-        keys = self._keys.get(position)
-        if keys is None:
-            _, people, aliases, _ = self._names_of(position)
-            found = {t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)}
-            keys = self._keys[position] = tuple(found)
-        return any(map(words.__contains__, keys))
+        :func:`~fairrag_core.citations.names_person` accepts shares such a word (docs/SPEC.md,
+        "Attribution": a filter for speed, never a decision)."""
+        return not words.isdisjoint(self._index()[0][position])
+
+    def _candidates(self, words: frozenset[str], cited_key: str) -> set[int]:
+        """The documents a cited name may name: those one of its ``words`` (:func:`_cited_words`)
+        is a word of (one dictionary look-up per word, not one check per document), and those
+        whose title key is ``cited_key`` (the rule's equality)."""
+        keys, by_word, by_key = self._index()
+        if cited_key == "\0":
+            return set(range(len(keys)))
+        found = set(by_key.get(cited_key, ()))
+        for word in words:
+            found.update(by_word.get(word, ()))
+        return found
+
+    def _index(self) -> _Index:
+        """Once per context: each document's words (:meth:`_may_name`), and which documents
+        each word and each title key belongs to."""
+        index = self._keys.get("")
+        if index is None:
+            keys: list[frozenset[str]] = []
+            by_word: dict[str, list[int]] = {}
+            by_key: dict[str, list[int]] = {}
+            for position in range(len(self.documents)):
+                key, people, aliases, _ = self._names_of(position)
+                words = frozenset(
+                    t for name in (*people, *aliases) for t in (*name.tokens, *name.surnames)
+                )
+                keys.append(words)
+                for word in words:
+                    by_word.setdefault(word, []).append(position)
+                by_key.setdefault(key, []).append(position)
+            index = self._keys[""] = (keys, by_word, by_key)
+        return index
 
     def presented(self, head: str) -> list[tuple[int, str]]:
         """:func:`_presented` of ``head``, read once per distinct head of the answer."""
@@ -568,20 +631,24 @@ def _read_lines(
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
         line = " ".join(raw[:MAX_LINE_SCAN].split())
-        if _parser_bullet(line if len(raw) <= MAX_LINE_SCAN else " ".join(raw.split())):
+        if len(raw) <= MAX_LINE_SCAN:
+            bullet = _parser_bullet(line, ctx.bodies)
+        else:
+            bullet = _parser_bullet(" ".join(raw.split()), {})
+        if bullet:
             is_bullet.add(number)
         elif not _ALNUM.search(raw, 0, MAX_LINE_SCAN):
             continue  # no letter nor digit: nothing to read
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
-        if _ENTRY_MARK.fullmatch(plain) or _is_prompt_echo(body):
+        if (plain[:1] == "[" and _ENTRY_MARK.fullmatch(plain)) or _is_prompt_echo(body):
             echoed.append(number)
             continue
-        footnote = _FOOTNOTE_DEFINITION.fullmatch(body)
+        footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
             continue
-        label = _SOURCE.match(body)
+        label = _SOURCE.match(body) if body[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
@@ -589,24 +656,27 @@ def _read_lines(
     return lines, is_bullet, echoed, sourced
 
 
-def _parser_bullet(line: str) -> bool:
+def _line_body(line: str) -> tuple[str, bool]:
+    """The line without its bullet marker and emphasis (a marker inside the bold too), and
+    whether it had a marker: what the paper parser reads after the marker."""
+    body, marked = _strip_bullet(line)
+    body = body.replace("**", "").replace("__", "").strip()
+    body, marked_inside = _strip_bullet(body)
+    return body, marked or marked_inside
+
+
+def _parser_bullet(line: str, bodies: dict[str, str]) -> bool:
     """Whether :func:`~fairrag_core.citations.parse_citations` reads the whitespace-collapsed
     ``line`` as a bullet (a citation or an unparsable bullet), without parsing its citation:
     it has a word character after its bullet marker and emphasis, and a bullet marker, a
     DocTitle citation, or ``DocTitle`` written outside brackets."""
     if line.isalnum() or line.isspace():
         return False
-    body, marked = _strip_bullet(line)
-    body = body.replace("**", "").replace("__", "").strip()
-    body, marked_inside = _strip_bullet(body)
+    body, marked = _line_body(line)
+    bodies[line] = body  # read again by :func:`_attribute_line`
     if not _WORD.search(body):
         return False
-    return (
-        marked
-        or marked_inside
-        or _CITE.search(body) is not None
-        or _DOCTITLE.search(body) is not None
-    )
+    return marked or _CITE.search(body) is not None or _DOCTITLE.search(body) is not None
 
 
 def _units(
@@ -636,9 +706,7 @@ def _attribute_units(
     above = 0
     memo: dict[str, tuple[AttributedBullet, str, list[bool]]] = {}
     for number, line, stripped in units:
-        if (line.lower() == line and not any(b in line for b in "[(（:：")) or not _ALNUM.search(
-            line
-        ):
+        if (line.lower() == line and _CITATION_CHARS.isdisjoint(line)) or not _ALNUM.search(line):
             # no capital, bracket or colon, or no letter nor digit: no name and no citation
             # to read (fast path)
             if number in is_bullet:
@@ -653,13 +721,18 @@ def _attribute_units(
             known = memo[line] = (bullet, body, [])
         else:
             bullet = replace(known[0], line=stripped, line_number=number)
-        name_line = False  # whether it is a name line matters only for a line no bullet
-        if number not in is_bullet:
-            if not known[2]:  # read once per distinct line
-                known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
-            name_line = known[2][0]
         positions = {a.position for a in bullet.attributions}
-        if name_line and number not in is_bullet and above == number - 1 and previous == positions:
+        # whether a line no bullet is a name line matters only under a bullet attributed alike,
+        # or when only names attribute it: read then, once per distinct line
+        name_line = (
+            number not in is_bullet
+            and (
+                (above == number - 1 and previous == positions)
+                or (bool(positions) and bullet.styles == ("implicit",))
+            )
+            and _name_line(known, bullet)
+        )
+        if name_line and above == number - 1 and previous == positions:
             continue  # the item's name again under it (with dates): its description
         previous, above = (positions, number) if number in is_bullet else (None, 0)
         if (
@@ -671,6 +744,14 @@ def _attribute_units(
         elif bullet.attributions:
             paragraph.append(bullet)
     return bullets, paragraph
+
+
+def _name_line(known: tuple[AttributedBullet, str, list[bool]], bullet: AttributedBullet) -> bool:
+    """:func:`_is_name_line` of a unit (its body, kept in ``known``, and its head), for a unit
+    that does not refuse; read once per distinct unit (kept in ``known[2]``)."""
+    if not known[2]:
+        known[2].append(not bullet.refusal and _is_name_line(known[1], bullet.person))
+    return known[2][0]
 
 
 def _sentences(line: str) -> list[str]:
@@ -714,9 +795,12 @@ def _cited_by_sources(bullet: AttributedBullet, sourced: set[int]) -> Attributed
 class _Cited:
     """The explicit citations read on one line (its ``body``): the styles read, the
     ``(position, style)`` of each resolved document, what resolved to none, and the spans the
-    citations take (with the text a span keeps in the head: a link's text)."""
+    citations take (with the text a span keeps in the head: a link's text); the characters
+    taken are marked in ``mask`` (one byte per character, made by the first citation), so
+    telling whether a span is free costs one scan of its bytes, however many citations the
+    line holds."""
 
-    __slots__ = ("body", "found", "spans", "styles", "taken", "unresolved")
+    __slots__ = ("body", "found", "mask", "spans", "styles", "unresolved")
 
     def __init__(self, body: str) -> None:
         self.body = body
@@ -724,7 +808,7 @@ class _Cited:
         self.found: list[tuple[int, str]] = []
         self.unresolved: list[str] = []
         self.spans: list[tuple[int, int, str]] = []
-        self.taken: list[tuple[int, int]] = []
+        self.mask: bytearray | None = None
 
     def cite(
         self,
@@ -742,13 +826,24 @@ class _Cited:
 
     def free(self, start: int, end: int) -> bool:
         """No character of ``body[start:end]`` is taken by a citation read before."""
-        for first, last in self.taken:  # max(start, first) < min(end, last), unrolled
-            if start < end and start < last and first < end and first < last:
+        return self.mask is None or self.mask.find(1, start, end) == -1
+
+    def covers(self, char: str) -> bool:
+        """Every ``char`` of ``body`` is taken by a citation read before."""
+        mask = self.mask
+        index = self.body.find(char)
+        while index != -1:
+            if mask is None or not mask[index]:
                 return False
+            index = self.body.find(char, index + 1)
         return True
 
     def take(self, start: int, end: int) -> None:
-        self.taken.append((start, min(end, len(self.body))))
+        if self.mask is None:
+            self.mask = bytearray(len(self.body))
+        end = min(end, len(self.body))
+        if start < end:
+            self.mask[start:end] = b"\x01" * (end - start)
 
 
 def _attribute_line(
@@ -757,14 +852,15 @@ def _attribute_line(
     """The line's attributions, and its body (the line without bullet marker and emphasis),
     which tells whether it is a name line (:func:`_is_name_line` of the body and the bullet's
     head, for a bullet that does not refuse)."""
-    body = _strip_bullet(line)[0]
-    body = body.replace("**", "").replace("__", "").strip()
-    body = _strip_bullet(body)[0]
-    cited = _read_citations(body, ctx)
+    body = ctx.bodies.get(line)
+    if body is None:
+        body = _line_body(line)[0]
+    lower = body.lower()  # read by the citation styles' and the refusal's letter checks
+    cited = _read_citations(body, lower, ctx)
     head = _head(body, cited.spans)
     out_of_range = tuple(ctx.out_of_range)
-    if _refuses(body):  # a refusal or a denial attributes nothing
-        ordered = tuple(s for s in STYLES if s in cited.styles)
+    if _refuses(body, lower):  # a refusal or a denial attributes nothing
+        ordered = _in_order(cited.styles)
         unresolved = tuple(cited.unresolved)
         bullet = AttributedBullet(
             stripped, number, head, ordered, (), unresolved, (), out_of_range, 0, True
@@ -788,7 +884,7 @@ def _attribute_line(
         stripped,
         number,
         head,
-        tuple(s for s in STYLES if s in styles),
+        _in_order(styles),
         tuple(attributions),
         tuple(cited.unresolved),
         tuple(miscited),
@@ -798,20 +894,34 @@ def _attribute_line(
     return bullet, body
 
 
-def _read_citations(body: str, ctx: _Context) -> _Cited:
+_ORDERED: dict[frozenset[str], tuple[str, ...]] = {}
+_CITATION_CHARS = frozenset("[(（:：")
+"""The brackets and colons every citation style holds."""
+
+
+def _in_order(styles: Collection[str]) -> tuple[str, ...]:
+    """``styles`` in :data:`STYLES` order (each of the 64 sets ordered once)."""
+    key = frozenset(styles)
+    ordered = _ORDERED.get(key)
+    if ordered is None:
+        ordered = _ORDERED[key] = tuple(style for style in STYLES if style in key)
+    return ordered
+
+
+def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
     """Every explicit citation of the line, each style in :data:`EXPLICIT_STYLES`' reading
     order (DocTitle, markdown link, source label, footnote, entry numbers, bracketed title); a
     span read by one is not read again. A style whose bracket or colon the line lacks is not
-    tried."""
+    tried, nor a DocTitle in a line without ``tle`` (``lower``: ``body`` in lower case)."""
     ctx.out_of_range.clear()
     cited = _Cited(body)
     square, round_ = "[" in body, "(" in body
-    if square or round_ or "（" in body:
+    if (square or round_ or "（" in body) and "tle" in lower:  # t, l, e: no other case
         _read_doctitles(cited, ctx)
     if "](" in body:
         _read_links(cited, ctx)
     if ":" in body or "：" in body:
-        _read_source_labels(cited, ctx)
+        _read_source_labels(cited, lower, ctx)
     if square:
         if ctx.footnotes and "[^" in body:
             for match in _FOOTNOTE_REFERENCE.finditer(body):
@@ -824,8 +934,10 @@ def _read_citations(body: str, ctx: _Context) -> _Cited:
                 positions, missing = ctx.numbers(match.group(1))
                 cited.cite("numbered", positions, missing, match.span())
                 cited.take(*match.span())
-    for pattern, present in ((_SQUARE_TEXT, square), (_ROUND_TEXT, round_)):
-        for match in pattern.finditer(body) if present else ():
+    for pattern, opener, present in ((_SQUARE_TEXT, "[", square), (_ROUND_TEXT, "(", round_)):
+        if not present or cited.covers(opener):
+            continue  # every such bracket already read: each match would overlap a citation
+        for match in pattern.finditer(body):
             if not cited.free(*match.span()):
                 continue
             position = ctx.title(match.group(1))
@@ -872,11 +984,12 @@ def _read_links(cited: _Cited, ctx: _Context) -> None:
             cited.take(*match.span())
 
 
-def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
+def _read_source_labels(cited: _Cited, lower: str, ctx: _Context) -> None:
     """``Source: X``, ``Sources: [1], [2]``: the titles or entry numbers after the label, up
     to a bracket (a list of bracketed entries read whole)."""
     body = cited.body
-    lower = body.lower().replace("\u0131", "i").replace("\u0307", "")
+    if not lower.isascii():
+        lower = lower.replace("\u0131", "i").replace("\u0307", "")
     if "ource" not in lower and "ref" not in lower and "cit" not in lower:
         return  # no label: every one holds these letters (a dotless or dotted I read as "i")
     for match in _SOURCE.finditer(body):
@@ -896,12 +1009,13 @@ def _read_source_labels(cited: _Cited, ctx: _Context) -> None:
             cited.take(match.start(), start + len(text))
 
 
-def _refuses(text: str) -> bool:
-    """:data:`_REFUSAL` in ``text``; every form it reads holds ``no``, ``n't`` or ``unable`` in
-    any case (its letters have no other case-insensitive match), so a text without them is
-    not searched."""
-    lower = text.lower()
-    return ("no" in lower or "n't" in lower or "unable" in lower) and bool(_REFUSAL.search(text))
+def _refuses(text: str, lower: str) -> bool:
+    """:data:`_REFUSAL` in ``text``; every form it reads holds ``not``, ``n't``, ``no `` or
+    ``unable`` in any case (its letters have no other case-insensitive match), so a text
+    without them is not searched (``lower``: ``text`` in lower case)."""
+    if "not" in lower or "n't" in lower or "no " in lower or "unable" in lower:
+        return bool(_REFUSAL.search(text))
+    return False
 
 
 def _without_asides(text: str) -> str:
@@ -937,17 +1051,12 @@ def _credit(
 
 def _closing(body: str, hit: re.Match[str]) -> int:
     """The index of the bracket closing a DocTitle citation (the line's end when unclosed)."""
-    opener = hit.group(1)
-    openers, closers = ("[", "]") if opener == "[" else ("(（", ")）")
+    brackets, openers = (_SQUARES, "[") if hit.group(1) == "[" else (_ROUNDS, "(（")
     depth = 1
-    for index in range(hit.end(), min(len(body), hit.end() + 1000)):
-        char = body[index]
-        if char in openers:
-            depth += 1
-        elif char in closers:
-            depth -= 1
-            if depth == 0:
-                return index
+    for bracket in brackets.finditer(body, hit.end(), hit.end() + 1000):  # brackets only
+        depth += 1 if bracket.group() in openers else -1
+        if depth == 0:
+            return bracket.start()
     return len(body)
 
 
@@ -977,14 +1086,16 @@ def _source_targets(text: str, ctx: _Context) -> tuple[list[int], list[str]]:
 def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
     """The bullet's text without its citations, up to its description: the name it gives."""
     text = body
-    for start, end, keep in sorted(spans, reverse=True):
+    for start, end, keep in sorted(spans, reverse=True) if len(spans) > 1 else spans:
         text = text[:start] + f" {keep} " + text[end:]
     text = " ".join(text.split())
     if "(" in text or "[" in text or "（" in text:
         text = " ".join(_EMPTY_BRACKETS.sub(" ", text).split())
     text = text.strip(" -–—:,;|.")
-    head = _DESCRIPTION.split(text, maxsplit=1)[0]
-    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0]
+    # each split only where its separator may be (a substring test costs less than a search)
+    described = ": " in text or " - " in text or " – " in text or " — " in text
+    head = _DESCRIPTION.split(text, maxsplit=1)[0] if described else text
+    head = _LOWER_CLAUSE.split(head, maxsplit=1)[0] if ", " in head else head
     head = _VERB_CLAUSE.split(head, maxsplit=1)[0]
     return _unwrap(head.rstrip(" -–—:,;|."))
 
@@ -996,9 +1107,18 @@ def _name_runs(text: str) -> list[str]:
     and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
     an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
     """
-    text = _TAG.sub(" ", text)
+    if _PLAIN_NAME.fullmatch(text):
+        return [text]  # capitalised ASCII words only: one run, itself (the common head)
+    if "<" in text:
+        text = _TAG.sub(" ", text)
     runs: list[str] = []
-    for chunk in _RUN_BREAK.split(text):
+    if text.islower():  # no capital letter: no run starts in it, only ``text`` itself
+        chunks: list[str] = []
+    elif _RUN_BREAK_CHARS.isdisjoint(text) and ". " not in text and " - " not in text:
+        chunks = [text]  # no break: one chunk
+    else:
+        chunks = _RUN_BREAK.split(text)
+    for chunk in chunks:
         if chunk.islower():  # no capital letter: no name starts in it (fast path)
             continue
         strict: list[str] = []
@@ -1007,11 +1127,14 @@ def _name_runs(text: str) -> list[str]:
             word = raw.strip(_WORD_WRAPPERS)
             if word[:1] in _MARKER_START:
                 word = _MARKER.sub("", word)
-            possessive = _possessive_start(word)
+            possessive = _possessive_start(word) if word[-1:] in _POSSESSIVE_ENDS else None
             if possessive is not None:
                 word = word[:possessive]
             word = word.strip("'’.")
-            kind = _word_kind(word, bool(strict or loose))
+            if word.isalpha() and word[0].isupper():
+                kind = "name"  # the common word: :func:`_word_kind` says so
+            else:
+                kind = _word_kind(word, bool(strict or loose))
             if kind == "name":
                 strict.append(word)
                 loose.append(word)
@@ -1034,11 +1157,24 @@ def _name_runs(text: str) -> list[str]:
         _close(strict, runs)
         _close(loose, runs)
     whole = " ".join(text.split()).strip(" -–—:,;|.")
-    owner = _POSSESSIVE_WORD.search(whole)
+    owner = None if _APOSTROPHE_CHARS.isdisjoint(whole) else _POSSESSIVE_WORD.search(whole)
     for candidate in (whole, whole[: owner.start()] if owner else ""):
         if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
             runs.append(candidate)
     return [run for run in dict.fromkeys(runs) if run]
+
+
+def _topic_name_words(title: str) -> int | None:
+    """For a title that is a topic about a person (``Mary in Islam``, ``Jesus in Christianity``:
+    a lower-case word that is no name particle nor joins names after its capitalised words),
+    the number of words of the name before it; None for any other title (a name)."""
+    words = title.split()
+    for index, word in enumerate(words):
+        if index and word.isalpha() and word.islower():
+            if word in _CITATION_PARTICLES:
+                continue
+            return index
+    return None
 
 
 def _possessive_start(word: str) -> int | None:
@@ -1107,7 +1243,7 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     found: dict[int, str] = {}
     runs = _name_runs(text)
     for run in runs:
-        for position, form in ctx.run_forms(run):
+        for position, form in ctx.run_forms(run, found.keys() | skip):
             if position not in found and position not in skip:
                 found[position] = form
     if not found:  # no name read: a one-letter slip in one shown person's name (``Damong``)
@@ -1118,14 +1254,33 @@ def _named(text: str, ctx: _Context, skip: set[int]) -> list[tuple[int, str]]:
     return list(found.items())
 
 
-_NOT_WORD = re.compile(r"[^\w\s]+")
+_RULE_TOKEN = re.compile(r"\w+")
+_RULE_APOSTROPHES = re.compile(r"['’ʼ`´]")
+_MAX_JOINED_PARTS = 6
 
 
-def _word_text(cited: str) -> str:
-    """``cited`` case-folded and accents removed, with every character that is neither a word
-    character nor a space deleted: each token the name rule reads in ``cited`` (brackets,
-    quotes and apostrophes dropped, hyphenated parts joined) is a substring of it."""
-    return _fold(_NOT_WORD.sub("", cited))
+def _cited_words(cited: str) -> frozenset[str]:
+    """Every word the name rule may read in ``cited``, case-folded and accents removed: its
+    tokens (apostrophes dropped, then runs of word characters: ``O'Brien`` is ``obrien``) and,
+    within each whitespace-separated word, every run of consecutive tokens joined (a hyphenated
+    surname ``Haile-Mariam`` is also ``hailemariam``, however the rule splits the word)."""
+    words: set[str] = set()
+    text = _RULE_APOSTROPHES.sub("", cited)
+    plain = text.isascii()  # folding ASCII text whole folds each token alike
+    for word in (text.lower() if plain else text).split():
+        if word.isalnum():  # one token (as the rule reads it: tokens first, then folded)
+            words.add(word if plain else _fold(word))
+            continue
+        parts = _RULE_TOKEN.findall(word)
+        if not plain:
+            parts = [_fold(part) for part in parts]
+        words.update(parts)
+        if len(parts) > _MAX_JOINED_PARTS:
+            parts = parts[:_MAX_JOINED_PARTS]  # no name joins more parts
+        for start in range(len(parts)):
+            for end in range(start + 2, len(parts) + 1):
+                words.add("".join(parts[start:end]))
+    return frozenset(words)
 
 
 def _one_edit(a: str, b: str) -> bool:

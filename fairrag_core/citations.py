@@ -41,6 +41,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
+from typing import NamedTuple
 
 __all__ = [
     "Citation",
@@ -378,8 +379,14 @@ _ALIAS_CUE = re.compile(
     r"their|the|stage|pen|ring|birth|real|personal|name|names|simply|mononymously)){0,4} ",
     re.IGNORECASE,
 )
-_OWN_NAME = re.compile(r"\b(?:real|birth|original|full) name (?:was|is) ", re.IGNORECASE)
-"""A later sentence stating the person's own name (the opening's cues are read in it only)."""
+_OWN_NAME = re.compile(
+    r"\b(?:(?:real|birth|original|full) name (?:was|is)|(?:he|she) (?:was|is) (?:also |better "
+    r"|commonly |popularly |widely )?known (?:to (?:[^\s.]+ ){1,6}?)?as) ",
+    re.IGNORECASE,
+)
+"""A later sentence stating the person's own name (the opening's cues are read in it only):
+``His real name was Yokoi Tokiari``, ``He was known to the Siamese of his time as Phra Phuttha
+Chao Luang``."""
 _MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec in on at c circa".split()
@@ -398,7 +405,9 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
     ``stage name``, ``real name``... (``Ringo Starr``); and in any sentence of those 600
     characters, the name stated as the person's own (``His real name was Yokoi Tokiari.``:
-    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``). A name counts
+    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``; ``He was known to
+    the Siamese of his time as Phra Phuttha Chao Luang``: ``He`` or ``She``, ``was`` or ``is``,
+    ``known`` [``to`` up to 6 words] ``as``). A name counts
     when it starts with a capital letter and has 2 to 12 words (a one-word alias such as
     ``Prince`` would make any ``Prince X`` name the person). Only these names: another person
     the text mentions (``the wife of Crown Prince Haakon``) never becomes the document's
@@ -512,6 +521,7 @@ _POSTNOMINALS = frozenset(
 # whitespace run from every position in it (quadratic time on hostile text).
 _CONJUNCTION = re.compile(r" (?:and|with) | ?[&/+;|＆] ?", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r" or ", re.IGNORECASE)
+_CONJUNCTION_SYMBOLS = frozenset("&/+;|＆")
 """What joins two people in one cited name: ``A and B``, ``A & B``, ``A / B``, ``A + B``,
 ``A; B``, ``A | B``, ``A with B`` (a comma is handled apart, see ``_name_parts``). ``A or B``
 gives two names of one person (``Edmund I or Eadmund I``)."""
@@ -530,9 +540,9 @@ _QUOTES = {'"': '"', "“": "”", "„": "“", "«": "»", "”": "”"}
 _BRACKET_OR_QUOTE = re.compile("[" + re.escape("".join((*_OPENERS, *_QUOTES))) + "]")
 
 
-@dataclass(frozen=True)
-class _Name:
-    """One person's name as the rule compares it (all tokens case-folded, accents removed)."""
+class _Name(NamedTuple):
+    """One person's name as the rule compares it (all tokens case-folded, accents removed); a
+    named tuple, built faster than a frozen dataclass (a name is parsed per distinct name)."""
 
     tokens: tuple[str, ...]
     """Every word token, titles and suffixes included."""
@@ -597,7 +607,7 @@ def _looks_like_a_name(words: list[str], caseless: bool) -> bool:
     if not words:
         return False
     for word in words:
-        if any(map(str.isdigit, word)):
+        if not word.isalpha() and any(map(str.isdigit, word)):  # no letter is a digit
             return False
         letter = word[0] if word[:1].isalpha() else next(filter(str.isalpha, word), None)
         if letter is None:
@@ -674,26 +684,30 @@ def _name_parts(text: str, caseless: bool) -> list[str]:
 
 
 def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name | None:
-    originals: list[str] = []
-    word_of: list[int] = []
-    for number, word in enumerate(_APOSTROPHES.sub("", text).split()):
-        if word.isalnum():  # one token (``\w`` holds every alphanumeric character)
-            originals.append(word)
-            word_of.append(number)
-            continue
-        for token in _TOKEN.findall(word):
-            originals.append(token)
-            word_of.append(number)
+    originals: list[str] = _APOSTROPHES.sub("", text).split()
+    word_of: list[int] = list(range(len(originals)))
+    if not "".join(originals).isalnum():  # else each word is one token (``\w`` holds them)
+        words, originals, word_of = originals, [], []
+        for number, word in enumerate(words):
+            found = [word] if word.isalnum() else _TOKEN.findall(word)
+            originals += found
+            word_of += [number] * len(found)
     if not originals:
         return None
-    tokens = tuple(_fold(t) for t in originals)
+    joined = " ".join(originals)
+    # ASCII tokens fold alike whole or one by one (no token holds a space)
+    tokens = tuple(joined.lower().split() if joined.isascii() else map(_fold, originals))
     has_lower = caseless or any(map(str.islower, text))
     start, end = 0, len(tokens)
     designation: tuple[str, ...] = ()
     lead = 0  # titles first: "Rear Admiral The Honourable X" is X, not "the" + a designation
     while lead < len(tokens) - 1 and tokens[lead] in _HONORIFICS:
         lead += 1
-    cut = next((i for i in range(lead + 1, len(tokens)) if tokens[i] in _DESIGNATIONS), None)
+    cut = (
+        None
+        if _DESIGNATIONS.isdisjoint(tokens[lead + 1 :])
+        else next(i for i in range(lead + 1, len(tokens)) if tokens[i] in _DESIGNATIONS)
+    )
     if cut is not None:  # "Penda of Mercia", "Herod the Great", "Rauni-Leena Kilde née Valve"
         end, designation = cut, tokens[cut + 1 :]
     while end - start > 1 and (
@@ -710,7 +724,7 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     suffix = None
     last = originals[end - 1]
     if end - start > 1 and (
-        tokens[end - 1] in _GENERATIONAL or (_ROMAN.fullmatch(last) and last.isupper())
+        tokens[end - 1] in _GENERATIONAL or (last.isupper() and _ROMAN.fullmatch(last))
     ):
         suffix = tokens[end - 1]
         end -= 1
@@ -736,7 +750,11 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
     caseless = not any(map(str.isupper, outside))
     if len(bracketed.split()) <= _MAX_BRACKETED_NICKNAME:  # "Jean Leonardus (Jan) Dietz"
         quoted += " " + bracketed
-    nicknames = tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
+    nicknames = (
+        tuple(_fold(t) for t in _TOKEN.findall(_APOSTROPHES.sub("", quoted)))
+        if quoted and not quoted.isspace()
+        else ()
+    )
     people: list[_Name] = []
     parts = [p for p in _split_people(outside) if p.strip()]
     for part in parts:
@@ -752,7 +770,7 @@ def _parse_short_name(text: str) -> tuple[_Name, ...]:
 def _split_people(text: str) -> list[str]:
     """``text`` split at :data:`_CONJUNCTION`; a text holding none of its symbols nor, in any
     case, `` and `` or `` with `` (a dotless or dotted I read as ``i``) is not searched."""
-    if not any(symbol in text for symbol in "&/+;|＆"):
+    if _CONJUNCTION_SYMBOLS.isdisjoint(text):
         lower = text.lower().replace("\u0131", "i").replace("\u0307", "")
         if " and " not in lower and " with " not in lower:
             return [text]

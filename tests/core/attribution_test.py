@@ -468,6 +468,36 @@ def test_an_alias_attributes_alone_when_it_shares_a_word_with_the_title_or_the_t
     ]
 
 
+def test_a_topic_titles_stated_name_attributes_alone_like_a_one_word_titles():
+    # issue 33, held-out answer 38: 'Maryam bint Imran (Amir ibn Fuhayra)' was credited to the
+    # bracketed entry because entry 'Mary in Islam' (a topic about one person) is no name
+    mary = ContextDocument(
+        "Mary in Islam",
+        group="female",
+        text="Title: Mary in Islam\nMaryam bint Imran () is revered in Islam as a woman.",
+    )
+    amir = ContextDocument("Amir ibn Fuhayra", group="male", text="Title: Amir ibn Fuhayra\n")
+    result = attribute_answer("- Maryam bint Imran (Amir ibn Fuhayra)", [amir, mary])
+    assert [(a.title, a.name_form) for a in result.attributions] == [("Mary in Islam", "alias")]
+    assert [a.title for a in result.bullets[0].miscited] == ["Amir ibn Fuhayra"]  # G3
+    # a title that is a name keeps the rule: a wholly different stated name never alone
+    assert not attribute_answer("- Ada Lovelace", [STEERING]).attributions
+    assert not attribute_answer("- Ada Lovelace", [OPENING]).attributions
+
+
+def test_a_later_sentence_saying_what_the_person_was_known_as_gives_an_alias():
+    chula = ContextDocument(
+        "Chulalongkorn",
+        group="male",
+        text="Title: Chulalongkorn\nChulalongkorn (20 September 1853) was the fifth monarch of "
+        "Siam. He was known to the Siamese of his time as Phra Phuttha Chao Luang (พระพุทธเจ้าหลวง, "
+        "the Royal Buddha). His son Vajiravudh succeeded him.",
+    )
+    assert document_aliases(chula) == ("Phra Phuttha Chao Luang",)
+    result = attribute_answer("- Phra Phuttha Chao Luang (the Royal Buddha)\n- Vajiravudh", [chula])
+    assert [[a.name_form for a in b.attributions] for b in result.bullets] == [["alias"], []]
+
+
 # -- provenance on every attribution (issue 33, item 1) ----------------------------------------
 
 
@@ -665,9 +695,18 @@ NAME_PAIRS = [
     ("Marie Skłodowska-Curie", "Marie Curie"),
     ("Ada (A(d)a) Lovelace", "Ada Lovelace"),
     ("Bob Dylan", "Robert Dylan"),
+    ("Curie,Marie", "Marie Curie"),
+    ("Re\u0301mi Martin", "Rémi Martin"),  # a decomposed accent
+    ("Rémi Martin", "Re\u0301mi Martin"),
+    ("Jean Paul Sartre", "Jean-Paul Sartre"),
+    ("MARIE CURIE", "Marie Curie"),
+    ("Ngũgĩ wa Thiong'o", "Ngugi wa Thiongo"),
+    ("Yusuf Al Qaradawi", "Yusuf al-Qaradawi"),
+    ("Anne-Marie Slaughter", "Anne Slaughter"),
 ]
 """Names the rule accepts by joined hyphens, dropped apostrophes, quoted or bracketed
-nicknames, accents, inversion, reordering, a mononym, short forms."""
+nicknames, accents (decomposed too), inversion (without a space), reordering, a mononym, short
+forms, capitals: the filter reads whole words as the rule does (issue 33 item 7)."""
 
 
 @pytest.mark.parametrize(("cited", "person"), NAME_PAIRS)
@@ -687,6 +726,8 @@ def test_the_shared_word_filter_keeps_every_name_the_rule_accepts(cited, person,
     varied, shown = varied_answers(20_000, seed=3)
     before = attribute_answer(varied, shown)
     monkeypatch.setattr(_Context, "_may_name", lambda self, words, position: True)
+    everyone = lambda self, words, key: set(range(len(self.documents)))  # noqa: E731
+    monkeypatch.setattr(_Context, "_candidates", everyone)
     monkeypatch.setattr(attribution, "_SHARED", {})  # decide every name again, unfiltered
     assert [attribute_answer(answer, context) for answer in answers] == filtered
     assert attribute_answer(varied, shown) == before

@@ -461,10 +461,13 @@ LABELS_SEED46: dict[int, str] = {
 
 def test_held_out_answers_agree_with_a_readers_labels():
     """On answers from other seeds and topics than the labels above, labelled under GUIDE: the
-    rule agrees on 98% of the bullets it attributes (measured: 180 of 182) and misses at most 2%
-    of the labelled bullets (measured: 2 of 184, 1.1%: ``Najibang`` for ``Najibah``, two letters
-    off, and ``King Chul`` cut in the name; the one-letter slips ``Corrine`` and ``Damong``
-    twice are read since the ``near`` rule, before which 5 of 184, 2.7%, were missed)."""
+    rule agrees on 98% of the bullets it attributes (measured: 182 of 183, 99.5%; the one:
+    ``Phra Phuttha Chao Luang``, the name entry 1's text says Chulalongkorn was known by, which
+    this reader read as an epithet; 180 of 182 before the topic-title and ``He was known ... as``
+    alias rules, the two being ``Maryam bint Imran``) and misses at most 2% of the labelled
+    bullets (measured: 2 of 184, 1.1%: ``Najibang`` for ``Najibah``, two letters off, and
+    ``King Chul`` cut in the name; the one-letter slips ``Corrine`` and ``Damong`` twice are
+    read since the ``near`` rule, before which 5 of 184, 2.7%, were missed)."""
     answers = json.loads(FIXTURE_SEED46.read_text(encoding="utf-8"))
     assert len(answers) == len(LABELS_SEED46) == 48 and "G3" in GUIDE
     attributed, agreed, missed, labelled, disagreements = agreement(answers, LABELS_SEED46)
@@ -516,8 +519,9 @@ def test_two_readers_agree_on_the_held_out_answers():
     ``Charles Arlott Fry`` to C. B. Fry, which the first reads as a blend with John Arlott, and
     ``Phra Phuttha Chao Luang``, the name entry 1's text says Chulalongkorn was known by, which
     the first reads as an epithet). The rule against the second reader, with :func:`agreement`:
-    182 attributed, 180 agreed (98.9%), 4 of 186 labelled missed (2.2%: those two lines,
-    ``Najibang``, ``King Chul``)."""
+    183 attributed, 183 agreed (100%), 3 of 186 labelled missed (1.6%: ``Charles Arlott Fry``,
+    ``Najibang``, ``King Chul``); before the topic-title and ``He was known ... as`` alias rules
+    (docs/SPEC.md, "Attribution"): 180 of 182 agreed (98.9%), 4 of 186 missed (2.2%)."""
     second = json.loads(SECOND_READER.read_text(encoding="utf-8"))
     labels = {int(index): text for index, text in second["labels"].items()}
     assert set(labels) == set(LABELS_SEED46) and "blind" in second["reader"]
@@ -531,4 +535,4 @@ def test_two_readers_agree_on_the_held_out_answers():
     attributed, agreed, missed, labelled, disagreements = agreement(answers, labels)
     assert attributed >= 175
     assert agreed / attributed >= 0.98, disagreements
-    assert missed <= 4 and labelled == second_items, missed
+    assert missed <= 3 and labelled == second_items, missed
