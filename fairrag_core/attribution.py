@@ -66,9 +66,6 @@ from .citations import (
     document_aliases,
     normalize_title,
 )
-from .citations import (
-    _PARTICLES as _CITATION_PARTICLES,
-)
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
 
 __all__ = [
@@ -1165,16 +1162,12 @@ def _name_runs(text: str) -> list[str]:
 
 
 def _topic_name_words(title: str) -> int | None:
-    """For a title that is a topic about a person (``Mary in Islam``, ``Jesus in Christianity``:
-    a lower-case word that is no name particle nor joins names after its capitalised words),
-    the number of words of the name before it; None for any other title (a name)."""
+    """For a title that is a topic about a person, ``<name> in <subject>`` (``Mary in Islam``,
+    ``Jesus in Christianity``), the number of words of the name before ``in``; None for any
+    other title, a name, lower-case particles and all (``Fujiwara no Michinaga``, ``Simon bar
+    Kokhba``, ``Thomas à Kempis``)."""
     words = title.split()
-    for index, word in enumerate(words):
-        if index and word.isalpha() and word.islower():
-            if word in _CITATION_PARTICLES:
-                continue
-            return index
-    return None
+    return words.index("in", 1) if "in" in words[1:] else None
 
 
 def _possessive_start(word: str) -> int | None:

@@ -379,14 +379,19 @@ _ALIAS_CUE = re.compile(
     r"their|the|stage|pen|ring|birth|real|personal|name|names|simply|mononymously)){0,4} ",
     re.IGNORECASE,
 )
-_OWN_NAME = re.compile(
-    r"\b(?:(?:real|birth|original|full) name (?:was|is)|(?:he|she) (?:was|is) (?:also |better "
-    r"|commonly |popularly |widely )?known (?:to (?:[^\s.]+ ){1,6}?)?as) ",
+_OWN_NAME = re.compile(r"\b(?:real|birth|original|full) name (?:was|is) ", re.IGNORECASE)
+"""A later sentence stating the person's own name (the opening's cues are read in it only):
+``His real name was Yokoi Tokiari``."""
+_KNOWN_AS = re.compile(
+    r"(?:he|she) (?:was|is) (?:also |better |commonly |popularly |widely )?known "
+    r"(?:to (?:[^\s.]+ ){1,6}?)?as ",
     re.IGNORECASE,
 )
-"""A later sentence stating the person's own name (the opening's cues are read in it only):
-``His real name was Yokoi Tokiari``, ``He was known to the Siamese of his time as Phra Phuttha
-Chao Luang``."""
+"""The sentence right after the opening one, when it opens with a pronoun's name: ``He was known
+to the Siamese of his time as Phra Phuttha Chao Luang`` (read only when the opening sentence
+names nobody else: the pronoun is then the document's person)."""
+_FULL_NAME = re.compile(r"\b[^\W\d_][\w'’.-]* +[^\W\d_]")
+"""Two capitalised words in a row (checked for capitals after the match): another full name."""
 _MONTHS = frozenset(
     "january february march april may june july august september october november december "
     "jan feb mar apr jun jul aug sep sept oct nov dec in on at c circa".split()
@@ -405,9 +410,11 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
     ``stage name``, ``real name``... (``Ringo Starr``); and in any sentence of those 600
     characters, the name stated as the person's own (``His real name was Yokoi Tokiari.``:
-    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``; ``He was known to
-    the Siamese of his time as Phra Phuttha Chao Luang``: ``He`` or ``She``, ``was`` or ``is``,
-    ``known`` [``to`` up to 6 words] ``as``). A name counts
+    ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``); and, in the
+    sentence right after the opening one when that one names nobody else (no two capitalised
+    words in a row after its opening name), ``He was known to the Siamese of his time as Phra
+    Phuttha Chao Luang``: ``He`` or ``She``, ``was`` or ``is``, ``known`` [``to`` up to 6
+    words] ``as``. A name counts
     when it starts with a capital letter and has 2 to 12 words (a one-word alias such as
     ``Prince`` would make any ``Prince X`` name the person). Only these names: another person
     the text mentions (``the wife of Crown Prince Haakon``) never becomes the document's
@@ -429,11 +436,26 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     stated = [sentence[cue.end() :] for cue in _ALIAS_CUE.finditer(sentence)]
     for cue in _OWN_NAME.finditer(text):  # up to that sentence's end
         stated.append(text[cue.end() :].split(". ", 1)[0].removesuffix("."))
+    if sentence_end >= 0 and not _names_another(sentence[len(opening or "") :]):
+        known = _KNOWN_AS.match(text, sentence_end + 2)
+        if known:
+            stated.append(text[known.end() :].split(". ", 1)[0].removesuffix("."))
     for after in stated:
         name = _alias_after(after)
         if name and name not in found:
             found.append(name)
     return tuple(name for name in found if 2 <= len(name.split()) <= 12)
+
+
+def _names_another(text: str) -> bool:
+    """Whether ``text`` (the opening sentence after its opening name) holds two capitalised
+    words in a row, another person's full name perhaps (``he married the actress Jane Doe``):
+    then a pronoun in the next sentence may be that person, not the document's."""
+    for match in _FULL_NAME.finditer(text):
+        first, second = match.group(0)[0], match.group(0)[-1]
+        if first.isupper() and second.isupper():
+            return True
+    return False
 
 
 def _opening_name(text: str) -> str | None:
