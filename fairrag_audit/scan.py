@@ -146,6 +146,19 @@ def file_connection() -> Iterator[duckdb.DuckDBPyConnection]:
             con.close()
 
 
+def _drop(con: Any, name: str) -> None:
+    """Drop the audit's own object ``name`` on ``con``, a table or a view (a connection an
+    earlier release's audit wrote holds ``records`` as a table; ``DROP VIEW`` refuses a table)."""
+    kind = con.execute(
+        "SELECT 'TABLE' FROM duckdb_tables() WHERE table_name = ? "
+        "AND schema_name = current_schema() UNION ALL SELECT 'VIEW' FROM duckdb_views() "
+        "WHERE view_name = ? AND schema_name = current_schema() AND NOT internal",
+        [name, name],
+    ).fetchone()
+    if kind:
+        con.execute(f"DROP {kind[0]} {name}")
+
+
 def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     """The single value ``sql`` selects."""
     row = con.execute(sql).fetchone()
@@ -597,8 +610,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     """
     scan = _ScanSql.of(options)
     counts: dict[str, list[Any]] = {"lines": [], "damaged": [], "blank_lines": []}
-    con.execute("DROP VIEW IF EXISTS records")
-    con.execute("DROP TABLE IF EXISTS raw_records")
+    for name in ("records", "raw_records"):  # a view now, a table in releases before
+        _drop(con, name)
     # rows in file order: a row's place is its line's place among the non-blank lines
     con.execute("SET preserve_insertion_order = true")
     first_rows: list[int] = []

@@ -126,3 +126,26 @@ def test_a_parquet_file_nested_deeper_than_the_cap_is_refused_before_its_rows(
 )
 def test_a_column_type_nests_as_its_lists_structs_maps_and_unions(kind: str, depth: int) -> None:
     assert _type_depth(kind)[0] == depth
+
+
+def test_an_audit_runs_again_on_a_connection_an_earlier_release_left_a_records_table_in(
+    tmp_path: Path,
+) -> None:
+    """Earlier releases wrote ``records`` as a table; the audit now reads it as a view over
+    ``raw_records``: a connection holding the old table is audited as a fresh one is (review of
+    issue 37: ``DROP VIEW`` refused the table)."""
+    from fairrag_audit.analysis import run_audit
+    from fairrag_audit.options import AuditOptions
+
+    log = write_log(tmp_path / "fairness.jsonl", deployment_records(), [])
+    options = AuditOptions.create([str(log)], **OPTIONS)
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    try:
+        con.execute("CREATE TABLE records AS SELECT 1 AS x")
+        again = run_audit(options, con)
+        assert con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE view_name = 'records'"
+        ).fetchone() == (1,)
+    finally:
+        con.close()
+    assert_same_table(again.metrics, audit([log], **OPTIONS).metrics)
