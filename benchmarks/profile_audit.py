@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("log", type=Path, help="a JSON-lines log (bench_audit.py --keep DIR)")
     parser.add_argument("--out", type=Path, help="folder for the report (else a temp folder)")
+    parser.add_argument("--all", action="store_true", help="print phases under 5 ms too")
     args = parser.parse_args(argv)
     _import("DuckDB", "duckdb")
     _import("pandas", "pandas")
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="profile-audit-"))
     _timed("== report written (write_report, with the figures)", report.write_report, result, out)
     for name, seconds in PHASES:
-        if seconds >= 0.005:
+        if args.all or seconds >= 0.005:
             print(f"{seconds:7.2f} s  {name}")
     print(f"{time.process_time():7.2f} s  total CPU of this process (interpreter start included)")
     return 0

@@ -175,8 +175,9 @@ def _scan_blocks(path: Path) -> tuple[int, ...] | None:
     byte but the newlines deleted (one pass in C). A line longer than a block or with more
     brackets than :data:`MAX_DEPTH` sends the file to the line-by-line path (:func:`sieve`),
     which measures it exactly. A blank line has no bracket: only lines without one are looked
-    at whole. The block is never copied (the brackets of the line it ends are carried, not its
-    bytes joined to the next block's: a 4 MiB copy per block cost as much as the count)."""
+    at whole. A block is copied only then, for its lines without a bracket (the brackets of the
+    line it ends are carried, not its bytes joined to the next block's: a 4 MiB copy per block
+    cost as much as the count)."""
     blanks: list[int] = []
     done = 0  # lines before the block
     carry = b""  # the bytes after the last newline read, and their brackets

@@ -292,7 +292,9 @@ def student_t_ppf(q: Any, df: Any) -> Any:
     imported on first use so that ``import fairrag_core`` does not pay for it."""
     from scipy import special
 
-    return special.stdtrit(df, q)
+    # stdtrit gives +inf at q = 0 where the quantile is -inf (scipy.stats.t.ppf's boundary)
+    quantile = np.where(np.asarray(q) == 0, -np.inf, special.stdtrit(df, q))
+    return quantile[()] if quantile.ndim == 0 else quantile
 
 
 def student_t_sf(x: Any, df: Any) -> Any:

@@ -36,7 +36,7 @@ def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) 
     assert (tmp_path / "report" / "report.html").is_file()
     # the profile of one audit on the same log: its phases named (their times not asserted)
     profiled = subprocess.run(
-        [sys.executable, "benchmarks/profile_audit.py", str(tmp_path / "log.jsonl.gz")],
+        [sys.executable, "benchmarks/profile_audit.py", str(tmp_path / "log.jsonl.gz"), "--all"],
         cwd=ROOT,
         env={
             **os.environ,

@@ -21,6 +21,8 @@ from fairrag_core.stats import (
     describe_table_markdown,
     pairwise_t_tests,
     pairwise_table_markdown,
+    student_t_ppf,
+    student_t_sf,
     t_test,
     zscore_outliers,
 )
@@ -307,3 +309,13 @@ def test_bad_values():
         t_test([1, 2], [3, -math.inf])
     with pytest.raises(TypeError, match="values must be a 1-D sequence of numbers"):
         zscore_outliers(["a", "b"])
+
+
+def test_the_student_t_functions_are_scipy_stats_t_over_a_grid_with_its_boundaries():
+    q = np.array([0.0, 1e-300, 1e-12, 0.025, 0.5, 0.975, 1 - 1e-12, 1.0])
+    x = np.array([-np.inf, -40.0, -2.0, 0.0, 1.5, 40.0, np.inf])
+    for df in (1e-3, 0.5, 1, 2.5, 10, 1e6, np.inf):
+        assert np.allclose(student_t_ppf(q, df), scipy_stats.t.ppf(q, df), rtol=1e-12)
+        assert np.allclose(student_t_sf(x, df), scipy_stats.t.sf(x, df), rtol=1e-12)
+    assert student_t_ppf(0.0, 5) == -np.inf and student_t_ppf(1.0, 5) == np.inf
+    assert isinstance(student_t_ppf(0.975, 10), float)
