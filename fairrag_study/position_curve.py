@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,12 +66,16 @@ def run_position_curve(
     model_name: str,
     out: Path,
     log: Callable[[str], None] = print,
+    concurrency: int = 1,
 ) -> PositionCurve:
     """Sample ``questions`` of the trials' ``pools`` (seeded), show each one's top ``k`` by
     relevance in its ``k`` cyclic shifts (a Latin square: each document at each position once)
     through the paper's prompt to ``llm``, record each answer (``source`` ``position_curve``)
     and fit the curve on the questions of one half of the topics
     (:func:`fairrag_core.position_curve.split_units`), the other half held out.
+
+    ``concurrency`` answers are asked at once (``--concurrency``: the local model answers
+    them in one batch); the records keep the order of the questions and shifts.
 
     Writes :data:`POSITION_CURVE_FILES` in ``out``; returns what it measured."""
     from langchain_core.documents import Document
@@ -86,34 +90,38 @@ def run_position_curve(
     log_file = JsonLinesLog(out / RECORDS_FILE)
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
-    total = len(chosen) * k
-    for done, index in enumerate(sorted(int(i) for i in chosen)):
+    jobs = []
+    for index in sorted(int(i) for i in chosen):
         pool = pools[index]
         top = [by_id[doc_id] for doc_id in pool.doc_ids[:k]]
-        for shift in range(len(top)):
-            order = top[shift:] + top[:shift]
-            shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
-            chain = make_fair_rag_chain(
-                RunnableLambda(_shown_list(shown), name="PositionCurveList"),
-                llm,
-                group_key=dataset.group_key,
-                **dataset.target_arguments(),
-            )
-            output = chain.invoke({"question": pool.trial.question})
-            record = {
-                "trial": pool.trial.index,
-                "topic": pool.trial.topic,
-                "question": pool.trial.question,
-                "rotation": shift,
-                **output["metrics"],
-                "source": "position_curve",
-                "model": model_name,
-            }
-            log_file.append(record)
-            records.append(record)
-        if (done + 1) % 5 == 0 or done + 1 == len(chosen):
+        jobs += [(pool, shift, top[shift:] + top[:shift]) for shift in range(len(top))]
+
+    def answer(job: tuple[QuestionPool, int, list[CorpusDocument]]) -> dict[str, Any]:
+        pool, shift, order = job
+        shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
+        chain = make_fair_rag_chain(
+            RunnableLambda(_shown_list(shown), name="PositionCurveList"),
+            llm,
+            group_key=dataset.group_key,
+            **dataset.target_arguments(),
+        )
+        output = chain.invoke({"question": pool.trial.question})
+        return {
+            "trial": pool.trial.index,
+            "topic": pool.trial.topic,
+            "question": pool.trial.question,
+            "rotation": shift,
+            **output["metrics"],
+            "source": "position_curve",
+            "model": model_name,
+        }
+
+    for record in _in_order(answer, jobs, concurrency):
+        log_file.append(record)
+        records.append(record)
+        if len(records) % (5 * k) == 0 or len(records) == len(jobs):
             seconds = time.perf_counter() - started
-            log(f"position curve: {(done + 1) * k}/{total} answers in {seconds:.0f} s")
+            log(f"position curve: {len(records)}/{len(jobs)} answers in {seconds:.0f} s")
     curve = _fit_halves(records, k=k, seed=seed, model_name=model_name)
     save_fitted_curve(curve.fitted, out / FITTED_FILE)
     _write_table(out / TABLE_FILE, curve, k)
@@ -123,6 +131,25 @@ def run_position_curve(
         f"topics; written {out / FITTED_FILE} (use --exposure fitted:{out / FITTED_FILE})"
     )
     return curve
+
+
+def _in_order(
+    answer: Callable[[Any], dict[str, Any]], jobs: Sequence[Any], concurrency: int
+) -> Iterator[dict[str, Any]]:
+    """``answer(job)`` for each of ``jobs``, in their order, ``concurrency`` at a time."""
+    if concurrency <= 1:
+        yield from (answer(job) for job in jobs)
+        return
+    from langchain_core.runnables.config import ContextThreadPoolExecutor
+
+    with ContextThreadPoolExecutor(max_workers=concurrency) as executor:
+        futures = [executor.submit(answer, job) for job in jobs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:  # a failure: those not started never are
+            for future in futures:
+                future.cancel()
 
 
 def _shown_list(shown: list[Any]) -> Callable[[str], list[Any]]:
