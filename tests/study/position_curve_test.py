@@ -147,6 +147,19 @@ def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     assert main([*args, "--out", str(ranked)]) == 0
     records = [json.loads(line) for line in (ranked / "records.jsonl").read_text().splitlines()]
     assert {r["exposure_model"] for r in records} == {"fitted(0.2,0.2,0.2,0.2,0.2)"}
+    # The per-group file too: both rankers that target a share take it, records name it.
+    groups = load_fitted_curve(out / "exposure_fitted_groups.json")
+    factors = groups.factor_of  # the fake cites everyone: one factor (1 up to the smoothing)
+    assert (
+        factors["female"] == pytest.approx(factors["male"], rel=0.01) == pytest.approx(1, rel=0.05)
+    )
+    both = tmp_path / "both"
+    fitted = f"fitted:{out / 'exposure_fitted_groups.json'}"
+    args = [*common, "--rankers", "representative_stochastic,amortized", "--exposure", fitted]
+    assert main([*args, "--out", str(both)]) == 0
+    records = [json.loads(line) for line in (both / "records.jsonl").read_text().splitlines()]
+    names = {r["exposure_model"] for r in records}
+    assert len(names) == 1 and ";female=" in names.pop()
 
 
 @pytest.mark.parametrize(
