@@ -63,14 +63,7 @@ class FittedCurve:
         factors = tuple(sorted((str(g), float(f)) for g, f in dict(self.factors).items()))
         if not all(math.isfinite(f) and f > 0 for _, f in factors):
             raise ValueError(f"group factors must be finite and > 0, got {dict(factors)}")
-        for name in ("factor_lower", "factor_upper"):
-            bounds = tuple(float(b) for b in getattr(self, name))
-            if bounds and len(bounds) != len(factors):
-                raise ValueError(
-                    f"{name} must give one bound per group factor ({len(factors)}), "
-                    f"got {len(bounds)}"
-                )
-            object.__setattr__(self, name, bounds)
+        self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
         object.__setattr__(self, "factors", factors)
         weights = tuple(float(w) for w in self.weights)
         if not weights:
@@ -80,15 +73,19 @@ class FittedCurve:
         total = math.fsum(weights)
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"weights must be normalised to sum 1, they sum to {total!r}")
-        for name in ("lower", "upper"):
-            bounds = tuple(float(b) for b in getattr(self, name))
-            if bounds and len(bounds) != len(weights):
-                raise ValueError(
-                    f"{name} must give one bound per weight ({len(weights)}), got {len(bounds)}"
-                )
-            object.__setattr__(self, name, bounds)
+        self._set_bounds(("lower", "upper"), len(weights), "weight")
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    def _set_bounds(self, names: tuple[str, str], count: int, what: str) -> None:
+        """The interval fields ``names`` as float tuples: empty, or one bound per ``what``."""
+        for name in names:
+            bounds = tuple(float(b) for b in getattr(self, name))
+            if bounds and len(bounds) != count:
+                raise ValueError(
+                    f"{name} must give one bound per {what} ({count}), got {len(bounds)}"
+                )
+            object.__setattr__(self, name, bounds)
 
     @property
     def k(self) -> int:
