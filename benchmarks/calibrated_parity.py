@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from fairrag_core.position_curve import observation_from_record
+
 TARGET = 0.5
 
 
@@ -31,6 +33,19 @@ def _records(path: Path, ranker: str) -> dict[int, dict]:
         if record.get("ranker") == ranker:
             out[int(record["trial"])] = record
     return out
+
+
+def _pooled(records: list[dict]) -> float:
+    """The protected group's share of every attribution over ``records`` (the stream's)."""
+    protected = total = 0
+    for record in records:
+        observed = observation_from_record(record)
+        if observed is None:
+            continue
+        for group, attributed in zip(observed.groups, observed.attributed, strict=True):
+            total += attributed
+            protected += attributed and group == record["protected"]
+    return protected / total if total else math.nan
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float, float]:
@@ -92,7 +107,8 @@ def main() -> None:
             f"[{100 * low:.1f}, {100 * high:.1f}] (covers 50%: {low <= TARGET <= high}), "
             f"distance {100 * abs(mean - TARGET):.1f} pts; nDCG@5 {100 * ndcg:.1f} "
             f"[{100 * nlow:.1f}, {100 * nhigh:.1f}]; exposure share (its own model) "
-            f"{100 * share:.1f}%; protected by count {100 * shown.mean():.1f}%"
+            f"{100 * share:.1f}%; protected by count {100 * shown.mean():.1f}%; "
+            f"over the stream {100 * _pooled([records[t] for t in trials]):.1f}% of attributions"
         )
     rng = np.random.default_rng(35)
     draws = rng.integers(0, len(trials), size=(10_000, len(trials)))
