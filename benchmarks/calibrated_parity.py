@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from fairrag_core.position_curve import observation_from_record
+
 TARGET = 0.5
 
 
@@ -31,6 +33,19 @@ def _records(path: Path, ranker: str) -> dict[int, dict]:
         if record.get("ranker") == ranker:
             out[int(record["trial"])] = record
     return out
+
+
+def _pooled(records: list[dict]) -> float:
+    """The protected group's share of every attribution over ``records`` (the stream's)."""
+    protected = total = 0
+    for record in records:
+        observed = observation_from_record(record)
+        if observed is None:
+            continue
+        for group, attributed in zip(observed.groups, observed.attributed, strict=True):
+            total += attributed
+            protected += attributed and group == record["protected"]
+    return protected / total if total else math.nan
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float, float]:
@@ -62,6 +77,15 @@ def main() -> None:
         and math.isfinite(fitted[t]["attributed_generation_parity"])
     )
     print(f"fitted curve v = {curve['weights']} (fit on {sorted(fit_topics)})")
+    if curve.get("group_factors"):
+        low, high = curve.get("group_factor_lower", {}), curve.get("group_factor_upper", {})
+        print(
+            "group factors lambda_g: "
+            + ", ".join(
+                f"{g} {f:.3f} [{low.get(g, math.nan):.3f}, {high.get(g, math.nan):.3f}]"
+                for g, f in curve["group_factors"].items()
+            )
+        )
     print(f"held-out trials with an attributed parity in both arms: {len(trials)}")
     if len(trials) < 2:
         return
@@ -74,12 +98,17 @@ def main() -> None:
         mean, low, high = _mean_ci(parity[name])
         ndcg, nlow, nhigh = _mean_ci(np.array([records[t]["ndcg_at_k"] for t in trials]))
         share, _, _ = _mean_ci(np.array([records[t]["exposure_share"] for t in trials]))
+        shown = np.array(
+            [records[t]["groups"].count(records[t]["protected"]) / len(records[t]["groups"])
+             for t in trials]
+        )  # fmt: skip
         print(
             f"{name:>7}: attributed generation parity {100 * mean:.1f}% "
             f"[{100 * low:.1f}, {100 * high:.1f}] (covers 50%: {low <= TARGET <= high}), "
             f"distance {100 * abs(mean - TARGET):.1f} pts; nDCG@5 {100 * ndcg:.1f} "
             f"[{100 * nlow:.1f}, {100 * nhigh:.1f}]; exposure share (its own model) "
-            f"{100 * share:.1f}%"
+            f"{100 * share:.1f}%; protected by count {100 * shown.mean():.1f}%; "
+            f"over the stream {100 * _pooled([records[t] for t in trials]):.1f}% of attributions"
         )
     rng = np.random.default_rng(35)
     draws = rng.integers(0, len(trials), size=(10_000, len(trials)))

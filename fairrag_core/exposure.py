@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -13,6 +13,8 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+
+from .target import OTHERS, Target
 
 __all__ = [
     "ExposureModel",
@@ -26,6 +28,9 @@ __all__ = [
 
 FITTED_FORMAT = "fairrag-fitted-exposure/1"
 """The ``format`` field of a fitted curve's JSON file."""
+FITTED_GROUPS_FORMAT = "fairrag-fitted-exposure-groups/1"
+"""The ``format`` field of a fitted curve with per-group factors (docs/SPEC.md, "Exposure
+model" → Fitted, per group)."""
 
 _FITTED_FORM = re.compile(r"^fitted\((.*)\)$", re.DOTALL)
 
@@ -47,8 +52,19 @@ class FittedCurve:
     provenance: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, hash=False
     )
+    factors: tuple[tuple[str, float], ...] = ()
+    """Per group (docs/SPEC.md, "Exposure model" → Fitted, per group): ``(label, lambda_g)``
+    pairs, sorted by label; the expected attributions of group g's entry at rank i are
+    ``lambda_g * v_i``. Empty: a position-only curve (every group ``v_i``)."""
+    factor_lower: tuple[float, ...] = field(default=(), compare=False)
+    factor_upper: tuple[float, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        factors = tuple(sorted((str(g), float(f)) for g, f in dict(self.factors).items()))
+        if not all(math.isfinite(f) and f > 0 for _, f in factors):
+            raise ValueError(f"group factors must be finite and > 0, got {dict(factors)}")
+        self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
+        object.__setattr__(self, "factors", factors)
         weights = tuple(float(w) for w in self.weights)
         if not weights:
             raise ValueError("weights must hold at least one position weight, got none")
@@ -57,30 +73,52 @@ class FittedCurve:
         total = math.fsum(weights)
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"weights must be normalised to sum 1, they sum to {total!r}")
-        for name in ("lower", "upper"):
-            bounds = tuple(float(b) for b in getattr(self, name))
-            if bounds and len(bounds) != len(weights):
-                raise ValueError(
-                    f"{name} must give one bound per weight ({len(weights)}), got {len(bounds)}"
-                )
-            object.__setattr__(self, name, bounds)
+        self._set_bounds(("lower", "upper"), len(weights), "weight")
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    def _set_bounds(self, names: tuple[str, str], count: int, what: str) -> None:
+        """The interval fields ``names`` as float tuples: empty, or one bound per ``what``."""
+        for name in names:
+            bounds = tuple(float(b) for b in getattr(self, name))
+            if bounds and len(bounds) != count:
+                raise ValueError(
+                    f"{name} must give one bound per {what} ({count}), got {len(bounds)}"
+                )
+            object.__setattr__(self, name, bounds)
 
     @property
     def k(self) -> int:
         """The positions fitted: weights exist for ranks ``1..k`` only."""
         return len(self.weights)
 
+    @property
+    def factor_of(self) -> dict[str, float]:
+        """``{label: lambda_g}`` (empty for a position-only curve)."""
+        return dict(self.factors)
+
     def as_dict(self) -> dict[str, Any]:
-        """The curve as its JSON file holds it."""
-        return {
-            "format": FITTED_FORMAT,
+        """The curve as its JSON file holds it (with factors: also the table
+        ``lambda_g * v_i`` per group, for the reader)."""
+        payload: dict[str, Any] = {
+            "format": FITTED_GROUPS_FORMAT if self.factors else FITTED_FORMAT,
             "weights": list(self.weights),
             "lower": list(self.lower),
             "upper": list(self.upper),
-            "provenance": dict(self.provenance),
         }
+        if self.factors:
+            payload["group_factors"] = self.factor_of
+            if self.factor_lower:
+                payload["group_factor_lower"] = dict(
+                    zip(self.factor_of, self.factor_lower, strict=True)
+                )
+            if self.factor_upper:
+                payload["group_factor_upper"] = dict(
+                    zip(self.factor_of, self.factor_upper, strict=True)
+                )
+            payload["table"] = {g: [round(f * w, 6) for w in self.weights] for g, f in self.factors}
+        payload["provenance"] = dict(self.provenance)
+        return payload
 
 
 def save_fitted_curve(curve: FittedCurve, path: str | Path) -> Path:
@@ -98,20 +136,41 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': cannot read a fitted curve: {exc}") from None
-    if not isinstance(payload, dict) or payload.get("format") != FITTED_FORMAT:
+    formats = (FITTED_FORMAT, FITTED_GROUPS_FORMAT)
+    if not isinstance(payload, dict) or payload.get("format") not in formats:
         raise ValueError(
             f"exposure 'fitted:{path}': not a fitted curve (expected a JSON object with "
-            f"format {FITTED_FORMAT!r}, as fairrag study --position-curve or fairrag audit "
-            "--fit-exposure write)"
+            f"format {FITTED_FORMAT!r} or {FITTED_GROUPS_FORMAT!r}, as fairrag study "
+            "--position-curve or fairrag audit --fit-exposure write)"
         )
     try:
+        factors: dict[str, float] = {}
+        lower: tuple[float, ...] = ()
+        upper: tuple[float, ...] = ()
+        if payload["format"] == FITTED_GROUPS_FORMAT:
+            factors = payload["group_factors"]
+            if not isinstance(factors, dict) or not factors:
+                raise ValueError(
+                    "group_factors must be a non-empty object {group: factor > 0}, got "
+                    f"{factors!r:.80}"
+                )
+            low = payload.get("group_factor_lower") or {}
+            high = payload.get("group_factor_upper") or {}
+            order = sorted(str(g) for g in factors)
+            lower = tuple(low[g] for g in order) if low else ()
+            upper = tuple(high[g] for g in order) if high else ()
         return FittedCurve(
             tuple(payload["weights"]),
             tuple(payload.get("lower") or ()),
             tuple(payload.get("upper") or ()),
             dict(payload.get("provenance") or {}),
+            tuple(factors.items()),
+            lower,
+            upper,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except KeyError as exc:
+        raise ValueError(f"exposure 'fitted:{path}': the field {exc} is missing") from None
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
 
 
@@ -152,10 +211,77 @@ class ExposureModel:
         return cls("fitted", curve=curve)
 
     def weights(self, k: int) -> np.ndarray:
-        """The weights ``v_1 .. v_k`` as a read-only float array."""
+        """The weights ``v_1 .. v_k`` as a read-only float array (a per-group model: the
+        position curve its group factors multiply)."""
         if self.curve is not None:
             return _fitted_weights(self.curve.weights, k)
         return position_weights(k, self.name, self.patience)
+
+    @property
+    def per_group(self) -> bool:
+        """Whether the weight of a rank depends on the group shown there (a fitted curve with
+        group factors: docs/SPEC.md, "Exposure model" → Fitted, per group)."""
+        return self.curve is not None and bool(self.curve.factors)
+
+    def entry_weights(self, labels: Sequence[Hashable]) -> np.ndarray:
+        """The weight of each entry of a ranking whose groups are ``labels`` (best first):
+        ``v_i``, or per group ``lambda_{g(i)} * v_i``. A label the per-group model has no
+        factor for is a ``ValueError`` naming the labels it has."""
+        weights = self.weights(len(labels))
+        if not self.per_group:
+            return weights
+        assert self.curve is not None
+        factor = self.curve.factor_of
+        missing = sorted({str(g) for g in labels if _key(g) not in factor})
+        if missing:
+            raise ValueError(
+                f"the per-group fitted exposure model has factors for groups {sorted(factor)} "
+                f"only; the ranking shows {missing}. Fit the curve on answers that show them"
+            )
+        return weights * np.array([factor[_key(g)] for g in labels])
+
+    def effective_shares(self, target: Target) -> np.ndarray:
+        """The target's shares in the position curve's units: the shares ``t'`` of
+        ``sum v_i`` that give each bucket its target share ``t`` of the expected
+        attributions ``sum lambda_{g(i)} v_i`` (``t'_b ∝ t_b / lambda_b``); the target's own
+        shares for a model without group factors.
+
+        An :data:`~fairrag_core.target.OTHERS` bucket takes the factor of the model's groups the
+        target does not name, which must be one group (or share one factor)."""
+        if not self.per_group:
+            return target.shares
+        assert self.curve is not None
+        factor = self.curve.factor_of
+        named = {_key(g) for g in target.groups if g is not OTHERS}
+        lambdas = []
+        for group, share in zip(target.groups, target.shares.tolist(), strict=True):
+            if group is OTHERS:
+                rest = {f for g, f in factor.items() if g not in named}
+                if not rest and share == 0:  # owed nothing: its factor never counts
+                    rest = {1.0}
+                if len(rest) != 1:
+                    raise ValueError(
+                        f"the per-group fitted exposure model's groups {sorted(factor)} leave "
+                        f"{len(rest)} factors for the target's unnamed groups (OTHERS); name "
+                        "every group in the target, or fit on two groups"
+                    )
+                lambdas.append(rest.pop())
+            elif _key(group) in factor:
+                lambdas.append(factor[_key(group)])
+            else:
+                raise ValueError(
+                    f"the per-group fitted exposure model has factors for groups "
+                    f"{sorted(factor)} only; the target names {group!r}"
+                )
+        raw = target.shares / np.array(lambdas)
+        shares = raw / raw.sum()
+        shares.setflags(write=False)
+        return shares
+
+
+def _key(label: Hashable) -> str:
+    """A group label as a fitted file keys it (JSON keys are strings)."""
+    return str(label)
 
 
 def _dcg(k: int, _p: float) -> np.ndarray:
@@ -199,18 +325,28 @@ def _fitted_weights(fitted: tuple[float, ...], k: int) -> np.ndarray:
 
 
 def fitted_name(curve: FittedCurve) -> str:
-    """``fitted(v1,v2,...)``: a fitted model as records name it (the weights, so a record
-    alone gives the model back through :func:`make_exposure_model`)."""
-    return "fitted(" + ",".join(repr(w) for w in curve.weights) + ")"
+    """``fitted(v1,v2,...)`` (with group factors ``fitted(v1,...;g1=f1,g2=f2)``): a fitted
+    model as records name it (the weights and factors, so a record alone gives the model back
+    through :func:`make_exposure_model`)."""
+    groups = "".join(f";{g}={f!r}" for g, f in curve.factors)
+    return "fitted(" + ",".join(repr(w) for w in curve.weights) + groups + ")"
 
 
-def _parse_fitted(text: str, weights: Sequence[str]) -> ExposureModel:
+def _parse_fitted(text: str, body: str) -> ExposureModel:
+    weights, *groups = body.split(";")
     try:
-        values = tuple(float(w) for w in weights)
-        return ExposureModel.fitted(FittedCurve(values))
+        values = tuple(float(w) for w in weights.split(","))
+        factors = []
+        for pair in groups:
+            label, sep, value = pair.rpartition("=")
+            if not sep or not label:
+                raise ValueError(f"{pair!r} is not group=factor")
+            factors.append((label, float(value)))
+        return ExposureModel.fitted(FittedCurve(values, factors=tuple(factors)))
     except ValueError as exc:
         raise ValueError(
-            f"exposure {text!r}: fitted(v1,...,vk) needs positive weights that sum to 1 ({exc})"
+            f"exposure {text!r}: fitted(v1,...,vk) needs positive weights that sum to 1, "
+            f"then optionally ;group=factor pairs with factors > 0 ({exc})"
         ) from None
 
 
@@ -239,7 +375,7 @@ def make_exposure_model(model: str | ExposureModel | None) -> ExposureModel:
             return ExposureModel.fitted(load_fitted_curve(path))
         form = _FITTED_FORM.match(model)
         if form is not None:
-            return _parse_fitted(model, form.group(1).split(","))
+            return _parse_fitted(model, form.group(1))
         return ExposureModel(model)
     raise TypeError(
         f"exposure must be a model name {sorted(_MODELS)}, 'rbp(p)', 'fitted:<file>' or an "

@@ -25,11 +25,21 @@ __all__ = [
     "PositionObservation",
     "PositionRate",
     "fit_curve",
+    "fit_group_curve",
     "observation_from_record",
     "position_rates",
     "split_units",
     "wilson_interval",
 ]
+
+GROUP_ESTIMATOR = (
+    "v_i as the position-only fit; lambda_g = (A_g + 0.5) / (E_g + 0.5), A_g the attributions "
+    "of group g's entries, E_g = sum_i n_gi p_i those the pooled rates p_i expect of them "
+    "(indirect standardisation): P(attributed | i, g) = lambda_g p_i; 95% intervals of v_i and "
+    "lambda_g: percentile bootstrap over questions"
+)
+"""The per-group fit's estimator, as provenance states it (docs/SPEC.md, "Exposure model" →
+Fitted, per group)."""
 
 ESTIMATOR = (
     "p_i = (a_i + 0.5) / (n_i + 1) (a_i answers attributing the entry at position i of n_i "
@@ -235,3 +245,79 @@ def _renormalised(weights: np.ndarray) -> list[float]:
     rounded = [round(float(w), 6) for w in weights]
     rounded[-1] = round(1.0 - math.fsum(rounded[:-1]), 6)
     return rounded
+
+
+def fit_group_curve(
+    observations: Sequence[PositionObservation],
+    k: int,
+    *,
+    provenance: Mapping[str, object] | None = None,
+    seed: int = 0,
+    resamples: int = 1000,
+    level: float = 0.95,
+) -> FittedCurve:
+    """The per-group exposure model fitted from ``observations`` (docs/SPEC.md, "Exposure
+    model" → Fitted, per group): the position weights ``v_i`` of :func:`fit_curve` and a factor
+    ``lambda_g`` per group (:data:`GROUP_ESTIMATOR`), so that the expected attributions of
+    group g's entry at rank i are ``lambda_g * v_i``. Intervals as :func:`fit_curve`'s (the same
+    resamples of the questions).
+
+    A ``ValueError`` when the observations name no group (``groups`` all None)."""
+    curve = fit_curve(
+        observations, k, provenance=provenance, seed=seed, resamples=resamples, level=level
+    )
+    labels = sorted({str(g) for obs in observations for g in obs.groups[:k] if g is not None})
+    if not labels:
+        raise ValueError(
+            "cannot fit group factors: no observation names the group shown at a position "
+            "(records without 'groups')"
+        )
+    index = {g: j for j, g in enumerate(labels)}
+    units = sorted({obs.unit for obs in observations})
+    unit_index = {u: j for j, u in enumerate(units)}
+    # Per question: attributions and showings of each group at each position.
+    attributed = np.zeros((len(units), len(labels), k))
+    shown = np.zeros((len(units), len(labels), k))
+    for obs in observations:
+        u = unit_index[obs.unit]
+        for position in range(min(k, len(obs.attributed))):
+            group = obs.groups[position]
+            if group is None:
+                continue
+            shown[u, index[str(group)], position] += 1
+            attributed[u, index[str(group)], position] += obs.attributed[position]
+
+    def factors(a: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """lambda_g from counts summed over questions: (..., G, k) -> (..., G)."""
+        rates = (a.sum(axis=-2) + 0.5) / (n.sum(axis=-2) + 1.0)  # pooled p_i
+        expected = (n * rates[..., None, :]).sum(axis=-1)
+        return (a.sum(axis=-1) + 0.5) / (expected + 0.5)
+
+    point = factors(attributed.sum(axis=0), shown.sum(axis=0))
+    rng = np.random.default_rng([seed, 35, 3])
+    draws = rng.integers(0, len(units), size=(resamples, len(units)))
+    boot = factors(attributed[draws].sum(axis=1), shown[draws].sum(axis=1))
+    tail = 100 * (1 - level) / 2
+    lower, upper = np.percentile(boot, [tail, 100 - tail], axis=0)
+    totals_a, totals_n = attributed.sum(axis=0), shown.sum(axis=0)
+    facts = dict(curve.provenance)
+    facts.update(
+        {
+            "estimator": GROUP_ESTIMATOR,
+            "attributed_per_group_position": {
+                g: [int(x) for x in totals_a[j]] for g, j in index.items()
+            },
+            "shown_per_group_position": {
+                g: [int(x) for x in totals_n[j]] for g, j in index.items()
+            },
+        }
+    )
+    return FittedCurve(
+        curve.weights,
+        curve.lower,
+        curve.upper,
+        facts,
+        tuple((g, round(float(point[j]), 6)) for g, j in index.items()),
+        tuple(float(lower[j]) for j in index.values()),
+        tuple(float(upper[j]) for j in index.values()),
+    )

@@ -158,7 +158,7 @@ def rerank(
     _warn_of_near_labels(ranker, groups)
     pool_rank = np.empty(pool.shape[0], dtype=np.intp)
     pool_rank[np.argsort(-pool, kind="stable")] = np.arange(1, pool.shape[0] + 1)
-    weights = ranker.exposure.weights(len(result.indices))
+    weights = ranker.exposure.entry_weights([groups[i] for i in result.indices])
     placements = tuple(
         Placement(
             pool_index=int(kept[i]) if duplicates else int(i),

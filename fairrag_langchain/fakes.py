@@ -123,11 +123,15 @@ class FakeCurveChatModel(FakeCitingChatModel):
     Fitted): **a test double, not a model**. It cites the context entry at position ``i``
     (1-based, context order) with probability ``curve[i - 1]``, independently per entry,
     one ``- <Person> (DocTitle: <Title>)`` bullet per cited entry; entries past the curve are
-    never cited. The draws are seeded by ``seed`` and a hash of the prompt, as
+    never cited. With ``title_factors`` the entry titled t is cited with probability
+    ``min(1, curve[i - 1] * title_factors[t])`` (a per-group curve, when the factors are the
+    titles' groups'). The draws are seeded by ``seed`` and a hash of the prompt, as
     :class:`FakeCitingChatModel`'s."""
 
     curve: list[float] = Field(default_factory=lambda: [0.9, 0.6, 0.4, 0.3, 0.2])
     """P(cited | position) for positions 1, 2, ...; each in [0, 1]."""
+    title_factors: dict[str, float] = Field(default_factory=dict)
+    """A factor per title multiplying its position's probability (1 for a title not here)."""
 
     @property
     def _llm_type(self) -> str:
@@ -135,7 +139,10 @@ class FakeCurveChatModel(FakeCitingChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"seed": self.seed, "curve": list(self.curve)}
+        params: dict[str, Any] = {"seed": self.seed, "curve": list(self.curve)}
+        if self.title_factors:
+            params["title_factors"] = dict(self.title_factors)
+        return params
 
     def answer(self, prompt: str) -> str:
         """The answer this double gives to ``prompt``."""
@@ -147,7 +154,8 @@ class FakeCurveChatModel(FakeCitingChatModel):
         return "\n".join(
             f"- {ContextDocument(title).person} (DocTitle: {title})"
             for position, title in enumerate(titles)
-            if position < len(self.curve) and draws[position] < self.curve[position]
+            if position < len(self.curve)
+            and draws[position] < self.curve[position] * self.title_factors.get(title, 1.0)
         )
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from fairrag_core.jsonl import JsonLinesLog
 from fairrag_core.position_curve import (
     PositionRate,
     fit_curve,
+    fit_group_curve,
     observation_from_record,
     position_rates,
     split_units,
@@ -35,7 +36,8 @@ RECORDS_FILE = "position_curve.jsonl"
 TABLE_FILE = "position_curve.md"
 FIGURE_FILE = "figures/position_curve.png"
 FITTED_FILE = "exposure_fitted.json"
-POSITION_CURVE_FILES = (RECORDS_FILE, TABLE_FILE, FIGURE_FILE, FITTED_FILE)
+FITTED_GROUPS_FILE = "exposure_fitted_groups.json"
+POSITION_CURVE_FILES = (RECORDS_FILE, TABLE_FILE, FIGURE_FILE, FITTED_FILE, FITTED_GROUPS_FILE)
 """The files the phase writes in ``--out``."""
 
 
@@ -50,6 +52,10 @@ class PositionCurve:
     """Fitted on the fit half's questions."""
     held_out: FittedCurve
     """The same estimator on the held-out half (the check of the fit)."""
+    fitted_groups: FittedCurve
+    """Fitted on the fit half's questions, with group factors (per group)."""
+    held_out_groups: FittedCurve
+    """The per-group estimator on the held-out half."""
     fit_topics: tuple[str, ...]
     held_out_topics: tuple[str, ...]
 
@@ -66,12 +72,16 @@ def run_position_curve(
     model_name: str,
     out: Path,
     log: Callable[[str], None] = print,
+    concurrency: int = 1,
 ) -> PositionCurve:
     """Sample ``questions`` of the trials' ``pools`` (seeded), show each one's top ``k`` by
     relevance in its ``k`` cyclic shifts (a Latin square: each document at each position once)
     through the paper's prompt to ``llm``, record each answer (``source`` ``position_curve``)
     and fit the curve on the questions of one half of the topics
     (:func:`fairrag_core.position_curve.split_units`), the other half held out.
+
+    ``concurrency`` answers are asked at once (``--concurrency``: the local model answers
+    them in one batch); the records keep the order of the questions and shifts.
 
     Writes :data:`POSITION_CURVE_FILES` in ``out``; returns what it measured."""
     from langchain_core.documents import Document
@@ -86,43 +96,71 @@ def run_position_curve(
     log_file = JsonLinesLog(out / RECORDS_FILE)
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
-    total = len(chosen) * k
-    for done, index in enumerate(sorted(int(i) for i in chosen)):
+    jobs = []
+    for index in sorted(int(i) for i in chosen):
         pool = pools[index]
         top = [by_id[doc_id] for doc_id in pool.doc_ids[:k]]
-        for shift in range(len(top)):
-            order = top[shift:] + top[:shift]
-            shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
-            chain = make_fair_rag_chain(
-                RunnableLambda(_shown_list(shown), name="PositionCurveList"),
-                llm,
-                group_key=dataset.group_key,
-                **dataset.target_arguments(),
-            )
-            output = chain.invoke({"question": pool.trial.question})
-            record = {
-                "trial": pool.trial.index,
-                "topic": pool.trial.topic,
-                "question": pool.trial.question,
-                "rotation": shift,
-                **output["metrics"],
-                "source": "position_curve",
-                "model": model_name,
-            }
-            log_file.append(record)
-            records.append(record)
-        if (done + 1) % 5 == 0 or done + 1 == len(chosen):
+        jobs += [(pool, shift, top[shift:] + top[:shift]) for shift in range(len(top))]
+
+    def answer(job: tuple[QuestionPool, int, list[CorpusDocument]]) -> dict[str, Any]:
+        pool, shift, order = job
+        shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
+        chain = make_fair_rag_chain(
+            RunnableLambda(_shown_list(shown), name="PositionCurveList"),
+            llm,
+            group_key=dataset.group_key,
+            **dataset.target_arguments(),
+        )
+        output = chain.invoke({"question": pool.trial.question})
+        return {
+            "trial": pool.trial.index,
+            "topic": pool.trial.topic,
+            "question": pool.trial.question,
+            "rotation": shift,
+            **output["metrics"],
+            "source": "position_curve",
+            "model": model_name,
+        }
+
+    for record in _in_order(answer, jobs, concurrency):
+        log_file.append(record)
+        records.append(record)
+        if len(records) % (5 * k) == 0 or len(records) == len(jobs):
             seconds = time.perf_counter() - started
-            log(f"position curve: {(done + 1) * k}/{total} answers in {seconds:.0f} s")
+            log(f"position curve: {len(records)}/{len(jobs)} answers in {seconds:.0f} s")
     curve = _fit_halves(records, k=k, seed=seed, model_name=model_name)
     save_fitted_curve(curve.fitted, out / FITTED_FILE)
+    save_fitted_curve(curve.fitted_groups, out / FITTED_GROUPS_FILE)
     _write_table(out / TABLE_FILE, curve, k)
     _write_figure(out / FIGURE_FILE, curve.rates, k)
     log(
         f"position curve: fitted v = {_fmt(curve.fitted.weights)} on {len(curve.fit_topics)} "
         f"topics; written {out / FITTED_FILE} (use --exposure fitted:{out / FITTED_FILE})"
     )
+    log(
+        f"position curve: group factors {curve.fitted_groups.factor_of}; written "
+        f"{out / FITTED_GROUPS_FILE} (use --exposure fitted:{out / FITTED_GROUPS_FILE})"
+    )
     return curve
+
+
+def _in_order(
+    answer: Callable[[Any], dict[str, Any]], jobs: Sequence[Any], concurrency: int
+) -> Iterator[dict[str, Any]]:
+    """``answer(job)`` for each of ``jobs``, in their order, ``concurrency`` at a time."""
+    if concurrency <= 1:
+        yield from (answer(job) for job in jobs)
+        return
+    from langchain_core.runnables.config import ContextThreadPoolExecutor
+
+    with ContextThreadPoolExecutor(max_workers=concurrency) as executor:
+        futures = [executor.submit(answer, job) for job in jobs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:  # a failure: those not started never are
+            for future in futures:
+                future.cancel()
 
 
 def _shown_list(shown: list[Any]) -> Callable[[str], list[Any]]:
@@ -149,27 +187,27 @@ def _fit_halves(
         "seed": seed,
     }
 
-    def fit(topics: tuple[str, ...], half: str) -> FittedCurve:
+    def fit(topics: tuple[str, ...], half: str, fitter: Any = fit_curve) -> FittedCurve:
         mine = [obs for topic, obs in observed if obs is not None and topic in topics]
-        return fit_curve(
+        curve: FittedCurve = fitter(
             mine,
             k,
             seed=seed,
             provenance={**provenance, "half": half, "topics": list(topics)},
         )
+        if half == "fit":
+            return replace(
+                curve, provenance={**curve.provenance, "held_out_topics": list(held_out_topics)}
+            )
+        return curve
 
-    fitted = fit(fit_topics, "fit")
-    fitted = FittedCurve(
-        fitted.weights,
-        fitted.lower,
-        fitted.upper,
-        {**fitted.provenance, "held_out_topics": list(held_out_topics)},
-    )
     return PositionCurve(
         list(records),
         position_rates(observations, k),
-        fitted,
+        fit(fit_topics, "fit"),
         fit(held_out_topics, "held out"),
+        fit(fit_topics, "fit", fit_group_curve),
+        fit(held_out_topics, "held out", fit_group_curve),
         fit_topics,
         held_out_topics,
     )
@@ -230,6 +268,7 @@ def curve_markdown(curve: PositionCurve, k: int) -> str:
             f" | {held.weights[i]:.3f} [{held.lower[i]:.3f}, {held.upper[i]:.3f}] "
             f"| {dcg[i]:.3f} |"
         )
+    lines += ["", *_factor_lines(curve)]
     lines += [
         "",
         f"The fit's and the held-out half's 95% intervals overlap at {overlap} of {k} positions.",
@@ -238,6 +277,32 @@ def curve_markdown(curve: PositionCurve, k: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _factor_lines(curve: PositionCurve) -> list[str]:
+    """The per-group factors of both halves (docs/SPEC.md, "Exposure model" → Fitted, per
+    group)."""
+    fitted, held = curve.fitted_groups, curve.held_out_groups
+    lines = [
+        "Per group: expected attributions of group g's entry at rank i = lambda_g * v_i "
+        f"({fitted.provenance.get('estimator')}).",
+        "",
+        "| group | fitted lambda_g [95%] | held-out lambda_g [95%] |",
+        "|---|---|---|",
+    ]
+    held_of = dict(
+        zip(held.factor_of, zip(held.factor_lower, held.factor_upper, strict=True), strict=True)
+    )
+    for j, (group, factor) in enumerate(fitted.factors):
+        cell = "n/a"
+        if group in held_of:
+            low, high = held_of[group]
+            cell = f"{held.factor_of[group]:.3f} [{low:.3f}, {high:.3f}]"
+        lines.append(
+            f"| {group} | {factor:.3f} [{fitted.factor_lower[j]:.3f}, "
+            f"{fitted.factor_upper[j]:.3f}] | {cell} |"
+        )
+    return lines
 
 
 def _write_table(path: Path, curve: PositionCurve, k: int) -> None:

@@ -132,6 +132,7 @@ def _run_claimed(
                     model_name=generation.name,
                     out=out,
                     log=log,
+                    concurrency=settings.trials.concurrency,
                 )
         _log_generation(generation, log)
         with phase("report"):

@@ -27,7 +27,9 @@ def exposure_shares(
 
     ``ES_g = Σ_{i ≤ k, group(r_i) = g} v_i / Σ_{i ≤ k} v_i``, where ``ranked_groups[i - 1]`` is the
     group of the document at 1-based rank ``i``, ``k = len(ranked_groups)`` and ``v_i`` is the
-    position weight of ``exposure`` (default DCG, ``v_i = 1 / log2(i + 1)``).
+    position weight of ``exposure`` (default DCG, ``v_i = 1 / log2(i + 1)``; a per-group fitted
+    model weighs rank i by ``lambda_{group(r_i)} * v_i``, so the shares are shares of the
+    generator's expected attributions: docs/SPEC.md, "Exposure model" → Fitted, per group).
     Source: docs/SPEC.md, "Metrics" ("Retrieval exposure share"); Tikoo 2026.
 
     Labels are taken as they are (``None``, the unknown group, is a key of its own); the shares
@@ -36,7 +38,7 @@ def exposure_shares(
     labels = as_labels(ranked_groups, "ranked_groups")
     if not labels:
         return {}
-    weights = make_exposure_model(exposure).weights(len(labels)).tolist()
+    weights = make_exposure_model(exposure).entry_weights(labels).tolist()
     total = math.fsum(weights)
     per_group: dict[Hashable, list[float]] = {}
     for label, weight in zip(labels, weights, strict=True):
@@ -94,7 +96,7 @@ def exposure_disparity(
     labels = as_labels(ranked_groups, "ranked_groups")
     if not labels:
         return math.nan
-    weights = make_exposure_model(exposure).weights(len(labels))
+    weights = make_exposure_model(exposure).entry_weights(labels)
     codes = spec.encode(labels)
     shares = np.bincount(codes, weights=weights, minlength=len(spec.groups)) / weights.sum()
     if spec.protected is not None and set(spec.groups) == {spec.protected, OTHERS}:

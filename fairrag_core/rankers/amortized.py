@@ -77,6 +77,11 @@ class AmortizedRanker(Ranker):
     rankings that vary with less relevance lost (measured in docs/SPEC.md item 6, "Spread").
     ``alpha=8, spread=None`` is the old behaviour, bit for bit.
 
+    Under a per-group fitted exposure model (docs/SPEC.md, "Exposure model" → Fitted, per
+    group) ``target_g`` is ``t'_g ∝ t_g / lambda_g`` and the ledger holds ``v`` units
+    (:meth:`~fairrag_core.exposure.ExposureModel.effective_shares`): the stream's share of the
+    generator's expected attributions is the target.
+
     No look-ahead: a single list may miss the target; the stream must reach it. Once drawn, the
     ranking's exposure per group label is added to the ledger in one atomic update; the
     ranking is returned only after that update succeeded (a ledger failure raises
@@ -186,7 +191,7 @@ class AmortizedRanker(Ranker):
             out[start : start + rows] = draw_amortized_many(
                 log_weights,
                 pool.codes,
-                self.target.shares,
+                self.exposure.effective_shares(self.target),
                 past,
                 weights,
                 self.gain,
@@ -210,8 +215,9 @@ class AmortizedRanker(Ranker):
     ) -> np.ndarray:
         assert self.target is not None  # requires_target: built in __init__
         log_weights = self._log_weights(pool)
+        shares = self.exposure.effective_shares(self.target)
         return draw_amortized(
-            log_weights, pool.codes, self.target.shares, past, weights, self.gain, self.span, rng
+            log_weights, pool.codes, shares, past, weights, self.gain, self.span, rng
         )
 
     def _log_weights(self, pool: _LabelledPool) -> np.ndarray:

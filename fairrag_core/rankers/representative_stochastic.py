@@ -55,6 +55,11 @@ class RepresentativeStochasticRanker(Ranker):
     A group with no target share (unnamed groups when the target lists no ``OTHERS``) is never
     forced and is pushed down once shown.
 
+    Under a per-group fitted exposure model (weights ``lambda_g * v_i``, docs/SPEC.md
+    "Exposure model" → Fitted, per group) the steps run on ``v`` with the target shares
+    ``t'_g ∝ t_g / lambda_g`` (:meth:`~fairrag_core.exposure.ExposureModel.effective_shares`),
+    which are exactly the target shares of the expected attributions.
+
     :meth:`sample` runs these steps on all draws at once, position by position. Steps 1 and 2
     depend only on the groups chosen so far and on each group's candidate count (capped at k),
     so their decisions are computed once per pool make-up for every history of choices (when
@@ -194,7 +199,9 @@ class _Rules:
     @classmethod
     def build(cls, ranker: RepresentativeStochasticRanker, k: int) -> _Rules:
         weights, after = _weights_and_suffix_sums(ranker.exposure, k)
-        shares = ranker._target.shares
+        # A per-group fitted model: the shares of v that give each group its target share of
+        # the expected attributions (ExposureModel.effective_shares).
+        shares = ranker.exposure.effective_shares(ranker._target)
         return cls(
             k=k,
             shares=shares,

@@ -147,6 +147,19 @@ def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     assert main([*args, "--out", str(ranked)]) == 0
     records = [json.loads(line) for line in (ranked / "records.jsonl").read_text().splitlines()]
     assert {r["exposure_model"] for r in records} == {"fitted(0.2,0.2,0.2,0.2,0.2)"}
+    # The per-group file too: both rankers that target a share take it, records name it.
+    groups = load_fitted_curve(out / "exposure_fitted_groups.json")
+    factors = groups.factor_of  # the fake cites everyone: one factor (1 up to the smoothing)
+    assert (
+        factors["female"] == pytest.approx(factors["male"], rel=0.01) == pytest.approx(1, rel=0.05)
+    )
+    both = tmp_path / "both"
+    fitted = f"fitted:{out / 'exposure_fitted_groups.json'}"
+    args = [*common, "--rankers", "representative_stochastic,amortized", "--exposure", fitted]
+    assert main([*args, "--out", str(both)]) == 0
+    records = [json.loads(line) for line in (both / "records.jsonl").read_text().splitlines()]
+    names = {r["exposure_model"] for r in records}
+    assert len(names) == 1 and ";female=" in names.pop()
 
 
 @pytest.mark.parametrize(
@@ -164,3 +177,45 @@ def test_bad_phase_flags_are_clear_errors(flags, message, capsys):
     with pytest.raises(SystemExit):
         main(["study", *flags])
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_phase_recovers_a_per_group_curve(tmp_path):
+    """A fake that cites women's entries at half the rate of men's at every position: the
+    per-group fit's factors cover the truth, and its file is read as a per-group model."""
+    pools, corpus = _synthetic(120)
+    factor = {"female": 0.5, "male": 1.0}
+    titles = {doc.title: factor[doc.group] for doc in corpus}
+    curve = run_position_curve(
+        120,
+        pools,
+        corpus,
+        FakeCurveChatModel(curve=CURVE, seed=5, title_factors=titles),
+        dataset=TREC_GENDER,
+        k=K,
+        seed=11,
+        model_name="fake-group-curve",
+        out=tmp_path,
+        log=lambda _: None,
+        concurrency=4,
+    )
+    fitted = curve.fitted_groups
+    assert fitted.weights == curve.fitted.weights  # the same position curve, plus factors
+    shown = fitted.provenance["shown_per_group_position"]
+    # Each factor's truth: lambda_g over the shown-weighted mean of the factors.
+    for j, (group, _) in enumerate(fitted.factors):
+        n = np.array(shown[group], dtype=float)
+        others = np.array(shown["male" if group == "female" else "female"], dtype=float)
+        p = np.array(CURVE)
+        mean = (n * p * factor[group] + others * p * factor["male" if group == "female" else
+                "female"]).sum() / ((n + others) * p).sum()  # fmt: skip
+        truth = factor[group] / mean
+        assert fitted.factor_lower[j] <= truth <= fitted.factor_upper[j], (group, truth)
+    ratio = fitted.factor_of["female"] / fitted.factor_of["male"]
+    assert ratio == pytest.approx(0.5, abs=0.12)
+    model = make_exposure_model(f"fitted:{tmp_path / 'exposure_fitted_groups.json'}")
+    assert model.per_group and model.curve == fitted
+    assert "lambda_g" in (tmp_path / "position_curve.md").read_text()
+    # The records keep the order of the questions and shifts (asked 4 at a time).
+    assert [(r["trial"], r["rotation"]) for r in curve.records] == sorted(
+        (r["trial"], r["rotation"]) for r in curve.records
+    )

@@ -1,0 +1,171 @@
+"""The per-group fitted exposure model (docs/SPEC.md, "Exposure model" → Fitted, per group):
+its file and names, its estimator, the share of expected attributions, and the rankers that
+target it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fairrag_core import RepresentativeStochasticRanker, make_ranker
+from fairrag_core.exposure import (
+    ExposureModel,
+    FittedCurve,
+    fitted_name,
+    load_fitted_curve,
+    make_exposure_model,
+    save_fitted_curve,
+)
+from fairrag_core.metrics import exposure_disparity, exposure_share
+from fairrag_core.position_curve import PositionObservation, fit_group_curve
+from fairrag_core.target import make_target
+
+V = (0.3, 0.25, 0.2, 0.15, 0.1)
+GAP = FittedCurve(V, factors=(("female", 0.6), ("male", 1.4)))
+"""A generator that attributes a woman's entry at 0.6/1.4 the rate of a man's at each rank."""
+
+
+def _pool(n: int = 25):
+    rng = np.random.default_rng(0)
+    scores = np.sort(rng.uniform(0.2, 0.9, 2 * n))[::-1]
+    groups = ["female" if i % 2 else "male" for i in range(2 * n)]
+    return scores, groups
+
+
+def _attribution_share(labels) -> float:
+    """The women's share of expected attributions, by the formula (not the library)."""
+    factor = dict(GAP.factors)
+    mass = [factor[g] * V[i] for i, g in enumerate(labels)]
+    return sum(m for m, g in zip(mass, labels, strict=True) if g == "female") / sum(mass)
+
+
+def test_the_share_of_expected_attributions_is_the_formula():
+    model = ExposureModel.fitted(GAP)
+    labels = ["male", "female", "female", "male", "female"]
+    expected = (0.6 * 0.25 + 0.6 * 0.2 + 0.6 * 0.1) / (
+        1.4 * 0.3 + 0.6 * 0.25 + 0.6 * 0.2 + 1.4 * 0.15 + 0.6 * 0.1
+    )
+    assert exposure_share(labels, "female", exposure=model) == pytest.approx(expected, abs=1e-12)
+    assert exposure_disparity(labels, protected="female", exposure=model) == pytest.approx(
+        abs(expected - 0.5), abs=1e-12
+    )
+    assert model.entry_weights(labels).tolist() == pytest.approx(
+        [1.4 * 0.3, 0.6 * 0.25, 0.6 * 0.2, 1.4 * 0.15, 0.6 * 0.1]
+    )
+    # t' of sum v: women owed t / lambda_f against (1 - t) / lambda_m.
+    shares = model.effective_shares(make_target(protected="female"))
+    assert shares.tolist() == pytest.approx([1.4 / 2.0, 0.6 / 2.0])
+    both = model.effective_shares(make_target(target={"female": 0.5, "male": 0.5}))
+    assert both.tolist() == pytest.approx([0.7, 0.3, 0.0])  # OTHERS: owed none
+
+
+def test_a_group_curve_file_round_trips_and_records_name_it(tmp_path):
+    curve = FittedCurve(V, (0.2,) * 5, (0.4,) * 5, {"model": "smollm2"}, (("male", 1.4),
+                        ("female", 0.6)), (0.4, 1.2), (0.8, 1.6))  # fmt: skip
+    path = save_fitted_curve(curve, tmp_path / "groups.json")
+    payload = json.loads(path.read_text())
+    assert payload["format"] == "fairrag-fitted-exposure-groups/1"
+    assert payload["group_factors"] == {"female": 0.6, "male": 1.4}
+    assert payload["group_factor_lower"] == {"female": 0.4, "male": 1.2}
+    assert payload["table"]["female"] == pytest.approx([0.6 * v for v in V])
+    loaded = load_fitted_curve(path)
+    assert loaded == curve and loaded.factor_lower == (0.4, 1.2)
+    model = make_exposure_model(f"fitted:{path}")
+    assert model.per_group and model.curve == curve
+    name = fitted_name(curve)
+    assert name == "fitted(0.3,0.25,0.2,0.15,0.1;female=0.6;male=1.4)"
+    assert make_exposure_model(name) == model
+    # The position-only file is read as before, without factors.
+    plain = save_fitted_curve(FittedCurve(V), tmp_path / "plain.json")
+    assert not make_exposure_model(f"fitted:{plain}").per_group
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p.pop("group_factors"), "field 'group_factors' is missing"),
+        (lambda p: p.update(group_factors={}), "non-empty object"),
+        (lambda p: p.update(group_factors={"female": -1.0, "male": 1.0}), "finite and > 0"),
+        (lambda p: p.update(group_factor_lower={"female": 0.1}), r"'male'"),
+    ],
+)
+def test_bad_group_files_are_clear_errors(tmp_path, change, message):
+    payload = save_fitted_curve(GAP, tmp_path / "g.json").read_text()
+    data = json.loads(payload)
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message):
+        make_exposure_model(f"fitted:{path}")
+
+
+def test_labels_and_targets_the_factors_do_not_cover_are_errors():
+    model = ExposureModel.fitted(GAP)
+    with pytest.raises(ValueError, match=r"factors for groups \['female', 'male'\].*\['nb'\]"):
+        model.entry_weights(["female", "nb"])
+    three = ExposureModel.fitted(FittedCurve(V, factors=(("a", 1.0), ("b", 2.0), ("c", 3.0))))
+    with pytest.raises(ValueError, match="OTHERS"):
+        three.effective_shares(make_target(protected="a"))
+    with pytest.raises(ValueError, match="the target names 'x'"):
+        model.effective_shares(make_target(target={"x": 0.5, "female": 0.5}))
+    with pytest.raises(ValueError, match="group=factor"):
+        make_exposure_model("fitted(0.5,0.5;female)")
+
+
+def test_representative_stochastic_hits_the_target_share_of_expected_attributions():
+    scores, groups = _pool()
+    labels = np.asarray(groups, dtype=object)
+    fitted = RepresentativeStochasticRanker(protected="female", exposure=ExposureModel.fitted(GAP))
+    rows = fitted.sample(scores, groups, 5, 4000, rng=1)
+    share = np.mean([_attribution_share(labels[r].tolist()) for r in rows])
+    assert abs(share - 0.5) <= 0.02
+    # The same ranker under the position curve alone (no factors) undershoots: it gives women
+    # half of sum v, which is less than half the attributions.
+    blind = RepresentativeStochasticRanker(
+        protected="female", exposure=ExposureModel.fitted(FittedCurve(V))
+    )
+    rows = blind.sample(scores, groups, 5, 4000, rng=1)
+    assert np.mean([_attribution_share(labels[r].tolist()) for r in rows]) < 0.4
+
+
+def test_amortized_hits_the_target_share_of_expected_attributions_over_its_stream():
+    scores, groups = _pool(15)
+    labels = np.asarray(groups, dtype=object)
+    amortized = make_ranker("amortized", protected="female", exposure=GAP_MODEL, seed=3)
+    factor = dict(GAP.factors)
+    served = {"female": 0.0, "male": 0.0}
+    for _ in range(400):
+        for position, index in enumerate(amortized.rank(scores, groups, 5)):
+            served[labels[index]] += factor[labels[index]] * V[position]
+    assert abs(served["female"] / sum(served.values()) - 0.5) < 0.01
+
+
+GAP_MODEL = ExposureModel.fitted(GAP)
+
+
+def test_the_estimator_recovers_a_known_group_curve():
+    """Answers drawn with P(attributed | i, g) = lambda_g p_i (each group shown at each
+    position equally often): the fitted factors' intervals cover lambda_g / mean(lambda), the
+    weights' cover p / sum p."""
+    p = np.array([0.8, 0.6, 0.5, 0.4, 0.3])
+    lam = {"female": 0.5, "male": 1.0}
+    rng = np.random.default_rng(4)
+    observations = []
+    for q in range(300):
+        groups = tuple("female" if (q + i) % 2 else "male" for i in range(5))
+        hits = tuple(bool(rng.random() < lam[g] * p[i]) for i, g in enumerate(groups))
+        observations.append(PositionObservation(f"q{q % 60}", groups, hits))
+    curve = fit_group_curve(observations, 5, seed=2)
+    mean = (lam["female"] + lam["male"]) / 2
+    for j, (group, factor) in enumerate(curve.factors):
+        truth = lam[group] / mean
+        assert curve.factor_lower[j] <= truth <= curve.factor_upper[j], (group, factor)
+    ratio = curve.factor_of["female"] / curve.factor_of["male"]
+    assert ratio == pytest.approx(0.5, abs=0.1)
+    truth = p / p.sum()
+    assert np.all(np.array(curve.lower) <= truth) and np.all(truth <= np.array(curve.upper))
+    assert curve.provenance["shown_per_group_position"]["female"] == [150] * 5
+    with pytest.raises(ValueError, match="no observation names the group"):
+        fit_group_curve([PositionObservation("q", (None,) * 5, (True,) * 5)], 5)
