@@ -29,6 +29,9 @@ def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "damaged lines counted: 1 (written: 1)" in done.stdout
     assert "peak RSS" in done.stdout
+    # the third child read every field the audit reads, each line counted (damaged ones too)
+    assert "its fields, read only" in done.stdout
+    assert "fields CPU ratio" in done.stdout
     # one answer in three cites context entry numbers: the paper's parity is n/a for them
     assert "generation: Of 9999 answers," in done.stdout
     assert "the attributed one for 9999" in done.stdout
