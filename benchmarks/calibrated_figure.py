@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+
+from fairrag_core.stats import critical_t, describe
 
 TARGET = 0.5
 PAPER_ORDER = ("standard", "stochastic", "forced_exposure", "representative_stochastic")
@@ -52,16 +53,15 @@ def dcg_share(groups: Sequence[str], protected: str) -> float:
     return float(mine / weights.sum())
 
 
-def mean_ci(values: Sequence[float]) -> tuple[float, float, float, int]:
-    """Mean, 95% t interval and n of the finite ``values`` (nan when fewer than 2)."""
-    array = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if len(array) == 0:
-        return math.nan, math.nan, math.nan, 0
-    mean = float(array.mean())
-    if len(array) < 2:
-        return mean, math.nan, math.nan, 1
-    half = float(stats.t.ppf(0.975, len(array) - 1) * array.std(ddof=1) / math.sqrt(len(array)))
-    return mean, mean - half, mean + half, len(array)
+def mean_ci(values: Sequence[float | None]) -> tuple[float, float, float, int]:
+    """Mean, 95% t interval and n of the finite ``values`` (``None``, an n/a parity, left out;
+    the interval nan when fewer than 2): :func:`fairrag_core.stats.describe` and
+    :func:`~fairrag_core.stats.critical_t`, as the study's tables."""
+    described = describe([math.nan if v is None else v for v in values])
+    if described.n < 2:
+        return described.mean, math.nan, math.nan, described.n
+    half = critical_t(described.n - 1, 0.05) * described.std / math.sqrt(described.n)
+    return described.mean, described.mean - half, described.mean + half, described.n
 
 
 def arms(paper: list[dict], calibrated: list[dict]) -> dict[str, dict[int, dict]]:
