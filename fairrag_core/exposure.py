@@ -63,6 +63,13 @@ class FittedCurve:
         factors = tuple(sorted((str(g), float(f)) for g, f in dict(self.factors).items()))
         if not all(math.isfinite(f) and f > 0 for _, f in factors):
             raise ValueError(f"group factors must be finite and > 0, got {dict(factors)}")
+        # records name the model fitted(v...;g=f;...): a ';' in a label could not be read back
+        unnamable = [g for g, _ in factors if ";" in g]
+        if unnamable:
+            raise ValueError(
+                f"group labels of a per-group fitted model must not contain ';' (records "
+                f"name the model fitted(v1,...;group=factor;...)), got {unnamable}"
+            )
         self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
         object.__setattr__(self, "factors", factors)
         weights = tuple(float(w) for w in self.weights)

@@ -112,6 +112,12 @@ def test_labels_and_targets_the_factors_do_not_cover_are_errors():
         model.effective_shares(make_target(target={"x": 0.5, "female": 0.5}))
     with pytest.raises(ValueError, match="group=factor"):
         make_exposure_model("fitted(0.5,0.5;female)")
+    # a label whose name could not be read back: refused, never a model named wrongly
+    with pytest.raises(ValueError, match=r"must not contain ';'.*\['f;m'\]"):
+        FittedCurve(V, factors=(("f;m", 1.0), ("x", 2.0)))
+    # '=' and ',' in a label read back (the factor is after the last '=')
+    odd = FittedCurve(V, factors=(("a=b,c", 0.5), ("d", 2.0)))
+    assert make_exposure_model(fitted_name(odd)).curve == odd
 
 
 def test_representative_stochastic_hits_the_target_share_of_expected_attributions():
