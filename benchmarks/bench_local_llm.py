@@ -4,8 +4,11 @@ batched, free answers against the paper's format.
 Run: ``.venv/bin/python benchmarks/bench_local_llm.py [--prompts 8] [--batch 8]
 [--threads 1] [--formats free,paper] [--max-tokens 160]``. Two modes per format:
 ``generate`` (transformers' ``generate``, one prompt at a time: ``--llm local`` before
-:func:`fairrag_study.local_llm.greedy_batch`), then ``greedy_batch`` in batches of
-``--batch``. The prompts are the study's: the
+:func:`fairrag_study.decoding.greedy_batch`), then ``batched``: ``complete_many`` on
+``--batch`` prompts at a time (each batch runs until its longest answer ends), then
+``threads``: ``--batch`` threads each calling ``invoke`` on the next prompt, the model's
+running batch (``max_batch`` = ``--batch``; what ``fairrag study --concurrency N`` does)
+admitting a waiting call whenever an answer ends. The prompts are the study's: the
 paper's prompt (:func:`fairrag_core.kit.render_context_prompt`) over five documents of one
 TREC topic (``FAIRRAG_DATA``), the four scenarios in turn. Each mode answers every prompt;
 printed per mode: the process's CPU seconds (``time.process_time``: every thread of the
@@ -24,6 +27,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,15 +110,27 @@ def main() -> None:
     baseline = None
     for answer_format in args.formats.split(","):
         llm = LocalChatModel(
-            threads=args.threads, max_tokens=args.max_tokens, answer_format=answer_format
+            threads=args.threads,
+            max_tokens=args.max_tokens,
+            answer_format=answer_format,
+            max_batch=args.batch,
         )
         llm.complete_many([[HumanMessage("Hello")]], titles=[["Warm Up"]])
         reference: list[str] = []
-        for mode, batch in (("generate", 1), ("batched", args.batch)):
+        for mode, batch in (("generate", 1), ("batched", args.batch), ("threads", args.batch)):
             started = time.process_time()
             if mode == "generate":
                 texts = reference_answers(llm, [p for p, _ in prompts], titles)
                 tokens = None
+            elif mode == "threads":
+                with ThreadPoolExecutor(batch) as pool:
+                    messages = list(
+                        pool.map(lambda c, t, m=llm: m.invoke(c, titles=t), conversations, titles)
+                    )
+                texts = [str(m.content) for m in messages]
+                tokens = sum(
+                    m.usage_metadata["output_tokens"] for m in messages if m.usage_metadata
+                )
             else:
                 answers = []
                 for at in range(0, len(prompts), batch):

@@ -36,8 +36,9 @@ from pydantic import Field, PrivateAttr
 from fairrag_core.kit import document_title
 
 from .data import sha256_of
+from .decoding import Decoder, greedy_batch
 from .errors import GeneratorUnavailableError
-from .paper_format import PaperFormat, PaperFormatProcessor, paper_format
+from .paper_format import AnswerConstraint, PaperFormat, paper_format
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -312,8 +313,9 @@ class LocalChatModel(BaseChatModel):
 
     Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
     load on the first call (once per process, shared by every instance of the same model).
-    Calls made from several threads at once are answered in batches (:attr:`max_batch`,
-    :func:`greedy_batch`), each answer the one its prompt gets alone.
+    Calls made from several threads at once are answered in one running batch
+    (:class:`~fairrag_study.decoding.Decoder`, at most :attr:`max_batch` rows; a waiting call
+    joins as soon as an answer ends), each answer the one its prompt gets alone.
 
     ``answer_format="paper"`` holds every answer to the paper's format over the shown titles
     (:mod:`fairrag_study.paper_format`): the titles come from ``titles=[...]`` given to the call
@@ -333,13 +335,15 @@ class LocalChatModel(BaseChatModel):
     threads: int | None = Field(default=None, exclude=True)
     """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
     max_batch: int = Field(default=8, ge=1, exclude=True)
-    """Calls answered in one batch at most: calls made while the model answers others (from
-    several threads: ``--concurrency``, ``batch``) wait and are answered together
-    (:func:`greedy_batch`); 1: one at a time. How answers are computed, not what they are."""
+    """Calls answered at once at most: calls made while the model answers others (from
+    several threads: ``--concurrency``, ``batch``) join its running batch while it holds
+    fewer rows, else wait for an answer to end; 1: one at a time. How answers are computed,
+    not what they are."""
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _turn: threading.Condition = PrivateAttr(default_factory=threading.Condition)
     _waiting: list[_Call] = PrivateAttr(default_factory=list)
     _answering: bool = PrivateAttr(default=False)
+    _decoder: Decoder | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
         if self.model_name not in LOCAL_MODELS:
@@ -381,9 +385,10 @@ class LocalChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _queued(self, call: _Call) -> tuple[str, Any]:
-        """``call``'s answer, computed in a batch with the calls waiting beside it: whichever
-        waiting thread finds the model free answers the first :attr:`max_batch` calls
-        waiting (its own among them or not), until its own is answered."""
+        """``call``'s answer, decoded in the running batch (:class:`Decoder`) beside the
+        calls waiting with it: whichever waiting thread finds the model free advances the
+        batch, admitting waiting calls while it holds fewer than :attr:`max_batch` rows,
+        until its own call is answered, then hands the batch to the next waiting thread."""
         with self._turn:
             self._waiting.append(call)
         while True:
@@ -392,10 +397,8 @@ class LocalChatModel(BaseChatModel):
                 if call.done:
                     break
                 self._answering = True
-                batch = self._waiting[: self.max_batch]
-                del self._waiting[: self.max_batch]
             try:
-                self._answer(batch)
+                self._advance(call)
             finally:
                 with self._turn:
                     self._answering = False
@@ -405,25 +408,103 @@ class LocalChatModel(BaseChatModel):
         assert call.answer is not None
         return call.answer
 
-    def _answer(self, batch: list[_Call]) -> None:
-        """Answer every call of ``batch`` (those with the same stop words together)."""
-        by_stop: dict[tuple[str, ...], list[_Call]] = {}
-        for call in batch:
-            by_stop.setdefault(tuple(call.stop or ()), []).append(call)
-        for stop, calls in by_stop.items():
-            titles = [c.titles for c in calls]
+    def _advance(self, call: _Call) -> None:
+        """Run the batch until ``call`` is answered: each step admits the waiting calls the
+        batch has room for, takes one token for every row, and tells the callers whose
+        answers ended (they return while the batch goes on)."""
+        import torch
+
+        tokenizer, model = _load(self.model_name, self.threads)
+        with self._lock, torch.inference_mode():
+            if self.threads is not None and torch.get_num_threads() != self.threads:
+                torch.set_num_threads(self.threads)  # process-wide: another model may set it
+            if self._decoder is None or not len(self._decoder):  # max_tokens as set now
+                self._decoder = Decoder(model, self.max_tokens, tokenizer.eos_token_id)
+            decoder = self._decoder
+            admitted: list[_Call] = []
             try:
-                answers = self.complete_many(
-                    [c.messages for c in calls],
-                    list(stop),
-                    None if any(t is None for t in titles) else titles,  # type: ignore[arg-type]
-                )
-            except BaseException as exc:
-                for call in calls:
-                    call.error, call.done = exc, True
-                continue
-            for call, answer in zip(calls, answers, strict=True):
-                call.answer, call.done = answer, True
+                while not call.done:
+                    with self._turn:
+                        room = self.max_batch - len(decoder)
+                        admitted = self._waiting[:room]
+                        del self._waiting[:room]
+                    while admitted:
+                        waiting = admitted[0]
+                        try:
+                            prompt = self._prompt(tokenizer, waiting.messages)
+                            constraint = self._constraint(tokenizer, waiting.titles)
+                            decoder.admit(prompt, waiting, constraint)
+                            waiting.prompt_tokens = len(prompt)
+                        except Exception as exc:  # this call's own fault: the batch goes on
+                            self._finish(waiting, error=exc)
+                        admitted.pop(0)
+                    try:
+                        finished = decoder.step()
+                    except Exception as exc:  # every row held fails with it; the model goes on
+                        for held in decoder.clear():
+                            self._finish(cast(_Call, held), error=exc)
+                        continue
+                    for key, new in finished:
+                        held = cast(_Call, key)
+                        self._finish(held, answer=self._text(tokenizer, held, new))
+            except BaseException as exc:  # an interrupt: no call is left waiting on this one
+                for held in [*decoder.clear(), *admitted]:
+                    self._finish(cast(_Call, held), error=exc)
+                with self._turn:
+                    if call in self._waiting:
+                        self._waiting.remove(call)
+                if not call.done:
+                    self._finish(call, error=exc)
+                raise
+
+    def _finish(
+        self,
+        call: _Call,
+        answer: tuple[str, Any] | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        with self._turn:
+            call.answer, call.error, call.done = answer, error, True
+            self._turn.notify_all()
+
+    @staticmethod
+    def _prompt(tokenizer: Any, messages: Sequence[BaseMessage]) -> list[int]:
+        """``messages`` framed by the model's chat template, as token ids."""
+        return cast(
+            list[int],
+            tokenizer.apply_chat_template(
+                [{"role": _role(m), "content": str(m.content)} for m in messages],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"],
+        )
+
+    def _constraint(self, tokenizer: Any, titles: Sequence[str] | None) -> AnswerConstraint | None:
+        """The paper's format over ``titles`` (``answer_format="paper"``), else None."""
+        if self.answer_format != "paper":
+            return None
+        if titles is None:
+            raise ValueError(
+                "answer_format='paper' needs the shown titles: pass titles=[...] to the "
+                "call, or a ShownTitles handler in the run's callbacks"
+            )
+        return AnswerConstraint(_format_of(tokenizer), list(titles), self.max_tokens)
+
+    @staticmethod
+    def _text(tokenizer: Any, call: _Call, new: Sequence[int]) -> tuple[str, Any]:
+        """``(answer, usage)``: the new tokens as text, cut at the first stop word."""
+        text = tokenizer.decode(new, skip_special_tokens=True)
+        for word in call.stop or ():
+            cut = text.find(word)
+            if cut >= 0:
+                text = text[:cut]
+        usage = {
+            "input_tokens": call.prompt_tokens,
+            "output_tokens": len(new),
+            "total_tokens": call.prompt_tokens + len(new),
+        }
+        return text.strip(), usage
 
     def complete(
         self,
@@ -441,130 +522,40 @@ class LocalChatModel(BaseChatModel):
         stop: Sequence[str] | None = None,
         titles: Sequence[Sequence[str]] | None = None,
     ) -> list[tuple[str, Any]]:
-        """``(answer, usage)`` for each conversation, generated as one left-padded batch
-        (``titles[i]``: the shown titles of conversation ``i`` in the paper's format)."""
+        """``(answer, usage)`` for each conversation, decoded together
+        (:func:`~fairrag_study.decoding.greedy_batch`; ``titles[i]``: the shown titles of
+        conversation ``i`` in the paper's format)."""
         import torch
 
         tokenizer, model = _load(self.model_name, self.threads)
-        prompts = [
-            tokenizer.apply_chat_template(
-                [{"role": _role(m), "content": str(m.content)} for m in messages],
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=True,
-            )["input_ids"]
-            for messages in conversations
+        if titles is not None and len(titles) != len(conversations):
+            raise ValueError(
+                f"titles must hold one list per conversation ({len(conversations)}), "
+                f"got {len(titles)}"
+            )
+        calls = [
+            _Call(messages, stop, None if titles is None else titles[at])
+            for at, messages in enumerate(conversations)
         ]
-        processor = None
-        if self.answer_format == "paper":
-            if titles is None or len(titles) != len(prompts):
-                raise ValueError(
-                    "answer_format='paper' needs the shown titles: pass titles=[...] to the "
-                    "call, or a ShownTitles handler in the run's callbacks"
-                )
-            spec = _format_of(tokenizer)
-            processor = PaperFormatProcessor(spec, [list(t) for t in titles], self.max_tokens)
+        prompts = [self._prompt(tokenizer, call.messages) for call in calls]
+        constraints = [self._constraint(tokenizer, call.titles) for call in calls]
         with self._lock, torch.inference_mode():
             if self.threads is not None and torch.get_num_threads() != self.threads:
                 torch.set_num_threads(self.threads)  # process-wide: another model may set it
             generated = greedy_batch(
-                model, prompts, self.max_tokens, tokenizer.eos_token_id, processor
+                model, prompts, self.max_tokens, tokenizer.eos_token_id, constraints
             )
         answers = []
-        for prompt, new in zip(prompts, generated, strict=True):
-            text = tokenizer.decode(new, skip_special_tokens=True)
-            for word in stop or ():
-                cut = text.find(word)
-                if cut >= 0:
-                    text = text[:cut]
-            usage = {
-                "input_tokens": len(prompt),
-                "output_tokens": len(new),
-                "total_tokens": len(prompt) + len(new),
-            }
-            answers.append((text.strip(), usage))
+        for call, prompt, new in zip(calls, prompts, generated, strict=True):
+            call.prompt_tokens = len(prompt)
+            answers.append(self._text(tokenizer, call, new))
         return answers
 
 
-def greedy_batch(
-    model: Any,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    eos: int,
-    processor: PaperFormatProcessor | None = None,
-) -> list[list[int]]:
-    """The greedy continuation of each prompt (token ids; up to and with ``eos``, at most
-    ``max_new_tokens``), decoded as one left-padded batch.
-
-    Each prompt is read alone, then the tokens are generated for all at once; transformers'
-    ``generate`` on a batch runs every row until the longest is done, here a row that reached
-    ``eos`` leaves the batch (its key/value cache rows dropped), so a batch costs the decoding
-    steps its answers take. Positions count from each prompt's first token (padding masked),
-    as ``generate`` does: an answer is the one its prompt gets alone
-    (``tests/study/local_llm_test.py`` checks it on the study's prompts; ``benchmarks/
-    bench_local_llm.py`` counts the equal answers).
-    """
-    import torch
-    from transformers import DynamicCache
-
-    # Each prompt is read alone (a padded batch read them at 1.5x the CPU time: wasted
-    # padding, masked attention), then their key/value caches are left-padded into one batch
-    # for the token-by-token part, where a batch reads the weights once for all its rows.
-    width = max(len(p) for p in prompts)
-    layers: list[tuple[list[Any], list[Any]]] = []
-    first = []
-    for prompt in prompts:
-        alone = DynamicCache(config=model.config)
-        out = model(
-            input_ids=torch.tensor([list(prompt)]), cache=alone, use_cache=True, logits_to_keep=1
-        )
-        first.append(out.logits[:, -1, :])
-        for index, layer in enumerate(alone.layers):
-            layer = cast(Any, layer)  # a full-attention layer: keys and values, filled now
-            if index == len(layers):
-                layers.append(([], []))
-            pad = (0, 0, width - len(prompt), 0)  # left, along the sequence axis
-            layers[index][0].append(torch.nn.functional.pad(layer.keys, pad))
-            layers[index][1].append(torch.nn.functional.pad(layer.values, pad))
-    cache = DynamicCache(config=model.config)
-    for index, (keys, values) in enumerate(layers):
-        cache.update(torch.cat(keys), torch.cat(values), index)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    logits = torch.cat(first)
-    active = list(range(len(prompts)))
-    generated: list[list[int]] = [[] for _ in prompts]
-    last: list[int] | None = None
-    for step in range(max_new_tokens):
-        scores = logits.float()
-        if processor is not None:
-            scores = processor.step(active, last, scores)
-        tokens = scores.argmax(-1)
-        last = tokens.tolist()
-        for row, token in zip(active, last, strict=True):
-            generated[row].append(token)
-        keep = [at for at, token in enumerate(last) if token != eos]
-        if not keep or step == max_new_tokens - 1:
-            break
-        if len(keep) < len(active):
-            rows = torch.tensor(keep)
-            cache.batch_select_indices(rows)
-            mask, tokens = mask[rows], tokens[rows]
-            active, last = [active[at] for at in keep], [last[at] for at in keep]
-        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-        out = model(
-            input_ids=tokens[:, None],
-            attention_mask=mask,
-            position_ids=mask.sum(-1, keepdim=True) - 1,
-            cache=cache,
-            use_cache=True,
-        )
-        logits = out.logits[:, -1, :]
-    return generated
-
-
-@dataclass
+@dataclass(eq=False)
 class _Call:
-    """One call of the chat model, waiting for its answer."""
+    """One call of the chat model, waiting for its answer (a row's key: compared by
+    identity)."""
 
     messages: Sequence[BaseMessage]
     stop: Sequence[str] | None
@@ -572,6 +563,7 @@ class _Call:
     answer: tuple[str, Any] | None = None
     error: BaseException | None = None
     done: bool = False
+    prompt_tokens: int = 0
 
 
 def _shown_titles(run_manager: CallbackManagerForLLMRun | None) -> list[str] | None:

@@ -29,8 +29,10 @@ from typing import Any
 __all__ = [
     "ANSWER_FORMATS",
     "MAX_NAME_TOKENS",
+    "AnswerConstraint",
     "PaperFormat",
     "PaperFormatProcessor",
+    "forbid_outside",
     "paper_format",
 ]
 
@@ -119,8 +121,9 @@ class _Trie:
         return root
 
 
-class _Answer:
-    """Where one answer is in the format, and which tokens it may take next."""
+class AnswerConstraint:
+    """Where one answer is in the format over its shown ``titles``, and which tokens it may
+    take next (:meth:`allowed`; :meth:`advance` after each token taken, at most ``budget``)."""
 
     def __init__(self, spec: PaperFormat, titles: Sequence[str], budget: int) -> None:
         self.spec = spec
@@ -230,7 +233,7 @@ class PaperFormatProcessor:
     over its own shown ``titles`` (``titles[i]`` for row ``i``; left-padded batches)."""
 
     def __init__(self, spec: PaperFormat, titles: Sequence[Sequence[str]], budget: int) -> None:
-        self.answers = [_Answer(spec, row, budget) for row in titles]
+        self.answers = [AnswerConstraint(spec, row, budget) for row in titles]
         self._started = False
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -241,18 +244,27 @@ class PaperFormatProcessor:
     def step(self, rows: Sequence[int], last: Sequence[int] | None, scores: Any) -> Any:
         """``scores`` (one row per answer in ``rows``) with the tokens the format forbids at
         ``-inf``, after each of those answers took its ``last`` token (None: none yet)."""
-        import torch
-
         if last is not None:
             for row, token in zip(rows, last, strict=True):
                 self.answers[row].advance(int(token))
-        banned = torch.ones_like(scores, dtype=torch.bool)
-        for at, row in enumerate(rows):
-            tokens, names = self.answers[row].allowed()
-            if names is not None:
-                banned[at, _index(names)] = False
-            banned[at, list(tokens)] = False
-        return scores.masked_fill(banned, float("-inf"))
+        return forbid_outside(scores, [self.answers[row] for row in rows])
+
+
+def forbid_outside(scores: Any, constraints: Sequence[AnswerConstraint | None]) -> Any:
+    """``scores`` (one row per constraint) with every token its row's constraint does not
+    allow next at ``-inf`` (a row whose constraint is None: unchanged)."""
+    import torch
+
+    banned = torch.zeros_like(scores, dtype=torch.bool)
+    for at, constraint in enumerate(constraints):
+        if constraint is None:
+            continue
+        banned[at] = True
+        tokens, names = constraint.allowed()
+        if names is not None:
+            banned[at, _index(names)] = False
+        banned[at, list(tokens)] = False
+    return scores.masked_fill(banned, float("-inf"))
 
 
 _INDEXES: dict[int, Any] = {}
