@@ -149,8 +149,18 @@ def checked_store(
 
 
 class PoolCheckedCollection:
-    """A Chroma collection whose unfiltered queries must return full pools (else
-    :class:`IndexDamagedError`); every other attribute is the collection's own."""
+    """A Chroma collection whose unfiltered queries must return full pools of distinct
+    documents (else :class:`IndexDamagedError`); every other attribute is the collection's own.
+
+    A reopened persistent Chroma index can return one document twice in a query (its HNSW
+    index and its brute-force buffer both hold it: chroma-core/chroma#3638 is the same
+    family; here 3 of 20 queries for 50 on the study's reopened index, so a third of the
+    study's pools held 49 documents on a rerun and 50 on the run that built the index). A
+    query whose rows repeat an id is asked again for as many more candidates as the most
+    repeated row lacks (at most :data:`TOP_UPS` times), and each row keeps the first
+    occurrence of each id, up to the number asked for."""
+
+    TOP_UPS = 4
 
     def __init__(self, collection: Any, expected: int, where: object) -> None:
         self._wrapped, self._expected, self._where = collection, expected, where
@@ -162,12 +172,44 @@ class PoolCheckedCollection:
         result = self._wrapped.query(*args, **kwargs)
         if kwargs.get("where") or kwargs.get("where_document"):
             return result  # a filtered pool may legitimately be short
-        wanted = min(int(kwargs.get("n_results", 10)), self._expected)
+        asked = int(kwargs.get("n_results", 10))
+        more = 0
+        for _ in range(self.TOP_UPS):
+            # a row shorter than asked for holds every candidate the store has: not topped up
+            full = [ids for ids in result["ids"] if len(ids) == asked + more]
+            lacking = max((asked - len(set(ids)) for ids in full), default=0)
+            if lacking <= 0:
+                break
+            more += lacking
+            result = self._wrapped.query(*args, **{**kwargs, "n_results": asked + more})
+        if any(len(set(ids)) != len(ids) for ids in result["ids"]):
+            result = _first_occurrences(result, asked)
+        wanted = min(asked, self._expected)
         for ids in result["ids"]:
-            if len(ids) != wanted:
+            if len(ids) != wanted or len(set(ids)) != len(ids):
                 raise IndexDamagedError(
-                    f"the index at {self._where} returned {len(ids)} candidates for a pool of "
-                    f"{wanted} (it holds {self._expected} documents): it is damaged. Delete it "
-                    "and run again to rebuild it"
+                    f"the index at {self._where} returned {len(set(ids))} distinct candidates "
+                    f"for a pool of {wanted} (it holds {self._expected} documents): it is "
+                    "damaged. Delete it and run again to rebuild it"
                 )
         return result
+
+
+def _first_occurrences(result: Any, asked: int) -> dict[str, Any]:
+    """Chroma's query ``result`` with each row keeping the first occurrence of each id, at
+    most ``asked`` of them (every per-row field alike)."""
+    kept = []
+    for ids in result["ids"]:
+        seen: dict[str, int] = {}
+        for at, doc_id in enumerate(ids):
+            if doc_id not in seen and len(seen) < asked:
+                seen[doc_id] = at
+        kept.append(list(seen.values()))
+    out = dict(result)
+    for key, rows in result.items():
+        if key != "included" and isinstance(rows, list) and len(rows) == len(kept):
+            out[key] = [
+                None if row is None else [row[at] for at in keep]
+                for row, keep in zip(rows, kept, strict=True)
+            ]
+    return out
