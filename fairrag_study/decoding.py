@@ -14,7 +14,7 @@ Positions count from each row's first token (padding masked), as transformers' `
 does, so each answer equals the one its prompt gets alone (``tests/study/decoding_test.py``,
 ``benchmarks/bench_local_llm.py`` counts the equal answers). The key/value cache grows in
 place (:func:`_growing_layer`): transformers' ``DynamicCache`` concatenates every layer's
-whole cache at every token, which took a third of a step's CPU at 8 rows of ~800 tokens.
+whole cache at every token.
 """
 
 from __future__ import annotations
@@ -194,7 +194,6 @@ def _growing_layer() -> type:
     """transformers' ``DynamicLayer`` whose keys and values grow in place: a buffer with room
     for more tokens, the cache a view of its filled part (``DynamicLayer`` concatenates the
     whole cache at every token). Made on first use: transformers loads with the model."""
-    import torch
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
@@ -202,15 +201,20 @@ def _growing_layer() -> type:
             super().__init__()
             self.device = keys.device
             self.is_initialized = True
+            self._room = room
             self._filled = keys.shape[-2]
-            self._keys = self._with_room(keys, room)
-            self._values = self._with_room(values, room)
+            self._keys = self._placed(keys, 0, 0)
+            self._values = self._placed(values, 0, 0)
             self._view()
 
-        @staticmethod
-        def _with_room(tensor: Any, room: int) -> Any:
-            more = tensor.new_zeros((*tensor.shape[:2], room, tensor.shape[-1]))
-            return torch.cat([tensor, more], dim=-2)
+        def _placed(self, held: Any, rows: int, columns: int) -> Any:
+            """A new zeroed buffer of ``rows`` more rows and ``columns`` more (left) columns
+            than ``held``'s filled part, with room for ``_room`` tokens, ``held`` copied in.
+            Room is added in fixed steps, not doubled: the buffers stay near the width."""
+            shape = (held.shape[0] + rows, held.shape[1], self._filled + columns, held.shape[-1])
+            out = held.new_zeros((*shape[:2], shape[2] + self._room, shape[3]))
+            out[: held.shape[0], :, columns : columns + self._filled] = held[:, :, : self._filled]
+            return out
 
         def _view(self) -> None:
             self.keys = self._keys[:, :, : self._filled]
@@ -218,10 +222,10 @@ def _growing_layer() -> type:
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
             new = key_states.shape[-2]
-            if self._filled + new > self._keys.shape[-2]:  # double the room: amortised O(1)
-                room = max(self._keys.shape[-2], new)
-                self._keys = self._with_room(self._keys, room)
-                self._values = self._with_room(self._values, room)
+            if self._filled + new > self._keys.shape[-2]:
+                self._room = max(self._room, new)
+                self._keys = self._placed(self._keys, 0, 0)
+                self._values = self._placed(self._values, 0, 0)
             self._keys[:, :, self._filled : self._filled + new] = key_states
             self._values[:, :, self._filled : self._filled + new] = value_states
             self._filled += new
@@ -235,17 +239,17 @@ def _growing_layer() -> type:
         def add_row(self, keys: Any, values: Any) -> None:
             """A row read alone (``[1, heads, n, dim]``, n at most the width) appended,
             left-padded to the width."""
-            width, room = self._filled, self._keys.shape[-2]
-            pad = (0, 0, width - keys.shape[-2], room - width)
-            self._keys = torch.cat([self._keys, torch.nn.functional.pad(keys, pad)])
-            self._values = torch.cat([self._values, torch.nn.functional.pad(values, pad)])
+            start = self._filled - keys.shape[-2]
+            self._keys = self._placed(self._keys, 1, 0)
+            self._values = self._placed(self._values, 1, 0)
+            self._keys[-1, :, start : self._filled] = keys[0]
+            self._values[-1, :, start : self._filled] = values[0]
             self._view()
 
         def pad_left(self, columns: int) -> None:
             """Every row moved ``columns`` to the right (padding before its first token)."""
-            pad = (0, 0, columns, 0)
-            self._keys = torch.nn.functional.pad(self._keys, pad)
-            self._values = torch.nn.functional.pad(self._values, pad)
+            self._keys = self._placed(self._keys, 0, columns)
+            self._values = self._placed(self._values, 0, columns)
             self._filled += columns
             self._view()
 
