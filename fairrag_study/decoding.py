@@ -51,6 +51,7 @@ class Decoder:
         self._cache: Any = None  # a DynamicCache of growing layers while rows are held
         self._mask: Any = None  # [rows, width]: 1 where a row has a token
         self._logits: Any = None  # [rows, vocabulary]: each row's next-token scores
+        self._ending: list[Hashable] = []  # rows ended by a step whose model call is running
 
     def __len__(self) -> int:
         """Rows being answered."""
@@ -126,6 +127,7 @@ class Decoder:
         if not keep:
             self.clear()
             return finished
+        self._ending = [key for key, _ in finished]  # given to clear() if the call below fails
         if len(keep) < len(self._rows):
             rows = torch.tensor(keep)
             self._cache.batch_select_indices(rows)
@@ -145,12 +147,15 @@ class Decoder:
             use_cache=True,
         )
         self._logits = out.logits[:, -1, :]
+        self._ending = []
         return finished
 
     def clear(self) -> list[Hashable]:
-        """Drop every row (after an error); their keys."""
-        keys = self.keys
+        """Drop every row (after an error); their keys, with those of the rows that ended in
+        a step whose model call then failed (their answers were never given back)."""
+        keys = [*self._ending, *self.keys]
         self._rows, self._cache, self._mask, self._logits = [], None, None, None
+        self._ending = []
         return keys
 
 

@@ -187,3 +187,32 @@ def test_a_failing_step_fails_the_rows_it_held_and_the_model_goes_on(loaded, mon
         llm.invoke(short)
     assert len(failures[0]) == 1 and not llm._waiting and len(llm._decoder) == 0
     assert llm.invoke(short).content == expected
+
+
+def test_rows_that_ended_in_a_step_whose_model_call_failed_are_not_lost(
+    loaded, prompts_and_answers
+):
+    """The 11-token answer ends in the step whose model call (for the row still going)
+    raises: clear() names both rows, so no caller waits for an answer never given back."""
+    tokenizer, model, _ = loaded
+    prompts, alone = prompts_and_answers
+    calls: list[int] = []
+
+    def failing_at_the_thirteenth_call(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 13:  # 2 prompts read, then the model call of the 11th step
+            raise RuntimeError("the model call failed")
+        return model(*args, **kwargs)
+
+    failing_at_the_thirteenth_call.config = model.config  # type: ignore[attr-defined]
+    decoder = Decoder(failing_at_the_thirteenth_call, TOKENS, tokenizer.eos_token_id)
+    import torch
+
+    with torch.inference_mode():
+        decoder.admit(prompts[0], 0)
+        decoder.admit(prompts[1], 1)
+        for _ in range(10):
+            assert decoder.step() == []
+        with pytest.raises(RuntimeError, match="the model call failed"):
+            decoder.step()
+    assert len(alone[1]) == 11 and decoder.clear() == [1, 0] and len(decoder) == 0
