@@ -182,8 +182,8 @@ class PoolCheckedCollection:
                 break
             more += lacking
             result = self._wrapped.query(*args, **{**kwargs, "n_results": asked + more})
-        if any(len(set(ids)) != len(ids) for ids in result["ids"]):
-            result = _first_occurrences(result, asked)
+        if more or any(len(set(ids)) != len(ids) for ids in result["ids"]):
+            result = _first_occurrences(result, asked)  # at most asked, repeats dropped
         wanted = min(asked, self._expected)
         for ids in result["ids"]:
             if len(ids) != wanted or len(set(ids)) != len(ids):

@@ -53,6 +53,15 @@ def test_a_repeated_document_is_replaced_by_the_next_candidate():
     assert result["metadatas"][1][4] == {"title": "d4"}
     assert result["documents"] is None and result["included"] == ["distances", "metadatas"]
     assert PoolCheckedCollection(fake, 10, "here").name == "fake"
+    fickle = FakeRepeatingCollection(DOCUMENTS, repeated="d2")
+    first = fickle.query
+    fickle.query = lambda **kwargs: (  # type: ignore[method-assign]
+        first(**kwargs)
+        if kwargs["n_results"] == 5
+        else FakeRepeatingCollection(DOCUMENTS, None).query(**kwargs)
+    )
+    result = PoolCheckedCollection(fickle, 10, "here").query(query_embeddings=[[0.0]], n_results=5)
+    assert result["ids"][0] == DOCUMENTS[:5]  # asked again, no repeat then: cut to the 5 asked
 
 
 def test_a_pool_without_repeats_is_asked_for_once_and_returned_as_it_came():
