@@ -17,10 +17,12 @@ answer to the study's prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -353,6 +355,21 @@ class LocalChatModel(BaseChatModel):
         if self.temperature != 0.0:
             raise ValueError(f"temperature must be 0 (greedy decoding), got {self.temperature!r}")
 
+    def __copy__(self) -> LocalChatModel:
+        """A copy (``model_copy``) with its own queue and batch: a copy with other fields
+        (``max_tokens``, ``answer_format``) never has its calls decoded by the original's
+        batch, nor the original's by its own."""
+        copied = super().__copy__()
+        copied._lock, copied._turn = threading.Lock(), threading.Condition()
+        copied._waiting, copied._answering, copied._decoder = [], False, None
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> LocalChatModel:
+        """A deep copy of the fields, with its own queue and batch (:meth:`__copy__`)."""
+        copied = self.__copy__()
+        object.__setattr__(copied, "__dict__", copy.deepcopy(self.__dict__, memo))
+        return copied
+
     @property
     def _llm_type(self) -> str:
         return "fairrag-local"
@@ -412,12 +429,9 @@ class LocalChatModel(BaseChatModel):
         """Run the batch until ``call`` is answered: each step admits the waiting calls the
         batch has room for, takes one token for every row, and tells the callers whose
         answers ended (they return while the batch goes on)."""
-        import torch
 
         tokenizer, model = _load(self.model_name, self.threads)
-        with self._lock, torch.inference_mode():
-            if self.threads is not None and torch.get_num_threads() != self.threads:
-                torch.set_num_threads(self.threads)  # process-wide: another model may set it
+        with self._running():
             if self._decoder is None or not len(self._decoder):  # max_tokens as set now
                 self._decoder = Decoder(model, self.max_tokens, tokenizer.eos_token_id)
             decoder = self._decoder
@@ -456,6 +470,16 @@ class LocalChatModel(BaseChatModel):
                 if not call.done:
                     self._finish(call, error=exc)
                 raise
+
+    @contextmanager
+    def _running(self) -> Iterator[None]:
+        """The model held by this instance, without gradients, at its torch threads."""
+        import torch
+
+        with self._lock, torch.inference_mode():
+            if self.threads is not None and torch.get_num_threads() != self.threads:
+                torch.set_num_threads(self.threads)  # process-wide: another model may set it
+            yield
 
     def _finish(
         self,
@@ -525,7 +549,6 @@ class LocalChatModel(BaseChatModel):
         """``(answer, usage)`` for each conversation, decoded together
         (:func:`~fairrag_study.decoding.greedy_batch`; ``titles[i]``: the shown titles of
         conversation ``i`` in the paper's format)."""
-        import torch
 
         tokenizer, model = _load(self.model_name, self.threads)
         if titles is not None and len(titles) != len(conversations):
@@ -539,9 +562,7 @@ class LocalChatModel(BaseChatModel):
         ]
         prompts = [self._prompt(tokenizer, call.messages) for call in calls]
         constraints = [self._constraint(tokenizer, call.titles) for call in calls]
-        with self._lock, torch.inference_mode():
-            if self.threads is not None and torch.get_num_threads() != self.threads:
-                torch.set_num_threads(self.threads)  # process-wide: another model may set it
+        with self._running():
             generated = greedy_batch(
                 model, prompts, self.max_tokens, tokenizer.eos_token_id, constraints
             )

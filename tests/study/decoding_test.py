@@ -216,3 +216,24 @@ def test_rows_that_ended_in_a_step_whose_model_call_failed_are_not_lost(
         with pytest.raises(RuntimeError, match="the model call failed"):
             decoder.step()
     assert len(alone[1]) == 11 and decoder.clear() == [1, 0] and len(decoder) == 0
+
+
+def test_a_copy_with_other_fields_decodes_its_own_calls(loaded):
+    """``model_copy(update={"max_tokens": 4})`` called at the same time as the original: each
+    call is capped by its own instance (they shared one queue and batch before), and a deep
+    copy has its own too."""
+    import copy
+
+    original = LocalChatModel(max_tokens=TOKENS, threads=1)
+    capped = original.model_copy(update={"max_tokens": 4})
+    assert capped._waiting is not original._waiting and capped._turn is not original._turn
+    assert copy.deepcopy(original)._lock is not original._lock
+    start = threading.Barrier(2)
+
+    def call(llm: LocalChatModel) -> int:
+        start.wait(timeout=60)
+        return llm.invoke(_conversations()[3]).usage_metadata["output_tokens"]
+
+    with ThreadPoolExecutor(2) as pool:
+        counts = list(pool.map(call, [original, capped]))
+    assert counts == [TOKENS, 4]
