@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fairrag_core.metrics import exposure_share
 from fairrag_core.stats import critical_t, describe
 
 TARGET = 0.5
@@ -47,10 +48,10 @@ def _records(path: Path) -> list[dict]:
 
 
 def dcg_share(groups: Sequence[str], protected: str) -> float:
-    """The protected group's share of DCG exposure over the shown ``groups`` (rank 1 first)."""
-    weights = 1.0 / np.log2(np.arange(2, len(groups) + 2))
-    mine = sum(w for w, g in zip(weights, groups, strict=True) if g == protected)
-    return float(mine / weights.sum())
+    """The protected group's share of DCG exposure over the shown ``groups`` (rank 1 first):
+    :func:`fairrag_core.metrics.exposure_share` under DCG, whatever the record's own run
+    used."""
+    return exposure_share(groups, protected, exposure="dcg")
 
 
 def mean_ci(values: Sequence[float | None]) -> tuple[float, float, float, int]:
