@@ -6,7 +6,7 @@ metadata, provenance and records all come from :mod:`fairrag_core.kit`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -26,6 +26,8 @@ from fairrag_core.kit import shown_record as kit_shown_record
 
 __all__ = [
     "PlacedDocument",
+    "checked_documents",
+    "checked_query",
     "context_documents",
     "context_entries",
     "placed_copies",
@@ -33,6 +35,35 @@ __all__ = [
     "shown_record",
     "title_of",
 ]
+
+
+def checked_query(query: Any, owner: str) -> str:
+    """``query`` when it is text, else a ``TypeError`` naming it (a dict or a list handed to
+    ``invoke`` would otherwise fail inside the embedding model, naming nothing)."""
+    if not isinstance(query, str):
+        raise TypeError(
+            f"{owner}: query must be a string (the text to search for), got "
+            f"{type(query).__name__}; pass the question itself, e.g. retriever.invoke('...')"
+        )
+    return query
+
+
+def checked_documents(documents: Any, owner: str) -> list[Document]:
+    """``documents`` as a list when it is an iterable of LangChain ``Document`` objects, else
+    a ``TypeError`` naming the argument (and the first entry that is not one)."""
+    if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Iterable):
+        raise TypeError(
+            f"{owner}: documents must be a sequence of langchain_core Document objects, got "
+            f"{type(documents).__name__}"
+        )
+    listed = list(documents)
+    for index, document in enumerate(listed):
+        if not isinstance(document, Document):
+            raise TypeError(
+                f"{owner}: documents[{index}] is a {type(document).__name__}, not a "
+                "langchain_core Document"
+            )
+    return listed
 
 
 def placed_copies(documents: Sequence[Document], placed: Placed) -> list[Document]:

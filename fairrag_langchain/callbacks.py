@@ -52,6 +52,7 @@ class _Retrieval:
     by_tool: bool = False
     """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
     _texts: tuple[str, ...] | None = None
+    _probes: tuple[str, ...] | None = None
 
     def texts(self) -> tuple[str, ...]:
         """Each shown document's text, whitespace collapsed (empty texts left out): what a
@@ -60,6 +61,15 @@ class _Retrieval:
         if self._texts is None:
             self._texts = _document_texts(self.documents or [])
         return self._texts
+
+    def probes(self) -> tuple[str, ...]:
+        """Each shown document's text cut to its first :data:`PROBE_CHARS` characters,
+        whitespace collapsed, in the list's order: what a prompt holds of a document it shows
+        (a prompt may shorten it); empty when a document is blank (it cannot be found)."""
+        if self._probes is None:
+            probes = tuple(_probe(d) for d in self.documents or [])
+            self._probes = () if not all(probes) else probes
+        return self._probes
 
 
 @dataclass
@@ -79,6 +89,14 @@ class _ModelRun:
     its prompt holds them (parallel searches end in any order)."""
     message: BaseMessage | None = None
     """Its first generation's message (a chat model's), once it ended."""
+    said: str | None = None
+    """Its answer, whitespace collapsed (what a later prompt or the root's output holds)."""
+    places: dict[UUID, tuple[int, ...]] = field(default_factory=dict)
+    """For each retrieval ended before it started: where its prompt holds each document's
+    probe (:meth:`_Retrieval.probes`), -1 where it does not."""
+    reads: frozenset[UUID] = frozenset()
+    """The model runs ended before it started whose answer its prompt holds (one of
+    :data:`READ_CHARS` characters or more, or its whole prompt): it checks or builds on them."""
 
 
 @dataclass
@@ -331,15 +349,32 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 self._root_of.pop(member, None)
                 self._parent.pop(member, None)
         final = _final_output(outputs)
+        returned = _Returned.of(outputs)
+        done = sorted(
+            (run for run in state.models.values() if run.answer is not None),
+            key=lambda run: run.order,
+        )
+        several = [run for run in done if len(run.seen) > 1]
         if final is not None or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
-                self._kept.add([self._answer_record(run_id, state, final, error)])
+                answering, answer = _final_answer(final, done)
+                record = self._answer_record(
+                    run_id, state, done, answering, answer, "final_output", error
+                )
+                self._kept.add([record])
+            return
+        if several:  # one answer from several retrievals (a search per sub-question)
+            most = max(len(run.seen) for run in several)
+            answering = _chosen([run for run in several if len(run.seen) == most], returned)
+            answer = answering.message if answering.message is not None else answering.answer
+            record = self._answer_record(run_id, state, done, answering, answer, "content", error)
+            self._kept.add([record])
             return
         # A retrieval that failed has no documents, but its root's error is logged: a failed
         # run is never silently missing from the log.
         records = [
-            self._final_record(run_id, state, retrieval, error)
+            self._final_record(run_id, state, retrieval, returned, error)
             for retrieval in state.retrievals.values()
             if retrieval.documents is not None or error is not None
         ]
@@ -348,20 +383,26 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._kept.add(records)  # the file keeps the in-memory order
 
     def _final_record(
-        self, root: UUID, state: _RootRun, retrieval: _Retrieval, error: BaseException | None
+        self,
+        root: UUID,
+        state: _RootRun,
+        retrieval: _Retrieval,
+        returned: _Returned,
+        error: BaseException | None,
     ) -> dict[str, Any]:
+        answer, links = _answer_of(retrieval, returned)
+        # the list the answering model was handed: a later step may have reordered or dropped
+        # some of the retriever's documents (docs/SPEC.md "Which list is audited")
+        documents = _as_held(answer, retrieval)
         auditor = self.auditor
-        if self._source is not None and retrieval.documents:  # following a component
-            auditor = ranked_for(auditor, [d.metadata for d in retrieval.documents])
-        answer, links = _answer_of(retrieval)
-        text, form = (
-            (None, None) if answer is None else self._answer_text(answer, retrieval.documents)
-        )
+        if self._source is not None and documents:  # following a component
+            auditor = ranked_for(auditor, [d.metadata for d in documents])
+        text, form = (None, None) if answer is None else self._answer_text(answer, documents)
         return self._record(
             root,
             state,
             auditor,
-            retrieval.documents,
+            documents,
             retrieval=retrieval,
             ranked=retrieval.ranked,
             query=retrieval.query,
@@ -422,17 +463,16 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self,
         root: UUID,
         state: _RootRun,
-        final: _Final | None,
+        done: Sequence[_ModelRun],
+        answering: _ModelRun | None,
+        answer: Any,
+        link: str,
         error: BaseException | None,
     ) -> dict[str, Any]:
-        """The one record of an agent's or a graph's root run (docs/SPEC.md, "Records" →
-        Agents and graphs): the final answer, against every document the answering model saw,
-        each search's ranking in ``searches``."""
-        done = sorted(
-            (run for run in state.models.values() if run.answer is not None),
-            key=lambda run: run.order,
-        )
-        answering, answer = _final_answer(final, done)
+        """The one record of an agent's or a graph's root run, or of a chain's answer from
+        several retrievals (docs/SPEC.md, "Records" → Agents and graphs): the ``answer`` of
+        the ``answering`` model run, against every document it saw, each search's ranking in
+        ``searches``; ``done``: the root's model runs that ended with an output."""
         seen = state.ended if answering is None or not answering.seen else answering.seen
         searches = [state.retrievals[run] for run in seen]
         documents = _distinct([d for search in searches for d in search.documents or []])
@@ -475,7 +515,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             answer=(text, form),
             error=error,
             runs=done,
-            link="final_output",
+            link=link,
             searches=entries,
         )
 
@@ -595,6 +635,14 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 link is not None and link[1],
                 _model_name(serialized, kwargs),
                 seen=seen,
+                places={
+                    ended: tuple(text.find(probe) for probe in probes)
+                    for ended in state.ended
+                    if (probes := state.retrievals[ended].probes())
+                },
+                reads=frozenset(
+                    other.run_id for other in state.models.values() if _reads(text, other)
+                ),
             )
             state.models[run_id] = run
             if link is not None:
@@ -671,6 +719,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             if run is not None:
                 candidates = response.generations[0] if response.generations else []
                 run.answer = candidates[0].text if candidates else ""
+                run.said = _collapsed(run.answer)
                 if candidates and isinstance(candidates[0], ChatGeneration):
                     run.message = candidates[0].message
         self._ended(run_id)
@@ -749,9 +798,18 @@ def _distinct(documents: Sequence[Document]) -> list[Document]:
     return kept
 
 
+_QUESTION_KEYS = ("question", "input", "query")
+"""The fields a chain's or graph's input names its question by (LangChain's conventions)."""
+
+
 def _question_of(inputs: Any) -> str | None:
-    """The user's question of a run whose input holds messages: the last human message."""
+    """The user's question of a run: the last human message of an input holding messages;
+    else the input when it is text, or its ``question``, ``input`` or ``query`` text."""
+    if isinstance(inputs, str):
+        return inputs
     messages = inputs.get("messages") if isinstance(inputs, Mapping) else None
+    if messages is None and isinstance(inputs, Mapping):
+        return next((inputs[k] for k in _QUESTION_KEYS if isinstance(inputs.get(k), str)), None)
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         return None
     for message in reversed(messages):
@@ -768,18 +826,114 @@ _LINKS = {True: "content", False: "run_tree"}
 """``answer_link`` of a record: how its answer's model run was linked to the retrieval."""
 
 
-def _answer_of(retrieval: _Retrieval) -> tuple[_ModelRun | None, list[_ModelRun]]:
-    """The model run whose output is the record's answer, and every model run on the context.
+def _answer_of(
+    retrieval: _Retrieval, returned: _Returned
+) -> tuple[_ModelRun | None, list[_ModelRun]]:
+    """The model run whose output is the record's answer, and every model run on the context,
+    the answer's first.
 
     The model runs on a context are those whose prompt held it (every shown document's text),
     or, when none did (an empty list, a prompt that shortens the documents), those the run
     tree linked to it; of them, only those that ended with an output, in start order. The
-    answer is the first: later runs on the same context (a check, a follow-up) come after it.
+    answer is the one the root run returned (:func:`_chosen`).
     """
     done = [run for run in retrieval.model_runs if run.answer is not None]
     runs = [run for run in done if run.by_content] or done
     runs.sort(key=lambda run: run.order)
-    return (runs[0] if runs else None), runs
+    if not runs:
+        return None, []
+    answer = _chosen(runs, returned)
+    return answer, [answer, *(run for run in runs if run is not answer)]
+
+
+def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:
+    """Of model runs on one context (in start order, at least one), the answer the user
+    receives (docs/SPEC.md "Which answer is recorded"): of those whose output the root run
+    returned, the last to start that is not a check of another of them (its prompt held that
+    one's answer); when there is none, the first to start."""
+    ids = {run.run_id for run in runs}
+    given = [run for run in runs if returned.holds(run) and not ids & run.reads]
+    return given[-1] if given else runs[0]
+
+
+def _as_held(run: _ModelRun | None, retrieval: _Retrieval) -> list[Document] | None:
+    """The retrieval's documents as the model run's prompt held them (docs/SPEC.md "Which
+    list is audited"): those whose probe it holds, in the order it holds them, when it holds
+    at least one and not all in the list's order; else the retrieval's list."""
+    documents = retrieval.documents
+    places = None if run is None else run.places.get(retrieval.run_id)
+    if documents is None or not places:
+        return documents
+    found = sorted((at, index) for index, at in enumerate(places) if at >= 0)
+    order = [index for _, index in found]
+    if not order or order == list(range(len(documents))):
+        return documents
+    return [documents[index] for index in order]
+
+
+PROBE_CHARS = 200
+"""How much of a document's text (whitespace collapsed) a prompt must hold to show it."""
+
+READ_CHARS = 20
+"""How long a model run's answer must be for a later prompt holding it to count as reading it
+(a one-word verdict, "yes", is found in any prompt)."""
+
+_MAX_OUTPUT_ITEMS = 10_000
+"""Most values of a root run's output read for the answers it returned."""
+
+
+@dataclass(frozen=True)
+class _Returned:
+    """What a root run returned that a model run may have said: texts (whitespace
+    collapsed) and message ids, read from its output (a graph's state, a chain's value)."""
+
+    texts: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, outputs: Any) -> _Returned:
+        """Read ``outputs`` (mappings, lists and tuples walked, at most
+        :data:`_MAX_OUTPUT_ITEMS` values; documents are shown, not said, and skipped)."""
+        texts: set[str] = set()
+        ids: set[str] = set()
+        stack = [outputs]
+        for _ in range(_MAX_OUTPUT_ITEMS):
+            if not stack:
+                break
+            value = stack.pop()
+            if isinstance(value, str):
+                texts.add(_collapsed(value))
+            elif isinstance(value, BaseMessage):
+                if value.id is not None:
+                    ids.add(value.id)
+                texts.add(_collapsed(message_text(value)))
+            elif isinstance(value, Mapping):
+                stack.extend(value.values())
+            elif isinstance(value, (list, tuple)):
+                stack.extend(value)
+        texts.discard("")
+        return cls(frozenset(texts), frozenset(ids))
+
+    def holds(self, run: _ModelRun) -> bool:
+        """Whether the root returned this model run's output (its message or its text)."""
+        message = run.message
+        if message is not None and message.id is not None and message.id in self.ids:
+            return True
+        return bool(run.said) and run.said in self.texts
+
+
+def _reads(prompt: str, run: _ModelRun) -> bool:
+    """Whether ``prompt`` (whitespace collapsed) holds the ended ``run``'s answer: one of
+    :data:`READ_CHARS` characters or more, or the whole prompt."""
+    said = run.said
+    return said is not None and (said == prompt or (len(said) >= READ_CHARS and said in prompt))
+
+
+def _probe(document: Document) -> str:
+    """What a prompt holds of a document it shows (:meth:`_Retrieval.probes`); the text is
+    cut before collapsing, so a long document costs no more than its probe."""
+    text = document.page_content if isinstance(document.page_content, str) else ""
+    return _collapsed(text[: 8 * PROBE_CHARS])[:PROBE_CHARS]
 
 
 def _collapsed(text: str) -> str:

@@ -16,6 +16,7 @@ from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr
 from fairrag_core import pool_scores
 from fairrag_core.kit.component import Count
 
+from ._documents import checked_documents, checked_query
 from ._fields import FairRankingFields
 
 __all__ = ["FairReranker"]
@@ -87,7 +88,8 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """The fair top-``k`` of ``documents``."""
-        documents = list(documents)
+        documents = checked_documents(documents, type(self).__name__)
+        query = checked_query(query, type(self).__name__)
         given = [d.metadata.get(self.score_key) for d in documents]
         scores, source = self._scores(documents, given, query)
         return self._placed(documents, scores, given, source)
@@ -99,7 +101,8 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
         """As :meth:`compress_documents`; embeds through the embeddings' async methods."""
-        documents = list(documents)
+        documents = checked_documents(documents, type(self).__name__)
+        query = checked_query(query, type(self).__name__)
         given = [d.metadata.get(self.score_key) for d in documents]
         if self.embeddings is not None and documents and all(v is None for v in given):
             query_vector = await self.embeddings.aembed_query(query)

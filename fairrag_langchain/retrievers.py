@@ -32,6 +32,7 @@ from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
 from . import _private as private
+from ._documents import checked_query
 from ._fields import FairRankingFields
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
@@ -215,6 +216,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None = None,
         **search_kwargs: Any,
     ) -> list[Document]:
+        query = checked_query(query, type(self).__name__)
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
         with self._typed_store_errors():
@@ -240,6 +242,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     ) -> list[Document]:
         from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
 
+        query = checked_query(query, type(self).__name__)
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
         with self._typed_store_errors():

@@ -3,6 +3,7 @@ groups, the async path and tracing params."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import math
 import warnings
@@ -13,7 +14,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from fairrag_core import FairnessAuditor, make_ranker
-from fairrag_langchain import FairRetriever
+from fairrag_langchain import FairReranker, FairRetriever
 from fairrag_langchain.retrievers import RELEVANCE_FALLBACK
 from tests.langchain.doubles import (
     CosineFixedPoolStore,
@@ -280,3 +281,29 @@ def test_the_relevance_warning_names_the_problem_once_without_the_pool():
     assert len(message) < 500 and "page_content" not in message and "Person" not in message
     assert "249 of the 300 candidates" in message and "from -2.49 to -0.01" in message
     assert "relevance_score_fn=" in message
+
+
+@pytest.mark.parametrize("query", [None, {"query": "a"}, ["a"], 3])
+def test_a_query_that_is_not_text_is_refused_naming_it(query):
+    """LangChain passes ``invoke``'s input through untyped: a dict or a list failed inside the
+    embedding model with ``AttributeError: 'dict' object has no attribute 'encode'``."""
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()), group_key="gender", protected="female"
+    )
+    with pytest.raises(TypeError, match=r"FairRetriever: query must be a string.*got"):
+        retriever.invoke(query)
+    with pytest.raises(TypeError, match=r"FairRetriever: query must be a string"):
+        asyncio.run(retriever.ainvoke(query))
+    documents = retriever.invoke("q")
+    reranker = FairReranker(group_key="gender", protected="female")
+    with pytest.raises(TypeError, match=r"FairReranker: query must be a string"):
+        reranker.compress_documents(documents, query)
+
+
+@pytest.mark.parametrize("documents", [None, "text", [{"page_content": "x"}], {"a": 1}])
+def test_documents_that_are_not_langchain_documents_are_refused_naming_them(documents):
+    reranker = FairReranker(group_key="gender", protected="female")
+    with pytest.raises(TypeError, match=r"FairReranker: documents"):
+        reranker.compress_documents(documents, "q")
+    with pytest.raises(TypeError, match=r"FairReranker: documents"):
+        asyncio.run(reranker.acompress_documents(documents, "q"))

@@ -1,0 +1,240 @@
+"""The LangChain record of what the user receives, in the app shapes LangChain documents
+(docs/SPEC.md "Adapters" → Which answer is recorded, One answer from several retrievals, Which
+list is audited): a LangGraph graph whose grader reads the context before the generator, a
+per-document grader (corrective RAG) that hands the generator part of the list,
+``LongContextReorder`` or a slice between the retriever and the prompt, and a chain or graph
+that searches once per sub-question and answers once. Real LangGraph and LangChain classes,
+fake models named as such; each record is checked against what the generator's prompt held,
+counted here by hand. Every test here but the last failed on main before this change (the
+grader's "yes" recorded as the answer, the retriever's list audited where the model saw
+another, one record per search with the other search's citations counted invalid); the last
+guards the rule that replaced "the first model run on the context"."""
+
+from __future__ import annotations
+
+import re
+from operator import itemgetter
+from typing import TypedDict
+
+import pytest
+from langchain_community.document_transformers import LongContextReorder
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langgraph.graph import END, START, StateGraph
+from pydantic import Field
+
+from fairrag_langchain import FairnessCallbackHandler, FairRetriever
+from fairrag_langchain.fakes import FakeCitingChatModel
+from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
+
+QUESTION = "Who are pioneers of computing?"
+_TITLE = re.compile(r"^Title: (.+)$", re.MULTILINE)
+
+
+@pytest.fixture
+def retriever() -> FairRetriever:
+    return FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        ranker="representative_stochastic",
+        group_key="gender",
+        protected="female",
+        k=4,
+        seed=0,
+    )
+
+
+def joined(documents: list[Document]) -> str:
+    return "\n\n".join(d.page_content for d in documents)
+
+
+class Prompted(FakeCitingChatModel):
+    """FakeCitingChatModel that keeps the prompts it was given (a test double)."""
+
+    prompts: list[str] = Field(default_factory=list)
+
+    def answer(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return super().answer(prompt)
+
+
+def by_hand(record: dict, prompt: str) -> None:
+    """The record's list is the prompt's titles in the prompt's order, and its answer cites
+    them all (the fake cites every title it is shown): groundedness 1, parity by count."""
+    titles = _TITLE.findall(prompt)
+    assert record["titles"] == titles
+    assert record["n_valid_citations"] == len(titles) and record["groundedness"] == 1.0
+    female = [t for t, g in zip(record["titles"], record["groups"], strict=True) if g == "female"]
+    assert record["generation_parity"] == pytest.approx(len(female) / len(titles))
+
+
+class State(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    relevant: str
+    generation: str
+
+
+def test_a_graph_whose_grader_reads_the_context_first_records_the_generators_answer(retriever):
+    grader = FakeListChatModel(responses=["yes"])
+    generator = Prompted(prompts=[])
+
+    def retrieve(state: State) -> State:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def grade(state: State) -> State:
+        prompt = f"Is this relevant?\n{joined(state['documents'])}"
+        return {"relevant": grader.invoke([HumanMessage(prompt)]).text}
+
+    def generate(state: State) -> State:
+        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
+        return {"generation": generator.invoke([HumanMessage(prompt)]).text}
+
+    graph = StateGraph(State).add_sequence([retrieve, grade, generate])
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    assert out["relevant"] == "yes" and out["generation"]
+    (record,) = handler.records
+    assert record["answer"] == out["generation"] != "yes"
+    by_hand(record, generator.prompts[0])
+    assert record["framework"]["answer_link"] == "content"
+    assert record["framework"]["llm_runs"] == 2  # the grader counted, not recorded
+
+
+def test_a_per_document_grader_hands_the_generator_part_of_the_list(retriever):
+    """Corrective RAG: a grader per document drops the male ones; the record audits the two
+    the generator was shown, with the two dropped counted."""
+    generator = Prompted(prompts=[])
+
+    class Grader(FakeListChatModel):
+        """Says "yes" to a female document's prompt, "no" to a male one's (a test double)."""
+
+        def _call(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
+            return "yes" if "gender: female" in str(messages[-1].content) else "no"
+
+    grader = Grader(responses=["unused"])
+
+    def retrieve(state: State) -> State:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def grade_each(state: State) -> State:
+        kept = []
+        for document in state["documents"]:
+            prompt = f"gender: {document.metadata['gender']}\n{document.page_content}\nRelevant?"
+            if grader.invoke([HumanMessage(prompt)]).text == "yes":
+                kept.append(document)
+        return {"documents": kept}
+
+    def generate(state: State) -> State:
+        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
+        return {"generation": generator.invoke([HumanMessage(prompt)]).text}
+
+    graph = StateGraph(State).add_sequence([retrieve, grade_each, generate])
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("generate", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["generation"]
+    shown = retriever.invoke(QUESTION, seed=record["query_seed"])  # the list the grader read
+    females = [d for d in shown if d.metadata["gender"] == "female"]
+    assert 0 < len(females) < len(shown)  # the grader dropped some, kept some
+    by_hand(record, generator.prompts[0])
+    assert record["titles"] == [d.metadata["title"] for d in females]
+    assert record["groups"] == ["female"] * len(females)
+    assert record["dropped_after_ranking"] == len(shown) - len(females)
+    assert record["k"] == len(shown) and record["ranker"] == "representative_stochastic"
+
+
+@pytest.mark.parametrize("step", ["LongContextReorder", "reversed", "first two"])
+def test_a_step_between_the_retriever_and_the_prompt_is_audited_as_the_model_saw_it(
+    retriever, step
+):
+    later = {
+        "LongContextReorder": LongContextReorder().transform_documents,
+        "reversed": lambda documents: list(reversed(documents)),
+        "first two": lambda documents: documents[:2],
+    }[step]
+    generator = Prompted(prompts=[])
+    prompt = ChatPromptTemplate.from_messages(
+        [("human", "Context:\n{context}\nQuestion: {question}")]
+    )
+    chain = (
+        {
+            "context": retriever | RunnableLambda(later) | joined,
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | generator
+        | StrOutputParser()
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    answer = chain.invoke(QUESTION, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == answer
+    by_hand(record, generator.prompts[0])
+    ranked = [d.metadata["title"] for d in retriever.invoke(QUESTION, seed=record["query_seed"])]
+    assert record["titles"] != ranked  # the step changed the list
+    assert record["reordered_after_ranking"] is (step != "first two")
+    assert record["dropped_after_ranking"] == (2 if step == "first two" else 0)
+    # a list the model saw unchanged keeps the retriever's: the same chain without the step
+    plain = {"context": retriever | joined, "question": RunnablePassthrough()} | prompt | generator
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    plain.invoke(QUESTION, config={"callbacks": [handler]})
+    assert handler.records[0]["reordered_after_ranking"] is False
+    assert handler.records[0]["dropped_after_ranking"] == 0
+
+
+def test_two_retrievals_feeding_one_prompt_write_one_record_of_both(retriever):
+    """A search per sub-question, one answer (LCEL): one record whose list is both searches',
+    in the prompt's order, each search's ranking in ``framework.searches``."""
+    generator = Prompted(prompts=[])
+    prompt = ChatPromptTemplate.from_messages(
+        [("human", "Context:\n{first}\n\n{second}\nQuestion: {question}")]
+    )
+    other = retriever.model_copy(update={"seed": 1})
+    chain = (
+        {
+            "first": (lambda q: q + " first") | retriever | joined,
+            "second": (lambda q: q + " second") | other | joined,
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | generator
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain.invoke(QUESTION, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["query"] == QUESTION
+    searches = record["framework"]["searches"]
+    assert [s["query"] for s in searches] == [QUESTION + " first", QUESTION + " second"]
+    assert record["titles"] == list(dict.fromkeys(_TITLE.findall(generator.prompts[0])))
+    assert len(record["titles"]) > 4  # both searches' documents, not one's
+    assert record["groundedness"] == 1.0  # every citation is of a document shown
+    assert record["framework"]["answer_link"] == "content"
+
+
+def test_a_check_after_the_answer_that_the_root_returns_is_not_the_answer(retriever):
+    """The answer is what the root returned, but a model run that read another's answer (a
+    check of it) is never taken for it, even when the root returns its verdict too."""
+    generator = Prompted(prompts=[])
+    checker = FakeListChatModel(responses=["grounded"])
+    prompt = ChatPromptTemplate.from_messages([("human", "Context:\n{context}\nQ: {question}")])
+    check = ChatPromptTemplate.from_messages(
+        [("human", "Context: {context}\nIs this answer grounded? {answer}")]
+    )
+    chain = (
+        RunnablePassthrough.assign(context=itemgetter("question") | retriever | joined)
+        .assign(answer=prompt | generator | StrOutputParser())
+        .assign(verdict=check | checker | StrOutputParser())
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = chain.invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    assert out["verdict"] == "grounded"
+    (record,) = handler.records
+    assert record["answer"] == out["answer"] != "grounded"
+    assert record["framework"]["llm_runs"] == 2  # both on the context: the check counted
