@@ -562,7 +562,8 @@ computed")."""
 
 def _metric_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
     """What could not be computed for how many of the records audited, and why."""
-    counts = files.drop(columns=["file", "sources", "audited_at"]).sum().astype(int)
+    counts = files.drop(columns=["file", "sources", "audited_at", "fingerprint"], errors="ignore")
+    counts = counts.sum().astype(int)
     total = int(counts["used"])
     notes = [
         f"{counts[name]} of {total} {text}" if name == "no_protected" else f"{counts[name]} {text}"

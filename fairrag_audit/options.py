@@ -38,15 +38,27 @@ _FIELD = re.compile(r'^[^"\\\x00-\x1f]+$')
 RESERVED_FIELDS = ("ranker", "window")
 
 
+MAX_DURATION = timedelta(days=36_525)
+"""Longest ``--window`` or ``--since`` duration, 100 years: no record is dated before 1970
+(``scan.EARLIEST``), and DuckDB's intervals and Python's timedelta overflow far beyond."""
+
+
 def parse_duration(text: str, name: str = "--window") -> timedelta:
-    """``30m``, ``1h``, ``1.5h``, ``7d``, ``2w`` as a timedelta (s, m, h, d, w; > 0)."""
+    """``30m``, ``1h``, ``1.5h``, ``7d``, ``2w`` as a timedelta (s, m, h, d, w; > 0, at most
+    :data:`MAX_DURATION`)."""
     match = _DURATION.match(str(text))
     if match is None or float(match.group(1)) <= 0:
         raise ValueError(
             f"{name} {text!r} is not a duration; use a positive number and a unit s, m, h, d "
             "or w, e.g. 30m, 1h, 7d"
         )
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(
+            f"{name} {text!r} is longer than the cap of 100 years ({MAX_DURATION.days}d); "
+            "no record is older than 1970"
+        )
+    return timedelta(seconds=seconds)
 
 
 def format_duration(duration: timedelta) -> str:

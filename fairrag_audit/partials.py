@@ -14,6 +14,7 @@ The reading table and the lines left out are per file: they merge by concatenati
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -364,6 +365,7 @@ def _files(
         table.append(
             {
                 "file": str(path),
+                "fingerprint": log_fingerprint(path),
                 "lines": int(counts["lines"][index]),
                 "damaged": int(counts["damaged"][index]),
                 "not_records": number.pop("not_records"),
@@ -378,6 +380,31 @@ def _files(
             }
         )
     return pd.DataFrame(table)
+
+
+FINGERPRINT_BYTES = 2**16
+"""How much of a log's start and end its fingerprint reads (:func:`log_fingerprint`)."""
+
+
+def log_fingerprint(path: Path) -> str:
+    """What tells one log from another when partials are merged, whatever path names it: a
+    SHA-256 of its size, its first and its last :data:`FINGERPRINT_BYTES` bytes (a folder of
+    Parquet files: of each file's relative path and fingerprint). The same file named by
+    another path (relative, absolute, a link, a copy) has the same fingerprint; a log
+    rotated under the same name has another (its records, timestamps first, differ)."""
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for member in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(f"{member.relative_to(path)}\0{log_fingerprint(member)}\0".encode())
+        return digest.hexdigest()
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(0)
+        digest.update(f"{size}\0".encode())
+        digest.update(handle.read(FINGERPRINT_BYTES))
+        handle.seek(max(FINGERPRINT_BYTES, size - FINGERPRINT_BYTES))
+        digest.update(handle.read(FINGERPRINT_BYTES))
+    return digest.hexdigest()
 
 
 def _left_out(
@@ -444,11 +471,15 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
                     f"with the same {', '.join('--' + s.replace('_', '-') for s in SETTINGS)}"
                 )
     files = pd.concat([p.files for p in parts], ignore_index=True)
-    repeated = files["file"][files["file"].duplicated()].tolist()
+    # a log is its content (log_fingerprint), not the path it was given by: a file rotated
+    # under one name is several logs, one file named two ways (or copied) is one
+    same = files["fingerprint"] if "fingerprint" in files else files["file"]
+    repeated = files["file"][same.duplicated()].tolist()
     if repeated:
         raise ValueError(
-            f"the partials count the log {repeated[0]!r} more than once; merge the partials "
-            "of disjoint sets of logs (each window's new files once)"
+            f"the partials count the log {repeated[0]!r} more than once (the same content, "
+            "whatever path named it); merge the partials of disjoint sets of logs (each "
+            "window's new files once)"
         )
     dated = [p.span for p in parts if p.span.get("first") is not None]
     span = {

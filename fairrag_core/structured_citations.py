@@ -44,7 +44,9 @@ __all__ = [
     "read_json_answer",
     "read_span_citations",
     "read_structured_answer",
+    "read_text_or_object",
     "render_answer",
+    "written_answer",
 ]
 
 _MAX_CITATIONS = 1000
@@ -249,6 +251,31 @@ def _cited_title(citation: StructuredCitation, titles: Sequence[str | None]) -> 
 def _written_title(citation: StructuredCitation, titles: Sequence[str | None]) -> str:
     title = _cited_title(citation, titles)
     return f"{citation.given}, not among the {len(titles)} shown" if title is None else title
+
+
+def read_text_or_object(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | None, str]:
+    """The structured answer in a text (JSON content, :func:`read_json_answer`) or an object
+    (:func:`read_structured_answer`), and the form it came in: ``json``,
+    ``structured_response``, else ``text`` (None: plain text, or an object with no
+    ``citations`` list)."""
+    if isinstance(value, str):
+        found = read_json_answer(value, source_id_base=source_id_base)
+        return found, "json" if found is not None else "text"
+    found = read_structured_answer(value, source_id_base=source_id_base)
+    return found, "structured_response" if found is not None else "text"
+
+
+def written_answer(
+    value: Any, titles: Sequence[str | None], *, source_id_base: int
+) -> tuple[str | None, str]:
+    """An answer given as text or as a structured object, as the text the citation rules read
+    against the shown ``titles`` (:func:`render_answer`), and its form
+    (:func:`read_text_or_object`): plain text as it is; an object that holds no structured
+    answer gives None."""
+    found, form = read_text_or_object(value, source_id_base=source_id_base)
+    if found is not None:
+        return render_answer(found, titles), form
+    return (value if isinstance(value, str) else None), form
 
 
 def render_answer(answer: StructuredAnswer, titles: Sequence[str | None]) -> str:

@@ -17,6 +17,7 @@ from fairrag_core.structured_citations import (
     read_json_answer,
     read_span_citations,
     read_structured_answer,
+    read_text_or_object,
     render_answer,
 )
 
@@ -45,12 +46,8 @@ def read_answer(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | 
     ``with_structured_output`` and ``ToolStrategy`` make), ``content_blocks`` (provider
     citations), ``spans`` (``additional_kwargs["citations"]``), ``json`` (JSON content),
     ``structured_response`` (an object), else ``text``."""
-    if isinstance(value, str):
-        found = read_json_answer(value, source_id_base=source_id_base)
-        return found, "json" if found is not None else "text"
-    if not isinstance(value, BaseMessage):
-        found = read_structured_answer(value, source_id_base=source_id_base)
-        return found, "structured_response" if found is not None else "text"
+    if not isinstance(value, BaseMessage):  # a text (JSON content) or an object
+        return read_text_or_object(value, source_id_base=source_id_base)
     if isinstance(value, AIMessage):
         for call in value.tool_calls:
             found = read_structured_answer(call.get("args"), source_id_base=source_id_base)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
+from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
@@ -53,6 +54,7 @@ from fairrag_core.kit import (
     shown_record,
     unaudited_record,
 )
+from fairrag_core.structured_citations import read_structured_answer, written_answer
 
 from . import _private as private
 from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
@@ -131,16 +133,29 @@ def _field(value: Any, name: str) -> Any:
     return getattr(value, name, None)
 
 
-def workflow_answer(result: Any) -> tuple[str | None, list[NodeWithScore] | None]:
+SOURCE_ID_BASE = 1
+"""LlamaIndex records read a structured answer's source ids from 1, as its context numbers
+its entries (``[1]`` first, docs/SPEC.md "Context text"; CitationQueryEngine's ``Source 1``)."""
+
+
+def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     """The answer and the shown nodes of a Workflow's result (docs/SPEC.md, "Records" →
     LlamaIndex Workflows): the ``StopEvent``'s ``result`` (a custom StopEvent with none: the
-    event itself) read as text, as a ``Response`` (``response``, ``source_nodes``), or as a
-    mapping or object with an ``answer`` or ``response`` text (or message) and optional
+    event itself) read as a structured answer (an object or mapping with a ``citations``
+    list, returned as it is: the record writes its citations as text), as text, as a
+    ``Response`` (``response``, ``source_nodes``), or as a mapping or object with an
+    ``answer`` or ``response`` text, message or structured answer and optional
     ``source_nodes``. (None, None) when it holds no answer that can be read."""
     payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
     if payload is None:
         payload = result
-    answer = _text(payload)
+    answer: Any = _text(payload)
+    if answer is None and _structured(payload):
+        answer = payload
+    if answer is None:
+        answer = next(
+            (v for name in _ANSWER_FIELDS if _structured(v := _field(payload, name))), None
+        )
     if answer is None:
         answer = next(
             (t for name in _ANSWER_FIELDS if (t := _text(_field(payload, name))) is not None),
@@ -149,6 +164,13 @@ def workflow_answer(result: Any) -> tuple[str | None, list[NodeWithScore] | None
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
     return answer, sources or None
+
+
+def _structured(value: Any) -> bool:
+    """Whether ``value`` is a structured answer (docs/SPEC.md "Structured citations")."""
+    if value is None or isinstance(value, (str, bytes)):
+        return False
+    return read_structured_answer(value, source_id_base=SOURCE_ID_BASE) is not None
 
 
 def _outermost_run(span_id: str | None) -> OpenSpan | None:
@@ -253,9 +275,14 @@ def _shown_documents(
     documents = []
     for node, group in zip(nodes, groups, strict=True):
         text = node.node.get_content(metadata_mode=MetadataMode.NONE)
-        title = document_title(node.node.metadata, text, title_key)
-        documents.append(ShownDocument(node.node.node_id, title, group, text))
+        documents.append(ShownDocument(node.node.node_id, _title(node, title_key), group, text))
     return documents
+
+
+def _title(node: NodeWithScore, title_key: str) -> str | None:
+    """A shown node's title (:func:`fairrag_core.kit.document_title`)."""
+    text = node.node.get_content(metadata_mode=MetadataMode.NONE)
+    return document_title(node.node.metadata, text, title_key)
 
 
 def _placement(node: NodeWithScore) -> tuple[Any, ...] | None:
@@ -748,16 +775,20 @@ class FairnessEventHandler(BaseEventHandler):
         elif isinstance(result, StreamingAgentChatResponse):
             with self._live.lock:
                 self._live.chat_streams[id(result)] = (result, run, tags)
-        elif hasattr(result, "response_gen") and getattr(result, "response_txt", 1) is None:
+        elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
+            # by type: a PydanticResponse answers any attribute (response_gen too) with None
             self._watch_stream(result, run, tags)
         elif is_workflow_run(span.instance, span.method):
             answer, sources = workflow_answer(result)
             if run.reranks or sources:  # a workflow that ranked or showed nothing: no question
                 self._finish(run, answer, sources, tags)
         else:
-            answer = getattr(result, "response", result)
+            answer = getattr(result, "response", result)  # a PydanticResponse's: its object
             self._finish(
-                run, answer if isinstance(answer, str) else None, _source_nodes(result), tags
+                run,
+                answer if isinstance(answer, str) or _structured(answer) else None,
+                _source_nodes(result),
+                tags,
             )
 
     def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
@@ -858,7 +889,7 @@ class FairnessEventHandler(BaseEventHandler):
     def _finish(
         self,
         run: _Run,
-        answer: str | None,
+        answer: Any,
         sources: Sequence[NodeWithScore] | None,
         tags: dict[str, Any],
         error: str | None = None,
@@ -875,6 +906,9 @@ class FairnessEventHandler(BaseEventHandler):
         if sub_answers:
             shown = [n for n in shown if not any(n is a for a in sub_answers)]
         shown, chunk_documents = _source_documents(shown, run.reranks)
+        # a structured answer (an object, JSON text) written as the text the rules read
+        titles = [_title(n, self.title_key) for n in shown]
+        answer, answer_format = written_answer(answer, titles, source_id_base=SOURCE_ID_BASE)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
         try:
@@ -904,6 +938,8 @@ class FairnessEventHandler(BaseEventHandler):
                 error=error,
                 framework={
                     "n_reranks": len(run.reranks),
+                    "answer_format": None if answer is None else answer_format,
+                    "source_id_base": SOURCE_ID_BASE,
                     **(
                         {
                             "sub_questions": _sub_question_lists(

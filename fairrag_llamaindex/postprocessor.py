@@ -35,6 +35,7 @@ from fairrag_core.kit import (
     LEDGER_PLACEMENT_KEYS,
     PLACEMENT_KEYS,
     RELEVANCE_CONVERSIONS,
+    check_query_seed,
     context_header,
     document_title,
     hidden_metadata_keys,
@@ -117,6 +118,7 @@ def query_seed(seed: int | np.random.Generator | None) -> Iterator[None]:
     run each call in the block's context, ``pool.submit(contextvars.copy_context().run,
     engine.query, q)``, or enter ``query_seed`` inside the worker.
     """
+    check_query_seed(seed, "query_seed(seed)")  # here, not at the block's first query
     block = _SeedBlock(seed, threading.get_ident(), _QUERY_SEED.get())
     token = _QUERY_SEED.set(block)
     if seed is not None:

@@ -305,13 +305,21 @@ def draw_query_seed(seed: Any, generator: np.random.Generator) -> int:
         return int(generator.integers(QUERY_SEED_BOUND))
     if isinstance(seed, np.random.Generator):
         return int(seed.integers(QUERY_SEED_BOUND))
+    return int(check_query_seed(seed))
+
+
+def check_query_seed(seed: Any, name: str = "seed") -> Any:
+    """``seed`` when it can seed one query's ranking (None, a ``numpy.random.Generator``, or an
+    int in ``[0, 2**64)``), else a ``TypeError`` or ``ValueError`` naming ``name``."""
+    if seed is None or isinstance(seed, np.random.Generator):
+        return seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(
-            f"seed must be an int in [0, 2**64) or a numpy.random.Generator, got {seed!r}"
+            f"{name} must be an int in [0, 2**64) or a numpy.random.Generator, got {seed!r}"
         )
     if not 0 <= seed < SEED_LIMIT:
-        raise ValueError(f"seed must be an int in [0, 2**64), got {seed!r}")
-    return int(seed)
+        raise ValueError(f"{name} must be an int in [0, 2**64), got {seed!r}")
+    return seed
 
 
 class RankerState:

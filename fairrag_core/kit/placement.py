@@ -191,7 +191,7 @@ def shown_provenance(
     if not placed:
         return _without_placed_documents(len(metadatas), _placed(ranked or []))
     first = placed[0]
-    same = all(
+    same = _rankings_count(placed) == 1 and all(
         m.get("ranker") == first.get("ranker") and m.get("query_seed") == first.get("query_seed")
         for m in placed
     )
@@ -229,8 +229,22 @@ def _merged_rankings(placed: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
         for m in placed
     ):
         return None
-    seeds = {repr(m.get("query_seed")) for m in placed}
-    return {**_NO_RANKING, "ranker": first.get("ranker"), "merged_rankings": len(seeds)}
+    count = _rankings_count(placed)
+    return {**_NO_RANKING, "ranker": first.get("ranker"), "merged_rankings": count}
+
+
+def _rankings_count(placed: Sequence[Mapping[str, Any]]) -> int:
+    """How many fair rankings placed these documents, at least: one per query seed (with its
+    pool size, list length and ledger state), and within one, as many as documents share a
+    fair rank (rankings of several queries under one caller's seed, a ``query_seed`` block,
+    share the seed: two documents at rank 1 are two rankings)."""
+    ranks: dict[str, dict[str, int]] = {}
+    for m in placed:
+        key = repr(tuple(m.get(f) for f in ("query_seed", "pool_size", "fair_k", "ledger_state")))
+        at = ranks.setdefault(key, {})
+        rank = repr(m.get("fair_rank"))
+        at[rank] = at.get(rank, 0) + 1
+    return sum(max(counts.values()) for counts in ranks.values())
 
 
 def is_placed(metadata: Mapping[str, Any] | None) -> bool:

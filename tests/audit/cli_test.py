@@ -48,6 +48,10 @@ def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     ("flags", "message"),
     [
         (["--window", "5x"], "--window '5x' is not a duration"),
+        # these raised OverflowError or a DuckDB conversion error (a traceback, not a flag)
+        (["--window", "1000000000d"], "--window '1000000000d' is longer than the cap of 100"),
+        (["--window", "999999999d"], "--window '999999999d' is longer than the cap of 100"),
+        (["--since", "1" + "0" * 20 + "d"], "--since '1" + "0" * 20 + "d' is longer than"),
         (["--since", "yesterday"], "--since 'yesterday' is neither an ISO 8601"),
         (["--max-disparity", "2"], "--max-disparity 2.0 must be a number in [0, 1]"),
         (["--by", "ranker"], "--by 'ranker': results are always split by ranker"),

@@ -157,3 +157,29 @@ def test_an_empty_window_merges(tmp_path: Path) -> None:
     merged = audit_partials(folders)
     assert merged.reading["file"].tolist() == [str(logs[0]), str(empty), str(other)]
     np.testing.assert_array_equal(merged.reading["lines"].to_numpy(), [36, 0, 1])
+
+
+def test_a_log_is_told_by_its_content_not_by_the_path_it_was_given_as(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log rotated under one name each day is several logs (it was refused as one counted
+    twice); one file named by a relative and an absolute path, or copied, is one log (it was
+    merged twice: every record counted twice)."""
+    logs = days(tmp_path)
+    rotated = []
+    for index in (0, 1):  # each day's log is fairness.jsonl in that day's folder
+        folder = tmp_path / f"rotation{index}"
+        folder.mkdir()
+        (folder / "fairness.jsonl").write_bytes(logs[index].read_bytes())
+        monkeypatch.chdir(folder)
+        rotated += saved([Path("fairness.jsonl")], [[Path("fairness.jsonl")]], folder, **OPTIONS)
+    monkeypatch.chdir(tmp_path)
+    merged = audit_partials(rotated, max_disparity=0.05)
+    one_shot = audit([str(log) for log in logs[:2]], **OPTIONS)  # type: ignore[arg-type]
+    assert_same_table(merged.metrics, one_shot.metrics, "metrics")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(logs[0].read_bytes())
+    for twin in (Path("day0.jsonl"), copy):  # relative to tmp_path: the same file, and a copy
+        pair = saved([logs[0], twin], [[logs[0]], [twin]], tmp_path / twin.stem, **OPTIONS)
+        with pytest.raises(ValueError, match=r"more than once \(the same content"):
+            read_partials(pair)

@@ -452,3 +452,12 @@ def test_a_bad_top_n_given_through_model_copy_is_refused_naming_it(top_n):
     # variant); the component contract validates the update like an assignment
     with pytest.raises(ValueError, match=rf"top_n must be an int >= 1, got {top_n!r}"):
         fair(relevance="similarity").model_copy(update={"top_n": top_n})
+
+
+@pytest.mark.parametrize("seed", [-1, "7", 1.5, 2**64, True])
+def test_query_seed_refuses_a_bad_seed_when_the_block_is_entered(seed):
+    """It used to enter, and fail only at the block's first query, inside the engine."""
+    error = ValueError if isinstance(seed, int) and not isinstance(seed, bool) else TypeError
+    with pytest.raises(error, match=r"query_seed\(seed\) must be an int in \[0, 2\*\*64\)"):
+        with query_seed(seed):
+            pytest.fail("the block was entered")

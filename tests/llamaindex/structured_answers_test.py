@@ -1,0 +1,174 @@
+"""LlamaIndex structured answers and merged rankings (docs/SPEC.md "Citations" → Structured
+citations, "Adapters" → Which list is audited), with LlamaIndex's own classes: a query engine
+built with ``output_cls`` (its ``PydanticResponse``), an LLM answering in JSON, a ``Workflow``
+returning a pydantic object, and a workflow that ranks twice inside one ``query_seed`` block.
+Found by trying the adapter as a user; every test here failed before the fix (the structured
+answer recorded as an unread stream with no answer, and ``response_gen`` set on the user's
+response; no citation read from JSON or an object; two rankings under one seed recorded as one
+with that seed, which cannot re-draw the list)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
+from llama_index.core.base.response.schema import PydanticResponse
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import MetadataMode
+from llama_index.core.workflow import StartEvent, StopEvent, Workflow, step
+from pydantic import BaseModel
+
+from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor, query_seed
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUESTION = "influential people in medicine"
+_TITLE = re.compile(r"^Title: (.+)$", re.MULTILINE)
+
+
+class Citation(BaseModel):
+    title: str
+    person: str
+
+
+class CitedAnswer(BaseModel):
+    answer: str
+    citations: list[Citation]
+
+
+class JsonCitingMockLLM(CustomLLM):
+    """A mock LLM (a test double) that answers in JSON, citing the first two titles of its
+    prompt: ``{"answer": ..., "citations": [{"title", "person"}, ...]}``."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="json-citing-mock")
+
+    def _reply(self, prompt: str) -> str:
+        titles = _TITLE.findall(prompt)[:2]
+        cited = [{"title": t, "person": t} for t in titles]
+        return json.dumps({"answer": "These people.", "citations": cited})
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self._reply(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        text = self._reply(prompt)
+        yield CompletionResponse(text=text, delta=text)
+
+
+def fair() -> FairRerankPostprocessor:
+    return FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=4
+    )
+
+
+def cited_by_hand(record: dict) -> None:
+    """The record reads the two citations of the first two shown titles: both valid, parity
+    the female share of those two (groups from the record's own shown list)."""
+    assert record["n_citations"] == 2 and record["n_valid_citations"] == 2
+    assert record["groundedness"] == 1.0
+    female = sum(group == "female" for group in record["groups"][:2])
+    assert record["generation_parity"] == female / 2
+
+
+def test_a_query_engine_with_output_cls_records_its_structured_answer():
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(50)),
+        llm=JsonCitingMockLLM(),
+        node_postprocessors=[fair()],
+        output_cls=CitedAnswer,
+    )
+    recorder = FairnessEventHandler(group_key="gender", protected="female")
+    with recorder, query_seed(3):
+        response = engine.query(QUESTION)
+    assert isinstance(response, PydanticResponse)
+    assert "response_gen" not in vars(response)  # the user's response is left as it came
+    (record,) = recorder.records
+    assert record["answer"].startswith("These people.\n- ")
+    assert record["framework"]["answer_format"] == "structured_response"
+    assert "answer_status" not in record["framework"]
+    cited_by_hand(record)
+    titles = [c.title for c in response.response.citations]
+    assert record["titles"][:2] == titles
+
+
+def test_an_answer_written_as_json_is_read_as_its_citations():
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(50)), llm=JsonCitingMockLLM(), node_postprocessors=[fair()]
+    )
+    recorder = FairnessEventHandler(group_key="gender", protected="female")
+    with recorder, query_seed(3):
+        engine.query(QUESTION)
+    (record,) = recorder.records
+    assert record["framework"]["answer_format"] == "json"
+    cited_by_hand(record)
+
+
+class ObjectAnswer(Workflow):
+    """Retrieve, re-rank, answer with a pydantic object (a structured LLM's ``raw``)."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(50)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        context = "\n".join(n.node.get_content(metadata_mode=MetadataMode.LLM) for n in nodes)
+        structured = JsonCitingMockLLM().as_structured_llm(CitedAnswer)
+        reply = await structured.acomplete(context)
+        return StopEvent(result=reply.raw)
+
+
+async def test_a_workflow_answering_with_a_pydantic_object_is_read_as_its_citations():
+    postprocessor = fair()
+    recorder = FairnessEventHandler.from_postprocessor(postprocessor)
+    with recorder, query_seed(3):
+        result = await ObjectAnswer(postprocessor, timeout=30).run(query=QUESTION)
+    assert isinstance(result, CitedAnswer)
+    (record,) = recorder.records
+    assert record["framework"]["answer_format"] == "structured_response"
+    cited_by_hand(record)
+
+
+class TwoRankings(Workflow):
+    """Ranks two pools (the question, then a rewrite) and shows the union of both lists."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        shown: list = []
+        for prefix in ("first", "rewrite"):
+            pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
+            shown += await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        answer = "\n".join(f"- {n.node.metadata['title']}" for n in shown)
+        return StopEvent(result={"answer": answer, "source_nodes": shown})
+
+
+async def test_two_rankings_under_one_query_seed_are_recorded_as_merged():
+    postprocessor = fair()
+    records = []
+    for seeded in (False, True):
+        recorder = FairnessEventHandler.from_postprocessor(postprocessor)
+        with recorder:
+            if seeded:
+                with query_seed(5):
+                    await TwoRankings(postprocessor, timeout=30).run(query=QUESTION)
+            else:
+                await TwoRankings(postprocessor, timeout=30).run(query=QUESTION)
+        (record,) = recorder.records
+        records.append(record)
+    for record in records:
+        assert len(record["titles"]) == 8 and record["k"] == 8
+        assert record["merged_rankings"] == 2 and record["ranker"] == "representative_stochastic"
+        assert record["query_seed"] is None and record["pool_size"] is None
