@@ -163,7 +163,23 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
         )
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
-    return answer, sources or None
+    return answer, sources or _tool_sources(payload)
+
+
+def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
+    """The nodes an agent's tool calls showed it (an ``AgentOutput``'s ``tool_calls``, each
+    tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search), in call order,
+    a node shown again kept at its first place; None when it made no such call."""
+    calls = _field(payload, "tool_calls")
+    if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
+        return None
+    shown: dict[str, NodeWithScore] = {}
+    for call in calls:
+        raw = getattr(getattr(call, "tool_output", None), "raw_output", None)
+        for node in getattr(raw, "source_nodes", None) or []:
+            if isinstance(node, NodeWithScore):
+                shown.setdefault(node.node.node_id, node)
+    return list(shown.values()) or None
 
 
 def _structured(value: Any) -> bool:
@@ -246,12 +262,13 @@ def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeW
     ]
 
 
-def _sub_question_lists(
+def _search_lists(
     auditor: FairnessAuditor, run: _Run, group_key: str, title_key: str, follow: bool
 ) -> list[dict[str, Any]]:
-    """Each sub-question's fair list, as :func:`~fairrag_core.kit.search_entry` writes one
-    list's own exposure (``SEARCH_FIELDS``, as LangChain's ``framework.searches``): the record
-    of that list alone, audited by ``auditor`` (by the ranking that made it when ``follow``)."""
+    """Each fair re-ranking's list (a sub-question's, an agent's search), as
+    :func:`~fairrag_core.kit.search_entry` writes one list's own exposure (``SEARCH_FIELDS``,
+    as LangChain's ``framework.searches``): the record of that list alone, audited by
+    ``auditor`` (by the ranking that made it when ``follow``)."""
     lists = []
     for rerank in run.reranks:
         metadatas = [n.node.metadata for n in rerank.nodes]
@@ -942,11 +959,11 @@ class FairnessEventHandler(BaseEventHandler):
                     "source_id_base": SOURCE_ID_BASE,
                     **(
                         {
-                            "sub_questions": _sub_question_lists(
+                            "sub_questions" if sub_answers else "searches": _search_lists(
                                 self.auditor, run, group_key, self.title_key, follow
                             )
                         }
-                        if sub_answers
+                        if sub_answers or len(run.reranks) > 1
                         else {}
                     ),
                     # a streaming answer nobody read (its ranking was made): "unconsumed"

@@ -1,0 +1,89 @@
+"""A LlamaIndex agent that searches twice (docs/SPEC.md "Records" → LlamaIndex Workflows): the
+real ``ReActAgent`` (``llama_index.core.agent.workflow``) calling a ``QueryEngineTool`` over a
+query engine with the fair postprocessor, with a fake ReAct LLM named as such. The record is
+of the final answer against both searches' documents, each search's list in
+``framework.searches``, as LangChain's agents' are. Failed before this change: the record held
+the last search's list only, so half of the answer's citations counted invalid."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from llama_index.core.agent.workflow import ReActAgent
+from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.tools import QueryEngineTool
+
+from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
+from fairrag_llamaindex.fakes import CitingMockLLM
+from tests.llamaindex.pools import PoolRetriever, make_pool
+
+QUERIES = ("pioneers of medicine", "women in medicine")
+_BULLET = re.compile(r"- [^\n]*? \(DocTitle: ([^\n]+?)\)")
+"""A citation bullet, wherever its line starts (ReAct writes ``Observation: - ...``)."""
+
+
+class FakeReActLLM(CustomLLM):
+    """A test double of a ReAct model: one ``people`` tool call per entry of ``QUERIES``,
+    then an answer repeating every citation bullet its observations held."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="fake-react")
+
+    def _reply(self, prompt: str) -> str:
+        conversation = prompt.split("## Current Conversation")[-1]
+        done = conversation.count("Observation:")
+        if done < len(QUERIES):
+            return (
+                "Thought: I need to search.\nAction: people\n"
+                f'Action Input: {{"input": "{QUERIES[done]}"}}'
+            )
+        seen = conversation.split("Observation:", 1)[1]
+        bullets = dict.fromkeys(m.group(0) for m in _BULLET.finditer(seen))
+        return "Thought: I can answer without using any more tools.\nAnswer: " + "\n".join(bullets)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=self._reply(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
+        text = self._reply(prompt)
+        yield CompletionResponse(text=text, delta=text)
+
+
+async def test_an_agent_that_searches_twice_is_recorded_against_both_searches():
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
+    )
+    pools = {q: make_pool(30, prefix=f"s{i}") for i, q in enumerate(QUERIES)}
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(30), pool_for=lambda q: pools[q]),
+        llm=CitingMockLLM(),
+        node_postprocessors=[fair],
+    )
+    tool = QueryEngineTool.from_defaults(engine, name="people", description="Find people.")
+    agent = ReActAgent(tools=[tool], llm=FakeReActLLM(), streaming=False)
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        output = await agent.run(user_msg="Who are role models in medicine?")
+    searched = [
+        [n.node.metadata["title"] for n in call.tool_output.raw_output.source_nodes]
+        for call in output.tool_calls
+    ]
+    assert len(searched) == 2 and not set(searched[0]) & set(searched[1])
+    (record,) = recorder.records
+    assert record["titles"] == searched[0] + searched[1]
+    cited = _BULLET.findall(str(output.response.content))
+    assert sorted(cited) == sorted(record["titles"])
+    assert record["n_valid_citations"] == len(cited) == 6 and record["groundedness"] == 1.0
+    female = sum(g == "female" for g in record["groups"])
+    assert record["generation_parity"] == female / 6
+    assert record["merged_rankings"] == 2 and record["ranker"] == "representative_stochastic"
+    searches = record["framework"]["searches"]
+    assert [s["query"] for s in searches] == list(QUERIES)
+    assert [s["titles"] for s in searches] == searched
