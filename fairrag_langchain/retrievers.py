@@ -7,10 +7,18 @@ import asyncio
 import functools
 import inspect
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import FIRST_COMPLETED, wait
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from langchain_core.callbacks import (
@@ -26,7 +34,7 @@ from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from fairrag_core import VectorStoreUnavailableError, pool_scores
-from fairrag_core.kit import check_store_order, to_relevance
+from fairrag_core.kit import check_store_order, distinct_pool, searched, to_relevance
 from fairrag_core.kit.component import AUTO, Count, Relevance
 from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
@@ -223,11 +231,20 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             convert, name = self._relevance_function()
             try:
                 if convert is None:
-                    pool = self._relevance_search(query, fetch_k, search)
+                    pool = searched(
+                        distinct_pool(fetch_k, _scored_id),
+                        lambda n: self._relevance_search(query, n, search),
+                    )
                 else:
-                    pool = store.similarity_search_with_score(query, k=fetch_k, **search)
+                    pool = searched(
+                        distinct_pool(fetch_k, _scored_id),
+                        lambda n: store.similarity_search_with_score(query, k=n, **search),
+                    )
             except NotImplementedError:
-                documents = store.similarity_search(query, k=fetch_k, **search)
+                documents = searched(
+                    distinct_pool(fetch_k, _document_id),
+                    lambda n: store.similarity_search(query, k=n, **search),
+                )
                 return self._place_unscored(documents, k, seed)
         return self._place(pool, convert, name, k, seed)
 
@@ -249,13 +266,22 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             convert, name = self._relevance_function()
             try:
                 if convert is None:
-                    pool = await store.asimilarity_search_with_relevance_scores(
-                        query, k=fetch_k, **search
+                    pool = await _asearched(
+                        distinct_pool(fetch_k, _scored_id),
+                        lambda n: store.asimilarity_search_with_relevance_scores(
+                            query, k=n, **search
+                        ),
                     )
                 else:
-                    pool = await store.asimilarity_search_with_score(query, k=fetch_k, **search)
+                    pool = await _asearched(
+                        distinct_pool(fetch_k, _scored_id),
+                        lambda n: store.asimilarity_search_with_score(query, k=n, **search),
+                    )
             except NotImplementedError:
-                documents = await store.asimilarity_search(query, k=fetch_k, **search)
+                documents = await _asearched(
+                    distinct_pool(fetch_k, _document_id),
+                    lambda n: store.asimilarity_search(query, k=n, **search),
+                )
                 if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
                     return await run_off_loop(self._place_unscored, documents, k, seed)
                 return self._place_unscored(documents, k, seed)
@@ -586,6 +612,30 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             scored=scored,
             extra={"relevance_function": relevance_function},
         )
+
+
+def _document_id(document: Document) -> Any:
+    return document.id
+
+
+def _scored_id(pair: tuple[Document, float]) -> Any:
+    return pair[0].id
+
+
+_T = TypeVar("_T")
+
+
+async def _asearched(
+    asks: Generator[int, Sequence[_T], list[_T]], search: Callable[[int], Awaitable[Any]]
+) -> list[_T]:
+    """Drive :func:`fairrag_core.kit.distinct_pool`'s ``asks`` with an async ``search(n)``
+    (the async twin of :func:`fairrag_core.kit.searched`)."""
+    n = next(asks)
+    try:
+        while True:
+            n = asks.send(await search(n))
+    except StopIteration as done:
+        return done.value
 
 
 _SEARCH_METHODS = (

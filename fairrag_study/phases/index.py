@@ -10,6 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from fairrag_core.kit import TOP_UPS, first_occurrences, lacking
+
 from ..data import (
     CorpusDocument,
     default_cache_dir,
@@ -160,7 +162,7 @@ class PoolCheckedCollection:
     repeated row lacks (at most :data:`TOP_UPS` times), and each row keeps the first
     occurrence of each id, up to the number asked for."""
 
-    TOP_UPS = 4
+    TOP_UPS = TOP_UPS
 
     def __init__(self, collection: Any, expected: int, where: object) -> None:
         self._wrapped, self._expected, self._where = collection, expected, where
@@ -176,11 +178,10 @@ class PoolCheckedCollection:
         more = 0
         for _ in range(self.TOP_UPS):
             # a row shorter than asked for holds every candidate the store has: not topped up
-            full = [ids for ids in result["ids"] if len(ids) == asked + more]
-            lacking = max((asked - len(set(ids)) for ids in full), default=0)
-            if lacking <= 0:
+            lack = max((lacking(ids, asked + more, asked) for ids in result["ids"]), default=0)
+            if lack <= 0:
                 break
-            more += lacking
+            more += lack
             result = self._wrapped.query(*args, **{**kwargs, "n_results": asked + more})
         if more or any(len(set(ids)) != len(ids) for ids in result["ids"]):
             result = _first_occurrences(result, asked)  # at most asked, repeats dropped
@@ -198,13 +199,7 @@ class PoolCheckedCollection:
 def _first_occurrences(result: Any, asked: int) -> dict[str, Any]:
     """Chroma's query ``result`` with each row keeping the first occurrence of each id, at
     most ``asked`` of them (every per-row field alike)."""
-    kept = []
-    for ids in result["ids"]:
-        seen: dict[str, int] = {}
-        for at, doc_id in enumerate(ids):
-            if doc_id not in seen and len(seen) < asked:
-                seen[doc_id] = at
-        kept.append(list(seen.values()))
+    kept = [first_occurrences(ids, asked) for ids in result["ids"]]
     out = dict(result)
     for key, rows in result.items():
         if key != "included" and isinstance(rows, list) and len(rows) == len(kept):

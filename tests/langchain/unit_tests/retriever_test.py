@@ -307,3 +307,51 @@ def test_documents_that_are_not_langchain_documents_are_refused_naming_them(docu
         reranker.compress_documents(documents, "q")
     with pytest.raises(TypeError, match=r"FairReranker: documents"):
         asyncio.run(reranker.acompress_documents(documents, "q"))
+
+
+class RepeatingStore(FixedPoolStore):
+    """A store whose full answers hold one document twice, as a reopened persistent Chroma
+    index answered 3 of 20 queries for 50 (docs/SPEC.md "Pools of distinct documents"): the
+    third document again in place of the last one asked for."""
+
+    def _search(self, mode, query, k, kwargs):
+        answer = super()._search(mode, query, k, kwargs)
+        if len(answer) == k and k > 3:
+            answer = [*answer[:-1], answer[2]]
+        return answer
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+def test_a_store_that_repeats_a_document_is_asked_again_for_a_full_pool(call):
+    store = RepeatingStore(*imbalanced_pool())
+    retriever = FairRetriever(
+        vectorstore=store, group_key="gender", protected="female", pool_size=10, k=5, seed=0
+    )
+    if call == "sync":
+        shown = retriever.invoke("q")
+    else:
+        shown = asyncio.run(retriever.ainvoke("q"))
+    assert [k for _, _, k, _ in store.calls] == [10, 11]  # asked again for the one lacking
+    assert {d.metadata["pool_size"] for d in shown} == {10}  # was 9: the repeat dropped
+    plain = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        group_key="gender",
+        protected="female",
+        pool_size=10,
+        k=5,
+        seed=0,
+    )
+    same = plain.invoke("q") if call == "sync" else asyncio.run(plain.ainvoke("q"))
+    assert [d.id for d in shown] == [d.id for d in same]  # the pool a sound store gives
+
+
+def test_a_short_answer_is_not_asked_again():
+    """Fewer candidates than asked: the store holds no more, whatever it repeats."""
+    documents, distances = imbalanced_pool(6)
+    store = FixedPoolStore([*documents, documents[0]], [*distances, 0.99])
+    retriever = FairRetriever(
+        vectorstore=store, group_key="gender", protected="female", pool_size=10, k=5, seed=0
+    )
+    shown = retriever.invoke("q")
+    assert [k for _, _, k, _ in store.calls] == [10]
+    assert {d.metadata["pool_size"] for d in shown} == {6}
