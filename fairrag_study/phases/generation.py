@@ -76,6 +76,7 @@ def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any
             LOCAL_MAX_TOKENS,
             LOCAL_MODELS,
             LocalChatModel,
+            cap_malloc_arenas,
             default_threads,
             local_model_file,
         )
@@ -86,6 +87,7 @@ def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any
                 f"--llm {choice!r}: unknown local model {name!r}; known: {sorted(LOCAL_MODELS)}"
             )
         local_model_file(name)  # a missing package fails now, saying how to install it
+        cap_malloc_arenas()  # before the trial threads take turns decoding (SPEC, Local batches)
         local = LocalChatModel(
             model_name=name,
             max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,

@@ -6,7 +6,10 @@ within ``--llm-retries``; the flags range-checked; ``--threads``' default."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +164,25 @@ def test_local_threads_default_to_one_on_two_cores_or_fewer(
 ) -> None:
     monkeypatch.setattr(local_llm.os, "sched_getaffinity", lambda _: set(range(cores)))
     assert local_llm.default_threads() == threads
+
+
+def test_the_local_model_caps_the_processs_malloc_arenas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The study caps glibc's arenas before its trial threads decode (docs/SPEC.md, "Local
+    batches"); a process that set MALLOC_ARENA_MAX keeps its own. In a child process: the cap
+    is the process's for good."""
+    from fairrag_study.phases.generation import chat_model
+
+    probe = "from fairrag_study.local_llm import cap_malloc_arenas as c; print(c())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    capped = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert capped.stdout.strip() == "True", capped.stderr
+    kept = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "MALLOC_ARENA_MAX": "4"}, capture_output=True
+    )
+    assert kept.stdout.strip() == b"False"
+    calls: list[int] = []
+    monkeypatch.setattr(local_llm, "cap_malloc_arenas", lambda: calls.append(1) or True)
+    chat_model(StudyConfig(llm="local", threads=1).generation_settings())
+    assert calls == [1]
