@@ -8,25 +8,23 @@ the last search's list only, so half of the answer's citations counted invalid."
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from llama_index.core.agent.workflow import ReActAgent
-from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.tools import QueryEngineTool
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
+from tests.llamaindex.replying_llm import ReplyingMockLLM
 
 QUERIES = ("pioneers of medicine", "women in medicine")
 _BULLET = re.compile(r"- [^\n]*? \(DocTitle: ([^\n]+?)\)")
 """A citation bullet, wherever its line starts (ReAct writes ``Observation: - ...``)."""
 
 
-class FakeReActLLM(CustomLLM):
+class FakeReActLLM(ReplyingMockLLM):
     """A test double of a ReAct model: one ``people`` tool call per entry of ``QUERIES``,
     then an answer repeating every citation bullet its observations held."""
 
@@ -34,7 +32,7 @@ class FakeReActLLM(CustomLLM):
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(model_name="fake-react")
 
-    def _reply(self, prompt: str) -> str:
+    def reply(self, prompt: str) -> str:
         conversation = prompt.split("## Current Conversation")[-1]
         done = conversation.count("Observation:")
         if done < len(QUERIES):
@@ -45,15 +43,6 @@ class FakeReActLLM(CustomLLM):
         seen = conversation.split("Observation:", 1)[1]
         bullets = dict.fromkeys(m.group(0) for m in _BULLET.finditer(seen))
         return "Thought: I can answer without using any more tools.\nAnswer: " + "\n".join(bullets)
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self._reply(prompt))
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
-        text = self._reply(prompt)
-        yield CompletionResponse(text=text, delta=text)
 
 
 async def test_an_agent_that_searches_twice_is_recorded_against_both_searches():

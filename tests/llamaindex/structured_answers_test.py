@@ -13,10 +13,8 @@ import json
 import re
 from typing import Any
 
-from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
+from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.base.response.schema import PydanticResponse
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 from llama_index.core.workflow import StartEvent, StopEvent, Workflow, step
@@ -24,6 +22,7 @@ from pydantic import BaseModel
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor, query_seed
 from tests.llamaindex.pools import PoolRetriever, make_pool
+from tests.llamaindex.replying_llm import ReplyingMockLLM
 
 QUESTION = "influential people in medicine"
 _TITLE = re.compile(r"^Title: (.+)$", re.MULTILINE)
@@ -39,7 +38,7 @@ class CitedAnswer(BaseModel):
     citations: list[Citation]
 
 
-class JsonCitingMockLLM(CustomLLM):
+class JsonCitingMockLLM(ReplyingMockLLM):
     """A mock LLM (a test double) that answers in JSON, citing the first two titles of its
     prompt: ``{"answer": ..., "citations": [{"title", "person"}, ...]}``."""
 
@@ -47,19 +46,10 @@ class JsonCitingMockLLM(CustomLLM):
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(model_name="json-citing-mock")
 
-    def _reply(self, prompt: str) -> str:
+    def reply(self, prompt: str) -> str:
         titles = _TITLE.findall(prompt)[:2]
         cited = [{"title": t, "person": t} for t in titles]
         return json.dumps({"answer": "These people.", "citations": cited})
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self._reply(prompt))
-
-    @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any):
-        text = self._reply(prompt)
-        yield CompletionResponse(text=text, delta=text)
 
 
 def fair() -> FairRerankPostprocessor:
