@@ -168,7 +168,8 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
 
 def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
     """The nodes an agent's tool calls showed it (an ``AgentOutput``'s ``tool_calls``, each
-    tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search), in call order,
+    tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search; a
+    ``RetrieverTool``'s nodes), in call order,
     a node shown again kept at its first place; None when it made no such call."""
     calls = _field(payload, "tool_calls")
     if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
@@ -176,7 +177,10 @@ def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
     shown: dict[str, NodeWithScore] = {}
     for call in calls:
         raw = getattr(getattr(call, "tool_output", None), "raw_output", None)
-        for node in getattr(raw, "source_nodes", None) or []:
+        nodes = getattr(raw, "source_nodes", None)
+        if nodes is None and isinstance(raw, Sequence) and not isinstance(raw, str):
+            nodes = raw  # a RetrieverTool's: the nodes themselves
+        for node in nodes or []:
             if isinstance(node, NodeWithScore):
                 shown.setdefault(node.node.node_id, node)
     return list(shown.values()) or None

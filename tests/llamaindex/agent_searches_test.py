@@ -1,18 +1,20 @@
-"""A LlamaIndex agent that searches twice (docs/SPEC.md "Records" → LlamaIndex Workflows): the
-real ``ReActAgent`` (``llama_index.core.agent.workflow``) calling a ``QueryEngineTool`` over a
-query engine with the fair postprocessor, with a fake ReAct LLM named as such. The record is
-of the final answer against both searches' documents, each search's list in
-``framework.searches``, as LangChain's agents' are. Failed before this change: the record held
-the last search's list only, so half of the answer's citations counted invalid."""
+"""A LlamaIndex agent that searches twice (docs/SPEC.md "Records" → LlamaIndex Workflows): the real
+``ReActAgent`` (``llama_index.core.agent.workflow``) calling a ``QueryEngineTool`` over a query
+engine with the fair postprocessor, or a ``RetrieverTool`` with it, with a fake ReAct LLM named
+as such. The record is of the final answer against both searches' documents, each search's list
+in ``framework.searches``, as LangChain's agents' are. Failed before this change: the record
+held the last search's list only, so half of the answer's citations counted invalid."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import pytest
 from llama_index.core.agent.workflow import ReActAgent
 from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.tools import QueryEngineTool
+from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
@@ -22,11 +24,13 @@ from tests.llamaindex.replying_llm import ReplyingMockLLM
 QUERIES = ("pioneers of medicine", "women in medicine")
 _BULLET = re.compile(r"- [^\n]*? \(DocTitle: ([^\n]+?)\)")
 """A citation bullet, wherever its line starts (ReAct writes ``Observation: - ...``)."""
+_SHOWN = re.compile(r"\(DocTitle: ([^\n]+?)\)|(?<!Doc)Title: ([^\n]+)")
+"""A title an observation shows: cited by the query engine's answer, or a node's own line."""
 
 
 class FakeReActLLM(ReplyingMockLLM):
     """A test double of a ReAct model: one ``people`` tool call per entry of ``QUERIES``,
-    then an answer repeating every citation bullet its observations held."""
+    then an answer citing every title its observations showed, in the paper's format."""
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -41,28 +45,37 @@ class FakeReActLLM(ReplyingMockLLM):
                 f'Action Input: {{"input": "{QUERIES[done]}"}}'
             )
         seen = conversation.split("Observation:", 1)[1]
-        bullets = dict.fromkeys(m.group(0) for m in _BULLET.finditer(seen))
+        titles = dict.fromkeys(m.group(1) or m.group(2) for m in _SHOWN.finditer(seen))
+        bullets = [f"- {title} (DocTitle: {title})" for title in titles]
         return "Thought: I can answer without using any more tools.\nAnswer: " + "\n".join(bullets)
 
 
-async def test_an_agent_that_searches_twice_is_recorded_against_both_searches():
+@pytest.mark.parametrize("kind", ["QueryEngineTool", "RetrieverTool"])
+async def test_an_agent_that_searches_twice_is_recorded_against_both_searches(kind):
     fair = FairRerankPostprocessor(
         group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
     )
     pools = {q: make_pool(30, prefix=f"s{i}") for i, q in enumerate(QUERIES)}
-    engine = RetrieverQueryEngine.from_args(
-        PoolRetriever(make_pool(30), pool_for=lambda q: pools[q]),
-        llm=CitingMockLLM(),
-        node_postprocessors=[fair],
+    # a RetrieverTool searches for "input is <query>": each search's pool by its query
+    retriever = PoolRetriever(
+        make_pool(30), pool_for=lambda q: pools[next(k for k in QUERIES if k in q)]
     )
-    tool = QueryEngineTool.from_defaults(engine, name="people", description="Find people.")
+    if kind == "QueryEngineTool":
+        engine = RetrieverQueryEngine.from_args(
+            retriever, llm=CitingMockLLM(), node_postprocessors=[fair]
+        )
+        tool: Any = QueryEngineTool.from_defaults(engine, name="people", description="People.")
+    else:
+        tool = RetrieverTool.from_defaults(
+            retriever, name="people", description="People.", node_postprocessors=[fair]
+        )
     agent = ReActAgent(tools=[tool], llm=FakeReActLLM(), streaming=False)
     recorder = FairnessEventHandler.from_postprocessor(fair)
     with recorder:
         output = await agent.run(user_msg="Who are role models in medicine?")
     searched = [
-        [n.node.metadata["title"] for n in call.tool_output.raw_output.source_nodes]
-        for call in output.tool_calls
+        [n.node.metadata["title"] for n in getattr(raw, "source_nodes", raw)]
+        for raw in (call.tool_output.raw_output for call in output.tool_calls)
     ]
     assert len(searched) == 2 and not set(searched[0]) & set(searched[1])
     (record,) = recorder.records
@@ -74,5 +87,5 @@ async def test_an_agent_that_searches_twice_is_recorded_against_both_searches():
     assert record["generation_parity"] == female / 6
     assert record["merged_rankings"] == 2 and record["ranker"] == "representative_stochastic"
     searches = record["framework"]["searches"]
-    assert [s["query"] for s in searches] == list(QUERIES)
+    assert all(q in s["query"] for q, s in zip(QUERIES, searches, strict=True))
     assert [s["titles"] for s in searches] == searched
