@@ -595,6 +595,13 @@ def _metric_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
                 "before the attribution: schema 1, or an earlier library)"
             )
             null -= before
+        mistyped = int(counts.get(f"{metric}__mistyped", 0))
+        if mistyped:
+            parts.append(
+                f"{mistyped} answered, with a value that is not a JSON number (a string such "
+                'as "0.5", a boolean: read as missing)'
+            )
+            null -= mistyped
         if null > 0:
             parts.append(f"{null} answered, without a value ({NO_VALUE_BECAUSE[metric]})")
         notes.append(

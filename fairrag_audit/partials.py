@@ -336,6 +336,10 @@ def _files(
         "no_answer": "NOT answered",
         "before_attribution": "answered AND NOT has_attribution",
         **{f"{m}__present": f"{m} IS NOT NULL" for m in METRIC_FIELDS},
+        **{
+            f"{m}__mistyped": f"answered AND (mistyped & {1 << i}) <> 0"
+            for i, m in enumerate(METRIC_FIELDS)
+        },
         **{f"by_{i}__missing": f"by_{i} IS NULL" for i in range(len(options.by))},
     }
     rows = con.execute(f"""

@@ -599,7 +599,8 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
     (``ES_protected``), ``by_group`` (the record's ``exposure_by_group``), ``logged_share``, the
     :data:`METRIC_FIELDS`, ``answered`` (the record is of an answer), ``follows`` (its
     ``follows_citation_format``), ``has_attribution`` (it carries the attribution's fields),
-    ``styles`` (its ``citation_styles``), the :data:`COUNT_FIELDS`, ``has_error``, ``model_ok``.
+    ``styles`` (its ``citation_styles``), ``mistyped`` (bit ``i``: the ``i``-th metric field
+    holds a value that is not a number), the :data:`COUNT_FIELDS`, ``has_error``, ``model_ok``.
 
     Each file is sieved (lines too long or too deep replaced), then read in one streaming pass (each
     field typed JSON and parsed once, :func:`_checked_sql`, then cast: a field of the wrong type
@@ -657,7 +658,7 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
         + list(METRIC_FIELDS)
-        + ["answered", "follows", "has_attribution", "styles", *COUNT_FIELDS]
+        + ["answered", "follows", "has_attribution", "styles", "mistyped", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
     )
     target = scan.target
@@ -873,6 +874,21 @@ def _checked_sql(rows: str, scan: _ScanSql) -> str:
     """
 
 
+_NULL = ord("n")
+"""First character of JSON's null."""
+
+
+def _mistyped_sql() -> str:
+    """Bit ``i`` set when :data:`METRIC_FIELDS`'s ``i``-th field holds a value that is not a
+    JSON number (a string such as ``"0.5"``, a boolean, a list: read as missing), so the report
+    says why that metric has no value instead of the reason a missing one has."""
+    bits = [
+        f"CASE WHEN {_first(_quoted(m))} <> {_NULL} AND {_n(m)} IS NULL THEN {1 << i} ELSE 0 END"
+        for i, m in enumerate(METRIC_FIELDS)
+    ]
+    return "(" + " + ".join(bits) + ")"
+
+
 def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _ScanSql) -> None:
     """Append the ``rows`` of one file (:func:`_json_rows`, :func:`_parquet_rows`) to
     ``raw_records``, in file order."""
@@ -919,7 +935,8 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             CASE WHEN refusal IS NULL AND __styles_first = {_BRACKET} THEN __styles END AS styles,
             TRY_CAST({_n("n_attribution_bullets")} AS INTEGER) AS n_attribution_bullets,
             TRY_CAST({_n("n_attributed_bullets")} AS INTEGER) AS n_attributed_bullets,
-            error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error
+            error IS NOT NULL AND json_type(error) <> 'NULL' AS has_error,
+            {_mistyped_sql()} AS mistyped
         FROM ({_checked_sql(rows, scan)})
     """
     verb = "CREATE TABLE raw_records AS" if index == 0 else "INSERT INTO raw_records"

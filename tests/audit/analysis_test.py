@@ -127,6 +127,25 @@ def test_generation_metrics_with_t_intervals_and_missing_counted(tmp_path: Path)
     )
 
 
+def test_a_metric_that_is_not_a_number_is_missing_and_the_report_says_why(
+    tmp_path: Path,
+) -> None:
+    """``"0.5"`` and ``true`` are read as missing (docs/SPEC.md "Auditing logs"); the note
+    says so, where it used to give a missing value's reason (no valid DocTitle citation) for
+    an answer that cited four documents validly."""
+    values: list[object] = [0.2, "0.5", True, 0.6, None]
+    records = [
+        record(g, groundedness=1.0, n_valid_citations=4) | {"generation_parity": gp}
+        for g, gp in zip(LISTS, values, strict=True)
+    ]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    row = metric(result.rankers, "generation_parity")
+    assert (row["n"], row["n_missing"]) == (2, 3)
+    (note,) = [n for n in result.notes if n.startswith("generation_parity: no value in 3 of 5")]
+    assert "2 answered, with a value that is not a JSON number" in note
+    assert "1 answered, without a value (" in note  # the null one keeps its reason
+
+
 def test_pairwise_comparison_is_the_cores_t_test(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     records = []
