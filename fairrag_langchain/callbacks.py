@@ -4,6 +4,7 @@ memory and optionally appended to a JSON-lines file."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,7 +53,7 @@ class _Retrieval:
     by_tool: bool = False
     """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
     _texts: tuple[str, ...] | None = None
-    _probes: tuple[str, ...] | None = None
+    _located: tuple[tuple[str, str], ...] | None = None
 
     def texts(self) -> tuple[str, ...]:
         """Each shown document's text, whitespace collapsed (empty texts left out): what a
@@ -62,14 +63,14 @@ class _Retrieval:
             self._texts = _document_texts(self.documents or [])
         return self._texts
 
-    def probes(self) -> tuple[str, ...]:
-        """Each shown document's text cut to its first :data:`PROBE_CHARS` characters,
-        whitespace collapsed, in the list's order: what a prompt holds of a document it shows
-        (a prompt may shorten it); empty when a document is blank (it cannot be found)."""
-        if self._probes is None:
-            probes = tuple(_probe(d) for d in self.documents or [])
-            self._probes = () if not all(probes) else probes
-        return self._probes
+    def located(self) -> tuple[tuple[str, str], ...]:
+        """Each shown document's ``(text, first line)``, whitespace collapsed, in the list's
+        order: what tells where a prompt holds it, or that it holds part of it
+        (:func:`_place_in`); empty when a document is blank (it cannot be found)."""
+        if self._located is None:
+            located = tuple(_text_and_first_line(d) for d in self.documents or [])
+            self._located = located if all(text for text, _ in located) else ()
+        return self._located
 
 
 @dataclass
@@ -90,13 +91,10 @@ class _ModelRun:
     message: BaseMessage | None = None
     """Its first generation's message (a chat model's), once it ended."""
     said: str | None = None
-    """Its answer, whitespace collapsed (what a later prompt or the root's output holds)."""
+    """Its answer, whitespace collapsed (what the root's output holds of it)."""
     places: dict[UUID, tuple[int, ...]] = field(default_factory=dict)
     """For each retrieval ended before it started: where its prompt holds each document's
-    probe (:meth:`_Retrieval.probes`), -1 where it does not."""
-    reads: frozenset[UUID] = frozenset()
-    """The model runs ended before it started whose answer its prompt holds (one of
-    :data:`READ_CHARS` characters or more, or its whole prompt): it checks or builds on them."""
+    whole text (:func:`_place_in`: -1 nowhere, :data:`PARTLY` only in part)."""
 
 
 @dataclass
@@ -354,7 +352,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             (run for run in state.models.values() if run.answer is not None),
             key=lambda run: run.order,
         )
-        several = [run for run in done if len(run.seen) > 1]
+        several = [run for run in done if self._lists(state, run.seen) > 1]
         if final is not None or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
@@ -365,8 +363,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 self._kept.add([record])
             return
         if several:  # one answer from several retrievals (a search per sub-question)
-            most = max(len(run.seen) for run in several)
-            answering = _chosen([run for run in several if len(run.seen) == most], returned)
+            most = max(self._lists(state, run.seen) for run in several)
+            held = [run for run in several if self._lists(state, run.seen) == most]
+            answering = _chosen(held, returned)
             answer = answering.message if answering.message is not None else answering.answer
             record = self._answer_record(run_id, state, done, answering, answer, "content", error)
             self._kept.add([record])
@@ -381,6 +380,12 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if not records:
             return
         self._kept.add(records)  # the file keeps the in-memory order
+
+    @staticmethod
+    def _lists(state: _RootRun, seen: Sequence[UUID]) -> int:
+        """How many different lists the retrievals ``seen`` showed (two searches that
+        returned the same documents are one list: a prompt holding it holds both)."""
+        return len({state.retrievals[run].texts() for run in seen})
 
     def _final_record(
         self,
@@ -636,13 +641,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 _model_name(serialized, kwargs),
                 seen=seen,
                 places={
-                    ended: tuple(text.find(probe) for probe in probes)
+                    ended: tuple(_place_in(text, *pair) for pair in located)
                     for ended in state.ended
-                    if (probes := state.retrievals[ended].probes())
+                    if (located := state.retrievals[ended].located())
                 },
-                reads=frozenset(
-                    other.run_id for other in state.models.values() if _reads(text, other)
-                ),
             )
             state.models[run_id] = run
             if link is not None:
@@ -848,92 +850,94 @@ def _answer_of(
 
 def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:
     """Of model runs on one context (in start order, at least one), the answer the user
-    receives (docs/SPEC.md "Which answer is recorded"): of those whose output the root run
-    returned, the last to start that is not a check of another of them (its prompt held that
-    one's answer); when there is none, the first to start."""
-    ids = {run.run_id for run in runs}
-    given = [run for run in runs if returned.holds(run) and not ids & run.reads]
-    return given[-1] if given else runs[0]
+    receives (docs/SPEC.md "Which answer is recorded"): the first whose output the root run
+    returned as its answer (:class:`_Returned`), else the first to start."""
+    given = [run for run in runs if returned.holds(run)]
+    return given[0] if given else runs[0]
+
+
+PARTLY = -2
+"""A document's place in a prompt that holds only part of it (its first line, not its whole
+text: a prompt that shortens or escapes it, or a document sharing another's first line)."""
+
+
+def _place_in(prompt: str, text: str, first_line: str) -> int:
+    """Where ``prompt`` holds a document's whole ``text`` (whitespace collapsed); -1 when it
+    holds neither that nor its ``first_line``; :data:`PARTLY` when only the first line."""
+    at = prompt.find(text)
+    if at >= 0:
+        return at
+    return PARTLY if first_line in prompt else -1
 
 
 def _as_held(run: _ModelRun | None, retrieval: _Retrieval) -> list[Document] | None:
     """The retrieval's documents as the model run's prompt held them (docs/SPEC.md "Which
-    list is audited"): those whose probe it holds, in the order it holds them, when it holds
-    at least one and not all in the list's order; else the retrieval's list."""
+    list is audited"): the documents whose whole text it holds, in the order it holds them,
+    when it holds at least one, each at a place of its own, and nothing of the others (not
+    even their first line); else the retrieval's list (a prompt that holds every document in
+    the list's order, or one whose reading would be a guess)."""
     documents = retrieval.documents
     places = None if run is None else run.places.get(retrieval.run_id)
-    if documents is None or not places:
+    if documents is None or not places or PARTLY in places:
         return documents
     found = sorted((at, index) for index, at in enumerate(places) if at >= 0)
+    texts = retrieval.located()
+    for (at, index), (after, _) in itertools.pairwise(found):
+        if after < at + len(texts[index][0]):  # inside another's text: no place of its own
+            return documents
     order = [index for _, index in found]
     if not order or order == list(range(len(documents))):
         return documents
     return [documents[index] for index in order]
 
 
-PROBE_CHARS = 200
-"""How much of a document's text (whitespace collapsed) a prompt must hold to show it."""
-
-READ_CHARS = 20
-"""How long a model run's answer must be for a later prompt holding it to count as reading it
-(a one-word verdict, "yes", is found in any prompt)."""
-
-_MAX_OUTPUT_ITEMS = 10_000
-"""Most values of a root run's output read for the answers it returned."""
+ANSWER_KEYS = ("answer", "generation", "response", "output", "result", "final_answer")
+"""The fields of a root run's output (a graph's state, a chain's dict) that hold the answer
+the user receives, by LangChain's and LangGraph's conventions (``create_retrieval_chain``'s
+``answer``, the RAG tutorials' ``answer`` and ``generation``)."""
 
 
 @dataclass(frozen=True)
 class _Returned:
-    """What a root run returned that a model run may have said: texts (whitespace
-    collapsed) and message ids, read from its output (a graph's state, a chain's value)."""
+    """What a root run returned as its answer: its output when that is a text or a message,
+    else the texts (whitespace collapsed) and message ids in its :data:`ANSWER_KEYS` fields."""
 
     texts: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, outputs: Any) -> _Returned:
-        """Read ``outputs`` (mappings, lists and tuples walked, at most
-        :data:`_MAX_OUTPUT_ITEMS` values; documents are shown, not said, and skipped)."""
+        """Read ``outputs``: a text or a message, or a mapping's :data:`ANSWER_KEYS` fields,
+        each a text or a message (nothing for any other output: a list, an object)."""
+        if isinstance(outputs, Mapping):
+            values = [outputs.get(key) for key in ANSWER_KEYS]
+        else:
+            values = [outputs]
         texts: set[str] = set()
         ids: set[str] = set()
-        stack = [outputs]
-        for _ in range(_MAX_OUTPUT_ITEMS):
-            if not stack:
-                break
-            value = stack.pop()
+        for value in values:
             if isinstance(value, str):
                 texts.add(_collapsed(value))
             elif isinstance(value, BaseMessage):
                 if value.id is not None:
                     ids.add(value.id)
                 texts.add(_collapsed(message_text(value)))
-            elif isinstance(value, Mapping):
-                stack.extend(value.values())
-            elif isinstance(value, (list, tuple)):
-                stack.extend(value)
         texts.discard("")
         return cls(frozenset(texts), frozenset(ids))
 
     def holds(self, run: _ModelRun) -> bool:
-        """Whether the root returned this model run's output (its message or its text)."""
+        """Whether the root returned this model run's output as its answer."""
         message = run.message
         if message is not None and message.id is not None and message.id in self.ids:
             return True
         return bool(run.said) and run.said in self.texts
 
 
-def _reads(prompt: str, run: _ModelRun) -> bool:
-    """Whether ``prompt`` (whitespace collapsed) holds the ended ``run``'s answer: one of
-    :data:`READ_CHARS` characters or more, or the whole prompt."""
-    said = run.said
-    return said is not None and (said == prompt or (len(said) >= READ_CHARS and said in prompt))
-
-
-def _probe(document: Document) -> str:
-    """What a prompt holds of a document it shows (:meth:`_Retrieval.probes`); the text is
-    cut before collapsing, so a long document costs no more than its probe."""
+def _text_and_first_line(document: Document) -> tuple[str, str]:
+    """A document's text and its first non-blank line, whitespace collapsed."""
     text = document.page_content if isinstance(document.page_content, str) else ""
-    return _collapsed(text[: 8 * PROBE_CHARS])[:PROBE_CHARS]
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return _collapsed(text), _collapsed(first)
 
 
 def _collapsed(text: str) -> str:
