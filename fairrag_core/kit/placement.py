@@ -233,18 +233,25 @@ def _merged_rankings(placed: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     return {**_NO_RANKING, "ranker": first.get("ranker"), "merged_rankings": count}
 
 
+_RANKING_KEYS = ("query_seed", "pool_size", "fair_k", "ledger_state")
+"""What one fair ranking's documents share."""
+
+
+def _key(item: tuple[Any, Any]) -> str:
+    return str(item[0])
+
+
 def _rankings_count(placed: Sequence[Mapping[str, Any]]) -> int:
     """How many fair rankings placed these documents, at least: one per query seed (with its
-    pool size, list length and ledger state), and within one, as many as documents share a
-    fair rank (rankings of several queries under one caller's seed, a ``query_seed`` block,
-    share the seed: two documents at rank 1 are two rankings)."""
-    ranks: dict[str, dict[str, int]] = {}
+    pool size, list length and ledger state), and within one, as many as different placements
+    share a fair rank (rankings of several queries under one caller's seed, a ``query_seed``
+    block, share the seed: two other documents at rank 1 are two rankings). A placement is a
+    document's whole metadata, which chunks or copies of it, made by a later step, share."""
+    ranks: dict[str, dict[str, set[str]]] = {}
     for m in placed:
-        key = repr(tuple(m.get(f) for f in ("query_seed", "pool_size", "fair_k", "ledger_state")))
-        at = ranks.setdefault(key, {})
-        rank = repr(m.get("fair_rank"))
-        at[rank] = at.get(rank, 0) + 1
-    return sum(max(counts.values()) for counts in ranks.values())
+        at = ranks.setdefault(repr(tuple(m.get(f) for f in _RANKING_KEYS)), {})
+        at.setdefault(repr(m.get("fair_rank")), set()).add(repr(sorted(m.items(), key=_key)))
+    return sum(max(len(p) for p in placements.values()) for placements in ranks.values())
 
 
 def is_placed(metadata: Mapping[str, Any] | None) -> bool:

@@ -375,3 +375,36 @@ def test_a_prompt_whose_reading_would_be_a_guess_keeps_the_retrievers_list(case)
         assert record["dropped_after_ranking"] == 0
     else:
         assert record["titles"] == [d.metadata["title"] for d in shown]
+
+
+def test_chunks_a_splitter_made_of_one_ranking_are_one_ranking():
+    """LangChain's ``ContextualCompressionRetriever`` with a text splitter: each chunk copies
+    its document's placement (fair rank too). They are one ranking, with its seed, pool size
+    and k (they were counted as two rankings sharing a seed)."""
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
+    from langchain_text_splitters import CharacterTextSplitter
+
+    documents, distances = imbalanced_pool()
+    longer = [
+        d.model_copy(update={"page_content": d.page_content + "\n\n" + "More here. " * 3})
+        for d in documents
+    ]
+    fair = FairRetriever(
+        vectorstore=FixedPoolStore(longer, distances),
+        ranker="representative_stochastic",
+        group_key="gender",
+        protected="female",
+        k=4,
+        seed=0,
+    )
+    splitter = CharacterTextSplitter(chunk_size=60, chunk_overlap=0, separator="\n\n")
+    split = ContextualCompressionRetriever(
+        base_compressor=DocumentCompressorPipeline(transformers=[splitter]), base_retriever=fair
+    )
+    assert len(split.invoke(QUESTION)) == 8  # two chunks a document
+    handler = FairnessCallbackHandler.from_retriever(split)
+    (rag(split, Prompted())).invoke(QUESTION, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["merged_rankings"] is None and record["query_seed"] is not None
+    assert (record["pool_size"], record["k"]) == (40, 4)
