@@ -28,7 +28,13 @@ import pandas as pd
 
 from .lines import line_numbers
 from .options import AuditOptions
-from .scan import KNOWN_STYLES, METRIC_FIELDS, file_connection, load_records
+from .scan import (
+    ATTRIBUTED_FIELDS,
+    KNOWN_STYLES,
+    METRIC_FIELDS,
+    file_connection,
+    load_records,
+)
 
 __all__ = [
     "FIGURE_WINDOWS",
@@ -336,8 +342,11 @@ def _files(
         "no_answer": "NOT answered",
         "before_attribution": "answered AND NOT has_attribution",
         **{f"{m}__present": f"{m} IS NOT NULL" for m in METRIC_FIELDS},
+        # an attributed metric in a record without the attribution's fields is counted as
+        # written before it ("before_attribution"), never twice
         **{
             f"{m}__mistyped": f"answered AND (mistyped & {1 << i}) <> 0"
+            + (" AND has_attribution" if m in ATTRIBUTED_FIELDS else "")
             for i, m in enumerate(METRIC_FIELDS)
         },
         **{f"by_{i}__missing": f"by_{i} IS NULL" for i in range(len(options.by))},
@@ -387,27 +396,26 @@ def _files(
 
 
 FINGERPRINT_BYTES = 2**16
-"""How much of a log's start and end its fingerprint reads (:func:`log_fingerprint`)."""
+"""Most of a log's first line its fingerprint reads (:func:`log_fingerprint`)."""
 
 
 def log_fingerprint(path: Path) -> str:
     """What tells one log from another when partials are merged, whatever path names it: a
-    SHA-256 of its size, its first and its last :data:`FINGERPRINT_BYTES` bytes (a folder of
-    Parquet files: of each file's relative path and fingerprint). The same file named by
-    another path (relative, absolute, a link, a copy) has the same fingerprint; a log
-    rotated under the same name has another (its records, timestamps first, differ)."""
+    SHA-256 of its first line (at most :data:`FINGERPRINT_BYTES` bytes: the first record, its
+    timestamp and run id), or of its whole content when it holds no complete line; a folder
+    of Parquet files: of each file's relative path and fingerprint. The same file named by
+    another path (relative, absolute, a link), a copy, and the same log grown since its
+    partials were saved have one fingerprint; a log rotated under the same name has another."""
     digest = hashlib.sha256()
     if path.is_dir():
         for member in sorted(p for p in path.rglob("*") if p.is_file()):
             digest.update(f"{member.relative_to(path)}\0{log_fingerprint(member)}\0".encode())
         return digest.hexdigest()
     with open(path, "rb") as handle:
-        size = handle.seek(0, 2)
-        handle.seek(0)
-        digest.update(f"{size}\0".encode())
-        digest.update(handle.read(FINGERPRINT_BYTES))
-        handle.seek(max(FINGERPRINT_BYTES, size - FINGERPRINT_BYTES))
-        digest.update(handle.read(FINGERPRINT_BYTES))
+        first = handle.readline(FINGERPRINT_BYTES)
+        if not first.endswith(b"\n"):  # no complete line within the bound: all it holds
+            first += handle.read()
+    digest.update(first)
     return digest.hexdigest()
 
 
@@ -475,15 +483,20 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
                     f"with the same {', '.join('--' + s.replace('_', '-') for s in SETTINGS)}"
                 )
     files = pd.concat([p.files for p in parts], ignore_index=True)
-    # a log is its content (log_fingerprint), not the path it was given by: a file rotated
-    # under one name is several logs, one file named two ways (or copied) is one
-    same = files["fingerprint"] if "fingerprint" in files else files["file"]
-    repeated = files["file"][same.duplicated()].tolist()
+    # a log is its first record (log_fingerprint), not the path it was given by: a file
+    # rotated under one name is several logs; one file named two ways, copied, or grown since
+    # is one. Partials saved before fingerprints existed are told by their path.
+    same = files["file"]
+    if "fingerprint" in files:
+        same = files["fingerprint"].where(files["fingerprint"].notna(), "path:" + files["file"])
+    counted = files["lines"] > 0  # empty logs add nothing, however many are merged
+    repeated = files["file"][same.duplicated() & counted].tolist()
     if repeated:
         raise ValueError(
-            f"the partials count the log {repeated[0]!r} more than once (the same content, "
-            "whatever path named it); merge the partials of disjoint sets of logs (each "
-            "window's new files once)"
+            f"the partials count the log {repeated[0]!r} more than once (the same first "
+            "record, whatever path named it: a copy, or a log that grew since its partials "
+            "were saved); merge the partials of disjoint sets of logs (each window's new "
+            "files once; a log still written to belongs to one window only)"
         )
     dated = [p.span for p in parts if p.span.get("first") is not None]
     span = {

@@ -796,15 +796,21 @@ class FairnessEventHandler(BaseEventHandler):
         elif isinstance(result, StreamingAgentChatResponse):
             with self._live.lock:
                 self._live.chat_streams[id(result)] = (result, run, tags)
-        elif isinstance(result, (StreamingResponse, AsyncStreamingResponse)):
-            # by type: a PydanticResponse answers any attribute (response_gen too) with None
+        elif (
+            isinstance(result, (StreamingResponse, AsyncStreamingResponse))
+            and result.response_txt is None
+        ):  # by type: a PydanticResponse answers any attribute (response_gen too) with None
             self._watch_stream(result, run, tags)
         elif is_workflow_run(span.instance, span.method):
             answer, sources = workflow_answer(result)
             if run.reranks or sources:  # a workflow that ranked or showed nothing: no question
                 self._finish(run, answer, sources, tags)
         else:
-            answer = getattr(result, "response", result)  # a PydanticResponse's: its object
+            answer = (
+                result.response_txt  # a stream already read
+                if isinstance(result, (StreamingResponse, AsyncStreamingResponse))
+                else getattr(result, "response", result)  # a PydanticResponse's: its object
+            )
             self._finish(
                 run,
                 answer if isinstance(answer, str) or _structured(answer) else None,
@@ -927,8 +933,11 @@ class FairnessEventHandler(BaseEventHandler):
         if sub_answers:
             shown = [n for n in shown if not any(n is a for a in sub_answers)]
         shown, chunk_documents = _source_documents(shown, run.reranks)
-        # a structured answer (an object, JSON text) written as the text the rules read
+        # a structured answer (an object, JSON text) written as the text the rules read; its
+        # source ids number the entries the LLM was shown, chunks when a step split documents
         titles = [_title(n, self.title_key) for n in shown]
+        if chunk_documents is not None:
+            titles = [titles[number - 1] for number in chunk_documents]
         answer, answer_format = written_answer(answer, titles, source_id_base=SOURCE_ID_BASE)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query

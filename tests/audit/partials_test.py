@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -181,5 +182,33 @@ def test_a_log_is_told_by_its_content_not_by_the_path_it_was_given_as(
     copy.write_bytes(logs[0].read_bytes())
     for twin in (Path("day0.jsonl"), copy):  # relative to tmp_path: the same file, and a copy
         pair = saved([logs[0], twin], [[logs[0]], [twin]], tmp_path / twin.stem, **OPTIONS)
-        with pytest.raises(ValueError, match=r"more than once \(the same content"):
+        with pytest.raises(ValueError, match=r"more than once \(the same first record"):
             read_partials(pair)
+
+
+def test_a_log_that_grew_since_its_partials_is_refused_and_old_partials_still_merge(
+    tmp_path: Path,
+) -> None:
+    """A log still written to, audited yesterday and again today, holds yesterday's records
+    twice: refused (its first record is the same). Partials saved without fingerprints (the
+    release before) are told by their path: two such logs merge with a new one."""
+    logs = days(tmp_path)
+    growing = tmp_path / "growing.jsonl"
+    growing.write_bytes(logs[0].read_bytes())
+    first = saved([growing], [[growing]], tmp_path / "yesterday", **OPTIONS)
+    growing.write_bytes(logs[0].read_bytes() + logs[1].read_bytes())
+    second = saved([growing], [[growing]], tmp_path / "today", **OPTIONS)
+    with pytest.raises(ValueError, match=r"a log that grew since its partials were saved"):
+        read_partials([*first, *second])
+    old = saved(logs, [[logs[0]], [logs[1]]], tmp_path / "old", **OPTIONS)
+    for folder in old:  # as the release before wrote them: no fingerprint column
+        files, kept = folder / "files.parquet", folder / "kept.parquet"
+        duckdb.sql(
+            f"COPY (SELECT * EXCLUDE (fingerprint) FROM read_parquet('{files}')) TO '{kept}' "
+            "(FORMAT parquet)"
+        )
+        kept.replace(files)
+    new = saved(logs, [[logs[2]]], tmp_path / "new", **OPTIONS)
+    merged = audit_partials([*old, *new], max_disparity=0.05)
+    one_shot = audit([str(log) for log in logs], **OPTIONS)  # type: ignore[arg-type]
+    assert_same_table(merged.metrics, one_shot.metrics, "metrics")

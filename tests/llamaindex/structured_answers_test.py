@@ -16,7 +16,7 @@ from typing import Any
 from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.base.response.schema import PydanticResponse
 from llama_index.core.query_engine import RetrieverQueryEngine
-from llama_index.core.schema import MetadataMode
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 from llama_index.core.workflow import StartEvent, StopEvent, Workflow, step
 from pydantic import BaseModel
 
@@ -162,3 +162,45 @@ async def test_two_rankings_under_one_query_seed_are_recorded_as_merged():
         assert len(record["titles"]) == 8 and record["k"] == 8
         assert record["merged_rankings"] == 2 and record["ranker"] == "representative_stochastic"
         assert record["query_seed"] is None and record["pool_size"] is None
+
+
+class Chunked(Workflow):
+    """Re-ranks, splits each node in two chunks (as CitationQueryEngine does: each copies its
+    node's metadata), and answers with an object citing sources 3 and 4: both chunks of the
+    second document."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(50)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        chunks = []
+        for node in nodes:
+            text = node.node.get_content()
+            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+                chunk = TextNode(text=piece, metadata=dict(node.node.metadata))
+                chunks.append(NodeWithScore(node=chunk, score=node.score))
+        cited = SourceIds(answer="They.", citations=[3, 4])
+        return StopEvent(result={"answer": cited, "source_nodes": chunks})
+
+
+class SourceIds(BaseModel):
+    answer: str
+    citations: list[int]
+
+
+async def test_source_ids_of_chunks_cite_the_documents_the_chunks_come_from():
+    """Source ids number the entries the LLM was shown: chunks, when a step split the
+    documents (they were read against the documents: sources 3 and 4 became documents 3 and
+    4, both valid, where both chunks are of document 2)."""
+    postprocessor = fair()
+    recorder = FairnessEventHandler.from_postprocessor(postprocessor)
+    with recorder, query_seed(3):
+        await Chunked(postprocessor, timeout=30).run(query=QUESTION)
+    (record,) = recorder.records
+    second = record["titles"][1]
+    assert record["answer"].count(f"(DocTitle: {second})") == 2
+    assert record["n_valid_citations"] == 2
