@@ -683,12 +683,29 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             texts = retrieval.texts()
             held = bool(texts) and all(text in prompt for text in texts)
             if held:
-                seen.append((prompt.find(texts[0]), ended, run_id))
+                seen.append((ended, run_id))
             key = (held, len(texts) if held else 0, -common, ended)
             if best is None or key > best:
                 best, chosen = key, retrieval
         link = None if chosen is None or best is None else (chosen, bool(best[0]))
-        return link, tuple(run_id for *_, run_id in sorted(seen))
+        return link, self._in_prompt_order(state, seen, prompt)
+
+    @staticmethod
+    def _in_prompt_order(
+        state: _RootRun, seen: list[tuple[int, UUID]], prompt: str
+    ) -> tuple[UUID, ...]:
+        """The retrievals ``seen`` ((end order, run id), each held whole by ``prompt``) in the
+        order the prompt holds them: each at its first document that no other of them showed
+        (a document two searches returned is found in the first one's place), else at its
+        first document."""
+        shared = [set(state.retrievals[run_id].texts()) for _, run_id in seen]
+        places = []
+        for at, (ended, run_id) in enumerate(seen):
+            texts = state.retrievals[run_id].texts()
+            others = set().union(*(s for i, s in enumerate(shared) if i != at))
+            own = [text for text in texts if text not in others] or list(texts[:1])
+            places.append((min(prompt.find(text) for text in own), ended, run_id))
+        return tuple(run_id for *_, run_id in sorted(places))
 
     def on_chat_model_start(
         self,

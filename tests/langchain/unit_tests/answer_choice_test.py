@@ -408,3 +408,29 @@ def test_chunks_a_splitter_made_of_one_ranking_are_one_ranking():
     (record,) = handler.records
     assert record["merged_rankings"] is None and record["query_seed"] is not None
     assert (record["pool_size"], record["k"]) == (40, 4)
+
+
+def test_searches_that_share_a_document_are_in_the_prompts_order(retriever):
+    """Two sub-question searches whose lists share documents, each reversed before the
+    prompt: ``framework.searches`` follows the prompt (the first block's search first), where
+    a search was placed at its first document's first occurrence, inside the other's block."""
+    other = retriever.model_copy(update={"seed": 1})
+    reverse = RunnableLambda(lambda documents: list(reversed(documents)))
+    prompt = ChatPromptTemplate.from_messages(
+        [("human", "Context:\n{first}\n\n{second}\nQ: {question}")]
+    )
+    chain = (
+        {
+            "first": (lambda q: q + " first") | retriever | reverse | joined,
+            "second": (lambda q: q + " second") | other | reverse | joined,
+            "question": RunnablePassthrough(),
+        }
+        | prompt
+        | Prompted()
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain.invoke(QUESTION, config={"callbacks": [handler]})
+    (record,) = handler.records
+    searches = record["framework"]["searches"]
+    assert set(searches[0]["titles"]) & set(searches[1]["titles"])  # they share documents
+    assert [s["query"] for s in searches] == [QUESTION + " first", QUESTION + " second"]
