@@ -237,20 +237,25 @@ _RANKING_KEYS = ("query_seed", "pool_size", "fair_k", "ledger_state")
 """What one fair ranking's documents share."""
 
 
-def _key(item: tuple[Any, Any]) -> str:
-    return str(item[0])
+_PLACEMENT_OF = ("pool_rank", "retrieval_score")
+"""What tells one ranking's placement from another's at the same fair rank: the candidate's
+place in its pool and the store's score for it, which chunks or copies of a placed document
+keep (a splitter adds its own keys, ``start_index``; a later reranker may rewrite
+``relevance_score``)."""
 
 
 def _rankings_count(placed: Sequence[Mapping[str, Any]]) -> int:
     """How many fair rankings placed these documents, at least: one per query seed (with its
     pool size, list length and ledger state), and within one, as many as different placements
     share a fair rank (rankings of several queries under one caller's seed, a ``query_seed``
-    block, share the seed: two other documents at rank 1 are two rankings). A placement is a
-    document's whole metadata, which chunks or copies of it, made by a later step, share."""
+    block, share the seed: two other candidates at rank 1 are two rankings). A placement is
+    told by :data:`_PLACEMENT_OF`, which chunks or copies of a placed document share."""
     ranks: dict[str, dict[str, set[str]]] = {}
     for m in placed:
         at = ranks.setdefault(repr(tuple(m.get(f) for f in _RANKING_KEYS)), {})
-        at.setdefault(repr(m.get("fair_rank")), set()).add(repr(sorted(m.items(), key=_key)))
+        at.setdefault(repr(m.get("fair_rank")), set()).add(
+            repr(tuple(m.get(f) for f in _PLACEMENT_OF))
+        )
     return sum(max(len(p) for p in placements.values()) for placements in ranks.values())
 
 

@@ -138,8 +138,8 @@ class TwoRankings(Workflow):
     @step
     async def answer(self, ev: StartEvent) -> StopEvent:
         shown: list = []
-        for prefix in ("first", "rewrite"):
-            pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
+        for seed, prefix in enumerate(("first", "rewrite")):  # two queries: other scores
+            pool = await PoolRetriever(make_pool(20, prefix=prefix, seed=seed)).aretrieve(ev.query)
             shown += await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
         answer = "\n".join(f"- {n.node.metadata['title']}" for n in shown)
         return StopEvent(result={"answer": answer, "source_nodes": shown})

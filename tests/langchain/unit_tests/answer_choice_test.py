@@ -377,10 +377,12 @@ def test_a_prompt_whose_reading_would_be_a_guess_keeps_the_retrievers_list(case)
         assert record["titles"] == [d.metadata["title"] for d in shown]
 
 
-def test_chunks_a_splitter_made_of_one_ranking_are_one_ranking():
+@pytest.mark.parametrize("start_index", [False, True])
+def test_chunks_a_splitter_made_of_one_ranking_are_one_ranking(start_index):
     """LangChain's ``ContextualCompressionRetriever`` with a text splitter: each chunk copies
-    its document's placement (fair rank too). They are one ranking, with its seed, pool size
-    and k (they were counted as two rankings sharing a seed)."""
+    its document's placement (fair rank too), and with ``add_start_index`` gets a key of its
+    own. They are one ranking, with its seed, pool size and k (they were counted as two
+    rankings sharing a seed)."""
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
     from langchain_text_splitters import CharacterTextSplitter
@@ -398,7 +400,9 @@ def test_chunks_a_splitter_made_of_one_ranking_are_one_ranking():
         k=4,
         seed=0,
     )
-    splitter = CharacterTextSplitter(chunk_size=60, chunk_overlap=0, separator="\n\n")
+    splitter = CharacterTextSplitter(
+        chunk_size=60, chunk_overlap=0, separator="\n\n", add_start_index=start_index
+    )
     split = ContextualCompressionRetriever(
         base_compressor=DocumentCompressorPipeline(transformers=[splitter]), base_retriever=fair
     )
