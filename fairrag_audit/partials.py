@@ -396,15 +396,15 @@ def _files(
 
 
 FINGERPRINT_BYTES = 2**16
-"""Most of a log's first line its fingerprint reads (:func:`log_fingerprint`)."""
+"""Most bytes of a log its fingerprint reads (:func:`log_fingerprint`)."""
 
 
 def log_fingerprint(path: Path) -> str:
     """What tells one log from another when partials are merged, whatever path names it: a
-    SHA-256 of its first line (at most :data:`FINGERPRINT_BYTES` bytes: the first record, its
-    timestamp and run id), or of its whole content when it holds no complete line; a folder
-    of Parquet files: of each file's relative path and fingerprint. The same file named by
-    another path (relative, absolute, a link), a copy, and the same log grown since its
+    SHA-256 of its first line (the first record, its timestamp and run id; its first
+    :data:`FINGERPRINT_BYTES` bytes when the line is longer, so no log is read further); a
+    folder of Parquet files: of each file's relative path and fingerprint. The same file named
+    by another path (relative, absolute, a link), a copy, and the same log grown since its
     partials were saved have one fingerprint; a log rotated under the same name has another."""
     digest = hashlib.sha256()
     if path.is_dir():
@@ -412,10 +412,7 @@ def log_fingerprint(path: Path) -> str:
             digest.update(f"{member.relative_to(path)}\0{log_fingerprint(member)}\0".encode())
         return digest.hexdigest()
     with open(path, "rb") as handle:
-        first = handle.readline(FINGERPRINT_BYTES)
-        if not first.endswith(b"\n"):  # no complete line within the bound: all it holds
-            first += handle.read()
-    digest.update(first)
+        digest.update(handle.readline(FINGERPRINT_BYTES))  # bounded, whatever the log holds
     return digest.hexdigest()
 
 

@@ -212,3 +212,20 @@ def test_a_log_that_grew_since_its_partials_is_refused_and_old_partials_still_me
     merged = audit_partials([*old, *new], max_disparity=0.05)
     one_shot = audit([str(log) for log in logs], **OPTIONS)  # type: ignore[arg-type]
     assert_same_table(merged.metrics, one_shot.metrics, "metrics")
+
+
+def test_a_fingerprint_reads_at_most_its_bound(tmp_path: Path) -> None:
+    """A log whose first line is longer than the bound is told by its first 64 KiB: it is
+    read no further (before this, a log without a newline in its first 64 KiB was read
+    whole), and the same log grown has the same fingerprint."""
+    from fairrag_audit.partials import FINGERPRINT_BYTES, log_fingerprint
+
+    log = tmp_path / "long.jsonl"
+    log.write_bytes(b"x" * (2 * FINGERPRINT_BYTES))
+    before = log_fingerprint(log)
+    with open(log, "ab") as handle:
+        handle.write(b"y" * FINGERPRINT_BYTES + b"\n{}\n")
+    assert log_fingerprint(log) == before
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b'{"timestamp": "2026-12-05"}\n' + b"x" * FINGERPRINT_BYTES)
+    assert log_fingerprint(other) != before
