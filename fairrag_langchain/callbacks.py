@@ -633,18 +633,21 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
             order, state.model_starts = state.model_starts, state.model_starts + 1
-            link, seen = self._context_of(state, run_id, text)
+            # where the prompt holds each ended retrieval's documents, searched once: the
+            # link, the searches seen and the list as held all read these
+            places = {
+                ended: tuple(_place_in(text, *pair) for pair in located)
+                for ended in state.ended
+                if (located := state.retrievals[ended].located())
+            }
+            link, seen = self._context_of(state, run_id, text, places)
             run = _ModelRun(
                 run_id,
                 order,
                 link is not None and link[1],
                 _model_name(serialized, kwargs),
                 seen=seen,
-                places={
-                    ended: tuple(_place_in(text, *pair) for pair in located)
-                    for ended in state.ended
-                    if (located := state.retrievals[ended].located())
-                },
+                places=places,
             )
             state.models[run_id] = run
             if link is not None:
@@ -652,7 +655,11 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 state.llm_links[run_id] = run
 
     def _context_of(
-        self, state: _RootRun, model_run: UUID, prompt: str
+        self,
+        state: _RootRun,
+        model_run: UUID,
+        prompt: str,
+        places: Mapping[UUID, tuple[int, ...]],
     ) -> tuple[tuple[_Retrieval, bool] | None, tuple[UUID, ...]]:
         """The ended retrieval a model run starting now with ``prompt`` was handed, and whether
         it was found by content; and every ended retrieval its prompt holds (what an agent's
@@ -661,7 +668,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         By content: a retrieval whose every shown document's text is in the prompt (of several,
         the one with the most documents). Else, by the run tree: the one closest to the model
         run (their nearest common ancestor the fewest steps above it: its own chain's, not a
-        parallel branch's). Ties go to the one that ended last.
+        parallel branch's). Ties go to the one that ended last. ``places``: where the prompt
+        holds each ended retrieval's documents (:func:`_place_in`; none for a retrieval with a
+        blank document, whose other texts are looked up here).
         """
         steps_up = {
             run: steps
@@ -681,7 +690,11 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 len(state.members),
             )
             texts = retrieval.texts()
-            held = bool(texts) and all(text in prompt for text in texts)
+            at = places.get(run_id)
+            if at is not None:
+                held = all(place >= 0 for place in at)
+            else:
+                held = bool(texts) and all(text in prompt for text in texts)
             if held:
                 seen.append((ended, run_id))
             key = (held, len(texts) if held else 0, -common, ended)

@@ -100,12 +100,16 @@ def test_an_answer_written_as_json_is_read_as_its_citations():
     cited_by_hand(record)
 
 
-class ObjectAnswer(Workflow):
-    """Retrieve, re-rank, answer with a pydantic object (a structured LLM's ``raw``)."""
+class Ranking(Workflow):
+    """A workflow whose steps re-rank with ``postprocessor``."""
 
     def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
         super().__init__(**kw)
         self.postprocessor = postprocessor
+
+
+class ObjectAnswer(Ranking):
+    """Retrieve, re-rank, answer with a pydantic object (a structured LLM's ``raw``)."""
 
     @step
     async def answer(self, ev: StartEvent) -> StopEvent:
@@ -128,12 +132,8 @@ async def test_a_workflow_answering_with_a_pydantic_object_is_read_as_its_citati
     cited_by_hand(record)
 
 
-class TwoRankings(Workflow):
+class TwoRankings(Ranking):
     """Ranks two pools (the question, then a rewrite) and shows the union of both lists."""
-
-    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.postprocessor = postprocessor
 
     @step
     async def answer(self, ev: StartEvent) -> StopEvent:
@@ -164,14 +164,10 @@ async def test_two_rankings_under_one_query_seed_are_recorded_as_merged():
         assert record["query_seed"] is None and record["pool_size"] is None
 
 
-class Chunked(Workflow):
+class Chunked(Ranking):
     """Re-ranks, splits each node in two chunks (as CitationQueryEngine does: each copies its
     node's metadata), and answers with an object citing sources 3 and 4: both chunks of the
     second document."""
-
-    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any) -> None:
-        super().__init__(**kw)
-        self.postprocessor = postprocessor
 
     @step
     async def answer(self, ev: StartEvent) -> StopEvent:
