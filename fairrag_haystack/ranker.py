@@ -113,9 +113,11 @@ class FairDocumentRanker:
             dataclasses.replace(documents[index], meta=meta, score=meta["relevance_score"])
             for index, meta in zip(placed.indices, placed.metadatas, strict=True)
         ]
-        return {"documents": shown, "record": self._record(shown, query)}
+        return {"documents": shown, "record": self._record(shown, query, placed.ranking)}
 
-    def _record(self, shown: list[Document], query: str | None) -> dict[str, Any] | None:
+    def _record(
+        self, shown: list[Document], query: str | None, ranking: dict[str, Any]
+    ) -> dict[str, Any] | None:
         auditor = self.fair.auditor
         if auditor is None:
             return None
@@ -125,7 +127,12 @@ class FairDocumentRanker:
             [d.id for d in shown], metadatas, texts, self.fair.group_key, self.title_key
         )
         record = shown_record(
-            auditor, source="haystack", shown=listed, metadatas=metadatas, query=query
+            auditor,
+            source="haystack",
+            shown=listed,
+            metadatas=metadatas,
+            ranking=ranking,  # names the ranking when it placed nothing (an empty pool)
+            query=query,
         )
         self._kept.add([record])
         return record

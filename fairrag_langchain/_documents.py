@@ -174,6 +174,7 @@ def shown_record(
     title_key: str = "title",
     *,
     ranked: Sequence[Document] | None = None,
+    ranking: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The record (:func:`fairrag_core.kit.shown_record`, the one builder) of a shown list and
@@ -186,5 +187,6 @@ def shown_record(
         shown=shown,
         metadatas=[d.metadata for d in documents or []],
         ranked=None if ranked is None else [d.metadata for d in ranked],
+        ranking=ranking,
         **fields,
     )

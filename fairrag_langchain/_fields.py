@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager, Callbacks
+from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.documents import Document
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_callback_manager_for_config,
+    patch_config,
+)
 from pydantic import Field
 
 from fairrag_core.kit.component import Count, FairComponent
 
 from ._documents import placed_copies
 
-__all__ = ["FairRankingFields"]
+__all__ = ["EMPTY_RANKING_EVENT", "EmptyRanking", "FairRankingFields", "ShownDocuments"]
+
+EMPTY_RANKING_EVENT = "fairrag_empty_ranking"
+"""The custom event a fair component dispatches to its run when its ranking placed no document
+(an empty pool), with the ranking's keys (:attr:`fairrag_core.kit.Placed.ranking`) as data: no
+document carries them, and the record names the ranking all the same (docs/SPEC.md, "Adapters"
+→ Which list is audited)."""
 
 
 class FairRankingFields(FairComponent):
@@ -37,8 +52,11 @@ class FairRankingFields(FairComponent):
         given: Sequence[Any] | None = None,
         scored: bool = True,
         extra: dict[str, Any] | None = None,
+        callbacks: Callbacks = None,
     ) -> list[Document]:
-        """Rank ``documents`` (one query, its own query seed) and return their placed copies."""
+        """Rank ``documents`` (one query, its own query seed) and return their placed copies.
+        ``callbacks``: the calling run's child callbacks, told of a ranking that placed no
+        document (:data:`EMPTY_RANKING_EVENT`)."""
         placed = self.place(
             [document.metadata for document in documents],
             scores,
@@ -49,4 +67,36 @@ class FairRankingFields(FairComponent):
             seed=seed,
             extra=extra,
         )
+        if not placed.metadatas and isinstance(callbacks, BaseCallbackManager):
+            if callbacks.parent_run_id is not None:  # else no run to tell (a direct call)
+                dispatch_custom_event(
+                    EMPTY_RANKING_EVENT, placed.ranking, config={"callbacks": callbacks}
+                )
         return placed_copies(documents, placed)
+
+
+class EmptyRanking(BaseCallbackHandler):
+    """Hears :data:`EMPTY_RANKING_EVENT` in the runs it is handed to (:meth:`listening`):
+    ``ranking`` holds the last such ranking's keys, None when none placed nothing."""
+
+    def __init__(self) -> None:
+        self.ranking: dict[str, Any] | None = None
+
+    def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if name == EMPTY_RANKING_EVENT and isinstance(data, dict):
+            self.ranking = dict(data)
+
+    def listening(self, config: RunnableConfig | None) -> RunnableConfig:
+        """``config`` with this handler among its callbacks (the others kept)."""
+        manager = get_callback_manager_for_config(ensure_config(config))
+        manager.add_handler(self, inherit=True)
+        return patch_config(config, callbacks=manager)
+
+
+class ShownDocuments(list[Document]):
+    """A list of no documents that a fair ranking returned for an empty pool, with that
+    ranking's keys (``ranking``, :attr:`fairrag_core.kit.Placed.ranking`) for the record."""
+
+    def __init__(self, ranking: dict[str, Any]) -> None:
+        super().__init__()
+        self.ranking = ranking

@@ -31,7 +31,7 @@ from fairrag_core.structured_citations import check_source_id_base
 from ._answers import answer_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
-from ._fields import FairRankingFields
+from ._fields import EMPTY_RANKING_EVENT, FairRankingFields
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -48,6 +48,9 @@ class _Retrieval:
     ranked: list[Document] | None = None
     """The list a retriever nested in it returned last (a compression retriever's base): the
     fair ranking its own list came from, when a later step dropped all of it."""
+    ranking: dict[str, Any] | None = None
+    """The keys of its last fair ranking when that ranking placed no document (an empty pool:
+    :data:`~fairrag_langchain._fields.EMPTY_RANKING_EVENT`), which no document carries."""
     model_runs: list[_ModelRun] = field(default_factory=list)
     """The model runs linked to it, in start order."""
     by_tool: bool = False
@@ -410,6 +413,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             documents,
             retrieval=retrieval,
             ranked=retrieval.ranked,
+            ranking=retrieval.ranking,
             query=retrieval.query,
             answering=answer,
             answer=(text, form),
@@ -427,6 +431,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         *,
         retrieval: _Retrieval,
         ranked: Sequence[Document] | None,
+        ranking: Mapping[str, Any] | None,
         query: str | None,
         answering: _ModelRun | None,
         answer: tuple[str | None, str | None],
@@ -444,6 +449,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             self.group_key,
             self.title_key,
             ranked=ranked,
+            ranking=ranking,
             query=query,
             run_id=str(root),
             model=None if answering is None else answering.model,
@@ -494,6 +500,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 self.group_key,
                 self.title_key,
                 ranked=search.ranked,
+                ranking=search.ranking,
                 query=search.query,
             )
             entries.append(search_entry(own, retriever_run_id=str(search.run_id)))
@@ -515,6 +522,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             None if failed else documents,
             retrieval=first,
             ranked=first.ranked if len(searches) == 1 else None,
+            ranking=first.ranking if len(searches) == 1 else None,
             query=state.question if state.question is not None else first.query,
             answering=answering,
             answer=(text, form),
@@ -613,8 +621,24 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             elif run_id in state.nested and any(is_placed(d.metadata) for d in documents):
                 outer = self._outer_retrieval(state, run_id)
                 if outer is not None:
-                    outer.ranked = list(documents)
+                    outer.ranked, outer.ranking = list(documents), None
         self._ended(run_id)
+
+    def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A fair component's ranking placed no document (:data:`EMPTY_RANKING_EVENT`, sent
+        to the retriever run that ranked): the record names that ranking all the same."""
+        if name != EMPTY_RANKING_EVENT or not isinstance(data, Mapping):
+            return
+        with self._lock:
+            root = self._root_of.get(run_id)
+            state = None if root is None else self._roots.get(root)
+            if state is None:
+                return
+            retrieval = state.retrievals.get(run_id)
+            if retrieval is None and run_id in state.nested:
+                retrieval = self._outer_retrieval(state, run_id)
+            if retrieval is not None:
+                retrieval.ranked, retrieval.ranking = None, dict(data)
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)

@@ -32,6 +32,7 @@ from fairrag_core.structured_citations import read_structured_answer, render_ans
 
 from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
+from ._fields import EmptyRanking, ShownDocuments
 from .output_parsers import CitationOutputParser, CitedAnswer
 from .retrievers import FairRetriever
 
@@ -272,11 +273,15 @@ def make_fair_rag_chain(
 
     def retrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
         kwargs = _retriever_kwargs(inputs, refusal, config, _k_cap(component))
-        return retriever.invoke(inputs["question"], config, **kwargs)
+        heard = EmptyRanking()
+        documents = retriever.invoke(inputs["question"], heard.listening(config), **kwargs)
+        return _shown(documents, heard)
 
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
         kwargs = _retriever_kwargs(inputs, refusal, config, _k_cap(component))
-        return await retriever.ainvoke(inputs["question"], config, **kwargs)
+        heard = EmptyRanking()
+        listening = heard.listening(config)
+        return _shown(await retriever.ainvoke(inputs["question"], listening, **kwargs), heard)
 
     def render(inputs: dict[str, Any]) -> PromptValue:
         entries = context_entries(inputs["context"], title_key)
@@ -304,6 +309,7 @@ def make_fair_rag_chain(
             inputs["context"],
             group_key,
             title_key,
+            ranking=getattr(inputs["context"], "ranking", None),
             query=inputs["question"],
             model=model_name,
             answer=inputs["answer"],
@@ -335,6 +341,14 @@ def make_fair_rag_chain(
         custom_input_type=str | FairRagQuestion,
         custom_output_type=FairRagOutput,
     )
+
+
+def _shown(documents: list[Document], heard: EmptyRanking) -> list[Document]:
+    """The retriever's documents; none, from a fair ranking of an empty pool: a
+    :class:`ShownDocuments` naming that ranking for the chain's record."""
+    if documents or heard.ranking is None:
+        return documents
+    return ShownDocuments(heard.ranking)
 
 
 _BATCH_SEED = "__fairrag_query_seed"

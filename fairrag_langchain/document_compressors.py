@@ -92,7 +92,7 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         query = checked_query(query, type(self).__name__)
         given = [d.metadata.get(self.score_key) for d in documents]
         scores, source = self._scores(documents, given, query)
-        return self._placed(documents, scores, given, source)
+        return self._placed(documents, scores, given, source, callbacks)
 
     async def acompress_documents(
         self,
@@ -107,9 +107,11 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         if self.embeddings is not None and documents and all(v is None for v in given):
             query_vector = await self.embeddings.aembed_query(query)
             vectors = await self.embeddings.aembed_documents([d.page_content for d in documents])
-            return self._placed(documents, _cosine(query_vector, vectors), given, EMBEDDINGS)
+            return self._placed(
+                documents, _cosine(query_vector, vectors), given, EMBEDDINGS, callbacks
+            )
         scores, source = self._scores(documents, given, query)
-        return self._placed(documents, scores, given, source)
+        return self._placed(documents, scores, given, source, callbacks)
 
     def _scores(
         self, documents: list[Document], given: list[Any], query: str
@@ -137,7 +139,12 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         return scores, INCOMING_ORDER
 
     def _placed(
-        self, documents: list[Document], scores: np.ndarray, given: list[Any], source: str
+        self,
+        documents: list[Document],
+        scores: np.ndarray,
+        given: list[Any],
+        source: str,
+        callbacks: Callbacks | None,
     ) -> list[Document]:
         return self._placed_ranking(
             documents,
@@ -146,6 +153,7 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
             given=given,
             scored=source != INCOMING_ORDER,
             extra={"score_source": source},
+            callbacks=callbacks,
         )
 
 

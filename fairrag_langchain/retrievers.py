@@ -24,6 +24,7 @@ import numpy as np
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
+    Callbacks,
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
@@ -245,8 +246,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     distinct_pool(fetch_k, _document_id),
                     lambda n: store.similarity_search(query, k=n, **search),
                 )
-                return self._place_unscored(documents, k, seed)
-        return self._place(pool, convert, name, k, seed)
+                return self._place_unscored(documents, k, seed, run_manager.get_child())
+        return self._place(pool, convert, name, k, seed, run_manager.get_child())
 
     async def _aget_relevant_documents(
         self,
@@ -262,6 +263,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         query = checked_query(query, type(self).__name__)
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
+        told = run_manager.get_sync().get_child()  # who hears of an empty ranking
         with self._typed_store_errors():
             convert, name = self._relevance_function()
             try:
@@ -283,11 +285,11 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     lambda n: store.asimilarity_search(query, k=n, **search),
                 )
                 if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
-                    return await run_off_loop(self._place_unscored, documents, k, seed)
-                return self._place_unscored(documents, k, seed)
+                    return await run_off_loop(self._place_unscored, documents, k, seed, told)
+                return self._place_unscored(documents, k, seed, told)
         if waits_on_ledger(self.core_ranker):
-            return await run_off_loop(self._place, pool, convert, name, k, seed)
-        return self._place(pool, convert, name, k, seed)  # microseconds: on the loop
+            return await run_off_loop(self._place, pool, convert, name, k, seed, told)
+        return self._place(pool, convert, name, k, seed, told)  # microseconds: on the loop
 
     @contextmanager
     def _typed_store_errors(self) -> Iterator[None]:
@@ -561,6 +563,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         relevance_function: str,
         k: int,
         seed: int | np.random.Generator | None,
+        callbacks: Callbacks = None,
     ) -> list[Document]:
         documents = [document for document, _ in pool]
         given = [score for _, score in pool]
@@ -573,10 +576,16 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             own_function="relevance_score_fn",
             raw=None if convert is None else np.asarray(given, dtype=float),
         )
-        return self._rank(documents, scores, given, k, seed, relevance_function, scored=True)
+        return self._rank(
+            documents, scores, given, k, seed, relevance_function, scored=True, callbacks=callbacks
+        )
 
     def _place_unscored(
-        self, documents: Sequence[Document], k: int, seed: int | np.random.Generator | None
+        self,
+        documents: Sequence[Document],
+        k: int,
+        seed: int | np.random.Generator | None,
+        callbacks: Callbacks = None,
     ) -> list[Document]:
         store = type(self.vectorstore).__name__
         if not self._warned_unscored:
@@ -590,7 +599,9 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             )
         scores, _ = pool_scores([None] * len(documents))
         name = _INCOMING_ORDER.format(store=store)
-        return self._rank(list(documents), scores, None, k, seed, name, scored=False)
+        return self._rank(
+            list(documents), scores, None, k, seed, name, scored=False, callbacks=callbacks
+        )
 
     def _rank(
         self,
@@ -602,6 +613,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         relevance_function: str,
         *,
         scored: bool,
+        callbacks: Callbacks = None,
     ) -> list[Document]:
         return self._placed_ranking(
             documents,
@@ -610,6 +622,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             seed=seed,
             given=given,
             scored=scored,
+            callbacks=callbacks,
             extra={"relevance_function": relevance_function},
         )
 

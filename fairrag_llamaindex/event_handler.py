@@ -57,7 +57,12 @@ from fairrag_core.kit import (
 from fairrag_core.structured_citations import read_structured_answer, written_answer
 
 from . import _private as private
-from .postprocessor import MODEL_NAME_PREFIX, FairRerankPostprocessor, lineage_of
+from .postprocessor import (
+    MODEL_NAME_PREFIX,
+    EmptyRankingEvent,
+    FairRerankPostprocessor,
+    lineage_of,
+)
 from .spans import (
     ENTERED_HANDLERS,
     QUESTION_METHODS,
@@ -82,6 +87,8 @@ class _Rerank:
     query: str | None
     postprocessor: Any
     nodes: list[NodeWithScore] = field(default_factory=list)
+    ranking: dict[str, Any] | None = None
+    """The ranking's keys when it placed no node (an empty pool: ``EmptyRankingEvent``)."""
     entered: tuple[Any, ...] = ()
     """The handlers whose ``with`` block the call ran in (for a call outside any engine)."""
 
@@ -282,6 +289,7 @@ def _search_lists(
             shown=_shown_documents(rerank.nodes, group_key, title_key),
             metadatas=metadatas,
             ranked=metadatas,
+            ranking=rerank.ranking,
             query=rerank.query,
         )
         lists.append(search_entry(own))
@@ -718,6 +726,11 @@ class FairnessEventHandler(BaseEventHandler):
                 opened = _Rerank(_query_text(event.query), instance, entered=ENTERED_HANDLERS.get())
                 with self._live.lock:
                     self._live.open_reranks[span_id] = opened
+        elif isinstance(event, EmptyRankingEvent):
+            with self._live.lock:
+                heard = self._live.open_reranks.get(span_id)
+            if heard is not None:
+                heard.ranking = dict(event.ranking)
         elif isinstance(event, ReRankEndEvent):
             with self._live.lock:
                 rerank = self._live.open_reranks.pop(span_id, None)
@@ -960,6 +973,7 @@ class FairnessEventHandler(BaseEventHandler):
                 shown=None if unknown else documents,
                 metadatas=metadatas,
                 ranked=[n.node.metadata for n in run.reranks[-1].nodes] if run.reranks else None,
+                ranking=run.reranks[-1].ranking if run.reranks else None,
                 query=query,
                 run_id=run.span.id_ if run_id == "" else run_id,
                 model=run.model,

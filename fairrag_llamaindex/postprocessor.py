@@ -26,6 +26,7 @@ from llama_index.core.bridge.pydantic import (
 )
 from llama_index.core.callbacks import CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
@@ -54,6 +55,20 @@ __all__ = [
 ]
 
 dispatcher = get_dispatcher(__name__)
+
+
+class EmptyRankingEvent(BaseEvent):
+    """Sent by a :class:`FairRerankPostprocessor` call, before its ``ReRankEndEvent``, when
+    its ranking placed no node (an empty pool): the ranking's keys
+    (:attr:`fairrag_core.kit.Placed.ranking`), which no node carries, for the record
+    (docs/SPEC.md, "Adapters" → Which list is audited)."""
+
+    ranking: dict[str, Any]
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "FairRAGEmptyRankingEvent"
+
 
 MODEL_NAME_PREFIX = "fairrag:"
 """``ReRankStartEvent.model_name`` of this postprocessor is ``"fairrag:<ranker name>"``."""
@@ -645,25 +660,23 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
                 EventPayload.TOP_K: self.top_n,
             },
         ) as event:
-            reranked: list[NodeWithScore] = []
-            if nodes:
-                placed = self.place(
-                    metadatas,
-                    scores,
-                    self.top_n,
-                    ids=ids,
-                    given=given,
-                    scored=scored,
-                    seed=_seed_of_this_call(),
-                )
-                never = self._never_shown()
-                reranked = [
-                    self._placed(nodes[p.pool_index], metadata, p, never)
-                    for p, metadata in zip(
-                        placed.reranking.placements, placed.metadatas, strict=True
-                    )
-                ]
+            placed = self.place(
+                metadatas,
+                scores,
+                self.top_n,
+                ids=ids,
+                given=given,
+                scored=scored,
+                seed=_seed_of_this_call(),
+            )
+            never = self._never_shown()
+            reranked = [
+                self._placed(nodes[p.pool_index], metadata, p, never)
+                for p, metadata in zip(placed.reranking.placements, placed.metadatas, strict=True)
+            ]
             event.on_end(payload={EventPayload.NODES: reranked})
+        if not reranked:  # no node carries the ranking's keys: the handlers hear them here
+            dispatcher.event(EmptyRankingEvent(ranking=placed.ranking))
         dispatcher.event(ReRankEndEvent(nodes=reranked))
         return reranked
 

@@ -281,3 +281,112 @@ def test_the_direction_error_names_only_the_frameworks_own_arguments():
         engine.query(QUESTION)
     assert "relevance_score_fn" not in str(refused.value)  # a LangChain argument
     assert "Use relevance='cosine_distance'" in str(refused.value)  # the opposite's fix
+
+
+# -- an empty pool ------------------------------------------------------------------------------
+
+EMPTY_POOL = {"ranker": "representative_stochastic", "group_key": "gender", "protected": "female"}
+
+
+def _nothing_matches(**fields) -> FairRetriever:
+    """A FairRetriever over a real store whose filter matches none of its documents."""
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
+    store.add_texts(
+        ["Title: Ada\nAda was a pioneer.", "Title: Alan\nAlan was a pioneer."],
+        metadatas=[{"title": "Ada", "gender": "female"}, {"title": "Alan", "gender": "male"}],
+    )
+    return FairRetriever(
+        vectorstore=store, search_kwargs={"filter": lambda document: False}, **fields
+    )
+
+
+def _named_ranking(record: dict, seed: int) -> None:
+    assert record["ranker"] == "representative_stochastic"
+    assert record["query_seed"] == seed and record["pool_size"] == 0 and record["k"] == 0
+    assert record["dropped_after_ranking"] == 0 and record["reordered_after_ranking"] is False
+    assert record["groups"] == [] and record["titles"] == []
+
+
+def test_a_fair_ranking_of_an_empty_pool_is_recorded_under_its_ranking_in_every_adapter():
+    """A store filter that matches nothing: the ranking ran (a query seed was drawn), no
+    document carries its keys, and every adapter's record still names it (it was recorded
+    with ranker and query_seed null)."""
+    import asyncio
+
+    from haystack import Pipeline
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core import MockEmbedding, VectorStoreIndex
+    from llama_index.core.vector_stores import MetadataFilter, MetadataFilters
+
+    from fairrag_haystack import FairDocumentRanker
+    from fairrag_langchain import make_fair_rag_chain
+
+    seed = FairComponent(**EMPTY_POOL, seed=3).place([], [], 5).query_seed  # the first draw
+
+    # LangChain: the handler's record and the chain's own, sync and async
+    chain = make_fair_rag_chain(_nothing_matches(**EMPTY_POOL, seed=3), FakeCitingChatModel())
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    output = chain.invoke(QUESTION, config={"callbacks": [handler]})
+    _named_ranking(output["metrics"], seed)
+    (record,) = handler.records
+    _named_ranking(record, seed)
+    assert output["context"] == []
+    chain = make_fair_rag_chain(_nothing_matches(**EMPTY_POOL, seed=3), FakeCitingChatModel())
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    output = asyncio.run(chain.ainvoke(QUESTION, config={"callbacks": [handler]}))
+    _named_ranking(output["metrics"], seed)
+    _named_ranking(handler.records[0], seed)
+
+    # LangChain: the fair retriever nested in the one whose list is shown (a compression
+    # retriever's base; the compressor is not called on an empty list)
+    nested = ContextualCompressionRetriever(
+        base_compressor=FairReranker(ranker="standard", group_key="gender"),
+        base_retriever=_nothing_matches(**EMPTY_POOL, seed=3),
+    )
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    (nested | RunnableLambda(lambda docs: "nothing")).invoke(
+        QUESTION, config={"callbacks": [handler]}
+    )
+    _named_ranking(handler.records[0], seed)
+
+    # LlamaIndex: a real index whose metadata filter matches nothing
+    index = VectorStoreIndex.from_documents(
+        [LlamaDocument(text="Ada was a pioneer.", metadata={"title": "Ada", "gender": "female"})],
+        embed_model=MockEmbedding(embed_dim=8),
+    )
+    postprocessor = FairRerankPostprocessor(**EMPTY_POOL, seed=3, top_n=5)
+    engine = index.as_query_engine(
+        llm=CitingMockLLM(),
+        embed_model=MockEmbedding(embed_dim=8),
+        node_postprocessors=[postprocessor],
+        filters=MetadataFilters(filters=[MetadataFilter(key="gender", value="other")]),
+    )
+    with FairnessEventHandler.from_postprocessor(postprocessor) as li_handler:
+        engine.query(QUESTION)
+    _named_ranking(li_handler.records[0], seed)
+
+    # Haystack: a pipeline whose retriever's filter matches nothing
+    store = InMemoryDocumentStore()
+    store.write_documents([])
+    built = Pipeline()
+    built.add_component("retriever", InMemoryBM25Retriever(store, top_k=30))
+    built.add_component("fair", FairDocumentRanker(**EMPTY_POOL, seed=3, top_k=5))
+    built.connect("retriever.documents", "fair.documents")
+    result = built.run({"retriever": {"query": QUESTION}, "fair": {"query": QUESTION}})
+    _named_ranking(result["fair"]["record"], seed)
+
+
+def test_a_plain_empty_list_still_describes_itself():
+    """No fair ranking ran (a compression retriever does not call its compressor on an empty
+    list): ranker null, as before."""
+    retriever = ContextualCompressionRetriever(
+        base_compressor=FairReranker(**EMPTY_POOL), base_retriever=ListRetriever(documents=[])
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    (retriever | RunnableLambda(lambda docs: "nothing")).invoke(
+        QUESTION, config={"callbacks": [handler]}
+    )
+    (record,) = handler.records
+    assert record["ranker"] is None and record["query_seed"] is None and record["k"] == 0

@@ -45,6 +45,7 @@ from .placement import (
     placement_metadata,
     placements_metadata,
     ranked_for,
+    ranking_metadata,
     shown_provenance,
     target_pairs,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "pool_relevance",
     "ranked_for",
     "ranker_from_description",
+    "ranking_metadata",
     "refuse_bools",
     "render_context_prompt",
     "run_record",

@@ -19,7 +19,7 @@ import numpy as np
 from ..reranking import Reranking, group_labels, pool_scores
 from .config import RankerState
 from .context import document_title
-from .placement import drop_stale_placement, placements_metadata
+from .placement import drop_stale_placement, placements_metadata, ranking_metadata
 from .records import ShownDocument
 from .relevance import check_store_order, to_relevance
 
@@ -40,6 +40,12 @@ class Placed:
     """Each shown document's new metadata, in fair-rank order: its own entries (without an
     earlier ranking's :data:`~fairrag_core.kit.LEDGER_PLACEMENT_KEYS`), the placement keys
     (:func:`~fairrag_core.kit.placements_metadata`), then the adapter's ``extra``."""
+
+    @property
+    def ranking(self) -> dict[str, Any]:
+        """The keys all its documents share (:func:`~fairrag_core.kit.ranking_metadata`): what
+        a record reads of this ranking when it placed no document (an empty pool)."""
+        return ranking_metadata(self.reranking, self.query_seed, pool_size=self.pool_size)
 
     @property
     def indices(self) -> list[int]:

@@ -20,6 +20,7 @@ __all__ = [
     "placement_metadata",
     "placements_metadata",
     "ranked_for",
+    "ranking_metadata",
     "shown_provenance",
     "target_pairs",
 ]
@@ -94,18 +95,11 @@ def placements_metadata(
     list or dict is shared between two documents), with what they share (the target's pairs,
     ``fair_k``) worked out once per ranking.
     """
-    placements = reranking.placements
-    target = reranking.target
-    pairs = None if target is None else target_pairs(target)
+    common = ranking_metadata(reranking, query_seed, pool_size=pool_size)
+    pairs = common["fair_target"]
     ledger_state = reranking.ledger_state
-    common = {
-        "ranker": reranking.ranker,
-        "query_seed": query_seed,
-        "pool_size": pool_size,
-        "fair_k": len(placements),
-    }
     out = []
-    for placement in placements:
+    for placement in reranking.placements:
         index = placement.pool_index
         metadata = {
             "relevance_score": placement.score if scored else None,
@@ -120,6 +114,27 @@ def placements_metadata(
             metadata["ledger_state"] = ledger_state.as_record()
         out.append(metadata)
     return out
+
+
+def ranking_metadata(
+    reranking: Reranking, query_seed: int | None, *, pool_size: int
+) -> dict[str, Any]:
+    """The placement keys every document of one fair ranking shares: ``ranker``,
+    ``query_seed``, ``pool_size``, ``fair_k`` (the fair list's length), ``fair_target`` (and
+    an amortized ranking's ``ledger_state``). What an adapter hands a record of a ranking that
+    placed no document, an empty pool (:func:`shown_provenance`'s ``ranking``; docs/SPEC.md,
+    "Adapters" → Which list is audited), since no document carries them."""
+    target = reranking.target
+    metadata: dict[str, Any] = {
+        "ranker": reranking.ranker,
+        "query_seed": query_seed,
+        "pool_size": pool_size,
+        "fair_k": len(reranking.placements),
+        "fair_target": None if target is None else target_pairs(target),
+    }
+    if reranking.ledger_state is not None:
+        metadata["ledger_state"] = reranking.ledger_state.as_record()
+    return metadata
 
 
 def target_pairs(target: Target) -> list[list[Any]]:
@@ -166,6 +181,7 @@ _LEDGER_KEYS = frozenset(LEDGER_PLACEMENT_KEYS)
 def shown_provenance(
     metadatas: Sequence[Mapping[str, Any] | None],
     ranked: Sequence[Mapping[str, Any] | None] | None = None,
+    ranking: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """How the list the LLM was shown relates to the fair ranking its documents came from.
 
@@ -186,10 +202,15 @@ def shown_provenance(
     only when no shown document was placed: an empty shown list then had every document of
     that ranking dropped (``ranker`` names it, ``dropped_after_ranking`` is its ``fair_k``), and
     a list of other documents only replaced it (``mixed_after_ranking``).
+
+    ``ranking``: the keys of the run's last fair ranking (:func:`ranking_metadata`) when it
+    placed no document (an empty pool), which no metadata carries: an empty shown list then
+    names it (``ranker``, ``query_seed``, ``pool_size``, ``k`` 0), a list of other documents
+    replaced it (``mixed_after_ranking``).
     """
     placed = _placed(metadatas)
     if not placed:
-        return _without_placed_documents(len(metadatas), _placed(ranked or []))
+        return _without_placed_documents(len(metadatas), _placed(ranked or []), ranking)
     first = placed[0]
     same = _rankings_count(placed) == 1 and all(
         m.get("ranker") == first.get("ranker") and m.get("query_seed") == first.get("query_seed")
@@ -283,8 +304,19 @@ def _ranking_of(first: Mapping[str, Any]) -> dict[str, Any]:
     return ranking
 
 
-def _without_placed_documents(shown: int, ranked: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Provenance of a shown list without placed documents, given the run's last fair list."""
+def _without_placed_documents(
+    shown: int, ranked: list[Mapping[str, Any]], ranking: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Provenance of a shown list without placed documents, given the run's last fair list
+    (``ranking``: the keys of a last fair ranking that placed nothing)."""
+    if not ranked and ranking is not None and ranking.get("ranker") is not None:
+        if shown:  # other documents stood in for an empty fair list
+            return {**_NO_RANKING, "mixed_after_ranking": True}
+        return {
+            **_ranking_of(ranking),
+            "reordered_after_ranking": False,
+            "dropped_after_ranking": 0,
+        }
     if not ranked:
         return dict(_NO_RANKING)  # no fair ranking is known to have run: a plain list
     if shown:

@@ -210,6 +210,7 @@ def shown_record(
     shown: Sequence[ShownDocument] | None,
     metadatas: Sequence[Mapping[str, Any] | None],
     ranked: Sequence[Mapping[str, Any] | None] | None = None,
+    ranking: Mapping[str, Any] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The record of a shown list, the one builder both handlers call.
@@ -217,13 +218,14 @@ def shown_record(
     ``metadatas`` are the shown documents' metadata, in the order shown: the fair ranking that
     placed them (``ranker``, ``query_seed``, ``pool_size``, ``k``, the provenance flags) comes
     from their placement metadata by :func:`~fairrag_core.kit.shown_provenance` (``ranked``: the
-    metadata of the list the run's last fair ranking returned, when the adapter saw it), and
+    metadata of the list the run's last fair ranking returned, when the adapter saw it;
+    ``ranking``: that ranking's own keys when it placed no document, an empty pool), and
     ``relevance_function`` from the first document that states one. ``k`` is the fair list's
     length, or the number of documents shown when no fair ranking made the list. ``fields``
     are :func:`run_record`'s other arguments (``query``, ``run_id``, ``model``, ``tags``,
     ``metadata``, ``answer``, ``error``, ``framework``).
     """
-    provenance = shown_provenance(metadatas, ranked)
+    provenance = shown_provenance(metadatas, ranked, ranking)
     ranking = {key: provenance.pop(key) for key in ("ranker", "query_seed", "pool_size", "k")}
     if ranking["k"] is None and shown is not None:
         ranking["k"] = len(shown)

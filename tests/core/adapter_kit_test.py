@@ -29,6 +29,7 @@ from fairrag_core.kit import (
     target_pairs,
     to_relevance,
 )
+from fairrag_core.kit.component import FairComponent
 from fairrag_core.kit.context import title_line
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "SPEC.md"
@@ -194,6 +195,36 @@ def test_provenance_of_an_empty_or_replaced_list_after_a_known_fair_ranking():
             [], ranked=[{**m, "ledger_state": {}} for m in placed(ranker="amortized")]
         )
     assert amortized["ranker"] == "amortized" and amortized["ledger_state"] == {}
+
+
+def test_provenance_of_a_fair_ranking_that_placed_nothing():
+    # An empty pool: no document carries the ranking's keys; the adapter hands them over.
+    ranking = {"ranker": "fair", "query_seed": 9, "pool_size": 0, "fair_k": 0}
+    empty = shown_provenance([], ranking=ranking)
+    assert (empty["ranker"], empty["query_seed"], empty["pool_size"], empty["k"]) == (
+        "fair",
+        9,
+        0,
+        0,
+    )
+    assert empty["dropped_after_ranking"] == 0 and empty["reordered_after_ranking"] is False
+    other = shown_provenance([{"title": "plain"}], ranking=ranking)
+    assert other["ranker"] is None and other["mixed_after_ranking"] is True
+    # the documents, or a fair list the adapter saw, say more than the ranking's keys
+    assert shown_provenance(placed(), ranking=ranking)["query_seed"] == 1
+    assert shown_provenance([], ranked=placed(), ranking=ranking)["dropped_after_ranking"] == 3
+    assert shown_provenance([], ranking={"ranker": None}) == shown_provenance([])
+
+
+def test_ranking_metadata_is_what_every_placed_document_shares():
+    component = FairComponent(ranker="amortized", group_key="g", protected="f", seed=0)
+    placed_pool = component.place([{"g": "f"}, {"g": "m"}, {"g": "m"}], [0.9, 0.8, 0.7], 2)
+    shared = placed_pool.ranking
+    assert shared["fair_k"] == 2 and shared["pool_size"] == 3 and "ledger_state" in shared
+    for metadata in placed_pool.metadatas:
+        assert {key: metadata[key] for key in shared} == shared
+    empty = component.place([], [], 2).ranking
+    assert empty["ranker"] == "amortized" and empty["fair_k"] == 0 and empty["pool_size"] == 0
 
 
 def test_a_changed_amortized_list_warns_that_its_ledger_counted_another_one():
