@@ -346,10 +346,15 @@ class _Context:
         self.documents = documents
         self.by_title: dict[str, int] = {}
         self.by_number: dict[int, int] = {}
+        self.first_of: list[int] = []
+        """Each position's first position with the same title: entries that share a title
+        (chunks of one document shown apart) are one document to a bullet."""
         for position, doc in enumerate(documents):
-            self.by_title.setdefault(normalize_title(doc.title), position)
+            self.first_of.append(self.by_title.setdefault(normalize_title(doc.title), position))
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
+        self.repeats = len(self.by_title) < len(documents)
+        """Whether two entries share a title (else :attr:`first_of` is the identity)."""
         shared = _shared_state(documents)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
         self._people = shared["people"]
@@ -870,6 +875,16 @@ def _attribute_line(
         implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
     else:  # citing nothing credited: the people the head names, else the rest of the line
         implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
+    people = len(presented)
+    if ctx.repeats:  # entries sharing a title are one document: attributed once
+        taken = {ctx.first_of[p] for p in seen}
+        kept = []
+        for p, f in implicit:
+            if ctx.first_of[p] not in taken:
+                taken.add(ctx.first_of[p])
+                kept.append((p, f))
+        implicit = kept
+        people = len({ctx.first_of[p] for p, _ in presented})
     styles = set(cited.styles)
     if implicit:
         styles.add("implicit")
@@ -886,7 +901,7 @@ def _attribute_line(
         tuple(cited.unresolved),
         tuple(miscited),
         out_of_range,
-        max(0, len(seen) - max(1, len(presented))),
+        max(0, len(seen) - max(1, people)),
     )
     return bullet, body
 
@@ -1034,10 +1049,11 @@ def _credit(
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
     seen: set[int] = set()
+    first_of = ctx.first_of
     for position, style in found:
-        if position in seen:
+        if first_of[position] in seen:  # this document (or another chunk of it), again
             continue
-        seen.add(position)
+        seen.add(first_of[position])
         doc = ctx.documents[position]
         names = bool(head) and (position in presented_positions or ctx.names(head, position))
         item = Attribution(position, doc.title, doc.group, style, names)

@@ -237,15 +237,26 @@ class ExposureModel:
         weights = self.weights(len(labels))
         if not self.per_group:
             return weights
+        self.check_labels(labels, "the ranking shows")
+        assert self.curve is not None
+        factor = self.curve.factor_of
+        return weights * np.array([factor[_key(g)] for g in labels])
+
+    def check_labels(self, labels: Sequence[Hashable], where: str = "the pool holds") -> None:
+        """A ``ValueError`` naming the fitted groups when a per-group model has no factor for
+        one of ``labels`` (nothing to check without group factors). :func:`~fairrag_core.rerank`
+        checks the whole pool before it ranks, so the error never depends on the draw and a
+        ledger never counts a ranking that was not served."""
+        if not self.per_group:
+            return
         assert self.curve is not None
         factor = self.curve.factor_of
         missing = sorted({str(g) for g in labels if _key(g) not in factor})
         if missing:
             raise ValueError(
                 f"the per-group fitted exposure model has factors for groups {sorted(factor)} "
-                f"only; the ranking shows {missing}. Fit the curve on answers that show them"
+                f"only; {where} {missing}. Fit the curve on answers that show them"
             )
-        return weights * np.array([factor[_key(g)] for g in labels])
 
     def effective_shares(self, target: Target) -> np.ndarray:
         """The target's shares in the position curve's units: the shares ``t'`` of

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence, Set
 
 import numpy as np
 
@@ -18,6 +18,7 @@ __all__ = [
     "check_nesting",
     "check_score_batch",
     "check_scores",
+    "refuse_unordered",
 ]
 
 ALPHA_MAX = 1000.0
@@ -102,6 +103,17 @@ _max = np.maximum.reduce
 _isfinite = math.isfinite
 
 
+def refuse_unordered(values: object, name: str) -> None:
+    """A TypeError naming ``name`` when ``values`` is a mapping or a set: labels are read by
+    position (candidate or rank order), and a dict's keys or a set's iteration order are not
+    positions (a set's order even changes with ``PYTHONHASHSEED``)."""
+    if isinstance(values, (Mapping, Set)):
+        raise TypeError(
+            f"{name} must be a sequence of labels in order (a list, tuple or 1-D array), one "
+            f"per position; got a {type(values).__name__}, whose keys or order are not positions"
+        )
+
+
 def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable]:
     """One hashable group label per candidate; ``None`` means "all unknown".
 
@@ -112,6 +124,7 @@ def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable
         return [None] * n
     if isinstance(groups, (str, bytes)):
         raise TypeError("groups must be a sequence of labels, one per candidate, not a string")
+    refuse_unordered(groups, "groups")
     if not isinstance(groups, Sequence):
         groups = list(groups) if not isinstance(groups, np.ndarray) else groups.tolist()
     if len(groups) != n:

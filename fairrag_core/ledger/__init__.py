@@ -89,10 +89,20 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
         on_reset = "raise" if in_url is None else check_on_reset(in_url)
         if url.startswith(("redis://", "rediss://", "unix://")):
             return RedisLedger(url, on_reset=on_reset)
-        if url.startswith("sqlite:///"):
-            return SQLiteLedger(url[len("sqlite:///") :], on_reset=on_reset)
-        if "://" not in url:
-            return SQLiteLedger(url, on_reset=on_reset)
+        if url == "memory":
+            raise ValueError(
+                f"ledger {ledger!r}: an in-memory ledger has one client, which nothing else can "
+                "reset; on_reset is for sqlite:/// and redis:// ledgers"
+            )
+        if url.startswith("sqlite:///") or "://" not in url:
+            path = url.removeprefix("sqlite:///")
+            if "?" in path:
+                raise ValueError(
+                    f"ledger {ledger!r}: a SQLite ledger's URL takes one query parameter, "
+                    f"on_reset=raise|adopt; got {path[path.index('?') :]!r} (a file whose name "
+                    "holds '?' is given as a pathlib.Path)"
+                )
+            return SQLiteLedger(path, on_reset=on_reset)
     raise ValueError(
         f"ledger must be an ExposureLedger, None or 'memory', a sqlite:///<path> URL or a file "
         f"path, or a redis:// URL (either may end in ?on_reset=adopt); got {ledger!r}"

@@ -13,6 +13,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlparse
 
 from ..errors import LedgerUnavailableError
 from .base import (
@@ -201,6 +202,22 @@ def _deadline_connection(base: type) -> type:
     return type(f"Deadline{base.__name__}", (base,), {"_connect": _connect})
 
 
+def _check_database(url: str) -> None:
+    """A ``ValueError`` naming ``url`` when its path is not a database number, or it gives the
+    database twice (redis-py reads ``redis://host/x`` as database 0 and lets ``?db=`` override
+    the path, silently)."""
+    parsed = urlparse(url)
+    if parsed.scheme == "unix":
+        return  # the path is the socket's; the database is ?db=
+    path = parsed.path.strip("/")
+    if path and not path.isdigit():
+        raise ValueError(
+            f"url {url!r}: the path must be a database number (/0, /1, ...), got {path!r}"
+        )
+    if path and "db" in parse_qs(parsed.query):
+        raise ValueError(f"url {url!r} gives the database twice (/{path} and ?db=): give one")
+
+
 class RedisLedger(StoredLedger):
     """Streams in Redis hashes, every update one atomic Lua script.
 
@@ -273,6 +290,14 @@ class RedisLedger(StoredLedger):
                 "RedisLedger needs the redis client: pip install 'fairrag[redis]'"
             ) from exc
         if client is None and isinstance(url, str):
+            url, reset_in_url = pop_url_param(url, "on_reset")
+            if reset_in_url is not None:
+                if on_reset not in ("raise", reset_in_url):
+                    raise ValueError(
+                        f"on_reset={on_reset!r} and the URL's on_reset={reset_in_url!r} differ: "
+                        "give one"
+                    )
+                on_reset = reset_in_url
             url, in_url = pop_url_param(url, "deadline")
             if in_url is not None:
                 try:
@@ -305,6 +330,7 @@ class RedisLedger(StoredLedger):
                 "rediss": redis.SSLConnection,
                 "unix": redis.UnixDomainSocketConnection,
             }.get(scheme, redis.Connection)
+            _check_database(url)
             client = redis.Redis.from_url(
                 url,
                 connection_class=_deadline_connection(base),
@@ -313,6 +339,18 @@ class RedisLedger(StoredLedger):
                 retry=Retry(NoBackoff(), 1),
                 retry_on_error=[redis.ConnectionError, redis.TimeoutError],
             )
+            pool = client.connection_pool
+            try:  # a connection object is built, not connected: the URL's options checked now
+                pool.connection_class(**pool.connection_kwargs)
+                for key, value in pool.connection_kwargs.items():
+                    if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+                        raise ValueError(f"{key} must be a finite number >= 0, got {value!r}")
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"url {url!r}: a query parameter the Redis client refuses ({exc}); "
+                    "the ledger takes on_reset and deadline, redis-py the rest (db, "
+                    "socket_timeout, ...)"
+                ) from None
         if not math.isfinite(deadline):
             raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
         self.on_reset = check_on_reset(on_reset)

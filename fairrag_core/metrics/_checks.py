@@ -7,6 +7,8 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
+from ..validation import refuse_unordered
+
 __all__ = ["as_binary_flags", "as_labels", "as_share"]
 
 
@@ -14,6 +16,7 @@ def as_labels(values: Iterable[Hashable], name: str) -> list[Hashable]:
     """``values`` as a list of hashable group labels (``None`` = unknown group)."""
     if isinstance(values, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of group labels, not a string ({values!r:.80})")
+    refuse_unordered(values, name)
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             raise ValueError(

@@ -15,7 +15,7 @@ from ..ledger import ExposureLedger, make_ledger
 from ..ledger.base import DEFAULT_KEY, LedgerState, check_key, encode_label
 from ..plackett_luce import gumbel_order, plackett_luce_log_weights
 from ..ranking import Ranker, RankingResult
-from ..validation import check_alpha, check_gain, check_groups
+from ..validation import check_alpha, check_gain, check_groups, refuse_unordered
 
 __all__ = ["AmortizedRanker", "AmortizedRankingResult"]
 
@@ -138,6 +138,7 @@ class AmortizedRanker(Ranker):
         rng: np.random.Generator | int | None,
     ) -> tuple[_LabelledPool | None, int, np.random.Generator]:
         if groups is not None and not isinstance(groups, (Sequence, np.ndarray, str, bytes)):
+            refuse_unordered(groups, "groups")
             groups = list(groups)  # read once: the labels are needed again below
         pool, k, generator = super()._prepare(
             scores, cast("Sequence[Hashable] | None", groups), k, rng

@@ -786,3 +786,32 @@ def test_a_pronoun_after_an_opening_that_names_someone_else_gives_no_alias():
     assert document_aliases(smith) == ("John Smith",)
     cited = attribute_answer("- Lady Jane Grey (DocTitle: John Smith)", [smith])
     assert [a.names_person for a in cited.attributions] == [False]  # True before the fix
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- Marie Curie (DocTitle: Marie Curie)\n- Alan Turing (DocTitle: Alan Turing)",
+        "- Marie Curie [1]\n- Alan Turing [3]",
+        "- Marie Curie [2]\n- Alan Turing [3]",
+        "- Marie Curie [1][2]\n- Alan Turing [3]",
+        "- Marie Curie won two prizes\n- Alan Turing broke codes",
+    ],
+)
+def test_two_chunks_of_one_document_are_attributed_once_per_bullet(answer):
+    """Two shown chunks of one document (the same title): a bullet citing or naming it was
+    attributed to both, so attributed parity was 0.667 where the paper's parity, whose titles
+    resolve to the first entry, is 0.5."""
+    context = [
+        ContextDocument("Marie Curie", group="female", text="Marie Curie was a physicist."),
+        ContextDocument("Marie Curie", group="female", text="She won two Nobel prizes."),
+        ContextDocument("Alan Turing", group="male"),
+    ]
+    attributed = attribute_answer(answer, context)
+    assert [(a.title, a.group) for a in attributed.attributions] == [
+        ("Marie Curie", "female"),
+        ("Alan Turing", "male"),
+    ]
+    assert attributed_generation_parity(attributed, "female") == 0.5
+    assert attributed_groundedness(attributed) == 1.0
+    assert all(b.overcited == 0 and not b.miscited for b in attributed.bullets)

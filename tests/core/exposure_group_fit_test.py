@@ -175,3 +175,21 @@ def test_the_estimator_recovers_a_known_group_curve():
     assert curve.provenance["shown_per_group_position"]["female"] == [150] * 5
     with pytest.raises(ValueError, match="no observation names the group"):
         fit_group_curve([PositionObservation("q", (None,) * 5, (True,) * 5)], 5)
+
+
+def test_rerank_refuses_a_pool_label_without_a_factor_before_a_ledger_counts_it():
+    """The amortized ledger added the ranking, then the placement's weight had no factor:
+    a ranking nobody was served steered the stream. The whole pool is checked first, so the
+    error does not depend on which candidates the draw shows either."""
+    from fairrag_core import rerank
+
+    amortized = make_ranker("amortized", protected="female", exposure=GAP_MODEL, seed=3)
+    for groups in (["female", None, "male"], ["female", "male", "male", "nb"]):
+        with pytest.raises(ValueError, match="the pool holds") as refused:
+            rerank(amortized, [0.4, 0.3, 0.2, 0.1][: len(groups)], groups, 2)
+        assert "female" in str(refused.value) and "male" in str(refused.value)
+        assert amortized.ledger.state(amortized.ledger_key).rankings == 0
+    placed = rerank(amortized, [0.3, 0.2, 0.1], ["female", "male", "male"], 2)
+    assert (
+        amortized.ledger.state(amortized.ledger_key).rankings == 1 and len(placed.placements) == 2
+    )

@@ -184,6 +184,40 @@ def test_make_ledger_builds_each_kind_from_a_url_or_path(tmp_path, redis_url):
             make_ledger(bad)
 
 
+def test_a_ledger_url_with_a_parameter_it_does_not_take_is_refused_when_built(tmp_path):
+    """An unknown parameter of a SQLite URL became part of the file's name (two processes
+    then wrote two files), ``memory?on_reset=adopt`` a SQLite file named ``memory``, and a
+    Redis URL's bad database or option was taken silently or failed at the first call."""
+    for spec in (
+        f"sqlite:///{tmp_path}/a.db?on_rest=adopt",
+        f"sqlite:///{tmp_path}/b.db?timeout=1",
+        f"sqlite:///{tmp_path}/c.db?on_reset=adopt&deadline=3",
+        f"{tmp_path}/d.db?x=1",
+    ):
+        with pytest.raises(ValueError, match=r"takes one query parameter, on_reset") as refused:
+            make_ledger(spec)
+        assert spec in str(refused.value)
+    with pytest.raises(ValueError, match="in-memory ledger"):
+        make_ledger("memory?on_reset=adopt")
+    assert list(tmp_path.iterdir()) == []  # no file made under any of those names
+    adopted = make_ledger(f"sqlite:///{tmp_path}/e.db?on_reset=adopt")
+    assert adopted.on_reset == "adopt" and adopted.path == tmp_path / "e.db"
+    for url, message in (
+        ("redis://127.0.0.1:1/x", "database number"),
+        ("redis://127.0.0.1:1/3?db=5", "database twice"),
+        ("redis://127.0.0.1:1/0?foo=1", "foo"),
+        ("redis://127.0.0.1:1/0?socket_timeout=nan", "socket_timeout"),
+    ):
+        with pytest.raises(ValueError, match=message) as refused:
+            make_ledger(url)  # nothing listens on port 1: refused before any connection
+        assert url in str(refused.value)
+    assert make_ledger("redis://127.0.0.1:1?db=0&deadline=2").deadline == 2.0
+    # the ledger's own parameters are read by RedisLedger itself too, not handed to redis-py
+    assert RedisLedger("redis://127.0.0.1:1/0?on_reset=adopt").on_reset == "adopt"
+    with pytest.raises(ValueError, match="differ"):
+        RedisLedger("redis://127.0.0.1:1/0?on_reset=raise", on_reset="adopt")
+
+
 def test_sqlite_ledger_that_cannot_open_its_file_names_it(tmp_path):
     missing = tmp_path / "no-such-folder" / "ledger.db"
     with pytest.raises(LedgerUnavailableError, match=r"SQLite ledger .*no-such-folder.* open"):

@@ -77,3 +77,24 @@ def test_a_target_group_only_near_a_present_label_warns_once():
         rerank(parity, pool, ["female"] * 4, 2)  # 'male' is absent, 'female' is its own group
         rerank(make_ranker("standard"), pool, labels, 2)  # no target
         rerank(make_ranker("forced_exposure", protected="female"), pool, ["male"] * 4, 2)
+
+
+@pytest.mark.parametrize(
+    "groups", [{0: "male", 1: "female", 2: "female"}, {"male", "female", "x"}, frozenset("ab")]
+)
+def test_groups_given_as_a_mapping_or_a_set_are_refused_by_rankers_and_metrics(groups):
+    """A dict's keys were read as the labels and a set in hash order (a share that changed
+    with PYTHONHASHSEED); labels are read by position."""
+    from fairrag_core.metrics import exposure_disparity, exposure_share
+
+    scores = [0.9, 0.8, 0.7][: len(groups)]
+    for call in (
+        lambda: rerank(make_ranker("forced_exposure", protected="female"), scores, groups, 2),
+        lambda: make_ranker("amortized", protected="female").rank(scores, groups, 2),
+    ):
+        with pytest.raises(TypeError, match="groups must be a sequence of labels in order"):
+            call()
+    with pytest.raises(TypeError, match="ranked_groups must be a sequence of labels in order"):
+        exposure_share(groups, "female")
+    with pytest.raises(TypeError, match="ranked_groups must be a sequence of labels in order"):
+        exposure_disparity(groups, protected="female", target_share=0.5)
