@@ -221,7 +221,7 @@ class AuditOptions(BaseModel):
                 why = "is a folder without .parquet files" if path.is_dir() else "does not exist"
                 raise ValueError(
                     f"log {str(path)!r} {why}; give JSON-lines files (.jsonl[.gz]), Parquet "
-                    "files or folders of them"
+                    "files or folders holding Parquet files"
                 )
         return files
 
