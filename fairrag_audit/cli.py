@@ -215,10 +215,16 @@ def _convert(args: argparse.Namespace) -> None:
                 f"logs {str(targets[name])!r} and {str(path)!r} would both be written to "
                 f"{str(args.out / name)!r}; convert them into different --out folders"
             )
+        if (args.out / name).exists():
+            raise ValueError(
+                f"{str(args.out / name)!r} exists (an earlier conversion: a log rotated under "
+                f"one name converts to one name); --out: convert {str(path)!r} into another "
+                "folder (one per day), or remove the file first"
+            )
         targets[name] = path
     args.out.mkdir(parents=True, exist_ok=True)
     for name, path in targets.items():
-        rows = to_parquet(path, args.out / name, ("metadata", *options.by))
+        rows = to_parquet(path, args.out / name, ("metadata", "run_id", *options.by))
         print(f"{path} -> {args.out / name}: {rows:,} rows")
 
 

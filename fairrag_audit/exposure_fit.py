@@ -20,7 +20,7 @@ from pathlib import Path
 from fairrag_core.exposure import FittedCurve, save_fitted_curve
 from fairrag_core.position_curve import PositionObservation, fit_curve, observation_from_record
 
-from .lines import MAX_LINE_BYTES, _lines, _open
+from .lines import BROKEN_GZIP, MAX_LINE_BYTES, _lines, open_log
 
 __all__ = ["fit_exposure_from_logs"]
 
@@ -32,9 +32,15 @@ CONFOUNDED = (
 
 def _records(path: Path) -> Iterator[dict]:
     """The JSON objects of a JSON-lines log (``.gz`` too); lines that are not one, or longer
-    than :data:`~fairrag_audit.lines.MAX_LINE_BYTES`, are skipped (the audit lists them)."""
-    with _open(path) as handle:
-        for line, _size in _lines(handle):
+    than :data:`~fairrag_audit.lines.MAX_LINE_BYTES`, are skipped (the audit lists them), and
+    a gzip log cut short is read up to the break."""
+    with open_log(path) as handle:
+        lines = _lines(handle)
+        while True:
+            try:
+                line, _size = next(lines)
+            except (StopIteration, *BROKEN_GZIP):
+                return
             if line is None or len(line) > MAX_LINE_BYTES:
                 continue
             try:

@@ -21,6 +21,7 @@ import bisect
 import gzip
 import json
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +33,14 @@ from fairrag_core.jsonl import MAX_RECORD_BYTES
 
 __all__ = [
     "BLOCK_BYTES",
+    "BROKEN_GZIP",
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "Sieved",
     "is_gzip",
     "line_numbers",
     "nesting_depth",
+    "open_log",
     "sieve",
 ]
 
@@ -61,7 +64,8 @@ def is_gzip(path: Path) -> bool:
         return handle.read(2) == b"\x1f\x8b"
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_log(path: Path) -> IO[bytes]:
+    """A log's bytes, decompressed when it is gzip (told by its magic bytes)."""
     if is_gzip(path):
         return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb")
@@ -182,7 +186,7 @@ def _scan_blocks(path: Path) -> tuple[int, ...] | None:
     done = 0  # lines before the block
     carry = b""  # the bytes after the last newline read, and their brackets
     carry_counts = b""
-    with _open(path) as handle:
+    with open_log(path) as handle:
         while True:
             block = handle.read(SCAN_BYTES)
             last = not block
@@ -234,25 +238,50 @@ def sieve(path: Path, folder: Path) -> Sieved:
     Most logs need one numpy pass over their bytes (:func:`_scan_blocks`), which also notes
     the blank lines for :func:`line_numbers`; a file with a line that might be refused is
     read again line by line."""
-    blanks = _scan_blocks(path)
-    if blanks is not None:
-        return Sieved(path, is_gzip(path), 0, blanks)
-    refused = 0
-    with _open(path) as handle:
-        for line, size in _lines(handle):
-            if _refusal(line, size) is not None:
-                refused += 1
-    if not refused:
-        return Sieved(path, is_gzip(path), 0)
+    try:
+        blanks = _scan_blocks(path)
+        if blanks is not None:
+            return Sieved(path, is_gzip(path), 0, blanks)
+        refused = 0
+        with open_log(path) as handle:
+            for line, size in _lines(handle):
+                if _refusal(line, size) is not None:
+                    refused += 1
+        if not refused:
+            return Sieved(path, is_gzip(path), 0)
+    except BROKEN_GZIP:
+        pass  # the copy keeps the lines before the break and says where it was
+    return _copy(path, folder)
+
+
+BROKEN_GZIP = (EOFError, zlib.error, gzip.BadGzipFile)
+"""What reading a gzip log cut short (a rotation copied while written) or corrupt raises."""
+
+
+def _copy(path: Path, folder: Path) -> Sieved:
+    """The copy DuckDB reads instead of ``path``: each refused line replaced by a placeholder
+    naming the reason; a gzip stream that breaks ends with one more placeholder saying so
+    (the lines before it are read, the break is listed as a refused line)."""
     copy = Path(tempfile.mkstemp(dir=folder, suffix=".jsonl.gz")[1])
-    with _open(path) as handle, gzip.open(copy, "wb", compresslevel=1) as out:
-        for line, size in _lines(handle):
-            reason = _refusal(line, size)
-            if reason is None:
-                assert line is not None
-                out.write(line if line.endswith(b"\n") else line + b"\n")
-            else:
-                out.write(json.dumps({REFUSED_FIELD: reason}).encode() + b"\n")
+    refused = 0
+    with gzip.open(copy, "wb", compresslevel=1) as out:
+        try:
+            with open_log(path) as handle:
+                for line, size in _lines(handle):
+                    reason = _refusal(line, size)
+                    if reason is None:
+                        assert line is not None
+                        out.write(line if line.endswith(b"\n") else line + b"\n")
+                    else:
+                        refused += 1
+                        out.write(json.dumps({REFUSED_FIELD: reason}).encode() + b"\n")
+        except BROKEN_GZIP as exc:
+            refused += 1
+            reason = (
+                f"gzip stream cut short or corrupt here ({type(exc).__name__}: {exc}); the "
+                "rest of the file is unread"
+            )
+            out.write(json.dumps({REFUSED_FIELD: reason}).encode() + b"\n")
     return Sieved(copy, True, refused)
 
 
@@ -274,13 +303,18 @@ def line_numbers(
             found[index] = number
         return found
     nonblank = 0
-    with _open(path) as handle:
-        for number, (line, _) in enumerate(_lines(handle), start=1):
-            if line is not None and not line.strip():
-                continue
-            if nonblank in want:
-                found[nonblank] = number
-                if len(found) == len(want):
-                    break
-            nonblank += 1
+    number = 0
+    try:
+        with open_log(path) as handle:
+            for number, (line, _) in enumerate(_lines(handle), start=1):
+                if line is not None and not line.strip():
+                    continue
+                if nonblank in want:
+                    found[nonblank] = number
+                    if len(found) == len(want):
+                        break
+                nonblank += 1
+    except BROKEN_GZIP:  # the sieve's placeholder for the break is the line after the last
+        if nonblank in want:
+            found[nonblank] = number + 1
     return found

@@ -223,6 +223,13 @@ class AuditOptions(BaseModel):
                     f"log {str(path)!r} {why}; give JSON-lines files (.jsonl[.gz]), Parquet "
                     "files or folders holding Parquet files"
                 )
+            compressed = _other_compression(path)
+            if compressed is not None:
+                raise ValueError(
+                    f"log {str(path)!r} is {compressed}-compressed; the audit reads JSON lines "
+                    "plain or gzip-compressed, and Parquet (decompress it, or recompress it "
+                    "with gzip)"
+                )
         return files
 
     @field_validator("by", mode="before")
@@ -334,3 +341,21 @@ class AuditOptions(BaseModel):
     def with_paths(self, paths: Sequence[Path]) -> AuditOptions:
         """These options for other log files (a shard of the same audit)."""
         return self.model_copy(update={"paths": tuple(paths)})
+
+
+_MAGIC = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+    b"\x04\x22\x4d\x18": "lz4",
+}
+"""The first bytes of compressed files the audit does not read (it reads gzip)."""
+
+
+def _other_compression(path: Path) -> str | None:
+    """The compression ``path`` is in when it is one the audit does not read, by its first
+    bytes (its lines would otherwise be counted as torn)."""
+    with open(path, "rb") as handle:
+        start = handle.read(6)
+    return next((name for magic, name in _MAGIC.items() if start.startswith(magic)), None)

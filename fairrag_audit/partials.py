@@ -26,14 +26,17 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from .lines import line_numbers
+from .lines import BROKEN_GZIP, line_numbers, open_log
 from .options import AuditOptions
 from .scan import (
     ATTRIBUTED_FIELDS,
     KNOWN_STYLES,
     METRIC_FIELDS,
+    connect,
     file_connection,
+    is_parquet,
     load_records,
+    sql_literal,
 )
 
 __all__ = [
@@ -83,7 +86,7 @@ NICE_SECONDS = (
 )
 """Window lengths the figures choose from (1 s to 1 year)."""
 WINDOW_ORIGIN = "2000-01-03 00:00:00"
-"""Where windows start without ``--since`` (DuckDB's default origin: a Monday, 00:00 UTC)."""
+"""Where windows start, whatever ``--since`` (DuckDB's default origin: a Monday, 00:00 UTC)."""
 
 NOTE_COUNTS = (
     "no_protected",
@@ -165,8 +168,8 @@ def _included_sql(options: AuditOptions) -> str:
     if options.window is None:
         window = "NULL::TIMESTAMP"
     else:
-        origin = WINDOW_ORIGIN if options.since is None else options.since.replace(tzinfo=None)
-        window = _bucket(int(options.window.total_seconds() * 1_000_000), str(origin))
+        # one origin whatever --since: each run's windows line up (docs/SPEC.md)
+        window = _bucket(int(options.window.total_seconds() * 1_000_000), WINDOW_ORIGIN)
     since = "" if options.since is None else f" AND ts >= {_since_sql(options)}"
     return f"""
         SELECT rid, file_index, line_index, ts,
@@ -293,6 +296,14 @@ def compute_partials(
     if con is None:
         with file_connection() as own:
             return compute_partials(options, own)
+    fingerprints = [log_fingerprint(path) for path in options.paths]
+    repeated = repeated_log([str(path) for path in options.paths], fingerprints)
+    if repeated:  # before any is read
+        raise ValueError(
+            f"log {repeated[0]!r} holds the same log as {repeated[1]!r} (the same first "
+            "record: one file named twice, a copy, a gzip rotation or a Parquet conversion of "
+            "it, or a folder and one of its files): give each log once"
+        )
     counts = load_included(con, options)
     fine = ["ranker", *(f"by_{i}" for i in range(len(options.by))), "window_start"]
     n, dated, first, last = con.execute(
@@ -309,7 +320,7 @@ def compute_partials(
         span=span,
         cells=_sums(con, _cells_sql(fine, "included"), fine),
         groups=_sums(con, _groups_sql(fine, "included"), fine),
-        files=_files(con, options, counts),
+        files=_files(con, options, counts, fingerprints),
         left_out=_left_out(con, options, counts["blank_lines"]),
     )
     if options.window is None:
@@ -325,7 +336,10 @@ def compute_partials(
 
 
 def _files(
-    con: duckdb.DuckDBPyConnection, options: AuditOptions, counts: dict[str, list[Any]]
+    con: duckdb.DuckDBPyConnection,
+    options: AuditOptions,
+    counts: dict[str, list[Any]],
+    fingerprints: Sequence[str],
 ) -> pd.DataFrame:
     """Per file: the reading table's counts and :data:`NOTE_COUNTS` (of the records audited)."""
     since = _since_sql(options)
@@ -378,7 +392,7 @@ def _files(
         table.append(
             {
                 "file": str(path),
-                "fingerprint": log_fingerprint(path),
+                "fingerprint": fingerprints[index],
                 "lines": int(counts["lines"][index]),
                 "damaged": int(counts["damaged"][index]),
                 "not_records": number.pop("not_records"),
@@ -396,24 +410,130 @@ def _files(
 
 
 FINGERPRINT_BYTES = 2**16
-"""Most bytes of a log its fingerprint reads (:func:`log_fingerprint`)."""
+"""Most bytes of a line :func:`log_fingerprint` reads, and of a log it hashes when no record
+names it."""
+FINGERPRINT_LINES = 1_000
+"""Most lines (or Parquet rows) :func:`log_fingerprint` looks through for a first record."""
+FINGERPRINT_SCAN = 2**20
+"""Most decompressed bytes :func:`log_fingerprint` reads of a JSON-lines log."""
+SEPARATOR = ";"
+"""Between the fingerprints of a folder's files."""
+
+
+def _identity(run_id: Any, timestamp: Any) -> str:
+    """The fingerprint of a log whose first record has this ``run_id`` and ``timestamp``."""
+    values = [json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in (run_id, timestamp)]
+    return hashlib.sha256("\0".join(["record", *values]).encode()).hexdigest()
+
+
+def _bytes_identity(head: bytes) -> str:
+    return hashlib.sha256(b"bytes\0" + head).hexdigest()
+
+
+EMPTY = _bytes_identity(b"")
+"""The fingerprint of a log with nothing in it: never a repeat."""
 
 
 def log_fingerprint(path: Path) -> str:
-    """What tells one log from another when partials are merged, whatever path names it: a
-    SHA-256 of its first line (the first record, its timestamp and run id; its first
-    :data:`FINGERPRINT_BYTES` bytes when the line is longer, so no log is read further); a
-    folder of Parquet files: of each file's relative path and fingerprint. The same file named
-    by another path (relative, absolute, a link), a copy, and the same log grown since its
-    partials were saved have one fingerprint; a log rotated under the same name has another."""
-    digest = hashlib.sha256()
+    """What tells one log from another, whatever path names it and however it is stored
+    (docs/SPEC.md, "Partial aggregates"): of JSON lines (plain or gzip), the first line that
+    is a JSON object tells (blank lines and lines that are not one before it skipped, within
+    :data:`FINGERPRINT_LINES` lines and :data:`FINGERPRINT_SCAN` decompressed bytes): a SHA-256
+    of its ``run_id`` and ``timestamp`` when it has both, else of its text; a line longer than
+    :data:`FINGERPRINT_BYTES` met first, of its first bytes; no object, of the first
+    non-blank line (:data:`EMPTY` for a log with none). A Parquet file: of its first undamaged
+    row with both fields, else of its first row's JSON; a folder of Parquet files: each
+    file's, joined by :data:`SEPARATOR`. One file named two ways, a copy, its gzip rotation,
+    its Parquet conversion, and the same log grown since have one fingerprint; a log rotated
+    under the same name has another."""
     if path.is_dir():
-        for member in sorted(p for p in path.rglob("*") if p.is_file()):
-            digest.update(f"{member.relative_to(path)}\0{log_fingerprint(member)}\0".encode())
-        return digest.hexdigest()
-    with open(path, "rb") as handle:
-        digest.update(handle.readline(FINGERPRINT_BYTES))  # bounded, whatever the log holds
-    return digest.hexdigest()
+        members = sorted(p for p in path.rglob("*.parquet") if p.is_file())
+        return SEPARATOR.join(log_fingerprint(member) for member in members) or EMPTY
+    if is_parquet(path):
+        return _parquet_fingerprint(path)
+    first_line = None
+    read = 0
+    try:
+        with open_log(path) as handle:
+            for _ in range(FINGERPRINT_LINES):
+                piece = handle.readline(FINGERPRINT_BYTES)
+                if not piece or read >= FINGERPRINT_SCAN:
+                    break
+                read += len(piece)
+                text = piece.strip()
+                if not text:
+                    continue  # a blank line
+                if len(piece) == FINGERPRINT_BYTES and not piece.endswith(b"\n"):
+                    return _bytes_identity(piece)  # a line past the bound: its first bytes
+                record = _record(text)
+                if record is None:  # a torn line or garbage: the next line may tell
+                    first_line = first_line or text
+                    continue
+                run_id, timestamp = record.get("run_id"), record.get("timestamp")
+                if run_id is not None and timestamp is not None:
+                    return _identity(run_id, timestamp)
+                return _bytes_identity(text)
+    except BROKEN_GZIP:  # a gzip cut short or corrupt: what was read
+        pass
+    return EMPTY if first_line is None else _bytes_identity(first_line)
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """The JSON object a line holds, else None."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parquet_fingerprint(path: Path) -> str:
+    """:func:`log_fingerprint` of one Parquet file: its rows as the audit reads them (each
+    field's JSON), the first undamaged one with a ``run_id`` and a ``timestamp``; else of its
+    first row's JSON."""
+    con = connect()
+    try:
+        source = f"read_parquet({sql_literal(str(path))})"
+        names = {str(row[0]) for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        if {"run_id", "timestamp"} <= names:
+            damaged = 'NOT COALESCE("__damaged", false)' if "__damaged" in names else "true"
+            rows = con.execute(
+                'SELECT CAST(to_json("run_id") AS VARCHAR), CAST(to_json("timestamp") AS '
+                f"VARCHAR) FROM {source} WHERE {damaged} LIMIT {FINGERPRINT_LINES}"
+            ).fetchall()
+            for run_id, timestamp in rows:
+                values = [None if v is None else json.loads(v) for v in (run_id, timestamp)]
+                if values[0] is not None and values[1] is not None:
+                    return _identity(*values)
+        first = con.execute(
+            f"SELECT CAST(to_json(t) AS VARCHAR) FROM {source} t LIMIT 1"
+        ).fetchone()
+        return (
+            EMPTY if first is None else _bytes_identity(str(first[0]).encode()[:FINGERPRINT_BYTES])
+        )
+    except duckdb.Error:  # not a file DuckDB reads: the audit says so when it reads it
+        return EMPTY
+    finally:
+        con.close()
+
+
+def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str, str] | None:
+    """The first log (and the one before it) that holds a log another one does, by
+    :func:`log_fingerprint` (a fingerprint None or NaN: saved before fingerprints existed,
+    told by its path); logs with nothing in them never repeat."""
+    seen: dict[str, str] = {}
+    for file, fingerprint in zip(files, fingerprints, strict=True):
+        missing = fingerprint is None or (
+            isinstance(fingerprint, float) and math.isnan(fingerprint)
+        )
+        keys = ["path:" + file] if missing else str(fingerprint).split(SEPARATOR)
+        for key in keys:
+            if key == EMPTY:
+                continue
+            if key in seen:
+                return file, seen[key]
+            seen[key] = file
+    return None
 
 
 def _left_out(
@@ -483,17 +603,16 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
     # a log is its first record (log_fingerprint), not the path it was given by: a file
     # rotated under one name is several logs; one file named two ways, copied, or grown since
     # is one. Partials saved before fingerprints existed are told by their path.
-    same = files["file"]
-    if "fingerprint" in files:
-        same = files["fingerprint"].where(files["fingerprint"].notna(), "path:" + files["file"])
-    counted = files["lines"] > 0  # empty logs add nothing, however many are merged
-    repeated = files["file"][same.duplicated() & counted].tolist()
+    counted = files[files["lines"] > 0]  # empty logs add nothing, however many are merged
+    fingerprints = counted["fingerprint"] if "fingerprint" in counted else [None] * len(counted)
+    repeated = repeated_log(counted["file"].tolist(), list(fingerprints))
     if repeated:
         raise ValueError(
             f"the partials count the log {repeated[0]!r} more than once (the same first "
-            "record, whatever path named it: a copy, or a log that grew since its partials "
-            "were saved); merge the partials of disjoint sets of logs (each window's new "
-            "files once; a log still written to belongs to one window only)"
+            f"record as {repeated[1]!r}, whatever path named it: a copy, a gzip rotation or "
+            "Parquet conversion of it, or a log that grew since its partials were saved); "
+            "merge the partials of disjoint sets of logs (each window's new files once; a log "
+            "still written to belongs to one window only)"
         )
     dated = [p.span for p in parts if p.span.get("first") is not None]
     span = {

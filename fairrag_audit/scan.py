@@ -54,6 +54,7 @@ __all__ = [
     "file_connection",
     "is_parquet",
     "load_records",
+    "sql_literal",
     "to_parquet",
 ]
 
@@ -126,7 +127,7 @@ def connect(
     con.execute(f"SET memory_limit = '{memory_limit}'")
     # spill files go to the system's temporary folder, not to ./.tmp in the caller's folder
     spill = Path(tempfile.gettempdir()) / "fairrag-audit-duckdb"
-    con.execute(f"SET temp_directory = {_literal(str(spill))}")
+    con.execute(f"SET temp_directory = {sql_literal(str(spill))}")
     con.execute("SET preserve_insertion_order = false")
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
@@ -166,7 +167,8 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     return row[0]
 
 
-def _literal(text: str) -> str:
+def sql_literal(text: str) -> str:
+    """``text`` as an SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -377,7 +379,7 @@ def _share_checks() -> list[tuple[str, str]]:
             "lambda x: x IS NULL OR NOT isfinite(x) OR x < 0 OR x > 1))",
             "'exposure_by_group ' || "
             + _json_text("exposure_by_group", 80)
-            + " || ' holds a share outside [0, 1]'",
+            + " || ' holds a share that is not a number in [0, 1]'",
         ),
         (
             f"len({shares}) > 0 AND abs(list_sum({shares}) - 1) > {SHARES_SUM_TOLERANCE}",
@@ -395,7 +397,7 @@ def _attribution_checks() -> list[tuple[str, str]]:
     The checks run in order, the first that holds refuses the record: each list is first
     measured by its JSON text's length (constant time), and read (once, in
     :func:`_parsed_second`) only when within its cap."""
-    known = "[" + ", ".join(_literal(style) for style in KNOWN_STYLES) + "]"
+    known = "[" + ", ".join(sql_literal(style) for style in KNOWN_STYLES) + "]"
     names = ", ".join(KNOWN_STYLES)
     unknown = f"list_filter(__styles, lambda x: NOT list_contains({known}, x))"
     checks = [
@@ -538,7 +540,7 @@ class _ScanSql:
         ]
         by_raw = "".join(
             f", COALESCE({_quoted(field)}, json_extract(metadata, "
-            f"{_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
+            f"{sql_literal(f'$.{chr(34)}{field}{chr(34)}')})) AS by_json_{i}"
             for i, field in enumerate(options.by)
             if field != "source"
         )
@@ -547,12 +549,12 @@ class _ScanSql:
             for i, field in enumerate(options.by)
         )
         any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
-        protected = "NULL" if options.protected is None else _literal(options.protected)
+        protected = "NULL" if options.protected is None else sql_literal(options.protected)
         target = "NULL" if options.target_share is None else repr(float(options.target_share))
         if options.protected is not None and options.target_share is None:
             target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
         metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
-        default_model = _literal(options.exposure)
+        default_model = sql_literal(options.exposure)
         return cls(
             fields=fields,
             struct=struct,
@@ -576,10 +578,10 @@ def _refusal_sql(options: AuditOptions, by_json: list[tuple[str, str]]) -> str:
     return (
         "CASE "
         + " ".join(f"WHEN {when} THEN {reason}" for when, reason in _range_checks(options, by_json))
-        + f" WHEN ts < TIMESTAMPTZ {_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
+        + f" WHEN ts < TIMESTAMPTZ {sql_literal(EARLIEST.isoformat())} THEN 'timestamp ' || "
         + _json_text('"timestamp"')
         + f" || ' is before {EARLIEST:%Y-%m-%d}'"
-        + f" WHEN ts > TIMESTAMPTZ {_literal(latest.isoformat())} THEN 'timestamp ' || "
+        + f" WHEN ts > TIMESTAMPTZ {sql_literal(latest.isoformat())} THEN 'timestamp ' || "
         + _json_text('"timestamp"')
         + " || ' is after the audit started'"
         + " END"
@@ -721,14 +723,14 @@ def _json_rows(sieved: Sieved, struct: str) -> str:
     """The rows of a (sieved) JSON-lines file: ``__damaged``, then one JSON column per field
     of ``struct`` (all NULL for a line that is not JSON)."""
     common = (
-        f"{_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
+        f"{sql_literal(str(sieved.path))}, format = 'newline_delimited', ignore_errors = true, "
         f"compression = '{'gzip' if sieved.gzip else 'none'}', "
         # the sieve refused longer lines; the placeholders and the newline fit in the margin
         f"maximum_object_size = {MAX_LINE_BYTES + 4096}"
     )
     return (
         f'SELECT r IS NULL AS "__damaged", r.* FROM read_json({common}, records = false, '
-        f"columns = {{'r': {_literal(struct)}}})"
+        f"columns = {{'r': {sql_literal(struct)}}})"
     )
 
 
@@ -783,10 +785,10 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
     than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
     source = (
-        f"read_parquet({_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
+        f"read_parquet({sql_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
         "union_by_name = true)"
         if path.is_dir()
-        else f"read_parquet({_literal(str(path))})"
+        else f"read_parquet({sql_literal(str(path))})"
     )
     types = dict(
         (str(name), str(kind))
@@ -827,12 +829,13 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     )
 
 
-def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)) -> int:
+def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", "run_id")) -> int:
     """Convert a JSON-lines log (plain or gzip) to Parquet once, with the record schema: one
     column per record field (:data:`KNOWN_FIELDS` and ``fields``), each kept as the JSON the
     line held, so an audit of the Parquet file checks and counts exactly what it would in the
     log (damaged lines kept as rows marked ``__damaged``, refused ones as the sieve's
-    placeholder). Returns the rows written."""
+    placeholder; ``run_id`` kept by default, with ``timestamp`` what tells the log from another:
+    :func:`fairrag_audit.partials.log_fingerprint`). Returns the rows written."""
     names = (*KNOWN_FIELDS, *(f for f in fields if f not in KNOWN_FIELDS), REFUSED_FIELD)
     struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in names) + ")"
     con = connect()
@@ -841,10 +844,12 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata",)
             rows = _json_rows(sieve(source, Path(folder)), struct)
             con.execute("SET preserve_insertion_order = true")  # rows in line order
             con.execute(
-                f"COPY ({rows}) TO {_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
+                f"COPY ({rows}) TO {sql_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
             )
         return int(
-            con.execute(f"SELECT count(*) FROM read_parquet({_literal(str(target))})").fetchone()[0]  # type: ignore[index]
+            con.execute(
+                f"SELECT count(*) FROM read_parquet({sql_literal(str(target))})"
+            ).fetchone()[0]  # type: ignore[index]
         )
     finally:
         con.close()
@@ -854,9 +859,10 @@ def _checked_sql(rows: str, scan: _ScanSql) -> str:
     """The ``rows`` of one file with each field parsed once, in layers (a layer's columns are
     computed once per row and read by the next: the checks and the columns kept read these
     values), and the checks' verdict: ``sieve_reason``, ``is_record``, ``refusal``."""
+    share = f"target_map[COALESCE(__text_protected, {scan.protected})]"
     raw = f"""
-        SELECT *, TRY_CAST(target_map[COALESCE(__text_protected, {scan.protected})] AS DOUBLE)
-                AS target_value
+        SELECT *, CASE WHEN json_type({share}) IN ('DOUBLE', 'BIGINT', 'UBIGINT')
+                THEN TRY_CAST({share} AS DOUBLE) END AS target_value  -- JSON numbers only
         FROM (SELECT *, {scan.labels} FROM (
             SELECT *, TRY_CAST({_text('"timestamp"')} AS TIMESTAMPTZ) AS ts,
             -- the target's shares by group label, read as keys: a label is never part of a

@@ -347,14 +347,18 @@ class _Context:
         self.by_title: dict[str, int] = {}
         self.by_number: dict[int, int] = {}
         self.first_of: list[int] = []
-        """Each position's first position with the same title: entries that share a title
-        (chunks of one document shown apart) are one document to a bullet."""
+        """Each position's first position with the same title, group and person: entries that
+        share them (chunks of one document shown apart) are one document to a bullet."""
+        documents_seen: dict[tuple[str, Any, str | None], int] = {}
         for position, doc in enumerate(documents):
-            self.first_of.append(self.by_title.setdefault(normalize_title(doc.title), position))
+            title = normalize_title(doc.title)
+            self.by_title.setdefault(title, position)
+            key = (title, doc.group, doc.person)
+            self.first_of.append(documents_seen.setdefault(key, position))
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
-        self.repeats = len(self.by_title) < len(documents)
-        """Whether two entries share a title (else :attr:`first_of` is the identity)."""
+        self.repeats = len(documents_seen) < len(documents)
+        """Whether two entries are one document (else :attr:`first_of` is the identity)."""
         shared = _shared_state(documents)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
         self._people = shared["people"]
@@ -723,7 +727,7 @@ def _attribute_units(
             known = memo[line] = (bullet, body, [])
         else:
             bullet = replace(known[0], line=stripped, line_number=number)
-        positions = {a.position for a in bullet.attributions}
+        positions = {ctx.first_of[a.position] for a in bullet.attributions}
         # whether a line no bullet is a name line matters only under a bullet attributed alike,
         # or when only names attribute it: read then, once per distinct line
         name_line = (

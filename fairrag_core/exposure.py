@@ -35,6 +35,14 @@ model" → Fitted, per group)."""
 _FITTED_FORM = re.compile(r"^fitted\((.*)\)$", re.DOTALL)
 
 
+def _number(value: Any, name: str) -> float:
+    """``value`` as a float when it is a number (a bool or a string is not: a curve's file
+    holds JSON numbers); a ``TypeError`` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{name} must hold numbers, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class FittedCurve:
     """Position weights measured from a generator's answers (docs/SPEC.md, "Exposure model" →
@@ -60,7 +68,15 @@ class FittedCurve:
     factor_upper: tuple[float, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        factors = tuple(sorted((str(g), float(f)) for g, f in dict(self.factors).items()))
+        given = dict(self.factors)
+        labels = [str(g) for g in given]
+        if len(set(labels)) < len(labels):
+            twice = sorted({g for g in labels if labels.count(g) > 1})
+            raise ValueError(
+                f"factors name the group(s) {twice} twice (labels are read as text, as a "
+                "curve's file holds them: 1 and '1' are one group); give each group once"
+            )
+        factors = tuple(sorted((str(g), _number(f, "group factor")) for g, f in given.items()))
         if not all(math.isfinite(f) and f > 0 for _, f in factors):
             raise ValueError(f"group factors must be finite and > 0, got {dict(factors)}")
         # records name the model fitted(v...;g=f;...): a ';' in a label could not be read back
@@ -72,7 +88,7 @@ class FittedCurve:
             )
         self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
         object.__setattr__(self, "factors", factors)
-        weights = tuple(float(w) for w in self.weights)
+        weights = tuple(_number(w, "weights") for w in self.weights)
         if not weights:
             raise ValueError("weights must hold at least one position weight, got none")
         if not all(math.isfinite(w) and w > 0 for w in weights):
@@ -85,14 +101,25 @@ class FittedCurve:
         object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
 
     def _set_bounds(self, names: tuple[str, str], count: int, what: str) -> None:
-        """The interval fields ``names`` as float tuples: empty, or one bound per ``what``."""
+        """The interval fields ``names`` as float tuples: empty, or one bound per ``what``,
+        finite, >= 0, each lower bound at most its upper one."""
+        pair = []
         for name in names:
-            bounds = tuple(float(b) for b in getattr(self, name))
+            bounds = tuple(_number(b, name) for b in getattr(self, name))
             if bounds and len(bounds) != count:
                 raise ValueError(
                     f"{name} must give one bound per {what} ({count}), got {len(bounds)}"
                 )
+            if not all(math.isfinite(b) and b >= 0 for b in bounds):
+                raise ValueError(f"{name} must be finite and >= 0, got {list(bounds)}")
             object.__setattr__(self, name, bounds)
+            pair.append(bounds)
+        lower, upper = pair
+        if lower and upper and any(lo > hi for lo, hi in zip(lower, upper, strict=True)):
+            raise ValueError(
+                f"{names[0]} must be at most {names[1]} for each {what}, got {list(lower)} and "
+                f"{list(upper)}"
+            )
 
     @property
     def k(self) -> int:
@@ -204,8 +231,11 @@ class ExposureModel:
                 f"exposure model {self.name!r} is unknown; known models: "
                 f"{sorted([*_MODELS, 'fitted'])}"
             )
-        if self.name == "rbp" and not (0.0 < self.patience <= 1.0):
-            raise ValueError(f"patience must be in (0, 1] for the rbp model, got {self.patience!r}")
+        patience = self.patience
+        if isinstance(patience, bool) or not isinstance(patience, (int, float, np.number)):
+            raise TypeError(f"patience must be a number in (0, 1], got {patience!r}")
+        if self.name == "rbp" and not (0.0 < patience <= 1.0):
+            raise ValueError(f"patience must be in (0, 1] for the rbp model, got {patience!r}")
         if (self.name == "fitted") != (self.curve is not None):
             raise ValueError(
                 "curve (a FittedCurve) is given with name='fitted' and only then, got name "

@@ -97,6 +97,8 @@ class Ranker(ABC):
         self.exposure = make_exposure_model(exposure)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
+        if seed is not None and seed < 0:
+            raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
         self.seed = seed
         self._rng = np.random.default_rng(seed)
 

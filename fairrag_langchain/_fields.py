@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager, Callbacks
-from langchain_core.callbacks.manager import dispatch_custom_event
+from langchain_core.callbacks.manager import adispatch_custom_event, dispatch_custom_event
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import (
@@ -52,11 +52,11 @@ class FairRankingFields(FairComponent):
         given: Sequence[Any] | None = None,
         scored: bool = True,
         extra: dict[str, Any] | None = None,
-        callbacks: Callbacks = None,
+        empty: list[dict[str, Any]] | None = None,
     ) -> list[Document]:
         """Rank ``documents`` (one query, its own query seed) and return their placed copies.
-        ``callbacks``: the calling run's child callbacks, told of a ranking that placed no
-        document (:data:`EMPTY_RANKING_EVENT`)."""
+        ``empty``: gets the ranking's keys when it placed no document, for the caller to tell
+        its run (:func:`tell_empty_ranking`, on the caller's own event loop when async)."""
         placed = self.place(
             [document.metadata for document in documents],
             scores,
@@ -67,12 +67,35 @@ class FairRankingFields(FairComponent):
             seed=seed,
             extra=extra,
         )
-        if not placed.metadatas and isinstance(callbacks, BaseCallbackManager):
-            if callbacks.parent_run_id is not None:  # else no run to tell (a direct call)
-                dispatch_custom_event(
-                    EMPTY_RANKING_EVENT, placed.ranking, config={"callbacks": callbacks}
-                )
+        if not placed.metadatas and empty is not None:
+            empty.append(placed.ranking)
         return placed_copies(documents, placed)
+
+
+def _run_to_tell(empty: list[dict[str, Any]], callbacks: Callbacks) -> bool:
+    """Whether a ranking placed nothing and ``callbacks`` belong to a run (a direct call of a
+    component has none to tell)."""
+    return (
+        bool(empty)
+        and isinstance(callbacks, BaseCallbackManager)
+        and callbacks.parent_run_id is not None
+    )
+
+
+def tell_empty_ranking(empty: list[dict[str, Any]], callbacks: Callbacks) -> None:
+    """Send :data:`EMPTY_RANKING_EVENT` with the ranking's keys to the run ``callbacks`` (its
+    child callbacks) belong to, when the ranking placed nothing."""
+    if _run_to_tell(empty, callbacks):
+        dispatch_custom_event(EMPTY_RANKING_EVENT, empty[-1], config={"callbacks": callbacks})
+
+
+async def atell_empty_ranking(empty: list[dict[str, Any]], callbacks: Callbacks) -> None:
+    """:func:`tell_empty_ranking` from async code: async handlers hear it on the caller's
+    event loop, as they hear the run's other events."""
+    if _run_to_tell(empty, callbacks):
+        await adispatch_custom_event(
+            EMPTY_RANKING_EVENT, empty[-1], config={"callbacks": callbacks}
+        )
 
 
 class EmptyRanking(BaseCallbackHandler):

@@ -17,7 +17,7 @@ from fairrag_core import pool_scores
 from fairrag_core.kit.component import Count
 
 from ._documents import checked_documents, checked_query
-from ._fields import FairRankingFields
+from ._fields import FairRankingFields, atell_empty_ranking, tell_empty_ranking
 
 __all__ = ["FairReranker"]
 
@@ -92,7 +92,10 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         query = checked_query(query, type(self).__name__)
         given = [d.metadata.get(self.score_key) for d in documents]
         scores, source = self._scores(documents, given, query)
-        return self._placed(documents, scores, given, source, callbacks)
+        empty: list[dict[str, Any]] = []  # the ranking's keys when it places nothing
+        placed = self._placed(documents, scores, given, source, empty)
+        tell_empty_ranking(empty, callbacks)
+        return placed
 
     async def acompress_documents(
         self,
@@ -107,11 +110,13 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         if self.embeddings is not None and documents and all(v is None for v in given):
             query_vector = await self.embeddings.aembed_query(query)
             vectors = await self.embeddings.aembed_documents([d.page_content for d in documents])
-            return self._placed(
-                documents, _cosine(query_vector, vectors), given, EMBEDDINGS, callbacks
-            )
-        scores, source = self._scores(documents, given, query)
-        return self._placed(documents, scores, given, source, callbacks)
+            scores, source = _cosine(query_vector, vectors), EMBEDDINGS
+        else:
+            scores, source = self._scores(documents, given, query)
+        empty: list[dict[str, Any]] = []  # the ranking's keys when it places nothing
+        placed = self._placed(documents, scores, given, source, empty)
+        await atell_empty_ranking(empty, callbacks)
+        return placed
 
     def _scores(
         self, documents: list[Document], given: list[Any], query: str
@@ -144,7 +149,7 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         scores: np.ndarray,
         given: list[Any],
         source: str,
-        callbacks: Callbacks | None,
+        empty: list[dict[str, Any]],
     ) -> list[Document]:
         return self._placed_ranking(
             documents,
@@ -153,7 +158,7 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
             given=given,
             scored=source != INCOMING_ORDER,
             extra={"score_source": source},
-            callbacks=callbacks,
+            empty=empty,
         )
 
 

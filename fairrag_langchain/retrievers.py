@@ -24,7 +24,6 @@ import numpy as np
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
-    Callbacks,
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
@@ -42,7 +41,7 @@ from fairrag_core.validation import check_k
 
 from . import _private as private
 from ._documents import checked_query
-from ._fields import FairRankingFields
+from ._fields import FairRankingFields, atell_empty_ranking, tell_empty_ranking
 
 __all__ = ["RELEVANCE_FALLBACK", "FairRetriever"]
 
@@ -228,6 +227,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         query = checked_query(query, type(self).__name__)
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
+        empty: list[dict[str, Any]] = []  # the ranking's keys when it places nothing
         with self._typed_store_errors():
             convert, name = self._relevance_function()
             try:
@@ -246,8 +246,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     distinct_pool(fetch_k, _document_id),
                     lambda n: store.similarity_search(query, k=n, **search),
                 )
-                return self._place_unscored(documents, k, seed, run_manager.get_child())
-        return self._place(pool, convert, name, k, seed, run_manager.get_child())
+                placed = self._place_unscored(documents, k, seed, empty)
+                tell_empty_ranking(empty, run_manager.get_child())
+                return placed
+        placed = self._place(pool, convert, name, k, seed, empty)
+        tell_empty_ranking(empty, run_manager.get_child())
+        return placed
 
     async def _aget_relevant_documents(
         self,
@@ -263,7 +267,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         query = checked_query(query, type(self).__name__)
         k, fetch_k, search = self._call_params(k, search_kwargs)
         store = self.vectorstore
-        told = run_manager.get_sync().get_child()  # who hears of an empty ranking
+        empty: list[dict[str, Any]] = []  # the ranking's keys when it places nothing
         with self._typed_store_errors():
             convert, name = self._relevance_function()
             try:
@@ -285,11 +289,17 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     lambda n: store.asimilarity_search(query, k=n, **search),
                 )
                 if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
-                    return await run_off_loop(self._place_unscored, documents, k, seed, told)
-                return self._place_unscored(documents, k, seed, told)
+                    placed = await run_off_loop(self._place_unscored, documents, k, seed, empty)
+                else:
+                    placed = self._place_unscored(documents, k, seed, empty)
+                await atell_empty_ranking(empty, run_manager.get_child())
+                return placed
         if waits_on_ledger(self.core_ranker):
-            return await run_off_loop(self._place, pool, convert, name, k, seed, told)
-        return self._place(pool, convert, name, k, seed, told)  # microseconds: on the loop
+            placed = await run_off_loop(self._place, pool, convert, name, k, seed, empty)
+        else:
+            placed = self._place(pool, convert, name, k, seed, empty)  # microseconds: on the loop
+        await atell_empty_ranking(empty, run_manager.get_child())
+        return placed
 
     @contextmanager
     def _typed_store_errors(self) -> Iterator[None]:
@@ -563,7 +573,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         relevance_function: str,
         k: int,
         seed: int | np.random.Generator | None,
-        callbacks: Callbacks = None,
+        empty: list[dict[str, Any]] | None = None,
     ) -> list[Document]:
         documents = [document for document, _ in pool]
         given = [score for _, score in pool]
@@ -577,7 +587,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             raw=None if convert is None else np.asarray(given, dtype=float),
         )
         return self._rank(
-            documents, scores, given, k, seed, relevance_function, scored=True, callbacks=callbacks
+            documents, scores, given, k, seed, relevance_function, scored=True, empty=empty
         )
 
     def _place_unscored(
@@ -585,7 +595,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         documents: Sequence[Document],
         k: int,
         seed: int | np.random.Generator | None,
-        callbacks: Callbacks = None,
+        empty: list[dict[str, Any]] | None = None,
     ) -> list[Document]:
         store = type(self.vectorstore).__name__
         if not self._warned_unscored:
@@ -599,9 +609,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             )
         scores, _ = pool_scores([None] * len(documents))
         name = _INCOMING_ORDER.format(store=store)
-        return self._rank(
-            list(documents), scores, None, k, seed, name, scored=False, callbacks=callbacks
-        )
+        return self._rank(list(documents), scores, None, k, seed, name, scored=False, empty=empty)
 
     def _rank(
         self,
@@ -613,7 +621,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         relevance_function: str,
         *,
         scored: bool,
-        callbacks: Callbacks = None,
+        empty: list[dict[str, Any]] | None = None,
     ) -> list[Document]:
         return self._placed_ranking(
             documents,
@@ -622,7 +630,7 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             seed=seed,
             given=given,
             scored=scored,
-            callbacks=callbacks,
+            empty=empty,
             extra={"relevance_function": relevance_function},
         )
 

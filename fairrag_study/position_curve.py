@@ -92,6 +92,14 @@ def run_position_curve(
     if questions < 2:
         raise ValueError(f"position_curve must be >= 2 questions (two halves), got {questions}")
     chosen = np.random.default_rng([seed, 35, 2]).permutation(len(pools))[:questions]
+    topics = sorted({pools[int(i)].trial.topic for i in chosen})
+    if len(topics) < 2:  # before any answer is paid for: each half needs a topic
+        raise ValueError(
+            f"--position-curve {questions}: the questions sampled are all of one topic "
+            f"({topics[0] if topics else 'none'}), and the curve is fitted on one half of the "
+            "topics and checked on the other; sample more questions (--position-curve) or give "
+            "more --topics"
+        )
     by_id = {doc.doc_id: doc for doc in corpus}
     log_file = JsonLinesLog(out / RECORDS_FILE)
     records: list[dict[str, Any]] = []

@@ -390,3 +390,34 @@ def test_a_plain_empty_list_still_describes_itself():
     )
     (record,) = handler.records
     assert record["ranker"] is None and record["query_seed"] is None and record["k"] == 0
+
+
+def test_async_handlers_hear_the_empty_ranking_on_the_callers_event_loop():
+    """The async path sent the event through a sync manager: an AsyncCallbackHandler got it
+    on a private loop in a worker thread, and one with a loop-bound queue lost it."""
+    import asyncio
+
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    from fairrag_langchain._fields import EMPTY_RANKING_EVENT
+
+    class Heard(AsyncCallbackHandler):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, bool]] = []
+
+        async def on_custom_event(self, name, data, *, run_id, **kwargs):
+            self.events.append((name, asyncio.get_running_loop() is caller))
+
+    async def ask() -> None:
+        nonlocal caller
+        caller = asyncio.get_running_loop()
+        await _nothing_matches(**EMPTY_POOL, seed=3).ainvoke(
+            QUESTION, config={"callbacks": [heard, record]}
+        )
+
+    caller = None
+    heard = Heard()
+    record = FairnessCallbackHandler(group_key="gender", protected="female")
+    asyncio.run(ask())
+    assert heard.events == [(EMPTY_RANKING_EVENT, True)]
+    assert record.records[0]["ranker"] == "representative_stochastic"

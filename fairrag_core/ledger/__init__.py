@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import functools
 import os
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
+_PARAMETERS = re.compile(r"\?[^/?=&]+=[^/?]*$")
+"""The end of a ledger URL that asks for parameters (``?name=value[&...]``); a file name that
+holds ``?`` otherwise (``we?ird.db``, as a ledger's ``location`` writes it) is a name."""
+
+
 def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> ExposureLedger:
     """A ledger from a ledger, ``None``/``"memory"`` (a new :class:`MemoryLedger`), a
     ``sqlite:///<path>`` URL or a path (a :class:`SQLiteLedger`), or a ``redis://`` /
@@ -89,18 +95,19 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
         on_reset = "raise" if in_url is None else check_on_reset(in_url)
         if url.startswith(("redis://", "rediss://", "unix://")):
             return RedisLedger(url, on_reset=on_reset)
-        if url == "memory":
+        if url == "memory" or url.startswith("memory?"):
             raise ValueError(
-                f"ledger {ledger!r}: an in-memory ledger has one client, which nothing else can "
-                "reset; on_reset is for sqlite:/// and redis:// ledgers"
+                f"ledger {ledger!r}: an in-memory ledger takes no parameters (it has one client, "
+                "which nothing else can reset; on_reset is for sqlite:/// and redis:// ledgers)"
             )
         if url.startswith("sqlite:///") or "://" not in url:
             path = url.removeprefix("sqlite:///")
-            if "?" in path:
+            asked = _PARAMETERS.search(path)
+            if asked is not None:
                 raise ValueError(
                     f"ledger {ledger!r}: a SQLite ledger's URL takes one query parameter, "
-                    f"on_reset=raise|adopt; got {path[path.index('?') :]!r} (a file whose name "
-                    "holds '?' is given as a pathlib.Path)"
+                    f"on_reset=raise|adopt; got {asked.group()!r} (a file whose name ends in "
+                    "'?name=value' is given as a pathlib.Path)"
                 )
             return SQLiteLedger(path, on_reset=on_reset)
     raise ValueError(

@@ -202,20 +202,31 @@ def _deadline_connection(base: type) -> type:
     return type(f"Deadline{base.__name__}", (base,), {"_connect": _connect})
 
 
+def redacted(url: str) -> str:
+    """``url`` with its password written ``***`` (what an error message may show)."""
+    parsed = urlparse(url)
+    if parsed.password is None:
+        return url
+    user = parsed.username or ""
+    host = parsed.netloc.rsplit("@", 1)[-1]
+    return parsed._replace(netloc=f"{user}:***@{host}").geturl()
+
+
 def _check_database(url: str) -> None:
     """A ``ValueError`` naming ``url`` when its path is not a database number, or it gives the
     database twice (redis-py reads ``redis://host/x`` as database 0 and lets ``?db=`` override
     the path, silently)."""
     parsed = urlparse(url)
+    shown = redacted(url)
     if parsed.scheme == "unix":
         return  # the path is the socket's; the database is ?db=
     path = parsed.path.strip("/")
     if path and not path.isdigit():
         raise ValueError(
-            f"url {url!r}: the path must be a database number (/0, /1, ...), got {path!r}"
+            f"url {shown!r}: the path must be a database number (/0, /1, ...), got {path!r}"
         )
     if path and "db" in parse_qs(parsed.query):
-        raise ValueError(f"url {url!r} gives the database twice (/{path} and ?db=): give one")
+        raise ValueError(f"url {shown!r} gives the database twice (/{path} and ?db=): give one")
 
 
 class RedisLedger(StoredLedger):
@@ -347,7 +358,7 @@ class RedisLedger(StoredLedger):
                         raise ValueError(f"{key} must be a finite number >= 0, got {value!r}")
             except (TypeError, ValueError) as exc:
                 raise ValueError(
-                    f"url {url!r}: a query parameter the Redis client refuses ({exc}); "
+                    f"url {redacted(url)!r}: a query parameter the Redis client refuses ({exc}); "
                     "the ledger takes on_reset and deadline, redis-py the rest (db, "
                     "socket_timeout, ...)"
                 ) from None

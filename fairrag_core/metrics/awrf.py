@@ -12,6 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 from ..target import Target, make_target
+from ..validation import refuse_unordered
 from ._checks import as_labels
 
 __all__ = ["awrf", "trec_discount", "trec_fair_score", "trec_ndcg"]
@@ -35,6 +36,7 @@ def _label_rows(ranked_groups: object, name: str) -> tuple[list[list[Hashable]],
         return [as_labels(row, name) for row in ranked_groups], True
     if isinstance(ranked_groups, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of group labels, not a string")
+    refuse_unordered(ranked_groups, name)
     try:
         items = list(ranked_groups)  # type: ignore[call-overload]
     except TypeError:

@@ -69,7 +69,17 @@ def study_log(path: Path, langchain_records: list[dict]) -> list[dict]:
 def test_both_adapters_and_the_study_audited_together(tmp_path: Path) -> None:
     lc = langchain_log(tmp_path / "langchain.jsonl")
     li = llamaindex_log(tmp_path / "llamaindex.jsonl")
-    st = study_log(tmp_path / "records.jsonl", lc)
+    # the study's records of its own runs (a study's records.jsonl holds the runs its
+    # callback_log.jsonl holds: audited together they are one log given twice, refused)
+    (tmp_path / "mirrored").mkdir()
+    mirrored = study_log(tmp_path / "mirrored" / "records.jsonl", lc)
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit(
+            [tmp_path / "langchain.jsonl", tmp_path / "mirrored" / "records.jsonl"],
+            protected="female",
+        )
+    assert len(mirrored) == len(lc)
+    st = study_log(tmp_path / "records.jsonl", langchain_log(tmp_path / "study_runs.jsonl"))
     paths = [
         tmp_path / "langchain.jsonl",
         tmp_path / "llamaindex.jsonl",

@@ -815,3 +815,28 @@ def test_two_chunks_of_one_document_are_attributed_once_per_bullet(answer):
     assert attributed_generation_parity(attributed, "female") == 0.5
     assert attributed_groundedness(attributed) == 1.0
     assert all(b.overcited == 0 and not b.miscited for b in attributed.bullets)
+
+
+def test_a_name_line_under_an_item_citing_the_second_chunk_is_its_description():
+    context = [
+        ContextDocument("Marie Curie", group="female", text="Marie Curie was a physicist."),
+        ContextDocument("Marie Curie", group="female", text="She won two Nobel prizes."),
+        ContextDocument("Alan Turing", group="male"),
+    ]
+    for cited in ("[1]", "[2]"):
+        attributed = attribute_answer(
+            f"- Nobel laureate {cited}\nMarie Curie\n- Alan Turing [3]", context
+        )
+        assert len(attributed.bullets) == 2, cited
+        assert attributed_generation_parity(attributed, "female") == 0.5
+
+
+def test_two_people_who_share_a_title_in_different_groups_stay_two_documents():
+    context = [
+        ContextDocument("Alex Morgan", group="female", text="Alex Morgan is a soccer player."),
+        ContextDocument("Alex Morgan", group="male", text="Alex Morgan is a chemist."),
+    ]
+    attributed = attribute_answer(
+        "- Alex Morgan, soccer player [1], and Alex Morgan, chemist [2]", context
+    )
+    assert sorted(a.position for a in attributed.attributions) == [0, 1]

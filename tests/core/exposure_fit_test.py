@@ -182,3 +182,26 @@ def test_a_record_gives_its_observation():
     obs = observation_from_record(record)
     assert obs == PositionObservation("q", ("female", "male", "female"), (False, False, True), "m")
     assert observation_from_record({**record, "answer": None}) is None
+
+
+def test_a_curve_and_its_model_refuse_what_is_not_a_number_and_bounds_that_cross():
+    """Strings and bools were read as floats ("0.5", True), a lower bound above its upper one
+    or below 0 was kept, and 1 and "1" were two groups' factors for one text label."""
+    from fairrag_core.exposure import ExposureModel, FittedCurve
+
+    for weights in (("0.5", 0.5), (True,)):
+        with pytest.raises(TypeError, match="weights must hold numbers"):
+            FittedCurve(weights)
+    with pytest.raises(ValueError, match="lower must be at most upper"):
+        FittedCurve((0.5, 0.5), lower=(0.6, 0.4), upper=(0.5, 0.6))
+    with pytest.raises(ValueError, match="upper must be finite and >= 0"):
+        FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, -5))
+    with pytest.raises(ValueError, match="twice"):
+        FittedCurve((1.0,), factors=((1, 2.0), ("1", 0.5)))
+    with pytest.raises(TypeError, match="patience must be a number"):
+        ExposureModel("rbp", patience="0.5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="patience must be a number"):
+        ExposureModel("rbp", patience=True)
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+        make_ranker("stochastic", seed=-1)
+    assert FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, 0.6)).k == 2

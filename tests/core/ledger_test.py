@@ -212,6 +212,13 @@ def test_a_ledger_url_with_a_parameter_it_does_not_take_is_refused_when_built(tm
             make_ledger(url)  # nothing listens on port 1: refused before any connection
         assert url in str(refused.value)
     assert make_ledger("redis://127.0.0.1:1?db=0&deadline=2").deadline == 2.0
+    with pytest.raises(ValueError, match="database number") as refused:  # no password shown
+        make_ledger("redis://app:S3cret@127.0.0.1:1/cache")
+    assert "S3cret" not in str(refused.value) and "app:***@" in str(refused.value)
+    odd = make_ledger(tmp_path / "we?ird.db")  # a name with "?" reopens from its location
+    assert make_ledger(odd.location).path == odd.path
+    with pytest.raises(ValueError, match="in-memory ledger takes no parameters"):
+        make_ledger("memory?x=1")
     # the ledger's own parameters are read by RedisLedger itself too, not handed to redis-py
     assert RedisLedger("redis://127.0.0.1:1/0?on_reset=adopt").on_reset == "adopt"
     with pytest.raises(ValueError, match="differ"):

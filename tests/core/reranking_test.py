@@ -98,3 +98,7 @@ def test_groups_given_as_a_mapping_or_a_set_are_refused_by_rankers_and_metrics(g
         exposure_share(groups, "female")
     with pytest.raises(TypeError, match="ranked_groups must be a sequence of labels in order"):
         exposure_disparity(groups, protected="female", target_share=0.5)
+    from fairrag_core.metrics import awrf
+
+    with pytest.raises(TypeError, match="must be a sequence of labels in order"):
+        awrf(groups, target={"female": 0.5, "male": 0.5})

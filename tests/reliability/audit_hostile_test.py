@@ -113,7 +113,8 @@ def test_a_line_claiming_two_billion_shown_documents_is_refused_in_bounded_memor
         ),
         (
             '{"ranker":"s","protected":"female","exposure_by_group":{"female":50,"male":-49}}',
-            'exposure_by_group {"female":50,"male":-49} holds a share outside [0, 1]',
+            'exposure_by_group {"female":50,"male":-49} holds a share that is not a number in '
+            "[0, 1]",
         ),
         (
             '{"ranker":"s","exposure_by_group":{"female":0.5,"male":0.6}}',

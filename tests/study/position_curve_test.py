@@ -219,3 +219,29 @@ def test_the_phase_recovers_a_per_group_curve(tmp_path):
     assert [(r["trial"], r["rotation"]) for r in curve.records] == sorted(
         (r["trial"], r["rotation"]) for r in curve.records
     )
+
+
+def test_a_sample_of_one_topic_is_refused_before_any_answer(tmp_path):
+    """Two topics, four questions all of one: every answer was paid for, then the held-out
+    half had no topic and the fit failed with a message about list lengths."""
+
+    class NeverAsked(FakeCurveChatModel):
+        def _generate(self, *args, **kwargs):  # type: ignore[override]
+            raise AssertionError("no answer may be asked")
+
+    pools, corpus = _synthetic(12)
+    one_topic = [p for p in pools if p.trial.topic == "Topic 0"]
+    with pytest.raises(ValueError, match="all of one topic \\(Topic 0\\)"):
+        run_position_curve(
+            2,
+            one_topic,
+            corpus,
+            NeverAsked(curve=CURVE, seed=3),
+            dataset=TREC_GENDER,
+            k=K,
+            seed=11,
+            model_name="fake-curve",
+            out=tmp_path,
+            log=lambda _: None,
+        )
+    assert not (tmp_path / "position_curve.jsonl").exists()

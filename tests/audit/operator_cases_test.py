@@ -1,0 +1,189 @@
+"""Cases an operator's trial of `fairrag audit` found, each counted twice, refused wrongly,
+read wrongly or crashed before: one log counted once however it is named or stored (a log is
+told by its first record, in JSON lines, gzip and Parquet: docs/SPEC.md "Partial
+aggregates"); logs that cannot be read whole say so, naming the file; a share is read only
+from a JSON number; windows line up from run to run."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fairrag_audit import audit
+from fairrag_audit.partials import EMPTY, log_fingerprint, read_partials
+from fairrag_study.cli import main
+from tests.audit.conftest import deployment_records
+from tests.audit.logs import record, write_log
+from tests.audit.partials_test import OPTIONS, saved
+
+
+def _records(day: int, n: int = 30) -> list[dict[str, object]]:
+    records = deployment_records(hours=2, seed=day, day=f"2026-12-0{day}")[:n]
+    for index, item in enumerate(records):
+        item["run_id"] = f"run-{day}-{index}"
+    return records
+
+
+def _gzip(source: Path, target: Path) -> Path:
+    target.write_bytes(gzip.compress(source.read_bytes()))
+    return target
+
+
+def test_a_log_its_gzip_rotation_and_its_parquet_conversion_are_one_log(tmp_path: Path):
+    log = write_log(tmp_path / "a.jsonl", _records(1))
+    rotated = _gzip(log, tmp_path / "a.jsonl.1.gz")
+    assert main(["audit", str(log), "--out", str(tmp_path / "pq"), "--to-parquet"]) == 0
+    converted = tmp_path / "pq" / "a.parquet"
+    assert log_fingerprint(log) == log_fingerprint(rotated) == log_fingerprint(converted)
+    for twin in (rotated, converted, Path(str(log).replace("/a.jsonl", "/./a.jsonl"))):
+        with pytest.raises(ValueError, match="holds the same log as"):
+            audit([log, twin], **OPTIONS)  # one shot: refused before any is read
+        pair = saved([log, twin], [[log], [twin]], tmp_path / f"p-{twin.name}", **OPTIONS)
+        with pytest.raises(ValueError, match=r"more than once \(the same first record"):
+            read_partials(pair)
+    other = write_log(tmp_path / "b.jsonl", _records(2))
+    assert len(audit([log, other], **OPTIONS).reading) == 2  # different logs: both read
+
+
+def test_a_folder_of_parquet_files_and_one_of_its_files_overlap(tmp_path: Path):
+    logs = [write_log(tmp_path / f"d{day}.jsonl", _records(day)) for day in (1, 2)]
+    folder = tmp_path / "hive"
+    for log in logs:
+        assert main(["audit", str(log), "--out", str(folder), "--to-parquet"]) == 0
+    member = folder / "d2.parquet"
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([folder, member], **OPTIONS)
+    pair = saved([folder, member], [[folder], [member]], tmp_path / "p", **OPTIONS)
+    with pytest.raises(ValueError, match="more than once"):
+        read_partials(pair)
+
+
+def test_different_logs_that_start_alike_are_two_logs(tmp_path: Path):
+    """Parquet files of equal row counts began with the same bytes, and JSON-lines logs with
+    the same blank or torn first line had one fingerprint: refused as one log counted twice."""
+    first = write_log(tmp_path / "x.jsonl", _records(1, 20))
+    second = write_log(tmp_path / "y.jsonl", _records(2, 20))
+    for log in (first, second):
+        assert main(["audit", str(log), "--out", str(tmp_path / "pq"), "--to-parquet"]) == 0
+    parquets = [tmp_path / "pq" / "x.parquet", tmp_path / "pq" / "y.parquet"]
+    assert log_fingerprint(parquets[0]) != log_fingerprint(parquets[1])
+    torn = []
+    for name, day in (("t1", 3), ("t2", 4)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(b"\n" + b'{"torn\n' + b"".join(_line(r) for r in _records(day, 5)))
+        torn.append(path)
+    assert log_fingerprint(torn[0]) != log_fingerprint(torn[1])
+    assert len(audit([*parquets, *torn], **OPTIONS).reading) == 4
+    # records without a run id are told by their first record's text, as before
+    plain = [
+        write_log(tmp_path / f"plain{i}.jsonl", [record(["female"], tenant=i)]) for i in (1, 2)
+    ]
+    assert log_fingerprint(plain[0]) != log_fingerprint(plain[1])
+    assert log_fingerprint(write_log(tmp_path / "empty.jsonl", [])) == EMPTY
+
+
+def _line(item: dict[str, object]) -> bytes:
+    from fairrag_core.jsonl import to_json_line
+
+    return to_json_line(item)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_gzip_log_cut_short_or_corrupt_is_read_to_the_break_and_the_break_listed(
+    tmp_path: Path, damage: str
+):
+    """It raised EOFError from the sieve (a traceback, no report) or "CRC check failed",
+    naming no file; a rotation copied while written is an everyday case."""
+    good = write_log(tmp_path / "good.jsonl", _records(1))
+    whole = gzip.compress(b"".join(_line(r) for r in _records(2)))
+    broken = tmp_path / f"{damage}.jsonl.gz"
+    if damage == "truncated":
+        broken.write_bytes(whole[: len(whole) * 2 // 3])
+    else:  # the stream whole, its CRC wrong
+        broken.write_bytes(whole[:-8] + bytes(8))
+    result = audit([good, broken], **OPTIONS)
+    row = result.reading.set_index("file").loc[str(broken)]
+    assert row["refused"] == 1 and 0 <= row["records"] <= len(_records(2))
+    listed = result.left_out[result.left_out["file"] == str(broken)]
+    assert listed["reason"].str.contains("gzip stream cut short or corrupt").tolist() == [True]
+    assert listed["line"].tolist() == [row["records"] + 1]
+    alone = audit([good], **OPTIONS).reading["records"].tolist()
+    assert result.reading.set_index("file").loc[str(good), "records"] == alone[0] > 0
+
+
+@pytest.mark.parametrize(("compress", "name"), [(bz2.compress, "bzip2"), (lzma.compress, "xz")])
+def test_a_log_in_a_compression_the_audit_does_not_read_is_refused_by_name(
+    tmp_path: Path, compress, name: str, capsys
+):
+    """Its lines were counted as torn writes and its records silently left unaudited."""
+    log = write_log(tmp_path / "a.jsonl", _records(1))
+    packed = tmp_path / "a.jsonl.packed"
+    packed.write_bytes(compress(log.read_bytes()))
+    assert main(["audit", str(log), str(packed), "--out", str(tmp_path / "out")]) == 2
+    assert f"{packed}' is {name}-compressed" in capsys.readouterr().err
+
+
+def test_a_conversion_never_overwrites_an_earlier_one(tmp_path: Path, capsys):
+    """Each day's fairness.jsonl converted into one folder replaced the day before's."""
+    out = tmp_path / "parquet"
+    for day in (1, 2):
+        folder = tmp_path / f"day{day}"
+        folder.mkdir()
+        log = write_log(folder / "fairness.jsonl", _records(day))
+        code = main(["audit", str(log), "--out", str(out), "--to-parquet"])
+        assert code == (0 if day == 1 else 2)
+    assert "exists (an earlier conversion" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "day1")
+    assert len(audit([out], **OPTIONS).reading) == 1
+
+
+def test_a_target_share_written_as_text_is_no_target_share(tmp_path: Path):
+    """``{"female": "0.3"}`` was read as the number 0.3 (a disparity against it), though a
+    metric or a share is read only from a JSON number (docs/SPEC.md, "Auditing logs")."""
+    rows = [record(["female", "male", "male"], ranker="amortized", tenant="t")] * 4
+    numbers = [{**r, "target": {"female": 0.3, "OTHERS": 0.7}} for r in rows]
+    texts = [{**r, "target": {"female": "0.3", "OTHERS": "0.7"}} for r in rows]
+
+    def disparity(records: list[dict[str, object]], name: str) -> float:
+        result = audit([write_log(tmp_path / name, records)], protected="female")
+        table = result.rankers.set_index("metric")
+        return float(table.loc["exposure_disparity", "value"])
+
+    assert disparity(texts, "texts.jsonl") == pytest.approx(disparity(rows, "none.jsonl"))
+    assert disparity(texts, "texts2.jsonl") != pytest.approx(disparity(numbers, "numbers.jsonl"))
+
+
+def test_a_null_share_is_refused_for_what_it_is(tmp_path: Path):
+    log = write_log(
+        tmp_path / "a.jsonl",
+        [{**record(["female"]), "exposure_by_group": {"female": 1.0, "nonbinary": None}}],
+    )
+    reasons = audit([log], protected="female").left_out["reason"].tolist()
+    assert reasons == [
+        'exposure_by_group {"female":1.0,"nonbinary":null} holds a share that is not a number '
+        "in [0, 1]"
+    ]
+
+
+def test_windows_line_up_from_run_to_run_whatever_since(tmp_path: Path):
+    """``--since 9d --window 1d`` started each window at the audit's start less nine days
+    (08:52:09.809568, another edge every run), so no two runs' windows lined up."""
+    from datetime import datetime, timezone
+
+    from fairrag_audit.options import AuditOptions
+    from fairrag_audit.partials import compute_partials
+
+    log = write_log(tmp_path / "a.jsonl", _records(1) + _records(2))
+    starts = []
+    for hour in (8, 17):
+        now = datetime(2026, 12, 9, hour, 52, 9, 809568, tzinfo=timezone.utc)
+        options = AuditOptions.create([log], protected="female", since="9d", window="1d", now=now)
+        cells = compute_partials(options).cells
+        starts.append(sorted({str(start) for start in cells["window_start"]}))
+    assert starts[0] == starts[1] and len(starts[0]) == 2
+    assert all(start.endswith("00:00:00") for start in starts[0]), starts[0]
