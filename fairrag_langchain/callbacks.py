@@ -4,7 +4,7 @@ memory and optionally appended to a JSON-lines file."""
 
 from __future__ import annotations
 
-import itertools
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,13 +16,18 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from pydantic import BaseModel
 
 from fairrag_core import FairnessAuditor, summarize_records
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
     RecordKeeper,
     check_group_key,
+    collapsed,
+    held_order,
     is_placed,
+    located,
+    place_in,
     ranked_for,
     search_entry,
 )
@@ -69,7 +74,8 @@ class _Retrieval:
     def located(self) -> tuple[tuple[str, str], ...]:
         """Each shown document's ``(text, first line)``, whitespace collapsed, in the list's
         order: what tells where a prompt holds it, or that it holds part of it
-        (:func:`_place_in`); empty when a document is blank (it cannot be found)."""
+        (:func:`~fairrag_core.kit.place_in`); empty when a document is blank (it cannot be
+        found)."""
         if self._located is None:
             located = tuple(_text_and_first_line(d) for d in self.documents or [])
             self._located = located if all(text for text, _ in located) else ()
@@ -97,7 +103,13 @@ class _ModelRun:
     """Its answer, whitespace collapsed (what the root's output holds of it)."""
     places: dict[UUID, tuple[int, ...]] = field(default_factory=dict)
     """For each retrieval ended before it started: where its prompt holds each document's
-    whole text (:func:`_place_in`: -1 nowhere, :data:`PARTLY` only in part)."""
+    whole text (:func:`~fairrag_core.kit.place_in`: -1 nowhere,
+    :data:`~fairrag_core.kit.PARTLY` only in part)."""
+
+    def held_at(self, retrieval: UUID) -> tuple[int, ...]:
+        """Where its prompt holds each of ``retrieval``'s documents (none when it ended
+        after this run started)."""
+        return self.places.get(retrieval, ())
 
 
 @dataclass
@@ -121,6 +133,9 @@ class _RootRun:
     model_starts: int = 0
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    graph: bool = False
+    """Whether a LangGraph node ran in it (a run's metadata names ``langgraph_node``): a
+    graph's root run writes one record, whatever its state holds."""
 
 
 class FairnessCallbackHandler(BaseCallbackHandler):
@@ -317,6 +332,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._parent[run_id] = parent_run_id
         state = self._roots[root]
         state.members.append(run_id)
+        if not state.graph and "langgraph_node" in (kwargs.get("metadata") or {}):
+            state.graph = True
         return root, state
 
     def _ancestors(self, state: _RootRun, parent_run_id: UUID | None) -> Iterator[UUID]:
@@ -356,10 +373,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             key=lambda run: run.order,
         )
         several = [run for run in done if self._lists(state, run.seen) > 1]
-        if final is not None or any(r.by_tool for r in state.retrievals.values()):
+        if final is not None or state.graph or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
-                answering, answer = _final_answer(final, done)
+                answering, answer = _final_answer(final, done, returned)
                 record = self._answer_record(
                     run_id, state, done, answering, answer, "final_output", error
                 )
@@ -485,8 +502,12 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         the ``answering`` model run, against every document it saw, each search's ranking in
         ``searches``; ``done``: the root's model runs that ended with an output."""
         seen = state.ended if answering is None or not answering.seen else answering.seen
+        if answering is not None and not answering.seen:  # a step kept part of a list
+            partly = [run for run in state.ended if any(at >= 0 for at in answering.held_at(run))]
+            seen = partly or state.ended
         searches = [state.retrievals[run] for run in seen]
-        documents = _distinct([d for search in searches for d in search.documents or []])
+        # each search's documents as the answering prompt held them ("Which list is audited")
+        documents = _distinct([d for s in searches for d in _as_held(answering, s) or []])
         auditor = self.auditor
         if self._source is not None and documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in documents])
@@ -660,7 +681,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             # where the prompt holds each ended retrieval's documents, searched once: the
             # link, the searches seen and the list as held all read these
             places = {
-                ended: tuple(_place_in(text, *pair) for pair in located)
+                ended: tuple(place_in(text, *pair) for pair in located)
                 for ended in state.ended
                 if (located := state.retrievals[ended].located())
             }
@@ -693,8 +714,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         the one with the most documents). Else, by the run tree: the one closest to the model
         run (their nearest common ancestor the fewest steps above it: its own chain's, not a
         parallel branch's). Ties go to the one that ended last. ``places``: where the prompt
-        holds each ended retrieval's documents (:func:`_place_in`; none for a retrieval with a
-        blank document, whose other texts are looked up here).
+        holds each ended retrieval's documents (:func:`~fairrag_core.kit.place_in`; none for a
+        retrieval with a blank document, whose other texts are looked up here).
         """
         steps_up = {
             run: steps
@@ -808,17 +829,25 @@ def _final_output(outputs: Any) -> _Final | None:
     return _Final(message=last if isinstance(last, BaseMessage) else None)
 
 
-def _final_answer(final: _Final | None, done: Sequence[_ModelRun]) -> tuple[_ModelRun | None, Any]:
+def _final_answer(
+    final: _Final | None, done: Sequence[_ModelRun], returned: _Returned
+) -> tuple[_ModelRun | None, Any]:
     """The model run that gave the final answer, and the answer (a message, a structured
     response, or a generation's text; None when the run gave none).
 
     With a graph's output: its structured response (given by the last model run) or its last
     message when that is a model's answer (an AI message without tool calls, or whose tool call
     is a structured answer; the model run is the one whose message it is, by id, else by
-    text). Without (tools called in a chain): the last model run that answered without calling
-    a tool.
+    text). Without (a graph whose state has no messages, tools called in a chain): the last
+    model run whose output the root returned as its answer (:class:`_Returned`: a text, a
+    message or a structured object under an answer key), else the last model run that
+    answered without calling a tool.
     """
     if final is None:
+        given = [run for run in done if returned.holds(run)]
+        if given:
+            run = given[-1]
+            return run, run.message if run.message is not None else run.answer
         answered = [run for run in done if not _calls_tools(run.message)]
         if not answered:
             return None, None
@@ -910,20 +939,6 @@ def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:
     return given[0] if given else runs[0]
 
 
-PARTLY = -2
-"""A document's place in a prompt that holds only part of it (its first line, not its whole
-text: a prompt that shortens or escapes it, or a document sharing another's first line)."""
-
-
-def _place_in(prompt: str, text: str, first_line: str) -> int:
-    """Where ``prompt`` holds a document's whole ``text`` (whitespace collapsed); -1 when it
-    holds neither that nor its ``first_line``; :data:`PARTLY` when only the first line."""
-    at = prompt.find(text)
-    if at >= 0:
-        return at
-    return PARTLY if first_line in prompt else -1
-
-
 def _as_held(run: _ModelRun | None, retrieval: _Retrieval) -> list[Document] | None:
     """The retrieval's documents as the model run's prompt held them (docs/SPEC.md "Which
     list is audited"): the documents whose whole text it holds, in the order it holds them,
@@ -932,17 +947,10 @@ def _as_held(run: _ModelRun | None, retrieval: _Retrieval) -> list[Document] | N
     the list's order, or one whose reading would be a guess)."""
     documents = retrieval.documents
     places = None if run is None else run.places.get(retrieval.run_id)
-    if documents is None or not places or PARTLY in places:
+    if documents is None or not places:
         return documents
-    found = sorted((at, index) for index, at in enumerate(places) if at >= 0)
-    texts = retrieval.located()
-    for (at, index), (after, _) in itertools.pairwise(found):
-        if after < at + len(texts[index][0]):  # inside another's text: no place of its own
-            return documents
-    order = [index for _, index in found]
-    if not order or order == list(range(len(documents))):
-        return documents
-    return [documents[index] for index in order]
+    order = held_order(places, [len(text) for text, _ in retrieval.located()])
+    return documents if order is None else [documents[index] for index in order]
 
 
 ANSWER_KEYS = ("answer", "generation", "response", "output", "result", "final_answer")
@@ -958,17 +966,21 @@ class _Returned:
 
     texts: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
+    objects: frozenset[str] = frozenset()
+    """Structured answers (a pydantic object or a mapping under an answer key), as
+    :func:`_canonical` JSON: a model run whose tool call's arguments are one gave it."""
 
     @classmethod
     def of(cls, outputs: Any) -> _Returned:
         """Read ``outputs``: a text or a message, or a mapping's :data:`ANSWER_KEYS` fields,
-        each a text or a message (nothing for any other output: a list, an object)."""
+        each a text, a message or a structured object (nothing for any other output)."""
         if isinstance(outputs, Mapping):
             values = [outputs.get(key) for key in ANSWER_KEYS]
         else:
             values = [outputs]
         texts: set[str] = set()
         ids: set[str] = set()
+        objects: set[str] = set()
         for value in values:
             if isinstance(value, str):
                 texts.add(_collapsed(value))
@@ -976,27 +988,42 @@ class _Returned:
                 if value.id is not None:
                     ids.add(value.id)
                 texts.add(_collapsed(message_text(value)))
+            elif isinstance(value, (BaseModel, Mapping)):
+                canonical = _canonical(value)
+                if canonical is not None:
+                    objects.add(canonical)
         texts.discard("")
-        return cls(frozenset(texts), frozenset(ids))
+        return cls(frozenset(texts), frozenset(ids), frozenset(objects))
 
     def holds(self, run: _ModelRun) -> bool:
         """Whether the root returned this model run's output as its answer."""
         message = run.message
         if message is not None and message.id is not None and message.id in self.ids:
             return True
+        if self.objects and isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if _canonical(call.get("args")) in self.objects:
+                    return True
         return bool(run.said) and run.said in self.texts
+
+
+def _canonical(value: Any) -> str | None:
+    """A structured answer as sorted, compact JSON (a pydantic object by its ``model_dump``),
+    None when it is not one JSON can write."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return None
 
 
 def _text_and_first_line(document: Document) -> tuple[str, str]:
     """A document's text and its first non-blank line, whitespace collapsed."""
-    text = document.page_content if isinstance(document.page_content, str) else ""
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    return _collapsed(text), _collapsed(first)
+    return located(document.page_content if isinstance(document.page_content, str) else "")
 
 
-def _collapsed(text: str) -> str:
-    """``text`` with every whitespace run made one space (prompt templates reflow text)."""
-    return " ".join(text.split())
+_collapsed = collapsed
 
 
 def _document_texts(documents: list[Document]) -> tuple[str, ...]:

@@ -47,7 +47,11 @@ from fairrag_core.kit import (
     ShownDocument,
     check_group_key,
     check_max_records,
+    collapsed,
     document_title,
+    held_order,
+    located,
+    place_in,
     ranked_for,
     refuse_bools,
     search_entry,
@@ -101,6 +105,10 @@ class _Run:
     query: str | None = None
     reranks: list[_Rerank] = field(default_factory=list)
     model: str | None = None
+    prompt: str | None = None
+    """The last LLM call's prompt, whitespace collapsed: which re-rankings' lists it held."""
+    calls_since_rerank: int = 0
+    """LLM calls since the last fair re-ranking ended (a refine synthesis makes several)."""
 
 
 @dataclass(eq=False)
@@ -239,7 +247,66 @@ def _source_nodes(response: Any) -> list[NodeWithScore] | None:
             for output in getattr(response, "sources", None) or []
             for node in getattr(getattr(output, "raw_output", None), "source_nodes", None) or []
         ] or nodes
-    return None if nodes is None else list(nodes)
+    return None if nodes is None else _once(nodes)
+
+
+def _prompt_text(event: BaseEvent) -> str | None:
+    """An LLM call's prompt (a completion's text, a chat's messages), whitespace collapsed."""
+    if isinstance(event, LLMCompletionStartEvent):
+        text = event.prompt
+    elif isinstance(event, LLMChatStartEvent):
+        text = "\n".join(str(message.content or "") for message in event.messages)
+    else:
+        return None
+    return collapsed(text) if isinstance(text, str) else None
+
+
+def _held_lists(run: _Run) -> list[NodeWithScore]:
+    """The shown list of a run whose result names no source nodes, read from the last LLM
+    call's prompt (docs/SPEC.md, "Adapters" → Which list is audited): the re-rankings whose
+    every node's text it held, in the order it held them, a node shown again kept at its first
+    place (a workflow that re-ranks per sub-question and answers once); else the last
+    re-ranking's nodes as the one LLM call after it held them
+    (:func:`fairrag_core.kit.held_order`: a step that reordered or dropped some), or as they
+    were when that reading would be a guess or several calls followed it."""
+    last = list(run.reranks[-1].nodes)
+    prompt = run.prompt
+    if prompt is None:
+        return last
+    texts = [[located(_node_text(node)) for node in rerank.nodes] for rerank in run.reranks]
+    places = [[place_in(prompt, *pair) for pair in found] for found in texts]
+    whole = [
+        order
+        for order, at in enumerate(places)
+        if at and all(place >= 0 for place in at) and all(text for text, _ in texts[order])
+    ]
+    if len(whole) >= 2:
+        held = sorted(
+            (place, order, index) for order in whole for index, place in enumerate(places[order])
+        )
+        return _once([run.reranks[order].nodes[index] for _, order, index in held])
+    if run.calls_since_rerank != 1 or not all(text for text, _ in texts[-1]):
+        return last  # several calls (a refine synthesis), or a blank node: as it was
+    order = held_order(places[-1], [len(text) for text, _ in texts[-1]])
+    return last if order is None else [last[index] for index in order]
+
+
+def _node_text(node: NodeWithScore) -> str:
+    return node.node.get_content(metadata_mode=MetadataMode.NONE)
+
+
+def _once(nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    """``nodes`` with a node given again (same id and text: a ``RouterQueryEngine`` that
+    selected several engines over one index concatenates their source nodes) kept at its first
+    place; chunks of one node (same id, other text) all kept."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for node in nodes:
+        key = (node.node.node_id, _node_text(node))
+        if key not in seen:
+            seen.add(key)
+            kept.append(node)
+    return kept
 
 
 def _engine_postprocessors(engine: Any) -> list[Any]:
@@ -752,6 +819,7 @@ class FairnessEventHandler(BaseEventHandler):
             with self._live.lock:
                 run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
                 run.reranks.append(rerank)
+                run.calls_since_rerank = 0
                 run.query = run.query or rerank.query
         elif isinstance(event, (LLMPredictStartEvent, LLMCompletionStartEvent, LLMChatStartEvent)):
             span = SPANS.get(span_id)
@@ -759,7 +827,12 @@ class FairnessEventHandler(BaseEventHandler):
             if span is not None and run_span is not None:
                 with self._live.lock:
                     run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
-                    run.model = run.model or _model_name(span.instance)
+                    # the last LLM to start answered (a router's selector, a chat engine's
+                    # condensing call come first)
+                    run.model = _model_name(span.instance) or run.model
+                    if not isinstance(event, LLMPredictStartEvent):
+                        run.prompt = _prompt_text(event)
+                        run.calls_since_rerank += 1
 
     # -- spans ------------------------------------------------------------------------------
 
@@ -939,7 +1012,7 @@ class FairnessEventHandler(BaseEventHandler):
         if sources is not None:
             shown = list(sources)
         elif run.reranks:
-            shown = list(run.reranks[-1].nodes)
+            shown = _held_lists(run)
         else:
             shown = []
         sub_answers = _sub_question_nodes(run, shown)

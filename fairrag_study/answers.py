@@ -17,6 +17,7 @@ with another ``--llm-timeout`` reuses the answers of the last one.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
 import json
@@ -103,11 +104,18 @@ def answer_settings(llm_string: str) -> str:
 
 
 def _model_name(settings: str) -> str | None:
+    """The model a request's settings name: LangChain writes a serialisable chat model's as
+    JSON (its ``kwargs``), another's (the local model's) as the repr of its sorted
+    parameters, a list of pairs."""
     head = settings.partition(_SEPARATOR)[0]
     try:
         kwargs = json.loads(head).get("kwargs", {})
     except (json.JSONDecodeError, AttributeError):
-        return None
+        try:
+            pairs = ast.literal_eval(head) if head.startswith("[") else None
+            kwargs = dict(pairs) if isinstance(pairs, list) else {}
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
     for name in ("model_name", "model", "model_id"):
         if isinstance(kwargs.get(name), str):
             return str(kwargs[name])
@@ -384,6 +392,11 @@ class AnswerStore(BaseCache):
         if unknown:
             raise TypeError(f"clear() takes only model=, got {unknown}")
         if "model" in kwargs:
+            # rows stored before a local model's name was read from its settings: named now
+            for key, settings in self._run("SELECT key, settings FROM answers WHERE model IS NULL"):
+                name = _model_name(settings)
+                if name is not None:
+                    self._run("UPDATE answers SET model = ? WHERE key = ?", (name, key), "be named")
             self._run("DELETE FROM answers WHERE model = ?", (kwargs["model"],), "be cleared")
         else:
             self._run("DELETE FROM answers", doing="be cleared")

@@ -280,7 +280,7 @@ class StudyConfig(BaseModel):
         int,
         Flag(
             "--samples",
-            _INT1,
+            options.int_in(1, options.SAMPLES_LIMIT, "rankings drawn per question and ranker"),
             "rankings sampled per question and ranker for expected exposure (default 100)",
             label="samples (rankings drawn per question)",
         ),
@@ -535,7 +535,10 @@ class StudyConfig(BaseModel):
             from fairrag_core.exposure import make_exposure_model
 
             try:
-                make_exposure_model(self.exposure).weights(self.k)
+                model = make_exposure_model(self.exposure)
+                model.weights(self.k)
+                # a per-group curve must name the data set's groups: checked before loading
+                model.check_labels(self.dataset.groups, "the data set's groups are")
             except (TypeError, ValueError) as exc:
                 raise Refused(f"exposure: {exc}", str(exc), "exposure") from None
         if self.llm_format != "free" and not self.llm.startswith("local"):

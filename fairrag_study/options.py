@@ -107,6 +107,10 @@ SEED_LIMIT = 2**64
 MAX_TOKENS_LIMIT = 131_072
 """The most new tokens ``--max-tokens`` may ask for: the largest output of today's chat models
 (128k); beyond, no server honours it and a local model would allocate for it."""
+SAMPLES_LIMIT = 100_000
+"""The most rankings ``--samples`` draws per question and ranker: beyond, the draws outgrow the
+machine (10**12 asked 36 TiB, failing with a traceback after every trial had run); the
+sampling error of expected exposure is already about 0.3% of its range at this many."""
 LLM_RETRIES_LIMIT = 20
 """The most retries ``--llm-retries`` may ask for: with the client's back-off 20 already wait
 minutes on one request; 10**9 would retry a dead server for ever."""

@@ -39,6 +39,7 @@ from .config import Flag, Refused, StudyConfig, check_by_flag
 from .data import load_documents, locate_data
 from .dataset import TREC_GENDER, StudyDataset
 from .embedding import load_embedding_model
+from .errors import OutputFolderError
 from .many_rankings import batch_rankings
 from .phases.data import corpus_and_trials
 from .phases.index import PoolCheckedCollection, open_index, query_embeddings
@@ -207,7 +208,11 @@ class SweepConfig:
     """Per-ranker grids replacing :func:`default_grid`'s."""
     samples: Annotated[
         int,
-        Flag("--samples", options.int_at_least(1), "sampled rankings per question (default 100)"),
+        Flag(
+            "--samples",
+            options.int_in(1, options.SAMPLES_LIMIT, "rankings drawn per question and ranker"),
+            "sampled rankings per question (default 100)",
+        ),
     ] = 100
     out: Annotated[
         Path,
@@ -439,6 +444,39 @@ def plot_frontier(path: Path, rows: Sequence[Mapping[str, Any]], k: int) -> None
     tmp.replace(path)
 
 
+SWEEP_MARK = ".fairrag-sweep"
+"""The file a sweep writes beside its outputs: the next sweep replaces what it marks."""
+SWEEP_FILES = ("sweep.csv", "frontier.png", SWEEP_MARK)
+
+
+def check_sweep_folder(out: Path) -> None:
+    """``OutputFolderError`` when ``out`` is a file, or holds files an earlier sweep did not
+    write (another program's ``sweep.csv``, a study's outputs): a sweep replaces only its own
+    files (docs/SPEC.md, "Sweep")."""
+    if out.exists() and not out.is_dir():
+        raise OutputFolderError(f"--out {str(out)!r} is a file, not a folder")
+    if not out.is_dir():
+        return
+    present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
+    marked = (out / SWEEP_MARK).is_file() or _an_earlier_sweeps(out / "sweep.csv")
+    foreign = [name for name in present if not (marked and name in SWEEP_FILES)]
+    if foreign:
+        raise OutputFolderError(
+            f"--out {str(out)!r} holds files a sweep did not write: {', '.join(foreign[:8])}. "
+            "A sweep replaces only its own outputs; choose an empty or new folder"
+        )
+
+
+def _an_earlier_sweeps(path: Path) -> bool:
+    """Whether ``path`` is a ``sweep.csv`` a sweep wrote before sweeps marked their folder (its
+    header is :data:`COLUMNS`)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return handle.readline(10_000).strip() == ",".join(COLUMNS)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Run the sweep and write ``sweep.csv`` and ``frontier.png`` to ``config.out``."""
     timings: dict[str, float] = {}
@@ -446,6 +484,8 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
 
     study = config.study
     settings = config.settings()
+    out = Path(config.out)
+    check_sweep_folder(out)  # before any work
     with phase("pools"):
         pools = load_pools(study, log)
         log(f"{len(pools)} questions, pools of {study.pool_size}, k = {study.k}")
@@ -471,8 +511,8 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
     for row, on, on_amortized in zip(rows, front, amortized_front, strict=True):
         row["pareto"], row["pareto_amortized"] = on, on_amortized
     with phase("write"):
-        out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
+        (out / SWEEP_MARK).write_text("written by fairrag sweep: sweep.csv, frontier.png\n")
         write_csv(out / "sweep.csv", rows)
         plot_frontier(out / "frontier.png", rows, study.k)
     for row in rows:

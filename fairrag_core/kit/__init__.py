@@ -12,6 +12,8 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
 - :mod:`.place`: the main step, a pool in and its ranking, placed metadata and shown list out;
 - :mod:`.records`: the fairness record of one answered question (docs/SPEC.md, "Records"),
   its one builder and its retention;
+- :mod:`.held`: the list a model was handed, read from its prompt (a later step's reorder or
+  cut);
 - :mod:`.component`: the component contract, the fields every fair component shares (pydantic;
   imported by the adapters only, never by ``import fairrag_core.kit``).
 """
@@ -36,6 +38,7 @@ from .context import (
     hidden_metadata_keys,
     render_context_prompt,
 )
+from .held import PARTLY, collapsed, held_order, located, place_in
 from .place import Placed, place, pool_relevance, shown_documents
 from .placement import (
     LEDGER_PLACEMENT_KEYS,
@@ -71,6 +74,7 @@ __all__ = [
     "DEFAULT_MAX_RECORDS",
     "LEDGER_FIELDS",
     "LEDGER_PLACEMENT_KEYS",
+    "PARTLY",
     "PLACEMENT_KEYS",
     "PROVENANCE_FIELDS",
     "RECORD_SCHEMA",
@@ -88,6 +92,7 @@ __all__ = [
     "check_monotone",
     "check_query_seed",
     "check_store_order",
+    "collapsed",
     "context_entry",
     "context_header",
     "describe_ranker",
@@ -97,11 +102,14 @@ __all__ = [
     "drop_stale_placement",
     "first_occurrences",
     "flush_sinks",
+    "held_order",
     "hidden_metadata_keys",
     "is_placed",
     "lacking",
     "ledger_location",
+    "located",
     "place",
+    "place_in",
     "placement_metadata",
     "placements_metadata",
     "pool_relevance",

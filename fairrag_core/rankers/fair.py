@@ -345,10 +345,12 @@ class FairRanker(Ranker):
         super().__init__(**fairness)  # type: ignore[arg-type]
         target = self.target
         assert target is not None  # requires_target
-        if target.protected is None or set(target.groups) != {target.protected, OTHERS}:
+        others = [g for g, share in target.as_dict().items() if g != target.protected and share]
+        if target.protected is None or len(others) > 1:  # binary: protected and one other bucket
             raise ValueError(
                 "the fair ranker (FA*IR) takes a binary target: protected=<group> (and "
-                f"target_share or p); got target {target.as_dict()!r}"
+                "target_share or p), or two groups such as {'female': 0.5, 'male': 0.5}; got "
+                f"target {target.as_dict()!r}"
             )
         self.p = target.protected_share if p is None else _check_p(p)
         self.alpha = _check_significance(alpha)

@@ -133,3 +133,63 @@ async def test_a_handler_from_the_postprocessor_records_its_workflows_only():
         await FairRAG(fair()).run(query=QUESTION)  # another postprocessor's
     (record,) = own.records
     assert record["answer"] and record["query"] == QUESTION
+
+
+class Answering(Workflow):
+    """A workflow with a fair postprocessor and the citing mock LLM."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any):
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+        self.llm = CitingMockLLM()
+
+
+class TwoSearches(Answering):
+    """Re-ranks one pool per sub-question, then answers once from both lists (text result)."""
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        lists = []
+        for prefix in ("a", "b"):
+            pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
+            lists.append(await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query))
+        reply = await self.llm.acomplete(prompt(ev.query, lists[0] + lists[1]))
+        return StopEvent(result=reply.text)
+
+
+class CutBeforeTheLLM(Answering):
+    """Re-ranks, then a step reverses the list and drops its last node before the LLM."""
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(20)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        reply = await self.llm.acomplete(prompt(ev.query, list(reversed(nodes))[:-1]))
+        return StopEvent(result=reply.text)
+
+
+async def test_a_workflow_answering_from_two_lists_is_audited_on_both():
+    """Only the last re-ranking's list was audited: 4 of the 8 citations counted invalid."""
+    recorder = handler()
+    with recorder:
+        await TwoSearches(fair()).run(query=QUESTION)
+    (record,) = recorder.records
+    assert len(record["titles"]) == 10 and record["groundedness"] == 1.0
+    assert record["merged_rankings"] == 2
+    assert [len(s["titles"]) for s in record["framework"]["searches"]] == [5, 5]
+
+
+async def test_a_step_that_reorders_and_cuts_the_list_before_the_llm_is_audited_as_held():
+    """The fair list was audited in its own order, whole, though the LLM saw four of its five
+    nodes reversed."""
+    recorder = handler()
+    with recorder, seeded(3):
+        await CutBeforeTheLLM(fair()).run(query=QUESTION)
+    (record,) = recorder.records
+    with seeded(3):
+        placed = await fair().apostprocess_nodes(
+            await PoolRetriever(make_pool(20)).aretrieve(QUESTION), query_str=QUESTION
+        )
+    expected = [n.node.metadata["title"] for n in reversed(placed)][:-1]
+    assert record["titles"] == expected
+    assert record["reordered_after_ranking"] is True and record["dropped_after_ranking"] == 1

@@ -165,3 +165,22 @@ def test_a_table_of_other_columns_is_refused_and_left_untouched(tmp_path: Path) 
     with pytest.raises(AnswerStoreError, match=r"its answers table has columns \['key', 'note'\]"):
         AnswerStore(path)
     assert path.read_bytes() == before
+
+
+def test_a_local_models_answers_are_filed_and_cleared_under_its_name(tmp_path: Path) -> None:
+    """LangChain writes a chat model it cannot serialise (the local model) as the repr of its
+    parameters: its rows had no model name, so ``clear(model="smollm2")`` deleted nothing;
+    rows stored that way before are named when a clear by model looks for them."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration
+
+    local = "[('_type', 'fairrag-local'), ('model_name', 'smollm2'), ('stop', None)]"
+    answer = [ChatGeneration(message=AIMessage(content="- Ada Lovelace (DocTitle: Ada Lovelace)"))]
+    store = AnswerStore(tmp_path / "a.sqlite")
+    store.update(PROMPT, local, answer)
+    store.update(OTHER, local, answer)
+    with sqlite3.connect(tmp_path / "a.sqlite") as db:
+        assert db.execute("SELECT DISTINCT model FROM answers").fetchall() == [("smollm2",)]
+        db.execute("UPDATE answers SET model = NULL WHERE prompt = ?", (OTHER,))  # as before
+    store.clear(model="smollm2")
+    assert _rows(tmp_path / "a.sqlite") == []

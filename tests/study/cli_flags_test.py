@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairrag_core import rankers as registry
+from fairrag_core.exposure import FittedCurve
 from fairrag_core.validation import check_alpha
 from fairrag_study.cli import build_parser
 from fairrag_study.dataset import custom_dataset
@@ -49,7 +50,18 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
     mine.write_text("q_text,doc_id,region,doc_title,first sentence\n")
     three = '{"a": 0.4, "b": 0.3, "c": 0.3}'
     regions = ["--data", str(mine), "--target", three, "--group-key", "region"]
+    groups_ab = tmp_path / "groups-ab.json"  # a per-group curve of other groups than the data's
+    groups_ab.write_text(
+        json.dumps(
+            FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), factors=(("a", 1.1), ("b", 0.9))).as_dict()
+        )
+    )
     return [
+        (
+            ["--exposure", f"fitted:{groups_ab}"],
+            "--exposure",
+            "the data set's groups are ['female', 'male']",
+        ),
         (["--target", "a=0.5"], "--target", "is not JSON"),
         (["--target", '{"a": 1}'], "--target", "two or more"),
         (["--target", '{"a": 0.5, "b": "half"}'], "--target", "non-numeric shares"),
@@ -78,6 +90,7 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--rankers", "standard,best"], "--rankers", "unknown rankers ['best']"),
         ([*regions, "--rankers", "standard,fair"], "--rankers", "'fair' cannot rank"),
         (["--samples", "0"], "--samples", "expected an integer >= 1"),
+        (["--samples", "10" + "0" * 11], "--samples", "expected an integer from 1 to 100,000"),
         (["--max-tokens", "0"], "--max-tokens", "expected an integer >= 1"),
         (["--topics", "Tennis,"], "--topics", "holds an empty name"),
         (["--chroma-timeout", "inf"], "--chroma-timeout", "seconds from 0.1 to 86400"),

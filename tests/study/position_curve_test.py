@@ -52,19 +52,25 @@ def _word(rng: np.random.Generator) -> str:
 def measured(tmp_path_factory):
     out = tmp_path_factory.mktemp("curve")
     pools, corpus = _synthetic(240)
-    curve = run_position_curve(
-        200,
+    curve = _run(200, pools, corpus, FakeCurveChatModel(curve=CURVE, seed=3), out)
+    return out, curve
+
+
+def _run(questions, pools, corpus, llm, out, **options):
+    """The phase on ``pools`` with the tests' settings (k, seed), quietly."""
+    return run_position_curve(
+        questions,
         pools,
         corpus,
-        FakeCurveChatModel(curve=CURVE, seed=3),
+        llm,
         dataset=TREC_GENDER,
         k=K,
         seed=11,
-        model_name="fake-curve",
+        model_name=options.pop("model_name", "fake-curve"),
         out=out,
         log=lambda _: None,
+        **options,
     )
-    return out, curve
 
 
 def test_every_position_rate_interval_covers_the_fakes_curve(measured):
@@ -185,19 +191,8 @@ def test_the_phase_recovers_a_per_group_curve(tmp_path):
     pools, corpus = _synthetic(120)
     factor = {"female": 0.5, "male": 1.0}
     titles = {doc.title: factor[doc.group] for doc in corpus}
-    curve = run_position_curve(
-        120,
-        pools,
-        corpus,
-        FakeCurveChatModel(curve=CURVE, seed=5, title_factors=titles),
-        dataset=TREC_GENDER,
-        k=K,
-        seed=11,
-        model_name="fake-group-curve",
-        out=tmp_path,
-        log=lambda _: None,
-        concurrency=4,
-    )
+    llm = FakeCurveChatModel(curve=CURVE, seed=5, title_factors=titles)
+    curve = _run(120, pools, corpus, llm, tmp_path, model_name="fake-group-curve", concurrency=4)
     fitted = curve.fitted_groups
     assert fitted.weights == curve.fitted.weights  # the same position curve, plus factors
     shown = fitted.provenance["shown_per_group_position"]
@@ -232,16 +227,5 @@ def test_a_sample_of_one_topic_is_refused_before_any_answer(tmp_path):
     pools, corpus = _synthetic(12)
     one_topic = [p for p in pools if p.trial.topic == "Topic 0"]
     with pytest.raises(ValueError, match="all of one topic \\(Topic 0\\)"):
-        run_position_curve(
-            2,
-            one_topic,
-            corpus,
-            NeverAsked(curve=CURVE, seed=3),
-            dataset=TREC_GENDER,
-            k=K,
-            seed=11,
-            model_name="fake-curve",
-            out=tmp_path,
-            log=lambda _: None,
-        )
+        _run(2, one_topic, corpus, NeverAsked(curve=CURVE, seed=3), tmp_path)
     assert not (tmp_path / "position_curve.jsonl").exists()

@@ -292,3 +292,24 @@ def test_good_grids_parse_to_their_values() -> None:
     settings = expand({"amortized": {"gain": (20.0, 80.0), "alpha": (8.0,)}})
     assert [s.label for s in settings] == ["gain=20;alpha=8", "gain=80;alpha=8"]
     assert all(s.streamed for s in settings)
+
+
+def test_a_sweep_replaces_only_its_own_files(
+    sweep_run: tuple[Path, Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder holding someone's ``sweep.csv`` (or a study's outputs) was written into and
+    the file silently replaced; an earlier sweep's folder is still run again in place."""
+    out, _, args = sweep_run
+    assert (out / ".fairrag-sweep").is_file()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "sweep.csv").write_text("my precious results\n")
+    at = args.index("--out") + 1
+    assert main([*args[:at], str(mine), *args[at + 1 :]]) == 2
+    assert "holds files a sweep did not write: sweep.csv" in capsys.readouterr().err
+    assert (mine / "sweep.csv").read_text() == "my precious results\n"
+    from fairrag_study.sweep import check_sweep_folder
+
+    check_sweep_folder(out)  # its own earlier outputs: no error
+    (out / ".fairrag-sweep").unlink()  # as a sweep before the mark wrote it: its header tells
+    check_sweep_folder(out)

@@ -189,6 +189,11 @@ def test_tables_are_cached_per_parameters() -> None:
     ("kwargs", "error", "message"),
     [
         ({"target": {"a": 0.5, "b": 0.5}}, ValueError, "takes a binary target"),
+        (
+            {"target": {"a": 0.3, "b": 0.3, "c": 0.4}, "protected": "a"},
+            ValueError,
+            "takes a binary target",
+        ),
         ({"protected": "female", "p": 1.5}, ValueError, "p must be in \\[0, 1\\].*1.5"),
         ({"protected": "female", "p": "half"}, TypeError, "p must be a number"),
         ({"protected": "female", "alpha": 0}, ValueError, "alpha must be in \\(0, 1\\).*got 0"),
@@ -327,3 +332,14 @@ def test_rank_batch_compares_string_labels_as_python_does(protected: str) -> Non
     ranker = make_ranker("fair", protected=protected, p=0.5, alpha=0.1)
     single = [ranker.rank(scores[b], labels[b].tolist(), 4).tolist() for b in range(60)]
     assert ranker.rank_batch(scores, labels, 4).tolist() == single
+
+
+def test_a_target_naming_two_groups_is_binary() -> None:
+    """``{"female": 0.5, "male": 0.5}`` was refused as not binary (its OTHERS bucket, at 0,
+    counted as a third group): a study on one's own data could never run FA*IR."""
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    groups = ["male", "male", "male", "female", "female", "male"]
+    named = make_ranker("fair", protected="female", target={"female": 0.6, "male": 0.4})
+    binary = make_ranker("fair", protected="female", target_share=0.6)
+    assert named.p == binary.p == 0.6
+    assert list(named.rank(scores, groups, 5)) == list(binary.rank(scores, groups, 5))

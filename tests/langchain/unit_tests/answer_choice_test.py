@@ -20,12 +20,13 @@ import pytest
 from langchain_community.document_transformers import LongContextReorder
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
 from fairrag_langchain.fakes import FakeCitingChatModel
@@ -78,30 +79,37 @@ class State(TypedDict, total=False):
     generation: str
 
 
-def test_a_graph_whose_grader_reads_the_context_first_records_the_generators_answer(retriever):
+def graded(schema: type, retriever: FairRetriever, key: str, answer: Any) -> Any:
+    """retrieve -> a grader reads the whole context (says yes) -> ``answer(prompt)`` into
+    ``state[key]``: the corrective-RAG graph, compiled."""
     grader = FakeListChatModel(responses=["yes"])
-    generator = Prompted(prompts=[])
 
-    def retrieve(state: State) -> State:
+    def retrieve(state: dict) -> dict:
         return {"documents": retriever.invoke(state["question"])}
 
-    def grade(state: State) -> State:
+    def grade(state: dict) -> dict:
         prompt = f"Is this relevant?\n{joined(state['documents'])}"
         return {"relevant": grader.invoke([HumanMessage(prompt)]).text}
 
-    def generate(state: State) -> State:
+    def generate(state: dict) -> dict:
         prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
-        return {"generation": generator.invoke([HumanMessage(prompt)]).text}
+        return {key: answer(prompt)}
 
-    graph = StateGraph(State).add_sequence([retrieve, grade, generate])
+    graph = StateGraph(schema).add_sequence([retrieve, grade, generate])
     graph.add_edge(START, "retrieve")
+    return graph.compile()
+
+
+def test_a_graph_whose_grader_reads_the_context_first_records_the_generators_answer(retriever):
+    generator = Prompted(prompts=[])
+    graph = graded(State, retriever, "generation", lambda p: generator.invoke(p).text)
     handler = FairnessCallbackHandler.from_retriever(retriever)
-    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    out = graph.invoke({"question": QUESTION}, config={"callbacks": [handler]})
     assert out["relevant"] == "yes" and out["generation"]
     (record,) = handler.records
     assert record["answer"] == out["generation"] != "yes"
     by_hand(record, generator.prompts[0])
-    assert record["framework"]["answer_link"] == "content"
+    assert record["framework"]["answer_link"] == "final_output"  # a graph: its final answer
     assert record["framework"]["llm_runs"] == 2  # the grader counted, not recorded
 
 
@@ -438,3 +446,107 @@ def test_searches_that_share_a_document_are_in_the_prompts_order(retriever):
     searches = record["framework"]["searches"]
     assert set(searches[0]["titles"]) & set(searches[1]["titles"])  # they share documents
     assert [s["query"] for s in searches] == [QUESTION + " first", QUESTION + " second"]
+
+
+class Retried(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    tries: int
+    generation: str
+
+
+def test_a_graph_that_grades_rewrites_and_searches_again_writes_one_record_of_its_answer(
+    retriever,
+):
+    """Corrective RAG without ``messages`` in its state: the grader reads the first search's
+    whole context and says no, the question is rewritten, the graph searches again and
+    answers. It wrote a record per search, the first with the grader's output as its answer
+    (a graph was told by a ``messages`` state only; now by LangGraph's node metadata)."""
+    grader = FakeListChatModel(responses=["no", "yes"])
+    rewriter = FakeListChatModel(responses=["Which women pioneered computing?"])
+    generator = Prompted(prompts=[])
+
+    def retrieve(state: Retried) -> Retried:
+        tries = state.get("tries", 0) + 1
+        return {"documents": retriever.invoke(state["question"]), "tries": tries}
+
+    def grade(state: Retried) -> Retried:
+        verdict = grader.invoke([HumanMessage(f"Relevant?\n{joined(state['documents'])}")])
+        return {"documents": state["documents"] if verdict.text == "yes" else []}
+
+    def rewrite(state: Retried) -> Retried:
+        return {"question": rewriter.invoke([HumanMessage(state["question"])]).text}
+
+    def generate(state: Retried) -> Retried:
+        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
+        return {"generation": generator.invoke([HumanMessage(prompt)]).text}
+
+    graph = StateGraph(Retried)
+    for node in (retrieve, grade, rewrite, generate):
+        graph.add_node(node)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "grade")
+    graph.add_conditional_edges(
+        "grade", lambda s: "generate" if s["documents"] or s["tries"] > 1 else "rewrite"
+    )
+    graph.add_edge("rewrite", "retrieve")
+    graph.add_edge("generate", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["generation"]
+    assert record["query"] == QUESTION  # the user's question, not the rewrite
+    by_hand(record, generator.prompts[0])  # the second search's list, as the generator saw it
+    searches = record["framework"]["searches"]
+    assert [s["query"] for s in searches] == ["Which women pioneered computing?"]
+    assert record["framework"]["llm_runs"] == 4  # two gradings and the rewrite counted
+
+
+class Title(BaseModel):
+    title: str
+
+
+class Cited(BaseModel):
+    answer: str
+    citations: list[Title]
+
+
+class Structured(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    relevant: str
+    answer: Cited
+
+
+class StructuredCiting(FakeCitingChatModel):
+    """Answers with a tool call of the schema bound to it, citing every title its prompt
+    shows (a test double for ``with_structured_output``)."""
+
+    tool: str = ""
+
+    def bind_tools(self, tools, **kwargs):  # type: ignore[override]
+        return self.model_copy(
+            update={"tool": convert_to_openai_tool(tools[0])["function"]["name"]}
+        )
+
+    def reply(self, messages):  # type: ignore[override]
+        titles = _TITLE.findall("\n".join(str(m.text) for m in messages))
+        args = {"answer": "Pioneers.", "citations": [{"title": t} for t in titles]}
+        return AIMessage(
+            content="",
+            tool_calls=[ToolCall(name=self.tool, args=args, id="call-1", type="tool_call")],
+        )
+
+
+def test_a_structured_answer_kept_in_the_graphs_state_is_the_record_after_a_grader(retriever):
+    """The generator's structured output (a pydantic object in ``state["answer"]``) was not
+    matched to its model run, so the grader, first on the context, was recorded (answer '',
+    no citation)."""
+    generator = StructuredCiting().with_structured_output(Cited)
+    graph = graded(Structured, retriever, "answer", generator.invoke)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["framework"]["answer_format"] == "tool_call"
+    assert record["n_valid_citations"] == len(out["answer"].citations) == len(record["titles"])
+    assert record["groundedness"] == 1.0
