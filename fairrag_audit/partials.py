@@ -420,14 +420,20 @@ SEPARATOR = ";"
 """Between the fingerprints of a folder's files."""
 
 
+FINGERPRINT_FORM = "r1:"
+"""What starts a fingerprint of this form (a log told by its first record). The release before
+wrote a bare SHA-256 of the first line: partials holding one are told by their path."""
+
+
 def _identity(run_id: Any, timestamp: Any) -> str:
     """The fingerprint of a log whose first record has this ``run_id`` and ``timestamp``."""
     values = [json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in (run_id, timestamp)]
-    return hashlib.sha256("\0".join(["record", *values]).encode()).hexdigest()
+    digest = hashlib.sha256("\0".join(["record", *values]).encode()).hexdigest()
+    return FINGERPRINT_FORM + digest
 
 
 def _bytes_identity(head: bytes) -> str:
-    return hashlib.sha256(b"bytes\0" + head).hexdigest()
+    return FINGERPRINT_FORM + hashlib.sha256(b"bytes\0" + head).hexdigest()
 
 
 EMPTY = _bytes_identity(b"")
@@ -448,9 +454,9 @@ def log_fingerprint(path: Path) -> str:
     under the same name has another."""
     if path.is_dir():
         members = sorted(p for p in path.rglob("*.parquet") if p.is_file())
-        return SEPARATOR.join(log_fingerprint(member) for member in members) or EMPTY
+        return SEPARATOR.join(_parquet_fingerprints(members)) or EMPTY
     if is_parquet(path):
-        return _parquet_fingerprint(path)
+        return _parquet_fingerprints([path])[0]
     first_line = None
     read = 0
     try:
@@ -487,47 +493,83 @@ def _record(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _parquet_fingerprint(path: Path) -> str:
-    """:func:`log_fingerprint` of one Parquet file: its rows as the audit reads them (each
-    field's JSON), the first undamaged one with a ``run_id`` and a ``timestamp``; else of its
-    first row's JSON."""
+def _parquet_fingerprints(paths: Sequence[Path]) -> list[str]:
+    """:func:`log_fingerprint` of each Parquet file, read in one query (a folder of thousands
+    of files is one scan of two columns): each file's rows as the audit reads them (each
+    field's JSON), its first undamaged one with a ``run_id`` and a ``timestamp``; a file with
+    none, of its first row's JSON."""
+    if not paths:
+        return []
     con = connect()
     try:
-        source = f"read_parquet({sql_literal(str(path))})"
-        names = {str(row[0]) for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-        if {"run_id", "timestamp"} <= names:
-            damaged = 'NOT COALESCE("__damaged", false)' if "__damaged" in names else "true"
-            rows = con.execute(
-                'SELECT CAST(to_json("run_id") AS VARCHAR), CAST(to_json("timestamp") AS '
-                f"VARCHAR) FROM {source} WHERE {damaged} LIMIT {FINGERPRINT_LINES}"
-            ).fetchall()
-            for run_id, timestamp in rows:
-                values = [None if v is None else json.loads(v) for v in (run_id, timestamp)]
-                if values[0] is not None and values[1] is not None:
-                    return _identity(*values)
-        first = con.execute(
-            f"SELECT CAST(to_json(t) AS VARCHAR) FROM {source} t LIMIT 1"
-        ).fetchone()
-        return (
-            EMPTY if first is None else _bytes_identity(str(first[0]).encode()[:FINGERPRINT_BYTES])
-        )
-    except duckdb.Error:  # not a file DuckDB reads: the audit says so when it reads it
-        return EMPTY
+        found = _first_records(con, paths)
+        return [found.get(str(path)) or _first_row(con, path) for path in paths]
     finally:
         con.close()
 
 
+def _first_records(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> dict[str, str]:
+    """``{file: fingerprint}`` of the files whose rows hold a ``run_id`` and a ``timestamp``."""
+    files = "[" + ", ".join(sql_literal(str(path)) for path in paths) + "]"
+    source = f"read_parquet({files}, filename = true, file_row_number = true, union_by_name = true)"
+    try:
+        names = {str(row[0]) for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        if not {"run_id", "timestamp"} <= names:
+            return {}
+        damaged = 'NOT COALESCE("__damaged", false)' if "__damaged" in names else "true"
+        rows = con.execute(f"""
+            SELECT filename,
+                arg_min(CAST(to_json("run_id") AS VARCHAR), file_row_number),
+                arg_min(CAST(to_json("timestamp") AS VARCHAR), file_row_number)
+            FROM {source}
+            WHERE {damaged} AND "run_id" IS NOT NULL AND "timestamp" IS NOT NULL
+            GROUP BY filename
+        """).fetchall()
+    except duckdb.Error:  # a file DuckDB cannot read: the audit says so when it reads it
+        return {}
+    found = {}
+    for filename, run_id, timestamp in rows:
+        values = [json.loads(v) for v in (run_id, timestamp)]
+        if values[0] is not None and values[1] is not None:
+            found[str(filename)] = _identity(*values)
+    return found
+
+
+def _first_row(con: duckdb.DuckDBPyConnection, path: Path) -> str:
+    """The fingerprint of a Parquet file without a record to tell it: its first row's JSON."""
+    try:
+        first = con.execute(
+            f"SELECT CAST(to_json(t) AS VARCHAR) FROM read_parquet({sql_literal(str(path))}) t "
+            "LIMIT 1"
+        ).fetchone()
+    except duckdb.Error:
+        return EMPTY
+    return EMPTY if first is None else _bytes_identity(str(first[0]).encode()[:FINGERPRINT_BYTES])
+
+
 def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str, str] | None:
     """The first log (and the one before it) that holds a log another one does, by
-    :func:`log_fingerprint` (a fingerprint None or NaN: saved before fingerprints existed,
-    told by its path); logs with nothing in them never repeat."""
+    :func:`log_fingerprint` (a fingerprint None or NaN, or of an earlier form: saved by an
+    earlier release, told by its path); logs with nothing in them never repeat."""
     seen: dict[str, str] = {}
+    by_path: dict[str, str] = {}  # every log's path, for the logs told by their path only
+    told_by_path: set[str] = set()
     for file, fingerprint in zip(files, fingerprints, strict=True):
         missing = fingerprint is None or (
             isinstance(fingerprint, float) and math.isnan(fingerprint)
         )
-        keys = ["path:" + file] if missing else str(fingerprint).split(SEPARATOR)
-        for key in keys:
+        # an earlier form of fingerprint (the first line's bytes) cannot be compared with this
+        # one: such a log is told by its path, against every log, as one without fingerprint
+        parts = [] if missing else str(fingerprint).split(SEPARATOR)
+        ours = bool(parts) and all(part.startswith(FINGERPRINT_FORM) for part in parts)
+        if not ours:
+            if file in by_path:
+                return file, by_path[file]
+            told_by_path.add(file)
+        elif file in told_by_path:
+            return file, by_path[file]
+        by_path.setdefault(file, file)
+        for key in parts if ours else ():
             if key == EMPTY:
                 continue
             if key in seen:

@@ -836,7 +836,7 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", 
     log (damaged lines kept as rows marked ``__damaged``, refused ones as the sieve's
     placeholder; ``run_id`` kept by default, with ``timestamp`` what tells the log from another:
     :func:`fairrag_audit.partials.log_fingerprint`). Returns the rows written."""
-    names = (*KNOWN_FIELDS, *(f for f in fields if f not in KNOWN_FIELDS), REFUSED_FIELD)
+    names = (*dict.fromkeys([*KNOWN_FIELDS, *fields]), REFUSED_FIELD)  # each field once
     struct = "STRUCT(" + ", ".join(f"{_quoted(f)} JSON" for f in names) + ")"
     con = connect()
     try:

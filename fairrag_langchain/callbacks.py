@@ -135,7 +135,8 @@ class _RootRun:
     metadata: dict[str, Any] = field(default_factory=dict)
     graph: bool = False
     """Whether a LangGraph node ran in it (a run's metadata names ``langgraph_node``): a
-    graph's root run writes one record, whatever its state holds."""
+    graph's root run that returns a model's answer writes one record, whatever else its state
+    holds."""
 
 
 class FairnessCallbackHandler(BaseCallbackHandler):
@@ -373,7 +374,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             key=lambda run: run.order,
         )
         several = [run for run in done if self._lists(state, run.seen) > 1]
-        if final is not None or state.graph or any(r.by_tool for r in state.retrievals.values()):
+        # a graph without messages in its state is told by what it returns: a model's answer
+        # under an answer key (a node running a chain per question returns none: its own rule)
+        graph = state.graph and any(returned.holds(run) for run in done)
+        if final is not None or graph or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
                 answering, answer = _final_answer(final, done, returned)

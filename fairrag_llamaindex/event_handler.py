@@ -28,7 +28,9 @@ from llama_index.core.instrumentation.dispatcher import active_instrument_tags
 from llama_index.core.instrumentation.event_handlers.base import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
 from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
     LLMChatStartEvent,
+    LLMCompletionEndEvent,
     LLMCompletionStartEvent,
     LLMPredictStartEvent,
 )
@@ -105,10 +107,47 @@ class _Run:
     query: str | None = None
     reranks: list[_Rerank] = field(default_factory=list)
     model: str | None = None
-    prompt: str | None = None
-    """The last LLM call's prompt, whitespace collapsed: which re-rankings' lists it held."""
+    calls: list[_Call] = field(default_factory=list)
+    """The run's LLM calls, in start order."""
+    open_calls: dict[str, _Call] = field(default_factory=dict)
+    """The calls not ended yet, by their span."""
     calls_since_rerank: int = 0
     """LLM calls since the last fair re-ranking ended (a refine synthesis makes several)."""
+    prompt: str | None = None
+    """The answering call's prompt (:meth:`answered`), whitespace collapsed: which
+    re-rankings' lists it held."""
+
+    def answered(self, answer: Any) -> None:
+        """Take the call that gave ``answer`` (its output holds the answer's text; the last
+        such) as the answering one: its model and prompt; else the first call's model, as
+        before, and the last call's prompt. A call after the answer (an evaluator's, a
+        follow-up's) is never the answer's model."""
+        text = _answer_text(answer)
+        given = [
+            call
+            for call in self.calls
+            if text and call.output and (text in call.output or call.output in text)
+        ]
+        if given:
+            self.model, self.prompt = given[-1].model or self.model, given[-1].prompt
+        elif self.calls:
+            self.model = self.model or self.calls[0].model
+            self.prompt = self.calls[-1].prompt
+
+
+@dataclass
+class _Call:
+    """One LLM call of a run: its model, prompt and output (whitespace collapsed)."""
+
+    model: str | None
+    prompt: str | None
+    output: str | None = None
+
+
+def _answer_text(answer: Any) -> str | None:
+    """An answer's text, whitespace collapsed (a text, or a response's ``response``)."""
+    text = answer if isinstance(answer, str) else getattr(answer, "response", None)
+    return collapsed(text) if isinstance(text, str) and text.strip() else None
 
 
 @dataclass(eq=False)
@@ -250,6 +289,17 @@ def _source_nodes(response: Any) -> list[NodeWithScore] | None:
     return None if nodes is None else _once(nodes)
 
 
+def _output_text(event: BaseEvent) -> str | None:
+    """An LLM call's output text, whitespace collapsed."""
+    response = getattr(event, "response", None)
+    if isinstance(event, LLMChatEndEvent):
+        message = getattr(response, "message", None)
+        text = getattr(message, "content", None)
+    else:
+        text = getattr(response, "text", None)
+    return collapsed(text) if isinstance(text, str) else None
+
+
 def _prompt_text(event: BaseEvent) -> str | None:
     """An LLM call's prompt (a completion's text, a chat's messages), whitespace collapsed."""
     if isinstance(event, LLMCompletionStartEvent):
@@ -262,8 +312,8 @@ def _prompt_text(event: BaseEvent) -> str | None:
 
 
 def _held_lists(run: _Run) -> list[NodeWithScore]:
-    """The shown list of a run whose result names no source nodes, read from the last LLM
-    call's prompt (docs/SPEC.md, "Adapters" → Which list is audited): the re-rankings whose
+    """The shown list of a run whose result names no source nodes, read from the answering
+    LLM call's prompt (docs/SPEC.md, "Adapters" → Which list is audited): the re-rankings whose
     every node's text it held, in the order it held them, a node shown again kept at its first
     place (a workflow that re-ranks per sub-question and answers once); else the last
     re-ranking's nodes as the one LLM call after it held them
@@ -827,12 +877,19 @@ class FairnessEventHandler(BaseEventHandler):
             if span is not None and run_span is not None:
                 with self._live.lock:
                     run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
-                    # the last LLM to start answered (a router's selector, a chat engine's
-                    # condensing call come first)
-                    run.model = _model_name(span.instance) or run.model
                     if not isinstance(event, LLMPredictStartEvent):
-                        run.prompt = _prompt_text(event)
+                        call = _Call(_model_name(span.instance), _prompt_text(event))
+                        run.calls.append(call)
+                        run.open_calls[span_id or ""] = call
                         run.calls_since_rerank += 1
+        elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
+            run_span = _outermost_run(span_id)
+            if run_span is not None:
+                with self._live.lock:
+                    current = self._live.runs.get(run_span.id_)
+                    ended = None if current is None else current.open_calls.pop(span_id or "", None)
+                    if ended is not None:
+                        ended.output = _output_text(event)
 
     # -- spans ------------------------------------------------------------------------------
 
@@ -1009,6 +1066,7 @@ class FairnessEventHandler(BaseEventHandler):
         run_id: str | None = "",
         answer_status: str | None = None,
     ) -> None:
+        run.answered(answer)  # the answering LLM call: its model, and the prompt it read
         if sources is not None:
             shown = list(sources)
         elif run.reranks:

@@ -187,3 +187,30 @@ def test_windows_line_up_from_run_to_run_whatever_since(tmp_path: Path):
         starts.append(sorted({str(start) for start in cells["window_start"]}))
     assert starts[0] == starts[1] and len(starts[0]) == 2
     assert all(start.endswith("00:00:00") for start in starts[0]), starts[0]
+
+
+def test_partials_of_the_release_before_are_told_by_their_path(tmp_path: Path):
+    """Their fingerprint (a hash of the first line) cannot be compared with today's: the same
+    log's old and new partials were merged, its first records counted twice."""
+    import duckdb
+
+    log = write_log(tmp_path / "app.jsonl", _records(1, 10))
+    old = saved([log], [[log]], tmp_path / "old", **OPTIONS)[0]
+    files = old / "files.parquet"
+    duckdb.sql(
+        f"COPY (SELECT * REPLACE ('4f344900dbc5777e' AS fingerprint) FROM read_parquet('{files}'))"
+        f" TO '{old / 'kept.parquet'}' (FORMAT parquet)"
+    )
+    (old / "kept.parquet").replace(files)
+    with open(log, "ab") as handle:  # the log grew since
+        handle.write(b"".join(_line(r) for r in _records(2, 5)))
+    new = saved([log], [[log]], tmp_path / "new", **OPTIONS)[0]
+    with pytest.raises(ValueError, match="more than once"):
+        read_partials([old, new])
+
+
+def test_a_conversion_by_run_id_names_the_field_once(tmp_path: Path):
+    log = write_log(tmp_path / "a.jsonl", _records(1, 5))
+    out = tmp_path / "pq"
+    assert main(["audit", str(log), "--out", str(out), "--to-parquet", "--by", "run_id"]) == 0
+    assert len(audit([out / "a.parquet"], **OPTIONS).reading) == 1

@@ -85,3 +85,35 @@ def test_a_document_several_selected_engines_showed_is_listed_once():
     assert len(response.source_nodes) == 8  # LlamaIndex concatenates the two engines' nodes
     assert len(record["doc_ids"]) == len(set(record["doc_ids"])) == 4  # was 8, each twice
     assert len(record["framework"]["searches"]) == 2
+
+
+def test_an_evaluator_after_the_answer_is_not_the_answers_model():
+    """A ``RetryQueryEngine`` runs its evaluator's LLM (a judge) after the answering one: the
+    last LLM to start was recorded as the model."""
+    from llama_index.core.evaluation import RelevancyEvaluator
+    from llama_index.core.query_engine import RetryQueryEngine
+
+    class Judge(Selector):
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(model_name="judge")
+
+        @llm_completion_callback()
+        def complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponse:
+            return CompletionResponse(text="YES")
+
+    fair = FairRerankPostprocessor(
+        relevance="similarity", group_key="gender", protected="female", top_n=4, seed=3
+    )
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(20, seed=5)),
+        llm=CitingMockLLM(),
+        node_postprocessors=[fair],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    with FairnessEventHandler.from_postprocessor(fair) as handler:
+        RetryQueryEngine(engine, RelevancyEvaluator(llm=Judge())).query("Who were pioneers?")
+    (record,) = handler.records
+    assert record["model"] == "citing-mock"

@@ -550,3 +550,33 @@ def test_a_structured_answer_kept_in_the_graphs_state_is_the_record_after_a_grad
     assert record["framework"]["answer_format"] == "tool_call"
     assert record["n_valid_citations"] == len(out["answer"].citations) == len(record["titles"])
     assert record["groundedness"] == 1.0
+
+
+class Batch(TypedDict, total=False):
+    questions: list[str]
+    answers: list[str]
+
+
+def test_a_graph_node_that_answers_a_batch_of_questions_keeps_a_record_per_question(retriever):
+    """A graph that returns no model's answer under an answer key (a node running a plain RAG
+    chain over a batch of questions) is not one question: each keeps its own record (the
+    graph rule wrote one, of the last question)."""
+    generator = FakeCitingChatModel()
+    chain = (
+        {"context": retriever | RunnableLambda(joined), "question": RunnablePassthrough()}
+        | ChatPromptTemplate.from_template("Context:\n{context}\nQuestion: {question}")
+        | generator
+        | StrOutputParser()
+    )
+
+    def answer_all(state: Batch) -> Batch:
+        return {"answers": chain.batch(state["questions"])}
+
+    graph = StateGraph(Batch)
+    graph.add_node(answer_all)
+    graph.add_edge(START, "answer_all")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    questions = [QUESTION, "Which physicists won prizes?", "Name some composers"]
+    out = graph.compile().invoke({"questions": questions}, config={"callbacks": [handler]})
+    assert sorted(r["query"] for r in handler.records) == sorted(questions)
+    assert sorted(r["answer"] for r in handler.records) == sorted(out["answers"])
