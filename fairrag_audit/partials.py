@@ -413,7 +413,7 @@ FINGERPRINT_BYTES = 2**16
 """Most bytes of a line :func:`log_fingerprint` reads, and of a log it hashes when no record
 names it."""
 FINGERPRINT_LINES = 1_000
-"""Most lines (or Parquet rows) :func:`log_fingerprint` looks through for a first record."""
+"""Most lines of a JSON-lines log :func:`log_fingerprint` looks through for a first record."""
 FINGERPRINT_SCAN = 2**20
 """Most decompressed bytes :func:`log_fingerprint` reads of a JSON-lines log."""
 SEPARATOR = ";"
@@ -488,7 +488,7 @@ def _record(line: bytes) -> dict[str, Any] | None:
     """The JSON object a line holds, else None."""
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     return value if isinstance(value, dict) else None
 
@@ -529,7 +529,10 @@ def _first_records(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> dic
         return {}
     found = {}
     for filename, run_id, timestamp in rows:
-        values = [json.loads(v) for v in (run_id, timestamp)]
+        try:
+            values = [json.loads(v) for v in (run_id, timestamp)]
+        except (ValueError, RecursionError):  # not values a record holds: not told by them
+            continue
         if values[0] is not None and values[1] is not None:
             found[str(filename)] = _identity(*values)
     return found

@@ -214,3 +214,13 @@ def test_a_conversion_by_run_id_names_the_field_once(tmp_path: Path):
     out = tmp_path / "pq"
     assert main(["audit", str(log), "--out", str(out), "--to-parquet", "--by", "run_id"]) == 0
     assert len(audit([out / "a.parquet"], **OPTIONS).reading) == 1
+
+
+def test_a_first_line_nested_past_the_parsers_depth_is_read_as_garbage(tmp_path: Path):
+    """The fingerprint parses the first lines of any log: one nested 30,000 deep raised
+    RecursionError before the audit could refuse the line as the sieve does."""
+    log = tmp_path / "deep.jsonl"
+    log.write_bytes(b"[" * 30_000 + b"\n" + b"".join(_line(r) for r in _records(1, 3)))
+    assert log_fingerprint(log).startswith("r1:")
+    result = audit([log], **OPTIONS)
+    assert result.reading["records"].tolist() == [3]
