@@ -59,7 +59,7 @@ def _configuration(
         **data.text_lines,
         "trials per ranker": len(data.trials),
         "rankers": describe_rankers(settings.rankers, alpha=settings.alpha, dataset=dataset),
-        "pool size / k / alpha": f"{settings.pool_size} / {settings.k} / {settings.alpha}",
+        "pool size / k / alpha": f"{_pool_size(settings, data)} / {settings.k} / {settings.alpha}",
         "rankings sampled per question (expected exposure)": settings.samples,
         "seed": settings.seed,
         **own,
@@ -67,6 +67,15 @@ def _configuration(
         "generator": _generator_line(settings) if asked else "none",
         **({"answers": generation.line()} if asked and generation.paying else {}),
     }
+
+
+def _pool_size(settings: ReportSettings, data: StudyCorpus) -> str:
+    """The pool size the trials ranked: the one asked for, or the corpus's size when that is
+    smaller (``--pool-size 100000000`` on 252 documents ranked pools of 252)."""
+    used = min(settings.pool_size, len(data.corpus))
+    if used == settings.pool_size:
+        return str(used)
+    return f"{used} (asked {settings.pool_size}; the corpus holds {len(data.corpus)} documents)"
 
 
 def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) -> RunFacts:
@@ -82,7 +91,7 @@ def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) 
         per_group=per_group,
         seed=settings.seed,
         trials=len(data.trials),
-        pool_size=settings.pool_size,
+        pool_size=min(settings.pool_size, len(data.corpus)),
         k=settings.k,
         ef_search=EF_SEARCH,
         generator=generation.name,

@@ -378,3 +378,17 @@ def test_the_audit_refuses_a_record_of_a_schema_newer_than_it_knows(tmp_path: Pa
         f"schema {RECORD_SCHEMA + 1} is newer than the record schemas this audit knows (1 to "
         f"{RECORD_SCHEMA}); upgrade fairrag to audit it"
     )
+
+
+def test_the_report_states_the_pool_size_the_trials_ranked(tmp_path: Path) -> None:
+    """``--pool-size 100000000`` on a corpus of 12 documents ranked pools of 12; the report
+    said the pools held 100000000."""
+    out = tmp_path / "out"
+    args = _study(out, tmp_path / "cache", "--pool-size", "100000000", "--rankers", "standard")
+    args[args.index("fake")] = "none"  # no answers to wait for
+    assert main(args) == 0
+    pools = {json.loads(line)["pool_size"] for line in (out / "records.jsonl").open()}
+    assert pools == {12}
+    report = (out / "report.md").read_text()
+    assert "`12 (asked 100000000; the corpus holds 12 documents) / 5 / 4.0`" in report
+    assert "pool 12;" in report
