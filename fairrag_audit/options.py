@@ -356,6 +356,9 @@ _MAGIC = {
 def _other_compression(path: Path) -> str | None:
     """The compression ``path`` is in when it is one the audit does not read, by its first
     bytes (its lines would otherwise be counted as torn)."""
-    with open(path, "rb") as handle:
-        start = handle.read(6)
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(6)
+    except OSError as exc:
+        raise ValueError(f"log {str(path)!r} cannot be read: {exc}") from None
     return next((name for magic, name in _MAGIC.items() if start.startswith(magic)), None)

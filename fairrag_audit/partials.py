@@ -413,7 +413,7 @@ FINGERPRINT_BYTES = 2**16
 """Most bytes of a line :func:`log_fingerprint` reads, and of a log it hashes when no record
 names it."""
 FINGERPRINT_LINES = 1_000
-"""Most lines of a JSON-lines log :func:`log_fingerprint` looks through for a first record."""
+"""Most lines (or Parquet rows) :func:`log_fingerprint` looks through for a first record."""
 FINGERPRINT_SCAN = 2**20
 """Most decompressed bytes :func:`log_fingerprint` reads of a JSON-lines log."""
 SEPARATOR = ";"
@@ -496,8 +496,8 @@ def _record(line: bytes) -> dict[str, Any] | None:
 def _parquet_fingerprints(paths: Sequence[Path]) -> list[str]:
     """:func:`log_fingerprint` of each Parquet file, read in one query (a folder of thousands
     of files is one scan of two columns): each file's rows as the audit reads them (each
-    field's JSON), its first undamaged one with a ``run_id`` and a ``timestamp``; a file with
-    none, of its first row's JSON."""
+    field's JSON), its first undamaged one with a ``run_id`` and a ``timestamp`` among its
+    first :data:`FINGERPRINT_LINES`; a file with none, of its first row's JSON."""
     if not paths:
         return []
     con = connect()
@@ -523,6 +523,7 @@ def _first_records(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> dic
                 arg_min(CAST(to_json("timestamp") AS VARCHAR), file_row_number)
             FROM {source}
             WHERE {damaged} AND "run_id" IS NOT NULL AND "timestamp" IS NOT NULL
+                AND file_row_number < {FINGERPRINT_LINES}
             GROUP BY filename
         """).fetchall()
     except duckdb.Error:  # a file DuckDB cannot read: the audit says so when it reads it
@@ -555,8 +556,8 @@ def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str
     :func:`log_fingerprint` (a fingerprint None or NaN, or of an earlier form: saved by an
     earlier release, told by its path); logs with nothing in them never repeat."""
     seen: dict[str, str] = {}
-    by_path: dict[str, str] = {}  # every log's path, for the logs told by their path only
-    told_by_path: set[str] = set()
+    paths: set[str] = set()
+    by_path: set[str] = set()  # the logs told by their path only
     for file, fingerprint in zip(files, fingerprints, strict=True):
         missing = fingerprint is None or (
             isinstance(fingerprint, float) and math.isnan(fingerprint)
@@ -565,14 +566,13 @@ def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str
         # one: such a log is told by its path, against every log, as one without fingerprint
         parts = [] if missing else str(fingerprint).split(SEPARATOR)
         ours = bool(parts) and all(part.startswith(FINGERPRINT_FORM) for part in parts)
+        if file in (by_path if ours else paths):
+            return file, file
+        paths.add(file)
         if not ours:
-            if file in by_path:
-                return file, by_path[file]
-            told_by_path.add(file)
-        elif file in told_by_path:
-            return file, by_path[file]
-        by_path.setdefault(file, file)
-        for key in parts if ours else ():
+            by_path.add(file)
+            continue
+        for key in parts:
             if key == EMPTY:
                 continue
             if key in seen:

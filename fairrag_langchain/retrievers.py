@@ -247,10 +247,12 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     lambda n: store.similarity_search(query, k=n, **search),
                 )
                 placed = self._place_unscored(documents, k, seed, empty)
-                tell_empty_ranking(empty, run_manager.get_child())
+                if empty:  # child callbacks made only then, off the common path
+                    tell_empty_ranking(empty, run_manager.get_child())
                 return placed
         placed = self._place(pool, convert, name, k, seed, empty)
-        tell_empty_ranking(empty, run_manager.get_child())
+        if empty:  # child callbacks made only then, off the common path
+            tell_empty_ranking(empty, run_manager.get_child())
         return placed
 
     async def _aget_relevant_documents(
@@ -292,13 +294,15 @@ class FairRetriever(FairRankingFields, BaseRetriever):
                     placed = await run_off_loop(self._place_unscored, documents, k, seed, empty)
                 else:
                     placed = self._place_unscored(documents, k, seed, empty)
-                await atell_empty_ranking(empty, run_manager.get_child())
+                if empty:  # child callbacks made only then, off the common path
+                    await atell_empty_ranking(empty, run_manager.get_child())
                 return placed
         if waits_on_ledger(self.core_ranker):
             placed = await run_off_loop(self._place, pool, convert, name, k, seed, empty)
         else:
             placed = self._place(pool, convert, name, k, seed, empty)  # microseconds: on the loop
-        await atell_empty_ranking(empty, run_manager.get_child())
+        if empty:  # child callbacks made only then, off the common path
+            await atell_empty_ranking(empty, run_manager.get_child())
         return placed
 
     @contextmanager

@@ -459,7 +459,8 @@ def check_sweep_folder(out: Path) -> None:
         return
     present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
     marked = (out / SWEEP_MARK).is_file() or _an_earlier_sweeps(out / "sweep.csv")
-    foreign = [name for name in present if not (marked and name in SWEEP_FILES)]
+    ours = {*SWEEP_FILES, "sweep.csv.tmp", "frontier.png.tmp.png"}  # a killed sweep's too
+    foreign = [name for name in present if not (marked and name in ours)]
     if foreign:
         raise OutputFolderError(
             f"--out {str(out)!r} holds files a sweep did not write: {', '.join(foreign[:8])}. "

@@ -311,5 +311,8 @@ def test_a_sweep_replaces_only_its_own_files(
     from fairrag_study.sweep import check_sweep_folder
 
     check_sweep_folder(out)  # its own earlier outputs: no error
+    (out / "sweep.csv.tmp").write_text("a sweep killed while writing")
+    check_sweep_folder(out)  # and what a killed one left
+    (out / "sweep.csv.tmp").unlink()
     (out / ".fairrag-sweep").unlink()  # as a sweep before the mark wrote it: its header tells
     check_sweep_folder(out)
