@@ -212,6 +212,24 @@ _INT1 = options.int_at_least(1)
 _Settings = TypeVar("_Settings")
 
 
+_READ_BY: dict[str, tuple[str, ...]] = {
+    "max_tokens": ("auto", "openai", "local"),
+    "llm_timeout": ("auto", "openai"),
+    "llm_retries": ("auto", "openai"),
+    "concurrency": ("auto", "openai", "local", "fake"),
+    "answers": ("auto", "openai", "local"),
+    "answer_cache": ("auto", "openai", "local"),
+}
+"""The generator settings, and the ``llm`` kinds (its text before ``:``) that read each: the
+OpenAI client's request bounds, the answers asked for at once, the answer store (the fake
+model has none)."""
+_WHY_NOT = {
+    "none": "asks no generator",
+    "fake": "is the offline test double (no request, no answer store)",
+    "local": "runs the model in this process (no request to time out or retry)",
+}
+
+
 class StudyConfig(BaseModel):
     """Every knob of a study run; the defaults are the paper's setting. Validated when made
     (and on assignment): a bad value raises ``ValueError`` naming the field."""
@@ -517,6 +535,7 @@ class StudyConfig(BaseModel):
                 "openai:<model>",
                 "base_url",
             )
+        self._generator_flags_read()
         if self.threads is not None and not self.llm.startswith("local"):
             raise Refused(
                 f"threads is only used with llm 'local' (torch's CPU threads), got llm "
@@ -564,6 +583,23 @@ class StudyConfig(BaseModel):
         except ValueError as exc:
             raise Refused(f"rankers: {exc}", str(exc), "rankers") from None
         return self
+
+    def _generator_flags_read(self) -> None:
+        """Refuse a generator setting the chosen ``llm`` never reads (:data:`_READ_BY`): it
+        would be dropped without a word (``--llm none --concurrency 16`` ran one at a time)."""
+        kind = self.llm.partition(":")[0]
+        for name, readers in _READ_BY.items():
+            if getattr(self, name) == type(self).model_fields[name].default or kind in readers:
+                continue
+            flag = "--no-answer-cache" if name == "answer_cache" else "--" + name.replace("_", "-")
+            kinds = [r + (":<model>" if r == "openai" else "") for r in readers]
+            shown = "--llm " + ", ".join(kinds[:-1]) + " or " + kinds[-1]
+            raise Refused(
+                f"{name} is only used with llm {', '.join(map(repr, readers))}, got llm "
+                f"{self.llm!r}",
+                f"only used with {shown}; --llm {self.llm} {_WHY_NOT[kind]}: drop {flag}",
+                name,
+            )
 
     @property
     def ranker_names(self) -> tuple[str, ...]:

@@ -286,5 +286,15 @@ def test_max_tokens_reaches_the_study(monkeypatch, tmp_path):
 
     monkeypatch.setattr(study_module, "run_study", capture)
     with pytest.raises(SystemExit):
-        main(["study", "--llm", "fake", "--max-tokens", "64", "--out", str(tmp_path / "o")])
+        main(
+            [
+                "study",
+                "--llm",
+                "openai:gpt-4o-mini",
+                "--max-tokens",
+                "64",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
     assert seen[0].max_tokens == 64

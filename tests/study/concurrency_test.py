@@ -138,6 +138,15 @@ def test_a_server_that_keeps_failing_stops_the_run_with_the_records_before_it(
         (["--concurrency", "many"], "--concurrency", "many"),
         (["--threads", "0", "--llm", "local"], "--threads", "0 is out of range"),
         (["--threads", "2", "--llm", "none"], "--threads", "only used with --llm local"),
+        # a generator setting the --llm chosen never reads was dropped without a word
+        (["--llm", "none", "--concurrency", "16"], "--concurrency", "--llm none asks no"),
+        (["--llm", "none", "--max-tokens", "64"], "--max-tokens", "drop --max-tokens"),
+        (["--llm", "none", "--no-answer-cache"], "--no-answer-cache", "--llm none asks no"),
+        (["--llm", "none", "--answers", "a.sqlite"], "--answers", "only used with --llm auto"),
+        (["--llm", "fake", "--llm-retries", "3"], "--llm-retries", "the offline test double"),
+        (["--llm", "fake", "--max-tokens", "64"], "--max-tokens", "or local; --llm fake"),
+        (["--llm", "local", "--llm-timeout", "5"], "--llm-timeout", "in this process"),
+        (["--llm", "local", "--llm-retries", "1"], "--llm-retries", "openai:<model>; --llm"),
     ],
 )
 def test_bad_concurrency_and_threads_exit_2_naming_the_flag(
@@ -150,6 +159,20 @@ def test_bad_concurrency_and_threads_exit_2_naming_the_flag(
     stderr = capsys.readouterr().err
     assert f"argument {flag}: " in stderr and words in stderr, stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("llm", "changes"),
+    [
+        ("fake", {"concurrency": 4}),
+        ("local", {"max_tokens": 64, "answer_cache": False, "concurrency": 2}),
+        ("openai:gpt-4o-mini", {"llm_timeout": 5.0, "llm_retries": 0, "max_tokens": 64}),
+        ("auto", {"llm_timeout": 5.0, "answers": Path("a.sqlite")}),
+    ],
+)
+def test_generator_settings_the_llm_reads_are_kept(llm: str, changes: dict[str, object]) -> None:
+    config = StudyConfig(llm=llm, **changes)  # type: ignore[arg-type]
+    assert {name: getattr(config, name) for name in changes} == changes
 
 
 @pytest.mark.parametrize("value", [0, 65, True, 2.0])
