@@ -115,6 +115,23 @@ class FairDocumentRanker:
         ]
         return {"documents": shown, "record": self._record(shown, query, placed.ranking)}
 
+    @component.output_types(documents=list[Document], record=dict[str, Any] | None)
+    async def run_async(
+        self,
+        documents: list[Document],
+        query: str | None = None,
+        top_k: int | None = None,
+        seed: int | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`run` for ``AsyncPipeline``: with a SQLite or Redis ledger the ranking waits in
+        the ledger's own thread pool (its deadline counts that wait), never in the event loop
+        nor in the loop's default executor; otherwise it runs in place (pure computation)."""
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger
+
+        if waits_on_ledger(self.fair.core_ranker):
+            return await run_off_loop(self.run, documents, query, top_k, seed)
+        return self.run(documents, query, top_k, seed)
+
     def _record(
         self, shown: list[Document], query: str | None, ranking: dict[str, Any]
     ) -> dict[str, Any] | None:

@@ -7,13 +7,12 @@ import functools
 import hashlib
 import re
 import shutil
-import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from fairrag_core import VectorStoreUnavailableError
+from fairrag_core.breaker import CircuitBreaker as _CoreBreaker
 
 from .data import CorpusDocument
 from .embedding import token_lengths
@@ -153,63 +152,18 @@ def circuit_breaker(client: Any) -> CircuitBreaker | None:
     return getattr(request, "breaker", None)
 
 
-class CircuitBreaker:
-    """Fail fast while a Chroma server is known to be down (closed -> open -> half-open).
-
-    Closed: requests go through. A timeout or transport failure opens it for ``cooldown``
-    seconds: requests fail at once. After the cool-down one request goes through as a probe
-    (half-open; the others still fail fast); its success closes the circuit, its failure opens
-    it again. Thread-safe: one breaker serves every thread using the client.
-    """
+class CircuitBreaker(_CoreBreaker):
+    """Fail fast while a Chroma server is known to be down
+    (:class:`fairrag_core.breaker.CircuitBreaker`: closed -> open -> half-open), raising
+    :class:`~fairrag_core.VectorStoreUnavailableError`."""
 
     def __init__(self, where: str, cooldown: float = DEFAULT_COOLDOWN) -> None:
-        if not cooldown >= 0:
-            raise ValueError(f"cooldown must be a number of seconds >= 0, got {cooldown!r}")
+        super().__init__(f"Chroma server at http://{where}", cooldown, VectorStoreUnavailableError)
         self.where = where
-        self.cooldown = float(cooldown)
-        self._lock = threading.Lock()
-        self._open_until: float | None = None
-        self._probing = False
-        self._last_error: BaseException | None = None
-        self._last_failure = ""
-        self.fast_failures = 0
-        """Requests refused without reaching the server (a count, for tests and logs)."""
-
-    def remaining(self) -> float:
-        """Seconds left in the cool-down (0 when closed or ready for a probe)."""
-        with self._lock:
-            if self._open_until is None:
-                return 0.0
-            return max(0.0, self._open_until - time.monotonic())
 
     def before(self, method: str, path: str) -> None:
         """Let a request through, or raise the typed error at once while the circuit is open."""
-        with self._lock:
-            if self._open_until is None:
-                return
-            left = self._open_until - time.monotonic()
-            if left <= 0 and not self._probing:
-                self._probing = True  # this request is the probe
-                return
-            self.fast_failures += 1
-            error = self._last_error
-            wait = f"a probe in {left:.1f} s" if left > 0 else "a probe is running"
-            message = (
-                f"Chroma server at http://{self.where} is unavailable: {method.upper()} {path} "
-                f"failed fast, without a request, since an earlier request failed ("
-                f"{self._last_failure}); {wait}"
-            )
-        raise VectorStoreUnavailableError(message) from error
-
-    def succeeded(self) -> None:
-        with self._lock:
-            self._open_until, self._probing = None, False
-
-    def failed(self, error: BaseException, description: str) -> None:
-        with self._lock:
-            self._open_until = time.monotonic() + self.cooldown
-            self._probing = False
-            self._last_error, self._last_failure = error, description
+        self.check(f"{method.upper()} {path}")
 
 
 def _typed_transport_errors(

@@ -16,12 +16,14 @@ import functools
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .base import (
     DEFAULT_KEY,
+    QUEUED_AT,
     ExposureLedger,
     LedgerCorruptError,
     LedgerResetError,
@@ -133,5 +135,6 @@ async def run_off_loop(func: Callable[..., _T], *args: Any) -> _T:
             if _executor is None:
                 _executor = ThreadPoolExecutor(LEDGER_THREADS, thread_name_prefix="fairrag-ledger")
     context = contextvars.copy_context()
+    context.run(QUEUED_AT.set, time.monotonic())  # a deadline counts the wait for a thread
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor, functools.partial(context.run, func, *args))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import re
@@ -68,6 +69,15 @@ def check_on_reset(value: object) -> str:
             f"(continue from what is stored, with a warning), got {value!r}"
         )
     return str(value)
+
+
+QUEUED_AT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "fairrag_ledger_queued_at", default=None
+)
+"""When (``time.monotonic()``) the request running in this context queued for a thread of the
+adapters' ledger pool (:func:`~fairrag_core.ledger.run_off_loop`); a ledger with a deadline
+counts that wait against its first call, so a request never waits more than the deadline
+behind others (docs/SPEC.md, "Beyond the paper" → reliability)."""
 
 
 def pop_url_param(url: str, name: str) -> tuple[str, str | None]:

@@ -15,11 +15,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
+from ..breaker import CircuitBreaker
 from ..errors import LedgerUnavailableError
 from .base import (
     GENERATION_FIELD,
     MAX_GENERATION,
     MAX_TOTAL,
+    QUEUED_AT,
     RANKINGS_FIELD,
     LedgerCorruptError,
     StoredLedger,
@@ -291,6 +293,7 @@ class RedisLedger(StoredLedger):
         token_ttl: int = 60,
         on_reset: str = "raise",
         deadline: float = 5.0,
+        cooldown: float = 1.0,
     ) -> None:
         try:
             import redis
@@ -316,6 +319,15 @@ class RedisLedger(StoredLedger):
                 except ValueError:
                     raise ValueError(
                         f"deadline in the ledger URL must be a number of seconds > 0, got "
+                        f"{in_url!r}"
+                    ) from None
+            url, in_url = pop_url_param(url, "cooldown")
+            if in_url is not None:
+                try:
+                    cooldown = float(in_url)
+                except ValueError:
+                    raise ValueError(
+                        f"cooldown in the ledger URL must be a number of seconds >= 0, got "
                         f"{in_url!r}"
                     ) from None
         for name, value in (
@@ -359,7 +371,7 @@ class RedisLedger(StoredLedger):
             except (TypeError, ValueError) as exc:
                 raise ValueError(
                     f"url {redacted(url)!r}: a query parameter the Redis client refuses ({exc}); "
-                    "the ledger takes on_reset and deadline, redis-py the rest (db, "
+                    "the ledger takes on_reset, deadline and cooldown, redis-py the rest (db, "
                     "socket_timeout, ...)"
                 ) from None
         if not math.isfinite(deadline):
@@ -375,6 +387,12 @@ class RedisLedger(StoredLedger):
         self.token_ttl = token_ttl
         self.client = client
         self.location = _describe(client) + _policy_suffix(self.on_reset)
+        try:
+            self._breaker = CircuitBreaker(
+                f"Redis ledger at {self.location}", cooldown, LedgerUnavailableError
+            )
+        except ValueError as exc:
+            raise ValueError(f"{exc} (the circuit breaker's cool-down)") from None
         self._redis_error = redis.RedisError
         self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
         self._add_script = client.register_script(_ADD_SCRIPT)
@@ -386,28 +404,49 @@ class RedisLedger(StoredLedger):
         return f"{self.prefix}stream:{key}"
 
     def _call(self, operation: str, work: Callable[[], _T], key: str | None = None) -> _T:
-        _CALL_END.end = time.monotonic() + self.deadline
+        """``work()`` within the deadline, counted from when the request queued for a thread of
+        the adapters' ledger pool (:func:`~fairrag_core.ledger.run_off_loop`) for the first
+        call of that request; refused at once while the circuit breaker is open."""
+        now = time.monotonic()
+        queued = QUEUED_AT.get()
+        if queued is not None:
+            QUEUED_AT.set(None)  # the wait counts once, against the request's first call
+            if queued + self.deadline <= now:
+                raise LedgerUnavailableError(
+                    f"Redis ledger at {self.location}: {operation} waited {now - queued:.1f} s "
+                    f"for a thread of the ledger pool, past its deadline of {self.deadline:g} s; "
+                    "nothing was sent (more requests wait on the ledger than it has threads)"
+                )
+        self._breaker.check(operation)
+        _CALL_END.end = min(now, queued or now) + self.deadline
         _CALL_END.sent = False
         try:
             self._settle()
             _CALL_END.sent = False  # set by a send of the work itself
-            return work()
+            result = work()
         except self._transport_errors as exc:
             late = getattr(_CALL_END, "end", 0.0) <= time.monotonic()
             passed = f" (the call's deadline of {self.deadline:g} s passed)" if late else ""
+            self._breaker.failed(exc, f"{operation}: {type(exc).__name__}{passed}")
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} is unavailable: {operation} failed with "
                 f"{type(exc).__name__}: {exc or 'no detail'}{passed}; start the server or check "
                 "the URL (the ledger reconnects on the next call)"
             ) from exc
         except self._redis_error as exc:
+            self._breaker.succeeded()  # the server answered, with an error of its own
             if key is not None and "WRONGTYPE" in str(exc):
                 raise self._wrong_type(key) from exc
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} refused {operation}: {type(exc).__name__}: {exc}"
             ) from exc
+        except BaseException:
+            self._breaker.succeeded()  # answered (a reset stream, a damaged value) or stopped
+            raise
         finally:
             _CALL_END.end = None
+        self._breaker.succeeded()
+        return result
 
     def _settle(self) -> None:
         """Settle the adds whose calls raised (see the class docstring), oldest first; one
@@ -539,6 +578,7 @@ class RedisLedger(StoredLedger):
             "token_ttl": self.token_ttl,
             "on_reset": self.on_reset,
             "deadline": self.deadline,
+            "cooldown": self._breaker.cooldown,
             "generations": dict(self._generations),
             "counts": dict(self._counts),
         }
@@ -550,6 +590,7 @@ class RedisLedger(StoredLedger):
             token_ttl=state["token_ttl"],
             on_reset=state.get("on_reset", "raise"),
             deadline=state.get("deadline", 5.0),
+            cooldown=state.get("cooldown", 1.0),
         )
         self._generations.update(state.get("generations", {}))
         self._counts.update(state.get("counts", {}))

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -294,6 +295,12 @@ def test_redis_ledger_on_a_port_with_no_server_names_the_server():
     ledger = RedisLedger(f"redis://127.0.0.1:{port}/0", timeout=0.5, connect_timeout=0.5)
     with pytest.raises(LedgerUnavailableError, match=rf"redis://127\.0\.0\.1:{port}/0 .*read"):
         ledger.state("k")
+    # the circuit breaker: the next call fails at once, naming the failure it follows
+    with pytest.raises(
+        LedgerUnavailableError, match=r"add failed fast, without a request, .*read: Connection"
+    ):
+        ledger.add("k", {"female": 1.0})
+    time.sleep(ledger._breaker.remaining())  # the cool-down (1 s): the next call is a probe
     with pytest.raises(LedgerUnavailableError, match="add failed with ConnectionError"):
         ledger.add("k", {"female": 1.0})
 

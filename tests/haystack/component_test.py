@@ -81,6 +81,40 @@ def test_a_pipeline_ranks_the_retrievers_pool_as_the_core_does():
     assert fair.records == [record]
 
 
+@pytest.mark.parametrize("ledger", [None, "sqlite"])
+def test_run_async_ranks_as_run_and_waits_on_a_ledger_in_the_ledger_pool(ledger, tmp_path):
+    """``Pipeline.run_async``: the same ranking as ``run``; with a SQLite ledger in a thread of
+    the ledger pool (whose deadline counts the wait), not in the loop's default executor, where
+    a component without ``run_async`` ran (6 threads here: a hung ledger queued requests)."""
+    import asyncio
+    import threading
+
+    fields = {} if ledger is None else {"ranker": "amortized", "ledger": str(tmp_path / "l.db")}
+    built = pipeline(**fields)
+    fair = built.get_component("fair")
+    threads: list[str] = []
+    run = fair.run
+
+    def spied(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return run(*args, **kwargs)
+
+    fair.run = spied
+    inputs = {"retriever": {"query": QUERY}, "fair": {"query": QUERY, "seed": 5}}
+    shown = asyncio.run(built.run_async(inputs))["fair"]["documents"]
+    in_loop = threads.pop()
+    if ledger is None:
+        assert in_loop == threading.current_thread().name  # pure computation: in place
+    else:
+        assert in_loop.startswith("fairrag-ledger")
+    again = built.run(inputs)["fair"]["documents"]
+    assert len(fair.records) == 2
+    if ledger is None:
+        assert [d.id for d in shown] == [d.id for d in again]
+    else:  # the amortized ranker draws from what the ledger holds: both rankings in it
+        assert fair.fair.core_ranker.ledger.state().rankings == 2
+
+
 def test_the_same_seed_redraws_the_same_ranking_and_others_differ():
     built = pipeline()
 

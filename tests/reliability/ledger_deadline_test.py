@@ -160,7 +160,7 @@ def test_a_reply_trickling_in_raises_naming_the_deadline_and_the_next_call_undoe
 ):
     # Each byte of the reply arrives 0.1 s after the last, well within the 1 s socket timeout:
     # before the deadline, an add whose ~40-byte reply trickled took 4 s and succeeded.
-    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0, cooldown=0)
     ledger.add("k", {"female": 1.0})
     proxy.reply_gap = 0.1
     with pytest.raises(
@@ -192,7 +192,7 @@ def _raise_an_applied_add(ledger: RedisLedger, proxy: TrickleProxy) -> None:
 def test_an_add_the_server_finds_damaged_when_settling_is_counted_unsettled_and_warned(
     redis_server, proxy
 ):
-    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0, cooldown=0)
     _raise_an_applied_add(ledger, proxy)
     direct = RedisLedger(redis_server.url)
     field = next(f for f in direct.client.hkeys(direct._stream("k")) if b"female" in f)
@@ -208,7 +208,7 @@ def test_an_add_the_server_finds_damaged_when_settling_is_counted_unsettled_and_
 
 
 def test_an_add_the_server_refuses_to_settle_is_counted_unsettled_and_warned(redis_server, proxy):
-    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0, cooldown=0)
     _raise_an_applied_add(ledger, proxy)
     direct = RedisLedger(redis_server.url)
     direct.client.delete(direct._stream("k"))
@@ -222,7 +222,7 @@ def test_an_add_the_server_refuses_to_settle_is_counted_unsettled_and_warned(red
 
 
 def test_a_held_request_raises_and_a_late_copy_of_it_applies_nothing(redis_server, proxy):
-    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0, cooldown=0)
     ledger.add("k", {"female": 1.0})
     proxy.hold_next()
     with pytest.raises(LedgerUnavailableError, match=r"deadline of 1 s passed"):
@@ -239,7 +239,7 @@ def test_a_held_request_raises_and_a_late_copy_of_it_applies_nothing(redis_serve
 def test_a_server_that_never_answers_raises_within_the_deadline_not_per_socket_wait(
     redis_server, proxy
 ):
-    ledger = RedisLedger(proxy.url, timeout=5.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=5.0, deadline=1.0, cooldown=0)
     ledger.add("k", {"female": 1.0})
     proxy.hold_next()
     with pytest.raises(LedgerUnavailableError, match=r"read failed with .* deadline of 1 s passed"):
@@ -270,7 +270,7 @@ def test_the_deadline_is_a_parameter_of_the_url_and_survives_pickling(redis_serv
 def test_a_frozen_server_raises_at_the_deadline_and_counts_only_served_rankings(redis_server):
     # A frozen (SIGSTOP) server accepts the request in its socket buffer and runs it once thawed,
     # after its client gave up: the next call settles it, whichever of the two runs first.
-    ledger = RedisLedger(redis_server.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(redis_server.url, timeout=1.0, deadline=1.0, cooldown=0)
     ledger.add("k", {"female": 1.0})
     redis_server.freeze()
     try:
@@ -289,7 +289,7 @@ def test_adds_to_a_server_that_is_down_leave_nothing_to_settle(redis_server):
     # Nothing was sent (connection refused): no add to settle, so none outlives its token
     # (token_ttl=1) and warns as unsettled once the server is back.
     ledger = RedisLedger(
-        redis_server.url, timeout=0.5, connect_timeout=0.2, deadline=1.0, token_ttl=1
+        redis_server.url, timeout=0.5, connect_timeout=0.2, deadline=1.0, token_ttl=1, cooldown=0
     )
     ledger.add("k", {"female": 1.0})
     redis_server.stop()
@@ -308,7 +308,7 @@ def test_adds_to_a_server_that_is_down_leave_nothing_to_settle(redis_server):
 def test_8_threads_with_every_4th_reply_trickled_count_exactly_the_served_rankings(
     redis_server, proxy
 ):
-    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0)
+    ledger = RedisLedger(proxy.url, timeout=1.0, deadline=1.0, cooldown=0)
     ledger.add("k", {"female": 0.0})
     proxy.reply_gap, proxy.trickle_every = 0.1, 4
     served: list[float] = []

@@ -4,6 +4,8 @@ the ledger whole, a restart that lost the data is noticed."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -67,13 +69,18 @@ def test_a_restart_mid_stream_is_a_typed_error_then_the_same_ranker_works_again(
     _serve(ranker, 50, served)
     redis_server.stop(kill=kill)
     scores, groups = pool()
-    for _ in range(2):  # every call while it is down fails the same way, fast, nothing served
+    for attempt in range(3):  # every call while it is down fails, nothing served
         with pytest.raises(LedgerUnavailableError, match=redis_server.url) as info:
             ranker.rank(scores, groups, K)
         assert isinstance(info.value, ConnectionError)
         assert "ConnectionError" in str(info.value)
+        # the first reaches for the server; the circuit breaker fails the next at once
+        assert ("failed fast, without a request" in str(info.value)) == (attempt == 1)
+        if attempt == 1:
+            time.sleep(ledger._breaker.remaining())  # the cool-down: the next call is a probe
     redis_server.start()
-    _serve(ranker, 50, served)  # the first call after the restart already succeeds
+    time.sleep(ledger._breaker.remaining())
+    _serve(ranker, 50, served)  # the first call after the cool-down already succeeds
     state = ledger.state("t")
     assert state.rankings == len(served) == 100  # the append-only file kept the first 50
     assert state.totals == pytest.approx(summed(served), rel=1e-9)
@@ -89,8 +96,11 @@ def test_a_stuck_server_times_out_with_a_typed_error_then_works_again(redis_serv
         with pytest.raises(LedgerUnavailableError, match="TimeoutError") as info:
             ranker.rank(*pool(), K)
         assert redis_server.url in str(info.value)
+        with pytest.raises(LedgerUnavailableError, match="failed fast, without a request"):
+            ranker.rank(*pool(), K)  # the circuit breaker: no second wait on a stuck server
     finally:
         redis_server.thaw()
+    time.sleep(ledger._breaker.remaining())
     _serve(ranker, 10, served)
     state = ledger.state("t")
     assert state.rankings == len(served) == 20

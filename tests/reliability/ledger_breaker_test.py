@@ -1,0 +1,128 @@
+"""A Redis ledger on the request path never makes a request wait out a deadline another request
+already found passing: a circuit breaker fails calls fast while the server is known to be
+down, and a request's wait for a thread of the ledger pool counts against its deadline.
+Against a real, frozen redis-server (SIGSTOP); counts of what each request did, no wall-clock
+assertion."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import threading
+import time
+
+import pytest
+
+from fairrag_core import LedgerUnavailableError
+from fairrag_core.ledger import LEDGER_THREADS, QUEUED_AT, RedisLedger, make_ledger
+from fairrag_langchain import FairRetriever
+from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
+from tests.redis_server import RedisServer, free_port
+
+REQUESTS = 200
+REACHED = "failed with"  # a call that sent its request and waited for the server
+FAST = "failed fast, without a request"
+QUEUED = "for a thread of the ledger pool, past its deadline"
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path / "redis")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def _retriever(ledger: RedisLedger) -> FairRetriever:
+    documents, distances = imbalanced_pool()
+    return FairRetriever(
+        vectorstore=FixedPoolStore(documents, distances),
+        group_key="gender",
+        protected="female",
+        ranker="amortized",
+        ledger=ledger,
+        seed=0,
+        k=4,
+    )
+
+
+def test_requests_behind_a_frozen_server_fail_fast_instead_of_each_waiting_the_deadline(
+    redis_server,
+):
+    """200 concurrent ``ainvoke`` on a frozen server: at most the pool's threads (and a probe
+    or two) send and wait; every other request fails at once, naming why. Before the breaker
+    all 200 waited, queued 64 at a time (the slowest 16 s with a 4 s deadline)."""
+    ledger = RedisLedger(redis_server.url, timeout=0.5, deadline=1.0)
+    retriever = _retriever(ledger)
+    assert len(retriever.invoke("computing")) == 4
+    redis_server.freeze()
+    try:
+
+        async def requests() -> list[object]:
+            calls = [retriever.ainvoke("computing") for _ in range(REQUESTS)]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+        results = asyncio.run(requests())
+    finally:
+        redis_server.thaw()
+    assert all(isinstance(r, LedgerUnavailableError) for r in results), results[:3]
+    messages = [str(r) for r in results]
+    reached = [m for m in messages if REACHED in m]
+    assert all(REACHED in m or FAST in m or QUEUED in m for m in messages)
+    assert 1 <= len(reached) <= LEDGER_THREADS + 4, len(reached)
+    assert ledger._breaker.fast_failures + sum(QUEUED in m for m in messages) >= (
+        REQUESTS - len(reached)
+    )
+    time.sleep(ledger._breaker.remaining())  # the cool-down: the next call is the probe
+    assert len(retriever.invoke("computing")) == 4  # works again, nothing lost
+    assert ledger.state().rankings == 2
+
+
+def test_a_request_that_waited_past_its_deadline_for_a_thread_sends_nothing():
+    """The wait counts against the request's first call only; a server on a port where none
+    listens shows whether anything was sent (a ConnectionError)."""
+    ledger = RedisLedger(f"redis://127.0.0.1:{free_port()}/0", deadline=2.0)
+    seen: list[str] = []
+
+    def request() -> None:
+        QUEUED_AT.set(time.monotonic() - 3.0)
+        for _ in range(2):
+            try:
+                ledger.state("k")
+            except LedgerUnavailableError as exc:
+                seen.append(str(exc))
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join(30)
+    assert "read waited 3.0 s for a thread of the ledger pool" in seen[0]
+    assert "nothing was sent" in seen[0]
+    # the wait counted once, and opened no circuit: the next call reached for the server
+    assert "read failed with ConnectionError" in seen[1]
+
+
+def test_the_cooldown_is_a_parameter_kept_through_a_url_and_pickling(redis_server):
+    ledger = make_ledger(redis_server.url + "?cooldown=2.5&on_reset=adopt")
+    assert isinstance(ledger, RedisLedger) and ledger._breaker.cooldown == 2.5
+    assert pickle.loads(pickle.dumps(ledger))._breaker.cooldown == 2.5
+    assert RedisLedger(redis_server.url)._breaker.cooldown == 1.0
+    for bad in ("x", "-1", "inf", "nan"):
+        with pytest.raises(ValueError, match="cooldown"):
+            RedisLedger(redis_server.url + f"?cooldown={bad}")
+    with pytest.raises(ValueError, match="cooldown"):
+        RedisLedger(redis_server.url, cooldown=True)
+
+
+def test_cooldown_0_sends_every_call(redis_server):
+    """No breaker: each call while the server is frozen waits its own deadline."""
+    ledger = RedisLedger(redis_server.url, timeout=0.2, deadline=0.5, cooldown=0)
+    ledger.add("k", {"female": 1.0})
+    redis_server.freeze()
+    try:
+        for _ in range(2):
+            with pytest.raises(LedgerUnavailableError, match=REACHED):
+                ledger.state("k")
+    finally:
+        redis_server.thaw()
+    assert ledger._breaker.fast_failures == 0 and ledger.state("k").rankings == 1
