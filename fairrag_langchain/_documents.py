@@ -89,8 +89,19 @@ class PlacedDocument(Document):
     (:data:`fairrag_core.kit.PLACEMENT_KEYS`, ``ledger_state``, ``relevance_function``,
     ``score_source``): the same document placed by two rankings is one document, and a
     document compares equal to the store's own object. It serialises as a plain ``Document``
-    (``dumpd``/``loads`` give one back).
+    (``dumpd``/``loads`` give one back), in LangGraph's checkpoints too: its ``__class__`` is
+    ``Document`` (``type()`` and ``isinstance`` still tell it apart), the name LangGraph's
+    serializer writes and, with ``LANGGRAPH_STRICT_MSGPACK``, the only kind it loads back
+    (a subclass loaded as a ``dict``, and was warned of in every graph keeping documents in
+    its state). Pickling keeps the class.
     """
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return Document
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_placed_document, (self.id, self.page_content, self.metadata))
 
     @classmethod
     def lc_id(cls) -> list[str]:
@@ -106,6 +117,11 @@ class PlacedDocument(Document):
         )
 
     __hash__ = None  # type: ignore[assignment]  # as Document's: mutable, never hashed
+
+
+def _placed_document(id: str | None, page_content: str, metadata: dict[str, Any]) -> Document:
+    """A :class:`PlacedDocument` again (what pickling one calls)."""
+    return PlacedDocument(id=id, page_content=page_content, metadata=metadata)
 
 
 def _unplaced(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,9 +4,12 @@ memory and optionally appended to a JSON-lines file."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -60,6 +63,8 @@ class _Retrieval:
     """The model runs linked to it, in start order."""
     by_tool: bool = False
     """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
+    node: str | None = None
+    """The LangGraph node run it ran in (:func:`_node_of`), None outside a graph."""
     _texts: tuple[str, ...] | None = None
     _located: tuple[tuple[str, str], ...] | None = None
 
@@ -101,6 +106,8 @@ class _ModelRun:
     """Its first generation's message (a chat model's), once it ended."""
     said: str | None = None
     """Its answer, whitespace collapsed (what the root's output holds of it)."""
+    node: str | None = None
+    """The LangGraph node run it ran in (:func:`_node_of`), None outside a graph."""
     places: dict[UUID, tuple[int, ...]] = field(default_factory=dict)
     """For each retrieval ended before it started: where its prompt holds each document's
     whole text (:func:`~fairrag_core.kit.place_in`: -1 nowhere,
@@ -133,6 +140,10 @@ class _RootRun:
     model_starts: int = 0
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False
+    """Whether a node of it paused the graph (LangGraph's ``GraphInterrupt``)."""
+    resumed_from: str | None = None
+    """The run id of the run a LangGraph ``interrupt()`` paused that this run resumed."""
     graph: bool = False
     """Whether a LangGraph node ran in it (a run's metadata names ``langgraph_node``): a
     graph's root run that returns a model's answer writes one record, whatever else its state
@@ -239,8 +250,13 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._parent: dict[UUID, UUID | None] = {}
         self._root_of: dict[UUID, UUID] = {}
         self._roots: dict[UUID, _RootRun] = {}
+        self._paused: OrderedDict[str, tuple[UUID, _RootRun, Any]] = OrderedDict()
+        """Runs a LangGraph ``interrupt()`` paused, by thread id, oldest first: the run that
+        resumes the thread completes their record (:meth:`_write`)."""
+        self._late: list[tuple[UUID, _RootRun, Any]] = []
+        """Paused runs a new question on their thread ended: written at the next run's end."""
 
-    _IN_FLIGHT = ("_parent", "_root_of", "_roots")
+    _IN_FLIGHT = ("_parent", "_root_of", "_roots", "_paused", "_late")
     """The run tree of the questions this process is answering: never pickled."""
 
     def __getstate__(self) -> dict[str, Any]:
@@ -253,6 +269,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._parent, self._root_of, self._roots = {}, {}, {}
+        self._paused, self._late = OrderedDict(), []
 
     @classmethod
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
@@ -324,11 +341,15 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
-            self._roots[root] = _RootRun(
-                tags=list(kwargs.get("tags") or []),
-                metadata=dict(kwargs.get("metadata") or {}),
-                question=_question_of(kwargs.get("inputs")),
-            )
+            tags, metadata = list(kwargs.get("tags") or []), dict(kwargs.get("metadata") or {})
+            paused = self._resumed(metadata, kwargs.get("inputs")) if self._paused else None
+            if paused is not None:  # the run resuming a paused thread: its record goes on
+                paused.members, paused.tags, paused.metadata = [], tags, metadata
+                self._roots[root] = paused
+            else:
+                self._roots[root] = _RootRun(
+                    tags=tags, metadata=metadata, question=_question_of(kwargs.get("inputs"))
+                )
         self._root_of[run_id] = root
         self._parent[run_id] = parent_run_id
         state = self._roots[root]
@@ -336,6 +357,30 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if not state.graph and "langgraph_node" in (kwargs.get("metadata") or {}):
             state.graph = True
         return root, state
+
+    def _resumed(self, metadata: Mapping[str, Any], inputs: Any) -> _RootRun | None:
+        """The paused run a new root run resumes: one on the same thread whose input is a
+        ``Command`` or None (a new question on the thread ends a paused run unanswered: its
+        record is written, ``answer_status: "interrupted"``); caller holds the lock."""
+        thread = _thread_of(metadata)
+        if thread is None or thread not in self._paused:
+            return None
+        root, state, outputs = self._paused.pop(thread)
+        if inputs is None or _is_command(inputs):
+            state.resumed_from = state.resumed_from or str(root)
+            state.interrupted = False
+            return state
+        self._late.append((root, state, outputs))
+        return None
+
+    def write_interrupted(self) -> int:
+        """Write the record of every run still paused at a LangGraph ``interrupt()`` (answer
+        null, ``answer_status: "interrupted"``), as at exit; returns how many."""
+        with self._lock:
+            paused, self._paused = list(self._paused.values()), OrderedDict()
+        for root, state, outputs in paused:
+            self._write(root, state, outputs, None, pause=False)
+        return len(paused)
 
     def _ancestors(self, state: _RootRun, parent_run_id: UUID | None) -> Iterator[UUID]:
         """``parent_run_id`` and the runs above it, nearest first; bounded by the root run's
@@ -361,14 +406,51 @@ class FairnessCallbackHandler(BaseCallbackHandler):
     def _ended(self, run_id: UUID, error: BaseException | None = None, outputs: Any = None) -> None:
         """A run ended: when it is a root, write its records (``outputs``: a chain's)."""
         with self._lock:
+            late, self._late = self._late, []
             if self._root_of.get(run_id) != run_id:
-                return
-            state = self._roots.pop(run_id)
-            for member in state.members:
-                self._root_of.pop(member, None)
-                self._parent.pop(member, None)
+                state = None
+            else:
+                state = self._roots.pop(run_id)
+                for member in state.members:
+                    self._root_of.pop(member, None)
+                    self._parent.pop(member, None)
+        for root, paused, paused_outputs in late:  # paused runs a new question ended
+            self._write(root, paused, paused_outputs, None, pause=False)
+        if state is not None:
+            self._write(run_id, state, outputs, error)
+
+    def _write(
+        self,
+        run_id: UUID,
+        state: _RootRun,
+        outputs: Any,
+        error: BaseException | None,
+        pause: bool = True,
+    ) -> None:
+        """Write the records of the root run ``run_id`` (``state``), or, with ``pause``, hold
+        a run a LangGraph ``interrupt()`` paused on a thread until the run resuming it ends
+        (docs/SPEC.md, "Records" → Interrupted runs)."""
+        thread = _thread_of(state.metadata)
+        interrupted = state.interrupted or (
+            isinstance(outputs, Mapping) and INTERRUPT_KEY in outputs
+        )
+        if pause and interrupted and thread is not None and state.retrievals:
+            with self._lock:
+                self._paused.pop(thread, None)
+                self._paused[thread] = (run_id, state, outputs)
+                evicted = []
+                while len(self._paused) > MAX_PAUSED:
+                    evicted.append(self._paused.popitem(last=False)[1])
+                _PAUSING.add(self)
+            for root, paused, paused_outputs in evicted:
+                self._write(root, paused, paused_outputs, None, pause=False)
+            return
+        if state.question is None:  # resumed (a Command, None): the question the state holds
+            state.question = _question_of(outputs)
         final = _final_output(outputs)
         returned = _Returned.of(outputs)
+        # a graph paused at interrupt() returns what it holds so far and the interrupts
+        status = "interrupted" if interrupted else None
         done = sorted(
             (run for run in state.models.values() if run.answer is not None),
             key=lambda run: run.order,
@@ -381,8 +463,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
                 answering, answer = _final_answer(final, done, returned)
+                if answer is None and done and final is not None and _answers(final.message):
+                    status = status or "not_from_a_model"
                 record = self._answer_record(
-                    run_id, state, done, answering, answer, "final_output", error
+                    run_id, state, done, answering, answer, "final_output", error, status
                 )
                 self._kept.add([record])
             return
@@ -391,13 +475,15 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             held = [run for run in several if self._lists(state, run.seen) == most]
             answering = _chosen(held, returned)
             answer = answering.message if answering.message is not None else answering.answer
-            record = self._answer_record(run_id, state, done, answering, answer, "content", error)
+            record = self._answer_record(
+                run_id, state, done, answering, answer, "content", error, status
+            )
             self._kept.add([record])
             return
         # A retrieval that failed has no documents, but its root's error is logged: a failed
         # run is never silently missing from the log.
         records = [
-            self._final_record(run_id, state, retrieval, returned, error)
+            self._final_record(run_id, state, retrieval, returned, error, status)
             for retrieval in state.retrievals.values()
             if retrieval.documents is not None or error is not None
         ]
@@ -418,8 +504,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         retrieval: _Retrieval,
         returned: _Returned,
         error: BaseException | None,
+        status: str | None = None,
     ) -> dict[str, Any]:
-        answer, links = _answer_of(retrieval, returned)
+        answer, links = _answer_of(retrieval, returned, state.graph)
         # the list the answering model was handed: a later step may have reordered or dropped
         # some of the retriever's documents (docs/SPEC.md "Which list is audited")
         documents = _as_held(answer, retrieval)
@@ -441,6 +528,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             error=error,
             runs=links,
             link=None if answer is None else _LINKS[answer.by_content],
+            **({"answer_status": status} if status else {}),
+            **({"resumed_from": state.resumed_from} if state.resumed_from else {}),
         )
 
     def _record(
@@ -500,6 +589,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         answer: Any,
         link: str,
         error: BaseException | None,
+        status: str | None = None,
     ) -> dict[str, Any]:
         """The one record of an agent's or a graph's root run, or of a chain's answer from
         several retrievals (docs/SPEC.md, "Records" → Agents and graphs): the ``answer`` of
@@ -555,6 +645,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             runs=done,
             link=link,
             searches=entries,
+            **({"answer_status": status} if status else {}),
+            **({"resumed_from": state.resumed_from} if state.resumed_from else {}),
         )
 
     def _answer_text(
@@ -588,6 +680,14 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._ended(run_id, outputs=outputs)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        if _interrupts(error):  # a node paused the graph (``interrupt()``): not a failure
+            with self._lock:
+                root = self._root_of.get(run_id)
+                state = None if root is None else self._roots.get(root)
+                if state is not None:
+                    state.interrupted = True
+                if root != run_id:
+                    return
         self._ended(run_id, error)
 
     def on_tool_start(
@@ -628,7 +728,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             else:
                 by_tool = any(run in state.tools for run in self._ancestors(state, parent_run_id))
                 state.retrievals[run_id] = _Retrieval(
-                    run_id, query=query, name=name, by_tool=by_tool
+                    run_id, query=query, name=name, by_tool=by_tool, node=_node_of(kwargs)
                 )
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -697,6 +797,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 _model_name(serialized, kwargs),
                 seen=seen,
                 places=places,
+                node=_node_of(kwargs),
             )
             state.models[run_id] = run
             if link is not None:
@@ -868,7 +969,53 @@ def _final_answer(
     by_id = [run for run in done if run.message is not None and run.message.id == message.id]
     by_text = [run for run in done if run.answer == text]
     found = by_id or by_text
+    if not found and done:
+        # models ran, and none gave it: a middleware's own message (a call limit's "end"), a
+        # node's canned reply: no model's answer (``answer_status``: ``not_from_a_model``)
+        return None, None
     return (found[-1] if found else None), message
+
+
+MAX_PAUSED = 10_000
+"""Runs paused at a LangGraph ``interrupt()`` a handler holds for their resume; past it the
+oldest is written as interrupted."""
+_PAUSING: weakref.WeakSet[FairnessCallbackHandler] = weakref.WeakSet()
+"""Handlers that held a paused run: at exit each writes those still paused."""
+
+
+@atexit.register
+def _write_interrupted_at_exit() -> None:
+    for handler in list(_PAUSING):
+        handler.write_interrupted()
+
+
+def _thread_of(metadata: Mapping[str, Any]) -> str | None:
+    """The LangGraph thread a run belongs to (its metadata's ``thread_id``), or None."""
+    thread = metadata.get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def _interrupts(error: BaseException) -> bool:
+    """Whether ``error`` is LangGraph's ``GraphInterrupt`` (or a subclass): a paused graph."""
+    return any(
+        kind.__name__ == "GraphInterrupt" and kind.__module__.startswith("langgraph")
+        for kind in type(error).__mro__
+    )
+
+
+def _is_command(inputs: Any) -> bool:
+    """Whether a run's input is a LangGraph ``Command`` (``Command(resume=...)``)."""
+    kind = type(inputs)
+    return kind.__name__ == "Command" and kind.__module__.startswith("langgraph")
+
+
+INTERRUPT_KEY = "__interrupt__"
+"""The key of a LangGraph run's output that holds the interrupts it paused at."""
+
+
+def _answers(message: BaseMessage | None) -> bool:
+    """Whether a graph's last message reads as an answer: an AI message without tool calls."""
+    return isinstance(message, AIMessage) and not message.tool_calls
 
 
 def _calls_tools(message: BaseMessage | None) -> bool:
@@ -899,16 +1046,32 @@ def _question_of(inputs: Any) -> str | None:
     messages = inputs.get("messages") if isinstance(inputs, Mapping) else None
     if messages is None and isinstance(inputs, Mapping):
         return next((inputs[k] for k in _QUESTION_KEYS if isinstance(inputs.get(k), str)), None)
+    if isinstance(messages, str):  # {"messages": "..."}: one human message
+        return messages
+    if isinstance(messages, (BaseMessage, Mapping)):  # one message, not in a list
+        messages = [messages]
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
         return None
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
             return message_text(message)
         if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
-            return str(message[1])
-        if isinstance(message, Mapping) and message.get("role") in ("user", "human"):
-            return str(message.get("content"))
+            return _content_text(message[1])
+        if isinstance(message, Mapping) and (
+            message.get("role") in ("user", "human") or message.get("type") == "human"
+        ):
+            return _content_text(message.get("content"))
     return None
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string, or the text of its content blocks
+    (``[{"type": "text", "text": ...}]``, as chat UIs and the OpenAI format send it)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        return message_text(HumanMessage(content=list(content)))
+    return str(content)
 
 
 _LINKS = {True: "content", False: "run_tree"}
@@ -916,7 +1079,7 @@ _LINKS = {True: "content", False: "run_tree"}
 
 
 def _answer_of(
-    retrieval: _Retrieval, returned: _Returned
+    retrieval: _Retrieval, returned: _Returned, graph: bool = False
 ) -> tuple[_ModelRun | None, list[_ModelRun]]:
     """The model run whose output is the record's answer, and every model run on the context,
     the answer's first.
@@ -924,15 +1087,29 @@ def _answer_of(
     The model runs on a context are those whose prompt held it (every shown document's text),
     or, when none did (an empty list, a prompt that shortens the documents), those the run
     tree linked to it; of them, only those that ended with an output, in start order. The
-    answer is the one the root run returned (:func:`_chosen`).
+    answer is the one the root run returned (:func:`_chosen`). In a graph that returned no
+    model's answer (``graph``), only a model run in the retrieval's own node run answers it (a
+    chain run per question inside a node); one in another node read the state's documents to
+    grade, route or rewrite, and the record has no answer (all are still counted).
     """
     done = [run for run in retrieval.model_runs if run.answer is not None]
     runs = [run for run in done if run.by_content] or done
     runs.sort(key=lambda run: run.order)
     if not runs:
         return None, []
-    answer = _chosen(runs, returned)
+    own = [run for run in runs if run.node == retrieval.node] if graph else runs
+    if not own:
+        return None, runs
+    answer = _chosen(own, returned)
     return answer, [answer, *(run for run in runs if run is not answer)]
+
+
+def _node_of(kwargs: Mapping[str, Any]) -> str | None:
+    """The LangGraph node run a run belongs to: its metadata's ``langgraph_checkpoint_ns``
+    (``node:task`` of each enclosing graph), None outside a graph."""
+    metadata = kwargs.get("metadata")
+    node = metadata.get("langgraph_checkpoint_ns") if isinstance(metadata, Mapping) else None
+    return node if isinstance(node, str) else None
 
 
 def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:
