@@ -312,24 +312,8 @@ class RedisLedger(StoredLedger):
                         "give one"
                     )
                 on_reset = reset_in_url
-            url, in_url = pop_url_param(url, "deadline")
-            if in_url is not None:
-                try:
-                    deadline = float(in_url)
-                except ValueError:
-                    raise ValueError(
-                        f"deadline in the ledger URL must be a number of seconds > 0, got "
-                        f"{in_url!r}"
-                    ) from None
-            url, in_url = pop_url_param(url, "cooldown")
-            if in_url is not None:
-                try:
-                    cooldown = float(in_url)
-                except ValueError:
-                    raise ValueError(
-                        f"cooldown in the ledger URL must be a number of seconds >= 0, got "
-                        f"{in_url!r}"
-                    ) from None
+            url, deadline = _seconds_in_url(url, "deadline", "> 0", deadline)
+            url, cooldown = _seconds_in_url(url, "cooldown", ">= 0", cooldown)
         for name, value in (
             ("timeout", timeout),
             ("connect_timeout", connect_timeout),
@@ -594,6 +578,19 @@ class RedisLedger(StoredLedger):
         )
         self._generations.update(state.get("generations", {}))
         self._counts.update(state.get("counts", {}))
+
+
+def _seconds_in_url(url: str, name: str, accepted: str, given: float) -> tuple[str, float]:
+    """``url`` without its ``name=SECONDS`` parameter, and those seconds (else ``given``)."""
+    url, in_url = pop_url_param(url, name)
+    if in_url is None:
+        return url, given
+    try:
+        return url, float(in_url)
+    except ValueError:
+        raise ValueError(
+            f"{name} in the ledger URL must be a number of seconds {accepted}, got {in_url!r}"
+        ) from None
 
 
 def _script_reply(found: Any) -> tuple[object, object]:

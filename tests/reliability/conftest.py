@@ -13,6 +13,7 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 import pytest
 
+from tests.redis_server import running_redis
 from tests.reliability.chroma_server import HOST, ChromaServer
 from tests.reliability.vectors import QUESTIONS, TOPICS, embed
 
@@ -109,3 +110,11 @@ def server_collection(server_client, server_documents, document_vectors):
     collection = open_collection(server_client, COLLECTION)
     index_documents(collection, server_documents, document_vectors)
     return collection
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of this test's own, on a free loopback port (frozen, stopped and
+    restarted by some tests), always stopped at the end."""
+    with running_redis(tmp_path / "redis") as server:
+        yield server

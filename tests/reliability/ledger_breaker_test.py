@@ -17,21 +17,12 @@ from fairrag_core import LedgerUnavailableError
 from fairrag_core.ledger import LEDGER_THREADS, QUEUED_AT, RedisLedger, make_ledger
 from fairrag_langchain import FairRetriever
 from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import free_port
 
 REQUESTS = 200
 REACHED = "failed with"  # a call that sent its request and waited for the server
 FAST = "failed fast, without a request"
 QUEUED = "for a thread of the ledger pool, past its deadline"
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def _retriever(ledger: RedisLedger) -> FairRetriever:

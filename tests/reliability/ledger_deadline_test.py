@@ -15,7 +15,7 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError
 from fairrag_core.ledger import LedgerCorruptError, RedisLedger, make_ledger
-from tests.redis_server import HOST, running_redis
+from tests.redis_server import HOST
 
 WAIT = 10.0  # every wait of the proxy and the test is bounded by this many seconds
 
@@ -129,13 +129,6 @@ class TrickleProxy:
         finally:
             client.close()
             server.close()
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    """A redis-server of this test's own (frozen, stopped and restarted by some)."""
-    with running_redis(tmp_path / "redis") as server:
-        yield server
 
 
 @pytest.fixture

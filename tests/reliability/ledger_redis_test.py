@@ -11,7 +11,6 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError, make_ranker, position_weights
 from fairrag_core.ledger import LedgerResetError, RedisLedger
-from tests.redis_server import RedisServer
 from tests.reliability.ledger_worker import (
     K,
     kill_after,
@@ -26,16 +25,6 @@ from tests.reliability.ledger_worker import (
 PROCESSES = 8
 RANKINGS = 500
 RANKING_EXPOSURE = float(sum(position_weights(K)))
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    """A redis-server of this test's own (it gets stopped and restarted)."""
-    server = RedisServer(tmp_path / "redis")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def test_8_processes_x_500_rankings_lose_no_update(redis_server, tmp_path):
