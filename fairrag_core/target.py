@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,9 @@ _SUM_TOLERANCE = 1e-9
 class Target:
     """Target exposure shares per group, summing to 1.
 
-    ``groups`` are the target's buckets in a fixed order; ``shares`` the matching shares. A
+    ``groups`` are the target's buckets in a canonical order (:func:`canonical_order`: the named
+    groups sorted, :data:`OTHERS` last), whatever order the mapping listed them in, so equal
+    targets draw equal rankings for the same seed and pool; ``shares`` the matching shares. A
     candidate whose label is not one of the named groups (``None`` included) belongs to the
     :data:`OTHERS` bucket. When the target does not list ``OTHERS`` (a full mapping that names
     every group), that bucket is still present with share 0: such candidates stay rankable but
@@ -53,6 +56,10 @@ class Target:
     _index: dict[Hashable, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        order = canonical_order(self.groups)
+        if order != list(range(len(self.groups))):
+            object.__setattr__(self, "groups", tuple(self.groups[i] for i in order))
+            object.__setattr__(self, "shares", np.asarray(self.shares, dtype=float)[order])
         self.shares.setflags(write=False)
         self._index.update({g: i for i, g in enumerate(self.groups)})
 
@@ -136,6 +143,33 @@ def make_target(
     share = 0.5 if target_share is None else target_share
     shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))
     return Target((protected, OTHERS), shares, protected)
+
+
+def canonical_order(groups: Sequence[Hashable]) -> list[int]:
+    """Positions of ``groups`` in the canonical order of a target's buckets (docs/SPEC.md,
+    "Inputs"): the group codes, hence which column of random noise each group draws, must not
+    depend on the order a mapping happened to list its keys in (a YAML round trip sorts them).
+
+    Strings first, in code-point order; then numbers, by value; then any other label, by type
+    name and ``repr``; :data:`OTHERS` last. A single named group with :data:`OTHERS` (the
+    binary form) keeps its order, and so do labels no rule tells apart (equal ``repr`` of one
+    type): a stable sort.
+    """
+    return sorted(range(len(groups)), key=lambda i: _label_key(groups[i]))
+
+
+def _label_key(label: Hashable) -> tuple[int, str, Any]:
+    if label is OTHERS:
+        return (4, "", "")
+    if isinstance(label, str):
+        return (0, "", str(label))
+    if isinstance(label, (int, float, np.integer, np.floating)) and not isinstance(
+        label, (bool, np.bool_)
+    ):
+        if not math.isnan(label):  # ints compare exactly with each other and with floats
+            return (1, "", label)
+    cls = type(label)
+    return (2, f"{cls.__module__}.{cls.__qualname__}", repr(label))
 
 
 def _check_hashable(protected: object) -> None:

@@ -1,0 +1,79 @@
+"""A target is a mapping: equal mappings, whatever order they list their groups in, draw the same
+ranking for the same seed and pool (docs/SPEC.md, "Inputs" → target; a user trial found a
+Haystack pipeline drawing differently after a YAML round trip, which sorts the keys)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fairrag_core import OTHERS, make_ranker, make_target
+
+SCORES = np.linspace(3.0, 1.0, 20).round(3).tolist()
+TWO = ["female" if i % 3 == 1 else "male" for i in range(20)]
+THREE = ["abc"[i % 3] for i in range(20)]
+SEEDS = range(30)
+
+BINARY = [{"female": 0.4, "male": 0.6}, {"female": 0.4, OTHERS: 0.6}]
+SEVERAL = [{"a": 0.3, "b": 0.3, "c": 0.4}, {"a": 0.2, "b": 0.5, OTHERS: 0.3}]
+
+
+def _orders(target: dict) -> list[dict]:
+    return [dict(items) for items in itertools.permutations(target.items())]
+
+
+def _rankings(name: str, target: dict, groups: list, k: int = 8) -> list[list[int]]:
+    extra = {"protected": "female"} if name == "fair" else {}
+    out = []
+    for seed in SEEDS:
+        ranker = make_ranker(name, target=target, **extra)
+        out.append(ranker.rank(SCORES, groups, k, rng=np.random.default_rng(seed)).tolist())
+    return out
+
+
+@pytest.mark.parametrize("target", BINARY, ids=["named", "others"])
+@pytest.mark.parametrize(
+    "name", ["representative_stochastic", "amortized", "forced_exposure", "fair"]
+)
+def test_a_reordered_binary_target_draws_the_same_rankings(name, target):
+    first, *others = _orders(target)
+    expected = _rankings(name, first, TWO)
+    for reordered in others:
+        assert _rankings(name, reordered, TWO) == expected
+
+
+@pytest.mark.parametrize("target", SEVERAL, ids=["named", "others"])
+@pytest.mark.parametrize("name", ["representative_stochastic", "amortized", "forced_exposure"])
+def test_a_reordered_target_of_several_groups_draws_the_same_rankings(name, target):
+    first, *others = _orders(target)
+    expected = _rankings(name, first, THREE)
+    for reordered in others:
+        assert _rankings(name, reordered, THREE) == expected
+
+
+@pytest.mark.parametrize("name", ["representative_stochastic", "amortized"])
+def test_many_draws_at_once_do_not_depend_on_the_key_order_either(name):
+    draws = [
+        make_ranker(name, target=target).sample(SCORES, THREE, 8, 200, rng=7).tolist()
+        for target in _orders({"a": 0.3, "b": 0.3, "c": 0.4})
+    ]
+    assert all(d == draws[0] for d in draws[1:])
+
+
+def test_the_canonical_order_is_sorted_labels_then_others():
+    assert make_target(target={"male": 0.6, "female": 0.4}).groups == ("female", "male", OTHERS)
+    assert make_target(target={OTHERS: 0.6, "female": 0.4}).groups == ("female", OTHERS)
+    target = make_target(target={"c": 0.4, OTHERS: 0.2, "a": 0.4}, protected="c")
+    assert target.groups == ("a", "c", OTHERS)
+    assert target.as_dict() == {"a": 0.4, "c": 0.4, OTHERS: 0.2}
+    assert target.protected_share == 0.4
+    # the paper's binary form keeps its order: the protected group, then OTHERS
+    assert make_target(protected="male", target_share=0.3).groups == ("male", OTHERS)
+
+
+def test_labels_of_mixed_types_have_one_order_too():
+    mapping = {("x", 1): 0.2, 10: 0.2, 2.5: 0.2, "b": 0.2, OTHERS: 0.2}
+    orders = {make_target(target=m).groups for m in _orders(mapping)}
+    assert orders == {("b", 2.5, 10, ("x", 1), OTHERS)}
