@@ -48,6 +48,7 @@ __all__ = [
     "LangSmithFeedbackSink",
     "OpenTelemetrySink",
     "flush_sinks",
+    "langsmith_feedback_client",
     "record_attributes",
 ]
 
@@ -247,14 +248,25 @@ class LangSmithFeedbackSink:
     on (:data:`LANGSMITH_FEEDBACK`; missing or non-finite values left out), with the ranker and
     the query seed in each feedback's ``source_info``. ``client``: a ``langsmith.Client``
     (default: one configured from the environment, ``LANGSMITH_API_KEY``, with 10 s request
-    timeouts); ``project_id``: the tracing project's id (LangSmith's ``session_id``), which
-    LangSmith asks run feedback to name; without it the sink looks the project up once by the
-    tracing project's name (``LANGSMITH_PROJECT``), and if that fails sends feedback without it,
-    warning once (not LangSmith's deprecation warning per feedback). ``attempts``: tries per
-    feedback (LangSmith's ``stop_after_attempt``, default 2). Records without a run id attach
-    nothing. Like every sink it runs on the handler's worker thread: an outage of LangSmith
-    slows the worker (records beyond its queue are dropped for the sinks, counted and warned
-    of), never the answer.
+    timeouts and no background batch tracing, so no LangSmith thread the process must wait for
+    at exit: :func:`langsmith_feedback_client`); ``project_id``: the tracing project's id
+    (LangSmith's ``session_id``), which LangSmith asks run feedback to name; without it the sink
+    looks the project up once by the tracing project's name (``LANGSMITH_PROJECT``), and if that
+    fails sends feedback without it, warning once (not LangSmith's deprecation warning per
+    feedback). ``attempts``: tries per feedback (LangSmith's ``stop_after_attempt``, default 2).
+    Records without a run id attach nothing. Like every sink it runs on the handler's worker
+    thread: an outage of LangSmith slows the worker (records beyond its queue are dropped for
+    the sinks, counted and warned of), never the answer.
+
+    Exit: each feedback is sent synchronously on that worker thread, a daemon, which the
+    process waits for at most ``EXIT_FLUSH_SECONDS`` (5 s; :func:`flush_sinks`) however long
+    LangSmith takes to answer. The sink passes no ``trace_id`` (which can queue feedback for
+    LangSmith's background thread). A client *given* is the caller's: a ``langsmith.Client``
+    built with ``auto_batch_tracing=True`` (LangSmith's default) starts, as soon as it is
+    built, a non-daemon thread that asks the server for ``/info``; with a server that never
+    answers, Python waits for that thread at exit (60 s reads, retried: minutes), FairRAG or
+    not. For a client used only for feedback, build it with ``auto_batch_tracing=False``
+    (or pass none), or set ``LANGSMITH_USE_DAEMON=true``.
     """
 
     def __init__(self, client: Any = None, *, project_id: Any = None, attempts: int = 2) -> None:
@@ -265,13 +277,7 @@ class LangSmithFeedbackSink:
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"attempts must be an int >= 1, got {attempts!r}")
         if client is None:
-            try:
-                from langsmith import Client
-            except ImportError as exc:  # pragma: no cover - langchain-core brings langsmith
-                raise ImportError(
-                    "LangSmithFeedbackSink needs langsmith: pip install langsmith"
-                ) from exc
-            client = Client(timeout_ms=10_000)
+            client = langsmith_feedback_client()
         self.client = client
         self.project_id = project_id
         self.attempts = attempts
@@ -326,11 +332,24 @@ class LangSmithFeedbackSink:
                     key=f"fairrag.{field}",
                     score=value,
                     source_info=extra,
-                    # the root run is the trace: LangSmith may batch it in the background
-                    trace_id=run_id,
+                    # no trace_id: with it LangSmith may hand the feedback to its background
+                    # tracing thread, which the process waits for at exit (see the class doc)
                     stop_after_attempt=self.attempts,
                     **({} if session is None else {"session_id": session}),
                 )
+
+
+def langsmith_feedback_client(timeout_ms: int = 10_000) -> Any:
+    """A ``langsmith.Client`` from the environment (``LANGSMITH_API_KEY``,
+    ``LANGSMITH_ENDPOINT``) for sending feedback only: ``timeout_ms`` per request and no
+    background batch tracing, so it starts no thread (LangSmith's tracing thread is not a
+    daemon and asks the server for ``/info`` at once: a server that never answers would hold
+    the process's exit for minutes)."""
+    try:
+        from langsmith import Client
+    except ImportError as exc:  # pragma: no cover - langchain-core brings langsmith
+        raise ImportError("LangSmithFeedbackSink needs langsmith: pip install langsmith") from exc
+    return Client(timeout_ms=timeout_ms, auto_batch_tracing=False)
 
 
 def _otel_sink(span_attributes: bool) -> OpenTelemetrySink:

@@ -6,6 +6,7 @@ against a loopback stub of its API)."""
 from __future__ import annotations
 
 import json
+import pathlib
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -259,3 +260,93 @@ def test_a_llamaindex_handler_keeps_its_record_settings_whole():
     for name, value in (("max_records", 3), ("sinks", []), ("log_path", "x.jsonl")):
         with pytest.raises(AttributeError, match=f"{name} is set when the handler is built"):
             setattr(handler, name, value)
+
+
+_HANGING_LANGSMITH = r"""
+import json, os, socket, sys, threading, time, uuid
+
+for name in list(os.environ):
+    if name.startswith(("LANGSMITH_", "LANGCHAIN_")):
+        del os.environ[name]
+mode = sys.argv[1]
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(64)
+accepted = []
+
+
+def trickle(connection):
+    # an answer that never ends: one byte of a header every half second (no read times out)
+    try:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        while True:
+            time.sleep(0.5)
+            connection.sendall(b"a")
+    except OSError:
+        pass
+
+
+def accept():
+    while True:
+        connection, _ = server.accept()
+        accepted.append(connection)  # read nothing
+        if mode == "trickle":
+            threading.Thread(target=trickle, args=(connection,), daemon=True).start()
+
+
+threading.Thread(target=accept, daemon=True).start()
+os.environ["LANGSMITH_ENDPOINT"] = f"http://127.0.0.1:{server.getsockname()[1]}"
+os.environ["LANGSMITH_API_KEY"] = "test-key"
+
+from fairrag_core.kit import RecordKeeper
+from fairrag_core.telemetry import LangSmithFeedbackSink, flush_sinks
+
+before = {thread.ident for thread in threading.enumerate()}
+keeper = RecordKeeper(sinks=[LangSmithFeedbackSink(project_id=uuid.uuid4())])
+keeper.add([{"run_id": str(uuid.uuid4()), "exposure_disparity": 0.1, "ranker": "fair"}])
+for _ in range(600):  # the sink is talking to the server that never answers
+    if accepted:
+        break
+    time.sleep(0.1)
+flush_sinks(timeout=1)
+waited_for = [
+    thread.name
+    for thread in threading.enumerate()
+    if not thread.daemon and thread is not threading.main_thread()
+]
+print(json.dumps({"accepted": len(accepted), "non_daemon_threads": waited_for}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("server", ["silent", "trickle"])
+def test_a_hanging_langsmith_server_never_holds_the_process_exit(tmp_path, server):
+    """The default client of LangSmithFeedbackSink starts no thread the process waits for at
+    exit (LangSmith's tracing thread is not a daemon and asks the server for /info at once):
+    with a server that accepts and never answers, no non-daemon thread is left after the flush
+    and the process exits after FairRAG's bounded exit flush; with one that never finishes
+    its answer (no read ever times out) the old sink's process never exited at all."""
+    import os
+    import subprocess
+    import sys
+
+    root = str(pathlib.Path(__file__).resolve().parents[1])  # this tree's fairrag_core
+    script = tmp_path / "hanging_langsmith.py"
+    script.write_text(_HANGING_LANGSMITH)
+    process = subprocess.Popen(
+        [sys.executable, str(script), server],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+    try:
+        out, err = process.communicate(timeout=90)  # generous: it takes ~5 s (the exit flush)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"the process did not exit while the server hung; stdout {out!r}")
+    assert process.returncode == 0, err[-2000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["accepted"] >= 1  # the sink did reach the hanging server
+    assert report["non_daemon_threads"] == []
