@@ -85,6 +85,16 @@ logger = logging.getLogger(__name__)
 RUN_METHODS = QUESTION_METHODS
 """Engine methods that answer one question: the span of the outermost one is a run."""
 
+CANCELLED = "WorkflowCancelledByUser: "
+"""The ``error`` of a Workflow run the user cancelled (``handler.cancel_run()``), written as
+every failure is (``<exception class>: <message>``; the exception LlamaIndex raises to the
+caller has no message), as LangChain's handler writes a cancelled run's
+(``CancelledError: ``): a record with an ``error`` is never an answered question."""
+
+_CANCELLED_EVENT = "SpanCancelledEvent"
+"""The event LlamaIndex's workflows send, in the run's span, just before ending a cancelled
+run's span cleanly (by name: it lives in a private module of ``workflows``)."""
+
 
 @dataclass
 class _Rerank:
@@ -108,14 +118,16 @@ class _Run:
     reranks: list[_Rerank] = field(default_factory=list)
     model: str | None = None
     calls: list[_Call] = field(default_factory=list)
-    """The run's LLM calls, in start order."""
-    open_calls: dict[str, _Call] = field(default_factory=dict)
-    """The calls not ended yet, by their span."""
+    """The run's LLM calls, in start order (a call's output is read when it ends, streamed or
+    not: the handler finds a call by its span even after that span closed)."""
     calls_since_rerank: int = 0
     """LLM calls since the last fair re-ranking ended (a refine synthesis makes several)."""
     prompt: str | None = None
     """The answering call's prompt (:meth:`answered`), whitespace collapsed: which
     re-rankings' lists it held."""
+    cancelled: bool = False
+    """A Workflow run the user cancelled (``handler.cancel_run()``): LlamaIndex ends its span
+    as if it had returned nothing; its record is a failed run's (:data:`CANCELLED`)."""
 
     def answered(self, answer: Any) -> None:
         """Take the call that gave ``answer`` (its output holds the answer's text; the last
@@ -135,9 +147,11 @@ class _Run:
             self.prompt = self.calls[-1].prompt
 
 
-@dataclass
+@dataclass(eq=False)
 class _Call:
-    """One LLM call of a run: its model, prompt and output (whitespace collapsed)."""
+    """One LLM call of a run: its model, prompt and output (whitespace collapsed). A streamed
+    call's output is its whole text, read from its end event, which comes once the stream is
+    read, after the call's own span closed."""
 
     model: str | None
     prompt: str | None
@@ -195,14 +209,21 @@ its entries (``[1]`` first, docs/SPEC.md "Context text"; CitationQueryEngine's `
 def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     """The answer and the shown nodes of a Workflow's result (docs/SPEC.md, "Records" →
     LlamaIndex Workflows): the ``StopEvent``'s ``result`` (a custom StopEvent with none: the
-    event itself) read as a structured answer (an object or mapping with a ``citations``
-    list, returned as it is: the record writes its citations as text), as text, as a
-    ``Response`` (``response``, ``source_nodes``), or as a mapping or object with an
-    ``answer`` or ``response`` text, message or structured answer and optional
+    event itself); an agent's ``structured_response`` (``AgentOutput``, built with
+    ``structured_output_fn`` or ``output_cls``) when it is a structured answer, beside
+    whatever its chat message says; else the result read as a structured answer (an object
+    or mapping with a ``citations`` list, returned as it is: the record writes its citations
+    as text), as text, as a ``Response`` (``response``, ``source_nodes``), or as a mapping or
+    object with an ``answer`` or ``response`` text, message or structured answer and optional
     ``source_nodes``. (None, None) when it holds no answer that can be read."""
     payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
     if payload is None:
         payload = result
+    nodes = _field(payload, "source_nodes")
+    sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
+    structured = _field(payload, "structured_response")
+    if _structured(structured):  # an agent's (structured_output_fn, output_cls): the answer
+        return structured, sources or _tool_sources(payload)
     answer: Any = _text(payload)
     if answer is None and _structured(payload):
         answer = payload
@@ -215,8 +236,6 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
             (t for name in _ANSWER_FIELDS if (t := _text(_field(payload, name))) is not None),
             None,
         )
-    nodes = _field(payload, "source_nodes")
-    sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
     return answer, sources or _tool_sources(payload)
 
 
@@ -390,15 +409,37 @@ def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeW
     ]
 
 
+def _sub_question_order(
+    reranks: Sequence[_Rerank], sub_answers: Sequence[NodeWithScore]
+) -> list[_Rerank]:
+    """``reranks`` in the order of the sub-questions they answered, as the response lists its
+    synthetic nodes ("Sub question: <q>"): a ``SubQuestionQueryEngine`` with ``use_async``
+    answers them concurrently, so their rankings end in any order. A ranking whose query is
+    no listed sub-question keeps its place after them (a stable sort)."""
+    asked: dict[str, int] = {}
+    for order, node in enumerate(sub_answers):
+        text = node.node.get_content(metadata_mode=MetadataMode.NONE)
+        question = text.removeprefix("Sub question: ").split("\n", 1)[0]
+        asked.setdefault(collapsed(question), order)
+    return sorted(
+        reranks,
+        key=lambda r: asked.get(collapsed(r.query or ""), len(sub_answers)),
+    )
+
+
 def _search_lists(
-    auditor: FairnessAuditor, run: _Run, group_key: str, title_key: str, follow: bool
+    auditor: FairnessAuditor,
+    reranks: Sequence[_Rerank],
+    group_key: str,
+    title_key: str,
+    follow: bool,
 ) -> list[dict[str, Any]]:
-    """Each fair re-ranking's list (a sub-question's, an agent's search), as
-    :func:`~fairrag_core.kit.search_entry` writes one list's own exposure (``SEARCH_FIELDS``,
-    as LangChain's ``framework.searches``): the record of that list alone, audited by
-    ``auditor`` (by the ranking that made it when ``follow``)."""
+    """Each fair re-ranking's list (a sub-question's, an agent's search), in the order given,
+    as :func:`~fairrag_core.kit.search_entry` writes one list's own exposure
+    (``SEARCH_FIELDS``, as LangChain's ``framework.searches``): the record of that list alone,
+    audited by ``auditor`` (by the ranking that made it when ``follow``)."""
     lists = []
-    for rerank in run.reranks:
+    for rerank in reranks:
         metadatas = [n.node.metadata for n in rerank.nodes]
         own = shown_record(
             ranked_for(auditor, metadatas) if follow else auditor,
@@ -485,12 +526,25 @@ class _Live:
     """A handler's state in flight, in one plain object (locks, runs and streams belong to the
     process that made them: never pickled nor copied)."""
 
-    __slots__ = ("busy", "chat_streams", "collected", "lock", "open_reranks", "runs", "streams")
+    __slots__ = (
+        "busy",
+        "calls",
+        "chat_streams",
+        "collected",
+        "lock",
+        "open_reranks",
+        "runs",
+        "streams",
+    )
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.runs: dict[str, _Run] = {}
         self.open_reranks: dict[str | None, _Rerank] = {}
+        self.calls: weakref.WeakValueDictionary[str, _Call] = weakref.WeakValueDictionary()
+        """The LLM calls not ended yet, by their span id: a streamed call ends (its end event)
+        when its stream is read, after its span closed, when the span tree no longer leads to
+        its run; held weakly, so a call whose run was recorded or dropped is forgotten."""
         self.chat_streams: dict[int, tuple[Any, _Run, dict[str, Any]]] = {}
         self.streams: dict[int, _Stream] = {}
         self.collected: collections.deque[_Stream] = collections.deque()
@@ -513,7 +567,13 @@ class FairnessEventHandler(BaseEventHandler):
     a query engine's stream nobody starts reading is recorded without an answer, with
     ``framework["answer_status"] == "unconsumed"``, when it is garbage-collected or at
     :meth:`flush` (when a ``with`` block exits): every ranking has its record.
-    A failed call is recorded with its ``error``. A fair re-ranking outside any engine (a
+    A failed call is recorded with its ``error``, and so is a Workflow run (an agent's) the
+    user cancelled (``handler.cancel_run()``: ``error`` :data:`CANCELLED`); an agent's
+    ``structured_response`` holding citations is its answer. The record's ``model`` is the
+    LLM of the last call whose output holds the answer, streamed or not (an agent repeating
+    its tool engine's answer: the agent's LLM; a chat engine's condensing call: never); a
+    ``SubQuestionQueryEngine``'s ``framework["sub_questions"]`` are in the sub-questions'
+    order. A fair re-ranking outside any engine (a
     direct ``postprocess_nodes`` call) is recorded on its own, without an answer. With
     ``record_queries_without_reranker`` (default), a question answered without any fair
     re-ranking is recorded too (``ranker: null``): the baseline of a plain engine.
@@ -871,25 +931,47 @@ class FairnessEventHandler(BaseEventHandler):
                 run.reranks.append(rerank)
                 run.calls_since_rerank = 0
                 run.query = run.query or rerank.query
+        elif type(event).__name__ == _CANCELLED_EVENT:
+            span = SPANS.get(span_id)
+            if span is not None and is_workflow_run(span.instance, span.method):
+                with self._live.lock:
+                    self._live.runs.setdefault(span.id_, _Run(span)).cancelled = True
         elif isinstance(event, (LLMPredictStartEvent, LLMCompletionStartEvent, LLMChatStartEvent)):
             span = SPANS.get(span_id)
             run_span = _outermost_run(span_id)
-            if span is not None and run_span is not None:
+            streamed = None if run_span is not None else self._streamed_run(span_id)
+            if span is not None and (run_span is not None or streamed is not None):
                 with self._live.lock:
-                    run = self._live.runs.setdefault(run_span.id_, _Run(run_span))
-                    if not isinstance(event, LLMPredictStartEvent):
+                    owner = streamed
+                    if run_span is not None:
+                        owner = self._live.runs.setdefault(run_span.id_, _Run(run_span))
+                    if owner is not None and not isinstance(event, LLMPredictStartEvent):
                         call = _Call(_model_name(span.instance), _prompt_text(event))
-                        run.calls.append(call)
-                        run.open_calls[span_id or ""] = call
-                        run.calls_since_rerank += 1
+                        owner.calls.append(call)
+                        if span_id is not None:
+                            self._live.calls[span_id] = call
+                        owner.calls_since_rerank += 1
         elif isinstance(event, (LLMCompletionEndEvent, LLMChatEndEvent)):
-            run_span = _outermost_run(span_id)
-            if run_span is not None:
+            # by the call's span id, not the span tree: a streamed call's end event comes when
+            # its stream was read, after its span (and maybe its run's) closed
+            with self._live.lock:
+                ended = self._live.calls.pop(span_id or "", None)
+                if ended is not None:
+                    ended.output = _output_text(event)
+
+    def _streamed_run(self, span_id: str | None) -> _Run | None:
+        """The run whose streaming chat answer the open span ``span_id`` is writing to the chat
+        memory: LlamaIndex starts the answering LLM call of ``astream_chat`` there, in a task
+        of its own, after the engine's span closed."""
+        if not self._live.chat_streams:
+            return None
+        for span in SPANS.ancestors(span_id):
+            if span.method.endswith("write_response_to_history"):
                 with self._live.lock:
-                    current = self._live.runs.get(run_span.id_)
-                    ended = None if current is None else current.open_calls.pop(span_id or "", None)
-                    if ended is not None:
-                        ended.output = _output_text(event)
+                    stream = self._live.chat_streams.get(id(span.instance))
+                if stream is not None and stream[0] is span.instance:
+                    return stream[1]
+        return None
 
     # -- spans ------------------------------------------------------------------------------
 
@@ -936,6 +1018,8 @@ class FairnessEventHandler(BaseEventHandler):
         tags = dict(active_instrument_tags.get())
         if error is not None:
             self._finish(run, None, None, tags, error=f"{type(error).__name__}: {error}")
+        elif run.cancelled:  # its span ended "cleanly", with no result: a failed run
+            self._finish(run, None, None, tags, error=CANCELLED)
         elif isinstance(result, StreamingAgentChatResponse):
             with self._live.lock:
                 self._live.chat_streams[id(result)] = (result, run, tags)
@@ -1118,7 +1202,13 @@ class FairnessEventHandler(BaseEventHandler):
                     **(
                         {
                             "sub_questions" if sub_answers else "searches": _search_lists(
-                                self.auditor, run, group_key, self.title_key, follow
+                                self.auditor,
+                                _sub_question_order(run.reranks, sub_answers)
+                                if sub_answers
+                                else run.reranks,
+                                group_key,
+                                self.title_key,
+                                follow,
                             )
                         }
                         if sub_answers or len(run.reranks) > 1

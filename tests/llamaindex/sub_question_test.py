@@ -31,6 +31,11 @@ class PlanningLLM(CitingMockLLM):
             return CompletionResponse(text=f"```json\n{json.dumps(items)}\n```")
         return super().complete(prompt, formatted, **kwargs)
 
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponse:
+        return self.complete(prompt, formatted, **kwargs)
+
 
 def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
     llm = PlanningLLM()
@@ -69,3 +74,38 @@ def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
         assert entry["ranker"] == record["ranker"] and len(entry["titles"]) == 6
         assert entry["exposure_share"] == auditor.retrieval(entry["groups"])["exposure_share"]
     assert record["doc_ids"] == [i for entry in lists for i in entry["doc_ids"]]
+
+
+async def test_sub_questions_answered_concurrently_are_recorded_in_sub_question_order():
+    """``use_async=True`` answers the sub-questions concurrently; the first one's search is the
+    slower here, so its ranking ends last. ``framework.sub_questions`` lists them as the
+    response does (the sub-questions' order), not as they finished. Found by a user trial;
+    failed before the fix: the surgery list came first."""
+    llm = PlanningLLM()
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
+    )
+    people = RetrieverQueryEngine.from_args(
+        PoolRetriever(
+            delays=[0.2, 0.0],  # the first sub-question's search ends last
+            pool_for=lambda q: make_pool(20, prefix="med" if "medicine" in q else "sur"),
+        ),
+        llm=llm,
+        node_postprocessors=[fair],
+        text_qa_template=PAPER_QA_TEMPLATE,
+    )
+    tool = QueryEngineTool(people, ToolMetadata(name="people", description="biographies"))
+    engine = SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=[tool],
+        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
+        llm=llm,
+        use_async=True,
+    )
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        response = await engine.aquery("Who are the pioneers of medicine and surgery?")
+    (record,) = recorder.records
+    lists = record["framework"]["sub_questions"]
+    assert [entry["query"] for entry in lists] == SUB_QUESTIONS  # before: surgery first
+    shown = [n.node.node_id for n in response.source_nodes if n.node.metadata]
+    assert record["doc_ids"] == shown == [i for entry in lists for i in entry["doc_ids"]]
