@@ -25,7 +25,7 @@ class CircuitBreaker:
 
     ``name`` names the service in the errors (``Redis ledger at redis://host:6379/0``);
     ``error`` makes the error a refused call raises from its message (the last failure is its
-    ``__cause__``). ``cooldown`` 0: no breaker, every call goes through.
+    ``__cause__``). ``cooldown`` 0: the call after a failure is the probe at once.
     """
 
     def __init__(self, name: str, cooldown: float, error: Callable[[str], BaseException]) -> None:
@@ -76,10 +76,14 @@ class CircuitBreaker:
         with self._lock:
             self._open_until, self._probing = None, False
 
+    def abandoned(self) -> None:
+        """A call stopped before the service answered or failed (``KeyboardInterrupt``, a
+        cancelled task): nothing learnt; a probe it was leaves the next call to probe."""
+        with self._lock:
+            self._probing = False
+
     def failed(self, error: BaseException, description: str) -> None:
         """A call did not reach the service or got no answer in time: the circuit opens."""
-        if not self.cooldown:
-            return  # no breaker
         with self._lock:
             self._open_until = time.monotonic() + self.cooldown
             self._probing = False

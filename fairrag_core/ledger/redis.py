@@ -390,7 +390,9 @@ class RedisLedger(StoredLedger):
     def _call(self, operation: str, work: Callable[[], _T], key: str | None = None) -> _T:
         """``work()`` within the deadline, counted from when the request queued for a thread of
         the adapters' ledger pool (:func:`~fairrag_core.ledger.run_off_loop`) for the first
-        call of that request; refused at once while the circuit breaker is open."""
+        call of that request; refused at once while the circuit breaker is open. A call that
+        ran out of a deadline the queue took most of (it ran less than half of it) says nothing
+        of the server: it opens no circuit."""
         now = time.monotonic()
         queued = QUEUED_AT.get()
         if queued is not None:
@@ -401,7 +403,9 @@ class RedisLedger(StoredLedger):
                     f"for a thread of the ledger pool, past its deadline of {self.deadline:g} s; "
                     "nothing was sent (more requests wait on the ledger than it has threads)"
                 )
-        self._breaker.check(operation)
+        breaker = self._breaker if self._breaker.cooldown else None  # cooldown 0: none
+        if breaker is not None:
+            breaker.check(operation)
         _CALL_END.end = min(now, queued or now) + self.deadline
         _CALL_END.sent = False
         try:
@@ -411,25 +415,37 @@ class RedisLedger(StoredLedger):
         except self._transport_errors as exc:
             late = getattr(_CALL_END, "end", 0.0) <= time.monotonic()
             passed = f" (the call's deadline of {self.deadline:g} s passed)" if late else ""
-            self._breaker.failed(exc, f"{operation}: {type(exc).__name__}{passed}")
+            if breaker is not None:
+                # a deadline the queue took most of: the server had less than half of it
+                if late and time.monotonic() - now < self.deadline / 2:
+                    breaker.abandoned()  # the queue took the time, not the server
+                else:
+                    breaker.failed(exc, f"{operation}: {type(exc).__name__}{passed}")
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} is unavailable: {operation} failed with "
                 f"{type(exc).__name__}: {exc or 'no detail'}{passed}; start the server or check "
                 "the URL (the ledger reconnects on the next call)"
             ) from exc
         except self._redis_error as exc:
-            self._breaker.succeeded()  # the server answered, with an error of its own
+            if breaker is not None:
+                breaker.succeeded()  # the server answered, with an error of its own
             if key is not None and "WRONGTYPE" in str(exc):
                 raise self._wrong_type(key) from exc
             raise LedgerUnavailableError(
                 f"Redis ledger at {self.location} refused {operation}: {type(exc).__name__}: {exc}"
             ) from exc
+        except Exception:
+            if breaker is not None:
+                breaker.succeeded()  # the server answered (a reset stream, a damaged value)
+            raise
         except BaseException:
-            self._breaker.succeeded()  # answered (a reset stream, a damaged value) or stopped
+            if breaker is not None:
+                breaker.abandoned()  # stopped (KeyboardInterrupt): nothing learnt of the server
             raise
         finally:
             _CALL_END.end = None
-        self._breaker.succeeded()
+        if breaker is not None:
+            breaker.succeeded()
         return result
 
     def _settle(self) -> None:

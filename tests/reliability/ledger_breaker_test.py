@@ -117,3 +117,31 @@ def test_cooldown_0_sends_every_call(redis_server):
     finally:
         redis_server.thaw()
     assert ledger._breaker.fast_failures == 0 and ledger.state("k").rankings == 1
+
+
+def test_a_call_that_ran_out_of_a_deadline_the_queue_shortened_opens_no_circuit(redis_server):
+    """It waited most of its deadline for a thread, then timed out: the queue took the time,
+    not the server; the next call reaches for the server (it failed fast: the circuit was
+    opened for every request on a healthy server under load)."""
+    ledger = RedisLedger(redis_server.url, timeout=0.5, deadline=1.0)
+    ledger.add("k", {"female": 1.0})
+    seen: list[str] = []
+
+    def late_request() -> None:
+        QUEUED_AT.set(time.monotonic() - 0.9)  # 0.1 s of the deadline left
+        try:
+            ledger.state("k")
+        except LedgerUnavailableError as exc:
+            seen.append(str(exc))
+
+    redis_server.freeze()  # so the short budget surely runs out
+    try:
+        thread = threading.Thread(target=late_request)
+        thread.start()
+        thread.join(30)
+        with pytest.raises(LedgerUnavailableError, match=REACHED):
+            ledger.state("k")  # its own whole deadline: this one opens the circuit
+    finally:
+        redis_server.thaw()
+    assert len(seen) == 1 and "deadline of 1 s passed" in seen[0]
+    assert ledger._breaker.fast_failures == 0
