@@ -8,7 +8,7 @@ import atexit
 import json
 import os
 import threading
-import weakref
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,8 +63,6 @@ class _Retrieval:
     """The model runs linked to it, in start order."""
     by_tool: bool = False
     """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
-    node: str | None = None
-    """The LangGraph node run it ran in (:func:`_node_of`), None outside a graph."""
     _texts: tuple[str, ...] | None = None
     _located: tuple[tuple[str, str], ...] | None = None
 
@@ -106,8 +104,6 @@ class _ModelRun:
     """Its first generation's message (a chat model's), once it ended."""
     said: str | None = None
     """Its answer, whitespace collapsed (what the root's output holds of it)."""
-    node: str | None = None
-    """The LangGraph node run it ran in (:func:`_node_of`), None outside a graph."""
     places: dict[UUID, tuple[int, ...]] = field(default_factory=dict)
     """For each retrieval ended before it started: where its prompt holds each document's
     whole text (:func:`~fairrag_core.kit.place_in`: -1 nowhere,
@@ -142,6 +138,9 @@ class _RootRun:
     metadata: dict[str, Any] = field(default_factory=dict)
     interrupted: bool = False
     """Whether a node of it paused the graph (LangGraph's ``GraphInterrupt``)."""
+    continued: bool = False
+    """Whether its input was a LangGraph ``Command`` or None: it continued a thread (a resume,
+    a run after ``interrupt_before``, a replay), whose question is in the state it returns."""
     resumed_from: str | None = None
     """The run id of the run a LangGraph ``interrupt()`` paused that this run resumed."""
     graph: bool = False
@@ -250,7 +249,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._parent: dict[UUID, UUID | None] = {}
         self._root_of: dict[UUID, UUID] = {}
         self._roots: dict[UUID, _RootRun] = {}
-        self._paused: OrderedDict[str, tuple[UUID, _RootRun, Any]] = OrderedDict()
+        self._paused: OrderedDict[str, tuple[UUID, _RootRun, Any, float]] = OrderedDict()
         """Runs a LangGraph ``interrupt()`` paused, by thread id, oldest first: the run that
         resumes the thread completes their record (:meth:`_write`)."""
         self._late: list[tuple[UUID, _RootRun, Any]] = []
@@ -347,8 +346,12 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 paused.members, paused.tags, paused.metadata = [], tags, metadata
                 self._roots[root] = paused
             else:
+                inputs = kwargs.get("inputs")
                 self._roots[root] = _RootRun(
-                    tags=tags, metadata=metadata, question=_question_of(kwargs.get("inputs"))
+                    tags=tags,
+                    metadata=metadata,
+                    question=_question_of(inputs),
+                    continued=inputs is None or _is_command(inputs),
                 )
         self._root_of[run_id] = root
         self._parent[run_id] = parent_run_id
@@ -365,7 +368,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         thread = _thread_of(metadata)
         if thread is None or thread not in self._paused:
             return None
-        root, state, outputs = self._paused.pop(thread)
+        root, state, outputs, _ = self._paused.pop(thread)
+        if not self._paused:
+            _holding(self, False)
         if inputs is None or _is_command(inputs):
             state.resumed_from = state.resumed_from or str(root)
             state.interrupted = False
@@ -373,12 +378,21 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._late.append((root, state, outputs))
         return None
 
-    def write_interrupted(self) -> int:
+    def write_interrupted(self, older_than: float | None = None) -> int:
         """Write the record of every run still paused at a LangGraph ``interrupt()`` (answer
-        null, ``answer_status: "interrupted"``), as at exit; returns how many."""
+        null, ``answer_status: "interrupted"``), as at exit; with ``older_than``, only those
+        paused that many seconds ago or more. Returns how many."""
+        now = time.monotonic()
         with self._lock:
-            paused, self._paused = list(self._paused.values()), OrderedDict()
-        for root, state, outputs in paused:
+            due = [
+                thread
+                for thread, (*_, since) in self._paused.items()
+                if older_than is None or now - since >= older_than
+            ]
+            paused = [self._paused.pop(thread) for thread in due]
+            if not self._paused:
+                _holding(self, False)
+        for root, state, outputs, _ in paused:
             self._write(root, state, outputs, None, pause=False)
         return len(paused)
 
@@ -437,15 +451,16 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if pause and interrupted and thread is not None and state.retrievals:
             with self._lock:
                 self._paused.pop(thread, None)
-                self._paused[thread] = (run_id, state, outputs)
+                self._paused[thread] = (run_id, state, outputs, time.monotonic())
                 evicted = []
                 while len(self._paused) > MAX_PAUSED:
                     evicted.append(self._paused.popitem(last=False)[1])
-                _PAUSING.add(self)
-            for root, paused, paused_outputs in evicted:
+                _holding(self, True)
+            for root, paused, paused_outputs, _ in evicted:
                 self._write(root, paused, paused_outputs, None, pause=False)
+            _write_expired()
             return
-        if state.question is None:  # resumed (a Command, None): the question the state holds
+        if state.question is None and state.continued:  # the question the state holds
             state.question = _question_of(outputs)
         final = _final_output(outputs)
         returned = _Returned.of(outputs)
@@ -463,7 +478,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
                 answering, answer = _final_answer(final, done, returned)
-                if answer is None and done and final is not None and _answers(final.message):
+                if answer is None and final is not None and _answers(final.message):
                     status = status or "not_from_a_model"
                 record = self._answer_record(
                     run_id, state, done, answering, answer, "final_output", error, status
@@ -506,7 +521,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         error: BaseException | None,
         status: str | None = None,
     ) -> dict[str, Any]:
-        answer, links = _answer_of(retrieval, returned, state.graph)
+        answer, links = _answer_of(retrieval, returned)
         # the list the answering model was handed: a later step may have reordered or dropped
         # some of the retriever's documents (docs/SPEC.md "Which list is audited")
         documents = _as_held(answer, retrieval)
@@ -728,7 +743,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             else:
                 by_tool = any(run in state.tools for run in self._ancestors(state, parent_run_id))
                 state.retrievals[run_id] = _Retrieval(
-                    run_id, query=query, name=name, by_tool=by_tool, node=_node_of(kwargs)
+                    run_id, query=query, name=name, by_tool=by_tool
                 )
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -797,7 +812,6 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                 _model_name(serialized, kwargs),
                 seen=seen,
                 places=places,
-                node=_node_of(kwargs),
             )
             state.models[run_id] = run
             if link is not None:
@@ -965,27 +979,68 @@ def _final_answer(
         return None, None  # the run ended on a tool's result or a human turn: no answer
     if message.tool_calls and read_answer(message, source_id_base=0)[1] != "tool_call":
         return None, None  # it ended asking for a tool
-    text = message_text(message)
+    said = _collapsed(message_text(message))
     by_id = [run for run in done if run.message is not None and run.message.id == message.id]
-    by_text = [run for run in done if run.answer == text]
+    by_text = [run for run in done if run.said == said]
+    # a model's answer a later step re-emitted with more (a footer, sources appended)
+    within = [  # at least half of it: never a grader's "no" inside "cannot"
+        run
+        for run in done
+        if run.said
+        and 2 * len(run.said) >= len(said)
+        and run.said in said
+        and not _calls_tools(run.message)
+    ]
     found = by_id or by_text
-    if not found and done:
-        # models ran, and none gave it: a middleware's own message (a call limit's "end"), a
-        # node's canned reply: no model's answer (``answer_status``: ``not_from_a_model``)
+    if not found and within:  # the run that gave the most of it
+        found = [max(within, key=lambda run: (len(run.said or ""), run.order))]
+    if not found:
+        # no model run of the root gave it: a middleware's own message (a call limit's "end"),
+        # a node's canned reply: no model's answer (``answer_status``: ``not_from_a_model``)
         return None, None
-    return (found[-1] if found else None), message
+    return found[-1], message
 
 
 MAX_PAUSED = 10_000
 """Runs paused at a LangGraph ``interrupt()`` a handler holds for their resume; past it the
 oldest is written as interrupted."""
-_PAUSING: weakref.WeakSet[FairnessCallbackHandler] = weakref.WeakSet()
-"""Handlers that held a paused run: at exit each writes those still paused."""
+PAUSED_SECONDS = 3600.0
+"""How long a paused run is held for its resume: one paused longer is written as interrupted
+(checked whenever a handler holds another run, and at exit)."""
+_PAUSING: dict[int, FairnessCallbackHandler] = {}
+"""The handlers holding paused runs, held strongly (a handler made per request and dropped
+still writes them): at exit, or once they are older than :data:`PAUSED_SECONDS`."""
+_PAUSING_LOCK = threading.Lock()
+_SWEPT = [0.0]
+"""When (``time.monotonic()``) paused runs were last checked for age."""
+
+
+def _holding(handler: FairnessCallbackHandler, holds: bool) -> None:
+    with _PAUSING_LOCK:
+        if holds:
+            _PAUSING[id(handler)] = handler
+        else:
+            _PAUSING.pop(id(handler), None)
+
+
+def _write_expired(every: float = 60.0) -> None:
+    """Write the runs every handler has held paused for :data:`PAUSED_SECONDS` or more, at
+    most once per ``every`` seconds."""
+    now = time.monotonic()
+    with _PAUSING_LOCK:
+        if now - _SWEPT[0] < every:
+            return
+        _SWEPT[0] = now
+        handlers = list(_PAUSING.values())
+    for handler in handlers:
+        handler.write_interrupted(older_than=PAUSED_SECONDS)
 
 
 @atexit.register
 def _write_interrupted_at_exit() -> None:
-    for handler in list(_PAUSING):
+    with _PAUSING_LOCK:
+        handlers = list(_PAUSING.values())
+    for handler in handlers:
         handler.write_interrupted()
 
 
@@ -1054,13 +1109,13 @@ def _question_of(inputs: Any) -> str | None:
         return None
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
-            return message_text(message)
+            return message_text(message) or None  # an image alone: no question text
         if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
-            return _content_text(message[1])
+            return _content_text(message[1]) or None
         if isinstance(message, Mapping) and (
             message.get("role") in ("user", "human") or message.get("type") == "human"
         ):
-            return _content_text(message.get("content"))
+            return _content_text(message.get("content")) or None
     return None
 
 
@@ -1070,8 +1125,14 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-        return message_text(HumanMessage(content=list(content)))
-    return str(content)
+        texts = [
+            block if isinstance(block, str) else block.get("text")
+            for block in content
+            if isinstance(block, str)
+            or (isinstance(block, Mapping) and block.get("type") == "text")
+        ]
+        return " ".join(text for text in texts if isinstance(text, str))
+    return ""  # no text (None, bytes, an object): no question read from it
 
 
 _LINKS = {True: "content", False: "run_tree"}
@@ -1079,7 +1140,7 @@ _LINKS = {True: "content", False: "run_tree"}
 
 
 def _answer_of(
-    retrieval: _Retrieval, returned: _Returned, graph: bool = False
+    retrieval: _Retrieval, returned: _Returned
 ) -> tuple[_ModelRun | None, list[_ModelRun]]:
     """The model run whose output is the record's answer, and every model run on the context,
     the answer's first.
@@ -1087,29 +1148,15 @@ def _answer_of(
     The model runs on a context are those whose prompt held it (every shown document's text),
     or, when none did (an empty list, a prompt that shortens the documents), those the run
     tree linked to it; of them, only those that ended with an output, in start order. The
-    answer is the one the root run returned (:func:`_chosen`). In a graph that returned no
-    model's answer (``graph``), only a model run in the retrieval's own node run answers it (a
-    chain run per question inside a node); one in another node read the state's documents to
-    grade, route or rewrite, and the record has no answer (all are still counted).
+    answer is the one the root run returned (:func:`_chosen`).
     """
     done = [run for run in retrieval.model_runs if run.answer is not None]
     runs = [run for run in done if run.by_content] or done
     runs.sort(key=lambda run: run.order)
     if not runs:
         return None, []
-    own = [run for run in runs if run.node == retrieval.node] if graph else runs
-    if not own:
-        return None, runs
-    answer = _chosen(own, returned)
+    answer = _chosen(runs, returned)
     return answer, [answer, *(run for run in runs if run is not answer)]
-
-
-def _node_of(kwargs: Mapping[str, Any]) -> str | None:
-    """The LangGraph node run a run belongs to: its metadata's ``langgraph_checkpoint_ns``
-    (``node:task`` of each enclosing graph), None outside a graph."""
-    metadata = kwargs.get("metadata")
-    node = metadata.get("langgraph_checkpoint_ns") if isinstance(metadata, Mapping) else None
-    return node if isinstance(node, str) else None
 
 
 def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:

@@ -7,18 +7,21 @@ per question, holding the answer given after a resume; no answer where no model 
 from __future__ import annotations
 
 import logging
-from typing import TypedDict
+from operator import itemgetter
+from typing import Any, TypedDict
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.runnables import RunnableLambda, RunnableParallel
 from langchain_core.tools import create_retriever_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
@@ -162,36 +165,147 @@ def test_a_limit_middlewares_own_message_is_no_answer(retriever, limit):
     assert record["framework"]["llm_runs"] >= 1 and record["titles"]
 
 
-class Graded(TypedDict, total=False):
-    question: str
-    documents: list[Document]
-    relevant: str
-    generation: str
+class Chat(MessagesState):
+    context: str
 
 
-def test_a_graders_verdict_is_not_the_answer_when_the_graph_ends_without_one(retriever):
-    """Corrective RAG whose grader says "no": the graph ends without generating. The grader
-    read the context in another node; it was recorded as the answer (groundedness 0)."""
-    grader, generator = FakeListChatModel(responses=["no"]), FakeCitingChatModel()
+def chat_graph(retriever: FairRetriever, *after) -> Any:
+    """retrieve into ``context`` -> the fake model answers -> the nodes ``after``."""
+    llm = FakeCitingChatModel()
 
-    def retrieve(state: Graded) -> Graded:
-        return {"documents": retriever.invoke(state["question"])}
+    def retrieve(state: Chat) -> dict:
+        documents = retriever.invoke(state["messages"][-1].text)
+        return {"context": "\n\n".join(d.page_content for d in documents)}
 
-    def grade(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"relevant": grader.invoke(f"Relevant? yes/no\n{context}").text}
+    def generate(state: Chat) -> dict:
+        prompt = [SystemMessage("Context:\n" + state["context"]), state["messages"][-1]]
+        return {"messages": [llm.invoke(prompt)]}
 
-    def generate(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"generation": generator.invoke(f"Context:\n{context}").text}
-
-    graph = StateGraph(Graded).add_sequence([retrieve, grade])
-    graph.add_node(generate)
+    graph = StateGraph(Chat).add_sequence([retrieve, generate, *after])
     graph.add_edge(START, "retrieve")
-    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
+    return graph.compile()
+
+
+def test_an_answer_a_later_node_re_emits_with_a_footer_is_the_models(retriever):
+    def footer(state: Chat) -> dict:
+        return {"messages": [AIMessage(state["messages"][-1].text + "\n\n(Reviewed.)  ")]}
+
     handler = FairnessCallbackHandler.from_retriever(retriever)
-    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
-    assert out["relevant"] == "no" and "generation" not in out
+    out = chat_graph(retriever, footer).invoke(
+        {"messages": [HumanMessage(QUESTION)]}, {"callbacks": [handler]}
+    )
+    (record,) = handler.records
+    assert record["answer"] == out["messages"][-1].text and record["groundedness"] == 1.0
+    assert record["model"] is not None and "answer_status" not in record["framework"]
+
+
+@pytest.mark.parametrize("graded", [False, True], ids=["no-model", "after-a-grader"])
+def test_a_nodes_canned_reply_is_no_answer(retriever, graded):
+    """No model run gave it, whether or not a grader ran (whose "no" is inside "cannot")."""
+    grader = FakeListChatModel(responses=["no"])
+
+    def grade(state: Chat) -> dict:
+        grader.invoke("Relevant?\n" + state["context"])
+        return {}
+
+    def canned(state: Chat) -> dict:
+        return {"messages": [AIMessage("Sorry, I cannot answer that from our documents.")]}
+
+    def retrieve(state: Chat) -> dict:
+        documents = retriever.invoke(state["messages"][-1].text)
+        return {"context": "\n\n".join(d.page_content for d in documents)}
+
+    nodes = [retrieve, grade, canned] if graded else [retrieve, canned]
+    graph = StateGraph(Chat).add_sequence(nodes)
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    graph.compile().invoke({"messages": [HumanMessage(QUESTION)]}, {"callbacks": [handler]})
     (record,) = handler.records
     assert record.get("answer") is None and record.get("groundedness") is None
-    assert record["framework"]["llm_runs"] == 1  # the grader counted, not recorded
+    assert record["framework"]["answer_status"] == "not_from_a_model"
+
+
+def test_a_chain_whose_input_names_no_question_never_takes_its_answer_as_the_question():
+    """Only a run that continues a thread (a Command, None) reads its question from what it
+    returns; a chain given ``{"topic": ...}`` recorded its answer text as the query."""
+    first, second = (
+        FairRetriever(
+            vectorstore=FixedPoolStore(*imbalanced_pool()),
+            group_key="gender",
+            protected="female",
+            k=3,
+            seed=seed,
+        )
+        for seed in (0, 7)
+    )
+
+    def prompt(x: dict) -> str:
+        shown = [d.page_content for d in x["a"] + x["b"]]
+        return "Context:\n" + "\n\n".join(shown) + f"\nQuestion: {x['q']}"
+
+    chain = (
+        RunnableParallel(
+            a=itemgetter("topic") | first,
+            b=itemgetter("topic") | RunnableLambda(lambda t: t + " women") | second,
+            q=itemgetter("topic"),
+        )
+        | RunnableLambda(prompt)
+        | FakeCitingChatModel()
+        | StrOutputParser()
+    )
+    handler = FairnessCallbackHandler.from_retriever(first)
+    out = chain.invoke({"topic": QUESTION}, {"callbacks": [handler]})
+    assert handler.records and all(r["query"] != out for r in handler.records)
+
+
+def test_a_paused_run_of_a_dropped_handler_is_still_written(retriever, tmp_path):
+    """A handler made per request and dropped while its run is paused: held strongly until
+    the run is old (``write_interrupted(older_than=...)``, as the age check does) or the
+    process exits; before, its record was lost with the handler."""
+    import gc
+
+    from fairrag_langchain import callbacks
+
+    graph = reviewed(retriever, InMemorySaver())
+    log = tmp_path / "records.jsonl"
+    before = set(callbacks._PAUSING)
+    handler = FairnessCallbackHandler.from_retriever(retriever, path=str(log))
+    config = {"callbacks": [handler], "configurable": {"thread_id": "d"}}
+    graph.invoke({"question": QUESTION}, config)
+    assert handler.records == []
+    del handler, config
+    gc.collect()
+    held = [h for key, h in callbacks._PAUSING.items() if key not in before]
+    assert len(held) == 1 and held[0].write_interrupted(older_than=3600.0) == 0  # not yet
+    del held
+    callbacks._write_interrupted_at_exit()  # what exit runs
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1 and '"answer_status": "interrupted"' in lines[0]
+    assert set(callbacks._PAUSING) <= before
+
+
+class Replied(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    reply: str
+
+
+def test_a_graph_answering_under_a_key_of_its_own_keeps_its_answer(retriever):
+    """retrieve -> generate into ``reply`` (no answer key): the generator in another node is
+    the answer, as the chain rule reads it (a rule that took only a model in the retrieval's
+    own node dropped it)."""
+    llm = FakeCitingChatModel()
+
+    def retrieve(state: Replied) -> Replied:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def generate(state: Replied) -> Replied:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"reply": llm.invoke(f"Context:\n{context}\nQuestion: {state['question']}").text}
+
+    graph = StateGraph(Replied).add_sequence([retrieve, generate])
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
