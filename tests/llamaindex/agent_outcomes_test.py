@@ -16,25 +16,15 @@ from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.tools import QueryEngineTool
-from pydantic import BaseModel
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
 from fairrag_llamaindex.fakes import CitingMockLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
+from tests.llamaindex.structured_answers_test import Citation, CitedAnswer
 from tests.llamaindex.tool_calling_llm import fake_tool_caller, tool_messages
 
 QUESTION = "Who are pioneers of medicine?"
 PLAN = [("people", {"input": "pioneers of medicine"})]
-
-
-class Citation(BaseModel):
-    title: str
-    person: str
-
-
-class CitedAnswer(BaseModel):
-    answer: str
-    citations: list[Citation]
 
 
 def agent_and_recorder(**agent_fields: Any) -> tuple[FunctionAgent, FairnessEventHandler]:

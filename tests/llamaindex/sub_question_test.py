@@ -37,24 +37,30 @@ class PlanningLLM(CitingMockLLM):
         return self.complete(prompt, formatted, **kwargs)
 
 
+def sub_question_engine(
+    llm: PlanningLLM, fair: FairRerankPostprocessor, retriever: PoolRetriever, use_async: bool
+) -> SubQuestionQueryEngine:
+    """A SubQuestionQueryEngine over one ``people`` tool: a RetrieverQueryEngine over
+    ``retriever`` with ``fair`` after it, the paper's prompt."""
+    people = RetrieverQueryEngine.from_args(
+        retriever, llm=llm, node_postprocessors=[fair], text_qa_template=PAPER_QA_TEMPLATE
+    )
+    tool = QueryEngineTool(people, ToolMetadata(name="people", description="biographies"))
+    return SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=[tool],
+        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
+        llm=llm,
+        use_async=use_async,
+    )
+
+
 def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
     llm = PlanningLLM()
     fair = FairRerankPostprocessor(
         group_key="gender", protected="female", relevance="similarity", seed=0, top_n=6
     )
-    people = RetrieverQueryEngine.from_args(
-        PoolRetriever(pool_for=lambda q: make_pool(50, prefix=q[-8:-1])),
-        llm=llm,
-        node_postprocessors=[fair],
-        text_qa_template=PAPER_QA_TEMPLATE,
-    )
-    tool = QueryEngineTool(people, ToolMetadata(name="people", description="biographies"))
-    engine = SubQuestionQueryEngine.from_defaults(
-        query_engine_tools=[tool],
-        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
-        llm=llm,
-        use_async=False,
-    )
+    retriever = PoolRetriever(pool_for=lambda q: make_pool(50, prefix=q[-8:-1]))
+    engine = sub_question_engine(llm, fair, retriever, use_async=False)
     handler = FairnessEventHandler(group_key="gender", protected="female")
     with handler, seeded(5):
         response = engine.query("Who are the pioneers of medicine and surgery?")
@@ -85,22 +91,11 @@ async def test_sub_questions_answered_concurrently_are_recorded_in_sub_question_
     fair = FairRerankPostprocessor(
         group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
     )
-    people = RetrieverQueryEngine.from_args(
-        PoolRetriever(
-            delays=[0.2, 0.0],  # the first sub-question's search ends last
-            pool_for=lambda q: make_pool(20, prefix="med" if "medicine" in q else "sur"),
-        ),
-        llm=llm,
-        node_postprocessors=[fair],
-        text_qa_template=PAPER_QA_TEMPLATE,
+    retriever = PoolRetriever(
+        delays=[0.2, 0.0],  # the first sub-question's search ends last
+        pool_for=lambda q: make_pool(20, prefix="med" if "medicine" in q else "sur"),
     )
-    tool = QueryEngineTool(people, ToolMetadata(name="people", description="biographies"))
-    engine = SubQuestionQueryEngine.from_defaults(
-        query_engine_tools=[tool],
-        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
-        llm=llm,
-        use_async=True,
-    )
+    engine = sub_question_engine(llm, fair, retriever, use_async=True)
     recorder = FairnessEventHandler.from_postprocessor(fair)
     with recorder:
         response = await engine.aquery("Who are the pioneers of medicine and surgery?")
