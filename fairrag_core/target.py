@@ -151,7 +151,8 @@ def canonical_order(groups: Sequence[Hashable]) -> list[int]:
     depend on the order a mapping happened to list its keys in (a YAML round trip sorts them).
 
     Strings first, in code-point order; then numbers, by value; then any other label, by type
-    name and ``repr``; :data:`OTHERS` last. A single named group with :data:`OTHERS` (the
+    name and, where it is the same in every process (booleans, bytes, NaN, None), ``repr``,
+    else in the mapping's order; :data:`OTHERS` last. A single named group with :data:`OTHERS` (the
     binary form) keeps its order, and so do labels no rule tells apart (equal ``repr`` of one
     type): a stable sort.
     """
@@ -163,13 +164,19 @@ def _label_key(label: Hashable) -> tuple[int, str, Any]:
         return (4, "", "")
     if isinstance(label, str):
         return (0, "", str(label))
-    if isinstance(label, (int, float, np.integer, np.floating)) and not isinstance(
-        label, (bool, np.bool_)
-    ):
-        if not math.isnan(label):  # ints compare exactly with each other and with floats
-            return (1, "", label)
+    if isinstance(label, (int, np.integer)) and not isinstance(label, (bool, np.bool_)):
+        return (1, "", int(label))  # exact, however large (10**400 is no float)
+    if isinstance(label, (float, np.floating)) and not math.isnan(label):
+        return (1, "", float(label))  # ints and floats compare with each other exactly
     cls = type(label)
-    return (2, f"{cls.__module__}.{cls.__qualname__}", repr(label))
+    # a repr the process decides (a frozenset's order, an object's address) is no order: such
+    # labels keep the order the mapping gave them (a stable sort), the same in every process
+    shown = repr(label) if isinstance(label, _REPR_ORDERED) else ""
+    return (2, f"{cls.__module__}.{cls.__qualname__}", shown)
+
+
+_REPR_ORDERED = (bool, np.bool_, bytes, complex, float, np.floating, type(None))
+"""Label types whose ``repr`` is the same in every process (tuples may hold anything)."""
 
 
 def _check_hashable(protected: object) -> None:

@@ -77,3 +77,30 @@ def test_labels_of_mixed_types_have_one_order_too():
     mapping = {("x", 1): 0.2, 10: 0.2, 2.5: 0.2, "b": 0.2, OTHERS: 0.2}
     orders = {make_target(target=m).groups for m in _orders(mapping)}
     assert orders == {("b", 2.5, 10, ("x", 1), OTHERS)}
+
+
+def test_labels_no_number_nor_string_orders_keep_the_mappings_order_in_every_process():
+    """A frozenset's ``repr`` follows the process's hash seed: such labels keep the mapping's
+    order (they were sorted by ``repr``: the order flipped between processes); an int too
+    large for a float is ordered as a number (it raised OverflowError). Found by a review."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from fairrag_core import make_target\n"
+        "t = make_target(target={frozenset('AD'): .5, frozenset('BC'): .5})\n"
+        "print([sorted(g) for g in t.groups[:2]])\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": str(seed), "PYTHONPATH": str(Path(__file__).parents[2])},
+        ).stdout
+        for seed in range(6)
+    }
+    assert seen == {"[['A', 'D'], ['B', 'C']]\n"}
+    assert make_target(target={10**400: 0.5, "a": 0.5}).groups[:2] == ("a", 10**400)
