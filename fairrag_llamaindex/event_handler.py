@@ -222,7 +222,9 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
     structured = _field(payload, "structured_response")
-    if _structured(structured):  # an agent's (structured_output_fn, output_cls): the answer
+    cites = _field(structured, "citations")
+    if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
+        # citing something: the answer (an empty list leaves the chat message the answer)
         return structured, sources or _tool_sources(payload)
     answer: Any = _text(payload)
     if answer is None and _structured(payload):
@@ -410,21 +412,38 @@ def _sub_question_nodes(run: _Run, shown: Sequence[NodeWithScore]) -> list[NodeW
 
 
 def _sub_question_order(
-    reranks: Sequence[_Rerank], sub_answers: Sequence[NodeWithScore]
+    reranks: Sequence[_Rerank],
+    sub_answers: Sequence[NodeWithScore],
+    shown: Sequence[NodeWithScore],
 ) -> list[_Rerank]:
     """``reranks`` in the order of the sub-questions they answered, as the response lists its
-    synthetic nodes ("Sub question: <q>"): a ``SubQuestionQueryEngine`` with ``use_async``
-    answers them concurrently, so their rankings end in any order. A ranking whose query is
-    no listed sub-question keeps its place after them (a stable sort)."""
-    asked: dict[str, int] = {}
+    synthetic nodes ("Sub question: <q>\nResponse: ..."): a ``SubQuestionQueryEngine`` with
+    ``use_async`` answers them concurrently, so their rankings end in any order. Rankings of
+    one question text (asked twice, or of two tools) take its places in the order of their
+    documents' places in ``shown`` (the response's order); a ranking whose query is no listed
+    sub-question keeps its place after them (a stable sort)."""
+    place: dict[str, int] = {}
+    for index, node in enumerate(shown):
+        place.setdefault(node.node.node_id, index)
+    by_place = sorted(
+        reranks,
+        key=lambda r: (
+            sorted(place[n.node.node_id] for n in r.nodes if n.node.node_id in place)
+            or [len(shown)]
+        ),
+    )
+    places: dict[str, list[int]] = {}
     for order, node in enumerate(sub_answers):
         text = node.node.get_content(metadata_mode=MetadataMode.NONE)
-        question = text.removeprefix("Sub question: ").split("\n", 1)[0]
-        asked.setdefault(collapsed(question), order)
-    return sorted(
-        reranks,
-        key=lambda r: asked.get(collapsed(r.query or ""), len(sub_answers)),
-    )
+        question = text.removeprefix("Sub question: ").split("\nResponse:", 1)[0]
+        places.setdefault(collapsed(question), []).append(order)
+
+    def claim(rerank: _Rerank) -> int:  # the next place of its question not taken yet
+        free = places.get(collapsed(rerank.query or ""))
+        return free.pop(0) if free else len(sub_answers)
+
+    taken = {id(rerank): claim(rerank) for rerank in by_place}
+    return sorted(by_place, key=lambda r: taken[id(r)])
 
 
 def _search_lists(
@@ -983,6 +1002,24 @@ class FairnessEventHandler(BaseEventHandler):
         except Exception:
             logger.exception("FairnessEventHandler failed at the end of span %s", span.id_)
 
+    def _chat_stream_written(self, response: Any) -> None:
+        """A chat stream's history writer ended: record its turn (the whole answer, or the
+        stream's error), once: whoever takes it from the watched streams records it."""
+        with self._live.lock:
+            stream = self._live.chat_streams.get(id(response))
+            if stream is None or stream[0] is not response:
+                return
+            del self._live.chat_streams[id(response)]
+        _, streamed, tags = stream
+        failure = getattr(response, "exception", None)
+        self._finish(
+            streamed,
+            response.response if failure is None else None,
+            _source_nodes(response),
+            tags,
+            error=None if failure is None else f"{type(failure).__name__}: {failure}",
+        )
+
     def _span_ended(self, span: OpenSpan, result: Any, error: BaseException | None) -> None:
         stream = self._live.chat_streams and self._live.chat_streams.get(id(span.instance))
         if (
@@ -990,17 +1027,7 @@ class FairnessEventHandler(BaseEventHandler):
             and stream[0] is span.instance
             and span.method.endswith("write_response_to_history")
         ):
-            with self._live.lock:
-                self._live.chat_streams.pop(id(span.instance), None)
-            response, streamed, tags = stream
-            failure = getattr(response, "exception", None)
-            self._finish(
-                streamed,
-                response.response if failure is None else None,
-                _source_nodes(response),
-                tags,
-                error=None if failure is None else f"{type(failure).__name__}: {failure}",
-            )
+            self._chat_stream_written(span.instance)
             return
         if not _is_run(span):
             return
@@ -1023,6 +1050,12 @@ class FairnessEventHandler(BaseEventHandler):
         elif isinstance(result, StreamingAgentChatResponse):
             with self._live.lock:
                 self._live.chat_streams[id(result)] = (result, run, tags)
+            # a stream that failed at once: its history writer ended before this span did,
+            # finding nothing to finish (its turn was never recorded, and stayed held)
+            thread = getattr(result, "write_response_to_history_thread", None)
+            task = getattr(result, "awrite_response_to_history_task", None)
+            if (thread is not None and not thread.is_alive()) or (task is not None and task.done()):
+                self._chat_stream_written(result)
         elif (
             isinstance(result, (StreamingResponse, AsyncStreamingResponse))
             and result.response_txt is None
@@ -1203,7 +1236,7 @@ class FairnessEventHandler(BaseEventHandler):
                         {
                             "sub_questions" if sub_answers else "searches": _search_lists(
                                 self.auditor,
-                                _sub_question_order(run.reranks, sub_answers)
+                                _sub_question_order(run.reranks, sub_answers, shown)
                                 if sub_answers
                                 else run.reranks,
                                 group_key,

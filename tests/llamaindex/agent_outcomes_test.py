@@ -78,3 +78,20 @@ async def test_a_cancelled_agent_run_is_recorded_as_failed():
     assert record.get("answer") is None and record["framework"]["n_reranks"] == 1
     assert record.get("error") == "WorkflowCancelledByUser: "  # before: no error
     assert record["ranker"] == "representative_stochastic" and len(record["titles"]) == 3
+
+
+def cite_nothing(messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    """A structured output function whose answer cites no document."""
+    return CitedAnswer(answer="No sources.", citations=[]).model_dump()
+
+
+async def test_an_agents_structured_response_citing_nothing_leaves_its_message_the_answer():
+    """An empty ``citations`` list: the chat message is the answer (the empty structured
+    response won over it, whatever the message cited). Found by a review."""
+    agent, recorder = agent_and_recorder(structured_output_fn=cite_nothing)
+    with recorder:
+        output = await agent.run(user_msg=QUESTION)
+    (record,) = recorder.records
+    assert output.structured_response["citations"] == []
+    assert record["answer"] == output.response.content
+    assert record["framework"]["answer_format"] == "text"

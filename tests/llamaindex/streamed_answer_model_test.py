@@ -9,16 +9,20 @@ the record named the condensing LLM, or the tool engine's LLM that answered the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
+from typing import Any
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
-from llama_index.core.base.llms.types import LLMMetadata
+from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
 from llama_index.core.chat_engine import CondenseQuestionChatEngine
+from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.tools import QueryEngineTool
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
-from fairrag_llamaindex.fakes import CitingMockLLM
+from fairrag_llamaindex.fakes import CitingMockLLM, cite_context
 from tests.llamaindex.agent_searches_test import QUERIES, FakeReActLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
 from tests.llamaindex.replying_llm import ReplyingMockLLM
@@ -110,3 +114,46 @@ async def test_a_streaming_react_agent_names_the_agents_llm():
     (record,) = recorder.records
     assert record["model"] == "fake-react"  # before: "citing-mock"
     assert record["n_valid_citations"] == 6
+
+
+class FailingStreamLLM(CitingMockLLM):
+    """A mock LLM (a test double) whose stream breaks after its first chunk, as a client that
+    sends its request on the first read fails on a refused key or a dropped connection."""
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        text = cite_context(prompt)
+        yield CompletionResponse(text=text[:10], delta=text[:10])
+        raise RuntimeError("stream broke")
+
+
+def test_a_chat_stream_that_fails_at_once_is_recorded_with_its_error_every_turn(monkeypatch):
+    """Its history writer ended before the stream_chat span did and found nothing to finish:
+    the turn was never recorded and stayed held (100 turns: 3 records, 97 held). Found by a
+    review."""
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the writer re-raises
+    postprocessor = fair()
+    engine = CondenseQuestionChatEngine.from_defaults(
+        query_engine=RetrieverQueryEngine.from_args(
+            PoolRetriever(make_pool(30)),
+            llm=FailingStreamLLM(),
+            node_postprocessors=[postprocessor],
+            streaming=True,
+        ),
+        llm=FakeCondensingLLM(),
+    )
+    recorder = FairnessEventHandler.from_postprocessor(postprocessor)
+    turns = 20
+    with recorder:
+        for _ in range(turns):
+            engine.reset()
+            streamed = engine.stream_chat("Who are pioneers?")
+            with contextlib.suppress(RuntimeError):
+                for _ in streamed.response_gen:
+                    pass
+            thread = streamed.write_response_to_history_thread
+            if thread is not None:
+                thread.join(30)
+    assert len(recorder.records) == turns
+    assert all(r["error"] == "RuntimeError: stream broke" for r in recorder.records)
+    assert not recorder._live.chat_streams and not recorder._live.runs

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.query_engine import RetrieverQueryEngine, SubQuestionQueryEngine
 from llama_index.core.question_gen import LLMQuestionGenerator
 from llama_index.core.tools import QueryEngineTool, ToolMetadata
+from pydantic import Field
 
 from fairrag_core import FairnessAuditor
 from fairrag_core.kit import SEARCH_FIELDS
@@ -104,3 +106,57 @@ async def test_sub_questions_answered_concurrently_are_recorded_in_sub_question_
     assert [entry["query"] for entry in lists] == SUB_QUESTIONS  # before: surgery first
     shown = [n.node.node_id for n in response.source_nodes if n.node.metadata]
     assert record["doc_ids"] == shown == [i for entry in lists for i in entry["doc_ids"]]
+
+
+class PlannedLLM(PlanningLLM):
+    """Plans the sub-questions ``plan`` holds (``(question, tool)`` pairs), else cites."""
+
+    plan: list[tuple[str, str]] = Field(default_factory=list)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        if "sub_question" in prompt and "tool_name" in prompt:
+            items = [{"sub_question": q, "tool_name": tool} for q, tool in self.plan]
+            return CompletionResponse(text=f"```json\n{json.dumps(items)}\n```")
+        return CitingMockLLM.complete(self, prompt, formatted, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("plan", "delays"),
+    [
+        ([("Who are the pioneers?", "aa"), ("Who are the pioneers?", "bb")], {"aa": [0.2]}),
+        ([("Q one?", "aa"), ("Q two?", "bb"), ("Q one?", "bb")], {"aa": [0.2], "bb": [0.1, 0]}),
+    ],
+    ids=["one-question-two-tools", "a-question-asked-twice"],
+)
+async def test_sub_questions_sharing_a_text_keep_the_responses_order(plan, delays):
+    """A question asked of two tools (a "compare A and B" plan), or asked twice: the rankings
+    of one text keep the response's order, told apart by their documents' places (the text
+    alone sent both to its first place: finishing order). Found by a review."""
+    llm = PlannedLLM(plan=plan)
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
+    )
+    tools = []
+    for name in ("aa", "bb"):
+        retriever = PoolRetriever(
+            pool_for=lambda q, name=name: make_pool(20, prefix=name + q[:1]),
+            delays=delays.get(name, [0.0]),
+        )
+        engine = RetrieverQueryEngine.from_args(
+            retriever, llm=llm, node_postprocessors=[fair], text_qa_template=PAPER_QA_TEMPLATE
+        )
+        tools.append(QueryEngineTool(engine, ToolMetadata(name=name, description=name)))
+    engine = SubQuestionQueryEngine.from_defaults(
+        query_engine_tools=tools,
+        question_gen=LLMQuestionGenerator.from_defaults(llm=llm),
+        llm=llm,
+        use_async=True,
+    )
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        response = await engine.aquery("Compare the pioneers in A and B")
+    (record,) = recorder.records
+    lists = record["framework"]["sub_questions"]
+    assert [entry["query"] for entry in lists] == [q for q, _ in plan]
+    shown = [n.node.node_id for n in response.source_nodes if n.node.metadata]
+    assert shown == [i for entry in lists for i in entry["doc_ids"]]
