@@ -450,9 +450,10 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         )
         if pause and interrupted and thread is not None and state.retrievals:
             with self._lock:
-                self._paused.pop(thread, None)
+                # another run paused on the thread (two runs on one thread at once): written
+                before = self._paused.pop(thread, None)
+                evicted = [] if before is None or before[1] is state else [before]
                 self._paused[thread] = (run_id, state, outputs, time.monotonic())
-                evicted = []
                 while len(self._paused) > MAX_PAUSED:
                     evicted.append(self._paused.popitem(last=False)[1])
                 _holding(self, True)
