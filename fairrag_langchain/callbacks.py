@@ -490,7 +490,9 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             most = max(self._lists(state, run.seen) for run in several)
             held = [run for run in several if self._lists(state, run.seen) == most]
             answering = _chosen(held, returned)
-            answer = answering.message if answering.message is not None else answering.answer
+            answer = None
+            if answering is not None:
+                answer = answering.message if answering.message is not None else answering.answer
             record = self._answer_record(
                 run_id, state, done, answering, answer, "content", error, status
             )
@@ -1157,15 +1159,27 @@ def _answer_of(
     if not runs:
         return None, []
     answer = _chosen(runs, returned)
+    if answer is None:  # only graders or routers read the context
+        return None, runs
     return answer, [answer, *(run for run in runs if run is not answer)]
 
 
-def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun:
+def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun | None:
     """Of model runs on one context (in start order, at least one), the answer the user
     receives (docs/SPEC.md "Which answer is recorded"): the first whose output the root run
-    returned as its answer (:class:`_Returned`), else the first to start."""
+    returned as its answer (:class:`_Returned`), else the first to start that did not only
+    call a tool (a structured grade or route, ``{"binary_score": "no"}``: no answer; a tool
+    call that is a structured answer is one), else none."""
     given = [run for run in runs if returned.holds(run)]
-    return given[0] if given else runs[0]
+    if given:
+        return given[0]
+    return next((run for run in runs if not _only_calls_tools(run.message)), None)
+
+
+def _only_calls_tools(message: BaseMessage | None) -> bool:
+    """A model's message that calls tools and is no structured answer (a grader's or a
+    router's structured output)."""
+    return _calls_tools(message) and read_answer(message, source_id_base=0)[1] != "tool_call"
 
 
 def _as_held(run: _ModelRun | None, retrieval: _Retrieval) -> list[Document] | None:

@@ -14,14 +14,17 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeListChatModel,
+    FakeMessagesListChatModel,
+)
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import RunnableLambda, RunnableParallel
 from langchain_core.tools import create_retriever_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
@@ -309,3 +312,46 @@ def test_a_graph_answering_under_a_key_of_its_own_keeps_its_answer(retriever):
     out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
     (record,) = handler.records
     assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
+
+
+@pytest.mark.parametrize("verdict", ["no", "yes"])
+def test_a_structured_grader_is_never_the_answer(retriever, verdict):
+    """Corrective RAG with a grader giving structured output (a tool call, as LangGraph's
+    tutorials write it) and the answer under a key of its own: the grader was recorded (answer
+    '', groundedness 0) whether or not the generator then answered. Found by reading the
+    reverted node rule's case again."""
+    grade_call = {"name": "GradeDocuments", "args": {"binary_score": verdict}, "id": "c1"}
+    grader = FakeMessagesListChatModel(responses=[AIMessage("", tool_calls=[grade_call])])
+    generator = FakeCitingChatModel()
+
+    def retrieve(state: Graded) -> Graded:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def grade(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        graded = grader.invoke(f"Grade these:\n{context}")
+        return {"relevant": graded.tool_calls[0]["args"]["binary_score"]}
+
+    def generate(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"reply": generator.invoke(f"Context:\n{context}").text}
+
+    graph = StateGraph(Graded).add_sequence([retrieve, grade])
+    graph.add_node(generate)
+    graph.add_edge(START, "retrieve")
+    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    if verdict == "no":
+        assert "reply" not in out
+        assert record.get("answer") is None and record.get("groundedness") is None
+    else:
+        assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
+
+
+class Graded(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    relevant: str
+    reply: str
