@@ -985,18 +985,12 @@ def _final_answer(
     said = _collapsed(message_text(message))
     by_id = [run for run in done if run.message is not None and run.message.id == message.id]
     by_text = [run for run in done if run.said == said]
-    # a model's answer a later step re-emitted with more (a footer, sources appended)
-    within = [  # at least half of it: never a grader's "no" inside "cannot"
-        run
-        for run in done
-        if run.said
-        and 2 * len(run.said) >= len(said)
-        and run.said in said
-        and not _calls_tools(run.message)
-    ]
+    # a model's answer a later step re-emitted changed: with more (a footer, a wrapper),
+    # shortened (its first lines) or re-cased; never a grader's "no" inside "cannot"
+    derived = [run for run in done if _derived(run, said) and not _calls_tools(run.message)]
     found = by_id or by_text
-    if not found and within:  # the run that gave the most of it
-        found = [max(within, key=lambda run: (len(run.said or ""), run.order))]
+    if not found and derived:  # the run that gave the most of it
+        found = [max(derived, key=lambda run: (len(run.said or ""), run.order))]
     if not found:
         # no model run of the root gave it: a middleware's own message (a call limit's "end"),
         # a node's canned reply: no model's answer (``answer_status``: ``not_from_a_model``)
@@ -1074,6 +1068,22 @@ INTERRUPT_KEY = "__interrupt__"
 def _answers(message: BaseMessage | None) -> bool:
     """Whether a graph's last message reads as an answer: an AI message without tool calls."""
     return isinstance(message, AIMessage) and not message.tool_calls
+
+
+DERIVED_CHARACTERS = 20
+"""The least text a model's answer and a last message must share (one holding the other) for
+the message to be that answer changed by a later step: a grader's one-word verdict inside a
+canned reply is no answer."""
+
+
+def _derived(run: _ModelRun, said: str) -> bool:
+    """Whether the last message ``said`` (whitespace collapsed) is ``run``'s answer as a later
+    step changed it: one holds the other, ignoring case, and the shorter is at least
+    :data:`DERIVED_CHARACTERS` long (a footer or a wrapper added, lines cut, re-cased)."""
+    answer = (run.said or "").casefold()
+    final = said.casefold()
+    shorter = min(len(answer), len(final))
+    return shorter >= DERIVED_CHARACTERS and (answer in final or final in answer)
 
 
 def _calls_tools(message: BaseMessage | None) -> bool:

@@ -189,17 +189,31 @@ def chat_graph(retriever: FairRetriever, *after) -> Any:
     return graph.compile()
 
 
-def test_an_answer_a_later_node_re_emits_with_a_footer_is_the_models(retriever):
-    def footer(state: Chat) -> dict:
-        return {"messages": [AIMessage(state["messages"][-1].text + "\n\n(Reviewed.)  ")]}
+CHANGES = {
+    "footer": lambda text: text + "\n\n(Reviewed.)  ",
+    "first-line": lambda text: text.splitlines()[0],
+    "upper-case": str.upper,
+    "long-wrapper": lambda text: "Here is what I found. " * 20 + text + " That is all. " * 20,
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_an_answer_a_later_node_re_emits_changed_is_the_models(retriever, change):
+    """A node after the model re-emits its answer as a new message, changed: the record holds
+    what the user received, from that model (a first fix called a footer "not_from_a_model",
+    a differential test found the shortened, re-cased and wrapped ones)."""
+
+    def changed(state: Chat) -> dict:
+        return {"messages": [AIMessage(CHANGES[change](state["messages"][-1].text))]}
 
     handler = FairnessCallbackHandler.from_retriever(retriever)
-    out = chat_graph(retriever, footer).invoke(
+    out = chat_graph(retriever, changed).invoke(
         {"messages": [HumanMessage(QUESTION)]}, {"callbacks": [handler]}
     )
     (record,) = handler.records
-    assert record["answer"] == out["messages"][-1].text and record["groundedness"] == 1.0
-    assert record["model"] is not None and "answer_status" not in record["framework"]
+    assert record["answer"] == out["messages"][-1].text
+    assert record["model"] == "FakeCitingChatModel"
+    assert "answer_status" not in record["framework"]
 
 
 @pytest.mark.parametrize("graded", [False, True], ids=["no-model", "after-a-grader"])
