@@ -46,18 +46,26 @@ def fair() -> FairRerankPostprocessor:
     )
 
 
-@pytest.mark.parametrize("method", ["chat", "stream_chat", "astream_chat"])
-async def test_a_condensing_chat_engine_names_the_query_engines_llm(method):
-    postprocessor = fair()
-    engine = CondenseQuestionChatEngine.from_defaults(
+def condensing_engine(
+    llm: Any, postprocessor: FairRerankPostprocessor, streaming: bool
+) -> CondenseQuestionChatEngine:
+    """A chat engine that condenses each turn (the fake condenser) before a query engine over
+    a 30-node pool answers it with ``llm``, ``postprocessor`` re-ranking."""
+    return CondenseQuestionChatEngine.from_defaults(
         query_engine=RetrieverQueryEngine.from_args(
             PoolRetriever(make_pool(30)),
-            llm=CitingMockLLM(),
+            llm=llm,
             node_postprocessors=[postprocessor],
-            streaming=method != "chat",
+            streaming=streaming,
         ),
         llm=FakeCondensingLLM(),
     )
+
+
+@pytest.mark.parametrize("method", ["chat", "stream_chat", "astream_chat"])
+async def test_a_condensing_chat_engine_names_the_query_engines_llm(method):
+    postprocessor = fair()
+    engine = condensing_engine(CitingMockLLM(), postprocessor, streaming=method != "chat")
     recorder = FairnessEventHandler.from_postprocessor(postprocessor)
     with recorder:
         for asked, turn in enumerate(("Who are pioneers?", "And in medicine?"), 1):
@@ -133,15 +141,7 @@ def test_a_chat_stream_that_fails_at_once_is_recorded_with_its_error_every_turn(
     review."""
     monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the writer re-raises
     postprocessor = fair()
-    engine = CondenseQuestionChatEngine.from_defaults(
-        query_engine=RetrieverQueryEngine.from_args(
-            PoolRetriever(make_pool(30)),
-            llm=FailingStreamLLM(),
-            node_postprocessors=[postprocessor],
-            streaming=True,
-        ),
-        llm=FakeCondensingLLM(),
-    )
+    engine = condensing_engine(FailingStreamLLM(), postprocessor, streaming=True)
     recorder = FairnessEventHandler.from_postprocessor(postprocessor)
     turns = 20
     with recorder:
