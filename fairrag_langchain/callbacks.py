@@ -479,6 +479,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
                 answering, answer = _final_answer(final, done, returned)
+                if _failed(error):  # the user received an error, not an answer
+                    answering, answer = None, None
                 if answer is None and final is not None and _answers(final.message):
                     status = status or "not_from_a_model"
                 record = self._answer_record(
@@ -489,7 +491,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if several:  # one answer from several retrievals (a search per sub-question)
             most = max(self._lists(state, run.seen) for run in several)
             held = [run for run in several if self._lists(state, run.seen) == most]
-            answering = _chosen(held, returned)
+            answering = None if _failed(error) else _chosen(held, returned)
             answer = None
             if answering is not None:
                 answer = answering.message if answering.message is not None else answering.answer
@@ -525,6 +527,8 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         status: str | None = None,
     ) -> dict[str, Any]:
         answer, links = _answer_of(retrieval, returned)
+        if _failed(error):  # the user received an error: no model's output is the answer
+            answer = None
         # the list the answering model was handed: a later step may have reordered or dropped
         # some of the retriever's documents (docs/SPEC.md "Which list is audited")
         documents = _as_held(answer, retrieval)
@@ -1039,6 +1043,12 @@ def _write_interrupted_at_exit() -> None:
         handlers = list(_PAUSING.values())
     for handler in handlers:
         handler.write_interrupted()
+
+
+def _failed(error: BaseException | None) -> bool:
+    """Whether a root run's ``error`` means the user received no answer: any error but
+    ``GeneratorExit`` (a consumer that stopped reading a stream, having read what it wanted)."""
+    return error is not None and not isinstance(error, GeneratorExit)
 
 
 def _thread_of(metadata: Mapping[str, Any]) -> str | None:

@@ -369,3 +369,29 @@ class Graded(TypedDict, total=False):
     documents: list[Document]
     relevant: str
     reply: str
+
+
+def test_a_run_that_failed_after_a_grader_records_no_answer(retriever):
+    """The generator raised: the user received an error, and the grader's "yes" (the only
+    model output) was recorded as the answer, groundedness 0. Found by a differential test."""
+    grader = FakeListChatModel(responses=["yes"])
+
+    def retrieve(state: Graded) -> Graded:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def grade(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"relevant": grader.invoke(f"Relevant? yes/no\n{context}").text}
+
+    def generate(state: Graded) -> Graded:
+        raise RuntimeError("model down")
+
+    graph = StateGraph(Graded).add_sequence([retrieve, grade, generate])
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    with pytest.raises(RuntimeError, match="model down"):
+        graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["error"] == "RuntimeError: model down"
+    assert record.get("answer") is None and record.get("groundedness") is None
+    assert record["titles"]  # what was shown is still recorded
