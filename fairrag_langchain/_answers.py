@@ -28,9 +28,17 @@ __all__ = ["answer_text", "message_text", "read_answer"]
 
 def message_text(message: BaseMessage) -> str:
     """A message's text content (text blocks of a multi-part content joined)."""
-    content = message.content
+    return content_text(message.content)
+
+
+def content_text(content: Any) -> str:
+    """A message content's text: a string, or its text blocks joined (``[{"type": "text",
+    "text": ...}]``, as chat UIs and the OpenAI format send a message); "" for content without
+    text (None, bytes, an image alone)."""
     if isinstance(content, str):
         return content
+    if not isinstance(content, Sequence) or isinstance(content, (bytes, bytearray)):
+        return ""
     parts = []
     for block in content:
         if isinstance(block, str):

@@ -36,7 +36,7 @@ from fairrag_core.kit import (
 )
 from fairrag_core.structured_citations import check_source_id_base
 
-from ._answers import answer_text, message_text, read_answer
+from ._answers import answer_text, content_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
 from ._fields import EMPTY_RANKING_EVENT, FairRankingFields
@@ -1134,28 +1134,12 @@ def _question_of(inputs: Any) -> str | None:
         if isinstance(message, HumanMessage):
             return message_text(message) or None  # an image alone: no question text
         if isinstance(message, tuple) and len(message) == 2 and message[0] in ("user", "human"):
-            return _content_text(message[1]) or None
+            return content_text(message[1]) or None
         if isinstance(message, Mapping) and (
             message.get("role") in ("user", "human") or message.get("type") == "human"
         ):
-            return _content_text(message.get("content")) or None
+            return content_text(message.get("content")) or None
     return None
-
-
-def _content_text(content: Any) -> str:
-    """A message's content as text: a string, or the text of its content blocks
-    (``[{"type": "text", "text": ...}]``, as chat UIs and the OpenAI format send it)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-        texts = [
-            block if isinstance(block, str) else block.get("text")
-            for block in content
-            if isinstance(block, str)
-            or (isinstance(block, Mapping) and block.get("type") == "text")
-        ]
-        return " ".join(text for text in texts if isinstance(text, str))
-    return ""  # no text (None, bytes, an object): no question read from it
 
 
 _LINKS = {True: "content", False: "run_tree"}

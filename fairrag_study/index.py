@@ -191,8 +191,11 @@ def _typed_transport_errors(
                 f"Chroma server at http://{where} is unavailable: {method.upper()} {path} failed "
                 f"with {type(exc).__name__}: {exc or 'no detail'}; nothing was retried"
             ) from exc
-        except BaseException:
+        except Exception:
             breaker.succeeded()  # the server answered (with an error of its own)
+            raise
+        except BaseException:
+            breaker.abandoned()  # stopped (KeyboardInterrupt): nothing learnt of the server
             raise
         breaker.succeeded()
         return result

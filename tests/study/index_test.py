@@ -84,3 +84,35 @@ def test_the_circuit_breaker_fails_fast_then_lets_one_probe_through() -> None:
     probe.join(30)
     assert request("post", "/after") == {"path": "/after"}
     assert sent == ["/first", "/probe", "/after"] and breaker.remaining() == 0.0
+
+
+def test_a_chroma_probe_stopped_before_any_answer_leaves_the_circuit_open() -> None:
+    """A probe stopped by KeyboardInterrupt learnt nothing of the server: the circuit stays
+    open and the next request is the probe (it closed the circuit, and every request then
+    went to a server known to be down)."""
+    import httpx
+
+    from fairrag_core import VectorStoreUnavailableError
+    from fairrag_study.index import CircuitBreaker, _typed_transport_errors
+
+    sent: list[str] = []
+
+    def make_request(method: str, path: str, **kwargs: object) -> dict:
+        sent.append(path)
+        if path == "/stopped":
+            raise KeyboardInterrupt
+        raise httpx.ConnectError("connection refused")
+
+    breaker = CircuitBreaker("127.0.0.1:9", cooldown=0)
+    request = _typed_transport_errors(make_request, "127.0.0.1:9", httpx.Timeout(1.0), breaker)
+    with pytest.raises(VectorStoreUnavailableError):
+        request("post", "/first")
+    with pytest.raises(KeyboardInterrupt):
+        request("post", "/stopped")  # the probe, stopped
+    assert breaker._open_until is not None  # still open
+    breaker.cooldown = 3600.0  # from the next failure on: open for the rest of the test
+    with pytest.raises(VectorStoreUnavailableError, match="failed with ConnectError"):
+        request("post", "/next")  # the next probe reaches for the server
+    with pytest.raises(VectorStoreUnavailableError, match="failed fast"):
+        request("post", "/fast")  # the circuit is open again
+    assert sent == ["/first", "/stopped", "/next"]

@@ -395,3 +395,64 @@ def test_a_run_that_failed_after_a_grader_records_no_answer(retriever):
     assert record["error"] == "RuntimeError: model down"
     assert record.get("answer") is None and record.get("groundedness") is None
     assert record["titles"]  # what was shown is still recorded
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_an_agent_whose_human_approves_a_tool_records_the_answer(retriever, mode):
+    """``HumanInTheLoopMiddleware``: the model calls ``search`` (not gated) and ``notify``
+    (gated) in one turn. ``per_call``: the search runs before the pause and the answer comes
+    after the approval; one record, with that answer, continuing the paused run (it was a
+    pause with no answer, and nothing after). ``batched``: the whole turn waits, the search
+    runs after the approval; one record of the resumed run."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def notify(text: str) -> str:
+        """Notify the team."""
+        return "notified"
+
+    class Notifying(FakeSearchingChatModel):
+        """FakeSearchingChatModel that also asks to notify the team with its first search."""
+
+        def reply(self, messages):  # type: ignore[no-untyped-def]
+            message = super().reply(messages)
+            if message.tool_calls and not any(isinstance(m, ToolMessage) for m in messages):
+                call = {"name": "notify", "args": {"text": "go"}, "id": "n1", "type": "tool_call"}
+                message.tool_calls.append(call)
+            return message
+
+    search = create_retriever_tool(retriever, "search", "Search biographies.")
+    agent = create_agent(
+        Notifying(searches=[["computer scientists"]]),
+        [search, notify],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"notify": True}, interrupt_mode=mode)],
+        checkpointer=InMemorySaver(),
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "h"}}
+    paused = agent.invoke({"messages": [HumanMessage(QUESTION)]}, config)
+    assert paused["__interrupt__"] and handler.records == []
+    decision = {"type": "approve"} if mode == "per_call" else {"decisions": [{"type": "approve"}]}
+    done = agent.invoke(Command(resume={paused["__interrupt__"][0].id: decision}), config)
+    (record,) = handler.records
+    assert record["answer"] == done["messages"][-1].text and record["query"] == QUESTION
+    assert record["groundedness"] == 1.0
+    assert ("resumed_from" in record["framework"]) == (mode == "per_call")
+
+
+async def test_a_pause_resumed_by_astream_is_recorded_once_with_its_answer(retriever):
+    graph = reviewed(retriever, InMemorySaver())
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "s"}}
+    async for _ in graph.astream({"question": QUESTION}, config):
+        pass
+    assert handler.records == []
+    answers = [
+        update["generate"]["answer"]
+        async for update in graph.astream(Command(resume=True), config)
+        if "generate" in update
+    ]
+    (record,) = handler.records
+    assert answers == [record["answer"]] and record["groundedness"] == 1.0
