@@ -5,8 +5,10 @@ memory and optionally appended to a JSON-lines file."""
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -254,6 +256,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         resumes the thread completes their record (:meth:`_write`)."""
         self._late: list[tuple[UUID, _RootRun, Any]] = []
         """Paused runs a new question on their thread ended: written at the next run's end."""
+        _hear_graph_pauses(self)
 
     _IN_FLIGHT = ("_parent", "_root_of", "_roots", "_paused", "_late")
     """The run tree of the questions this process is answering: never pickled."""
@@ -269,6 +272,11 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._parent, self._root_of, self._roots = {}, {}, {}
         self._paused, self._late = OrderedDict(), []
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the class it was made as: the one that also hears LangGraph's pauses is made in
+        # this process (:func:`_hear_graph_pauses`) and made again where it is loaded
+        return (_rebuilt, (_made_as(type(self)), self.__getstate__()))
 
     @classmethod
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
@@ -340,6 +348,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
+            _hear_graph_pauses(self)  # before a graph's own callbacks are chosen
             tags, metadata = list(kwargs.get("tags") or []), dict(kwargs.get("metadata") or {})
             paused = self._resumed(metadata, kwargs.get("inputs")) if self._paused else None
             if paused is not None:  # the run resuming a paused thread: its record goes on
@@ -712,6 +721,21 @@ class FairnessCallbackHandler(BaseCallbackHandler):
                     return
         self._ended(run_id, error)
 
+    def on_interrupt(self, event: Any) -> None:
+        """LangGraph's graph callback (``langgraph.callbacks.GraphCallbackHandler``): the graph
+        ``event.run_id`` paused, at ``interrupt()`` or at a static breakpoint
+        (``interrupt_before``/``interrupt_after``), which raises nothing in a node and is told
+        only here. Its root run is held like one a node's ``interrupt()`` paused."""
+        with self._lock:
+            root = self._root_of.get(getattr(event, "run_id", None))  # type: ignore[arg-type]
+            state = None if root is None else self._roots.get(root)
+            if state is not None:
+                state.interrupted = True
+
+    def on_resume(self, event: Any) -> None:
+        """LangGraph's graph callback: a run resumed a checkpoint. The resuming run is known
+        from its input (a ``Command`` or None) on the thread (:meth:`_resumed`)."""
+
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -1055,6 +1079,45 @@ def _thread_of(metadata: Mapping[str, Any]) -> str | None:
     """The LangGraph thread a run belongs to (its metadata's ``thread_id``), or None."""
     thread = metadata.get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _hear_graph_pauses(handler: FairnessCallbackHandler) -> None:
+    """Make ``handler`` one of LangGraph's graph callback handlers once LangGraph is loaded
+    (it is by then whenever a graph runs), so that a graph's pauses reach :meth:`on_interrupt`:
+    LangGraph tells them only to instances of ``GraphCallbackHandler``, and importing it up
+    front would cost every LangChain user LangGraph's import (about 0.5 s)."""
+    module = sys.modules.get("langgraph.callbacks")
+    base = getattr(module, "GraphCallbackHandler", None)
+    if isinstance(base, type) and not isinstance(handler, base):
+        handler.__class__ = _hearing(type(handler), base)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _hearing(made_as: type, base: type) -> type:
+    """``made_as`` (FairnessCallbackHandler or a user's subclass) that is also ``base``."""
+    return type(
+        made_as.__name__,
+        (made_as, base),
+        {
+            "__module__": made_as.__module__,
+            "__qualname__": made_as.__qualname__,
+            "_made_as": made_as,
+        },
+    )
+
+
+def _made_as(kind: type) -> type:
+    """The class a handler was made as, before :func:`_hear_graph_pauses`."""
+    made_as: type = kind.__dict__.get("_made_as", kind)
+    return made_as
+
+
+def _rebuilt(kind: type[FairnessCallbackHandler], state: dict[str, Any]) -> FairnessCallbackHandler:
+    """A pickled or copied handler, loaded (``__reduce__``)."""
+    handler = kind.__new__(kind)
+    handler.__setstate__(state)
+    _hear_graph_pauses(handler)
+    return handler
 
 
 def _interrupts(error: BaseException) -> bool:

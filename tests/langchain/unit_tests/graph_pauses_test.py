@@ -456,3 +456,90 @@ async def test_a_pause_resumed_by_astream_is_recorded_once_with_its_answer(retri
     ]
     (record,) = handler.records
     assert answers == [record["answer"]] and record["groundedness"] == 1.0
+
+
+def answered(retriever: FairRetriever, saver: InMemorySaver, **breakpoint: list[str]):
+    """retrieve -> generate, paused at a static breakpoint (``interrupt_before`` or
+    ``interrupt_after``), which raises nothing in a node."""
+    llm = FakeCitingChatModel()
+
+    def retrieve(state: Reviewed) -> Reviewed:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def generate(state: Reviewed) -> Reviewed:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"answer": llm.invoke(f"Context:\n{context}\nQuestion: {state['question']}").text}
+
+    graph = StateGraph(Reviewed).add_sequence([retrieve, generate])
+    graph.add_edge(START, "retrieve")
+    return graph.compile(checkpointer=saver, **breakpoint)
+
+
+BREAKPOINTS = {
+    "before": {"interrupt_before": ["generate"]},
+    "after": {"interrupt_after": ["retrieve"]},
+}
+
+
+@pytest.mark.parametrize("where", list(BREAKPOINTS))
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_run_paused_at_a_static_breakpoint_is_recorded_once_with_its_answer(
+    retriever, where, mode
+):
+    """A static breakpoint pauses the graph between nodes: LangGraph tells only its graph
+    callbacks (``on_interrupt``); before, the paused run was written at the pause, without the
+    answer given after ``invoke(None)``, and the continuing run wrote nothing."""
+    import asyncio
+
+    graph = answered(retriever, strict_saver(), **BREAKPOINTS[where])
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "s"}}
+    if mode == "sync":
+        paused = graph.invoke({"question": QUESTION}, config)
+        held = list(handler.records)
+        done = graph.invoke(None, config)
+    else:
+
+        async def both() -> tuple[Any, list, Any]:
+            paused = await graph.ainvoke({"question": QUESTION}, config)
+            held = list(handler.records)
+            return paused, held, await graph.ainvoke(None, config)
+
+        paused, held, done = asyncio.run(both())
+    assert "answer" not in paused and held == []  # held, not written at the pause
+    (record,) = handler.records
+    assert record["answer"] == done["answer"] and record["groundedness"] == 1.0
+    assert record["query"] == QUESTION and record["framework"]["resumed_from"]
+    assert record["titles"] == [d.metadata["title"] for d in done["documents"]]
+
+
+def test_a_run_paused_at_a_static_breakpoint_never_continued_is_written_as_interrupted(
+    retriever,
+):
+    graph = answered(retriever, InMemorySaver(), interrupt_before=["generate"])
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    graph.invoke(
+        {"question": QUESTION}, {"callbacks": [handler], "configurable": {"thread_id": "n"}}
+    )
+    assert handler.records == [] and handler.write_interrupted() == 1
+    (record,) = handler.records
+    assert record["framework"]["answer_status"] == "interrupted" and record.get("answer") is None
+
+
+def test_a_handler_that_has_seen_a_graph_still_pickles_and_copies(retriever):
+    """It becomes one of LangGraph's graph callback handlers to hear of pauses; pickled or
+    copied, it is the class it was made as (a process pool's worker builds it again)."""
+    import copy
+    import pickle
+
+    from langgraph.callbacks import GraphCallbackHandler
+
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    graph = answered(retriever, InMemorySaver())
+    graph.invoke(
+        {"question": QUESTION}, {"callbacks": [handler], "configurable": {"thread_id": "p"}}
+    )
+    assert isinstance(handler, GraphCallbackHandler) and len(handler.records) == 1
+    for again in (pickle.loads(pickle.dumps(handler)), copy.deepcopy(handler)):
+        assert type(again).__name__ == "FairnessCallbackHandler"
+        assert again.records == handler.records and again.group_key == handler.group_key
