@@ -31,6 +31,7 @@ from fairrag_core.kit import (
     collapsed,
     held_order,
     is_placed,
+    is_verdict,
     located,
     place_in,
     ranked_for,
@@ -500,7 +501,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if several:  # one answer from several retrievals (a search per sub-question)
             most = max(self._lists(state, run.seen) for run in several)
             held = [run for run in several if self._lists(state, run.seen) == most]
-            answering = None if _failed(error) else _chosen(held, returned)
+            answering = None if _failed(error) else _chosen(held, returned, state.graph)
             answer = None
             if answering is not None:
                 answer = answering.message if answering.message is not None else answering.answer
@@ -535,7 +536,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         error: BaseException | None,
         status: str | None = None,
     ) -> dict[str, Any]:
-        answer, links = _answer_of(retrieval, returned)
+        answer, links = _answer_of(retrieval, returned, state.graph)
         if _failed(error):  # the user received an error: no model's output is the answer
             answer = None
         # the list the answering model was handed: a later step may have reordered or dropped
@@ -991,14 +992,16 @@ def _final_answer(
     text). Without (a graph whose state has no messages, tools called in a chain): the last
     model run whose output the root returned as its answer (:class:`_Returned`: a text, a
     message or a structured object under an answer key), else the last model run that
-    answered without calling a tool.
+    answered without calling a tool and is no grade in text (:func:`is_verdict`).
     """
     if final is None:
         given = [run for run in done if returned.holds(run)]
         if given:
             run = given[-1]
             return run, run.message if run.message is not None else run.answer
-        answered = [run for run in done if not _calls_tools(run.message)]
+        answered = [
+            run for run in done if not _calls_tools(run.message) and not is_verdict(run.answer)
+        ]
         if not answered:
             return None, None
         run = answered[-1]
@@ -1210,7 +1213,7 @@ _LINKS = {True: "content", False: "run_tree"}
 
 
 def _answer_of(
-    retrieval: _Retrieval, returned: _Returned
+    retrieval: _Retrieval, returned: _Returned, graph: bool
 ) -> tuple[_ModelRun | None, list[_ModelRun]]:
     """The model run whose output is the record's answer, and every model run on the context,
     the answer's first.
@@ -1225,22 +1228,31 @@ def _answer_of(
     runs.sort(key=lambda run: run.order)
     if not runs:
         return None, []
-    answer = _chosen(runs, returned)
+    answer = _chosen(runs, returned, graph)
     if answer is None:  # only graders or routers read the context
         return None, runs
     return answer, [answer, *(run for run in runs if run is not answer)]
 
 
-def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun | None:
+def _chosen(runs: Sequence[_ModelRun], returned: _Returned, graph: bool) -> _ModelRun | None:
     """Of model runs on one context (in start order, at least one), the answer the user
     receives (docs/SPEC.md "Which answer is recorded"): the first whose output the root run
     returned as its answer (:class:`_Returned`), else the first to start that did not only
-    call a tool (a structured grade or route, ``{"binary_score": "no"}``: no answer; a tool
-    call that is a structured answer is one), else none."""
+    grade (:func:`_grades`: a structured grade or route, ``{"binary_score": "no"}``, or, in a
+    graph or beside another run, a grade in text, "no"; a tool call that is a structured answer
+    is one), else none: a chain whose one model run said "Yes." to a yes-or-no question keeps it."""
     given = [run for run in runs if returned.holds(run)]
     if given:
         return given[0]
-    return next((run for run in runs if not _only_calls_tools(run.message)), None)
+    in_text = graph or len(runs) > 1
+    return next((run for run in runs if not _grades(run, in_text)), None)
+
+
+def _grades(run: _ModelRun, in_text: bool) -> bool:
+    """Whether a model run only graded or routed: a tool call that is no structured answer
+    (``{"binary_score": "no"}`` as a tool call), or, with ``in_text``, a grade in text
+    (:func:`is_verdict`)."""
+    return _only_calls_tools(run.message) or (in_text and is_verdict(run.answer))
 
 
 def _only_calls_tools(message: BaseMessage | None) -> bool:

@@ -14,6 +14,7 @@ LlamaIndex adapters build from these pieces, so the two can never disagree on a 
   its one builder and its retention;
 - :mod:`.held`: the list a model was handed, read from its prompt (a later step's reorder or
   cut);
+- :mod:`.verdicts`: a model output that is a grade, not an answer (a grader's text "no");
 - :mod:`.component`: the component contract, the fields every fair component shares (pydantic;
   imported by the adapters only, never by ``import fairrag_core.kit``).
 """
@@ -69,6 +70,7 @@ from .records import (
     utc_timestamp,
 )
 from .relevance import RELEVANCE_CONVERSIONS, check_monotone, check_store_order, to_relevance
+from .verdicts import VERDICT_WORDS, is_verdict
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -81,6 +83,7 @@ __all__ = [
     "RELEVANCE_CONVERSIONS",
     "SEARCH_FIELDS",
     "TOP_UPS",
+    "VERDICT_WORDS",
     "ComponentLedger",
     "Placed",
     "RankerConfig",
@@ -105,6 +108,7 @@ __all__ = [
     "held_order",
     "hidden_metadata_keys",
     "is_placed",
+    "is_verdict",
     "lacking",
     "ledger_location",
     "located",

@@ -22,6 +22,7 @@ from fairrag_core.kit import (
     document_title,
     draw_query_seed,
     hidden_metadata_keys,
+    is_verdict,
     placement_metadata,
     ranked_for,
     run_record,
@@ -378,3 +379,45 @@ def test_monotone_conversions_of_merged_pools_and_ties_are_accepted():
         check_store_order(to_relevance(merged, name), name, "fusion")  # named: monotone
         check_store_order(to_relevance(merged, name), None, "fusion", raw=merged)
     check_store_order(np.array([0.5, 0.5, 0.4, 0.4, 0.1]), "similarity", "a store")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yes",
+        "No.",
+        "**Yes**",
+        ' "no" ',
+        "Score: yes",
+        "binary_score: NO",
+        "ambiguous",
+        "7/10",
+        "0.8",
+        '{"score": "no"}',
+        '{"binary_score": true}',
+        '```json\n{"score": "yes"}\n```',
+        '{"score": "yes", "explanation": "relevant"}',
+    ],
+)
+def test_a_grade_in_text_is_a_verdict(text):
+    assert is_verdict(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- Ada Lovelace [1]",
+        "Yes, Ada Lovelace [1] was the first programmer.",
+        "no idea",
+        "",
+        "Nobody in the context.",
+        '{"answer": "Ada Lovelace"}',
+        '{"a": 1, "b": 2, "c": 3}',
+        "1. Ada Lovelace",
+        "yes " * 60,
+        None,
+        '{"score": "yes"',
+    ],
+)
+def test_an_answer_is_not_a_verdict(text):
+    assert not is_verdict(text)

@@ -543,3 +543,93 @@ def test_a_handler_that_has_seen_a_graph_still_pickles_and_copies(retriever):
     for again in (pickle.loads(pickle.dumps(handler)), copy.deepcopy(handler)):
         assert type(again).__name__ == "FairnessCallbackHandler"
         assert again.records == handler.records and again.group_key == handler.group_key
+
+
+@pytest.mark.parametrize("verdict", ["yes", "no"])
+@pytest.mark.parametrize(
+    "said",
+    [str, lambda v: f"Score: {v.capitalize()}.", lambda v: f'```json\n{{"score": "{v}"}}\n```'],
+    ids=["word", "labelled", "json"],
+)
+def test_a_grader_answering_in_text_is_never_the_answer(retriever, verdict, said):
+    """Corrective RAG with a grader that answers in text (the local-model tutorials' JSON
+    ``{"score": "yes"}`` or a bare "yes") and the answer under a key of its own: the grader's
+    "yes" was recorded (groundedness 0) and the generator's real answer dropped; its "no",
+    which ends the graph before generating, was recorded as the answer."""
+    grader = FakeListChatModel(responses=[said(verdict)])
+    generator = FakeCitingChatModel()
+
+    def retrieve(state: Graded) -> Graded:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def grade(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        graded = grader.invoke(f"Is this relevant to {state['question']}? yes or no\n{context}")
+        return {"relevant": "yes" if "yes" in graded.text.lower() else "no"}
+
+    def generate(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"reply": generator.invoke(f"Context:\n{context}\nQ: {state['question']}").text}
+
+    graph = StateGraph(Graded).add_sequence([retrieve, grade])
+    graph.add_node(generate)
+    graph.add_edge(START, "retrieve")
+    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    if verdict == "no":
+        assert "reply" not in out
+        assert record.get("answer") is None and record.get("groundedness") is None
+    else:
+        assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
+        assert record["framework"]["llm_runs"] == 2
+
+
+def test_a_checker_after_the_generator_is_never_the_answer(retriever):
+    """Self-RAG: the generator answers, then a checker reads the context and the answer and
+    says "yes" in text (grounded), kept in the state under a name of its own."""
+    generator, checker = FakeCitingChatModel(), FakeListChatModel(responses=["yes"])
+
+    class Checked(Graded, total=False):
+        grounded: str
+
+    def retrieve(state: Checked) -> Checked:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def generate(state: Checked) -> Checked:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"reply": generator.invoke(f"Context:\n{context}\nQ: {state['question']}").text}
+
+    def check(state: Checked) -> Checked:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        said = checker.invoke(f"Facts:\n{context}\nAnswer: {state['reply']}\nGrounded?").text
+        return {"grounded": said}
+
+    graph = StateGraph(Checked).add_sequence([retrieve, generate, check])
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert out["grounded"] == "yes"
+    assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
+
+
+def test_a_chains_one_model_run_answering_yes_keeps_its_answer(retriever):
+    """A yes-or-no question answered "Yes." by the chain's one model run: no grader beside it,
+    so the answer is kept (a grade in text is set aside only in a graph or beside another run)."""
+    chain = (
+        RunnableLambda(
+            lambda q: (
+                "Context:\n"
+                + "\n\n".join(d.page_content for d in retriever.invoke(q))
+                + f"\nQuestion: {q}"
+            )
+        )
+        | FakeListChatModel(responses=["Yes."])
+        | StrOutputParser()
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain.invoke("Was Person 01 a pioneer of computing?", {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == "Yes."
