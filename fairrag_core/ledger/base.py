@@ -436,15 +436,17 @@ class ExposureLedger(ABC):
         # The floor is taken before the read: any count this client saw before the read began
         # was stored before it began, so a store holding fewer went back in time (a count seen
         # by a concurrent thread after the read began is no floor for it).
-        floor = self._counts.get(key)
+        # So is the mark: a thread that read before the stream existed, while another created
+        # it, finds no mark where the client now knows one, and nothing was lost.
+        floor, before = self._counts.get(key), self._generations.get(key)
         stored, rankings, raw_generation = self._read_marked(key)
         try:
             generation = check_generation(raw_generation)
             checked, count = check_stream(stored, rankings, bounded=self._bounded)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
-        if generation is not None or key in self._generations:
-            self._notice(key, generation, count, floor)
+        if generation is not None or before is not None:
+            self._notice(key, generation, count, floor, before)
         totals = {decode_label(label): value for label, value in checked.items()}
         return LedgerState(key, totals, count, generation)
 
@@ -498,19 +500,19 @@ class ExposureLedger(ABC):
             self._add_checked(key, encoded)
 
     def _add_checked(self, key: str, encoded: dict[str, float]) -> None:
-        floor = self._counts.get(key)  # before the call, as in _checked_state
+        floor, before = self._counts.get(key), self._generations.get(key)  # as in _checked_state
         try:
             # A damaged value among those the update touches raises _Damaged from the store's
             # own atomic step, before anything is written; so does a mark other than the one
             # seen, or a count below the floor, leaving the stream untouched.
             raw, count = self._add_marked(
-                key, encoded, self._generations.get(key), new_generation(), floor
+                key, encoded, before, new_generation(), floor
             )
             found = check_generation(raw)
             stored_count = None if count is None else check_count(count)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
-        self._notice(key, found, stored_count, floor)
+        self._notice(key, found, stored_count, floor, before)
 
     def reset(self, key: str = DEFAULT_KEY) -> None:
         """Forget the stream ``key`` (its totals, count and generation mark); other streams are
@@ -562,13 +564,17 @@ class ExposureLedger(ABC):
         return marks
 
     def _notice(
-        self, key: str, found: int | None, rankings: int | None, floor: int | None = None
+        self,
+        key: str,
+        found: int | None,
+        rankings: int | None,
+        floor: int | None,
+        seen: int | None,
     ) -> None:
         """Remember ``found`` as ``key``'s mark and ``rankings`` as its count, or raise
-        :class:`LedgerResetError` if this client saw another mark, or more rankings than
-        ``rankings`` before the call (``floor``)."""
+        :class:`LedgerResetError` if this client saw another mark (``seen``) or more rankings
+        (``floor``) before the call began, or another thread remembered another mark during it."""
         marks = self._generations
-        seen = marks.get(key)
         if seen is None:
             if found is not None:
                 seen = marks.setdefault(key, found)  # threads: the first mark remembered wins
