@@ -12,6 +12,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
@@ -54,8 +55,14 @@ _T = TypeVar("_T")
 # the update increments not finite in [0, MAX_TOTAL], the count not a whole number in
 # [0, MAX_TOTAL] (the read side's limits; the client names the damage). Those checks run before
 # any write: a failing HINCRBYFLOAT mid-script would leave the mark and the earlier increments
-# written (Redis scripts do not roll back).
+# written (Redis scripts do not roll back). So does the type of the set of stream names: a set
+# of another type returns {'wrongtype', its type, ''} before anything is written (its SADD, the
+# script's last write, would fail after the increments).
 _ADD_SCRIPT = f"""
+local names = redis.call('TYPE', KEYS[2])['ok']
+if names ~= 'set' and names ~= 'none' then
+  return {{'wrongtype', names, ''}}
+end
 local mark = redis.call('HGET', KEYS[1], '{GENERATION_FIELD}')
 local count = redis.call('HGET', KEYS[1], '{RANKINGS_FIELD}')
 if ARGV[3] ~= '' and mark ~= ARGV[3] then
@@ -128,6 +135,10 @@ redis.call('SET', KEYS[2], 'undone', 'KEEPTTL')
 return 'undone'
 """
 _RESET_SCRIPT = """
+local names = redis.call('TYPE', KEYS[2])['ok']
+if names ~= 'set' and names ~= 'none' then
+  return names
+end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 return 1
@@ -553,20 +564,45 @@ class RedisLedger(StoredLedger):
                 with self._unsettled_lock:
                     self._unsettled.append((started, self._stream(key), token, args[5:], False))
             raise
+        if found[0] in (b"wrongtype", "wrongtype"):  # nothing was written
+            raise self._names_damaged(found[1], key)
         return _script_reply(found)
 
     def _add(self, key: str, exposure: dict[str, float]) -> None:
         self._add_marked(key, exposure, None, new_generation())
 
     def _reset(self, key: str) -> None:
-        self._call(
+        done = self._call(
             "reset",
             lambda: self._reset_script(keys=[self._stream(key), self._streams], args=[key]),
         )
+        if done != 1:  # the set of stream names holds another type: nothing was deleted
+            raise self._names_damaged(done, key)
 
     def _keys(self) -> Iterable[str]:
-        members = self._call("list keys", lambda: self.client.smembers(self._streams))
-        return [m.decode() if isinstance(m, bytes) else m for m in members]
+        def members() -> Any:
+            try:
+                return self.client.smembers(self._streams)
+            except self._redis_error as exc:
+                if "WRONGTYPE" not in str(exc):
+                    raise
+                return _NamesDamaged(self.client.type(self._streams))
+
+        found = self._call("list keys", members)
+        if isinstance(found, _NamesDamaged):
+            raise self._names_damaged(found.kind)
+        return [m.decode() if isinstance(m, bytes) else m for m in found]
+
+    def _names_damaged(self, kind: object, key: str = "") -> LedgerCorruptError:
+        """The set of stream names (``<prefix>streams``) holds ``kind``, another Redis type."""
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        return LedgerCorruptError(
+            f"{type(self).__name__} at {self.location}: the Redis key {self._streams!r} (the set "
+            f"of stream names) holds a {kind}, not a set. Nothing was added, reset or listed; "
+            "delete that key (streams are listed again as they are next added)",
+            ledger=self.location,
+            key=key,
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -607,6 +643,13 @@ def _seconds_in_url(url: str, name: str, accepted: str, given: float) -> tuple[s
         raise ValueError(
             f"{name} in the ledger URL must be a number of seconds {accepted}, got {in_url!r}"
         ) from None
+
+
+@dataclass(frozen=True)
+class _NamesDamaged:
+    """SMEMBERS found the set of stream names holding another type, ``kind``."""
+
+    kind: object
 
 
 def _script_reply(found: Any) -> tuple[object, object]:

@@ -625,6 +625,32 @@ def test_a_redis_stream_key_of_another_type_is_a_typed_error_naming_the_key(redi
             call()
 
 
+def test_a_redis_set_of_stream_names_of_another_type_stops_every_write(redis_url):
+    """The set of stream names holds a string: an add raised (blaming the healthy stream key,
+    "holds a hash, not a hash") after its increments were written, so each failed ranking was
+    counted; a reset deleted the stream and then raised; keys() gave a bare WRONGTYPE. Found
+    by an operator trial. Now each names the set and writes nothing."""
+    ledger = RedisLedger(redis_url, prefix="test:names:")
+    ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    for _ in range(3):
+        ranker.rank(*_skewed_pool(), 3)
+    before = ledger.state("t")
+    ledger.client.delete("test:names:streams")
+    ledger.client.set("test:names:streams", "x")
+    for call in (
+        lambda: ranker.rank(*_skewed_pool(), 3),
+        lambda: ledger.add("t", {"female": 1.0}),
+        lambda: ledger.reset("t"),
+        ledger.keys,
+    ):
+        with pytest.raises(LedgerCorruptError, match=r"'test:names:streams' \(the set of stream"):
+            call()
+    assert ledger.state("t") == before  # nothing added, nothing deleted
+    ledger.client.delete("test:names:streams")  # the repair the message names
+    ranker.rank(*_skewed_pool(), 3)
+    assert ledger.keys() == ["t"] and ledger.state("t").rankings == 4
+
+
 def test_a_stream_lost_behind_the_clients_back_is_noticed_and_never_restarted_silently(store):
     """The stream vanishes (a Redis restart without persistence, rows deleted): the client that
     saw it raises LedgerResetError on its next read or add, applies nothing, until the reset
