@@ -505,9 +505,7 @@ class ExposureLedger(ABC):
             # A damaged value among those the update touches raises _Damaged from the store's
             # own atomic step, before anything is written; so does a mark other than the one
             # seen, or a count below the floor, leaving the stream untouched.
-            raw, count = self._add_marked(
-                key, encoded, before, new_generation(), floor
-            )
+            raw, count = self._add_marked(key, encoded, before, new_generation(), floor)
             found = check_generation(raw)
             stored_count = None if count is None else check_count(count)
         except _Damaged as damaged:

@@ -93,6 +93,12 @@ class SQLiteLedger(StoredLedger):
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
         self._identity: tuple[int, int] | None = None
+        self._log = self.path.with_name(self.path.name + "-wal")
+        self._log_identity: tuple[int, int] | None = None
+        """The write-ahead log of the file the connection opened (SQLite keeps it in place
+        while any connection is open)."""
+        self._stale_log: tuple[int, int] | None = None
+        """The log of a file replaced under this client, while it is still at the path."""
         self._run("open", lambda conn: None, write=True)  # create the table now: fail early
 
     def _connect(self) -> sqlite3.Connection:
@@ -102,7 +108,23 @@ class SQLiteLedger(StoredLedger):
             # The file was deleted or replaced: an open connection would go on reading the old
             # one (and SQLite refuses writes to it). Open the file the path names now; the
             # generation marks then tell whether the streams this client saw are still there.
+            # Unless the old file's write-ahead log is still beside it: SQLite would apply it
+            # to the new file (undoing a restore, or mixing the two files' pages).
+            if self._log_identity is not None and _identity(self._log) == self._log_identity:
+                self._stale_log = self._log_identity
             self._drop_connection()
+        if self._stale_log is not None:
+            if _identity(self._log) == self._stale_log:
+                raise LedgerUnavailableError(
+                    f"SQLite ledger {self.path} was deleted or replaced while this client had "
+                    f"it open, and the write-ahead log beside it ({self._log.name}) is the old "
+                    "file's: SQLite would apply it to the new file, undoing a restore or "
+                    "mixing the two. Nothing was read or added. Stop every client of the file, "
+                    f"delete {self._log.name} and {self.path.name}-shm, then start them again; "
+                    f"to restore a backup while clients run, restore it in place (sqlite3 "
+                    f"{self.path.name} '.restore BACKUP'), which they notice"
+                )
+            self._stale_log = None
         # A connection inherited through fork() must not be used (SQLite's rule): open anew.
         connection = sqlite3.connect(
             self.path, timeout=0.0, isolation_level=None, check_same_thread=False
@@ -118,7 +140,7 @@ class SQLiteLedger(StoredLedger):
             connection.close()
             raise
         self._connection, self._pid = connection, os.getpid()
-        self._identity = _identity(self.path)
+        self._identity, self._log_identity = _identity(self.path), _identity(self._log)
         return connection
 
     def _run(self, operation: str, work: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fairrag_core import make_ranker, position_weights
+from fairrag_core import LedgerUnavailableError, make_ranker, position_weights
 from fairrag_core.ledger import LedgerResetError, SQLiteLedger
 from tests.reliability.ledger_worker import (
     K,
@@ -141,3 +141,30 @@ def test_a_file_deleted_or_replaced_under_a_running_ranker_is_a_reset_error(tmp_
     assert ledger.state("t").rankings == 1
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_backup_moved_over_a_live_file_beside_its_old_log_is_refused_not_undone(tmp_path):
+    """A restore by ``mv backup ledger.db`` while a client runs: the live file's write-ahead log
+    stays at the path, and SQLite applied it to the moved-in backup, so the client that saw 50
+    rankings served the 51st with no error and the restore was silently undone (an operator
+    trial). The client now refuses while that log is there, and notices the rollback once it
+    is gone."""
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    for _ in range(10):
+        ledger.add("t", {"female": 1.0})
+    with sqlite3.connect(path) as live, sqlite3.connect(tmp_path / "backup.db") as copy:
+        live.backup(copy)
+    for _ in range(40):
+        ledger.add("t", {"female": 1.0})
+    assert Path(f"{path}-wal").exists()
+    os.replace(tmp_path / "backup.db", path)
+    for call in (lambda: ledger.add("t", {"female": 1.0}), lambda: ledger.state("t")):
+        with pytest.raises(LedgerUnavailableError, match="the write-ahead log beside it") as info:
+            call()
+        assert not isinstance(info.value, LedgerResetError) and str(path) in str(info.value)
+    for suffix in ("-wal", "-shm"):  # what the message says to do
+        Path(f"{path}{suffix}").unlink()
+    with pytest.raises(LedgerResetError, match=r"went back in time.*50 rankings.*holds 10"):
+        ledger.state("t")
+    assert SQLiteLedger(path).state("t").rankings == 10
