@@ -34,7 +34,7 @@ from .base import (
     pop_url_param,
 )
 from .memory import MemoryLedger
-from .redis import RedisLedger
+from .redis import RedisLedger, redacted
 from .sqlite import SQLiteLedger
 
 __all__ = [
@@ -94,7 +94,10 @@ def make_ledger(ledger: ExposureLedger | str | os.PathLike[str] | None) -> Expos
         return SQLiteLedger(ledger)
     if isinstance(ledger, str) and ledger:
         url, in_url = pop_url_param(ledger, "on_reset")
-        on_reset = "raise" if in_url is None else check_on_reset(in_url)
+        try:
+            on_reset = "raise" if in_url is None else check_on_reset(in_url)
+        except ValueError as exc:
+            raise ValueError(f"ledger URL {redacted(ledger)!r}: {exc}") from None
         if url.startswith(("redis://", "rediss://", "unix://")):
             return RedisLedger(url, on_reset=on_reset)
         if url == "memory" or url.startswith("memory?"):

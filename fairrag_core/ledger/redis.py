@@ -349,25 +349,28 @@ class RedisLedger(StoredLedger):
                 "unix": redis.UnixDomainSocketConnection,
             }.get(scheme, redis.Connection)
             _check_database(url)
-            client = redis.Redis.from_url(
-                url,
-                connection_class=_deadline_connection(base),
-                socket_timeout=timeout,
-                socket_connect_timeout=connect_timeout,
-                retry=Retry(NoBackoff(), 1),
-                retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-            )
-            pool = client.connection_pool
             try:  # a connection object is built, not connected: the URL's options checked now
+                client = redis.Redis.from_url(
+                    url,
+                    connection_class=_deadline_connection(base),
+                    socket_timeout=timeout,
+                    socket_connect_timeout=connect_timeout,
+                    retry=Retry(NoBackoff(), 1),
+                    retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+                )
+                pool = client.connection_pool
                 pool.connection_class(**pool.connection_kwargs)
                 for key, value in pool.connection_kwargs.items():
                     if isinstance(value, float) and not (math.isfinite(value) and value >= 0):
                         raise ValueError(f"{key} must be a finite number >= 0, got {value!r}")
+                    if key in _WAITS and value is not None and not value > 0:
+                        # 0 makes the socket non-blocking: every call would fail at once
+                        raise ValueError(f"{key} must be a number of seconds > 0, got {value!r}")
             except (TypeError, ValueError) as exc:
                 raise ValueError(
-                    f"url {redacted(url)!r}: a query parameter the Redis client refuses ({exc}); "
-                    "the ledger takes on_reset, deadline and cooldown, redis-py the rest (db, "
-                    "socket_timeout, ...)"
+                    f"url {redacted(url)!r}: the Redis client refuses it ({exc}); the ledger "
+                    "takes on_reset, deadline and cooldown as query parameters, redis-py the "
+                    "rest (db, socket_timeout, ...)"
                 ) from None
         if not math.isfinite(deadline):
             raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
@@ -643,6 +646,10 @@ def _seconds_in_url(url: str, name: str, accepted: str, given: float) -> tuple[s
         raise ValueError(
             f"{name} in the ledger URL must be a number of seconds {accepted}, got {in_url!r}"
         ) from None
+
+
+_WAITS = ("socket_timeout", "socket_connect_timeout")
+"""The URL's waits, in seconds: 0 would make every call fail at once."""
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,14 @@ def test_a_ledger_url_with_a_parameter_it_does_not_take_is_refused_when_built(tm
         ("redis://127.0.0.1:1/3?db=5", "database twice"),
         ("redis://127.0.0.1:1/0?foo=1", "foo"),
         ("redis://127.0.0.1:1/0?socket_timeout=nan", "socket_timeout"),
+        # an operator trial: these failed at every call, or with redis-py's words alone
+        ("redis://127.0.0.1:1/0?socket_timeout=0", "socket_timeout must be .* > 0"),
+        ("redis://127.0.0.1:1/0?socket_connect_timeout=0", "socket_connect_timeout must"),
+        ("redis://127.0.0.1:1/0?socket_timeout=abc", "socket_timeout"),
+        ("redis://127.0.0.1:1/0?health_check_interval=nan", "health_check_interval"),
+        ("redis://127.0.0.1:99999/0", "Port out of range"),
+        ("redis://127.0.0.1:1/0?on_reset=maybe", "on_reset must be"),
+        (f"sqlite:///{tmp_path}/f.db?on_reset=maybe", "on_reset must be"),
     ):
         with pytest.raises(ValueError, match=message) as refused:
             make_ledger(url)  # nothing listens on port 1: refused before any connection
