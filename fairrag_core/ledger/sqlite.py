@@ -41,6 +41,9 @@ _SCHEMA = (
     " key TEXT NOT NULL, label TEXT NOT NULL, value REAL NOT NULL,"
     " PRIMARY KEY (key, label)) WITHOUT ROWID"
 )
+_COLUMNS = (("key", "TEXT", 1, 1), ("label", "TEXT", 1, 2), ("value", "REAL", 1, 0))
+"""The ledger table's columns as ``PRAGMA table_info`` gives them: name, type, not null, place
+in the primary key."""
 _INCREMENT = (
     "INSERT INTO fairrag_ledger (key, label, value) VALUES (?, ?, ?) "
     "ON CONFLICT (key, label) DO UPDATE SET value = value + excluded.value"
@@ -318,10 +321,22 @@ def _check_ours(connection: sqlite3.Connection, path: Path) -> None:
             "AND name NOT LIKE 'sqlite_%' AND name != 'fairrag_ledger' ORDER BY name LIMIT 5"
         )
     ]
-    if others or app_id not in (0, APPLICATION_ID):
-        why = f"tables {others}" if others else f"application_id {app_id:#x}"
+    shape = tuple(
+        (name, kind.upper(), notnull, key)
+        for _, name, kind, notnull, _, key in connection.execute(
+            "PRAGMA table_info(fairrag_ledger)"
+        )
+    )
+    if others or app_id not in (0, APPLICATION_ID) or shape not in ((), _COLUMNS):
+        if others:
+            why = f"tables {others}, not only fairrag_ledger"
+        elif app_id not in (0, APPLICATION_ID):
+            why = f"application_id {app_id:#x}"
+        else:
+            columns = ", ".join(f"{name} {kind}" for name, kind, _, _ in shape)
+            why = f"a fairrag_ledger table of other columns: {columns:.200}"
         raise _ForeignFile(
-            f"SQLite ledger {path} is another program's file ({why}, not only fairrag_ledger): "
+            f"SQLite ledger {path} is another program's file ({why}): "
             "refused, nothing written. Give the ledger a file of its own (a new path)"
         )
 

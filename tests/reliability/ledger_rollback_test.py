@@ -223,3 +223,17 @@ def test_a_ledger_file_of_an_earlier_version_is_still_accepted(tmp_path):
     ledger = SQLiteLedger(path)
     ledger.add(KEY, EXPOSURE)
     assert ledger.state(KEY).rankings == 1
+
+
+def test_a_ledger_table_of_other_columns_is_refused_untouched(tmp_path):
+    """A ``fairrag_ledger`` table another program made with other columns: it was accepted,
+    switched to WAL and given the ledger's application_id, then every add failed ("no such
+    column"). Found by an operator trial."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as app:
+        app.execute("CREATE TABLE fairrag_ledger (k TEXT, label TEXT)")
+    app.close()
+    before = path.read_bytes()
+    with pytest.raises(LedgerUnavailableError, match=r"fairrag_ledger table of other columns: k"):
+        SQLiteLedger(path)
+    assert path.read_bytes() == before
