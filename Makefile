@@ -21,7 +21,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 venv: $(VENV)/.installed
 
 # Everything (.[all]: every extra, the tests' tools included); the library's own extras are in
-# the README ("Installing the library").
+# docs/getting-started.md ("Installing the library").
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -c constraints.txt torch==2.13.0

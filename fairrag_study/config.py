@@ -345,7 +345,8 @@ class StudyConfig(BaseModel):
         Flag(
             "--llm-timeout",
             options.positive_seconds,
-            "seconds one request to the chat model may take (default: default_chat_model's, 60)",
+            "seconds one request to the chat model may take (default: default_chat_model's, 60; "
+            "600 for a --base-url on loopback)",
         ),
     ] = None
     """Seconds one chat model request may take; ``None``: ``default_chat_model``'s (60), or
