@@ -193,7 +193,7 @@ def measure(
                 drawn = np.tile(batch[pool.trial.index], (samples, 1))
             else:
                 drawn = ranker.sample(pool.scores, pool.groups, k, samples, rng=pool.trial.seed)
-            ee = expected_exposure(drawn, pool.groups, **target)
+            ee = expected_exposure(drawn, pool.groups, exposure=ranker.exposure, **target)
             row: dict[str, Any] = {
                 "ranker": name,
                 "trial": record["trial"],
@@ -216,11 +216,11 @@ def measure(
                 row.update(awrf=math.nan, trec_ndcg=math.nan, trec_score=math.nan)
             rows.append(row)
         stream = [r["groups"] for r in shown if r.get("groups")]
-        shares = amortized_exposure_shares(stream, **target)
+        shares = amortized_exposure_shares(stream, exposure=ranker.exposure, **target)
         streams[name] = Stream(
             name,
             len(stream),
-            amortized_disparity(stream, **target),
+            amortized_disparity(stream, exposure=ranker.exposure, **target),
             {str(label): share for label, share in shares.items()},
         )
     return ManyRankings(samples, rows, streams)

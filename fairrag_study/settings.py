@@ -123,6 +123,7 @@ class ReportSettings:
     model: str
     llm: str
     llm_format: Literal["free", "paper"]
+    exposure: str | None
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def _configuration(
         "pool size / k / alpha": f"{_pool_size(settings, data)} / {settings.k} / {settings.alpha}",
         "rankings sampled per question (expected exposure)": settings.samples,
         "seed": settings.seed,
+        "exposure model": settings.exposure or "dcg",
         **own,
         "embedding model": f"{settings.model} ({embedding_backend(model)})",
         "generator": _generator_line(settings) if asked else "none",

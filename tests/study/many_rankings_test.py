@@ -181,3 +181,57 @@ def test_a_shown_document_is_placed_in_its_pool_or_named_as_missing():
     assert pool.positions(["c", "a"]).tolist() == [2, 0]
     with pytest.raises(NotInPoolError, match=r"\['z'\] are not in the pool of trial 3"):
         pool.positions(["a", "z"])
+
+
+@pytest.mark.parametrize("exposure", ["rbp(0.8)", "uniform"])
+def test_the_metrics_over_many_rankings_use_the_studys_exposure_model(exposure):
+    """``fairrag study --exposure rbp(0.8)``: the records' shares were under RBP but the
+    stream's amortized disparity, its shares and EE-L/D/R were the DCG ones (a user trial:
+    amortized disparity 0.0200 where the records' mean share gave 0.0427; EE-R 4.3467 under
+    every model)."""
+    from fairrag_core.exposure import make_exposure_model
+    from fairrag_core.metrics import exposure_share
+    from fairrag_study.many_rankings import measure
+
+    groups = ["male", "female", "male", "male", "female", "male", "female", "male"]
+    pools = [
+        QuestionPool(
+            Trial(i, 1, "Tennis", "Who?", i),
+            tuple(f"d{i}-{j}" for j in range(8)),
+            np.linspace(0.9, 0.2, 8),
+            groups,
+            np.ones(8, dtype=bool),
+            8,
+        )
+        for i in range(3)
+    ]
+    shown = [0, 1, 2, 3, 4]  # the standard ranker's top-5 of each pool
+    records = [
+        {
+            "ranker": "standard",
+            "trial": pool.trial.index,
+            "doc_ids": [pool.doc_ids[j] for j in shown],
+            "groups": [groups[j] for j in shown],
+        }
+        for pool in pools
+    ]
+    many = measure(
+        pools,
+        records,
+        ["standard"],
+        dataset=TREC_GENDER,
+        k=5,
+        samples=4,
+        alpha=4.0,
+        seed=0,
+        exposure=exposure,
+    )
+    model = make_exposure_model(exposure)
+    share = exposure_share([groups[j] for j in shown], "female", exposure=model)
+    stream = many.streams["standard"]
+    assert stream.disparity == pytest.approx(abs(share - 0.5))
+    weights = model.weights(5)
+    female = sum(w for w, j in zip(weights, shown, strict=True) if groups[j] == "female")
+    target = 0.5 * weights.sum()
+    male = weights.sum() - female
+    assert many.trials[0]["ee_relevance"] == pytest.approx(female * target + male * target)
