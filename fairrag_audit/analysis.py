@@ -539,6 +539,12 @@ def _reading_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
                 f"{path}: {row.undated} records without a usable timestamp: no time window for "
                 f"them; they form the window '{NO_TIMESTAMP}'"
             )
+    records, used = int(files["records"].sum()), int(files["used"].sum())
+    if options.since is not None and records and not used:
+        notes.append(
+            f"no record at or after --since {options.since:%Y-%m-%dT%H:%M:%SZ}: all "
+            f"{records:,} records read are before it or undated; nothing was audited"
+        )
     return notes
 
 

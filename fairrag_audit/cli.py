@@ -193,15 +193,36 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             )
     if args.out is None and args.partials_out is None:
         raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+    fit = args.fit_exposure
+    if fit is not None and (Path(fit).is_dir() or not Path(fit).parent.is_dir()):
+        # before the audit's work, not after it
+        why = "is a folder" if Path(fit).is_dir() else "is in a folder that does not exist"
+        raise ValueError(f"--fit-exposure {str(fit)!r} {why}; give a file path to write")
 
 
 def _convert(args: argparse.Namespace) -> None:
     """``--to-parquet``: each log to ``OUT/<name>.parquet``."""
-    from .options import AuditOptions
+    from .options import AuditOptions, flag_of
     from .scan import is_parquet, to_parquet
 
     if args.out is None:
         raise ValueError("--out: give a folder for the Parquet files")
+    # a conversion writes every line's fields (--by's kept as columns): nothing else applies
+    ignored = [flag_of(name) for name in _settings(args) if name != "by"]
+    ignored += [
+        flag
+        for flag, given in (
+            ("--from-partials", args.from_partials),
+            ("--partials-out", args.partials_out is not None),
+            ("--fit-exposure", args.fit_exposure is not None),
+        )
+        if given
+    ]
+    if ignored:
+        raise ValueError(
+            f"{', '.join(ignored)}: --to-parquet converts LOG files line for line and takes "
+            "only --out and --by (the audit of the Parquet files takes the rest)"
+        )
     options = AuditOptions.create(args.logs, by=getattr(args, "by", ()))
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {str(args.out)!r} is a file; give a folder")

@@ -39,11 +39,32 @@ def distributed_partials(
 
     Every worker must see the files at the same paths (a shared or object-store mount). All
     shards share ``options`` (its ``now``, windows and targets), so their records are checked
-    and windowed exactly as one run over all the files would check them."""
+    and windowed exactly as one run over all the files would check them. ``shards`` must hold
+    each of ``options.paths`` once and nothing else (a ``ValueError`` names the files left out,
+    added or repeated): a shard left out would drop its records without a word."""
     if shards is None:
         shards = [[path] for path in options.paths]
     if not shards:
         raise ValueError("shards must name at least one shard of log files, got none")
+    given = [Path(p).resolve() for shard in shards for p in shard]
+    asked = [Path(p).resolve() for p in options.paths]
+    left_out = [str(p) for p in asked if p not in given]
+    added = [str(p) for p in given if p not in asked]
+    repeated = sorted({str(p) for p in given if given.count(p) > 1})
+    if left_out or added or repeated:
+        problems = [
+            f"{what} {names}"
+            for what, names in (
+                ("leave out", left_out),
+                ("add files not in options.paths:", added),
+                ("repeat", repeated),
+            )
+            if names
+        ]
+        raise ValueError(
+            "shards must hold each of options.paths once and nothing else; they "
+            + "; ".join(problems)
+        )
     tasks = [options.with_paths([Path(p) for p in shard]) for shard in shards]
     futures = client.map(_shard_partials, tasks, pure=False)
     return merge_partials(client.gather(futures))

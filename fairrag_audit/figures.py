@@ -345,6 +345,14 @@ def write_figures(result: AuditResult, folder: Path) -> dict[str, Path]:
         ),
         "cumulative.png": (cumulative, "no record has an exposure figure"),
     }
+    reading = result.reading
+    if int(reading["records"].sum()) and not int(reading["used"].sum()):
+        # every record was read and left out by --since: that, not the data, is why
+        before = int(reading["excluded_by_since"].sum())
+        draw = {
+            name: (function, f"no record audited (--since left out all {before:,})")
+            for name, (function, _) in draw.items()
+        }
     for name, (function, why) in draw.items():
         path = folder / name
         path.unlink(missing_ok=True)

@@ -686,15 +686,22 @@ def write_partials(partials: Partials, folder: str | Path) -> Path:
         raise ValueError(f"--partials-out {str(folder)!r} is a file; give a folder")
     folder.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")
+    written = []
     try:
         con.execute("SET TimeZone = 'UTC'")
         for name in TABLES:
             frame = getattr(partials, name)
             if len(frame.columns):
                 con.from_df(frame).write_parquet(str(folder / f"{name}.parquet"))
+                written.append(name)
     finally:
         con.close()
-    meta = {"version": PARTIALS_VERSION, "settings": partials.settings, "span": partials.span}
+    meta = {
+        "version": PARTIALS_VERSION,
+        "settings": partials.settings,
+        "span": partials.span,
+        "tables": written,  # each one must be there when read back
+    }
     (folder / "partials.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return folder
 
@@ -724,6 +731,16 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
         raise ValueError(
             f"--from-partials {str(folder)!r}: partials of layout {version!r}, this audit "
             f"reads layout {PARTIALS_VERSION}; audit those logs again with this release"
+        )
+    missing = [
+        f"{name}.parquet"
+        for name in meta.get("tables", ())
+        if not (folder / f"{name}.parquet").is_file()
+    ]
+    if missing:  # its records would be counted as read but be in no table
+        raise ValueError(
+            f"--from-partials {str(folder)!r}: {', '.join(missing)} missing (partials.json "
+            "lists it); audit that window's logs again with --partials-out"
         )
     tables = {
         name: con.read_parquet(str(folder / f"{name}.parquet")).df()

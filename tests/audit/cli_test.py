@@ -68,6 +68,19 @@ def test_bad_flags_are_refused_naming_flag_and_value(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_fit_exposure_path_that_cannot_be_written_is_refused_before_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user trial: the whole report was written, then exit 1 with an OSError naming no
+    flag."""
+    log = write_log(tmp_path / "log.jsonl", deployment_records())
+    for fit, why in ((tmp_path / "no" / "fit.json", "does not exist"), (tmp_path, "a folder")):
+        out = tmp_path / f"out-{fit.name}"
+        assert main(["audit", str(log), "--out", str(out), "--fit-exposure", str(fit)]) == 2
+        assert f"--fit-exposure {str(fit)!r} is" in (err := capsys.readouterr().err) and why in err
+        assert not out.exists()
+
+
 def test_missing_log_and_out_that_is_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -114,5 +127,11 @@ def test_nothing_left_after_since_still_reports(
         )
         == 0
     )
-    assert "0 records audited" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "0 records audited" in said
     assert "## Drift" in (out / "report.md").read_text()
+    # why nothing was drawn: --since, not the data (a user trial read "no record has groups or
+    # exposure shares" and "no protected group" for records holding both)
+    assert "no record at or after --since 2030-01-01T00:00:00Z: all 48 records read" in said
+    assert "no record has groups" not in said and "no protected group" not in said
+    assert "not drawn: no record audited (--since left out all 48)" in said

@@ -42,3 +42,24 @@ def test_partials_per_shard_on_a_local_cluster_equal_the_duckdb_result(tmp_path:
         for name in ("cells", "groups", "files", "left_out"):
             assert_same_table(getattr(partials, name), getattr(one_run, name), name)
         assert_same_report(report_of(partials, options), audit(logs, **OPTIONS))
+
+
+@pytest.mark.parametrize(
+    ("pick", "words"),
+    [
+        (lambda logs: [logs[:1]], r"leave out \[.*day1"),
+        (lambda logs: [logs, [logs[0].with_name("extra.jsonl")]], r"add files not in .*extra"),
+        (lambda logs: [logs, logs[:1]], r"repeat \[.*day0"),
+    ],
+    ids=["left-out", "added", "repeated"],
+)
+def test_shards_that_do_not_hold_the_options_paths_once_are_refused(tmp_path, pick, words):
+    """A user trial: ``shards=[[a]]`` over options holding a and b reported a's records alone,
+    and a shard of a file not in the options added its records, without a word. Refused before
+    any task is sent (no cluster needed)."""
+    from fairrag_audit.distributed import distributed_partials
+
+    logs = days(tmp_path)
+    options = AuditOptions.create(logs, **OPTIONS)
+    with pytest.raises(ValueError, match=words):
+        distributed_partials(None, options, pick(logs))  # type: ignore[arg-type]

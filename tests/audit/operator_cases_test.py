@@ -224,3 +224,25 @@ def test_a_first_line_nested_past_the_parsers_depth_is_read_as_garbage(tmp_path:
     assert log_fingerprint(log).startswith("r1:")
     result = audit([log], **OPTIONS)
     assert result.reading["records"].tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--partials-out", "P"],
+        ["--fit-exposure", "fit.json"],
+        ["--since", "2030-01-01"],
+        ["--protected", "female"],
+        ["--max-disparity", "0.1"],
+    ],
+    ids=["partials-out", "fit-exposure", "since", "protected", "max-disparity"],
+)
+def test_to_parquet_refuses_the_flags_it_would_ignore(tmp_path, flags, capsys):
+    """A user trial: ``--to-parquet --partials-out P --fit-exposure f.json --since ...``
+    exited 0 writing neither partials nor a fit, and saying nothing."""
+    log = write_log(tmp_path / "a.jsonl", _records(1))
+    given = [flag if not flag[0].isupper() else str(tmp_path / flag) for flag in flags]
+    code = main(["audit", str(log), "--out", str(tmp_path / "pq"), "--to-parquet", *given])
+    assert code == 2
+    assert f"{flags[0]}: --to-parquet converts LOG files" in capsys.readouterr().err
+    assert not (tmp_path / "pq").exists() and not (tmp_path / "P").exists()

@@ -119,6 +119,13 @@ def test_bad_partials_are_refused_naming_what_is_wrong(tmp_path: Path) -> None:
         read_partials([tenant, tenant])
     with pytest.raises(ValueError, match=r"--from-partials .*nowhere.* does not exist"):
         read_partials([tmp_path / "nowhere"])
+    # a table lost (a user trial: a traceback alone, or beside a good folder exit 0 with the
+    # window's records counted as read and in no table)
+    for name in ("cells", "groups"):
+        (tenant / f"{name}.parquet").rename(tmp_path / "aside.parquet")
+        with pytest.raises(ValueError, match=rf"{name}.parquet missing \(partials.json lists"):
+            read_partials([tenant, plain])
+        (tmp_path / "aside.parquet").rename(tenant / f"{name}.parquet")
     meta = json.loads((plain / "partials.json").read_text())
     (plain / "partials.json").write_text(json.dumps({**meta, "version": 99}))
     with pytest.raises(ValueError, match="partials of layout 99, this audit reads layout 1"):
