@@ -169,7 +169,7 @@ def _summary(result: Any, written: dict[str, Path]) -> int:
 
 def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     """Logs or saved partials, not both; where the report or the partials go."""
-    from .options import flag_of
+    from .options import flag_of, is_duration
 
     if args.logs and args.from_partials:
         raise ValueError("give LOG files or --from-partials, not both")
@@ -193,6 +193,13 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             )
     if args.out is None and args.partials_out is None:
         raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+    since = settings.get("since")
+    if args.partials_out is not None and isinstance(since, str) and is_duration(since):
+        raise ValueError(
+            f"--since {since!r} with --partials-out: a duration counts back from each run's "
+            "start, so partials of two runs would never merge; give --since as an ISO 8601 "
+            "date or time (2026-12-01)"
+        )
     fit = args.fit_exposure
     if fit is not None and (Path(fit).is_dir() or not Path(fit).parent.is_dir()):
         # before the audit's work, not after it

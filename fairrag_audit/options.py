@@ -26,6 +26,7 @@ __all__ = [
     "AuditOptions",
     "flag_of",
     "format_duration",
+    "is_duration",
     "options_error",
     "parse_duration",
     "parse_since",
@@ -68,6 +69,11 @@ def format_duration(duration: timedelta) -> str:
         if seconds % _UNIT_SECONDS[unit] == 0:
             return f"{int(seconds // _UNIT_SECONDS[unit])}{unit}"
     return f"{seconds:g}s"
+
+
+def is_duration(text: str) -> bool:
+    """Whether ``--since`` text is a duration before now (``7d``), not an ISO 8601 time."""
+    return _DURATION.match(str(text)) is not None
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:

@@ -155,6 +155,10 @@ def test_the_cli_saves_a_window_and_reports_the_merge(
     assert "--by: the partials were computed with their own" in capsys.readouterr().err
     assert main(["audit", "--out", "x"]) == 2
     assert "give LOG files to audit, or --from-partials" in capsys.readouterr().err
+    # a duration counts back from each run's start: two runs' partials could never merge
+    # (a user trial followed the guide's "the same --since" with --since 7d)
+    assert main(["audit", str(logs[0]), "--partials-out", "P", "--since", "7d"]) == 2
+    assert "--since '7d' with --partials-out: a duration" in capsys.readouterr().err
 
 
 def test_an_empty_window_merges(tmp_path: Path) -> None:
