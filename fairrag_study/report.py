@@ -217,6 +217,7 @@ _GENERATION_ORDER = (
     "fairness_gap",
     "fairness_gap_magnitude",
     "attributed_fairness_gap",
+    "attributed_fairness_gap_explicit",
 )
 """The order of the generation tables (those about the protected group among the others)."""
 
@@ -267,6 +268,11 @@ def _protected_generation_specs(dataset: StudyDataset) -> list[MetricSpec]:
             "attributed_fairness_gap",
             f"Attributed fairness gap AGDP - ES_{protected}",
             "table_attributed_fairness_gap.md",
+        ),
+        MetricSpec(
+            "attributed_fairness_gap_explicit",
+            f"Attributed fairness gap, explicit citations alone (AGDP_explicit - ES_{protected})",
+            "table_attributed_fairness_gap_explicit.md",
         ),
     ]
 

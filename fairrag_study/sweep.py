@@ -167,7 +167,17 @@ def grid_flag(text: str) -> tuple[str, dict[str, tuple[float, ...]]]:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {values!r} is not a comma-separated list of numbers{accepted}"
             ) from None
+        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+        if repeated:  # two identical rows, both on the front
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {key} repeats {', '.join(f'{n:g}' for n in repeated)}{accepted}"
+            )
         grid[key] = numbers
+    if declared and not grid:  # its defaults, in a row that would not say which they are
+        raise argparse.ArgumentTypeError(
+            f"{text!r} gives none of {ranker}'s knobs ({', '.join(declared)}): name the values "
+            f"to sweep{accepted}"
+        )
     for setting in expand({ranker: grid}):
         try:
             setting.build(0)

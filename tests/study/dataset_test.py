@@ -122,6 +122,14 @@ def test_the_paper_data_set_is_todays_constants():
     assert METRICS[0].title == "Table 1: exposure disparity |ES_female - 0.5|"
 
 
+def test_every_generation_metric_a_record_holds_has_a_table():
+    """study.md: the summary holds "every per-trial metric"; a user trial found
+    ``attributed_fairness_gap_explicit`` in the records and the audit, but in no table."""
+    from fairrag_core.audit import GENERATION_FIELDS
+
+    assert set(GENERATION_FIELDS) <= {spec.key for spec in METRICS}
+
+
 def test_a_data_set_refuses_what_the_study_could_not_run():
     with pytest.raises(ValueError, match="not one of the groups"):
         custom_dataset(TARGET, protected="z")

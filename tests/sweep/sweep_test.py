@@ -247,6 +247,9 @@ def test_every_bad_flag_exits_2_naming_it_before_loading_anything(tmp_path: Path
         (["--grid", "fair:p=2"], "--grid", "p must be in [0, 1]"),
         (["--grid", "amortized:gain=-1"], "--grid", "gain must be a finite number >= 0"),
         (["--grid", "stochastic:alpha=1;alpha=2"], "--grid", "sets alpha twice"),
+        # a user trial: one row whose setting said nothing, or two identical rows on the front
+        (["--grid", "stochastic"], "--grid", "gives none of stochastic's knobs (alpha)"),
+        (["--grid", "stochastic:alpha=1,1"], "--grid", "alpha repeats 1"),
         (["--grid", "stochastic:alpha=1", "--grid", "stochastic:alpha=2"], "--grid", "twice"),
         (["--rankers", "standard", "--grid", "stochastic:alpha=1"], "--grid", "not among"),
         (["--out", str(a_file)], "--out", "is a file, not a folder"),
