@@ -24,7 +24,7 @@ from .index import (
 )
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .phases.data import load_corpus
-from .phases.generation import Generation, answers_kept, open_generation, pays
+from .phases.generation import Generation, open_generation
 from .phases.index import embed_corpus
 from .phases.many import measure_many, trial_pools
 from .phases.report import write_report
@@ -146,7 +146,8 @@ def _run_claimed(
                 generation=generation,
             )
     except BaseException as exc:
-        kept = generation.kept() if generation else answers_kept(None, pays(settings.generation))
+        # no generator built: nothing was paid, and the store (if any) was never opened
+        kept = generation.kept() if generation else ""
         _run_stopped(exc, run_info, timings, generation, kept, out, log)
         raise
     finally:

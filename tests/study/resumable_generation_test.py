@@ -430,9 +430,14 @@ def test_openai_without_a_key_is_a_clear_error(
         "--trials", "2", "--llm", "openai:gpt-4o-mini", "--out", str(tmp_path / "out"),
         "--cache-dir", str(tmp_path / "cache"), "--no-progress",
     ]  # fmt: skip
-    assert main(args) == 2
-    error = capsys.readouterr().err
-    assert "--llm openai:gpt-4o-mini needs OPENAI_API_KEY" in error and "--llm none" in error
+    for store in ([], ["--answers", str(tmp_path / "answers.sqlite")]):
+        assert main([*args, *store]) == 2
+        said = capsys.readouterr()
+        error = said.err
+        assert "--llm openai:gpt-4o-mini needs OPENAI_API_KEY" in error and "--llm none" in error
+        # nothing was paid and no store opened: a user trial read "the answer store is off
+        # (--no-answer-cache)" although --answers was given
+        assert "answer store" not in said.out + error
     assert not (tmp_path / "cache" / ANSWERS_FILE).exists()
 
 
