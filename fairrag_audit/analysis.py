@@ -552,6 +552,9 @@ METRIC_NOTES = {
     "no_protected": "records name no protected group (the field `protected` is missing and "
     "no --protected was given): no protected exposure share, exposure disparity or amortized "
     "disparity for them",
+    "several_groups": "records have a target of several groups: their exposure disparity is half "
+    'the L1 distance between their shares and the target (docs/SPEC.md "Metrics"), and the '
+    "audit gives no amortized disparity for them (`fairrag study` reports it)",
     "no_target": "records have a protected group but no target share for it: no disparity for them",
     "bad_model": "records name an exposure model that is not dcg, uniform or rbp(p): no "
     "exposure figures for them",

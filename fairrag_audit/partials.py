@@ -26,6 +26,8 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from fairrag_core.target import OTHERS
+
 from .lines import BROKEN_GZIP, line_numbers, open_log
 from .options import AuditOptions
 from .scan import (
@@ -90,6 +92,7 @@ WINDOW_ORIGIN = "2000-01-03 00:00:00"
 
 NOTE_COUNTS = (
     "no_protected",
+    "several_groups",
     "no_target",
     "bad_model",
     "no_list",
@@ -176,13 +179,36 @@ def _included_sql(options: AuditOptions) -> str:
             COALESCE(ranker, '{NO_RANKER}') AS ranker {by},
             {window} AS window_start, w, groups, weights, by_group, has_error,
             CASE WHEN w > 0 THEN protected_share END AS p,
-            CASE WHEN w > 0 THEN protected_share - target_share END AS d,
-            CASE WHEN w > 0 THEN abs(protected_share - target_share) END AS exposure_disparity
+            -- a target of several groups has no protected deviation to amortize (its stream's
+            -- disparity is half the L1 distance of its shares: not computed here)
+            CASE WHEN w > 0 AND several_target IS NULL THEN protected_share - target_share END AS d,
+            CASE WHEN w > 0 THEN CASE WHEN several_target IS NULL
+                THEN abs(protected_share - target_share) ELSE {_SEVERAL_DISPARITY} END
+            END AS exposure_disparity
             {"".join(f", {m}" for m in METRIC_FIELDS)},
             answered, follows, has_attribution, styles, n_attribution_bullets,
             n_attributed_bullets
         FROM records WHERE usable{since}
     """
+
+
+_NAMED = f"list_filter(map_keys(several_target), lambda g: g <> '{OTHERS}')"
+"""The groups a target of several groups names (its ``OTHERS`` bucket apart)."""
+_SHARE = (
+    "(CASE WHEN by_group IS NOT NULL THEN COALESCE(by_group[g], 0.0) ELSE list_sum("
+    "list_transform(list_zip(groups, weights), lambda x: CASE WHEN x[1] = g THEN x[2] "
+    "ELSE 0.0 END)) / w END)"
+)
+"""The exposure share of group ``g`` in a record (its ``exposure_by_group``, else its list)."""
+_SEVERAL_DISPARITY = f"""(CASE WHEN list_count(map_values(several_target))
+        = cardinality(several_target) THEN 0.5 * (
+    list_sum(list_transform({_NAMED}, lambda g: abs({_SHARE} - several_target[g])))
+    + abs(1 - COALESCE(list_sum(list_transform({_NAMED}, lambda g: {_SHARE})), 0.0)
+        - COALESCE(several_target['{OTHERS}'], 0.0))) END)"""
+"""A record's exposure disparity against a target of several groups (docs/SPEC.md
+"Metrics"): half the L1 distance between its shares and the target, every label the target does
+not name in its ``OTHERS`` bucket (target 0 when it has none); NULL when a share of the target
+is not a JSON number."""
 
 
 def _cells_sql(keys: Sequence[str], view: str) -> str:
@@ -346,6 +372,7 @@ def _files(
     audited = f"usable AND ({since} IS NULL OR COALESCE(ts >= {since}, false))"
     notes = {
         "no_protected": "protected IS NULL",
+        "several_groups": "several_target IS NOT NULL",
         "no_target": "protected IS NOT NULL AND target_share IS NULL",
         "bad_model": "NOT model_ok",
         "no_list": "model_ok AND w IS NULL",

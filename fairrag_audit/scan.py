@@ -659,6 +659,7 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
         + ["source", "ranker"]
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
+        + ["several_target"]
         + list(METRIC_FIELDS)
         + ["answered", "follows", "has_attribution", "styles", "mistyped", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
@@ -924,6 +925,11 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
             COALESCE(__text_protected, {scan.protected}) AS protected,
             target_value,
+            -- a target of several groups: each share, a JSON number (else NULL)
+            CASE WHEN cardinality(target_map) >= 3 THEN map_from_entries(list_transform(
+                map_entries(target_map), lambda e: struct_pack(key := e.key, value := CASE
+                    WHEN json_type(e.value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')
+                    THEN e.value::DOUBLE END))) END AS several_target,
             by_group_raw AS by_group,
             {_n("exposure_share")} AS logged_share
             {scan.metrics},

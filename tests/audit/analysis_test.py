@@ -63,6 +63,37 @@ def test_amortized_disparity_and_shares_follow_the_spec(tmp_path: Path) -> None:
     assert (disparity["ci_low"], disparity["ci_high"]) == pytest.approx((low, high))
 
 
+THREE = {"a": 0.4, "b": 0.3, "c": 0.3}
+
+
+@pytest.mark.parametrize("protected", [None, "a"], ids=["no-protected", "protected-a"])
+@pytest.mark.parametrize("with_shares", [True, False], ids=["exposure_by_group", "groups-only"])
+def test_a_target_of_several_groups_is_audited_by_its_own_disparity(
+    tmp_path: Path, protected: str | None, with_shares: bool
+) -> None:
+    """Records of a three-group target (the study's ``--target``, an adapter's dict target):
+    the audit reported |ES_a - 0.4| under the name exposure_disparity (0.2304 against the
+    records' 0.3054, a user trial) and an amortized disparity of the protected group alone.
+    Now the records' own definition, half the L1 distance (labels the target does not name in
+    its OTHERS bucket), read from exposure_by_group or from the list; no amortized disparity."""
+    from fairrag_core import FairnessAuditor
+
+    auditor = FairnessAuditor.create(target=THREE, protected=protected)
+    lists = [["a", "b", "x", None, "c"], ["b", "b", "a"], ["c", "a", "a", "b"], ["x", "x"]]
+    records = []
+    for groups in lists:
+        made = {"ranker": "fair", **auditor.describe(), **auditor.retrieval(groups)}
+        if not with_shares:
+            made.pop("exposure_by_group")
+        records.append(made)
+    path = write_log(tmp_path / "log.jsonl", records)
+    result = audit(path)
+    own = np.array([r["exposure_disparity"] for r in records])
+    assert metric(result.rankers, "exposure_disparity")["value"] == pytest.approx(own.mean())
+    assert math.isnan(metric(result.rankers, "amortized_disparity")["value"])
+    assert any("4 records have a target of several groups" in note for note in result.notes)
+
+
 def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path) -> None:
     plain = [record(g, ranker="a") for g in LISTS[:3]]
     for item in plain:  # as written before the record schema: groups only
