@@ -28,6 +28,7 @@ from fairrag_core.position_curve import (
 
 from .data import CorpusDocument
 from .dataset import StudyDataset
+from .plan import Trial
 from .pools import QuestionPool
 
 __all__ = ["POSITION_CURVE_FILES", "PositionCurve", "run_position_curve"]
@@ -60,6 +61,25 @@ class PositionCurve:
     held_out_topics: tuple[str, ...]
 
 
+def curve_questions(trials: Sequence[Trial], questions: int, seed: int) -> np.ndarray:
+    """The indices of the ``questions`` trials the position curve samples (seeded), checked:
+    a ``ValueError`` when they are fewer than 2 or all of one topic (the curve is fitted on
+    one half of the topics and checked on the other). The study calls it as soon as its trials
+    are planned, before any answer is paid for."""
+    if questions < 2:
+        raise ValueError(f"position_curve must be >= 2 questions (two halves), got {questions}")
+    chosen = np.random.default_rng([seed, 35, 2]).permutation(len(trials))[:questions]
+    topics = sorted({trials[int(i)].topic for i in chosen})
+    if len(topics) < 2:
+        raise ValueError(
+            f"--position-curve {questions}: the questions sampled are all of one topic "
+            f"({topics[0] if topics else 'none'}), and the curve is fitted on one half of the "
+            "topics and checked on the other; sample more questions (--position-curve) or give "
+            "more --topics"
+        )
+    return chosen
+
+
 def run_position_curve(
     questions: int,
     pools: Sequence[QuestionPool],
@@ -89,17 +109,7 @@ def run_position_curve(
 
     from fairrag_langchain.chains import make_fair_rag_chain
 
-    if questions < 2:
-        raise ValueError(f"position_curve must be >= 2 questions (two halves), got {questions}")
-    chosen = np.random.default_rng([seed, 35, 2]).permutation(len(pools))[:questions]
-    topics = sorted({pools[int(i)].trial.topic for i in chosen})
-    if len(topics) < 2:  # before any answer is paid for: each half needs a topic
-        raise ValueError(
-            f"--position-curve {questions}: the questions sampled are all of one topic "
-            f"({topics[0] if topics else 'none'}), and the curve is fitted on one half of the "
-            "topics and checked on the other; sample more questions (--position-curve) or give "
-            "more --topics"
-        )
+    chosen = curve_questions([pool.trial for pool in pools], questions, seed)
     by_id = {doc.doc_id: doc for doc in corpus}
     log_file = JsonLinesLog(out / RECORDS_FILE)
     records: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ from .phases.index import embed_corpus
 from .phases.many import measure_many, trial_pools
 from .phases.report import write_report
 from .phases.trials import run_trials
-from .position_curve import POSITION_CURVE_FILES, run_position_curve
+from .position_curve import POSITION_CURVE_FILES, curve_questions, run_position_curve
 from .report import output_files
 from .settings import StudySettings
 
@@ -109,6 +109,8 @@ def _run_claimed(
             generation = open_generation(settings.generation)
             run_info["answers"] = generation.counts()
             data = load_corpus(settings.corpus, out, log)
+            if settings.position_curve and generation.llm is not None:  # before any answer
+                curve_questions(data.trials, settings.position_curve, settings.many.seed)
         with phase("embed"):
             index = embed_corpus(settings.index, data.corpus, server, log)
         with phase("trials"):

@@ -131,6 +131,24 @@ def test_the_phase_writes_its_files_and_a_curve_the_core_reads(measured):
     assert "fake-curve" in table
 
 
+def test_the_study_refuses_a_one_topic_curve_before_its_trials(tmp_path, capsys):
+    """A user trial: ``--position-curve 4 --trials 4`` on one sampled topic failed only after
+    every trial had run (and paid for its answers). The sample is known once the trials are
+    planned: refused then, before the embedding."""
+    from fairrag_study.cli import main
+    from tests.chroma_pool import data_path_or_skip
+
+    out = tmp_path / "out"
+    flags = ["study", "--data", str(data_path_or_skip()), "--topics", "Tennis,Medicine",
+             "--per-group", "6", "--trials", "2", "--llm", "fake", "--position-curve", "2",
+             "--rankers", "standard", "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
+             "--no-progress", "--seed", "0"]  # fmt: skip
+    assert main(flags) == 2
+    said = capsys.readouterr()
+    assert "all of one topic" in said.err and "[embed]" not in said.out
+    assert not (out / "records.jsonl").exists()
+
+
 def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     """``fairrag study --position-curve`` on a small real corpus with the fake that cites every
     entry (a flat curve), then a second run ranking with ``--exposure fitted:<file>``."""
