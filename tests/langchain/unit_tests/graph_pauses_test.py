@@ -50,6 +50,7 @@ class Reviewed(TypedDict, total=False):
     documents: list[Document]
     approved: bool
     answer: str
+    reply: str
 
 
 def reviewed(retriever: FairRetriever, saver: InMemorySaver):
@@ -301,31 +302,43 @@ def test_a_paused_run_of_a_dropped_handler_is_still_written(retriever, tmp_path)
     assert set(callbacks._PAUSING) <= before
 
 
-class Replied(TypedDict, total=False):
-    question: str
-    documents: list[Document]
-    reply: str
-
-
 def test_a_graph_answering_under_a_key_of_its_own_keeps_its_answer(retriever):
     """retrieve -> generate into ``reply`` (no answer key): the generator in another node is
     the answer, as the chain rule reads it (a rule that took only a model in the retrieval's
     own node dropped it)."""
-    llm = FakeCitingChatModel()
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    graph = answered(retriever, into="reply")
+    out = graph.invoke({"question": QUESTION}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
 
-    def retrieve(state: Replied) -> Replied:
+
+def corrective_rag(retriever: FairRetriever, grader: Any, relevant: Any) -> tuple[dict, dict]:
+    """retrieve -> grade (``grader``; ``relevant(its message)`` says "yes" or "no") -> generate
+    into ``reply`` (a key of its own) when "yes", else the end: the graph's output and its one
+    record."""
+    generator = FakeCitingChatModel()
+
+    def retrieve(state: Graded) -> Graded:
         return {"documents": retriever.invoke(state["question"])}
 
-    def generate(state: Replied) -> Replied:
+    def grade(state: Graded) -> Graded:
         context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"reply": llm.invoke(f"Context:\n{context}\nQuestion: {state['question']}").text}
+        said = grader.invoke(f"Is this relevant to {state['question']}? yes or no\n{context}")
+        return {"relevant": relevant(said)}
 
-    graph = StateGraph(Replied).add_sequence([retrieve, generate])
+    def generate(state: Graded) -> Graded:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        return {"reply": generator.invoke(f"Context:\n{context}\nQ: {state['question']}").text}
+
+    graph = StateGraph(Graded).add_sequence([retrieve, grade])
+    graph.add_node(generate)
     graph.add_edge(START, "retrieve")
+    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
     handler = FairnessCallbackHandler.from_retriever(retriever)
     out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
     (record,) = handler.records
-    assert record["answer"] == out["reply"] and record["groundedness"] == 1.0
+    return out, record
 
 
 @pytest.mark.parametrize("verdict", ["no", "yes"])
@@ -336,27 +349,9 @@ def test_a_structured_grader_is_never_the_answer(retriever, verdict):
     reverted node rule's case again."""
     grade_call = {"name": "GradeDocuments", "args": {"binary_score": verdict}, "id": "c1"}
     grader = FakeMessagesListChatModel(responses=[AIMessage("", tool_calls=[grade_call])])
-    generator = FakeCitingChatModel()
-
-    def retrieve(state: Graded) -> Graded:
-        return {"documents": retriever.invoke(state["question"])}
-
-    def grade(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        graded = grader.invoke(f"Grade these:\n{context}")
-        return {"relevant": graded.tool_calls[0]["args"]["binary_score"]}
-
-    def generate(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"reply": generator.invoke(f"Context:\n{context}").text}
-
-    graph = StateGraph(Graded).add_sequence([retrieve, grade])
-    graph.add_node(generate)
-    graph.add_edge(START, "retrieve")
-    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
-    handler = FairnessCallbackHandler.from_retriever(retriever)
-    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
-    (record,) = handler.records
+    out, record = corrective_rag(
+        retriever, grader, lambda said: said.tool_calls[0]["args"]["binary_score"]
+    )
     if verdict == "no":
         assert "reply" not in out
         assert record.get("answer") is None and record.get("groundedness") is None
@@ -458,17 +453,22 @@ async def test_a_pause_resumed_by_astream_is_recorded_once_with_its_answer(retri
     assert answers == [record["answer"]] and record["groundedness"] == 1.0
 
 
-def answered(retriever: FairRetriever, saver: InMemorySaver, **breakpoint: list[str]):
-    """retrieve -> generate, paused at a static breakpoint (``interrupt_before`` or
-    ``interrupt_after``), which raises nothing in a node."""
+def answered(
+    retriever: FairRetriever,
+    saver: InMemorySaver | None = None,
+    into: str = "answer",
+    **breakpoint: list[str],
+):
+    """retrieve -> generate (its answer into ``into``), paused at a static breakpoint when
+    given one (``interrupt_before`` or ``interrupt_after``, which raises nothing in a node)."""
     llm = FakeCitingChatModel()
 
     def retrieve(state: Reviewed) -> Reviewed:
         return {"documents": retriever.invoke(state["question"])}
 
-    def generate(state: Reviewed) -> Reviewed:
+    def generate(state: Reviewed) -> dict:
         context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"answer": llm.invoke(f"Context:\n{context}\nQuestion: {state['question']}").text}
+        return {into: llm.invoke(f"Context:\n{context}\nQuestion: {state['question']}").text}
 
     graph = StateGraph(Reviewed).add_sequence([retrieve, generate])
     graph.add_edge(START, "retrieve")
@@ -557,27 +557,9 @@ def test_a_grader_answering_in_text_is_never_the_answer(retriever, verdict, said
     "yes" was recorded (groundedness 0) and the generator's real answer dropped; its "no",
     which ends the graph before generating, was recorded as the answer."""
     grader = FakeListChatModel(responses=[said(verdict)])
-    generator = FakeCitingChatModel()
-
-    def retrieve(state: Graded) -> Graded:
-        return {"documents": retriever.invoke(state["question"])}
-
-    def grade(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        graded = grader.invoke(f"Is this relevant to {state['question']}? yes or no\n{context}")
-        return {"relevant": "yes" if "yes" in graded.text.lower() else "no"}
-
-    def generate(state: Graded) -> Graded:
-        context = "\n\n".join(d.page_content for d in state["documents"])
-        return {"reply": generator.invoke(f"Context:\n{context}\nQ: {state['question']}").text}
-
-    graph = StateGraph(Graded).add_sequence([retrieve, grade])
-    graph.add_node(generate)
-    graph.add_edge(START, "retrieve")
-    graph.add_conditional_edges("grade", lambda s: "generate" if s["relevant"] == "yes" else END)
-    handler = FairnessCallbackHandler.from_retriever(retriever)
-    out = graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
-    (record,) = handler.records
+    out, record = corrective_rag(
+        retriever, grader, lambda said: "yes" if "yes" in said.text.lower() else "no"
+    )
     if verdict == "no":
         assert "reply" not in out
         assert record.get("answer") is None and record.get("groundedness") is None
