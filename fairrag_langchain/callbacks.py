@@ -5,16 +5,14 @@ memory and optionally appended to a JSON-lines file."""
 from __future__ import annotations
 
 import atexit
-import functools
 import json
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -152,7 +150,16 @@ class _RootRun:
     holds."""
 
 
-class FairnessCallbackHandler(BaseCallbackHandler):
+if TYPE_CHECKING:
+    _Handler = BaseCallbackHandler
+else:
+    try:  # LangGraph tells a graph's pauses only to its graph callback handlers
+        from langgraph.callbacks import GraphCallbackHandler as _Handler
+    except ImportError:  # no LangGraph (or one before its graph callbacks): no graph to pause
+        _Handler = BaseCallbackHandler
+
+
+class FairnessCallbackHandler(_Handler):
     """One fairness record per answered question: exposure of what was shown, and the answer.
 
     Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``) or with
@@ -257,7 +264,6 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         resumes the thread completes their record (:meth:`_write`)."""
         self._late: list[tuple[UUID, _RootRun, Any]] = []
         """Paused runs a new question on their thread ended: written at the next run's end."""
-        _hear_graph_pauses(self)
 
     _IN_FLIGHT = ("_parent", "_root_of", "_roots", "_paused", "_late")
     """The run tree of the questions this process is answering: never pickled."""
@@ -273,11 +279,6 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._parent, self._root_of, self._roots = {}, {}, {}
         self._paused, self._late = OrderedDict(), []
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # the class it was made as: the one that also hears LangGraph's pauses is made in
-        # this process (:func:`_hear_graph_pauses`) and made again where it is loaded
-        return (_rebuilt, (_made_as(type(self)), self.__getstate__()))
 
     @classmethod
     def from_retriever(cls, retriever: Any, **fields: Any) -> FairnessCallbackHandler:
@@ -349,7 +350,6 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
-            _hear_graph_pauses(self)  # before a graph's own callbacks are chosen
             tags, metadata = list(kwargs.get("tags") or []), dict(kwargs.get("metadata") or {})
             paused = self._resumed(metadata, kwargs.get("inputs")) if self._paused else None
             if paused is not None:  # the run resuming a paused thread: its record goes on
@@ -501,7 +501,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         if several:  # one answer from several retrievals (a search per sub-question)
             most = max(self._lists(state, run.seen) for run in several)
             held = [run for run in several if self._lists(state, run.seen) == most]
-            answering = None if _failed(error) else _chosen(held, returned, state.graph)
+            answering = None if _failed(error) else _chosen(held, returned)
             answer = None
             if answering is not None:
                 answer = answering.message if answering.message is not None else answering.answer
@@ -536,7 +536,7 @@ class FairnessCallbackHandler(BaseCallbackHandler):
         error: BaseException | None,
         status: str | None = None,
     ) -> dict[str, Any]:
-        answer, links = _answer_of(retrieval, returned, state.graph)
+        answer, links = _answer_of(retrieval, returned)
         if _failed(error):  # the user received an error: no model's output is the answer
             answer = None
         # the list the answering model was handed: a later step may have reordered or dropped
@@ -992,16 +992,15 @@ def _final_answer(
     text). Without (a graph whose state has no messages, tools called in a chain): the last
     model run whose output the root returned as its answer (:class:`_Returned`: a text, a
     message or a structured object under an answer key), else the last model run that
-    answered without calling a tool and is no grade in text (:func:`is_verdict`).
+    answered without calling a tool, a grade in text set aside when another answered otherwise
+    (:func:`_without_grades`).
     """
     if final is None:
         given = [run for run in done if returned.holds(run)]
         if given:
             run = given[-1]
             return run, run.message if run.message is not None else run.answer
-        answered = [
-            run for run in done if not _calls_tools(run.message) and not is_verdict(run.answer)
-        ]
+        answered = _without_grades([run for run in done if not _calls_tools(run.message)])
         if not answered:
             return None, None
         run = answered[-1]
@@ -1082,45 +1081,6 @@ def _thread_of(metadata: Mapping[str, Any]) -> str | None:
     """The LangGraph thread a run belongs to (its metadata's ``thread_id``), or None."""
     thread = metadata.get("thread_id")
     return None if thread is None else str(thread)
-
-
-def _hear_graph_pauses(handler: FairnessCallbackHandler) -> None:
-    """Make ``handler`` one of LangGraph's graph callback handlers once LangGraph is loaded
-    (it is by then whenever a graph runs), so that a graph's pauses reach :meth:`on_interrupt`:
-    LangGraph tells them only to instances of ``GraphCallbackHandler``, and importing it up
-    front would cost every LangChain user LangGraph's import (about 0.5 s)."""
-    module = sys.modules.get("langgraph.callbacks")
-    base = getattr(module, "GraphCallbackHandler", None)
-    if isinstance(base, type) and not isinstance(handler, base):
-        handler.__class__ = _hearing(type(handler), base)  # type: ignore[arg-type]
-
-
-@functools.cache
-def _hearing(made_as: type, base: type) -> type:
-    """``made_as`` (FairnessCallbackHandler or a user's subclass) that is also ``base``."""
-    return type(
-        made_as.__name__,
-        (made_as, base),
-        {
-            "__module__": made_as.__module__,
-            "__qualname__": made_as.__qualname__,
-            "_made_as": made_as,
-        },
-    )
-
-
-def _made_as(kind: type) -> type:
-    """The class a handler was made as, before :func:`_hear_graph_pauses`."""
-    made_as: type = kind.__dict__.get("_made_as", kind)
-    return made_as
-
-
-def _rebuilt(kind: type[FairnessCallbackHandler], state: dict[str, Any]) -> FairnessCallbackHandler:
-    """A pickled or copied handler, loaded (``__reduce__``)."""
-    handler = kind.__new__(kind)
-    handler.__setstate__(state)
-    _hear_graph_pauses(handler)
-    return handler
 
 
 def _interrupts(error: BaseException) -> bool:
@@ -1213,7 +1173,7 @@ _LINKS = {True: "content", False: "run_tree"}
 
 
 def _answer_of(
-    retrieval: _Retrieval, returned: _Returned, graph: bool
+    retrieval: _Retrieval, returned: _Returned
 ) -> tuple[_ModelRun | None, list[_ModelRun]]:
     """The model run whose output is the record's answer, and every model run on the context,
     the answer's first.
@@ -1228,31 +1188,32 @@ def _answer_of(
     runs.sort(key=lambda run: run.order)
     if not runs:
         return None, []
-    answer = _chosen(runs, returned, graph)
+    answer = _chosen(runs, returned)
     if answer is None:  # only graders or routers read the context
         return None, runs
     return answer, [answer, *(run for run in runs if run is not answer)]
 
 
-def _chosen(runs: Sequence[_ModelRun], returned: _Returned, graph: bool) -> _ModelRun | None:
+def _chosen(runs: Sequence[_ModelRun], returned: _Returned) -> _ModelRun | None:
     """Of model runs on one context (in start order, at least one), the answer the user
     receives (docs/SPEC.md "Which answer is recorded"): the first whose output the root run
     returned as its answer (:class:`_Returned`), else the first to start that did not only
-    grade (:func:`_grades`: a structured grade or route, ``{"binary_score": "no"}``, or, in a
-    graph or beside another run, a grade in text, "no"; a tool call that is a structured answer
-    is one), else none: a chain whose one model run said "Yes." to a yes-or-no question keeps it."""
+    grade or route (a structured one, ``{"binary_score": "no"}``: a tool call that is a
+    structured answer is an answer), a grade in text ("no") set aside when another run
+    answered otherwise (:func:`_without_grades`), else none."""
     given = [run for run in runs if returned.holds(run)]
     if given:
         return given[0]
-    in_text = graph or len(runs) > 1
-    return next((run for run in runs if not _grades(run, in_text)), None)
+    answering = [run for run in runs if not _only_calls_tools(run.message)]
+    return next(iter(_without_grades(answering)), None)
 
 
-def _grades(run: _ModelRun, in_text: bool) -> bool:
-    """Whether a model run only graded or routed: a tool call that is no structured answer
-    (``{"binary_score": "no"}`` as a tool call), or, with ``in_text``, a grade in text
-    (:func:`is_verdict`)."""
-    return _only_calls_tools(run.message) or (in_text and is_verdict(run.answer))
+def _without_grades(runs: Sequence[_ModelRun]) -> list[_ModelRun]:
+    """``runs`` without those whose output is a grade in text (:func:`is_verdict`: a grader
+    that read the context before or after the generator) when another of them answered
+    otherwise; all of them when none did (a "Yes." to a yes-or-no question is kept)."""
+    answers = [run for run in runs if not is_verdict(run.answer)]
+    return answers or list(runs)
 
 
 def _only_calls_tools(message: BaseMessage | None) -> bool:

@@ -391,8 +391,8 @@ def test_monotone_conversions_of_merged_pools_and_ties_are_accepted():
         "Score: yes",
         "binary_score: NO",
         "ambiguous",
-        "7/10",
-        "0.8",
+        "Score: 7/10",
+        "grade: 0.8",
         '{"score": "no"}',
         '{"binary_score": true}',
         '```json\n{"score": "yes"}\n```',
@@ -417,6 +417,12 @@ def test_a_grade_in_text_is_a_verdict(text):
         "yes " * 60,
         None,
         '{"score": "yes"',
+        # answers a review found taken for grades by the first rule: a bare number, JSON
+        # under an answer key
+        "3",
+        "0.8",
+        '{"answer": "no", "confidence": 0.9}',
+        '{"score": "yes", "answer": "Ada Lovelace [1]"}',
     ],
 )
 def test_an_answer_is_not_a_verdict(text):
