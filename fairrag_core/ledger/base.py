@@ -438,13 +438,15 @@ class ExposureLedger(ABC):
         # by a concurrent thread after the read began is no floor for it).
         # So is the mark: a thread that read before the stream existed, while another created
         # it, finds no mark where the client now knows one, and nothing was lost.
-        floor, before = self._counts.get(key), self._generations.get(key)
+        floor, before, epoch = self._counts.get(key), self._generations.get(key), self._epoch(key)
         stored, rankings, raw_generation = self._read_marked(key)
         try:
             generation = check_generation(raw_generation)
             checked, count = check_stream(stored, rankings, bounded=self._bounded)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
+        if self._epoch(key) != epoch:  # a reset or adopt ran meanwhile: what it left stands
+            floor, before = self._counts.get(key), self._generations.get(key)
         if generation is not None or before is not None:
             self._notice(key, generation, count, floor, before)
         totals = {decode_label(label): value for label, value in checked.items()}
@@ -500,7 +502,7 @@ class ExposureLedger(ABC):
             self._add_checked(key, encoded)
 
     def _add_checked(self, key: str, encoded: dict[str, float]) -> None:
-        floor, before = self._counts.get(key), self._generations.get(key)  # as in _checked_state
+        floor, before, epoch = self._counts.get(key), self._generations.get(key), self._epoch(key)
         try:
             # A damaged value among those the update touches raises _Damaged from the store's
             # own atomic step, before anything is written; so does a mark other than the one
@@ -510,6 +512,8 @@ class ExposureLedger(ABC):
             stored_count = None if count is None else check_count(count)
         except _Damaged as damaged:
             raise self._damaged(key, damaged) from None
+        if self._epoch(key) != epoch:  # as in _checked_state
+            floor, before = self._counts.get(key), self._generations.get(key)
         self._notice(key, found, stored_count, floor, before)
 
     def reset(self, key: str = DEFAULT_KEY) -> None:
@@ -519,6 +523,7 @@ class ExposureLedger(ABC):
         self._reset(key)
         self._generations.pop(key, None)
         self._counts.pop(key, None)
+        self._bump_epoch(key)
 
     def adopt(self, key: str = DEFAULT_KEY) -> None:
         """Accept the stream ``key`` as it is stored now (after a :class:`LedgerResetError`,
@@ -526,6 +531,7 @@ class ExposureLedger(ABC):
         mark it had seen and takes the current one at its next read or add. Nothing is stored."""
         self._generations.pop(check_key(key), None)
         self._counts.pop(key, None)
+        self._bump_epoch(key)
 
     def keys(self) -> list[str]:
         """The names of the streams holding at least one ranking, sorted."""
@@ -551,6 +557,16 @@ class ExposureLedger(ABC):
         if counts is None:
             counts = self.__dict__.setdefault("_seen_counts", {})
         return counts
+
+    def _epoch(self, key: str) -> int:
+        """How many times this client forgot ``key`` (:meth:`reset`, :meth:`adopt`): a call
+        during which it changed checks against what they left, not what it saw first."""
+        return int(self.__dict__.get("_epochs", {}).get(key, 0))
+
+    def _bump_epoch(self, key: str) -> None:
+        with _ADOPT_LOCK:
+            epochs = self.__dict__.setdefault("_epochs", {})
+            epochs[key] = epochs.get(key, 0) + 1
 
     @property
     def _generations(self) -> dict[str, int]:

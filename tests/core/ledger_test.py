@@ -746,6 +746,36 @@ def test_a_read_begun_before_another_thread_made_the_stream_is_no_loss(store):
     assert ledger.state("t").rankings == 1
 
 
+@pytest.mark.parametrize("then_add", [False, True], ids=["reset", "reset-then-add"])
+def test_a_read_begun_before_this_clients_own_reset_is_no_loss(store, then_add):
+    """A review of the fix above: a read in flight while another thread of the client resets
+    the stream (the documented recovery) raised a false LedgerResetError, compared with the
+    mark the reset had just forgotten. What the reset left stands."""
+    ledger = store.ledger
+    ledger.add("t", {"female": 1.0})
+    read, reset = threading.Event(), threading.Event()
+    reading = ledger._read_marked
+
+    def wait_then_read(key):
+        read.set()
+        assert reset.wait(30)
+        return reading(key)
+
+    ledger._read_marked = wait_then_read  # type: ignore[method-assign]
+    first: list[object] = []
+    thread = threading.Thread(target=lambda: first.append(_outcome(lambda: ledger.state("t"))))
+    thread.start()
+    assert read.wait(30)
+    del ledger._read_marked
+    ledger.reset("t")
+    if then_add:
+        ledger.add("t", {"male": 1.0})
+    reset.set()
+    thread.join(30)
+    (state,) = first
+    assert isinstance(state, LedgerState) and state.rankings == int(then_add)
+
+
 def _outcome(call):
     try:
         return call()
