@@ -57,8 +57,10 @@ __all__ = [
     "write_partials",
 ]
 
-PARTIALS_VERSION = 1
-"""Version of the saved layout (``partials.json`` and one Parquet file per table)."""
+PARTIALS_VERSION = 2
+"""Version of the saved layout (``partials.json`` and one Parquet file per table); 2 since the
+counts of several-group targets and the list of tables written (layout 1 is refused: audit
+those logs again)."""
 
 RATIO_FIELDS = ("p", "d")
 """The record's protected exposure share ``p`` and its deviation from the target ``d``, each

@@ -29,6 +29,7 @@ import duckdb
 from fairrag_core.attribution import STYLES
 from fairrag_core.audit import GENERATION_FIELDS
 from fairrag_core.kit.records import RECORD_SCHEMA
+from fairrag_core.target import OTHERS
 
 from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, sieve
 from .options import AuditOptions
@@ -925,8 +926,11 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
             COALESCE(__text_protected, {scan.protected}) AS protected,
             target_value,
-            -- a target of several groups: each share, a JSON number (else NULL)
-            CASE WHEN cardinality(target_map) >= 3 THEN map_from_entries(list_transform(
+            -- a target of three groups or more (an OTHERS bucket of share 0 apart: the core
+            -- writes a two-group target so): each share, a JSON number (else NULL)
+            CASE WHEN len(list_filter(map_entries(target_map), lambda e: e.key <> '{OTHERS}'
+                    OR TRY_CAST(e.value AS DOUBLE) > 0)) >= 3
+            THEN map_from_entries(list_transform(
                 map_entries(target_map), lambda e: struct_pack(key := e.key, value := CASE
                     WHEN json_type(e.value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')
                     THEN e.value::DOUBLE END))) END AS several_target,

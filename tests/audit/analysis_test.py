@@ -94,6 +94,25 @@ def test_a_target_of_several_groups_is_audited_by_its_own_disparity(
     assert any("4 records have a target of several groups" in note for note in result.notes)
 
 
+def test_a_two_group_target_written_with_an_empty_others_bucket_stays_binary(
+    tmp_path: Path,
+) -> None:
+    """The core writes ``{"female": .5, "male": .5}`` as three entries (``OTHERS``: 0.0): a
+    first several-group rule counted them three and lost the amortized disparity (a review)."""
+    from fairrag_core import FairnessAuditor
+
+    auditor = FairnessAuditor.create(target={"female": 0.5, "male": 0.5}, protected="female")
+    assert len(auditor.describe()["target"]) == 3  # type: ignore[arg-type]
+    records = [{"ranker": "fair", **auditor.describe(), **auditor.retrieval(g)} for g in LISTS]
+    result = audit(write_log(tmp_path / "log.jsonl", records))
+    weights = [ExposureModel().weights(len(g)) for g in LISTS]
+    w = np.array([v.sum() for v in weights])
+    p = np.array([exposure_share(g, "female") for g in LISTS])
+    row = metric(result.rankers, "amortized_disparity")
+    assert row["value"] == pytest.approx(abs((p * w).sum() / w.sum() - 0.5))
+    assert not any("several groups" in note for note in result.notes)
+
+
 def test_group_shares_come_from_groups_or_from_exposure_by_group(tmp_path: Path) -> None:
     plain = [record(g, ranker="a") for g in LISTS[:3]]
     for item in plain:  # as written before the record schema: groups only
