@@ -61,6 +61,12 @@ def distributed_partials(
             )
             if names
         ]
+        split = [p for p in left_out if any(Path(a).is_relative_to(p) for a in added)]
+        if split:  # a folder's files in the shards, the folder in the options
+            problems.append(
+                f"to shard the folder {split[0]}, give its files as the options' paths "
+                "(AuditOptions.create(files)) and split those"
+            )
         raise ValueError(
             "shards must hold each of options.paths once and nothing else; they "
             + "; ".join(problems)
