@@ -105,7 +105,8 @@ def make_target(
 
     - binary: ``protected="female", target_share=0.5`` -> ``{female: 0.5, OTHERS: 0.5}``
       (``target_share`` defaults to 0.5, the paper's parity);
-    - several groups: ``target={"a": 0.3, "b": 0.3, "c": 0.4}`` (may include :data:`OTHERS`);
+    - several groups: ``target={"a": 0.3, "b": 0.3, "c": 0.4}`` (may include :data:`OTHERS`,
+      or ``"OTHERS"`` as records write it);
       ``protected`` may name one of its groups for the metrics of the binary case.
     - neither: demographic parity over the groups present cannot be known in advance, so it is an
       error for fairness-aware rankers; callers that do not need a target pass nothing.
@@ -122,6 +123,12 @@ def make_target(
                 f"target must be a non-empty mapping {{group: share}} summing to 1, got {target!r}"
             )
         _check_hashable(protected)
+        if "OTHERS" in target:  # how records, the adapters and JSON write the others bucket
+            if OTHERS in target:
+                raise ValueError(
+                    "target names the others bucket twice (OTHERS and 'OTHERS'); give one"
+                )
+            target = {OTHERS if key == "OTHERS" else key: share for key, share in target.items()}
         groups = tuple(target)
         shares = _check_shares([target[g] for g in groups], groups)
         if protected is not None and protected not in target:

@@ -104,3 +104,17 @@ def test_labels_no_number_nor_string_orders_keep_the_mappings_order_in_every_pro
     }
     assert seen == {"[['A', 'D'], ['B', 'C']]\n"}
     assert make_target(target={10**400: 0.5, "a": 0.5}).groups[:2] == ("a", 10**400)
+
+
+def test_the_others_bucket_written_as_text_is_the_others_bucket():
+    """``target={"a": .4, "b": .3, "OTHERS": .3}``: the adapters and records read "OTHERS" as
+    the others bucket, the core took it for a group of that name beside an empty bucket, and a
+    record wrote {"OTHERS": 0.0, ...} (its 0.3 lost, the target summing to 0.7: a review)."""
+    from fairrag_core import FairnessAuditor
+
+    target = make_target(target={"a": 0.4, "b": 0.3, "OTHERS": 0.3})
+    assert target.as_dict() == {"a": 0.4, "b": 0.3, OTHERS: 0.3}
+    record = FairnessAuditor.create(target={"a": 0.4, "b": 0.3, "OTHERS": 0.3}).describe()
+    assert record["target"] == {"a": 0.4, "b": 0.3, "OTHERS": 0.3}
+    with pytest.raises(ValueError, match="names the others bucket twice"):
+        make_target(target={"a": 0.4, "OTHERS": 0.3, OTHERS: 0.3})
