@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -92,6 +93,19 @@ class RepresentativeStochasticRanker(Ranker):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
+        curve = self.exposure.curve
+        weights = () if curve is None else tuple(curve.weights)
+        rises = [i + 1 for i in range(1, len(weights)) if weights[i] > weights[i - 1]]
+        if rises:
+            warnings.warn(
+                f"representative_stochastic under a position curve that rises (at positions "
+                f"{rises}: {list(weights)}): its look-ahead counts the exposure "
+                "a group can still get as if later positions weighed no more than earlier ones, "
+                'so its tolerance band is not guaranteed (docs/SPEC.md, "Properties every ranker '
+                'is tested for"); amortized ranking reaches the target over its stream',
+                RuntimeWarning,
+                stacklevel=2,
+            )
         # Caches by k and pool make-up; the parameters above are fixed once the ranker is built.
         self._rules_by_k: dict[int, _Rules] = {}
         self._trees: dict[tuple[int, tuple[int, ...]], _Tree | None] = {}

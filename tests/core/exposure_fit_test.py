@@ -205,3 +205,20 @@ def test_a_curve_and_its_model_refuse_what_is_not_a_number_and_bounds_that_cross
     with pytest.raises(ValueError, match="seed must be an int >= 0"):
         make_ranker("stochastic", seed=-1)
     assert FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, 0.6)).k == 2
+
+
+def test_representative_stochastic_warns_under_a_curve_that_rises():
+    """A core trial: weights 0.1 -> 0.3 at target 0.2 gave the protected group nothing, the
+    look-ahead assuming weights that never rise (docs/SPEC.md names the limit)."""
+    import warnings
+
+    from fairrag_core import make_ranker
+    from fairrag_core.exposure import ExposureModel, FittedCurve
+
+    rising = ExposureModel.fitted(FittedCurve((0.1, 0.15, 0.2, 0.25, 0.3)))
+    with pytest.warns(RuntimeWarning, match=r"rises \(at positions \[2, 3, 4, 5\]"):
+        make_ranker("representative_stochastic", protected="f", exposure=rising)
+    falling = ExposureModel.fitted(FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_ranker("representative_stochastic", protected="f", exposure=falling)
