@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+from llama_index.core.base.llms.types import ChatResponse, CompletionResponse
+from llama_index.core.base.response.schema import (
+    AsyncStreamingResponse,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
@@ -42,7 +47,7 @@ from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pyd
 
 from fairrag_core import FairnessAuditor, JsonLinesLog, Target, group_labels
 from fairrag_core.citations import renumber_citations
-from fairrag_core.exposure import ExposureModel
+from fairrag_core.exposure import ExposureModel, make_exposure_model
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
     RecordKeeper,
@@ -188,11 +193,27 @@ _ANSWER_FIELDS = ("answer", "response")
 
 
 def _text(value: Any) -> str | None:
-    """``value`` as answer text: a string, or a message's string ``content``."""
+    """``value`` as answer text: a string, a message's string ``content``, an LLM's own
+    response (a ``CompletionResponse``'s ``text``, a ``ChatResponse``'s message) or a query
+    engine's ``Response`` (its ``response`` text)."""
     if isinstance(value, str):
         return value
-    content = getattr(value, "content", None)
-    return content if isinstance(content, str) else None
+    if value is None or isinstance(value, (bytes, Mapping)):
+        return None
+    for read in (
+        lambda v: getattr(v, "content", None),
+        lambda v: getattr(v, "text", None) if isinstance(v, CompletionResponse) else None,
+        lambda v: (
+            getattr(getattr(v, "message", None), "content", None)
+            if isinstance(v, ChatResponse)
+            else None
+        ),
+        lambda v: getattr(v, "response", None) if isinstance(v, Response) else None,
+    ):
+        text = read(value)
+        if isinstance(text, str):
+            return text
+    return None
 
 
 def _field(value: Any, name: str) -> Any:
@@ -263,9 +284,17 @@ def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
 
 def _structured(value: Any) -> bool:
     """Whether ``value`` is a structured answer (docs/SPEC.md "Structured citations")."""
-    if value is None or isinstance(value, (str, bytes)):
+    if value is None or isinstance(value, (str, bytes)) or _streams(value):
         return False
-    return read_structured_answer(value, source_id_base=SOURCE_ID_BASE) is not None
+    try:
+        return read_structured_answer(value, source_id_base=SOURCE_ID_BASE) is not None
+    except TypeError:  # an object that cannot be copied (it holds a generator, a lock)
+        return False
+
+
+def _streams(value: Any) -> bool:
+    """Whether ``value`` is a streaming response (its text comes from a generator)."""
+    return any(hasattr(value, name) for name in ("response_gen", "async_response_gen"))
 
 
 def _outermost_run(span_id: str | None) -> OpenSpan | None:
@@ -688,10 +717,15 @@ class FairnessEventHandler(BaseEventHandler):
     )
 
     _auditor: FairnessAuditor | None = PrivateAttr(default=None)
+    _own_exposure: ExposureModel | None = PrivateAttr(default=None)
+    """The handler's own exposure model when it follows a postprocessor's target."""
     _kept: RecordKeeper = PrivateAttr()
     _live_state: _Live = PrivateAttr(default_factory=_Live)
     _dispatchers: list[Dispatcher] = PrivateAttr(default_factory=list)
     _entered: list[contextvars.Token] = PrivateAttr(default_factory=list)
+    _scoped: bool = PrivateAttr(default=False)
+    """Whether the handler was ever entered as a block: it then records only its blocks'
+    questions, also those still running after its blocks closed."""
 
     @property
     def _live(self) -> _Live:
@@ -723,14 +757,16 @@ class FairnessEventHandler(BaseEventHandler):
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
         own_target = (self.protected, self.target_share, self.target) != (None, None, None)
-        self._auditor = None
-        if self.postprocessor is None or own_target or self.exposure is not None:
+        self._auditor = self._own_exposure = None
+        if self.postprocessor is None or own_target:
             self._auditor = FairnessAuditor.create(
                 protected=self.protected,
                 target_share=self.target_share,
                 target=self.target,
                 exposure=self.exposure,
             )
+        elif self.exposure is not None:  # the postprocessor's target, under this model
+            self._own_exposure = make_exposure_model(self.exposure)
         self._kept = RecordKeeper(
             self.log_path, max_records=self.max_records, on_error=self.log_errors, sinks=self.sinks
         )
@@ -748,7 +784,7 @@ class FairnessEventHandler(BaseEventHandler):
             )
         super().__setattr__(name, value)
 
-    _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_kept")
+    _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_own_exposure", "_kept")
     """Private state a pickled handler takes along (its records, log file and sinks); locks,
     runs in flight and registrations belong to the process that made them."""
 
@@ -814,6 +850,7 @@ class FairnessEventHandler(BaseEventHandler):
     def __enter__(self) -> FairnessEventHandler:
         """Attach, and scope the handler to this block's context (docs/SPEC.md, "Records")."""
         handler = self.attach() if not self._dispatchers else self
+        self._scoped = True
         self._entered.append(ENTERED_HANDLERS.set((*ENTERED_HANDLERS.get(), self)))
         return handler
 
@@ -860,6 +897,8 @@ class FairnessEventHandler(BaseEventHandler):
                 f"the postprocessor's ranker {self.postprocessor.ranker_name!r} has no fairness "
                 "target to audit against: give the handler protected=<group> (or target=...)"
             )
+        if self._own_exposure is not None:
+            return FairnessAuditor(auditor.target, self._own_exposure)
         return auditor
 
     @property
@@ -881,8 +920,10 @@ class FairnessEventHandler(BaseEventHandler):
         records a question): by the context it ran in, then by ``scope`` or, for a handler
         built from a postprocessor, by that postprocessor's lineage."""
         entered = run.span.entered if run is not None else rerank.entered if rerank else ()
-        if entered and self._entered and not any(h is self for h in entered):
-            return False  # asked inside other handlers' blocks only
+        if entered and self._scoped and not any(h is self for h in entered):
+            # asked inside other handlers' blocks only (also once this handler's blocks
+            # closed: a question still running in another block is that block's)
+            return False
         reranks = [rerank] if rerank is not None else []
         if run is not None:
             reranks += run.reranks

@@ -389,3 +389,39 @@ def test_an_amortized_record_carries_the_ledger_state_that_re_draws_its_ranking(
         with query_seed(record["query_seed"]):
             response = engine(postprocessors=[again]).query(record["query"])
         assert [n.node.node_id for n in response.source_nodes] == record["doc_ids"]
+
+
+async def test_a_handler_whose_block_closed_never_records_another_blocks_question():
+    """One ``with FairnessEventHandler.from_postprocessor(fair)`` block per request under
+    ``asyncio.gather``: the block that closed first also wrote the other block's question (its
+    scope check ran only while its own block was open; a LlamaIndex user trial)."""
+    fair = FairRerankPostprocessor(group_key="gender", protected="female", seed=0)
+    query_engine = engine(
+        llm=CitingMockLLM(delays=[0.0, 0.3]), postprocessors=[fair], pool_for=_per_query_pool
+    )
+
+    async def ask(question: str) -> FairnessEventHandler:
+        with FairnessEventHandler.from_postprocessor(fair) as handler:
+            await query_engine.aquery(question)
+        await asyncio.sleep(0.5)  # alive until the other question ended
+        return handler
+
+    first, second = await asyncio.gather(ask("qA"), ask("qB"))
+    assert [r["query"] for r in first.records] == ["qA"]
+    assert [r["query"] for r in second.records] == ["qB"]
+
+
+def test_a_handler_following_a_postprocessor_may_measure_under_its_own_exposure_model():
+    """``from_postprocessor(fair, exposure="uniform")``, as the docstring offers: it was refused
+    ("no fairness target", a user trial). The postprocessor's target, the handler's model."""
+    import pickle
+
+    fair = FairRerankPostprocessor(group_key="gender", protected="female", seed=0)
+    handler = FairnessEventHandler.from_postprocessor(fair, exposure="uniform")
+    with handler:
+        engine(postprocessors=[fair]).query("q")
+    (record,) = handler.records
+    assert record["exposure_model"] == "uniform" and record["protected"] == "female"
+    share = sum(g == "female" for g in record["groups"]) / len(record["groups"])
+    assert record["exposure_share"] == pytest.approx(share)
+    assert pickle.loads(pickle.dumps(handler)).auditor.exposure.name == "uniform"

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from llama_index.core import get_response_synthesizer
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import Response
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
@@ -62,6 +65,16 @@ class FairRAG(Workflow):
             return StopEvent(result=Response(response=reply.text, source_nodes=nodes[:3]))
         if self.result == "mapping":
             return StopEvent(result={"answer": reply.text, "source_nodes": nodes})
+        if self.result == "completion":  # the LLM's own response object
+            return StopEvent(result=reply)
+        if self.result == "chat":
+            said = await self.llm.achat([ChatMessage(role="user", content=prompt(ev.query, nodes))])
+            return StopEvent(result=said)
+        if self.result == "response-in-a-mapping":
+            return StopEvent(result={"response": Response(response=reply.text)})
+        if self.result == "streaming":  # a streaming synthesizer's response, read by the caller
+            synthesizer = get_response_synthesizer(llm=self.llm, streaming=True)
+            return StopEvent(result=await synthesizer.asynthesize(ev.query, nodes=nodes))
         return StopEvent(result=reply.text)
 
 
@@ -116,6 +129,30 @@ async def test_a_response_or_mapping_result_gives_its_source_nodes_and_answer():
     assert first["answer"] == response.response and first["dropped_after_ranking"] == 2
     assert first["doc_ids"] == [n.node.metadata["doc_id"] for n in response.source_nodes]
     assert second["answer"] == mapping["answer"] and second["dropped_after_ranking"] == 0
+
+
+@pytest.mark.parametrize("result", ["completion", "chat", "response-in-a-mapping"])
+async def test_a_result_that_is_the_llms_own_response_gives_its_answer(result):
+    """``StopEvent(result=await llm.acomplete(...))`` (or ``achat``, or a ``Response`` under
+    ``response``): the record had no answer and said nothing (a LlamaIndex user trial)."""
+    recorder = handler()
+    with recorder:
+        await FairRAG(fair(), result=result).run(query=QUESTION)
+    (record,) = recorder.records
+    assert record["answer"] and record["answer"].startswith("- ") and record["groundedness"] == 1.0
+
+
+async def test_a_streaming_result_read_after_the_run_still_gets_its_record(caplog):
+    """A step returning a streaming synthesizer's response: the handler failed at the run's
+    end (``cannot pickle 'async_generator'``) and wrote no record (a user trial). It is written,
+    without the answer the stream gives later (docs/SPEC.md's limit)."""
+    recorder = handler()
+    with recorder:
+        streamed = await FairRAG(fair(), result="streaming").run(query=QUESTION)
+        text = "".join([token async for token in streamed.async_response_gen()])
+    assert text.startswith("- ")
+    (record,) = recorder.records
+    assert record["titles"] and "failed" not in caplog.text
 
 
 async def test_a_workflow_that_ranks_and_shows_nothing_writes_no_record():
