@@ -222,6 +222,9 @@ def _field(value: Any, name: str) -> Any:
     return getattr(value, name, None)
 
 
+CLOSED_EARLY = "GeneratorExit: the stream was closed before its end"
+"""The ``error`` of a streamed answer its reader stopped reading (the text it read is kept)."""
+
 SOURCE_ID_BASE = 1
 """LlamaIndex records read a structured answer's source ids from 1, as its context numbers
 its entries (``[1]`` first, docs/SPEC.md "Context text"; CitationQueryEngine's ``Source 1``)."""
@@ -1136,7 +1139,7 @@ class FairnessEventHandler(BaseEventHandler):
             async def watched_async() -> AsyncIterator[str]:
                 stream.started = True
                 parts: list[str] = []
-                failure: str | None = "the stream was closed before its end"
+                failure: str | None = CLOSED_EARLY
                 try:
                     async for token in tokens:
                         parts.append(token)
@@ -1146,8 +1149,9 @@ class FairnessEventHandler(BaseEventHandler):
                     failure = f"{type(exc).__name__}: {exc}"
                     raise
                 finally:
-                    answer = "".join(parts) if failure is None else None
-                    handler._settle(stream, answer, failure)
+                    # a stream its reader stopped keeps what it delivered (as LangChain's does)
+                    kept = failure is None or failure == CLOSED_EARLY
+                    handler._settle(stream, "".join(parts) if kept else None, failure)
 
             response.response_gen = watched = watched_async()
         else:
@@ -1155,7 +1159,7 @@ class FairnessEventHandler(BaseEventHandler):
             def watched_sync() -> Iterator[str]:
                 stream.started = True
                 parts: list[str] = []
-                failure: str | None = "the stream was closed before its end"
+                failure: str | None = CLOSED_EARLY
                 try:
                     for token in tokens:
                         parts.append(token)
@@ -1165,8 +1169,9 @@ class FairnessEventHandler(BaseEventHandler):
                     failure = f"{type(exc).__name__}: {exc}"
                     raise
                 finally:
-                    answer = "".join(parts) if failure is None else None
-                    handler._settle(stream, answer, failure)
+                    # a stream its reader stopped keeps what it delivered (as LangChain's does)
+                    kept = failure is None or failure == CLOSED_EARLY
+                    handler._settle(stream, "".join(parts) if kept else None, failure)
 
             response.response_gen = watched = watched_sync()
         # A generator collected unstarted runs no finally: its record is written from here.

@@ -387,6 +387,19 @@ def test_a_streaming_query_is_recorded_once_its_stream_is_consumed(handler):
     assert record["answer"] == text
 
 
+def test_a_stream_its_reader_stops_keeps_what_it_delivered(handler):
+    """A server whose client disconnects closes the stream: the record dropped the text the
+    user had received and named no error type (a user trial); as LangChain's handler, it keeps
+    it, with ``GeneratorExit``."""
+    response = query_engine([fair(seed=0)], streaming=True).query(QUESTION)
+    tokens = response.response_gen
+    received = next(tokens)
+    tokens.close()
+    (record,) = handler.records
+    assert record["answer"].startswith(received)
+    assert record["error"] == "GeneratorExit: the stream was closed before its end"
+
+
 async def test_an_async_streaming_query_is_recorded_once_its_stream_is_consumed(handler):
     response = await query_engine([fair(seed=0)], streaming=True).aquery(QUESTION)
     text = "".join([token async for token in response.async_response_gen()])
