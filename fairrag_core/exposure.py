@@ -66,6 +66,8 @@ class FittedCurve:
     ``lambda_g * v_i``. Empty: a position-only curve (every group ``v_i``)."""
     factor_lower: tuple[float, ...] = field(default=(), compare=False)
     factor_upper: tuple[float, ...] = field(default=(), compare=False)
+    """The factors' interval bounds, one per factor in the order the factors are given (kept
+    beside them, sorted by label, as :attr:`factors` is)."""
 
     def __post_init__(self) -> None:
         given = dict(self.factors)
@@ -76,17 +78,26 @@ class FittedCurve:
                 f"factors name the group(s) {twice} twice (labels are read as text, as a "
                 "curve's file holds them: 1 and '1' are one group); give each group once"
             )
-        factors = tuple(sorted((str(g), _number(f, "group factor")) for g, f in given.items()))
+        order = sorted(range(len(labels)), key=lambda i: labels[i])
+        factors = tuple(
+            (labels[i], _number(f, "group factor")) for i, f in enumerate(given.values())
+        )
+        factors = tuple(factors[i] for i in order)
+        # the bounds follow their factors into the sorted order (they were left as given)
+        self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
+        for name in ("factor_lower", "factor_upper"):
+            bounds = getattr(self, name)
+            if bounds:
+                object.__setattr__(self, name, tuple(bounds[i] for i in order))
         if not all(math.isfinite(f) and f > 0 for _, f in factors):
             raise ValueError(f"group factors must be finite and > 0, got {dict(factors)}")
         # records name the model fitted(v...;g=f;...): a ';' in a label could not be read back
-        unnamable = [g for g, _ in factors if ";" in g]
+        unnamable = [g for g, _ in factors if ";" in g or not g.strip()]
         if unnamable:
             raise ValueError(
-                f"group labels of a per-group fitted model must not contain ';' (records "
-                f"name the model fitted(v1,...;group=factor;...)), got {unnamable}"
+                f"group labels of a per-group fitted model must not contain ';' nor be blank "
+                f"(records name the model fitted(v1,...;group=factor;...)), got {unnamable}"
             )
-        self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
         object.__setattr__(self, "factors", factors)
         weights = tuple(_number(w, "weights") for w in self.weights)
         if not weights:

@@ -95,7 +95,15 @@ class PairwiseRow:
 
 
 def _as_sample(values: object, name: str) -> np.ndarray:
-    """``values`` as a 1-D float array; NaN means missing, infinities are rejected."""
+    """``values`` as a 1-D float array; NaN means missing, infinities are rejected; text and
+    booleans are not numbers (``"1"`` and ``True`` are refused, as the rankers refuse them)."""
+    raw = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if raw.dtype.kind in "USb" or (
+        raw.dtype == object and any(isinstance(v, (str, bytes, bool, np.bool_)) for v in raw.flat)
+    ):
+        raise TypeError(
+            f"{name} must be a 1-D sequence of numbers (not text or booleans), got {values!r:.200}"
+        )
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError):

@@ -56,10 +56,29 @@ class Target:
     _index: dict[Hashable, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # built directly (not by make_target) a Target is checked by the same rules: every
+        # share a number in [0, 1], summing to 1, one per group, the others bucket among them
+        groups = tuple(self.groups)
+        if len(set(groups)) != len(groups) or OTHERS not in groups:
+            raise ValueError(
+                f"Target groups must be distinct and hold the others bucket OTHERS, got {groups!r}"
+            )
+        shares = np.asarray(self.shares, dtype=object).ravel()
+        if len(shares) != len(groups):
+            raise ValueError(
+                f"Target needs one share per group ({len(groups)}), got {len(shares)}: "
+                f"{self.shares!r}"
+            )
+        if self.protected is not None and self.protected not in groups:
+            raise ValueError(
+                f"protected={self.protected!r} is not a group of the target {groups!r}"
+            )
+        object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "shares", _check_shares(shares.tolist(), groups))
         order = canonical_order(self.groups)
         if order != list(range(len(self.groups))):
             object.__setattr__(self, "groups", tuple(self.groups[i] for i in order))
-            object.__setattr__(self, "shares", np.asarray(self.shares, dtype=float)[order])
+            object.__setattr__(self, "shares", self.shares[order])
         self.shares.setflags(write=False)
         self._index.update({g: i for i, g in enumerate(self.groups)})
 
@@ -111,6 +130,11 @@ def make_target(
     - neither: demographic parity over the groups present cannot be known in advance, so it is an
       error for fairness-aware rankers; callers that do not need a target pass nothing.
     """
+    if protected is OTHERS or (isinstance(protected, str) and protected == "OTHERS"):
+        raise ValueError(
+            "protected must be a group label, not the others bucket (OTHERS, as records write "
+            f"it), got {protected!r}"
+        )
     if isinstance(target, Target):
         if target_share is not None:
             raise ValueError("give either target or target_share, not both")
@@ -144,8 +168,6 @@ def make_target(
             "no fairness target: pass protected=<group> (with target_share, default 0.5) "
             "or target={group: share, ...}"
         )
-    if protected is OTHERS:
-        raise ValueError("protected must be a group label, not OTHERS")
     _check_hashable(protected)
     share = 0.5 if target_share is None else target_share
     shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))

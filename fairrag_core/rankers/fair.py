@@ -349,8 +349,9 @@ class FairRanker(Ranker):
         if target.protected is None or len(others) > 1:  # binary: protected and one other bucket
             raise ValueError(
                 "the fair ranker (FA*IR) takes a binary target: protected=<group> (and "
-                "target_share or p), or two groups such as {'female': 0.5, 'male': 0.5}; got "
-                f"target {target.as_dict()!r}"
+                "target_share or p), or two groups such as {'female': 0.5, 'male': 0.5} with "
+                f"protected naming one of them; got target {target.as_dict()!r}"
+                + ("" if target.protected is not None else " and no protected group")
             )
         self.p = target.protected_share if p is None else _check_p(p)
         self.alpha = _check_significance(alpha)

@@ -63,7 +63,7 @@ def test_the_share_of_expected_attributions_is_the_formula():
 
 def test_a_group_curve_file_round_trips_and_records_name_it(tmp_path):
     curve = FittedCurve(V, (0.2,) * 5, (0.4,) * 5, {"model": "smollm2"}, (("male", 1.4),
-                        ("female", 0.6)), (0.4, 1.2), (0.8, 1.6))  # fmt: skip
+                        ("female", 0.6)), (1.2, 0.4), (1.6, 0.8))  # fmt: skip
     path = save_fitted_curve(curve, tmp_path / "groups.json")
     payload = json.loads(path.read_text())
     assert payload["format"] == "fairrag-fitted-exposure-groups/1"
@@ -193,3 +193,21 @@ def test_rerank_refuses_a_pool_label_without_a_factor_before_a_ledger_counts_it(
     assert (
         amortized.ledger.state(amortized.ledger_key).rankings == 1 and len(placed.placements) == 2
     )
+
+
+def test_factor_bounds_follow_their_factors_and_a_blank_label_is_refused():
+    """A core trial: factors given out of label order were sorted and their bounds were not
+    (female's interval held male's factor), and a blank label made a name the model could not
+    read back."""
+    from fairrag_core.exposure import FittedCurve
+
+    curve = FittedCurve(
+        (0.5, 0.5),
+        factors=(("male", 0.9), ("female", 1.2)),
+        factor_lower=(0.85, 1.1),
+        factor_upper=(0.95, 1.3),
+    )
+    assert curve.factors == (("female", 1.2), ("male", 0.9))
+    assert (curve.factor_lower, curve.factor_upper) == ((1.1, 0.85), (1.3, 0.95))
+    with pytest.raises(ValueError, match="must not contain ';' nor be blank"):
+        FittedCurve((0.5, 0.5), factors=(("", 2.0), ("m", 1.0)))

@@ -319,3 +319,13 @@ def test_the_student_t_functions_are_scipy_stats_t_over_a_grid_with_its_boundari
         assert np.allclose(student_t_sf(x, df), scipy_stats.t.sf(x, df), rtol=1e-12)
     assert student_t_ppf(0.0, 5) == -np.inf and student_t_ppf(1.0, 5) == np.inf
     assert isinstance(student_t_ppf(0.975, 10), float)
+
+
+@pytest.mark.parametrize("values", [["1", "2", "3"], [True, False, True], np.array(["1", "2"])])
+def test_text_and_booleans_are_not_numbers(values):
+    """A core trial: describe and t_test read "1" as 1.0 and True as 1.0, where the rankers
+    refuse both by name."""
+    with pytest.raises(TypeError, match="values must be a 1-D sequence of numbers"):
+        describe(values)
+    with pytest.raises(TypeError, match="numbers"):
+        t_test(values, [1.0, 2.0, 3.0])

@@ -118,3 +118,32 @@ def test_the_others_bucket_written_as_text_is_the_others_bucket():
     assert record["target"] == {"a": 0.4, "b": 0.3, "OTHERS": 0.3}
     with pytest.raises(ValueError, match="names the others bucket twice"):
         make_target(target={"a": 0.4, "OTHERS": 0.3, OTHERS: 0.3})
+
+
+@pytest.mark.parametrize("protected", [OTHERS, "OTHERS"])
+def test_the_others_bucket_is_never_the_protected_group(protected):
+    """``protected="OTHERS"`` built two buckets, {'OTHERS': 0.5, OTHERS: 0.5}, whose record
+    wrote one (a core trial)."""
+    with pytest.raises(ValueError, match="not the others bucket"):
+        make_target(protected=protected)
+    with pytest.raises(ValueError, match="not the others bucket"):
+        make_target(target={"a": 0.5, "OTHERS": 0.5}, protected=protected)
+
+
+@pytest.mark.parametrize(
+    ("groups", "shares", "words"),
+    [
+        (("f", OTHERS), [1.2, 0.4], "must be in \\[0, 1\\]"),
+        (("f", OTHERS), [-0.5, 1.5], "must be in \\[0, 1\\]"),
+        (("f", OTHERS), [0.4, 0.4], "must sum to 1"),
+        (("f", "m"), [0.5, 0.5], "hold the others bucket"),
+        (("f", OTHERS), [1.0], "one share per group"),
+    ],
+)
+def test_a_target_built_directly_is_checked_as_make_target_checks(groups, shares, words):
+    """A core trial: ``Target(("f", OTHERS), np.array([1.2, 0.4]), "f")`` skipped every check
+    (forced exposure then reported a shortfall of 2; no OTHERS bucket: a bare KeyError)."""
+    from fairrag_core.target import Target
+
+    with pytest.raises(ValueError, match=words):
+        Target(groups, np.array(shares), "f" if "f" in groups else None)
