@@ -201,7 +201,7 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
                 )
             low = payload.get("group_factor_lower") or {}
             high = payload.get("group_factor_upper") or {}
-            order = sorted(str(g) for g in factors)
+            order = list(factors)  # the bounds follow their factors (FittedCurve sorts them)
             lower = tuple(low[g] for g in order) if low else ()
             upper = tuple(high[g] for g in order) if high else ()
         return FittedCurve(

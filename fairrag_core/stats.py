@@ -97,7 +97,10 @@ class PairwiseRow:
 def _as_sample(values: object, name: str) -> np.ndarray:
     """``values`` as a 1-D float array; NaN means missing, infinities are rejected; text and
     booleans are not numbers (``"1"`` and ``True`` are refused, as the rankers refuse them)."""
-    raw = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    try:  # numbers come back as a numeric array at once; text, booleans or a mix do not
+        raw = values if isinstance(values, np.ndarray) else np.asarray(values)
+    except (TypeError, ValueError):
+        raw = np.asarray(values, dtype=object)
     if raw.dtype.kind in "USb" or (
         raw.dtype == object and any(isinstance(v, (str, bytes, bool, np.bool_)) for v in raw.flat)
     ):

@@ -35,6 +35,8 @@ OTHERS = _Others()
 """Target key for every group the target does not name, including unknown (``None``) groups."""
 
 _SUM_TOLERANCE = 1e-9
+_DIRECT_SUM_TOLERANCE = 1e-6
+"""A :class:`Target` built directly: shares computed in float32 sum to 1 within this."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,12 @@ class Target:
             raise ValueError(
                 f"protected={self.protected!r} is not a group of the target {groups!r}"
             )
+        if self.protected is OTHERS:
+            raise ValueError("protected must be a group label, not the others bucket (OTHERS)")
+        # shares computed in float32 (counts / total) sum to 1 within its precision only
+        checked = _check_shares(shares.tolist(), groups, tolerance=_DIRECT_SUM_TOLERANCE)
         object.__setattr__(self, "groups", groups)
-        object.__setattr__(self, "shares", _check_shares(shares.tolist(), groups))
+        object.__setattr__(self, "shares", checked)
         order = canonical_order(self.groups)
         if order != list(range(len(self.groups))):
             object.__setattr__(self, "groups", tuple(self.groups[i] for i in order))
@@ -218,7 +224,9 @@ def _check_hashable(protected: object) -> None:
         ) from None
 
 
-def _check_shares(values: Iterable[object], names: Sequence[Hashable]) -> np.ndarray:
+def _check_shares(
+    values: Iterable[object], names: Sequence[Hashable], tolerance: float = _SUM_TOLERANCE
+) -> np.ndarray:
     out = []
     for name, value in zip(names, values, strict=True):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
@@ -228,9 +236,9 @@ def _check_shares(values: Iterable[object], names: Sequence[Hashable]) -> np.nda
             raise ValueError(f"target share of {name!r} must be in [0, 1], got {value!r}")
         out.append(value)
     total = math.fsum(out)
-    if abs(total - 1.0) > _SUM_TOLERANCE:
+    if abs(total - 1.0) > tolerance:
         raise ValueError(
-            f"target shares must sum to 1 (within 1e-9), got {total!r} "
+            f"target shares must sum to 1 (within {tolerance:g}), got {total!r} "
             f"from {dict(zip(names, out, strict=True))}"
         )
     return np.asarray(out, dtype=float)

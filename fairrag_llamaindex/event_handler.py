@@ -245,6 +245,8 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
         payload = result
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
+    if _streams(payload):  # read by the caller after the run: no answer yet (SPEC's limit)
+        return None, sources
     structured = _field(payload, "structured_response")
     cites = _field(structured, "citations")
     if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
@@ -787,7 +789,7 @@ class FairnessEventHandler(BaseEventHandler):
             )
         super().__setattr__(name, value)
 
-    _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_own_exposure", "_kept")
+    _TRAVELLING: ClassVar[tuple[str, ...]] = ("_auditor", "_own_exposure", "_scoped", "_kept")
     """Private state a pickled handler takes along (its records, log file and sinks); locks,
     runs in flight and registrations belong to the process that made them."""
 
@@ -1145,7 +1147,9 @@ class FairnessEventHandler(BaseEventHandler):
                         parts.append(token)
                         yield token
                     failure = None
-                except Exception as exc:
+                except GeneratorExit:
+                    raise  # its reader stopped: CLOSED_EARLY, the text it delivered kept
+                except BaseException as exc:  # a failure, or a cancelled task: no answer
                     failure = f"{type(exc).__name__}: {exc}"
                     raise
                 finally:
@@ -1165,7 +1169,9 @@ class FairnessEventHandler(BaseEventHandler):
                         parts.append(token)
                         yield token
                     failure = None
-                except Exception as exc:
+                except GeneratorExit:
+                    raise  # its reader stopped: CLOSED_EARLY, the text it delivered kept
+                except BaseException as exc:  # a failure, or a cancelled task: no answer
                     failure = f"{type(exc).__name__}: {exc}"
                     raise
                 finally:

@@ -95,7 +95,8 @@ class RepresentativeStochasticRanker(Ranker):
         super().__init__(**fairness)
         curve = self.exposure.curve
         weights = () if curve is None else tuple(curve.weights)
-        rises = [i + 1 for i in range(1, len(weights)) if weights[i] > weights[i - 1]]
+        # a rise beyond rounding (a curve normalised to sum 1 may move by 1e-16)
+        rises = [i + 1 for i in range(1, len(weights)) if weights[i] > weights[i - 1] + 1e-9]
         if rises:
             warnings.warn(
                 f"representative_stochastic under a position curve that rises (at positions "

@@ -211,3 +211,26 @@ def test_factor_bounds_follow_their_factors_and_a_blank_label_is_refused():
     assert (curve.factor_lower, curve.factor_upper) == ((1.1, 0.85), (1.3, 0.95))
     with pytest.raises(ValueError, match="must not contain ';' nor be blank"):
         FittedCurve((0.5, 0.5), factors=(("", 2.0), ("m", 1.0)))
+
+
+def test_a_curve_file_with_factors_out_of_label_order_keeps_each_groups_interval(tmp_path):
+    """A review: a file (hand-written, another tool's) listing male before female had its
+    bounds reordered twice on load, each group given the other's interval."""
+    from fairrag_core.exposure import FittedCurve, load_fitted_curve, save_fitted_curve
+
+    path = save_fitted_curve(
+        FittedCurve(
+            (0.5, 0.5),
+            factors=(("female", 1.2), ("male", 0.9)),
+            factor_lower=(1.1, 0.85),
+            factor_upper=(1.3, 0.95),
+        ),
+        tmp_path / "curve.json",
+    )
+    payload = json.loads(path.read_text())
+    for name in ("group_factors", "group_factor_lower", "group_factor_upper"):
+        payload[name] = dict(reversed(list(payload[name].items())))  # male first
+    path.write_text(json.dumps(payload))
+    loaded = load_fitted_curve(path)
+    assert loaded.factors == (("female", 1.2), ("male", 0.9))
+    assert (loaded.factor_lower, loaded.factor_upper) == ((1.1, 0.85), (1.3, 0.95))

@@ -147,3 +147,15 @@ def test_a_target_built_directly_is_checked_as_make_target_checks(groups, shares
 
     with pytest.raises(ValueError, match=words):
         Target(groups, np.array(shares), "f" if "f" in groups else None)
+
+
+def test_a_target_built_directly_takes_float32_shares_and_refuses_others_as_protected():
+    """A review of the check above: float32 shares of counts (summing to 1 within float32)
+    were refused at 1e-9; ``protected=OTHERS`` still passed a Target built directly."""
+    from fairrag_core.target import Target
+
+    counts = np.array([1, 1, 1], dtype=np.float32)
+    target = Target(("a", "b", OTHERS), counts / counts.sum())
+    assert target.as_dict()["a"] == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="not the others bucket"):
+        Target(("a", OTHERS), np.array([0.3, 0.7]), OTHERS)

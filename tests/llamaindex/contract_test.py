@@ -16,9 +16,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from llama_index.core.base.llms.types import CompletionResponse
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
 from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextChatEngine
 from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor import LongContextReorder, SimilarityPostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
@@ -38,6 +40,7 @@ from fairrag_llamaindex import (
     FairRerankPostprocessor,
     query_seed,
 )
+from fairrag_llamaindex.fakes import CitingMockLLM, cite_context
 from tests.llamaindex.fake_llms import FakeProseLLM, FakeRecordingLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
 
@@ -398,6 +401,42 @@ def test_a_stream_its_reader_stops_keeps_what_it_delivered(handler):
     (record,) = handler.records
     assert record["answer"].startswith(received)
     assert record["error"] == "GeneratorExit: the stream was closed before its end"
+
+
+class SlowStreamLLM(CitingMockLLM):
+    """A mock LLM (a test double) that streams its answer in two chunks, a second apart."""
+
+    @llm_completion_callback()
+    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        text = cite_context(prompt)
+
+        async def chunks() -> Any:
+            yield CompletionResponse(text=text[:10], delta=text[:10])
+            await asyncio.sleep(1.0)
+            yield CompletionResponse(text=text, delta=text[10:])
+
+        return chunks()
+
+
+async def test_a_stream_whose_reading_task_is_cancelled_has_no_answer(handler):
+    """A task cancelled while its stream waits on the LLM is not a reader that stopped:
+    ``CancelledError``, no answer (a review found it recorded as GeneratorExit with the
+    partial text)."""
+    response = await query_engine([fair(seed=0)], llm=SlowStreamLLM(), streaming=True).aquery(
+        QUESTION
+    )
+
+    async def read() -> None:
+        async for _ in response.async_response_gen():
+            pass
+
+    task = asyncio.ensure_future(read())
+    await asyncio.sleep(0.2)  # the first chunk read, the second awaited
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (record,) = handler.records
+    assert record.get("answer") is None and record["error"].startswith("CancelledError")
 
 
 async def test_an_async_streaming_query_is_recorded_once_its_stream_is_consumed(handler):

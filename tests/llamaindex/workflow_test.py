@@ -11,6 +11,7 @@ import pytest
 from llama_index.core import get_response_synthesizer
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import Response
+from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
@@ -75,6 +76,11 @@ class FairRAG(Workflow):
         if self.result == "streaming":  # a streaming synthesizer's response, read by the caller
             synthesizer = get_response_synthesizer(llm=self.llm, streaming=True)
             return StopEvent(result=await synthesizer.asynthesize(ev.query, nodes=nodes))
+        if self.result == "chat-streaming":  # a chat engine's stream, read by the caller
+            chat = ContextChatEngine.from_defaults(
+                retriever=PoolRetriever(make_pool(50)), llm=self.llm, node_postprocessors=[]
+            )
+            return StopEvent(result=await chat.astream_chat(ev.query))
         return StopEvent(result=reply.text)
 
 
@@ -142,17 +148,19 @@ async def test_a_result_that_is_the_llms_own_response_gives_its_answer(result):
     assert record["answer"] and record["answer"].startswith("- ") and record["groundedness"] == 1.0
 
 
-async def test_a_streaming_result_read_after_the_run_still_gets_its_record(caplog):
+@pytest.mark.parametrize("result", ["streaming", "chat-streaming"])
+async def test_a_streaming_result_read_after_the_run_still_gets_its_record(caplog, result):
     """A step returning a streaming synthesizer's response: the handler failed at the run's
     end (``cannot pickle 'async_generator'``) and wrote no record (a user trial). It is written,
     without the answer the stream gives later (docs/SPEC.md's limit)."""
     recorder = handler()
     with recorder:
-        streamed = await FairRAG(fair(), result="streaming").run(query=QUESTION)
+        streamed = await FairRAG(fair(), result=result).run(query=QUESTION)
         text = "".join([token async for token in streamed.async_response_gen()])
     assert text.startswith("- ")
     (record,) = recorder.records
     assert record["titles"] and "failed" not in caplog.text
+    assert record.get("answer") is None and record.get("groundedness") is None  # not "" scored 0
 
 
 async def test_a_workflow_that_ranks_and_shows_nothing_writes_no_record():
