@@ -9,7 +9,7 @@ are never dropped silently: every result reports how many there were.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -97,13 +97,17 @@ class PairwiseRow:
 def _as_sample(values: object, name: str) -> np.ndarray:
     """``values`` as a 1-D float array; NaN means missing, infinities are rejected; text and
     booleans are not numbers (``"1"`` and ``True`` are refused, as the rankers refuse them)."""
-    try:  # numbers come back as a numeric array at once; text, booleans or a mix do not
-        raw = values if isinstance(values, np.ndarray) else np.asarray(values)
-    except (TypeError, ValueError):
-        raw = np.asarray(values, dtype=object)
-    if raw.dtype.kind in "USb" or (
-        raw.dtype == object and any(isinstance(v, (str, bytes, bool, np.bool_)) for v in raw.flat)
-    ):
+    # an array or a Series tells by its dtype; a plain sequence is looked through (numpy
+    # reads [0.5, True] as two floats)
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and getattr(dtype, "kind", "O") != "O":
+        wrong = dtype.kind in "USb"
+    else:
+        items = values.tolist() if hasattr(values, "tolist") else values
+        wrong = isinstance(items, (str, bytes)) or any(
+            isinstance(v, (str, bytes, bool, np.bool_)) for v in _flat(items)
+        )
+    if wrong:
         raise TypeError(
             f"{name} must be a 1-D sequence of numbers (not text or booleans), got {values!r:.200}"
         )
@@ -119,6 +123,18 @@ def _as_sample(values: object, name: str) -> np.ndarray:
             f"{name} must hold finite numbers or NaN (missing); infinite values at positions {bad}"
         )
     return arr
+
+
+def _flat(items: object) -> Iterator[object]:
+    """The values of a sequence, one level of nesting looked into (a 2-D input is refused
+    later by its shape)."""
+    if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+        return
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from item
+        else:
+            yield item
 
 
 def _check_alpha(alpha: object) -> float:

@@ -75,10 +75,17 @@ class Target:
             raise ValueError(
                 f"protected={self.protected!r} is not a group of the target {groups!r}"
             )
-        if self.protected is OTHERS:
-            raise ValueError("protected must be a group label, not the others bucket (OTHERS)")
-        # shares computed in float32 (counts / total) sum to 1 within its precision only
+        if self.protected is OTHERS or "OTHERS" in groups or self.protected == "OTHERS":
+            raise ValueError(
+                "a Target's groups name the others bucket once, as OTHERS (a group 'OTHERS' "
+                "would be written as it), and it is never the protected group"
+            )
+        # shares computed in float32 (counts / total) sum to 1 within its precision only:
+        # renormalised, so the target reads back (records, configs) under make_target's 1e-9
         checked = _check_shares(shares.tolist(), groups, tolerance=_DIRECT_SUM_TOLERANCE)
+        total = math.fsum(checked)
+        if abs(total - 1.0) > _SUM_TOLERANCE:
+            checked = checked / total
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "shares", checked)
         order = canonical_order(self.groups)

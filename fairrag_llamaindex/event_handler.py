@@ -245,8 +245,10 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
         payload = result
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
-    if _streams(payload):  # read by the caller after the run: no answer yet (SPEC's limit)
-        return None, sources
+    if _streams(payload):  # read by the caller after the run: no answer yet (SPEC's limit),
+        # unless the model had finished writing it (a chat stream done before the run ended)
+        done = isinstance(payload, StreamingAgentChatResponse) and payload.is_done
+        return (payload.response if done else None), sources
     structured = _field(payload, "structured_response")
     cites = _field(structured, "citations")
     if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
@@ -298,8 +300,11 @@ def _structured(value: Any) -> bool:
 
 
 def _streams(value: Any) -> bool:
-    """Whether ``value`` is a streaming response (its text comes from a generator)."""
-    return any(hasattr(value, name) for name in ("response_gen", "async_response_gen"))
+    """Whether ``value`` is a streaming response (its text comes from a generator): by type,
+    since ``PydanticResponse.__getattr__`` answers every name."""
+    return isinstance(
+        value, (StreamingResponse, AsyncStreamingResponse, StreamingAgentChatResponse)
+    )
 
 
 def _outermost_run(span_id: str | None) -> OpenSpan | None:

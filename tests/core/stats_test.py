@@ -321,7 +321,10 @@ def test_the_student_t_functions_are_scipy_stats_t_over_a_grid_with_its_boundari
     assert isinstance(student_t_ppf(0.975, 10), float)
 
 
-@pytest.mark.parametrize("values", [["1", "2", "3"], [True, False, True], np.array(["1", "2"])])
+@pytest.mark.parametrize(
+    "values",
+    [["1", "2", "3"], [True, False, True], np.array(["1", "2"]), [0.5, True, 0.2], [np.True_, 2.0]],
+)
 def test_text_and_booleans_are_not_numbers(values):
     """A core trial: describe and t_test read "1" as 1.0 and True as 1.0, where the rankers
     refuse both by name."""

@@ -157,5 +157,8 @@ def test_a_target_built_directly_takes_float32_shares_and_refuses_others_as_prot
     counts = np.array([1, 1, 1], dtype=np.float32)
     target = Target(("a", "b", OTHERS), counts / counts.sum())
     assert target.as_dict()["a"] == pytest.approx(1 / 3)
-    with pytest.raises(ValueError, match="not the others bucket"):
-        Target(("a", OTHERS), np.array([0.3, 0.7]), OTHERS)
+    # renormalised: it reads back under make_target's 1e-9 (records and configs hold it)
+    assert make_target(target=target.as_dict()).as_dict() == target.as_dict()
+    for groups, protected in ((("a", OTHERS), OTHERS), (("OTHERS", OTHERS), "OTHERS")):
+        with pytest.raises(ValueError, match="never the protected group"):
+            Target(groups, np.array([0.3, 0.7]), protected)

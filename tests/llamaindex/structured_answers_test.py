@@ -200,3 +200,28 @@ async def test_source_ids_of_chunks_cite_the_documents_the_chunks_come_from():
     second = record["titles"][1]
     assert record["answer"].count(f"(DocTitle: {second})") == 2
     assert record["n_valid_citations"] == 2
+
+
+class EngineInside(Ranking):
+    """A workflow whose step returns an ``output_cls`` query engine's ``PydanticResponse``."""
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        engine = RetrieverQueryEngine.from_args(
+            PoolRetriever(make_pool(50)),
+            llm=JsonCitingMockLLM(),
+            node_postprocessors=[self.postprocessor],
+            output_cls=CitedAnswer,
+        )
+        return StopEvent(result=await engine.aquery(ev.query))
+
+
+async def test_a_workflow_returning_a_pydantic_response_keeps_its_answer():
+    """``PydanticResponse`` answers every attribute name: a streaming check by ``hasattr`` took
+    it for a stream and recorded no answer (a review)."""
+    postprocessor = fair()
+    recorder = FairnessEventHandler.from_postprocessor(postprocessor)
+    with recorder, query_seed(3):
+        await EngineInside(postprocessor, timeout=30).run(query=QUESTION)
+    (record,) = recorder.records
+    assert record["answer"] and record["groundedness"] == 1.0
