@@ -717,31 +717,38 @@ def test_a_stream_recreated_by_another_client_is_noticed_then_adopted(store):
     assert a.state("t").rankings == 2
 
 
+def _state_read_while(ledger: ExposureLedger, meanwhile, read_first: bool) -> object:
+    """What ``ledger.state("t")`` gives (or raises) in a thread whose store read is held while
+    this thread runs ``meanwhile()``: the read made before it (``read_first``) or after it,
+    the check of what was read after it in both cases."""
+    paused, done = threading.Event(), threading.Event()
+    reading = ledger._read_marked
+
+    def held(key):
+        stored = reading(key) if read_first else None
+        paused.set()
+        assert done.wait(30)
+        return stored if read_first else reading(key)
+
+    ledger._read_marked = held  # type: ignore[method-assign]
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_outcome(lambda: ledger.state("t"))))
+    thread.start()
+    assert paused.wait(30)
+    del ledger._read_marked
+    meanwhile()
+    done.set()
+    thread.join(30)
+    return outcome[0]
+
+
 def test_a_read_begun_before_another_thread_made_the_stream_is_no_loss(store):
     """Two requests on a new stream in one client: the first reads it before it exists, the
     second adds (the stream is made, its mark remembered) before the first checks what it
     read. Before, the first raised LedgerResetError ("it is gone") although nothing was lost:
     an operator trial saw 19-69 of 320-600 concurrent first requests fail so."""
     ledger = store.ledger
-    read, added = threading.Event(), threading.Event()
-    reading = ledger._read_marked
-
-    def read_then_wait(key):
-        stored = reading(key)
-        read.set()
-        assert added.wait(30)
-        return stored
-
-    ledger._read_marked = read_then_wait  # type: ignore[method-assign]
-    first: list[object] = []
-    thread = threading.Thread(target=lambda: first.append(_outcome(lambda: ledger.state("t"))))
-    thread.start()
-    assert read.wait(30)
-    del ledger._read_marked
-    ledger.add("t", {"female": 1.0})  # the second request makes the stream
-    added.set()
-    thread.join(30)
-    (state,) = first
+    state = _state_read_while(ledger, lambda: ledger.add("t", {"female": 1.0}), read_first=True)
     assert isinstance(state, LedgerState) and state.rankings == 0  # what it read: no error
     assert ledger.state("t").rankings == 1
 
@@ -753,26 +760,13 @@ def test_a_read_begun_before_this_clients_own_reset_is_no_loss(store, then_add):
     mark the reset had just forgotten. What the reset left stands."""
     ledger = store.ledger
     ledger.add("t", {"female": 1.0})
-    read, reset = threading.Event(), threading.Event()
-    reading = ledger._read_marked
 
-    def wait_then_read(key):
-        read.set()
-        assert reset.wait(30)
-        return reading(key)
+    def reset() -> None:
+        ledger.reset("t")
+        if then_add:
+            ledger.add("t", {"male": 1.0})
 
-    ledger._read_marked = wait_then_read  # type: ignore[method-assign]
-    first: list[object] = []
-    thread = threading.Thread(target=lambda: first.append(_outcome(lambda: ledger.state("t"))))
-    thread.start()
-    assert read.wait(30)
-    del ledger._read_marked
-    ledger.reset("t")
-    if then_add:
-        ledger.add("t", {"male": 1.0})
-    reset.set()
-    thread.join(30)
-    (state,) = first
+    state = _state_read_while(ledger, reset, read_first=False)
     assert isinstance(state, LedgerState) and state.rankings == int(then_add)
 
 
