@@ -271,7 +271,11 @@ def summarize_records(
         row: dict[str, object] = {"runs": len(members)}
         for name in RETRIEVAL_FIELDS + GENERATION_FIELDS:
             values = [m.get(name) for m in members]
-            finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+            finite = [  # a boolean is no metric value (True is not 1.0)
+                float(v)
+                for v in values
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ]
             if not any(name in m for m in members):
                 continue
             row[name] = {

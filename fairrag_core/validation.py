@@ -157,7 +157,9 @@ def check_k(k: object) -> int:
 
 def check_gain(gain: object) -> float:
     """The correction gain of the representative and amortized rankers: finite and >= 0."""
-    if isinstance(gain, bool) or not isinstance(gain, (int, float)):
+    if isinstance(gain, (bool, np.bool_)) or not isinstance(
+        gain, (int, float, np.integer, np.floating)
+    ):  # numpy numbers accepted, as alpha's check does
         raise TypeError(f"gain must be a finite number >= 0, got {gain!r}")
     if not math.isfinite(gain) or gain < 0:
         raise ValueError(f"gain must be a finite number >= 0, got {gain!r}")

@@ -86,8 +86,8 @@ class RepresentativeStochasticRanker(Ranker):
         self.alpha = check_alpha(alpha)
         self.gain = check_gain(gain)
         if (
-            isinstance(tolerance, bool)
-            or not isinstance(tolerance, (int, float))
+            isinstance(tolerance, (bool, np.bool_))
+            or not isinstance(tolerance, (int, float, np.integer, np.floating))
             or not 0 <= tolerance < 1
         ):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")

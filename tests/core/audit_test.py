@@ -100,3 +100,11 @@ def test_jsonl_read_skips_a_torn_last_line(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text('{"a": 1}\n{"a": 2')
     assert JsonLinesLog(path).read() == [{"a": 1}]
+
+
+def test_a_boolean_metric_value_is_counted_missing_not_averaged_as_one():
+    """A core trial: ``summarize_records`` averaged ``exposure_share: True`` as 1.0."""
+    summary = summarize_records(
+        [{"ranker": "a", "exposure_share": True}, {"ranker": "a", "exposure_share": 0.25}]
+    )
+    assert summary["a"]["exposure_share"] == {"mean": 0.25, "n": 1, "n_nan": 1}

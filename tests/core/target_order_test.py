@@ -162,3 +162,22 @@ def test_a_target_built_directly_takes_float32_shares_and_refuses_others_as_prot
     for groups, protected in ((("a", OTHERS), OTHERS), (("OTHERS", OTHERS), "OTHERS")):
         with pytest.raises(ValueError, match="never the protected group"):
             Target(groups, np.array([0.3, 0.7]), protected)
+
+
+@pytest.mark.parametrize(
+    "knob",
+    [
+        {"alpha": np.float32(2)},
+        {"gain": np.float32(2)},
+        {"gain": np.int64(2)},
+        {"tolerance": np.float32(0.05)},
+    ],
+)
+def test_numpy_numbers_are_numbers_to_every_knob(knob):
+    """A core trial: alpha took np.float32, gain and tolerance refused numpy numbers ("must be
+    a number in [0, 1), got np.float32(0.05)")."""
+    ranker = make_ranker("representative_stochastic", protected="f", **knob)
+    ((name, value),) = knob.items()
+    assert getattr(ranker, name) == pytest.approx(float(value))
+    with pytest.raises((TypeError, ValueError), match=name):  # a boolean is no number
+        make_ranker("representative_stochastic", protected="f", **{name: np.True_})
