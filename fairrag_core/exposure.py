@@ -79,10 +79,8 @@ class FittedCurve:
                 "curve's file holds them: 1 and '1' are one group); give each group once"
             )
         order = sorted(range(len(labels)), key=lambda i: labels[i])
-        factors = tuple(
-            (labels[i], _number(f, "group factor")) for i, f in enumerate(given.values())
-        )
-        factors = tuple(factors[i] for i in order)
+        values = list(given.values())
+        factors = tuple((labels[i], _number(values[i], "group factor")) for i in order)
         # the bounds follow their factors into the sorted order (they were left as given)
         self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
         for name in ("factor_lower", "factor_upper"):

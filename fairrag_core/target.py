@@ -160,12 +160,7 @@ def make_target(
                 f"target must be a non-empty mapping {{group: share}} summing to 1, got {target!r}"
             )
         _check_hashable(protected)
-        if "OTHERS" in target:  # how records, the adapters and JSON write the others bucket
-            if OTHERS in target:
-                raise ValueError(
-                    "target names the others bucket twice (OTHERS and 'OTHERS'); give one"
-                )
-            target = {OTHERS if key == "OTHERS" else key: share for key, share in target.items()}
+        target = others_bucket(target)
         groups = tuple(target)
         shares = _check_shares([target[g] for g in groups], groups)
         if protected is not None and protected not in target:
@@ -185,6 +180,17 @@ def make_target(
     share = 0.5 if target_share is None else target_share
     shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))
     return Target((protected, OTHERS), shares, protected)
+
+
+def others_bucket(target: Mapping[Hashable, Any]) -> Mapping[Hashable, Any]:
+    """``target`` with its key ``"OTHERS"``, as records, serialisation and JSON write the others
+    bucket, read as :data:`OTHERS` (the mapping itself when it has none); both at once are a
+    ``ValueError``. The one reading of that key for the core and every adapter."""
+    if "OTHERS" not in target:
+        return target
+    if OTHERS in target:
+        raise ValueError("target names the others bucket twice (OTHERS and 'OTHERS'); give one")
+    return {OTHERS if key == "OTHERS" else key: share for key, share in target.items()}
 
 
 def canonical_order(groups: Sequence[Hashable]) -> list[int]:

@@ -198,22 +198,18 @@ def _text(value: Any) -> str | None:
     engine's ``Response`` (its ``response`` text)."""
     if isinstance(value, str):
         return value
-    if value is None or isinstance(value, (bytes, Mapping)):
+    text: Any
+    if isinstance(value, CompletionResponse):
+        text = value.text
+    elif isinstance(value, ChatResponse):
+        text = value.message.content
+    elif isinstance(value, Response):
+        text = value.response
+    elif value is None or isinstance(value, (bytes, Mapping)):
         return None
-    for read in (
-        lambda v: getattr(v, "content", None),
-        lambda v: getattr(v, "text", None) if isinstance(v, CompletionResponse) else None,
-        lambda v: (
-            getattr(getattr(v, "message", None), "content", None)
-            if isinstance(v, ChatResponse)
-            else None
-        ),
-        lambda v: getattr(v, "response", None) if isinstance(v, Response) else None,
-    ):
-        text = read(value)
-        if isinstance(text, str):
-            return text
-    return None
+    else:
+        text = getattr(value, "content", None)  # a message
+    return text if isinstance(text, str) else None
 
 
 def _field(value: Any, name: str) -> Any:

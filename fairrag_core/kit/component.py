@@ -32,7 +32,7 @@ from pydantic import (
 from ..audit import FairnessAuditor, exposure_name, json_label, target_dict
 from ..exposure import ExposureModel
 from ..ranking import Ranker
-from ..target import OTHERS, Target
+from ..target import Target, others_bucket
 from .config import (
     LEDGER_FIELDS,
     SEED_LIMIT,
@@ -205,9 +205,8 @@ class FairComponent(BaseModel):
     @classmethod
     def _no_bools(cls, value: Any, info: ValidationInfo) -> Any:
         value = refuse_bools(value, info.field_name or "the value")
-        if info.field_name == "target" and isinstance(value, Mapping) and "OTHERS" in value:
-            # "OTHERS" is how records and serialisation write the others bucket
-            return {OTHERS if key == "OTHERS" else key: share for key, share in value.items()}
+        if info.field_name == "target" and isinstance(value, Mapping):
+            return others_bucket(value)  # "OTHERS": the others bucket, as records write it
         return value
 
     @field_validator("seed", mode="before")

@@ -27,7 +27,6 @@ from ..ledger.memory import MemoryLedger
 from ..rankers import RANKERS, configure_ranker, make_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
-from ..target import OTHERS
 from ..validation import as_rng, check_nesting
 
 __all__ = [
@@ -280,9 +279,7 @@ def ranker_from_description(description: Mapping[str, Any]) -> Ranker:
             f"a ranker description has the keys {sorted(DESCRIPTION_KEYS)} (name required), "
             f"got {sorted(description)}"
         )
-    target = description.get("target")
-    if isinstance(target, Mapping):
-        target = {OTHERS if key == "OTHERS" else key: share for key, share in target.items()}
+    target = description.get("target")  # its "OTHERS" key read by make_target
     params = dict(description.get("params") or {})
     return make_ranker(
         description["name"],

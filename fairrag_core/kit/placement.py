@@ -10,7 +10,7 @@ from typing import Any
 from ..audit import FairnessAuditor, json_label
 from ..ledger.base import LedgerState
 from ..reranking import Placement, Reranking
-from ..target import OTHERS, Target, make_target
+from ..target import Target, make_target
 
 __all__ = [
     "LEDGER_PLACEMENT_KEYS",
@@ -158,7 +158,7 @@ def ranked_for(
     if pairs == target_pairs(auditor.target):
         return auditor
     try:
-        shares = {OTHERS if label == "OTHERS" else label: share for label, share in pairs}
+        shares = dict(pairs)  # its "OTHERS" key read by make_target
         protected = auditor.target.protected if auditor.target.protected in shares else None
         target = make_target(target=shares, protected=protected)
     except (TypeError, ValueError):  # not a target this kit wrote: the component's own stands

@@ -181,3 +181,17 @@ def test_numpy_numbers_are_numbers_to_every_knob(knob):
     assert getattr(ranker, name) == pytest.approx(float(value))
     with pytest.raises((TypeError, ValueError), match=name):  # a boolean is no number
         make_ranker("representative_stochastic", protected="f", **{name: np.True_})
+
+
+def test_every_reader_of_the_others_key_is_the_one_rule():
+    """The core, a ranker's description and a placed list's target read ``"OTHERS"`` through
+    :func:`fairrag_core.target.others_bucket` (three copies of the rule before; a component
+    given both spellings merged them without a word)."""
+    from fairrag_core.kit import describe_ranker, ranker_from_description
+    from fairrag_core.target import others_bucket
+
+    ranker = make_ranker("representative_stochastic", target={"a": 0.4, "b": 0.3, OTHERS: 0.3})
+    again = ranker_from_description(describe_ranker(ranker))
+    assert again.target.as_dict() == ranker.target.as_dict()
+    with pytest.raises(ValueError, match="names the others bucket twice"):
+        others_bucket({"a": 0.4, "OTHERS": 0.3, OTHERS: 0.3})
