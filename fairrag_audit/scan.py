@@ -339,6 +339,13 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             "THEN ' names a group more than once' ELSE ' cannot be read as group shares' END",
         )
     )
+    checks.append(  # a target of several groups is read group by group: bounded as shares are
+        (
+            f"__target_type = 'OBJECT' AND cardinality(target_map) > {MAX_GROUPS}",
+            f"'target names ' || cardinality(target_map) || ' groups, above the cap of "
+            f"{MAX_GROUPS:,}'",
+        )
+    )
     checks.append(
         (
             "target_value IS NOT NULL AND NOT (target_value BETWEEN 0 AND 1)",

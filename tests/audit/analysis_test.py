@@ -347,3 +347,15 @@ def test_amortized_disparity_equals_the_cores_stream_metric(tmp_path: Path) -> N
         assert metric(result.rankers, "amortized_disparity")["value"] == pytest.approx(expected)
         shares = amortized_exposure_shares(LISTS, protected="female", exposure=model)
         assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(shares["female"])
+
+
+def test_a_target_of_more_groups_than_the_cap_is_refused(tmp_path: Path) -> None:
+    """A target of several groups is read group by group against the list: its size is capped
+    as exposure_by_group's is (an unbounded one made each record's work grow with it)."""
+    target = {f"g{i}": 1 / 10_001 for i in range(10_001)}
+    path = write_log(tmp_path / "log.jsonl", [record(["female", "male"], target=target)])
+    result = audit(path)
+    assert result.reading["refused"].tolist() == [1]
+    assert result.left_out["reason"].tolist() == [
+        "target names 10001 groups, above the cap of 10,000"
+    ]

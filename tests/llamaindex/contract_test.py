@@ -404,7 +404,8 @@ def test_a_stream_its_reader_stops_keeps_what_it_delivered(handler):
 
 
 class SlowStreamLLM(CitingMockLLM):
-    """A mock LLM (a test double) that streams its answer in two chunks, a second apart."""
+    """A mock LLM (a test double) that streams its first chunk, then waits (an hour) for the
+    rest."""
 
     @llm_completion_callback()
     async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
@@ -412,7 +413,7 @@ class SlowStreamLLM(CitingMockLLM):
 
         async def chunks() -> Any:
             yield CompletionResponse(text=text[:10], delta=text[:10])
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(3600)  # cancelled while it waits, however loaded the machine
             yield CompletionResponse(text=text, delta=text[10:])
 
         return chunks()
