@@ -27,7 +27,7 @@ from .metrics import (
     grounded_generation_parity,
     groundedness,
 )
-from .target import OTHERS, Target, make_target
+from .target import OTHERS, Target, make_target, record_key
 
 __all__ = ["FairnessAuditor", "exposure_name", "json_label", "summarize_records", "target_dict"]
 
@@ -105,9 +105,11 @@ class FairnessAuditor:
         shares = exposure_shares(groups, exposure=self.exposure)
         if self.protected is not None:  # exposure_share's value, from the same shares
             record["exposure_share"] = shares.get(self.protected, 0.0) if groups else math.nan
-        record["exposure_by_group"] = {
-            str(json_label(group)): share for group, share in shares.items()
-        }
+        by_group: dict[str, float] = {}
+        for group, share in shares.items():  # labels written alike (None, "None") share a key
+            key = record_key(group)
+            by_group[key] = by_group.get(key, 0.0) + share
+        record["exposure_by_group"] = by_group
         return record
 
     def generation(
@@ -235,7 +237,7 @@ def _source(bullet: AttributedBullet, item: Attribution) -> dict[str, object]:
 
 def target_dict(target: Target) -> dict[str, float]:
     """``{group: share}`` with JSON keys (the others bucket as ``"OTHERS"``)."""
-    return {str(json_label(group)): float(share) for group, share in target.as_dict().items()}
+    return {record_key(group): float(share) for group, share in target.as_dict().items()}
 
 
 def exposure_name(model: ExposureModel) -> str:

@@ -80,6 +80,14 @@ class Target:
                 "a Target's groups name the others bucket once, as OTHERS (a group 'OTHERS' "
                 "would be written as it), and it is never the protected group"
             )
+        written: dict[str, Hashable] = {}
+        for group in groups:  # records and configs key the target by each label's string
+            other = written.setdefault(record_key(group), group)
+            if other is not group:
+                raise ValueError(
+                    f"target groups {other!r} and {group!r} are both written {record_key(group)!r} "
+                    "in records and configs (their keys are strings): give each group one label"
+                )
         # shares computed in float32 (counts / total) sum to 1 within its precision only:
         # renormalised, so the target reads back (records, configs) under make_target's 1e-9
         checked = _check_shares(shares.tolist(), groups, tolerance=_DIRECT_SUM_TOLERANCE)
@@ -180,6 +188,13 @@ def make_target(
     share = 0.5 if target_share is None else target_share
     shares = _check_shares([share, 1.0 - float(share)], ("target_share", "rest"))
     return Target((protected, OTHERS), shares, protected)
+
+
+def record_key(label: Hashable) -> str:
+    """A group label as records key it (``target``, ``exposure_by_group``: JSON objects, whose
+    keys are strings): ``"OTHERS"`` for :data:`OTHERS`, else ``str(label)`` (``None`` as
+    ``"None"``). Two groups of one target never share a key (:class:`Target` refuses them)."""
+    return "OTHERS" if label is OTHERS else str(label)
 
 
 def others_bucket(target: Mapping[Hashable, Any]) -> Mapping[Hashable, Any]:

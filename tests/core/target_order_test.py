@@ -195,3 +195,39 @@ def test_every_reader_of_the_others_key_is_the_one_rule():
     assert again.target.as_dict() == ranker.target.as_dict()
     with pytest.raises(ValueError, match="names the others bucket twice"):
         others_bucket({"a": 0.4, "OTHERS": 0.3, OTHERS: 0.3})
+
+
+@pytest.mark.parametrize(
+    "target", [{1: 0.5, "1": 0.5}, {None: 0.3, "None": 0.3, "a": 0.4}, {"a": 0.5, "None": 0.5}]
+)
+def test_a_target_whose_labels_records_key_alike_is_refused(target):
+    """Records key a target by strings: ``{1: 0.5, "1": 0.5}`` described itself as
+    ``{"1": 0.5, "OTHERS": 0.0}``, half the target lost without a word."""
+    from fairrag_core import FairnessAuditor
+
+    if "a" in target and len(target) == 2:  # a lone "None" label keys as itself: kept
+        assert FairnessAuditor.create(target=target).describe()["target"]["None"] == 0.5
+        return
+    with pytest.raises(ValueError, match="both written .* give each group one label"):
+        make_target(target=target)
+
+
+def test_shares_of_labels_written_alike_are_summed_in_exposure_by_group():
+    """``exposure_by_group`` keyed None and "None" (1 and "1") alike and kept the last share
+    only: shares summing to 0.52, a record the audit refuses. Now summed under the key (docs/
+    SPEC.md), the list ``groups`` keeping each label."""
+    from fairrag_core import FairnessAuditor
+    from fairrag_core.metrics import exposure_shares
+
+    groups = [None, "None", "female", 1, "1"]
+    record = FairnessAuditor.create(protected="female", target_share=0.5).retrieval(groups)
+    shares = exposure_shares(groups)
+    assert record["groups"] == groups
+    assert record["exposure_by_group"] == pytest.approx(
+        {
+            "None": shares[None] + shares["None"],
+            "female": shares["female"],
+            "1": shares[1] + shares["1"],
+        }
+    )
+    assert sum(record["exposure_by_group"].values()) == pytest.approx(1.0)
