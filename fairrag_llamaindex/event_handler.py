@@ -265,6 +265,18 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     return answer, sources or _tool_sources(payload)
 
 
+def _workflow_stream(result: Any) -> Any:
+    """The streaming response a Workflow's result is (its ``StopEvent``'s ``result``), when its
+    caller has not read it yet: a query engine's or synthesizer's stream, or a chat stream
+    still writing its answer; else None."""
+    payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
+    if isinstance(payload, (StreamingResponse, AsyncStreamingResponse)):
+        return payload if payload.response_txt is None else None
+    if isinstance(payload, StreamingAgentChatResponse):
+        return payload
+    return None
+
+
 def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
     """The nodes an agent's tool calls showed it (an ``AgentOutput``'s ``tool_calls``, each
     tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search; a
@@ -1095,14 +1107,7 @@ class FairnessEventHandler(BaseEventHandler):
         elif run.cancelled:  # its span ended "cleanly", with no result: a failed run
             self._finish(run, None, None, tags, error=CANCELLED)
         elif isinstance(result, StreamingAgentChatResponse):
-            with self._live.lock:
-                self._live.chat_streams[id(result)] = (result, run, tags)
-            # a stream that failed at once: its history writer ended before this span did,
-            # finding nothing to finish (its turn was never recorded, and stayed held)
-            thread = getattr(result, "write_response_to_history_thread", None)
-            task = getattr(result, "awrite_response_to_history_task", None)
-            if (thread is not None and not thread.is_alive()) or (task is not None and task.done()):
-                self._chat_stream_written(result)
+            self._watch_chat_stream(result, run, tags)
         elif (
             isinstance(result, (StreamingResponse, AsyncStreamingResponse))
             and result.response_txt is None
@@ -1110,7 +1115,14 @@ class FairnessEventHandler(BaseEventHandler):
             self._watch_stream(result, run, tags)
         elif is_workflow_run(span.instance, span.method):
             answer, sources = workflow_answer(result)
-            if run.reranks or sources:  # a workflow that ranked or showed nothing: no question
+            if not (run.reranks or sources):
+                return  # a workflow that ranked or showed nothing: no question
+            stream = _workflow_stream(result)
+            if isinstance(stream, StreamingAgentChatResponse):  # recorded once written
+                self._watch_chat_stream(stream, run, tags)
+            elif stream is not None:  # recorded when its caller has read it, as an engine's
+                self._watch_stream(stream, run, tags)
+            else:
                 self._finish(run, answer, sources, tags)
         else:
             answer = (
@@ -1124,6 +1136,21 @@ class FairnessEventHandler(BaseEventHandler):
                 _source_nodes(result),
                 tags,
             )
+
+    def _watch_chat_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
+        """Record a chat stream's turn when its history writer ends (:meth:`_span_ended`)."""
+        with self._live.lock:
+            self._live.chat_streams[id(response)] = (response, run, tags)
+        # a stream that failed at once, or was written before the run ended: its history
+        # writer ended before this, finding nothing to finish (its turn would stay held)
+        thread = getattr(response, "write_response_to_history_thread", None)
+        task = getattr(response, "awrite_response_to_history_task", None)
+        if (
+            response.is_done
+            or (thread is not None and not thread.is_alive())
+            or (task is not None and task.done())
+        ):
+            self._chat_stream_written(response)
 
     def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
         """Record a streaming query's answer once the caller has consumed its stream; a stream

@@ -149,18 +149,38 @@ async def test_a_result_that_is_the_llms_own_response_gives_its_answer(result):
 
 
 @pytest.mark.parametrize("result", ["streaming", "chat-streaming"])
-async def test_a_streaming_result_read_after_the_run_still_gets_its_record(caplog, result):
-    """A step returning a streaming synthesizer's response: the handler failed at the run's
-    end (``cannot pickle 'async_generator'``) and wrote no record (a user trial). It is written,
-    without the answer the stream gives later (docs/SPEC.md's limit)."""
+async def test_a_streaming_result_read_after_the_run_gets_its_record_with_its_answer(
+    caplog, result
+):
+    """A step returning a streaming synthesizer's response (LlamaIndex's own RAG workflow
+    example: ``CompactAndRefine(streaming=True)``, read by the caller after the run): the
+    handler failed at the run's end (``cannot pickle 'async_generator'``) and wrote no record;
+    then it wrote one without the answer. The record waits for the stream, as a query
+    engine's does, and holds the text the caller read."""
     recorder = handler()
     with recorder:
         streamed = await FairRAG(fair(), result=result).run(query=QUESTION)
+        assert recorder.records == []  # not read yet: no answer to record
         text = "".join([token async for token in streamed.async_response_gen()])
+        task = getattr(streamed, "awrite_response_to_history_task", None)
+        if task is not None:  # a chat stream's turn ends when its history is written
+            await task
     assert text.startswith("- ")
     (record,) = recorder.records
     assert record["titles"] and "failed" not in caplog.text
-    assert record.get("answer") is None and record.get("groundedness") is None  # not "" scored 0
+    assert record["answer"] == text and record["groundedness"] is not None
+
+
+async def test_a_streaming_result_nobody_reads_is_recorded_unconsumed():
+    """Every ranking has a record: a workflow's stream nobody reads is written at the block's
+    end without an answer (``answer_status: "unconsumed"``), and only once."""
+    recorder = handler()
+    with recorder:
+        streamed = await FairRAG(fair(), result="streaming").run(query=QUESTION)
+    (record,) = recorder.records
+    assert record.get("answer") is None and record["framework"]["answer_status"] == "unconsumed"
+    assert "".join([token async for token in streamed.async_response_gen()]).startswith("- ")
+    assert len(recorder.records) == 1
 
 
 async def test_a_workflow_that_ranks_and_shows_nothing_writes_no_record():
