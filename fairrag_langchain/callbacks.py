@@ -5,6 +5,7 @@ memory and optionally appended to a JSON-lines file."""
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import threading
@@ -34,6 +35,7 @@ from fairrag_core.kit import (
     place_in,
     ranked_for,
     search_entry,
+    search_start,
 )
 from fairrag_core.structured_citations import check_source_id_base
 
@@ -823,16 +825,20 @@ class FairnessCallbackHandler(_Handler):
         parent_run_id: UUID | None,
         serialized: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
-        prompt: str,
+        parts: Sequence[str],
     ) -> None:
-        text = _collapsed(prompt)
+        # the prompt's messages (or prompts), whitespace collapsed, and where each begins
+        collapsed_parts = [part for part in map(_collapsed, parts) if part]
+        text = " ".join(collapsed_parts)
+        starts = list(itertools.accumulate((len(p) + 1 for p in collapsed_parts[:-1]), initial=0))
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
             order, state.model_starts = state.model_starts, state.model_starts + 1
-            # where the prompt holds each ended retrieval's documents, searched once: the
+            # where the prompt holds each ended retrieval's documents, searched once (from the
+            # message holding the list: a later turn's own, not an earlier turn's copy): the
             # link, the searches seen and the list as held all read these
             places = {
-                ended: tuple(place_in(text, *pair) for pair in located)
+                ended: _places(text, starts, located)
                 for ended in state.ended
                 if (located := state.retrievals[ended].located())
             }
@@ -897,24 +903,32 @@ class FairnessCallbackHandler(_Handler):
             if best is None or key > best:
                 best, chosen = key, retrieval
         link = None if chosen is None or best is None else (chosen, bool(best[0]))
-        return link, self._in_prompt_order(state, seen, prompt)
+        return link, self._in_prompt_order(state, seen, prompt, places)
 
     @staticmethod
     def _in_prompt_order(
-        state: _RootRun, seen: list[tuple[int, UUID]], prompt: str
+        state: _RootRun,
+        seen: list[tuple[int, UUID]],
+        prompt: str,
+        places: Mapping[UUID, tuple[int, ...]],
     ) -> tuple[UUID, ...]:
         """The retrievals ``seen`` ((end order, run id), each held whole by ``prompt``) in the
         order the prompt holds them: each at its first document that no other of them showed
         (a document two searches returned is found in the first one's place), else at its
-        first document."""
+        first document; where ``places`` says (read from the message holding the list)."""
         shared = [set(state.retrievals[run_id].texts()) for _, run_id in seen]
-        places = []
+        order = []
         for at, (ended, run_id) in enumerate(seen):
             texts = state.retrievals[run_id].texts()
             others = set().union(*(s for i, s in enumerate(shared) if i != at))
-            own = [text for text in texts if text not in others] or list(texts[:1])
-            places.append((min(prompt.find(text) for text in own), ended, run_id))
-        return tuple(run_id for *_, run_id in sorted(places))
+            own = [i for i, text in enumerate(texts) if text not in others] or [0]
+            held = places.get(run_id)
+            if held is not None and len(held) == len(texts):
+                first = min(held[i] for i in own)
+            else:
+                first = min(prompt.find(texts[i]) for i in own)
+            order.append((first, ended, run_id))
+        return tuple(run_id for *_, run_id in sorted(order))
 
     def on_chat_model_start(
         self,
@@ -925,8 +939,8 @@ class FairnessCallbackHandler(_Handler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        prompt = "\n".join(message_text(m) for batch in messages for m in batch)
-        self._model_start(run_id, parent_run_id, serialized, kwargs, prompt)
+        parts = [message_text(m) for batch in messages for m in batch]
+        self._model_start(run_id, parent_run_id, serialized, kwargs, parts)
 
     def on_llm_start(
         self,
@@ -937,7 +951,7 @@ class FairnessCallbackHandler(_Handler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(run_id, parent_run_id, serialized, kwargs, "\n".join(prompts))
+        self._model_start(run_id, parent_run_id, serialized, kwargs, prompts)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
@@ -954,6 +968,15 @@ class FairnessCallbackHandler(_Handler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._ended(run_id, error)
+
+
+def _places(
+    prompt: str, starts: Sequence[int], located: Sequence[tuple[str, str]]
+) -> tuple[int, ...]:
+    """Where ``prompt`` holds each of a list's documents (:func:`~fairrag_core.kit.place_in`),
+    read from the message holding the list (:func:`~fairrag_core.kit.search_start`)."""
+    start = search_start(prompt, starts, located)
+    return tuple(place_in(prompt, text, first_line, start) for text, first_line in located)
 
 
 @dataclass(frozen=True)

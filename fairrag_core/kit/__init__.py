@@ -39,7 +39,7 @@ from .context import (
     hidden_metadata_keys,
     render_context_prompt,
 )
-from .held import PARTLY, collapsed, held_order, located, place_in
+from .held import PARTLY, collapsed, held_order, located, place_in, search_start
 from .place import Placed, place, pool_relevance, shown_documents
 from .placement import (
     LEDGER_PLACEMENT_KEYS,
@@ -124,6 +124,7 @@ __all__ = [
     "render_context_prompt",
     "run_record",
     "search_entry",
+    "search_start",
     "searched",
     "shown_documents",
     "shown_provenance",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-__all__ = ["PARTLY", "collapsed", "held_order", "located", "place_in"]
+__all__ = ["PARTLY", "collapsed", "held_order", "located", "place_in", "search_start"]
 
 PARTLY = -2
 """A document's place in a prompt that holds only part of it (its first line, not its whole
@@ -28,13 +28,29 @@ def located(text: str) -> tuple[str, str]:
     return collapsed(text), collapsed(first)
 
 
-def place_in(prompt: str, text: str, first_line: str) -> int:
-    """Where ``prompt`` (whitespace collapsed) holds a document's whole ``text``; -1 when it
-    holds neither that nor its ``first_line``; :data:`PARTLY` when only the first line."""
-    at = prompt.find(text)
+def place_in(prompt: str, text: str, first_line: str, start: int = 0) -> int:
+    """Where ``prompt`` (whitespace collapsed) holds a document's whole ``text``, from
+    ``start`` on (:func:`search_start`); -1 when it holds neither that nor its ``first_line``
+    there; :data:`PARTLY` when only the first line."""
+    at = prompt.find(text, start)
     if at >= 0:
         return at
-    return PARTLY if first_line in prompt else -1
+    return PARTLY if prompt.find(first_line, start) >= 0 else -1
+
+
+def search_start(prompt: str, starts: Sequence[int], located: Sequence[tuple[str, str]]) -> int:
+    """Where to read one list's documents in a prompt of several messages (``starts``: where
+    each message begins in ``prompt``): at the start of the last message from which every
+    document the prompt holds whole is still found. A conversation's later turn thus finds
+    its own list where its own message holds it, not a document's copy in an earlier turn's
+    message (docs/SPEC.md, "Adapters" → Which list is audited); 0 when no document is held."""
+    if len(starts) < 2:
+        return 0
+    last = [at for text, _ in located if (at := prompt.rfind(text)) >= 0]
+    if not last:
+        return 0
+    limit = min(last)
+    return max((at for at in starts if at <= limit), default=0)
 
 
 def held_order(places: Sequence[int], lengths: Sequence[int]) -> list[int] | None:

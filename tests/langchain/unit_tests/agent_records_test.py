@@ -37,3 +37,44 @@ def test_the_source_id_base_is_stated_never_guessed():
         FairnessCallbackHandler(group_key="gender", protected="female", source_id_base=2)
     handler = FairnessCallbackHandler(group_key="gender", protected="female", source_id_base=1)
     assert handler.source_id_base == 1
+
+
+def _tool_titles(messages) -> list[str]:
+    """The titles a turn's tool messages listed, in their order."""
+    from langchain_core.messages import ToolMessage
+
+    text = "\n".join(str(m.text) for m in messages if isinstance(m, ToolMessage))
+    return [line[len("Title: ") :] for line in text.splitlines() if line.startswith("Title: ")]
+
+
+@pytest.mark.parametrize("answer_format", ["text", "json"])
+def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
+    """A user trial: in a checkpointed conversation, turn 2's search returned a document turn 1
+    had shown too; the record placed it where turn 1's message held it (titles out of turn 2's
+    order, ``reordered_after_ranking`` true, a JSON source id 0 read as another document)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool(8, female_every=3)),
+        group_key="gender",
+        protected="female",
+        pool_size=8,
+        k=4,
+        seed=3,
+    )
+    tool = create_retriever_tool(retriever, "search", "Search biographies.")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    model = FakeSearchingChatModel(
+        searches=[["pioneers"]], answer_format=answer_format, max_citations=1
+    )
+    agent = create_agent(model, [tool], checkpointer=InMemorySaver())
+    config = {"callbacks": [handler], "configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("Who are pioneers?")]}, config)
+    second = agent.invoke({"messages": [HumanMessage("Name more pioneers.")]}, config)
+    shown_one = _tool_titles(first["messages"])
+    shown_two = _tool_titles(second["messages"][len(first["messages"]) :])
+    assert set(shown_one) & set(shown_two) and shown_one != shown_two  # the case in question
+    one, two = handler.records
+    assert one["titles"] == shown_one and two["titles"] == shown_two
+    assert two["reordered_after_ranking"] is False
+    assert shown_two[0] in two["answer"]  # the model cites its first entry (source id 0)
