@@ -136,7 +136,8 @@ def _citation(item: Any, source_id_base: int) -> StructuredCitation | None:
 
 def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnswer | None:
     """A structured answer (a mapping, pydantic model or dataclass with a ``citations`` list,
-    and optionally an ``answer`` text), or None when ``value`` is not one.
+    and optionally an ``answer`` text; or with an ``answer`` text and no ``citations`` list: its
+    text, citing as text does), or None when ``value`` is not one.
 
     ``citations`` entries: a source id (int, from ``source_id_base``), a title (str), or an
     object with ``source_id``, ``number`` (``[n]``, from 1), ``document_index`` (from 0) or
@@ -150,9 +151,11 @@ def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnsw
     if fields is None:
         return None
     items = fields.get("citations")
+    answer = fields.get("answer")
+    if items is None and isinstance(answer, str):  # ``Answer(answer: str)``: its text
+        return StructuredAnswer(answer, (), "fields")
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
         return None
-    answer = fields.get("answer")
     citations = []
     for item in items[:_MAX_CITATIONS]:  # the first 1,000 are read (docs/SPEC.md)
         citation = _citation(item, base)

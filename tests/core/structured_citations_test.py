@@ -122,7 +122,11 @@ def test_json_content_is_read_and_other_text_is_not():
     assert answer is not None and answer.form == "json"
     assert render_answer(answer, TITLES) == TEXT
     assert read_json_answer(TEXT, source_id_base=0) is None
-    assert read_json_answer('{"answer": "no citations field"}', source_id_base=0) is None
+    # an ``answer`` text without a citations list: its text (a trial: a schema
+    # ``Answer(answer: str)`` was recorded as an empty answer with groundedness 0)
+    plain = read_json_answer('{"answer": "- Ada (DocTitle: Ada)"}', source_id_base=0)
+    assert plain is not None and plain.form == "json" and plain.citations == ()
+    assert render_answer(plain, TITLES) == "- Ada (DocTitle: Ada)"
     assert read_json_answer("{not json", source_id_base=0) is None
 
 
@@ -161,7 +165,8 @@ def test_span_citations_cite_where_the_span_ends():
 
 def test_not_a_structured_answer():
     assert read_structured_answer("text", source_id_base=0) is None
-    assert read_structured_answer({"answer": "x"}, source_id_base=0) is None
+    assert read_structured_answer({"answer": 3}, source_id_base=0) is None  # no text
+    assert read_structured_answer({"answer": "x", "citations": "0"}, source_id_base=0) is None
     assert read_structured_answer({"citations": "0, 1"}, source_id_base=0) is None
     assert read_json_answer("{" * 100_000, source_id_base=0) is None  # not JSON, never raises
     assert read_json_answer('{"a":' + "[" * 100_000, source_id_base=0) is None

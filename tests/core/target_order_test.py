@@ -208,7 +208,7 @@ def test_a_target_whose_labels_records_key_alike_is_refused(target):
     if "a" in target and len(target) == 2:  # a lone "None" label keys as itself: kept
         assert FairnessAuditor.create(target=target).describe()["target"]["None"] == 0.5
         return
-    with pytest.raises(ValueError, match="both written .* give each group one label"):
+    with pytest.raises(ValueError, match=r"both written .* give each group one label"):
         make_target(target=target)
 
 

@@ -621,4 +621,7 @@ def test_an_answer_shaped_like_a_grade_is_kept_when_nothing_else_answered(retrie
     handler = FairnessCallbackHandler.from_retriever(retriever)
     graph.compile().invoke({"question": QUESTION}, {"callbacks": [handler]})
     (record,) = handler.records
-    assert record["answer"] == said
+    if said.startswith("{"):  # JSON with an ``answer`` text: that text is the answer (SPEC)
+        assert record["answer"] == "no" and record["framework"]["answer_format"] == "json"
+    else:
+        assert record["answer"] == said

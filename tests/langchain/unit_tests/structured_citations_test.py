@@ -143,3 +143,40 @@ def test_make_fair_rag_chain_structured_falls_back_to_text_with_a_warning():
     assert chain.invoke("who?")["metrics"]["n_valid_citations"] == 5
     with pytest.raises(ValueError, match="citations must be 'text' or 'structured'"):
         make_fair_rag_chain(retriever, FakeCitingChatModel(), citations="json")
+
+
+class PlainAnswer(BaseModel):
+    """An answer schema with no citations list: the citations are in its text."""
+
+    answer: str
+
+
+@pytest.mark.parametrize("form", ["tool_call", "json"])
+def test_a_structured_answer_without_a_citations_list_is_recorded_as_its_text(form):
+    """A user trial: ``with_structured_output(Answer)`` / ``ProviderStrategy`` with a schema
+    ``Answer(answer: str)`` whose text cites as the paper does was recorded as ``""`` (or the
+    raw JSON) with groundedness 0; the record is that of the same text given as text."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    store = FixedPoolStore(*imbalanced_pool())
+    said = "- Person 01 (DocTitle: Person 01)\n- Person 05 (DocTitle: Person 05)"
+    records = {}
+    for kind in ("text", form):
+        retriever = FairRetriever(vectorstore=store, group_key="gender", protected="female", seed=0)
+        handler = FairnessCallbackHandler.from_retriever(retriever)
+        if kind == "text":
+            message = AIMessage(content=said)
+        elif kind == "json":
+            message = AIMessage(content=json.dumps({"answer": said}))
+        else:
+            call = {"name": "PlainAnswer", "args": {"answer": said}, "id": "1", "type": "tool_call"}
+            message = AIMessage(content="", tool_calls=[call])
+        chain(retriever, GenericFakeChatModel(messages=iter([message]))).invoke(
+            "who?", {"callbacks": [handler]}
+        )
+        [records[kind]] = handler.records
+    text, structured = records["text"], records[form]
+    assert structured["framework"]["answer_format"] == form
+    assert structured["answer"] == said and structured["n_citations"] == 2
+    for name in ("groundedness", "generation_parity", "citations", "attributed_sources"):
+        assert structured[name] == text[name], name
