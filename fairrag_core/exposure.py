@@ -276,10 +276,18 @@ class ExposureModel:
         weights = self.weights(len(labels))
         if not self.per_group:
             return weights
-        self.check_labels(labels, "the ranking shows")
+        return weights * self.group_factors(labels, "the ranking shows")
+
+    def group_factors(self, labels: Sequence[Hashable], where: str) -> np.ndarray:
+        """Each label's group factor ``lambda_g`` (all 1 for a model without group factors);
+        a label the per-group model has no factor for is a ``ValueError`` (``where``: what
+        shows the labels, for the message)."""
+        if not self.per_group:
+            return np.ones(len(labels))
+        self.check_labels(labels, where)
         assert self.curve is not None
         factor = self.curve.factor_of
-        return weights * np.array([factor[_key(g)] for g in labels])
+        return np.array([factor[_key(g)] for g in labels], dtype=float)
 
     def check_labels(self, labels: Sequence[Hashable], where: str = "the pool holds") -> None:
         """A ``ValueError`` naming the fitted groups when a per-group model has no factor for

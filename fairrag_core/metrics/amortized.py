@@ -11,7 +11,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from ..exposure import ExposureModel
+from ..exposure import ExposureModel, make_exposure_model
 from ..target import OTHERS, Target, make_target
 from ._checks import as_labels
 from .expected_exposure import position_weights_for
@@ -30,7 +30,9 @@ def amortized_exposure_shares(
     """Each target bucket's share of all the exposure a stream of rankings gave.
 
     ``S_g = Σ_t Σ_{i ≤ k_t, group(r_{t,i}) = g} v_i / Σ_t W_t`` with ``W_t = Σ_{i ≤ k_t} v_i``,
-    i.e. ``Σ_t ES_g,t W_t / Σ_t W_t`` (each ranking's share weighted by its total exposure).
+    i.e. ``Σ_t ES_g,t W_t / Σ_t W_t`` (each ranking's share weighted by its total exposure); a
+    per-group fitted model weighs rank i by ``lambda_{group(r_{t,i})} v_i`` there too, as
+    every exposure metric does (docs/SPEC.md, "Exposure model" → Fitted, per group).
     ``stream`` holds one ranking's group labels per item (best first; lengths may differ), or a
     2-D array of labels. Labels are bucketed as the rankers do (:meth:`Target.encode`: ``None``
     and unnamed labels go to :data:`~fairrag_core.OTHERS`). Weights ``v_i`` from ``exposure``
@@ -93,7 +95,14 @@ def _stream_shares(
     weights = position_weights_for(exposure, longest)
     # Position of every label in its ranking, all rankings concatenated.
     positions = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    codes = spec.encode([label for row in rows for label in row])
-    mass = np.bincount(codes, weights=weights[positions], minlength=len(spec.groups))
+    labels = [label for row in rows for label in row]
+    codes = spec.encode(labels)
+    entry = weights[positions]
+    model = exposure if isinstance(exposure, ExposureModel) else None
+    if model is None and (exposure is None or isinstance(exposure, str)):
+        model = make_exposure_model(exposure)
+    if model is not None and model.per_group:  # lambda_g v_i: shares of expected attributions
+        entry = entry * model.group_factors(labels, "the stream shows")
+    mass = np.bincount(codes, weights=entry, minlength=len(spec.groups))
     total = mass.sum()
     return mass / total if total > 0 else np.full(len(spec.groups), np.nan)

@@ -94,3 +94,33 @@ def test_empty_stream_is_nan_and_bad_input_raises() -> None:
         amortized_disparity([["female"]])
     with pytest.raises(ValueError, match="stream must be 2-D"):
         amortized_disparity(np.array(["female", "male"]), protected="female")
+
+
+def test_a_per_group_fitted_model_weighs_the_stream_by_its_group_factors():
+    """A researcher's trial: under a per-group fitted curve ``amortized_disparity`` of a stream
+    of one ranking was 0 where that ranking's ``exposure_disparity`` was 1/6 (the factors
+    ``lambda_g`` were left out of the stream's shares); the study's amortized table read a
+    calibrated ranker 4 points off target. A stream of one ranking is that ranking's share."""
+    from fairrag_core.exposure import ExposureModel, FittedCurve
+    from fairrag_core.metrics import amortized_exposure_shares, exposure_disparity, exposure_share
+
+    model = ExposureModel.fitted(
+        FittedCurve((0.5, 0.3, 0.2), factors=(("female", 2.0), ("male", 1.0)))
+    )
+    ranking = ["male", "female", "male"]
+    shares = amortized_exposure_shares([ranking], protected="female", exposure=model)
+    assert shares["female"] == pytest.approx(exposure_share(ranking, "female", exposure=model))
+    assert amortized_disparity(
+        [ranking], protected="female", target_share=0.5, exposure=model
+    ) == pytest.approx(
+        exposure_disparity(ranking, protected="female", target_share=0.5, exposure=model)
+    )
+    # two rankings: expected attributions summed over the stream (lambda_g v_i), by hand
+    stream = [ranking, ["female", "male", "male"]]
+    female = 2.0 * 0.3 + 2.0 * 0.5
+    total = (0.5 + 2.0 * 0.3 + 0.2) + (2.0 * 0.5 + 0.3 + 0.2)
+    assert amortized_exposure_shares(stream, protected="female", exposure=model)[
+        "female"
+    ] == pytest.approx(female / total)
+    with pytest.raises(ValueError, match="the stream shows"):
+        amortized_disparity([["other"]], protected="female", exposure=model)
