@@ -556,7 +556,8 @@ METRIC_NOTES = {
     'the L1 distance between their shares and the target (docs/SPEC.md "Metrics"), and the '
     "audit gives no amortized disparity for them (`fairrag study` reports it)",
     "no_target": "records have a protected group but no target share for it: no disparity for them",
-    "bad_model": "records name an exposure model that is not dcg, uniform or rbp(p): no "
+    "bad_model": "records name an exposure model the audit cannot read (dcg, uniform, rbp(p), "
+    "or fitted(...) with weights for every position shown and a factor for every group): no "
     "exposure figures for them",
     "no_list": "records carry neither `groups`, `exposure_by_group` nor `exposure_share`: no "
     "exposure figures for them",

@@ -124,7 +124,8 @@ def _report(args: argparse.Namespace) -> int:
         result = audit_partials(args.from_partials, **settings)
     else:
         options = AuditOptions.create(args.logs, **settings)
-        partials = compute_partials(options)
+        answered: dict[int, set[int]] | None = {} if args.fit_exposure is not None else None
+        partials = compute_partials(options, answered_lines=answered)
         if args.partials_out is not None:
             saved = write_partials(partials, args.partials_out)
             print(f"partials: {saved} ({len(partials.cells):,} cells, {len(partials.files)} logs)")
@@ -133,10 +134,17 @@ def _report(args: argparse.Namespace) -> int:
         result = report_of(partials, options)
     written = write_report(result, args.out)
     code = _summary(result, written)
-    if args.fit_exposure is not None:
+    if args.fit_exposure is not None:  # the answered records the audit counted, only
         from .exposure_fit import fit_exposure_from_logs
 
-        curve = fit_exposure_from_logs(args.logs, args.fit_exposure)
+        if not answered:
+            print(
+                f"--fit-exposure: no record was audited (the audit left out or filtered "
+                f"every line): {args.fit_exposure} not written",
+                file=sys.stderr,
+            )
+            return 2
+        curve = fit_exposure_from_logs(options.paths, args.fit_exposure, lines=answered)
         weights = ", ".join(f"{w:.3f}" for w in curve.weights)
         print(f"fitted exposure [{weights}] -> {args.fit_exposure}")
     return code

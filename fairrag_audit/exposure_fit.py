@@ -21,6 +21,7 @@ from fairrag_core.exposure import FittedCurve, save_fitted_curve
 from fairrag_core.position_curve import PositionObservation, fit_curve, observation_from_record
 
 from .lines import BROKEN_GZIP, MAX_LINE_BYTES, _lines, open_log
+from .scan import is_parquet
 
 __all__ = ["fit_exposure_from_logs"]
 
@@ -30,17 +31,28 @@ CONFOUNDED = (
 )
 
 
-def _records(path: Path) -> Iterator[dict]:
+_PARQUET = (
+    "--fit-exposure reads JSON-lines logs; {path!r} is Parquet (fit from the JSON-lines log it "
+    "was converted from)"
+)
+
+
+def _records(path: Path, only: set[int] | None = None) -> Iterator[dict]:
     """The JSON objects of a JSON-lines log (``.gz`` too); lines that are not one, or longer
     than :data:`~fairrag_audit.lines.MAX_LINE_BYTES`, are skipped (the audit lists them), and
-    a gzip log cut short is read up to the break."""
+    a gzip log cut short is read up to the break. ``only``: the 1-based line numbers read
+    (the records an audit counted), every line when None."""
     with open_log(path) as handle:
         lines = _lines(handle)
+        number = 0
         while True:
             try:
                 line, _size = next(lines)
             except (StopIteration, *BROKEN_GZIP):
                 return
+            number += 1
+            if only is not None and number not in only:
+                continue
             if line is None or len(line) > MAX_LINE_BYTES:
                 continue
             try:
@@ -57,25 +69,38 @@ def _log_files(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir():
             files.extend(sorted(p for p in path.rglob("*.jsonl*") if p.is_file()))
         elif path.suffix == ".parquet":
-            raise ValueError(
-                f"--fit-exposure reads JSON-lines logs; {str(path)!r} is Parquet (fit from the "
-                "JSON-lines log it was converted from)"
-            )
+            raise ValueError(_PARQUET.format(path=str(path)))
         else:
             files.append(path)
     return files
 
 
 def fit_exposure_from_logs(
-    paths: Sequence[str | Path], out: str | Path, *, k: int | None = None, seed: int = 0
+    paths: Sequence[str | Path],
+    out: str | Path,
+    *,
+    k: int | None = None,
+    seed: int = 0,
+    lines: dict[int, set[int]] | None = None,
 ) -> FittedCurve:
     """Fit the position curve of every answered record in ``paths`` (JSON-lines logs or
     folders of them) and write it to ``out``; ``k``: the positions fitted (default: the most
-    common shown-list length). A ``ValueError`` when no record holds an answer."""
-    files = _log_files([Path(p) for p in paths])
+    common shown-list length). ``lines``: per index of ``paths`` (then the log files
+    themselves, as an audit read them), the 1-based line numbers of the records to read (those
+    the audit counted: ``compute_partials(answered_lines=...)``). A ``ValueError`` when no
+    record holds an answer."""
+    if lines is None:
+        files = _log_files([Path(p) for p in paths])
+        wanted: list[set[int] | None] = [None] * len(files)
+    else:
+        files = [Path(p) for p in paths]
+        for path in files:
+            if is_parquet(path):
+                raise ValueError(_PARQUET.format(path=str(path)))
+        wanted = [lines.get(index, set()) for index in range(len(files))]
     observations: list[PositionObservation] = []
-    for path in files:
-        for record in _records(path):
+    for path, only in zip(files, wanted, strict=True):
+        for record in _records(path, only):
             unit = "question" if "question" in record else "query"
             obs = observation_from_record(record, unit_key=unit)
             if obs is not None:

@@ -317,13 +317,17 @@ def _trend_grain(span: dict[str, Any]) -> int:
 
 
 def compute_partials(
-    options: AuditOptions, con: duckdb.DuckDBPyConnection | None = None
+    options: AuditOptions,
+    con: duckdb.DuckDBPyConnection | None = None,
+    answered_lines: dict[int, set[int]] | None = None,
 ) -> Partials:
     """The partial aggregates of ``options.paths``, read and checked exactly as
-    :func:`fairrag_audit.audit` reads them."""
+    :func:`fairrag_audit.audit` reads them. ``answered_lines``, when given, is filled with
+    the 1-based line numbers of the records audited, per file index (``--fit-exposure`` fits
+    their answers: the records the audit counted, nothing it left out)."""
     if con is None:
         with file_connection() as own:
-            return compute_partials(options, own)
+            return compute_partials(options, own, answered_lines)
     fingerprints = [log_fingerprint(path) for path in options.paths]
     repeated = repeated_log([str(path) for path in options.paths], fingerprints)
     if repeated:  # before any is read
@@ -333,6 +337,15 @@ def compute_partials(
             "it, or a folder and one of its files): give each log once"
         )
     counts = load_included(con, options)
+    if answered_lines is not None:
+        wanted: dict[int, list[int]] = {}
+        for file_index, line_index in con.execute(
+            "SELECT file_index, line_index FROM included"
+        ).fetchall():
+            wanted.setdefault(int(file_index), []).append(int(line_index))
+        for index, lines in wanted.items():
+            numbers = line_numbers(options.paths[index], lines, counts["blank_lines"][index])
+            answered_lines[index] = set(numbers.values())
     fine = ["ranker", *(f"by_{i}" for i in range(len(options.by))), "window_start"]
     n, dated, first, last = con.execute(
         "SELECT count(*), count(ts), min(ts), max(ts) FROM included"

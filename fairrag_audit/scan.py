@@ -698,23 +698,62 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
                         lambda i: CASE model_name
                             WHEN 'dcg' THEN 1.0 / log2(i + 1)
                             WHEN 'uniform' THEN 1.0
+                            WHEN 'fitted' THEN fitted_v[i] * COALESCE(list_extract(list_filter(
+                                fitted_f, lambda f: f.g = COALESCE(groups[i], 'None')), 1).f, 1.0)
                             ELSE pow(patience, i - 1) END)
                     END AS weights
-                FROM (
-                    SELECT *,
-                        regexp_extract(exposure_model, '^(dcg|uniform|rbp)', 1) AS model_name,
-                        COALESCE(TRY_CAST(regexp_extract(
-                            exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE), 0.8)
-                            AS patience,
-                        (exposure_model IN ('dcg', 'uniform', 'rbp') OR (
-                            regexp_matches(exposure_model, '^rbp\\([0-9.eE+-]+\\)$')
-                            AND TRY_CAST(regexp_extract(
-                                exposure_model, '^rbp\\(([0-9.eE+-]+)\\)$', 1) AS DOUBLE)
-                                BETWEEN 1e-12 AND 1.0)) AS model_ok,
-                        COALESCE(target_value, {target}) AS target_share,
-                        rowid AS rid, rowid - {first_rows}[file_index + 1] AS line_index
-                    FROM raw_records
-                )
+                FROM ({_fitted_sql("raw_records", target, first_rows)})
+            )
+        )
+    """
+
+
+def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
+    """``table``'s rows with the exposure model read: ``model_name`` (``dcg``, ``uniform``,
+    ``rbp``, ``fitted``), ``patience``, a fitted model's weights ``fitted_v`` and group factors
+    ``fitted_f`` (``{g, f}`` pairs, read from its name ``fitted(v1,...,vK;g1=f1;...)``, the form
+    :func:`~fairrag_core.exposure.make_exposure_model` reads), and ``model_ok``: a model the
+    audit computes weights for (a fitted one: weights > 0 summing to 1 within 1e-6, at least
+    as many as the list shows, factors > 0 for every group it shows, ``None`` for a null
+    label, as the core keys them)."""
+    rbp = "'^rbp\\(([0-9.eE+-]+)\\)$'"
+    return f"""
+        SELECT *,
+            exposure_model IN ('dcg', 'uniform', 'rbp') OR (
+                regexp_matches(exposure_model, {rbp})
+                AND TRY_CAST(regexp_extract(exposure_model, {rbp}, 1) AS DOUBLE)
+                    BETWEEN 1e-12 AND 1.0)
+            OR (model_name = 'fitted' AND len(fitted_v) >= COALESCE(len(groups), k, 0)
+                AND list_bool_and(list_transform(fitted_v, lambda v: isfinite(v) AND v > 0))
+                AND abs(list_sum(fitted_v) - 1.0) <= 1e-6
+                AND COALESCE(list_bool_and(list_transform(
+                    fitted_f, lambda f: f.g <> '' AND isfinite(f.f) AND f.f > 0)), true)
+                AND (len(fitted_f) = 0 OR groups IS NULL OR list_bool_and(list_transform(
+                    groups, lambda g: len(list_filter(
+                        fitted_f, lambda f: f.g = COALESCE(g, 'None'))) = 1))))
+            IS TRUE AS model_ok
+        FROM (
+            SELECT *,
+                CASE WHEN fitted_body IS NOT NULL THEN list_transform(
+                    string_split(split_part(fitted_body, ';', 1), ','),
+                    lambda v: COALESCE(TRY_CAST(trim(v) AS DOUBLE), 'nan'::DOUBLE)) END
+                    AS fitted_v,
+                CASE WHEN fitted_body IS NOT NULL THEN list_transform(
+                    string_split(fitted_body, ';')[2:],
+                    lambda p: {{'g': regexp_extract(p, '^(.*)=[^=]*$', 1),
+                        'f': COALESCE(TRY_CAST(regexp_extract(p, '=([^=]*)$', 1) AS DOUBLE),
+                            'nan'::DOUBLE)}}) END AS fitted_f
+            FROM (
+                SELECT *,
+                    regexp_extract(exposure_model, '^(dcg|uniform|rbp|fitted)', 1) AS model_name,
+                    COALESCE(TRY_CAST(regexp_extract(exposure_model, {rbp}, 1) AS DOUBLE), 0.8)
+                        AS patience,
+                    CASE WHEN starts_with(exposure_model, 'fitted(') THEN
+                        regexp_extract(exposure_model, '^fitted\\((.*)\\)$', 1) END
+                        AS fitted_body,
+                    COALESCE(target_value, {target}) AS target_share,
+                    rowid AS rid, rowid - {first_rows}[file_index + 1] AS line_index
+                FROM {table}
             )
         )
     """

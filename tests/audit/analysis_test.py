@@ -359,3 +359,50 @@ def test_a_target_of_more_groups_than_the_cap_is_refused(tmp_path: Path) -> None
     assert result.left_out["reason"].tolist() == [
         "target names 10001 groups, above the cap of 10,000"
     ]
+
+
+@pytest.mark.parametrize("factors", [(), (("None", 1.5), ("female", 0.8), ("male", 1.2))])
+@pytest.mark.parametrize("with_shares", [True, False])
+def test_records_of_a_fitted_exposure_model_are_audited_by_it(
+    tmp_path: Path, factors, with_shares
+) -> None:
+    """A researcher's trial: every record of a fitted model (``fitted(v1,...)``, with group
+    factors ``;g=λ``) was "an exposure model that is not dcg, uniform or rbp(p)": no exposure
+    figure at all, so a deployment ranking by the calibrated rankers could not be audited. Its
+    figures equal the core's stream metrics under the same model (``λ_g v_i``)."""
+    from fairrag_core.exposure import FittedCurve
+    from fairrag_core.metrics.amortized import amortized_disparity, amortized_exposure_shares
+
+    model = ExposureModel.fitted(FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), factors=factors))
+    records = [record(g, exposure=model, exposure_model=exposure_name(model)) for g in LISTS]
+    if not with_shares:  # read from groups and the model the record names
+        for item in records:
+            item.pop("exposure_by_group")
+            item.pop("exposure_share")
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    expected = amortized_disparity(LISTS, protected="female", target_share=0.5, exposure=model)
+    assert metric(result.rankers, "amortized_disparity")["value"] == pytest.approx(expected)
+    shares = amortized_exposure_shares(LISTS, protected="female", exposure=model)
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(shares["female"])
+    assert metric(result.rankers, "exposure_share")["n"] == len(LISTS)
+
+
+def test_a_fitted_model_the_audit_cannot_weigh_gives_no_exposure_figures(tmp_path: Path) -> None:
+    """A shown group without a factor, fewer weights than the list, weights off 1: counted as
+    a model the audit cannot read, never weighed by a guess."""
+    good = "fitted(0.5,0.3,0.2;female=1.0;male=2.0)"
+    bad = [
+        "fitted(0.5,0.3,0.2;female=1.0)",  # no factor for male
+        "fitted(0.6,0.4)",  # 2 weights, 3 shown
+        "fitted(0.5,0.3,0.3)",  # sums to 1.1
+        "fitted(0.5,0.3,0.2;female=-1;male=1)",  # a factor <= 0
+        "fitted(0.5,x,0.2)",
+    ]
+    groups = ["male", "female", "male"]
+    records = [
+        {**record(groups), "exposure_model": name, "exposure_by_group": None}
+        for name in [good, *bad]
+    ]
+    result = audit(write_log(tmp_path / "log.jsonl", records), protected="female")
+    assert metric(result.rankers, "exposure_share")["n"] == 1
+    assert any("5 records name an exposure model the audit cannot read" in n for n in result.notes)

@@ -30,8 +30,8 @@ def _answered(query: str, cited: list[int]) -> dict[str, object]:
 
 def _log(path, records) -> None:
     with gzip.open(path, "wt", encoding="utf-8") as handle:
-        for item in records:
-            handle.write(json.dumps(item) + "\n")
+        for item in records:  # "" is a blank line
+            handle.write((json.dumps(item) if item != "" else "  ") + "\n")
         handle.write("not json\n")
 
 
@@ -58,3 +58,28 @@ def test_logs_without_answers_are_a_clear_error(tmp_path):
     _log(tmp_path / "log.jsonl.gz", [record(GROUPS, query="q", titles=TITLES)])
     with pytest.raises(ValueError, match="holds a record with an answer"):
         fit_exposure_from_logs([tmp_path], tmp_path / "curve.json")
+
+
+def test_the_curve_is_fitted_on_the_records_the_audit_counted_only(tmp_path, capsys):
+    """A researcher's trial: ``--fit-exposure`` fitted every answer of the logs, also those
+    the audit left out: with ``--since`` after them all ("nothing was audited") or every record
+    refused (``schema: 3``), a curve of 36 answers was written. It fits the audit's records."""
+    counted = [_answered(f"q{n}", c) for n, c in enumerate([[0, 1, 2, 3], [0, 1], [0]])]
+    for item in counted:
+        item["timestamp"] = "2026-06-01T00:00:00+00:00"
+    old = [{**_answered("old", [3]), "timestamp": "2020-01-01T00:00:00+00:00"}] * 5
+    newer = [{**_answered("newer", [2]), "timestamp": "2026-06-01T00:00:00+00:00", "schema": 99}]
+    _log(tmp_path / "log.jsonl.gz", [*old, counted[0], *newer, "", *counted[1:]])
+    out = tmp_path / "curve.json"
+    code = main(["audit", str(tmp_path / "log.jsonl.gz"), "--out", str(tmp_path / "report"),
+                 "--since", "2026-01-01", "--fit-exposure", str(out)])  # fmt: skip
+    assert code == 0, capsys.readouterr()
+    curve = load_fitted_curve(out)
+    assert curve.provenance["answers"] == 3
+    p = [(a + 0.5) / 4 for a in (3, 2, 1, 1)]  # the 3 answers counted, positions 1-4
+    assert curve.weights == pytest.approx(tuple(x / sum(p) for x in p), abs=1e-6)
+    # nothing counted: no curve, and the exit says so
+    code = main(["audit", str(tmp_path / "log.jsonl.gz"), "--out", str(tmp_path / "later"),
+                 "--since", "2030-01-01", "--fit-exposure", str(tmp_path / "none.json")])  # fmt: skip
+    assert code == 2 and not (tmp_path / "none.json").exists()
+    assert "no record was audited" in capsys.readouterr().err
