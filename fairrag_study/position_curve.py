@@ -6,6 +6,7 @@ exposure model fitted from one half of the questions and checked on the other
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -105,10 +106,12 @@ def run_position_curve(
 
     Writes :data:`POSITION_CURVE_FILES` in ``out``; returns what it measured."""
     from langchain_core.documents import Document
-    from langchain_core.runnables import RunnableLambda
 
     from fairrag_langchain.chains import make_fair_rag_chain
 
+    from .phases.generation import context_callbacks
+
+    callbacks = context_callbacks(llm)
     chosen = curve_questions([pool.trial for pool in pools], questions, seed)
     by_id = {doc.doc_id: doc for doc in corpus}
     log_file = JsonLinesLog(out / RECORDS_FILE)
@@ -124,12 +127,13 @@ def run_position_curve(
         pool, shift, order = job
         shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
         chain = make_fair_rag_chain(
-            RunnableLambda(_shown_list(shown), name="PositionCurveList"),
+            _shown_list(shown),
             llm,
             group_key=dataset.group_key,
             **dataset.target_arguments(),
         )
-        output = chain.invoke({"question": pool.trial.question})
+        # a local model held to the paper's format learns the shown titles through these
+        output = chain.invoke({"question": pool.trial.question}, {"callbacks": callbacks})
         return {
             "trial": pool.trial.index,
             "topic": pool.trial.topic,
@@ -181,13 +185,25 @@ def _in_order(
                 future.cancel()
 
 
-def _shown_list(shown: list[Any]) -> Callable[[str], list[Any]]:
-    """The "retriever" of one shift: the same documents whatever the question."""
+def _shown_list(shown: list[Any]) -> Any:
+    """The retriever of one shift: the same documents whatever the question. A LangChain
+    retriever, so that its run says what it showed (a local model held to the paper's format
+    learns the titles it may cite from it: :class:`~fairrag_study.local_llm.ShownTitles`)."""
+    return _list_retriever()(documents=shown)
 
-    def retrieve(_question: str) -> list[Any]:
-        return shown
 
-    return retrieve
+@functools.cache
+def _list_retriever() -> Any:
+    """The class of :func:`_shown_list`'s retrievers (LangChain imported when first asked)."""
+    from langchain_core.retrievers import BaseRetriever
+
+    class PositionCurveList(BaseRetriever):
+        documents: list[Any]
+
+        def _get_relevant_documents(self, query: str, **_: Any) -> list[Any]:
+            return list(self.documents)
+
+    return PositionCurveList
 
 
 def _fit_halves(

@@ -84,6 +84,9 @@ BAD = [  # (fields, the field the error names)
     ({"size": 2.7}, "SIZE"),
     ({"size": 2.0}, "SIZE"),
     ({"bogus": 1}, "bogus"),
+    ({"target_share": "0.3"}, "target_share"),  # text: the core refuses it, pydantic read it
+    ({"protected": None, "target": {"female": "0.3", "OTHERS": "0.7"}}, "target"),
+    ({"protected": None, "target": [["female", 0.4, 1]]}, "target"),
 ]
 
 
@@ -172,6 +175,69 @@ def test_a_target_object_and_an_exposure_model_serialise_to_what_rebuilds_them(n
     assert rebuilt.fairness_target.as_dict() == component.fairness_target.as_dict()
     assert rebuilt.fairness_target.protected == "female"
     assert rebuilt.core_ranker.exposure == component.core_ranker.exposure
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"protected": None, "target": {0: 0.5, 1: 0.5}},
+        {"protected": 0, "target_share": 0.4},
+        {"protected": None, "target": make_ranker("forced_exposure", protected=0).target},
+        {"protected": None, "target": {None: 0.3, "a": 0.7}},
+        {"ranker": make_ranker("forced_exposure", protected=0), "protected": None},
+    ],
+    ids=["int mapping", "int protected", "int Target", "None label", "ready Ranker"],
+)
+def test_labels_other_than_text_survive_a_json_round_trip(name, fields):
+    """A Haystack trial: a target over the labels 0 and 1 was saved as {"0": .5, "1": .5}: a
+    loaded pipeline failed ("protected=0 is not a group") or ranked for the groups "0" and
+    "1" that no document has, with only a warning. Such targets are saved as [[label, share]]
+    pairs and come back with their labels."""
+    import json
+
+    component = BUILDERS[name](**{**BASE, **fields})
+    dumped = component.model_dump(exclude={"vectorstore", "callback_manager"})
+    again = json.loads(json.dumps({key: dumped[key] for key in dumped if key in _CONFIG}))
+    rebuilt = BUILDERS[name](**again)
+    assert rebuilt.fairness_target.as_dict() == component.fairness_target.as_dict()
+    assert rebuilt.fairness_target.protected == component.fairness_target.protected
+
+
+_CONFIG = ("group_key", "protected", "target_share", "target", "ranker", "ranker_params")
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_objects_and_numpy_numbers_in_ranker_params_serialise_as_the_fields_do(name, tmp_path):
+    """A Haystack trial: an ExposureModel in ranker_params was saved as its dataclass fields
+    (the loaded pipeline refused them), a ledger object failed to save, np.float64 broke YAML."""
+    import json
+
+    import numpy as np
+
+    from fairrag_core.exposure import make_exposure_model
+    from fairrag_core.ledger import make_ledger
+
+    ledger = make_ledger(str(tmp_path / "l.sqlite"))
+    params = {"exposure": make_exposure_model("rbp(0.7)"), "ledger": ledger, "ledger_key": "t"}
+    component = BUILDERS[name](**BASE, ranker="amortized", ranker_params=params)
+    dumped = component.model_dump(exclude={"vectorstore", "callback_manager"})
+    assert dumped["ranker_params"] == {
+        "exposure": "rbp(0.7)",
+        "ledger": ledger.location,
+        "ledger_key": "t",
+    }
+    again = json.loads(json.dumps({key: dumped[key] for key in _CONFIG}))
+    assert BUILDERS[name](**again).core_ranker.exposure == component.core_ranker.exposure
+    stochastic = BUILDERS[name](
+        **BASE,
+        ranker="stochastic",
+        ranker_params={"alpha": np.float64(2.0)},
+        target_share=np.float64(0.4),
+    )
+    dumped = stochastic.model_dump(exclude={"vectorstore", "callback_manager"})
+    assert type(dumped["ranker_params"]["alpha"]) is float and type(dumped["target_share"]) is float
+    ledger.close()
 
 
 # -- one record -------------------------------------------------------------------------------

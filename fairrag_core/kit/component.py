@@ -29,7 +29,7 @@ from pydantic import (
     field_validator,
 )
 
-from ..audit import FairnessAuditor, exposure_name, json_label, target_dict
+from ..audit import FairnessAuditor, exposure_name, json_label
 from ..exposure import ExposureModel
 from ..ranking import Ranker
 from ..target import Target, others_bucket
@@ -40,8 +40,11 @@ from .config import (
     check_group_key,
     describe_ranker,
     ledger_location,
+    plain,
     ranker_from_description,
     refuse_bools,
+    target_json,
+    target_of_json,
 )
 from .place import Placed, place
 from .relevance import RELEVANCE_CONVERSIONS
@@ -204,8 +207,16 @@ class FairComponent(BaseModel):
     @field_validator("target_share", "target", mode="before")
     @classmethod
     def _no_bools(cls, value: Any, info: ValidationInfo) -> Any:
-        value = refuse_bools(value, info.field_name or "the value")
-        if info.field_name == "target" and isinstance(value, Mapping):
+        name = info.field_name or "the value"
+        if name == "target":  # [[label, share], ...]: how a target of non-text labels is saved
+            value = target_of_json(value, name)
+        value = refuse_bools(value, name)
+        shares = value.values() if isinstance(value, Mapping) else [value]
+        text = next((share for share in shares if isinstance(share, (str, bytes))), None)
+        if text is not None:  # pydantic would read "0.3" as 0.3: the core refuses text
+            what = "must be a number" if name == "target_share" else "shares must be numbers"
+            raise ValueError(f"{name} {what} in [0, 1], got the text {text!r}")
+        if name == "target" and isinstance(value, Mapping):
             return others_bucket(value)  # "OTHERS": the others bucket, as records write it
         return value
 
@@ -336,18 +347,28 @@ class FairComponent(BaseModel):
 
     @field_serializer("target")
     def _serialize_target(self, target: Any) -> Any:
-        if isinstance(target, Target):
-            return target_dict(target)
-        if isinstance(target, Mapping):  # the others bucket as "OTHERS", as records write it
-            return {json_label(group): share for group, share in target.items()}
+        # the others bucket as "OTHERS", as records write it; labels other than text as
+        # [[label, share], ...] pairs (JSON and YAML keys are text: 0 would come back "0")
+        if isinstance(target, (Target, Mapping)):
+            return target_json(target)
         return target
 
     @field_serializer("protected")
     def _serialize_protected(self, protected: Any) -> Any:
         # a Target object's protected group, so that the dump rebuilds the same target
         if protected is None and isinstance(self.target, Target):
-            return json_label(self.target.protected)
-        return protected
+            return plain(json_label(self.target.protected))
+        return plain(protected)
+
+    @field_serializer("target_share")
+    def _serialize_target_share(self, share: Any) -> Any:
+        return plain(share)
+
+    @field_serializer("ranker_params")
+    def _serialize_ranker_params(self, params: dict[str, Any]) -> Any:
+        # an exposure model by its name, a ledger by its location, numpy numbers as Python's:
+        # what the same objects given as fields write
+        return {name: plain(value) for name, value in params.items()}
 
     @field_serializer("exposure")
     def _serialize_exposure(self, exposure: Any) -> Any:

@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from ..audit import FairnessAuditor, exposure_name, json_label, target_dict
+from ..audit import FairnessAuditor, exposure_name, json_label
+from ..exposure import ExposureModel
 from ..ledger.memory import MemoryLedger
 from ..rankers import RANKERS, configure_ranker, make_ranker, ranker_parameters
 from ..ranking import Ranker
 from ..reranking import Reranking, rerank
+from ..target import Target
 from ..validation import as_rng, check_nesting
 
 __all__ = [
@@ -38,8 +40,11 @@ __all__ = [
     "describe_ranker",
     "draw_query_seed",
     "ledger_location",
+    "plain",
     "ranker_from_description",
     "refuse_bools",
+    "target_json",
+    "target_of_json",
 ]
 
 QUERY_SEED_BOUND = 2**53
@@ -242,12 +247,59 @@ def ledger_location(value: Any) -> str:
     return location if isinstance(location, str) else repr(value)
 
 
+def target_json(target: Target | Mapping[Hashable, Any]) -> dict[str, float] | list[list[Any]]:
+    """A target as a configuration writes it (a component's ``target``, a ranker description):
+    ``{group: share}`` when every label is a string (the others bucket as ``"OTHERS"``), else
+    ``[[label, share], ...]`` with JSON labels (:func:`~fairrag_core.audit.json_label`): JSON
+    and YAML keys are strings, so a dict would turn the label ``0`` into ``"0"``, another
+    group (docs/SPEC.md, "Adapters" → Ranker configuration)."""
+    shares = target.as_dict() if isinstance(target, Target) else dict(target)
+    pairs = [[json_label(group), plain(share)] for group, share in shares.items()]
+    if all(isinstance(label, str) for label, _ in pairs):
+        return {str(label): share for label, share in pairs}
+    return pairs
+
+
+def target_of_json(value: Any, name: str = "target") -> Any:
+    """A target written by :func:`target_json`: ``[[label, share], ...]`` read as the mapping
+    (each item a pair, each label once); any other value as it is."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    pairs: dict[Hashable, Any] = {}
+    for item in value:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(
+                f"{name} as a list holds [label, share] pairs, got {item!r:.80} among them"
+            )
+        label, share = item
+        if not isinstance(label, Hashable) or label in pairs:
+            raise ValueError(f"{name} names the label {label!r:.80} twice or cannot key it")
+        pairs[label] = share
+    return pairs
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a configuration writes it: a numpy number or string as Python's (YAML and
+    JSON writers refuse numpy's), an exposure model by its name, a ledger by its location."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, ExposureModel):
+        return exposure_name(value)
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    if isinstance(value, os.PathLike) or isinstance(getattr(value, "location", None), str):
+        return ledger_location(value)
+    return value
+
+
 def describe_ranker(ranker: Ranker) -> dict[str, Any]:
     """A ranker's whole configuration, JSON-ready: what serialising a component writes."""
     target = ranker.target
     return {
         "name": ranker.name,
-        "target": None if target is None else target_dict(target),
+        "target": None if target is None else target_json(target),
         "protected": None if target is None else json_label(target.protected),
         "seed": ranker.seed,
         "exposure_model": exposure_name(ranker.exposure),
@@ -279,7 +331,7 @@ def ranker_from_description(description: Mapping[str, Any]) -> Ranker:
             f"a ranker description has the keys {sorted(DESCRIPTION_KEYS)} (name required), "
             f"got {sorted(description)}"
         )
-    target = description.get("target")  # its "OTHERS" key read by make_target
+    target = target_of_json(description.get("target"))  # "OTHERS" read by make_target
     params = dict(description.get("params") or {})
     return make_ranker(
         description["name"],

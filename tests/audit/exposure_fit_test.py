@@ -79,7 +79,7 @@ def test_the_curve_is_fitted_on_the_records_the_audit_counted_only(tmp_path, cap
     p = [(a + 0.5) / 4 for a in (3, 2, 1, 1)]  # the 3 answers counted, positions 1-4
     assert curve.weights == pytest.approx(tuple(x / sum(p) for x in p), abs=1e-6)
     # nothing counted: no curve, and the exit says so
-    code = main(["audit", str(tmp_path / "log.jsonl.gz"), "--out", str(tmp_path / "later"),
-                 "--since", "2030-01-01", "--fit-exposure", str(tmp_path / "none.json")])  # fmt: skip
+    later = ["--since", "2030-01-01", "--fit-exposure", str(tmp_path / "none.json")]
+    code = main(["audit", str(tmp_path / "log.jsonl.gz"), "--out", str(tmp_path / "later"), *later])
     assert code == 2 and not (tmp_path / "none.json").exists()
     assert "no record was audited" in capsys.readouterr().err

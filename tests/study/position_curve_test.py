@@ -247,3 +247,32 @@ def test_a_sample_of_one_topic_is_refused_before_any_answer(tmp_path):
     with pytest.raises(ValueError, match="all of one topic \\(Topic 0\\)"):
         _run(2, one_topic, corpus, NeverAsked(curve=CURVE, seed=3), tmp_path)
     assert not (tmp_path / "position_curve.jsonl").exists()
+
+
+def test_the_phase_shows_its_list_as_a_retriever_run_a_paper_format_model_reads():
+    """A researcher's trial: ``--llm local --llm-format paper --position-curve N`` paid for
+    every trial, then failed on the phase's first answer ("answer_format='paper' needs the
+    shown titles"): the phase's list was a plain function, no retriever run, so the model's
+    ``ShownTitles`` handler never learned the titles it may cite."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.documents import Document
+
+    from fairrag_langchain.chains import make_fair_rag_chain
+    from fairrag_langchain.fakes import FakeCitingChatModel
+    from fairrag_study.local_llm import ShownTitles
+    from fairrag_study.position_curve import _shown_list
+
+    titles = ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    shown = [Document(f"Title: {t}\n{t} was a pioneer.", metadata={"title": t}) for t in titles]
+    learned = ShownTitles()
+    seen: list[list[str] | None] = []
+
+    class Model(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized, messages, *, run_id, **kwargs):
+            seen.append(learned.titles_for(run_id))
+
+    chain = make_fair_rag_chain(
+        _shown_list(shown), FakeCitingChatModel(), group_key="gender", protected="female"
+    )
+    chain.invoke({"question": "Who?"}, {"callbacks": [learned, Model()]})
+    assert seen == [titles]
