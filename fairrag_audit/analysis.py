@@ -134,7 +134,7 @@ class AuditResult:
     @property
     def keys(self) -> list[str]:
         """The columns a window row is keyed by: ranker, the ``by`` fields, window."""
-        return ["ranker", *self.options.by, "window"]
+        return ["ranker", *self.options.by_columns, "window"]
 
 
 def audit(
@@ -384,7 +384,7 @@ def _label(
 ) -> pd.DataFrame:
     """Name the ``by_i`` columns after their fields; a readable ``window`` label (``labels``:
     the automatic windows' labels by window_start)."""
-    table = table.rename(columns={f"by_{i}": f for i, f in enumerate(options.by)})
+    table = table.rename(columns={f"by_{i}": f for i, f in enumerate(options.by_columns)})
     if "window_start" not in table.columns:
         return table
     starts = pd.to_datetime(table["window_start"])
@@ -761,7 +761,9 @@ def _pairwise(cells: pd.DataFrame, options: AuditOptions) -> tuple[pd.DataFrame,
     rows: list[dict[str, Any]] = []
     skipped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for key, cell in whole.groupby(by_cols, sort=True) if by_cols else [((), whole)]:
-        labels = dict(zip(options.by, key if isinstance(key, tuple) else (key,), strict=True))
+        labels = dict(
+            zip(options.by_columns, key if isinstance(key, tuple) else (key,), strict=True)
+        )
         cell = cell.sort_values("ranker")
         for metric in PAIRWISE_METRICS:
             n, mean, variance = _moments(cell, "p" if metric == "exposure_share" else metric)
@@ -824,7 +826,7 @@ def _drift(metrics: pd.DataFrame, options: AuditOptions) -> pd.DataFrame:
     rows["certain"] = rows["ci_low"] > options.max_disparity
     keep = [
         "ranker",
-        *options.by,
+        *options.by_columns,
         "window",
         "window_start",
         "value",

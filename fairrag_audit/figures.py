@@ -124,7 +124,8 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     _, labels = _x_positions(data, result)
     place = {label: i for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(10, 4.2))
-    series = ["ranker", *result.options.by] if result.options.window is not None else ["ranker"]
+    by = result.options.by_columns
+    series = ["ranker", *by] if result.options.window is not None else ["ranker"]
     data = data.assign(_series=data[series].astype(str).agg(" / ".join, axis=1))
     keep = _top(data["_series"], data["n"], result, "disparity against the band, series")
     data = data[data["_series"].isin(keep)]
@@ -200,7 +201,7 @@ def parity_vs_exposure(result: AuditResult, path: Path) -> bool:
     ``by`` values and window, its mean parity against the protected exposure share; on the
     diagonal the fairness gap is 0. A panel without any point says why (answers citing
     nothing in the paper's format, in which styles; records without the attributed fields)."""
-    keys = ["ranker", *result.options.by, "window"]
+    keys = ["ranker", *result.options.by_columns, "window"]
     table = result.metrics.pivot_table(
         index=keys, columns="metric", values="value", aggfunc="first", dropna=False
     )

@@ -37,6 +37,16 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _EXPOSURE = re.compile(r"^(dcg|uniform|rbp|rbp\((0(?:\.\d+)?|1(?:\.0*)?)\))$")
 _FIELD = re.compile(r'^[^"\\\x00-\x1f]+$')
 RESERVED_FIELDS = ("ranker", "window")
+TABLE_COLUMNS = frozenset(
+    {
+        "window_start", "records", "errors", "metric", "value", "ci_low", "ci_high", "n",
+        "n_missing", "group", "share", "weight", "series", "a", "b", "mean_a", "mean_b", "t",
+        "df", "p", "critical_t", "significant", "alpha", "certain", "file", "line", "kind",
+        "reason",
+    }
+)  # fmt: skip
+"""The other columns of the report's tables: a ``--by`` field of one of these names is the
+column ``by:<field>`` there (:attr:`AuditOptions.by_columns`)."""
 
 
 MAX_DURATION = timedelta(days=36_525)
@@ -262,6 +272,13 @@ class AuditOptions(BaseModel):
         if len(set(fields)) != len(fields):
             raise ValueError(f"--by names a field twice: {fields}")
         return tuple(str(field) for field in fields)
+
+    @property
+    def by_columns(self) -> tuple[str, ...]:
+        """The ``--by`` fields as the report's tables name their columns: a field named like
+        another of their columns (``group``, ``metric``, ``a``: :data:`TABLE_COLUMNS`) as
+        ``by:<field>``, so no column is read for another."""
+        return tuple(f"by:{field}" if field in TABLE_COLUMNS else field for field in self.by)
 
     @field_validator("since", mode="before")
     @classmethod

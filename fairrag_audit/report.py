@@ -228,7 +228,8 @@ def _drift_blocks(result: AuditResult) -> list[Block]:
         return [*blocks, Paragraph("No band given (--max-disparity): drift not checked.")]
     if result.drift.empty:
         return [*blocks, Paragraph(f"Every window's amortized disparity is within [0, {band:g}].")]
-    columns = ["ranker", *result.options.by, "window", "value", "ci_low", "ci_high", "n", "certain"]
+    by = result.options.by_columns
+    columns = ["ranker", *by, "window", "value", "ci_low", "ci_high", "n", "certain"]
     return [
         *blocks,
         Paragraph(
@@ -243,7 +244,7 @@ def _pairwise_blocks(result: AuditResult) -> list[Block]:
     blocks: list[Block] = [Heading("Rankers compared")]
     if result.pairwise.empty:
         return [*blocks, Paragraph("Only one ranker in these records: nothing to compare.")]
-    columns = [*result.options.by, "metric", "a", "b", "mean_a", "mean_b", "t", "df", "p"]
+    columns = [*result.options.by_columns, "metric", "a", "b", "mean_a", "mean_b", "t", "df", "p"]
     return [
         *blocks,
         Paragraph(
@@ -256,7 +257,7 @@ def _pairwise_blocks(result: AuditResult) -> list[Block]:
 
 
 def _exposure_blocks(result: AuditResult) -> list[Block]:
-    by = list(result.options.by)
+    by = list(result.options.by_columns)
     exposure = result.exposure.copy()
     exposure["share"] = [
         _interval(v, lo, hi)

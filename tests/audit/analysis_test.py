@@ -12,6 +12,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from fairrag_audit import audit
+from fairrag_audit.report import write_report
 from fairrag_core.audit import exposure_name
 from fairrag_core.exposure import ExposureModel
 from fairrag_core.metrics import exposure_share
@@ -239,6 +240,29 @@ def test_by_field_at_top_level_or_in_metadata_and_time_windows(tmp_path: Path) -
     since = audit(path, since="2026-12-01T00:30:00Z", protected="female")
     assert int(since.reading["used"].iloc[0]) == 2  # 00:50 and 01:10; the undated one left out
     assert any("without a timestamp left out" in note for note in since.notes)
+
+
+@pytest.mark.parametrize("field", ["group", "metric", "a", "share", "n"])
+def test_a_by_field_named_like_a_column_of_the_tables_is_its_own_column(tmp_path, field):
+    """An operator's trial: ``--by group`` (an A/B cohort) crashed writing the CSVs, ``--by
+    metric`` ended "Grouper for 'metric' not 1-dimensional", and ``--by a`` wrote pairwise.csv
+    with the ranker in the column ``a`` and the cohort gone. Its column is ``by:<field>``."""
+    records = [
+        record(groups, ranker=ranker, metadata={field: cohort})
+        for cohort in ("beta", "ga")
+        for ranker in ("standard", "fair")
+        for groups in (["female", "male"], ["male", "male"], ["male", "female"])
+    ]
+    result = audit(write_log(tmp_path / "log.jsonl", records), by=field, protected="female")
+    column = f"by:{field}"
+    cells = result.metrics[result.metrics["metric"] == "exposure_share"]
+    assert sorted(zip(cells["ranker"], cells[column])) == [
+        ("fair", "beta"), ("fair", "ga"), ("standard", "beta"), ("standard", "ga")
+    ]  # fmt: skip
+    assert set(result.pairwise[column]) == {"beta", "ga"}
+    assert set(result.pairwise["a"]) | set(result.pairwise["b"]) == {"fair", "standard"}
+    written = write_report(result, tmp_path / "report")  # every table, report and figure
+    assert column in pd.read_csv(written["metrics.csv"]).columns
 
 
 def test_drift_lists_windows_above_the_band(tmp_path: Path) -> None:
