@@ -748,8 +748,9 @@ def _pairwise(cells: pd.DataFrame, options: AuditOptions) -> tuple[pd.DataFrame,
     by_cols = [f"by_{i}" for i in range(len(options.by))]
     whole = _sum_by(cells, ["ranker", *by_cols]) if not cells.empty else cells
     notes: list[str] = []
+    columns = [*options.by_columns, "metric", *PAIRWISE_COLUMNS, "alpha"]
     if whole.empty or whole["ranker"].nunique() < 2:
-        return pd.DataFrame(), notes
+        return pd.DataFrame(columns=columns), notes  # a table with its header, no row
     sizes = whole.groupby("ranker")["records"].sum().reset_index()
     sizes = sizes.sort_values(["records", "ranker"], ascending=[False, True])
     if len(sizes) > MAX_COMPARED_RANKERS:
@@ -783,7 +784,11 @@ def _pairwise(cells: pd.DataFrame, options: AuditOptions) -> tuple[pd.DataFrame,
             f"rankers compared ({where}): {', '.join(left_out)} left out of the t-tests of "
             f"{', '.join(metrics)} (fewer than 2 values)"
         )
-    return pd.DataFrame(rows), notes
+    return pd.DataFrame(rows, columns=columns), notes
+
+
+PAIRWISE_COLUMNS = ("a", "b", "mean_a", "mean_b", "t", "df", "p", "critical_t", "significant")
+"""The columns of one t-test row (:func:`_t_tests`)."""
 
 
 def _t_tests(
@@ -817,13 +822,8 @@ def _t_tests(
 
 
 def _drift(metrics: pd.DataFrame, options: AuditOptions) -> pd.DataFrame:
-    """Windows whose amortized disparity is above the band (whole CI above it: ``certain``)."""
-    if options.max_disparity is None or metrics.empty:
-        return pd.DataFrame()
-    rows = metrics[(metrics["metric"] == "amortized_disparity")]
-    rows = rows[rows["value"] > options.max_disparity].copy()
-    rows["band"] = options.max_disparity
-    rows["certain"] = rows["ci_low"] > options.max_disparity
+    """Windows whose amortized disparity is above the band (whole CI above it: ``certain``);
+    without a band or a window, the table's header and no row."""
     keep = [
         "ranker",
         *options.by_columns,
@@ -836,6 +836,12 @@ def _drift(metrics: pd.DataFrame, options: AuditOptions) -> pd.DataFrame:
         "band",
         "certain",
     ]
+    if options.max_disparity is None or metrics.empty:
+        return pd.DataFrame(columns=keep)
+    rows = metrics[(metrics["metric"] == "amortized_disparity")]
+    rows = rows[rows["value"] > options.max_disparity].copy()
+    rows["band"] = options.max_disparity
+    rows["certain"] = rows["ci_low"] > options.max_disparity
     return rows[keep].reset_index(drop=True)
 
 

@@ -213,6 +213,15 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
         # before the audit's work, not after it
         why = "is a folder" if Path(fit).is_dir() else "is in a folder that does not exist"
         raise ValueError(f"--fit-exposure {str(fit)!r} {why}; give a file path to write")
+    if fit is not None:  # the fit reads JSON lines: said before the audit, not after it
+        from .exposure_fit import PARQUET
+        from .scan import is_parquet
+
+        parquet = next(
+            (log for log in args.logs or [] if Path(log).exists() and is_parquet(Path(log))), None
+        )
+        if parquet is not None:
+            raise ValueError(PARQUET.format(path=str(parquet)))
 
 
 def _convert(args: argparse.Namespace) -> None:

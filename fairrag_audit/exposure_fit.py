@@ -31,7 +31,7 @@ CONFOUNDED = (
 )
 
 
-_PARQUET = (
+PARQUET = (
     "--fit-exposure reads JSON-lines logs; {path!r} is Parquet (fit from the JSON-lines log it "
     "was converted from)"
 )
@@ -69,7 +69,7 @@ def _log_files(paths: Sequence[Path]) -> list[Path]:
         if path.is_dir():
             files.extend(sorted(p for p in path.rglob("*.jsonl*") if p.is_file()))
         elif path.suffix == ".parquet":
-            raise ValueError(_PARQUET.format(path=str(path)))
+            raise ValueError(PARQUET.format(path=str(path)))
         else:
             files.append(path)
     return files
@@ -96,7 +96,7 @@ def fit_exposure_from_logs(
         files = [Path(p) for p in paths]
         for path in files:
             if is_parquet(path):
-                raise ValueError(_PARQUET.format(path=str(path)))
+                raise ValueError(PARQUET.format(path=str(path)))
         wanted = [lines.get(index, set()) for index in range(len(files))]
     observations: list[PositionObservation] = []
     for path, only in zip(files, wanted, strict=True):

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "Sieved",
+    "copy_log",
     "is_gzip",
     "line_numbers",
     "nesting_depth",
@@ -251,14 +252,14 @@ def sieve(path: Path, folder: Path) -> Sieved:
             return Sieved(path, is_gzip(path), 0)
     except BROKEN_GZIP:
         pass  # the copy keeps the lines before the break and says where it was
-    return _copy(path, folder)
+    return copy_log(path, folder)
 
 
 BROKEN_GZIP = (EOFError, zlib.error, gzip.BadGzipFile)
 """What reading a gzip log cut short (a rotation copied while written) or corrupt raises."""
 
 
-def _copy(path: Path, folder: Path) -> Sieved:
+def copy_log(path: Path, folder: Path) -> Sieved:
     """The copy DuckDB reads instead of ``path``: each refused line replaced by a placeholder
     naming the reason; a gzip stream that breaks ends with one more placeholder saying so
     (the lines before it are read, the break is listed as a refused line)."""

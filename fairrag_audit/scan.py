@@ -31,7 +31,7 @@ from fairrag_core.audit import GENERATION_FIELDS
 from fairrag_core.kit.records import RECORD_SCHEMA
 from fairrag_core.target import OTHERS
 
-from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, sieve
+from .lines import MAX_DEPTH, MAX_LINE_BYTES, REFUSED_FIELD, Sieved, copy_log, sieve
 from .options import AuditOptions
 
 __all__ = [
@@ -640,6 +640,15 @@ def load_records(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict[
                 sieved = sieve(path, Path(folder))
                 counts["blank_lines"].append(sieved.blank_lines)
                 source_sql = _json_rows(sieved, scan.struct)
+                if sieved.gzip and sieved.path == path:
+                    try:
+                        _scan_file(con, index, source_sql, scan)
+                        continue
+                    except duckdb.IOException:
+                        # a gzip stream Python reads and DuckDB does not (zero bytes padding
+                        # its end): read from the sieve's copy, the same lines (the failed
+                        # statement appended none)
+                        source_sql = _json_rows(copy_log(path, Path(folder)), scan.struct)
             _scan_file(con, index, source_sql, scan)
     con.execute("SET preserve_insertion_order = false")
     per_file = {
@@ -889,11 +898,16 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", 
     con = connect()
     try:
         with tempfile.TemporaryDirectory(prefix="fairrag-audit-") as folder:
-            rows = _json_rows(sieve(source, Path(folder)), struct)
+            sieved = sieve(source, Path(folder))
             con.execute("SET preserve_insertion_order = true")  # rows in line order
-            con.execute(
-                f"COPY ({rows}) TO {sql_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
-            )
+            copy = f"TO {sql_literal(str(target))} (FORMAT parquet, COMPRESSION zstd)"
+            try:
+                con.execute(f"COPY ({_json_rows(sieved, struct)}) {copy}")
+            except duckdb.IOException:
+                if not (sieved.gzip and sieved.path == source):
+                    raise
+                # a gzip stream DuckDB does not read (zero bytes after its end): the copy
+                con.execute(f"COPY ({_json_rows(copy_log(source, Path(folder)), struct)}) {copy}")
         return int(
             con.execute(
                 f"SELECT count(*) FROM read_parquet({sql_literal(str(target))})"

@@ -256,7 +256,7 @@ def test_a_by_field_named_like_a_column_of_the_tables_is_its_own_column(tmp_path
     result = audit(write_log(tmp_path / "log.jsonl", records), by=field, protected="female")
     column = f"by:{field}"
     cells = result.metrics[result.metrics["metric"] == "exposure_share"]
-    assert sorted(zip(cells["ranker"], cells[column])) == [
+    assert sorted(zip(cells["ranker"], cells[column], strict=True)) == [
         ("fair", "beta"), ("fair", "ga"), ("standard", "beta"), ("standard", "ga")
     ]  # fmt: skip
     assert set(result.pairwise[column]) == {"beta", "ga"}

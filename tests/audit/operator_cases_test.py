@@ -246,3 +246,57 @@ def test_to_parquet_refuses_the_flags_it_would_ignore(tmp_path, flags, capsys):
     assert code == 2
     assert f"{flags[0]}: --to-parquet converts LOG files" in capsys.readouterr().err
     assert not (tmp_path / "pq").exists() and not (tmp_path / "P").exists()
+
+
+def test_a_gzip_log_padded_with_zero_bytes_is_read_whole(tmp_path: Path, capsys):
+    """An operator's trial: a gzip log with zero bytes after its end (a block device's padding,
+    which ``gzip -d`` and Python read) stopped the whole audit, "Input is not a GZIP stream",
+    naming no file, the good log beside it lost too; ``--to-parquet`` failed the same way."""
+
+    def records(day: int) -> list[dict]:
+        stamp = f"2026-11-{day:02d}T00:00:00Z"
+        return [record(["female", "male"], ranker=f"r{i % 2}", timestamp=stamp) for i in range(40)]
+
+    good = write_log(tmp_path / "good.jsonl", records(1))
+    padded = write_log(tmp_path / "padded.jsonl.gz", records(2))
+    with open(padded, "ab") as handle:
+        handle.write(b"\0" * 4096)
+    result = audit([good, padded], protected="female")
+    assert list(result.reading["used"]) == [40, 40]
+    assert main(["audit", str(padded), "--to-parquet", "--out", str(tmp_path / "pq")]) == 0
+    assert audit(tmp_path / "pq", protected="female").reading["used"].sum() == 40
+
+
+def test_empty_tables_are_written_with_their_header(tmp_path: Path):
+    """An operator's trial: with one ranker (no t-test) and no ``--max-disparity``,
+    pairwise.csv and drift.csv were a bare newline that ``pandas.read_csv`` refuses."""
+    import pandas as pd
+
+    from fairrag_audit.report import write_report
+
+    path = write_log(tmp_path / "log.jsonl", [record(["female", "male"])] * 5)
+    written = write_report(audit(path, by="tenant", protected="female"), tmp_path / "report")
+    pairwise = pd.read_csv(written["pairwise.csv"])
+    assert pairwise.empty and {"tenant", "metric", "a", "b", "p"} <= set(pairwise.columns)
+    drift = pd.read_csv(written["drift.csv"])
+    assert drift.empty and {"ranker", "tenant", "window", "value"} <= set(drift.columns)
+
+
+def test_fit_exposure_refuses_parquet_logs_before_the_audit(tmp_path: Path, capsys):
+    """An operator's trial: ``--fit-exposure`` over a Parquet folder ran the whole audit, then
+    said "none of the 0 log(s) holds a record with an answer"."""
+    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])] * 3)
+    assert main(["audit", str(log), "--to-parquet", "--out", str(tmp_path / "pq")]) == 0
+    out = tmp_path / "report"
+    code = main(
+        [
+            "audit",
+            str(tmp_path / "pq"),
+            "--out",
+            str(out),
+            "--fit-exposure",
+            str(tmp_path / "c.json"),
+        ]
+    )
+    assert code == 2 and not out.exists()
+    assert "reads JSON-lines logs" in capsys.readouterr().err
