@@ -82,13 +82,19 @@ def group_labels(
 
     For a retrieved pool (``require_present=True``), a key that no candidate carries is an error,
     not a pool of unknowns: it names the key and the metadata fields that do exist, since it is
-    almost always a misspelling. A short shown list (the top-k, a context) may legitimately hold
-    only unknowns, so auditors pass ``require_present=False``.
+    almost always a misspelling; candidates that hold the key with the value None are of the
+    unknown group, and a pool of only them is ranked. A short shown list (the top-k, a
+    context) may legitimately hold only unknowns, so auditors pass ``require_present=False``.
     """
     if not isinstance(group_key, str) or not group_key:
         raise ValueError(f"group_key must be a non-empty metadata field name, got {group_key!r}")
     labels = [None if m is None else m.get(group_key) for m in metadatas]
-    if require_present and metadatas and all(label is None for label in labels):
+    if (
+        require_present
+        and metadatas
+        and all(label is None for label in labels)
+        and not any(m is not None and group_key in m for m in metadatas)
+    ):  # a candidate holding the key with None is of the unknown group: a pool of them ranks
         fields = sorted({key for m in metadatas if m for key in m})
         raise KeyError(
             f"group_key {group_key!r} is on no candidate of the pool; "

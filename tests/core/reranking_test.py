@@ -27,6 +27,18 @@ def test_group_labels_missing_field_is_unknown_and_absent_key_is_an_error():
         group_labels(metadatas, "")
 
 
+def test_a_pool_whose_candidates_hold_the_group_key_as_none_is_of_unknown_groups():
+    """A Haystack trial: a pool whose documents all had ``gender: None`` was refused, "group_key
+    'gender' is on no candidate of the pool; metadata fields present: ['gender', ...]"."""
+    unknown = [{"gender": None, "title": "a"}, {"gender": None, "title": "b"}]
+    assert group_labels(unknown, "gender") == [None, None]
+    standard = make_ranker("standard")
+    assert rerank(standard, np.array([0.9, 0.5]), group_labels(unknown, "gender"), 2).indices == [
+        0,
+        1,
+    ]
+
+
 def test_pool_scores_all_none_or_error_naming_positions():
     scores, from_order = pool_scores([0.3, 0.1])
     assert scores.tolist() == [0.3, 0.1] and not from_order
