@@ -10,6 +10,8 @@ Documents out. Haystack components are not pydantic models, so the component hol
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
@@ -78,6 +80,8 @@ class FairDocumentRanker:
             )
         self.relevance = relevance
         self.title_key = title_key
+        if log_path is not None and not isinstance(log_path, (str, os.PathLike)):
+            raise TypeError(f"log_path must be a file path or None, got {log_path!r:.80}")
         self.log_path = log_path
         self.max_records = max_records
         self._kept = RecordKeeper(log_path, max_records=max_records)
@@ -104,7 +108,19 @@ class FairDocumentRanker:
         :returns: ``documents``: the fair top-k, best first; ``record``: its fairness record
             (None for a ranker without a target).
         """
-        k = self.top_k if top_k is None else check_count(top_k, "top_k")
+        k = check_count(self.top_k if top_k is None else top_k, "top_k")  # a field set later too
+        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
+            raise TypeError(
+                f"documents must be a list of haystack Documents, got {type(documents).__name__}"
+            )
+        if query is not None and not isinstance(query, str):
+            raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
+        wrong = next((d for d in documents if not isinstance(d, Document)), None)
+        if wrong is not None:
+            raise TypeError(
+                f"documents must be a list of haystack Documents, got a {type(wrong).__name__} "
+                f"among them: {wrong!r:.80}"
+            )
         given = [document.score for document in documents]
         scores, scored = pool_relevance(given, self.relevance)
         metas, ids = [d.meta for d in documents], [d.id for d in documents]
@@ -123,9 +139,10 @@ class FairDocumentRanker:
         top_k: int | None = None,
         seed: int | None = None,
     ) -> dict[str, Any]:
-        """:meth:`run` for ``AsyncPipeline``: with a SQLite or Redis ledger the ranking waits in
-        the ledger's own thread pool (its deadline counts that wait), never in the event loop
-        nor in the loop's default executor; otherwise it runs in place (pure computation)."""
+        """:meth:`run` for ``Pipeline.run_async`` (``AsyncPipeline`` in Haystack 2.x): with a
+        SQLite or Redis ledger the ranking waits in the ledger's own thread pool (its deadline
+        counts that wait), never in the event loop nor in the loop's default executor;
+        otherwise it runs in place (pure computation)."""
         from fairrag_core.ledger import run_off_loop, waits_on_ledger
 
         if waits_on_ledger(self.fair.core_ranker):

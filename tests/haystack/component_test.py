@@ -236,3 +236,28 @@ def test_bad_configuration_fails_at_construction_naming_it(fields, message):
     fields = {"group_key": "gender", "protected": "female", **fields}
     with pytest.raises(ValueError, match=message):
         FairDocumentRanker(**fields)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        ({"documents": None}, "documents must be a list of haystack Documents"),
+        ({"documents": ["a"]}, "got a str among them"),
+        ({"documents": [{"content": "x"}]}, "got a dict among them"),
+        ({"documents": [], "query": 5}, "query must be"),
+    ],
+)
+def test_bad_run_input_is_an_error_naming_the_argument(call, named):
+    """A Haystack trial: ``run(documents=None)`` raised "'NoneType' object is not iterable",
+    a list of strings "'str' object has no attribute 'score'", a query of 5 was recorded."""
+    with pytest.raises(TypeError, match=named):
+        FairDocumentRanker(group_key="gender", protected="female").run(**call)
+
+
+def test_a_top_k_set_after_construction_and_a_log_path_are_checked():
+    fair = FairDocumentRanker(group_key="gender", protected="female")
+    fair.top_k = 0
+    with pytest.raises(ValueError, match="top_k must be an int >= 1"):
+        fair.run(documents=biographies())
+    with pytest.raises(TypeError, match="log_path must be a file path"):
+        FairDocumentRanker(group_key="gender", protected="female", log_path=5)
