@@ -483,7 +483,13 @@ class FairnessCallbackHandler(_Handler):
             (run for run in state.models.values() if run.answer is not None),
             key=lambda run: run.order,
         )
-        several = [run for run in done if self._lists(state, run.seen) > 1]
+        # one answer from several retrievals: several lists in its prompt, or the one model
+        # answering from a list several searches returned (the question and a rewrite of it)
+        several = [
+            run
+            for run in done
+            if self._lists(state, run.seen) > 1 or (len(done) == 1 and len(set(run.seen)) > 1)
+        ]
         # a graph without messages in its state is told by what it returns: a model's answer
         # under an answer key (a node running a chain per question returns none: its own rule)
         graph = state.graph and any(returned.holds(run) for run in done)

@@ -78,3 +78,42 @@ def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     assert one["titles"] == shown_one and two["titles"] == shown_two
     assert two["reordered_after_ranking"] is False
     assert shown_two[0] in two["answer"]  # the model cites its first entry (source id 0)
+
+
+def test_one_answer_from_a_question_and_its_rewrite_that_found_the_same_list_is_one_record():
+    """A user trial: a chain searching the question and a rewrite of it with one fair
+    retriever (a deterministic ranker: the same list twice), both lists in one prompt, one
+    answer: two records, one of them unanswered (a phantom question). One record now, of the
+    user's question, with both searches."""
+    from operator import itemgetter
+
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    from fairrag_langchain.fakes import FakeCitingChatModel
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        group_key="gender",
+        protected="female",
+        ranker="standard",
+    )
+    text = RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs))
+    prompt = ChatPromptTemplate.from_template("Context:\n{a}\n\n{b}\nQuestion: {question}\n")
+    chain = (
+        RunnableParallel(
+            a=itemgetter("question") | retriever | text,
+            b=itemgetter("rewrite") | retriever | text,
+            question=itemgetter("question"),
+        )
+        | prompt
+        | FakeCitingChatModel()
+        | StrOutputParser()
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    answer = chain.invoke({"question": "who?", "rewrite": "who else?"}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == answer and record["query"] == "who?"
+    # both lists at one place in the prompt: in the order the searches ended (in parallel)
+    assert sorted(s["query"] for s in record["framework"]["searches"]) == ["who else?", "who?"]
