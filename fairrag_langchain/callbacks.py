@@ -667,7 +667,7 @@ class FairnessCallbackHandler(_Handler):
                 documents,
                 source_id_base=self.source_id_base,
                 title_key=self.title_key,
-                fallback=None if answering is None else answering.answer,
+                fallback=answer if isinstance(answer, str) else getattr(answering, "answer", None),
             )
         failed = all(search.documents is None for search in state.retrievals.values())
         return self._record(
@@ -1029,6 +1029,9 @@ def _final_answer(
         if given:
             run = given[-1]
             return run, run.message if run.message is not None else run.answer
+        joined = returned.joined(done)
+        if joined is not None:  # several branches' answers joined: no one model run gave it
+            return None, joined
         answered = _without_grades([run for run in done if not _calls_tools(run.message)])
         if not answered:
             return None, None
@@ -1281,6 +1284,8 @@ class _Returned:
     objects: frozenset[str] = frozenset()
     """Structured answers (a pydantic object or a mapping under an answer key), as
     :func:`_canonical` JSON: a model run whose tool call's arguments are one gave it."""
+    written: tuple[str, ...] = ()
+    """The texts as returned (line breaks kept), for :meth:`joined`."""
 
     @classmethod
     def of(cls, outputs: Any) -> _Returned:
@@ -1293,9 +1298,11 @@ class _Returned:
         texts: set[str] = set()
         ids: set[str] = set()
         objects: set[str] = set()
+        written: list[str] = []
         for value in values:
             if isinstance(value, str):
                 texts.add(_collapsed(value))
+                written.append(value)
             elif isinstance(value, BaseMessage):
                 if value.id is not None:
                     ids.add(value.id)
@@ -1305,7 +1312,22 @@ class _Returned:
                 if canonical is not None:
                     objects.add(canonical)
         texts.discard("")
-        return cls(frozenset(texts), frozenset(ids), frozenset(objects))
+        return cls(frozenset(texts), frozenset(ids), frozenset(objects), tuple(written))
+
+    def joined(self, done: Sequence[_ModelRun]) -> str | None:
+        """A text the root returned that joins the answers of two or more of its model runs
+        (a map-reduce whose branches each answered, their answers joined by code), as
+        returned; None when there is none."""
+        answers = [  # a grade ("yes", "Score: 4") is no branch's answer
+            run.said
+            for run in done
+            if run.said and not _calls_tools(run.message) and not is_verdict(run.said)
+        ]
+        for text in self.written:
+            said = _collapsed(text)
+            if sum(answer in said for answer in answers) >= 2:
+                return text
+        return None
 
     def holds(self, run: _ModelRun) -> bool:
         """Whether the root returned this model run's output as its answer."""

@@ -3,6 +3,9 @@ source id base (fast: a fixed pool, fake tool-calling model)."""
 
 from __future__ import annotations
 
+import operator
+from typing import Annotated, TypedDict
+
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
@@ -117,3 +120,45 @@ def test_one_answer_from_a_question_and_its_rewrite_that_found_the_same_list_is_
     assert record["answer"] == answer and record["query"] == "who?"
     # both lists at one place in the prompt: in the order the searches ended (in parallel)
     assert sorted(s["query"] for s in record["framework"]["searches"]) == ["who else?", "who?"]
+
+
+class Joined(TypedDict, total=False):
+    """A map-reduce's state: each branch's answer, and the answers joined."""
+
+    answers: Annotated[list, operator.add]
+    answer: str
+
+
+def test_branches_answers_joined_by_code_are_one_record_with_every_search():
+    """A user trial: a map-reduce (``Send``) whose branches are research agents, their
+    answers joined by plain code into the graph's ``answer``: the one record kept one branch's
+    answer and search (a different one from run to run), the other rankings in no record."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import Send
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()), group_key="gender", protected="female"
+    )
+    tool = create_retriever_tool(retriever, "search", "Search biographies.")
+    subs = ["computing", "tennis", "medicine"]
+
+    def research(state: dict) -> dict:
+        agent = create_agent(FakeSearchingChatModel(searches=[[state["sub"]]]), [tool])
+        out = agent.invoke({"messages": [HumanMessage(state["sub"])]})
+        return {"answers": [(state["sub"], out["messages"][-1].content)]}
+
+    def combine(state: Joined) -> Joined:
+        return {"answer": "\n".join(text for _, text in sorted(state["answers"]))}
+
+    graph = StateGraph(Joined)
+    graph.add_node("research", research)
+    graph.add_node("combine", combine)
+    graph.add_conditional_edges(START, lambda s: [Send("research", {"sub": q}) for q in subs])
+    graph.add_edge("research", "combine")
+    graph.add_edge("combine", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"answers": []}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["answer"]
+    assert sorted(s["query"] for s in record["framework"]["searches"]) == sorted(subs)
+    assert record["n_citations"] == out["answer"].count("(DocTitle: ")
