@@ -337,6 +337,13 @@ def compute_partials(
             "it, or a folder and one of its files): give each log once"
         )
     counts = load_included(con, options)
+    for path, before in zip(options.paths, fingerprints, strict=True):
+        if log_fingerprint(path) != before:  # rotated (or rewritten) while the audit read it
+            raise ValueError(
+                f"log {str(path)!r} changed while the audit read it (its first record is "
+                "another: a rotation, or the file rewritten): the partials would count one "
+                "log's lines under another's name; run the audit again"
+            )
     if answered_lines is not None:
         wanted: dict[int, list[int]] = {}
         for file_index, line_index in con.execute(

@@ -841,9 +841,27 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     whose fields' JSON text is longer than :data:`MAX_LINE_BYTES` in all is refused (its
     fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
     than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
+    members = sorted(p for p in path.rglob("*.parquet") if p.is_file()) if path.is_dir() else [path]
+    unreadable: list[str] = []  # a file cut short (a copy still running): listed, not fatal
+    readable: list[Path] = []
+    for member in members:
+        try:
+            con.execute(f"SELECT count(*) FROM parquet_metadata({sql_literal(str(member))})")
+            readable.append(member)
+        except duckdb.Error as exc:
+            reason = " ".join(str(exc).split())[:200]
+            unreadable.append(f"Parquet file {str(member)!r} cannot be read ({reason})")
+    refused_rows = " UNION ALL ".join(
+        'SELECT false AS "__damaged", '
+        + ", ".join(f"NULL::JSON AS {_quoted(f)}" for f in fields if f != REFUSED_FIELD)
+        + f", to_json({sql_literal(reason)}) AS {_quoted(REFUSED_FIELD)}"
+        for reason in unreadable
+    )
+    if not readable:
+        return refused_rows
+    files = "[" + ", ".join(sql_literal(str(member)) for member in readable) + "]"
     source = (
-        f"read_parquet({sql_literal(str(path / '**' / '*.parquet'))}, hive_partitioning = true, "
-        "union_by_name = true)"
+        f"read_parquet({files}, hive_partitioning = true, union_by_name = true)"
         if path.is_dir()
         else f"read_parquet({sql_literal(str(path))})"
     )
@@ -880,10 +898,11 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
         f"ELSE CAST(__refused_text AS JSON) END AS {_quoted(REFUSED_FIELD)}"
     )
     inner = ", ".join([f"{damaged} AS __damaged_flag", *texts, f"{refused} AS __refused_text"])
-    return (
+    rows = (
         f'SELECT __damaged_flag AS "__damaged", {", ".join(columns)} FROM ('
         f"SELECT *, {size} AS __size FROM (SELECT {inner} FROM {source}))"
     )
+    return rows if not unreadable else f"{rows} UNION ALL {refused_rows}"
 
 
 def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", "run_id")) -> int:

@@ -300,3 +300,43 @@ def test_fit_exposure_refuses_parquet_logs_before_the_audit(tmp_path: Path, caps
     )
     assert code == 2 and not out.exists()
     assert "reads JSON-lines logs" in capsys.readouterr().err
+
+
+def test_a_log_rotated_while_the_audit_reads_it_is_refused(tmp_path: Path, monkeypatch, capsys):
+    """An operator's trial: a log rotated (renamed, a new one created) after the audit took its
+    fingerprint and before it read it: the partials counted the new file's records under the
+    old file's identity, so the rotated file's own partials could never merge."""
+    import fairrag_audit.partials as partials
+
+    log = write_log(tmp_path / "app.jsonl", [record(["female", "male"])] * 30)
+    fresh = [record(["male", "male"], timestamp="2026-12-02T00:00:00Z")] * 3
+    real = partials.log_fingerprint
+
+    def rotating(path):
+        found = real(path)
+        if not (tmp_path / "app.jsonl.1").exists():
+            log.rename(tmp_path / "app.jsonl.1")
+            write_log(log, fresh)
+        return found
+
+    monkeypatch.setattr(partials, "log_fingerprint", rotating)
+    code = main(["audit", str(log), "--partials-out", str(tmp_path / "p"), "--window", "1d"])
+    assert code == 2 and not (tmp_path / "p").exists()
+    assert "changed while the audit read it" in capsys.readouterr().err
+
+
+def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Path):
+    """An operator's trial: one Parquet file of a hive folder cut short (a copy still running)
+    stopped the audit of every other day ("No magic bytes found at end of file")."""
+    folder = tmp_path / "logs"
+    for day in (1, 2):
+        stamp = f"2026-12-0{day}T00:00:00Z"
+        log = write_log(tmp_path / f"d{day}.jsonl", [record(["female"], timestamp=stamp)] * 7)
+        out = folder / f"day=2026-12-0{day}"
+        assert main(["audit", str(log), "--to-parquet", "--out", str(out)]) == 0
+    (cut,) = (folder / "day=2026-12-02").glob("*.parquet")
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    result = audit(folder, protected="female")
+    assert int(result.reading["used"].iloc[0]) == 7
+    (reason,) = result.left_out["reason"]
+    assert "cannot be read" in reason and cut.name in reason
