@@ -5,7 +5,6 @@ memory and optionally appended to a JSON-lines file."""
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import os
 import threading
@@ -832,11 +831,14 @@ class FairnessCallbackHandler(_Handler):
         serialized: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
         parts: Sequence[str],
+        turn: int | None = None,
     ) -> None:
-        # the prompt's messages (or prompts), whitespace collapsed, and where each begins
-        collapsed_parts = [part for part in map(_collapsed, parts) if part]
-        text = " ".join(collapsed_parts)
-        starts = list(itertools.accumulate((len(p) + 1 for p in collapsed_parts[:-1]), initial=0))
+        # the prompt's messages (or prompts), whitespace collapsed, and where the message
+        # ``turn`` (the last human message: the conversation's current turn) begins
+        collapsed = [_collapsed(part) for part in parts]
+        text = " ".join(part for part in collapsed if part)
+        before = [part for part in collapsed[: turn or 0] if part]
+        start = sum(len(part) + 1 for part in before) if turn else 0
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
             order, state.model_starts = state.model_starts, state.model_starts + 1
@@ -844,7 +846,7 @@ class FairnessCallbackHandler(_Handler):
             # message holding the list: a later turn's own, not an earlier turn's copy): the
             # link, the searches seen and the list as held all read these
             places = {
-                ended: _places(text, starts, located)
+                ended: _places(text, start, located)
                 for ended in state.ended
                 if (located := state.retrievals[ended].located())
             }
@@ -945,8 +947,12 @@ class FairnessCallbackHandler(_Handler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        parts = [message_text(m) for batch in messages for m in batch]
-        self._model_start(run_id, parent_run_id, serialized, kwargs, parts)
+        flat = [m for batch in messages for m in batch]
+        humans = [i for i, m in enumerate(flat) if isinstance(m, HumanMessage)]
+        turn = humans[-1] if len(humans) > 1 else None  # a conversation: its current turn
+        self._model_start(
+            run_id, parent_run_id, serialized, kwargs, [message_text(m) for m in flat], turn
+        )
 
     def on_llm_start(
         self,
@@ -976,12 +982,10 @@ class FairnessCallbackHandler(_Handler):
         self._ended(run_id, error)
 
 
-def _places(
-    prompt: str, starts: Sequence[int], located: Sequence[tuple[str, str]]
-) -> tuple[int, ...]:
+def _places(prompt: str, turn: int, located: Sequence[tuple[str, str]]) -> tuple[int, ...]:
     """Where ``prompt`` holds each of a list's documents (:func:`~fairrag_core.kit.place_in`),
-    read from the message holding the list (:func:`~fairrag_core.kit.search_start`)."""
-    start = search_start(prompt, starts, located)
+    read from the current turn when it holds the list (:func:`~fairrag_core.kit.search_start`)."""
+    start = search_start(prompt, turn, located)
     return tuple(place_in(prompt, text, first_line, start) for text, first_line in located)
 
 

@@ -38,19 +38,19 @@ def place_in(prompt: str, text: str, first_line: str, start: int = 0) -> int:
     return PARTLY if prompt.find(first_line, start) >= 0 else -1
 
 
-def search_start(prompt: str, starts: Sequence[int], located: Sequence[tuple[str, str]]) -> int:
-    """Where to read one list's documents in a prompt of several messages (``starts``: where
-    each message begins in ``prompt``): at the start of the last message from which every
-    document the prompt holds whole is still found. A conversation's later turn thus finds
-    its own list where its own message holds it, not a document's copy in an earlier turn's
-    message (docs/SPEC.md, "Adapters" → Which list is audited); 0 when no document is held."""
-    if len(starts) < 2:
+def search_start(prompt: str, turn: int, located: Sequence[tuple[str, str]]) -> int:
+    """Where to read one list's documents in a conversation's prompt: from ``turn`` (where its
+    last human message begins: the current turn) when every document the prompt holds whole is
+    found from there, else from the start. A later turn thus finds its own list where its own
+    messages hold it, not a document's copy in an earlier turn's message, while the searches of
+    one turn are read where each is first held (docs/SPEC.md, "Adapters" → Which list is
+    audited)."""
+    if turn <= 0:
         return 0
-    last = [at for text, _ in located if (at := prompt.rfind(text)) >= 0]
-    if not last:
-        return 0
-    limit = min(last)
-    return max((at for at in starts if at <= limit), default=0)
+    for text, _ in located:
+        if prompt.rfind(text) < turn and text in prompt:
+            return 0  # held whole before the turn only: not this turn's message
+    return turn
 
 
 def held_order(places: Sequence[int], lengths: Sequence[int]) -> list[int] | None:

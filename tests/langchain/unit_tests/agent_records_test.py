@@ -162,3 +162,32 @@ def test_branches_answers_joined_by_code_are_one_record_with_every_search():
     assert record["answer"] == out["answer"]
     assert sorted(s["query"] for s in record["framework"]["searches"]) == sorted(subs)
     assert record["n_citations"] == out["answer"].count("(DocTitle: ")
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_two_searches_of_one_turn_that_found_one_list_in_two_orders_keep_the_first(parallel):
+    """A review of the multi-turn fix: two searches of one turn returning the same documents
+    in other orders (a stochastic ranker re-draws) were read where the second search's message
+    held them: the record out of order and flagged reordered. Within a turn each search is read
+    where it is first held (as before the fix)."""
+    from langchain_core.messages import ToolMessage
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool(4, female_every=2)),
+        group_key="gender",
+        protected="female",
+        pool_size=4,
+        k=4,
+        seed=1,
+        ranker="stochastic",
+        ranker_params={"alpha": 1.0},
+    )
+    tool = create_retriever_tool(retriever, "search", "Search biographies.")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    searches = [["first", "second"]] if parallel else [["first"], ["second"]]
+    agent = create_agent(FakeSearchingChatModel(searches=searches), [tool])
+    out = agent.invoke({"messages": [HumanMessage("Who are pioneers?")]}, {"callbacks": [handler]})
+    first, second = (_tool_titles([m]) for m in out["messages"] if isinstance(m, ToolMessage))
+    assert sorted(first) == sorted(second) and first != second  # the case in question
+    (record,) = handler.records
+    assert record["titles"] == first and record["reordered_after_ranking"] is False
