@@ -205,6 +205,10 @@ def _text(value: Any) -> str | None:
         text = value.message.content
     elif isinstance(value, Response):
         text = value.response
+    elif isinstance(value, (StreamingResponse, AsyncStreamingResponse)):
+        text = value.response_txt  # a stream already read (None: not yet)
+    elif isinstance(value, StreamingAgentChatResponse):
+        text = value.response if value.is_done else None
     elif value is None or isinstance(value, (bytes, Mapping)):
         return None
     else:
@@ -241,10 +245,8 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
         payload = result
     nodes = _field(payload, "source_nodes")
     sources = list(nodes) if isinstance(nodes, Sequence) and not isinstance(nodes, str) else None
-    if _streams(payload):  # read by the caller after the run: no answer yet (SPEC's limit),
-        # unless the model had finished writing it (a chat stream done before the run ended)
-        done = isinstance(payload, StreamingAgentChatResponse) and payload.is_done
-        return (payload.response if done else None), sources
+    if _streams(payload):  # its text when read (in a step, or a chat stream written) already
+        return _text(payload), sources
     structured = _field(payload, "structured_response")
     cites = _field(structured, "citations")
     if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
@@ -266,14 +268,18 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
 
 
 def _workflow_stream(result: Any) -> Any:
-    """The streaming response a Workflow's result is (its ``StopEvent``'s ``result``), when its
-    caller has not read it yet: a query engine's or synthesizer's stream, or a chat stream
-    still writing its answer; else None."""
+    """The streaming response a Workflow's result is or holds (its ``StopEvent``'s ``result``,
+    or that result's ``answer`` or ``response`` field), when its caller has not read it yet: a
+    query engine's or synthesizer's stream, or a chat stream still writing its answer; else
+    None (a stream a step already read gives its text: :func:`_text`)."""
     payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
-    if isinstance(payload, (StreamingResponse, AsyncStreamingResponse)):
-        return payload if payload.response_txt is None else None
-    if isinstance(payload, StreamingAgentChatResponse):
-        return payload
+    if payload is None:
+        payload = result
+    for value in (payload, *(_field(payload, name) for name in _ANSWER_FIELDS)):
+        if isinstance(value, (StreamingResponse, AsyncStreamingResponse)):
+            return value if value.response_txt is None else None
+        if isinstance(value, StreamingAgentChatResponse):
+            return None if value.is_done else value
     return None
 
 
@@ -302,9 +308,12 @@ def _structured(value: Any) -> bool:
     if value is None or isinstance(value, (str, bytes)) or _streams(value):
         return False
     try:
-        return read_structured_answer(value, source_id_base=SOURCE_ID_BASE) is not None
+        found = read_structured_answer(value, source_id_base=SOURCE_ID_BASE)
     except TypeError:  # an object that cannot be copied (it holds a generator, a lock)
         return False
+    # a citations list: an ``{"answer": text}`` alone is text, read as the answer's text
+    cites = _field(value, "citations")
+    return found is not None and isinstance(cites, Sequence) and not isinstance(cites, str)
 
 
 def _streams(value: Any) -> bool:
@@ -1121,7 +1130,7 @@ class FairnessEventHandler(BaseEventHandler):
             if isinstance(stream, StreamingAgentChatResponse):  # recorded once written
                 self._watch_chat_stream(stream, run, tags)
             elif stream is not None:  # recorded when its caller has read it, as an engine's
-                self._watch_stream(stream, run, tags)
+                self._watch_stream(stream, run, tags, sources)
             else:
                 self._finish(run, answer, sources, tags)
         else:
@@ -1152,12 +1161,16 @@ class FairnessEventHandler(BaseEventHandler):
         ):
             self._chat_stream_written(response)
 
-    def _watch_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
+    def _watch_stream(
+        self, response: Any, run: _Run, tags: dict[str, Any], shown: Any = None
+    ) -> None:
         """Record a streaming query's answer once the caller has consumed its stream; a stream
         nobody starts reading is recorded ``"unconsumed"`` when it is collected or at
-        :meth:`flush` (every ranking gets its record: an amortized ledger counted it)."""
+        :meth:`flush` (every ranking gets its record: an amortized ledger counted it).
+        ``shown``: the nodes the answer was given (a Workflow result's ``source_nodes``),
+        else the stream's own."""
         tokens = response.response_gen
-        sources = getattr(response, "source_nodes", None)
+        sources = getattr(response, "source_nodes", None) if shown is None else shown
         stream = _Stream(run, None if sources is None else list(sources), tags)
         with self._live.lock:
             self._live.streams[id(stream)] = stream

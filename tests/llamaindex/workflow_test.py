@@ -58,7 +58,7 @@ class FairRAG(Workflow):
         self.llm = CitingMockLLM()
 
     @step
-    async def answer(self, ev: StartEvent) -> StopEvent:
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
         pool = await PoolRetriever(make_pool(50)).aretrieve(ev.query)
         nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
         reply = await self.llm.acomplete(prompt(ev.query, nodes))
@@ -76,12 +76,24 @@ class FairRAG(Workflow):
         if self.result == "streaming":  # a streaming synthesizer's response, read by the caller
             synthesizer = get_response_synthesizer(llm=self.llm, streaming=True)
             return StopEvent(result=await synthesizer.asynthesize(ev.query, nodes=nodes))
+        if self.result in ("streaming-in-a-mapping", "streamed-in-the-step"):
+            synthesizer = get_response_synthesizer(llm=self.llm, streaming=True)
+            streamed = await synthesizer.asynthesize(ev.query, nodes=nodes)
+            if self.result == "streaming-in-a-mapping":  # the guide's mapping, a stream in it
+                return StopEvent(result={"answer": streamed, "source_nodes": nodes[:3]})
+            async for token in streamed.async_response_gen():  # streamed out of the step
+                ctx.write_event_to_stream(Token(delta=token))
+            return StopEvent(result=streamed)
         if self.result == "chat-streaming":  # a chat engine's stream, read by the caller
             chat = ContextChatEngine.from_defaults(
                 retriever=PoolRetriever(make_pool(50)), llm=self.llm, node_postprocessors=[]
             )
             return StopEvent(result=await chat.astream_chat(ev.query))
         return StopEvent(result=reply.text)
+
+
+class Token(Event):
+    delta: str
 
 
 class Routed(Event):
@@ -135,6 +147,8 @@ async def test_a_response_or_mapping_result_gives_its_source_nodes_and_answer():
     assert first["answer"] == response.response and first["dropped_after_ranking"] == 2
     assert first["doc_ids"] == [n.node.metadata["doc_id"] for n in response.source_nodes]
     assert second["answer"] == mapping["answer"] and second["dropped_after_ranking"] == 0
+    # text under "answer", no citations list: text (a review found it structured_response)
+    assert second["framework"]["answer_format"] == "text"
 
 
 @pytest.mark.parametrize("result", ["completion", "chat", "response-in-a-mapping"])
@@ -169,6 +183,22 @@ async def test_a_streaming_result_read_after_the_run_gets_its_record_with_its_an
     (record,) = recorder.records
     assert record["titles"] and "failed" not in caplog.text
     assert record["answer"] == text and record["groundedness"] is not None
+
+
+async def test_a_stream_in_the_results_mapping_or_read_in_the_step_is_the_answer():
+    """A review: a step that streams its tokens out (``ctx.write_event_to_stream``) and returns
+    the stream it read, and the guide's mapping holding a stream under ``answer``, were
+    recorded without an answer (the mapping without even ``answer_status``)."""
+    recorder = handler()
+    with recorder:
+        run = FairRAG(fair(), result="streamed-in-the-step").run(query=QUESTION)
+        tokens = [ev.delta async for ev in run.stream_events() if isinstance(ev, Token)]
+        await run
+        held = await FairRAG(fair(), result="streaming-in-a-mapping").run(query=QUESTION)
+        text = "".join([t async for t in held["answer"].async_response_gen()])
+    streamed, mapped = recorder.records
+    assert streamed["answer"] == "".join(tokens) and streamed["groundedness"] == 1.0
+    assert mapped["answer"] == text and len(mapped["titles"]) == 3  # its source_nodes
 
 
 async def test_a_streaming_result_nobody_reads_is_recorded_unconsumed():
@@ -213,7 +243,7 @@ class TwoSearches(Answering):
     """Re-ranks one pool per sub-question, then answers once from both lists (text result)."""
 
     @step
-    async def answer(self, ev: StartEvent) -> StopEvent:
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
         lists = []
         for prefix in ("a", "b"):
             pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
@@ -226,7 +256,7 @@ class CutBeforeTheLLM(Answering):
     """Re-ranks, then a step reverses the list and drops its last node before the LLM."""
 
     @step
-    async def answer(self, ev: StartEvent) -> StopEvent:
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
         pool = await PoolRetriever(make_pool(20)).aretrieve(ev.query)
         nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
         reply = await self.llm.acomplete(prompt(ev.query, list(reversed(nodes))[:-1]))
