@@ -12,6 +12,8 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .attribution import AttributedAnswer, AttributedBullet, Attribution, attribute_answer
 from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
 from .exposure import ExposureModel, fitted_name, make_exposure_model
@@ -249,7 +251,11 @@ def exposure_name(model: ExposureModel) -> str:
 
 
 def json_label(label: Hashable | None) -> object:
-    """A group label as a JSON value (the others bucket as ``"OTHERS"``, others by ``str``)."""
+    """A group label as a JSON value (the others bucket as ``"OTHERS"``, a numpy number or
+    string as Python's: ``np.int64(1)`` is ``1``, as JSON and YAML can write it; others by
+    ``str``)."""
+    if isinstance(label, np.generic):
+        label = label.item()
     if label is None or isinstance(label, (str, int, float, bool)):
         return label
     if label is OTHERS:

@@ -9,6 +9,7 @@ field (ids, times, the model's name and the framework-only fields aside).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from langchain_classic.retrievers import ContextualCompressionRetriever
 from langchain_core.documents import Document
@@ -186,8 +187,20 @@ def test_a_target_object_and_an_exposure_model_serialise_to_what_rebuilds_them(n
         {"protected": None, "target": make_ranker("forced_exposure", protected=0).target},
         {"protected": None, "target": {None: 0.3, "a": 0.7}},
         {"ranker": make_ranker("forced_exposure", protected=0), "protected": None},
+        {"protected": None, "target": {np.int64(0): 0.5, np.int64(1): 0.5}},
+        {"protected": np.int64(1), "target_share": 0.4},
+        {"protected": None, "target": {np.False_: 0.5, np.True_: 0.5}},
     ],
-    ids=["int mapping", "int protected", "int Target", "None label", "ready Ranker"],
+    ids=[
+        "int mapping",
+        "int protected",
+        "int Target",
+        "None label",
+        "ready Ranker",
+        "numpy ints",
+        "numpy protected",
+        "numpy bools",
+    ],
 )
 def test_labels_other_than_text_survive_a_json_round_trip(name, fields):
     """A Haystack trial: a target over the labels 0 and 1 was saved as {"0": .5, "1": .5}: a
@@ -212,8 +225,6 @@ def test_objects_and_numpy_numbers_in_ranker_params_serialise_as_the_fields_do(n
     """A Haystack trial: an ExposureModel in ranker_params was saved as its dataclass fields
     (the loaded pipeline refused them), a ledger object failed to save, np.float64 broke YAML."""
     import json
-
-    import numpy as np
 
     from fairrag_core.exposure import make_exposure_model
     from fairrag_core.ledger import make_ledger
