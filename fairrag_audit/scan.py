@@ -708,13 +708,24 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
                             WHEN 'dcg' THEN 1.0 / log2(i + 1)
                             WHEN 'uniform' THEN 1.0
                             WHEN 'fitted' THEN fitted_v[i] * COALESCE(list_extract(list_filter(
-                                fitted_f, lambda f: f.g = COALESCE(groups[i], 'None')), 1).f, 1.0)
+                                fitted_f, lambda f: {_factor_of("groups[i]")}), 1).f,
+                                1.0)
                             ELSE pow(patience, i - 1) END)
                     END AS weights
                 FROM ({_fitted_sql("raw_records", target, first_rows)})
             )
         )
     """
+
+
+def _factor_of(label: str) -> str:
+    """Whether the factor ``f`` of a fitted model's name is the shown ``label``'s (SQL): the
+    core names a label by ``str`` (``None``, ``True``), the list holds JSON's text (null,
+    ``true``)."""
+    return (
+        f"f.g = COALESCE({label}, 'None') "
+        f"OR f.g = CASE {label} WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' END"
+    )
 
 
 def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
@@ -737,9 +748,10 @@ def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
                 AND abs(list_sum(fitted_v) - 1.0) <= 1e-6
                 AND COALESCE(list_bool_and(list_transform(
                     fitted_f, lambda f: f.g <> '' AND isfinite(f.f) AND f.f > 0)), true)
-                AND (len(fitted_f) = 0 OR groups IS NULL OR list_bool_and(list_transform(
-                    groups, lambda g: len(list_filter(
-                        fitted_f, lambda f: f.g = COALESCE(g, 'None'))) = 1))))
+                -- a per-group model weighs each entry by its group: the list is needed
+                AND (len(fitted_f) = 0 OR (groups IS NOT NULL AND list_bool_and(list_transform(
+                    groups,
+                    lambda g: len(list_filter(fitted_f, lambda f: {_factor_of("g")})) = 1)))))
             IS TRUE AS model_ok
         FROM (
             SELECT *,

@@ -199,12 +199,23 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
         return
     present = {label for label in groups if label is not None}
     named = [g for g in target.groups if g is not OTHERS]
+    warned = _WARNED.setdefault(ranker, set())
+    for group in named:  # 1 and "1": two groups to the ranker, one key in records
+        twin = next((x for x in present if x != group and str(x) == str(group)), None)
+        if group in present and twin is not None and group not in warned:
+            warned.add(group)
+            warnings.warn(
+                f"the pool holds the labels {group!r} and {twin!r}: two groups to the ranker, "
+                f"but records key both as {str(group)!r} (exposure_by_group sums their shares, "
+                "which an audit reads as the group's); give each group one label",
+                UserWarning,
+                stacklevel=4,
+            )
     missing = [g for g in named if g not in present]
     if not missing:
         return
     others = {str(label): label for label in present if label not in named}
     folded = {text.strip().casefold(): label for text, label in others.items()}
-    warned = _WARNED.setdefault(ranker, set())
     for group in missing:
         if group in warned:
             continue

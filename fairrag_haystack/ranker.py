@@ -179,7 +179,7 @@ class FairDocumentRanker:
             top_k=self.top_k,
             relevance=self.relevance,
             title_key=self.title_key,
-            log_path=self.log_path,
+            log_path=None if self.log_path is None else os.fspath(self.log_path),
             max_records=self.max_records,
         )
 

@@ -231,3 +231,13 @@ def test_shares_of_labels_written_alike_are_summed_in_exposure_by_group():
         }
     )
     assert sum(record["exposure_by_group"].values()) == pytest.approx(1.0)
+
+
+def test_a_pool_holding_a_target_label_and_its_text_twin_warns():
+    """A review: protected 1 beside a document labelled "1" (another group to the ranker):
+    exposure_by_group keys both "1", which an audit reads as the protected group's share."""
+    from fairrag_core import rerank
+
+    ranker = make_ranker("standard", protected=1)
+    with pytest.warns(UserWarning, match="labels 1 and '1'"):
+        rerank(ranker, np.array([0.9, 0.8, 0.7]), [1, "1", 0], 3)

@@ -261,3 +261,11 @@ def test_a_top_k_set_after_construction_and_a_log_path_are_checked():
         fair.run(documents=biographies())
     with pytest.raises(TypeError, match="log_path must be a file path"):
         FairDocumentRanker(group_key="gender", protected="female", log_path=5)
+
+
+def test_a_log_path_given_as_a_path_saves_as_text(tmp_path):
+    """A review: ``log_path=Path(...)`` was accepted, then ``Pipeline.dumps()`` refused the
+    ``PosixPath``."""
+    built = pipeline(log_path=tmp_path / "fair.jsonl")
+    loaded = Pipeline.loads(built.dumps(), allowed_modules=["fairrag_haystack"])
+    assert loaded.get_component("fair").log_path == str(tmp_path / "fair.jsonl")
