@@ -177,7 +177,7 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
     path = Path(path)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # not JSON, 4,300-digit numbers too
         raise ValueError(f"exposure 'fitted:{path}': cannot read a fitted curve: {exc}") from None
     formats = (FITTED_FORMAT, FITTED_GROUPS_FORMAT)
     if not isinstance(payload, dict) or payload.get("format") not in formats:
@@ -197,24 +197,53 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
                     "group_factors must be a non-empty object {group: factor > 0}, got "
                     f"{factors!r:.80}"
                 )
-            low = payload.get("group_factor_lower") or {}
-            high = payload.get("group_factor_upper") or {}
             order = list(factors)  # the bounds follow their factors (FittedCurve sorts them)
-            lower = tuple(low[g] for g in order) if low else ()
-            upper = tuple(high[g] for g in order) if high else ()
+            lower = _bounds_of(payload.get("group_factor_lower"), "group_factor_lower", order)
+            upper = _bounds_of(payload.get("group_factor_upper"), "group_factor_upper", order)
+        if "weights" not in payload:
+            raise ValueError("the field 'weights' is missing")
+        provenance = payload.get("provenance") or {}
+        if not isinstance(provenance, dict):
+            raise ValueError(f"provenance must be an object, got {provenance!r:.80}")
         return FittedCurve(
-            tuple(payload["weights"]),
-            tuple(payload.get("lower") or ()),
-            tuple(payload.get("upper") or ()),
-            dict(payload.get("provenance") or {}),
+            _numbers_of(payload["weights"], "weights"),
+            _numbers_of(payload.get("lower") or [], "lower"),
+            _numbers_of(payload.get("upper") or [], "upper"),
+            provenance,
             tuple(factors.items()),
             lower,
             upper,
         )
-    except KeyError as exc:
-        raise ValueError(f"exposure 'fitted:{path}': the field {exc} is missing") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
+
+
+def _numbers_of(value: Any, name: str) -> tuple[float, ...]:
+    """A curve file's list of numbers (``weights``, ``lower``, ``upper``), as floats; a
+    ``ValueError`` naming the field otherwise (a number past a float's range included)."""
+    if not isinstance(value, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in value
+    ):
+        raise ValueError(f"{name} must be a list of numbers, got {value!r:.80}")
+    try:
+        return tuple(float(x) for x in value)
+    except OverflowError:
+        raise ValueError(f"{name} holds a number past a float's range") from None
+
+
+def _bounds_of(value: Any, name: str, groups: list[str]) -> tuple[float, ...]:
+    """A curve file's per-group bounds (``{group: number}``) in the order of ``groups``
+    (empty when the file has none); a ``ValueError`` naming the field otherwise."""
+    if not value:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be an object {{group: number}}, got {value!r:.80}")
+    missing = [group for group in groups if group not in value]
+    if missing:
+        raise ValueError(
+            f"{name} has no bound for the group(s) {missing} (it names {sorted(value)})"
+        )
+    return _numbers_of([value[group] for group in groups], name)
 
 
 @dataclass(frozen=True)

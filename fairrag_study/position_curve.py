@@ -69,6 +69,11 @@ def curve_questions(trials: Sequence[Trial], questions: int, seed: int) -> np.nd
     are planned, before any answer is paid for."""
     if questions < 2:
         raise ValueError(f"position_curve must be >= 2 questions (two halves), got {questions}")
+    if questions > len(trials):  # never fewer than asked without a word
+        raise ValueError(
+            f"--position-curve {questions}: the study's trials hold {len(trials)} questions; "
+            f"give at most {len(trials)}, or more --trials"
+        )
     chosen = np.random.default_rng([seed, 35, 2]).permutation(len(trials))[:questions]
     topics = sorted({trials[int(i)].topic for i in chosen})
     if len(topics) < 2:

@@ -222,3 +222,40 @@ def test_representative_stochastic_warns_under_a_curve_that_rises():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         make_ranker("representative_stochastic", protected="f", exposure=falling)
+
+
+_GROUPS = {
+    "format": "fairrag-fitted-exposure-groups/1",
+    "weights": [0.6, 0.4],
+    "group_factors": {"female": 1.0, "male": 0.9},
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"group_factor_lower": {"female": 0.9}}, r"group_factor_lower has no bound for .*male"),
+        ({"group_factor_lower": [0.9, 0.9]}, "group_factor_lower must be an object"),
+        ({"weights": 1}, "weights must be a list of numbers"),
+        ({"weights": ["0.6", "0.4"]}, "weights must be a list of numbers"),
+        ({"provenance": "abc"}, "provenance must be an object"),
+        ({"lower": [10**400, 1]}, "lower holds a number past a float's range"),
+    ],
+)
+def test_a_malformed_curve_file_names_the_file_and_the_field(tmp_path, changes, message):
+    """A researcher's trial: a missing group bound read "the field 'male' is missing", a list
+    "list indices must be integers", a number "'int' object is not iterable", a huge integer an
+    OverflowError traceback (exit 1): each names its field now, with the file."""
+    path = tmp_path / "curve.json"
+    path.write_text(json.dumps({**_GROUPS, **changes}))
+    with pytest.raises(ValueError, match=message) as raised:
+        load_fitted_curve(path)
+    assert str(path) in str(raised.value)
+
+
+def test_a_curve_file_of_5000_digits_names_the_file(tmp_path):
+    path = tmp_path / "curve.json"
+    path.write_text('{"format": "fairrag-fitted-exposure/1", "weights": [1' + "0" * 5000 + "]}")
+    with pytest.raises(ValueError, match="cannot read a fitted curve") as raised:
+        load_fitted_curve(path)
+    assert str(path) in str(raised.value)

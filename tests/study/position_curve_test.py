@@ -276,3 +276,12 @@ def test_the_phase_shows_its_list_as_a_retriever_run_a_paper_format_model_reads(
     )
     chain.invoke({"question": "Who?"}, {"callbacks": [learned, Model()]})
     assert seen == [titles]
+
+
+def test_more_curve_questions_than_trials_is_refused_before_any_answer():
+    """A researcher's trial: ``--position-curve 100 --trials 8`` silently used 8 questions."""
+    from fairrag_study.position_curve import curve_questions
+
+    pools, _ = _synthetic(6)
+    with pytest.raises(ValueError, match="--position-curve 100: the study's trials hold 6"):
+        curve_questions([pool.trial for pool in pools], 100, seed=0)
