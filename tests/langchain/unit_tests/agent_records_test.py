@@ -42,6 +42,19 @@ def test_the_source_id_base_is_stated_never_guessed():
     assert handler.source_id_base == 1
 
 
+def _small_retriever(n: int, *, female_every: int, seed: int, **fields) -> FairRetriever:
+    """A fair retriever showing 4 of a fixed pool of ``n`` (one female in ``female_every``)."""
+    return FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool(n, female_every=female_every)),
+        group_key="gender",
+        protected="female",
+        pool_size=n,
+        k=4,
+        seed=seed,
+        **fields,
+    )
+
+
 def _tool_titles(messages) -> list[str]:
     """The titles a turn's tool messages listed, in their order."""
     from langchain_core.messages import ToolMessage
@@ -57,14 +70,7 @@ def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     order, ``reordered_after_ranking`` true, a JSON source id 0 read as another document)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    retriever = FairRetriever(
-        vectorstore=FixedPoolStore(*imbalanced_pool(8, female_every=3)),
-        group_key="gender",
-        protected="female",
-        pool_size=8,
-        k=4,
-        seed=3,
-    )
+    retriever = _small_retriever(8, female_every=3, seed=3)
     tool = create_retriever_tool(retriever, "search", "Search biographies.")
     handler = FairnessCallbackHandler.from_retriever(retriever)
     model = FakeSearchingChatModel(
@@ -172,15 +178,8 @@ def test_two_searches_of_one_turn_that_found_one_list_in_two_orders_keep_the_fir
     where it is first held (as before the fix)."""
     from langchain_core.messages import ToolMessage
 
-    retriever = FairRetriever(
-        vectorstore=FixedPoolStore(*imbalanced_pool(4, female_every=2)),
-        group_key="gender",
-        protected="female",
-        pool_size=4,
-        k=4,
-        seed=1,
-        ranker="stochastic",
-        ranker_params={"alpha": 1.0},
+    retriever = _small_retriever(
+        4, female_every=2, seed=1, ranker="stochastic", ranker_params={"alpha": 1.0}
     )
     tool = create_retriever_tool(retriever, "search", "Search biographies.")
     handler = FairnessCallbackHandler.from_retriever(retriever)
