@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.llms.types import ChatResponse, CompletionResponse
+from llama_index.core.base.llms.types import ChatResponse, CompletionResponse, MessageRole
 from llama_index.core.base.response.schema import (
     AsyncStreamingResponse,
     Response,
@@ -62,6 +62,7 @@ from fairrag_core.kit import (
     ranked_for,
     refuse_bools,
     search_entry,
+    search_start,
     shown_record,
     unaudited_record,
 )
@@ -130,6 +131,9 @@ class _Run:
     prompt: str | None = None
     """The answering call's prompt (:meth:`answered`), whitespace collapsed: which
     re-rankings' lists it held."""
+    turn: int = 0
+    """Where in :attr:`prompt` a conversation's current turn (its last user message) begins;
+    0 for a prompt of one turn (:func:`fairrag_core.kit.search_start`)."""
     cancelled: bool = False
     """A Workflow run the user cancelled (``handler.cancel_run()``): LlamaIndex ends its span
     as if it had returned nothing; its record is a failed run's (:data:`CANCELLED`)."""
@@ -146,10 +150,11 @@ class _Run:
             if text and call.output and (text in call.output or call.output in text)
         ]
         if given:
-            self.model, self.prompt = given[-1].model or self.model, given[-1].prompt
+            self.model = given[-1].model or self.model
+            self.prompt, self.turn = given[-1].prompt, given[-1].turn
         elif self.calls:
             self.model = self.model or self.calls[0].model
-            self.prompt = self.calls[-1].prompt
+            self.prompt, self.turn = self.calls[-1].prompt, self.calls[-1].turn
 
 
 @dataclass(eq=False)
@@ -160,6 +165,8 @@ class _Call:
 
     model: str | None
     prompt: str | None
+    turn: int = 0
+    """Where the prompt's current turn begins (:attr:`_Run.turn`)."""
     output: str | None = None
 
 
@@ -377,15 +384,21 @@ def _output_text(event: BaseEvent) -> str | None:
     return collapsed(text) if isinstance(text, str) else None
 
 
-def _prompt_text(event: BaseEvent) -> str | None:
-    """An LLM call's prompt (a completion's text, a chat's messages), whitespace collapsed."""
+def _prompt_text(event: BaseEvent) -> tuple[str | None, int]:
+    """An LLM call's prompt (a completion's text, a chat's messages), whitespace collapsed,
+    and where a conversation's current turn begins in it (a chat of two or more user
+    messages: its last user message; else 0)."""
     if isinstance(event, LLMCompletionStartEvent):
         text = event.prompt
-    elif isinstance(event, LLMChatStartEvent):
-        text = "\n".join(str(message.content or "") for message in event.messages)
-    else:
-        return None
-    return collapsed(text) if isinstance(text, str) else None
+        return (collapsed(text) if isinstance(text, str) else None), 0
+    if not isinstance(event, LLMChatStartEvent):
+        return None, 0
+    parts = [collapsed(str(message.content or "")) for message in event.messages]
+    users = [i for i, m in enumerate(event.messages) if m.role == MessageRole.USER]
+    turn = 0
+    if len(users) > 1:
+        turn = sum(len(part) + 1 for part in parts[: users[-1]] if part)
+    return " ".join(part for part in parts if part), turn
 
 
 def _held_lists(run: _Run) -> list[NodeWithScore]:
@@ -401,7 +414,12 @@ def _held_lists(run: _Run) -> list[NodeWithScore]:
     if prompt is None:
         return last
     texts = [[located(_node_text(node)) for node in rerank.nodes] for rerank in run.reranks]
-    places = [[place_in(prompt, *pair) for pair in found] for found in texts]
+    # a conversation's list where its current turn holds it (kit.search_start)
+    starts = [search_start(prompt, run.turn, found) for found in texts]
+    places = [
+        [place_in(prompt, *pair, start) for pair in found]
+        for found, start in zip(texts, starts, strict=True)
+    ]
     whole = [
         order
         for order, at in enumerate(places)
@@ -1029,11 +1047,18 @@ class FairnessEventHandler(BaseEventHandler):
             streamed = None if run_span is not None else self._streamed_run(span_id)
             if span is not None and (run_span is not None or streamed is not None):
                 with self._live.lock:
+                    # a call made inside another open call (CustomLLM's chat runs its own
+                    # complete) is that call, not a second one
+                    inner = any(a.id_ in self._live.calls for a in SPANS.ancestors(span.parent_id))
                     owner = streamed
                     if run_span is not None:
                         owner = self._live.runs.setdefault(run_span.id_, _Run(run_span))
-                    if owner is not None and not isinstance(event, LLMPredictStartEvent):
-                        call = _Call(_model_name(span.instance), _prompt_text(event))
+                    if (
+                        owner is not None
+                        and not inner
+                        and not isinstance(event, LLMPredictStartEvent)
+                    ):
+                        call = _Call(_model_name(span.instance), *_prompt_text(event))
                         owner.calls.append(call)
                         if span_id is not None:
                             self._live.calls[span_id] = call

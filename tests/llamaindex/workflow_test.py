@@ -288,3 +288,63 @@ async def test_a_step_that_reorders_and_cuts_the_list_before_the_llm_is_audited_
     expected = [n.node.metadata["title"] for n in reversed(placed)][:-1]
     assert record["titles"] == expected
     assert record["reordered_after_ranking"] is True and record["dropped_after_ranking"] == 1
+
+
+class Conversation(Workflow):
+    """A chat Workflow keeping its history: each turn's user message holds that turn's fair
+    context, and the LLM is asked once with the whole conversation."""
+
+    def __init__(self, postprocessor: FairRerankPostprocessor, **kw: Any):
+        super().__init__(**kw)
+        self.postprocessor = postprocessor
+        self.llm = CitingMockLLM()
+        self.history: list[ChatMessage] = []
+        self.shown: list[list[str]] = []
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(8)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        if ev.get("reorder"):  # a later step moves the first document last
+            nodes = nodes[1:] + nodes[:1]
+        self.shown.append([n.node.metadata["title"] for n in nodes])
+        self.history.append(ChatMessage(role="user", content=prompt(ev.query, nodes)))
+        reply = await self.llm.achat(self.history)
+        self.history.append(reply.message)
+        return StopEvent(result=reply.message.content)
+
+
+async def test_a_later_turn_of_a_conversation_records_its_own_list_in_its_order():
+    """A LlamaIndex trial (the LangChain multi-turn defect again): turn 2's list, sharing
+    documents with turn 1's in another order, was read where turn 1's message held them:
+    titles out of order, reordered_after_ranking true, exposure share off by 20 points."""
+    postprocessor = FairRerankPostprocessor(
+        group_key="gender",
+        protected="female",
+        relevance="similarity",
+        seed=3,
+        top_n=4,
+        ranker="stochastic",
+        ranker_params={"alpha": 1.0},
+    )
+    flow = Conversation(postprocessor)
+    recorder = handler()
+    with recorder:
+        for _ in range(2):
+            await flow.run(query=QUESTION)
+    first, second = flow.shown
+    assert set(first) & set(second) and first != second  # the case in question
+    assert [r["titles"] for r in recorder.records] == [first, second]
+    assert recorder.records[1]["reordered_after_ranking"] is False
+
+
+async def test_a_custom_llms_chat_is_one_call_so_a_reorder_before_it_is_seen():
+    """A LlamaIndex trial: ``CustomLLM.chat`` runs its own ``complete`` (two LLM events for one
+    call), so the run counted two calls after the re-ranking and kept the list as ranked: a
+    step's reorder before the one call went unseen."""
+    flow = Conversation(fair())
+    recorder = handler()
+    with recorder:
+        await flow.run(query=QUESTION, reorder=True)
+    (record,) = recorder.records
+    assert record["titles"] == flow.shown[0] and record["reordered_after_ranking"] is True
