@@ -183,7 +183,8 @@ def _included_sql(options: AuditOptions) -> str:
             CASE WHEN w > 0 THEN protected_share END AS p,
             -- a target of several groups has no protected deviation to amortize (its stream's
             -- disparity is half the L1 distance of its shares: not computed here)
-            CASE WHEN w > 0 AND several_target IS NULL THEN protected_share - target_share END AS d,
+            CASE WHEN w > 0 AND (several_target IS NULL OR two_groups)
+                THEN protected_share - target_share END AS d,
             CASE WHEN w > 0 THEN CASE WHEN several_target IS NULL
                 THEN abs(protected_share - target_share) ELSE {_SEVERAL_DISPARITY} END
             END AS exposure_disparity
@@ -394,7 +395,7 @@ def _files(
     audited = f"usable AND ({since} IS NULL OR COALESCE(ts >= {since}, false))"
     notes = {
         "no_protected": "protected IS NULL",
-        "several_groups": "several_target IS NOT NULL",
+        "several_groups": "several_target IS NOT NULL AND NOT two_groups",
         "no_target": "protected IS NOT NULL AND target_share IS NULL",
         "bad_model": "NOT model_ok",
         "no_list": "model_ok AND w IS NULL",

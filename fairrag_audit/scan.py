@@ -676,7 +676,7 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
         + ["source", "ranker"]
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
-        + ["several_target"]
+        + ["several_target", "two_groups"]
         + list(METRIC_FIELDS)
         + ["answered", "follows", "has_attribution", "styles", "mistyped", *COUNT_FIELDS]
         + ["has_error", "model_ok"]
@@ -728,6 +728,14 @@ def _factor_of(label: str) -> str:
     )
 
 
+_PROTECTED_KEY = (
+    "CASE WHEN __type_protected = 'BOOLEAN' THEN CASE __text_protected WHEN 'true' THEN 'True' "
+    "ELSE 'False' END ELSE __text_protected END"
+)
+"""A record's ``protected`` as its ``target`` and ``exposure_by_group`` key it (the core keys a
+label by ``str``: the boolean ``true`` as ``"True"``; :func:`fairrag_core.target.record_key`)."""
+
+
 def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
     """``table``'s rows with the exposure model read: ``model_name`` (``dcg``, ``uniform``,
     ``rbp``, ``fitted``), ``patience``, a fitted model's weights ``fitted_v`` and group factors
@@ -749,9 +757,9 @@ def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
                 AND COALESCE(list_bool_and(list_transform(
                     fitted_f, lambda f: f.g <> '' AND isfinite(f.f) AND f.f > 0)), true)
                 -- a per-group model weighs each entry by its group: the list is needed
-                AND (len(fitted_f) = 0 OR (groups IS NOT NULL AND list_bool_and(list_transform(
-                    groups,
-                    lambda g: len(list_filter(fitted_f, lambda f: {_factor_of("g")})) = 1)))))
+                AND (len(fitted_f) = 0 OR (groups IS NOT NULL AND COALESCE(list_bool_and(
+                    list_transform(groups, lambda g: len(list_filter(
+                        fitted_f, lambda f: {_factor_of("g")})) = 1)), true))))
             IS TRUE AS model_ok
         FROM (
             SELECT *,
@@ -952,7 +960,7 @@ def _checked_sql(rows: str, scan: _ScanSql) -> str:
     """The ``rows`` of one file with each field parsed once, in layers (a layer's columns are
     computed once per row and read by the next: the checks and the columns kept read these
     values), and the checks' verdict: ``sieve_reason``, ``is_record``, ``refusal``."""
-    share = f"target_map[COALESCE(__text_protected, {scan.protected})]"
+    share = f"target_map[COALESCE({_PROTECTED_KEY}, {scan.protected})]"
     raw = f"""
         SELECT *, CASE WHEN json_type({share}) IN ('DOUBLE', 'BIGINT', 'UBIGINT')
                 THEN TRY_CAST({share} AS DOUBLE) END AS target_value  -- JSON numbers only
@@ -1015,16 +1023,19 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             __groups_list AS groups,
             TRY_CAST(k AS INTEGER) AS k,
             COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
-            COALESCE(__text_protected, {scan.protected}) AS protected,
+            COALESCE({_PROTECTED_KEY}, {scan.protected}) AS protected,
             target_value,
-            -- a target of three groups or more (an OTHERS bucket of share 0 apart: the core
-            -- writes a two-group target so): each share, a JSON number (else NULL)
-            CASE WHEN len(list_filter(map_entries(target_map), lambda e: e.key <> '{OTHERS}'
-                    OR TRY_CAST(e.value AS DOUBLE) > 0)) >= 3
+            -- a target naming two groups or more (as the core: every record's disparity is
+            -- half the L1 distance over its buckets): each share, a JSON number (else NULL)
+            CASE WHEN len(list_filter(map_keys(target_map), lambda key: key <> '{OTHERS}')) >= 2
             THEN map_from_entries(list_transform(
                 map_entries(target_map), lambda e: struct_pack(key := e.key, value := CASE
                     WHEN json_type(e.value) IN ('DOUBLE', 'BIGINT', 'UBIGINT')
                     THEN e.value::DOUBLE END))) END AS several_target,
+            -- two groups and an OTHERS bucket owed nothing (the core writes a target of two
+            -- groups so): its stream is the protected group's deviation, as amortized
+            len(list_filter(map_entries(target_map), lambda e: e.key <> '{OTHERS}'
+                OR TRY_CAST(e.value AS DOUBLE) > 0)) <= 2 AS two_groups,
             by_group_raw AS by_group,
             {_n("exposure_share")} AS logged_share
             {scan.metrics},

@@ -12,8 +12,6 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from .attribution import AttributedAnswer, AttributedBullet, Attribution, attribute_answer
 from .citations import ContextDocument, cited_groups, ground_citations, parse_citations
 from .exposure import ExposureModel, fitted_name, make_exposure_model
@@ -29,7 +27,7 @@ from .metrics import (
     grounded_generation_parity,
     groundedness,
 )
-from .target import OTHERS, Target, make_target, record_key
+from .target import OTHERS, Target, make_target, plain_label, record_key
 
 __all__ = ["FairnessAuditor", "exposure_name", "json_label", "summarize_records", "target_dict"]
 
@@ -254,8 +252,7 @@ def json_label(label: Hashable | None) -> object:
     """A group label as a JSON value (the others bucket as ``"OTHERS"``, a numpy number or
     string as Python's: ``np.int64(1)`` is ``1``, as JSON and YAML can write it; others by
     ``str``)."""
-    if isinstance(label, np.generic):
-        label = label.item()
+    label = plain_label(label)  # numpy's as Python's, 1.0 as 1 (one group, one label)
     if label is None or isinstance(label, (str, int, float, bool)):
         return label
     if label is OTHERS:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .target import OTHERS, Target
+from .target import OTHERS, Target, record_key
 
 __all__ = [
     "ExposureModel",
@@ -70,8 +70,8 @@ class FittedCurve:
     beside them, sorted by label, as :attr:`factors` is)."""
 
     def __post_init__(self) -> None:
-        given = dict(self.factors)
-        labels = [str(g) for g in given]
+        pairs = list(self.factors.items() if isinstance(self.factors, Mapping) else self.factors)
+        labels = [record_key(g) for g, _ in pairs]  # every pair: a repeat is a group twice
         if len(set(labels)) < len(labels):
             twice = sorted({g for g in labels if labels.count(g) > 1})
             raise ValueError(
@@ -79,7 +79,7 @@ class FittedCurve:
                 "curve's file holds them: 1 and '1' are one group); give each group once"
             )
         order = sorted(range(len(labels)), key=lambda i: labels[i])
-        values = list(given.values())
+        values = [value for _, value in pairs]
         factors = tuple((labels[i], _number(values[i], "group factor")) for i in order)
         # the bounds follow their factors into the sorted order (they were left as given)
         self._set_bounds(("factor_lower", "factor_upper"), len(factors), "group factor")
@@ -351,7 +351,7 @@ class ExposureModel:
         for group, share in zip(target.groups, target.shares.tolist(), strict=True):
             if group is OTHERS:
                 rest = {f for g, f in factor.items() if g not in named}
-                if not rest and share == 0:  # owed nothing: its factor never counts
+                if share == 0:  # owed nothing: its factor never counts (SPEC)
                     rest = {1.0}
                 if len(rest) != 1:
                     raise ValueError(
@@ -374,8 +374,9 @@ class ExposureModel:
 
 
 def _key(label: Hashable) -> str:
-    """A group label as a fitted file keys it (JSON keys are strings)."""
-    return str(label)
+    """A group label as a fitted file keys it (JSON keys are strings), as records key it
+    (:func:`fairrag_core.target.record_key`: ``1.0`` as ``"1"``)."""
+    return record_key(label)
 
 
 def _dcg(k: int, _p: float) -> np.ndarray:
@@ -430,11 +431,13 @@ def _parse_fitted(text: str, body: str) -> ExposureModel:
     weights, *groups = body.split(";")
     try:
         values = tuple(float(w) for w in weights.split(","))
-        factors = []
+        factors: list[tuple[str, float]] = []
         for pair in groups:
             label, sep, value = pair.rpartition("=")
             if not sep or not label:
                 raise ValueError(f"{pair!r} is not group=factor")
+            if any(label == named for named, _ in factors):
+                raise ValueError(f"the group {label!r} is named twice")
             factors.append((label, float(value)))
         return ExposureModel.fitted(FittedCurve(values, factors=tuple(factors)))
     except ValueError as exc:

@@ -18,7 +18,7 @@ import numpy as np
 from .ledger.base import LedgerState
 from .ranking import Ranker
 from .target import OTHERS, Target
-from .validation import as_score_array, check_groups, check_scores
+from .validation import as_score_array, check_groups, check_scores, missing_as_none
 
 __all__ = [
     "Placement",
@@ -88,7 +88,7 @@ def group_labels(
     """
     if not isinstance(group_key, str) or not group_key:
         raise ValueError(f"group_key must be a non-empty metadata field name, got {group_key!r}")
-    labels = [None if m is None else m.get(group_key) for m in metadatas]
+    labels = list(missing_as_none([None if m is None else m.get(group_key) for m in metadatas]))
     if (
         require_present
         and metadatas

@@ -190,11 +190,23 @@ def make_target(
     return Target((protected, OTHERS), shares, protected)
 
 
+def plain_label(label: Hashable) -> Hashable:
+    """A group label as records write it (:func:`fairrag_core.audit.json_label`'s value): a
+    numpy number or string as Python's, a float holding a whole number as that int (``1.0`` is
+    the group ``1`` to every ranker: one label in records too); others as they are."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, float) and label.is_integer() and abs(label) < 2**53:
+        return int(label)
+    return label
+
+
 def record_key(label: Hashable) -> str:
     """A group label as records key it (``target``, ``exposure_by_group``: JSON objects, whose
-    keys are strings): ``"OTHERS"`` for :data:`OTHERS`, else ``str(label)`` (``None`` as
-    ``"None"``). Two groups of one target never share a key (:class:`Target` refuses them)."""
-    return "OTHERS" if label is OTHERS else str(label)
+    keys are strings): ``"OTHERS"`` for :data:`OTHERS`, else ``str`` of :func:`plain_label`
+    (``None`` as ``"None"``, ``1.0`` as ``"1"``, ``np.float32(0.1)`` as the float it is). Two
+    groups of one target never share a key (:class:`Target` refuses them)."""
+    return "OTHERS" if label is OTHERS else str(plain_label(label))
 
 
 def others_bucket(target: Mapping[Hashable, Any]) -> Mapping[Hashable, Any]:

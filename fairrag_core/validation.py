@@ -114,6 +114,23 @@ def refuse_unordered(values: object, name: str) -> None:
         )
 
 
+def is_missing(label: object) -> bool:
+    """Whether a group label is a missing value other than ``None``: a float NaN (pandas'
+    missing value in a column of labels, numpy's) or ``pandas.NA``."""
+    if isinstance(label, (float, np.floating)):
+        return bool(label != label)  # NaN is the one value unequal to itself
+    return type(label).__name__ == "NAType"
+
+
+def missing_as_none(labels: Sequence[Hashable]) -> Sequence[Hashable]:
+    """``labels`` with every missing value (:func:`is_missing`) read as ``None``, the unknown
+    group (docs/SPEC.md, "Inputs"): NaN is unequal to itself, so each would be a group of its
+    own. The same sequence when it holds none."""
+    if not any(is_missing(label) for label in labels):
+        return labels
+    return [None if is_missing(label) else label for label in labels]
+
+
 def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable]:
     """One hashable group label per candidate; ``None`` means "all unknown".
 
@@ -131,6 +148,7 @@ def check_groups(groups: Sequence[Hashable] | None, n: int) -> Sequence[Hashable
         raise ValueError(
             f"groups has {len(groups)} labels but scores has {n} candidates; give one per candidate"
         )
+    groups = missing_as_none(groups)
     try:
         frozenset(groups)
     except TypeError:

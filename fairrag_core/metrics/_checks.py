@@ -7,7 +7,7 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 
-from ..validation import refuse_unordered
+from ..validation import missing_as_none, refuse_unordered
 
 __all__ = ["as_binary_flags", "as_labels", "as_share"]
 
@@ -30,6 +30,7 @@ def as_labels(values: Iterable[Hashable], name: str) -> list[Hashable]:
             raise TypeError(
                 f"{name} must be a sequence of group labels, got {type(values).__name__}"
             ) from None
+    labels = list(missing_as_none(labels))  # NaN, pandas' missing label: unknown (None)
     for position, label in enumerate(labels):
         try:
             hash(label)

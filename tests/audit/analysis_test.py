@@ -457,3 +457,33 @@ def test_a_per_group_fitted_record_without_its_list_is_not_weighed_by_a_guess(tm
     assert any(
         "3 records name an exposure model the audit cannot read" in n for n in listless.notes
     )
+
+
+def test_a_boolean_protected_group_is_read_as_records_key_it(tmp_path: Path) -> None:
+    """A core trial: records write ``protected: true`` and key the target and
+    exposure_by_group ``"True"``; the audit looked up ``"true"`` and read a share of 0."""
+    from fairrag_core import FairnessAuditor
+
+    auditor = FairnessAuditor.create(protected=True, target_share=0.5)
+    lists = [[True, False, False], [False, True, True]]
+    records = [{"ranker": "r", **auditor.describe(), **auditor.retrieval(g)} for g in lists]
+    result = audit(write_log(tmp_path / "log.jsonl", records))
+    from fairrag_core.metrics.amortized import amortized_exposure_shares
+
+    expected = amortized_exposure_shares(lists, protected=True)[True]
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(expected)
+
+
+def test_a_two_group_target_s_disparity_is_the_records_with_unknown_entries(tmp_path: Path):
+    """A core trial: a target {f: .5, m: .5} was audited as binary, |p - τ| (0.207), where the
+    core's records hold half the L1 distance over f, m and OTHERS (0.428) when entries of
+    unknown group are shown; with no protected group the audit gave none."""
+    from fairrag_core import FairnessAuditor
+
+    lists = [["f", None, None, "m"], ["m", None, "f", None]]
+    for protected in ("f", None):
+        auditor = FairnessAuditor.create(target={"f": 0.5, "m": 0.5}, protected=protected)
+        records = [{"ranker": "r", **auditor.describe(), **auditor.retrieval(g)} for g in lists]
+        result = audit(write_log(tmp_path / f"{protected}.jsonl", records))
+        mean = np.mean([r["exposure_disparity"] for r in records])
+        assert metric(result.rankers, "exposure_disparity")["value"] == pytest.approx(mean)

@@ -241,3 +241,54 @@ def test_a_pool_holding_a_target_label_and_its_text_twin_warns():
     ranker = make_ranker("standard", protected=1)
     with pytest.warns(UserWarning, match="labels 1 and '1'"):
         rerank(ranker, np.array([0.9, 0.8, 0.7]), [1, "1", 0], 3)
+
+
+def test_a_missing_label_nan_is_the_unknown_group():
+    """A core trial: pandas gives NaN for a missing label; the core scored each NaN as a group
+    of its own (NaN is unequal to itself: one ``nan`` key per missing value) while the log
+    wrote it ``null``."""
+    from fairrag_core import group_labels
+    from fairrag_core.metrics import awrf, exposure_shares
+
+    nan = float("nan")
+    assert exposure_shares(["f", nan, np.float64("nan")]) == exposure_shares(["f", None, None])
+    assert group_labels([{"g": nan}, {"g": "f"}], "g") == [None, "f"]
+    assert awrf(["f", "m", nan, "f"], protected="f") == awrf(["f", "m", None, "f"], protected="f")
+
+
+def test_labels_python_treats_as_one_group_are_one_label_in_records():
+    """A core trial: protected 1 with labels 1.0 (a pandas int column with a gap): the rankers
+    and exposure_share counted 1.0 as group 1, exposure_by_group keyed it "1.0", so the audit
+    read a protected share of 0. Records write 1.0 as 1, numpy numbers as Python's."""
+    from fairrag_core import FairnessAuditor
+
+    auditor = FairnessAuditor.create(protected=1, target_share=0.5)
+    record = auditor.retrieval([1.0, 2.0, np.float32(0.1)])
+    assert record["groups"] == [1, 2, float(np.float32(0.1))]
+    assert set(record["exposure_by_group"]) == {"1", "2", str(float(np.float32(0.1)))}
+    assert record["exposure_by_group"]["1"] == pytest.approx(record["exposure_share"])
+
+
+def test_an_others_bucket_owed_nothing_needs_no_factor_of_its_own():
+    """A core trial: SPEC "a bucket owed 0 needs none", but a target {a: .5, b: .5} under a
+    model fitted on a, b, c, d was refused ("leave 2 factors") by effective_shares and both
+    rankers that read it."""
+    from fairrag_core.exposure import ExposureModel, FittedCurve
+
+    factors = (("a", 1.0), ("b", 2.0), ("c", 0.5), ("d", 1.5))
+    model = ExposureModel.fitted(FittedCurve((0.5, 0.3, 0.2), factors=factors))
+    target = make_target(target={"a": 0.5, "b": 0.5})
+    assert model.effective_shares(target).tolist() == pytest.approx([2 / 3, 1 / 3, 0.0])
+    ranker = make_ranker("representative_stochastic", target={"a": 0.5, "b": 0.5}, exposure=model)
+    assert len(ranker.rank(np.array([0.9, 0.8, 0.7]), ["a", "b", "c"], 2, rng=0)) == 2
+
+
+def test_a_fitted_model_naming_a_group_twice_is_refused():
+    """A core trial: ``fitted(0.5,0.5;a=1.0;a=2.0;b=1.0)`` was read with a=2.0 (the audit
+    refused the same name)."""
+    from fairrag_core.exposure import FittedCurve, make_exposure_model
+
+    with pytest.raises(ValueError, match="'a' is named twice"):
+        make_exposure_model("fitted(0.5,0.5;a=1.0;a=2.0;b=1.0)")
+    with pytest.raises(ValueError, match="twice"):
+        FittedCurve((0.5, 0.5), factors=(("a", 1.0), ("a", 2.0)))
