@@ -200,8 +200,6 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
             order = list(factors)  # the bounds follow their factors (FittedCurve sorts them)
             lower = _bounds_of(payload.get("group_factor_lower"), "group_factor_lower", order)
             upper = _bounds_of(payload.get("group_factor_upper"), "group_factor_upper", order)
-        if "weights" not in payload:
-            raise ValueError("the field 'weights' is missing")
         provenance = payload.get("provenance") or {}
         if not isinstance(provenance, dict):
             raise ValueError(f"provenance must be an object, got {provenance!r:.80}")
@@ -214,6 +212,8 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
             lower,
             upper,
         )
+    except KeyError as exc:
+        raise ValueError(f"exposure 'fitted:{path}': the field {exc} is missing") from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
 
