@@ -176,7 +176,7 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
     problem otherwise."""
     path = Path(path)
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_once_each)
     except (OSError, ValueError, RecursionError) as exc:  # not JSON, 4,300-digit numbers too
         raise ValueError(f"exposure 'fitted:{path}': cannot read a fitted curve: {exc}") from None
     formats = (FITTED_FORMAT, FITTED_GROUPS_FORMAT)
@@ -198,15 +198,19 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
                     f"{factors!r:.80}"
                 )
             order = list(factors)  # the bounds follow their factors (FittedCurve sorts them)
-            lower = _bounds_of(payload.get("group_factor_lower"), "group_factor_lower", order)
-            upper = _bounds_of(payload.get("group_factor_upper"), "group_factor_upper", order)
-        provenance = payload.get("provenance") or {}
+            lower = _bounds_of(
+                _given(payload, "group_factor_lower", {}), "group_factor_lower", order
+            )
+            upper = _bounds_of(
+                _given(payload, "group_factor_upper", {}), "group_factor_upper", order
+            )
+        provenance = _given(payload, "provenance", {})
         if not isinstance(provenance, dict):
             raise ValueError(f"provenance must be an object, got {provenance!r:.80}")
         return FittedCurve(
             _numbers_of(payload["weights"], "weights"),
-            _numbers_of(payload.get("lower") or [], "lower"),
-            _numbers_of(payload.get("upper") or [], "upper"),
+            _numbers_of(_given(payload, "lower", []), "lower"),
+            _numbers_of(_given(payload, "upper", []), "upper"),
             provenance,
             tuple(factors.items()),
             lower,
@@ -216,6 +220,24 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
         raise ValueError(f"exposure 'fitted:{path}': the field {exc} is missing") from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a curve file: a key given twice (a group's factor) is an error, never
+    the last value read."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        found[key] = value
+    return found
+
+
+def _given(payload: Mapping[str, Any], name: str, default: Any) -> Any:
+    """A curve file's optional field: ``default`` when absent or null (``0`` or ``false`` is a
+    value, checked as one)."""
+    value = payload.get(name)
+    return default if value is None else value
 
 
 def _numbers_of(value: Any, name: str) -> tuple[float, ...]:
@@ -234,10 +256,10 @@ def _numbers_of(value: Any, name: str) -> tuple[float, ...]:
 def _bounds_of(value: Any, name: str, groups: list[str]) -> tuple[float, ...]:
     """A curve file's per-group bounds (``{group: number}``) in the order of ``groups``
     (empty when the file has none); a ``ValueError`` naming the field otherwise."""
-    if not value:
-        return ()
     if not isinstance(value, dict):
         raise ValueError(f"{name} must be an object {{group: number}}, got {value!r:.80}")
+    if not value:
+        return ()
     missing = [group for group in groups if group not in value]
     if missing:
         raise ValueError(
@@ -316,7 +338,7 @@ class ExposureModel:
         self.check_labels(labels, where)
         assert self.curve is not None
         factor = self.curve.factor_of
-        return np.array([factor[_key(g)] for g in labels], dtype=float)
+        return np.array([_factor(factor, g) for g in labels], dtype=float)
 
     def check_labels(self, labels: Sequence[Hashable], where: str = "the pool holds") -> None:
         """A ``ValueError`` naming the fitted groups when a per-group model has no factor for
@@ -327,7 +349,7 @@ class ExposureModel:
             return
         assert self.curve is not None
         factor = self.curve.factor_of
-        missing = sorted({str(g) for g in labels if _key(g) not in factor})
+        missing = sorted({_key(g) for g in labels if _factor(factor, g) is None})
         if missing:
             raise ValueError(
                 f"the per-group fitted exposure model has factors for groups {sorted(factor)} "
@@ -346,7 +368,13 @@ class ExposureModel:
             return target.shares
         assert self.curve is not None
         factor = self.curve.factor_of
-        named = {_key(g) for g in target.groups if g is not OTHERS}
+        named = {  # the factor keys the target's groups are found under
+            key
+            for g in target.groups
+            if g is not OTHERS
+            for key in (_key(g), str(g))
+            if key in factor
+        }
         lambdas = []
         for group, share in zip(target.groups, target.shares.tolist(), strict=True):
             if group is OTHERS:
@@ -360,8 +388,8 @@ class ExposureModel:
                         "every group in the target, or fit on two groups"
                     )
                 lambdas.append(rest.pop())
-            elif _key(group) in factor:
-                lambdas.append(factor[_key(group)])
+            elif (found := _factor(factor, group)) is not None:
+                lambdas.append(found)
             else:
                 raise ValueError(
                     f"the per-group fitted exposure model has factors for groups "
@@ -371,6 +399,13 @@ class ExposureModel:
         shares = raw / raw.sum()
         shares.setflags(write=False)
         return shares
+
+
+def _factor(factors: Mapping[str, float], label: Hashable) -> float | None:
+    """A label's factor: under its record key (:func:`_key`), else under its ``str`` (a curve
+    keyed ``"1.0"`` before records wrote the float ``1.0`` as ``1``)."""
+    found = factors.get(_key(label))
+    return factors.get(str(label)) if found is None else found
 
 
 def _key(label: Hashable) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .ledger.base import LedgerState
 from .ranking import Ranker
-from .target import OTHERS, Target
+from .target import OTHERS, Target, record_key
 from .validation import as_score_array, check_groups, check_scores, missing_as_none
 
 __all__ = [
@@ -201,12 +201,13 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
     named = [g for g in target.groups if g is not OTHERS]
     warned = _WARNED.setdefault(ranker, set())
     for group in named:  # 1 and "1": two groups to the ranker, one key in records
-        twin = next((x for x in present if x != group and str(x) == str(group)), None)
+        key = record_key(group)
+        twin = next((x for x in present if x != group and record_key(x) == key), None)
         if group in present and twin is not None and group not in warned:
             warned.add(group)
             warnings.warn(
                 f"the pool holds the labels {group!r} and {twin!r}: two groups to the ranker, "
-                f"but records key both as {str(group)!r} (exposure_by_group sums their shares, "
+                f"but records key both as {key!r} (exposure_by_group sums their shares, "
                 "which an audit reads as the group's); give each group one label",
                 UserWarning,
                 stacklevel=4,

@@ -483,11 +483,13 @@ class FairnessCallbackHandler(_Handler):
             key=lambda run: run.order,
         )
         # one answer from several retrievals: several lists in its prompt, or the one model
-        # answering from a list several searches returned (the question and a rewrite of it)
+        # run whose prompt held a list several searches returned (the question and a rewrite
+        # of it, the rewrite a model's or not)
+        seeing = [run for run in done if run.seen]  # a rewriter's prompt holds no document
         several = [
             run
             for run in done
-            if self._lists(state, run.seen) > 1 or (len(done) == 1 and len(set(run.seen)) > 1)
+            if self._lists(state, run.seen) > 1 or (seeing == [run] and len(set(run.seen)) > 1)
         ]
         # a graph without messages in its state is told by what it returns: a model's answer
         # under an answer key (a node running a chain per question returns none: its own rule)
@@ -948,8 +950,16 @@ class FairnessCallbackHandler(_Handler):
         **kwargs: Any,
     ) -> None:
         flat = [m for batch in messages for m in batch]
-        humans = [i for i, m in enumerate(flat) if isinstance(m, HumanMessage)]
-        turn = humans[-1] if len(humans) > 1 else None  # a conversation: its current turn
+        # a conversation's current turn: what follows the last earlier answer (an AI message
+        # without tool calls that a human message follows)
+        answers = [
+            i
+            for i, m in enumerate(flat)
+            if isinstance(m, AIMessage)
+            and not m.tool_calls
+            and any(isinstance(later, HumanMessage) for later in flat[i + 1 :])
+        ]
+        turn = answers[-1] + 1 if answers else None
         self._model_start(
             run_id, parent_run_id, serialized, kwargs, [message_text(m) for m in flat], turn
         )

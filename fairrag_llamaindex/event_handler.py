@@ -386,18 +386,25 @@ def _output_text(event: BaseEvent) -> str | None:
 
 def _prompt_text(event: BaseEvent) -> tuple[str | None, int]:
     """An LLM call's prompt (a completion's text, a chat's messages), whitespace collapsed,
-    and where a conversation's current turn begins in it (a chat of two or more user
-    messages: its last user message; else 0)."""
+    and where a conversation's current turn begins in it (after its last earlier answer; 0
+    for a prompt of one turn)."""
     if isinstance(event, LLMCompletionStartEvent):
         text = event.prompt
         return (collapsed(text) if isinstance(text, str) else None), 0
     if not isinstance(event, LLMChatStartEvent):
         return None, 0
-    parts = [collapsed(str(message.content or "")) for message in event.messages]
-    users = [i for i, m in enumerate(event.messages) if m.role == MessageRole.USER]
-    turn = 0
-    if len(users) > 1:
-        turn = sum(len(part) + 1 for part in parts[: users[-1]] if part)
+    messages = list(event.messages)
+    parts = [collapsed(str(message.content or "")) for message in messages]
+    # the current turn: what follows the last earlier answer (an assistant message without
+    # tool calls that a user message follows)
+    answers = [
+        i
+        for i, m in enumerate(messages)
+        if m.role == MessageRole.ASSISTANT
+        and not m.additional_kwargs.get("tool_calls")
+        and any(later.role == MessageRole.USER for later in messages[i + 1 :])
+    ]
+    turn = sum(len(part) + 1 for part in parts[: answers[-1] + 1] if part) if answers else 0
     return " ".join(part for part in parts if part), turn
 
 

@@ -340,3 +340,29 @@ def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Pat
     assert int(result.reading["used"].iloc[0]) == 7
     (reason,) = result.left_out["reason"]
     assert "cannot be read" in reason and cut.name in reason
+
+
+def test_a_parquet_folder_a_file_lands_in_while_audited_is_audited(tmp_path: Path, monkeypatch):
+    """A review: the rotation check refused a plain audit of a hive folder when the next
+    day's file landed while it ran ("changed while the audit read it"): a folder grows, and
+    each of its files is read as it is when read."""
+    import fairrag_audit.partials as partials
+
+    folder = tmp_path / "logs"
+    for day in (1, 2):
+        log = write_log(
+            tmp_path / f"d{day}.jsonl",
+            [record(["female"], timestamp=f"2026-12-0{day}T00:00:00Z")] * 4,
+        )
+        out = folder / f"day=2026-12-0{day}" if day == 1 else tmp_path / "later"
+        assert main(["audit", str(log), "--to-parquet", "--out", str(out)]) == 0
+    real = partials.log_fingerprint
+
+    def landing(path):
+        found = real(path)
+        if not (folder / "day=2026-12-02").exists():  # the next day's export lands now
+            shutil.copytree(tmp_path / "later", folder / "day=2026-12-02")
+        return found
+
+    monkeypatch.setattr(partials, "log_fingerprint", landing)
+    assert int(audit(folder, protected="female").reading["used"].iloc[0]) == 8

@@ -240,6 +240,8 @@ _GROUPS = {
         ({"weights": ["0.6", "0.4"]}, "weights must be a list of numbers"),
         ({"provenance": "abc"}, "provenance must be an object"),
         ({"lower": [10**400, 1]}, "lower holds a number past a float's range"),
+        ({"lower": 0}, "lower must be a list of numbers"),  # 0 is no absent field
+        ({"group_factor_lower": []}, "group_factor_lower must be an object"),
     ],
 )
 def test_a_malformed_curve_file_names_the_file_and_the_field(tmp_path, changes, message):
@@ -259,3 +261,14 @@ def test_a_curve_file_of_5000_digits_names_the_file(tmp_path):
     with pytest.raises(ValueError, match="cannot read a fitted curve") as raised:
         load_fitted_curve(path)
     assert str(path) in str(raised.value)
+
+
+def test_a_group_given_twice_in_a_curve_file_is_refused(tmp_path):
+    """A review: JSON ``group_factors`` naming a group twice kept the last value."""
+    path = tmp_path / "curve.json"
+    path.write_text(
+        '{"format": "fairrag-fitted-exposure-groups/1", "weights": [0.6, 0.4], '
+        '"group_factors": {"male": 1.0, "female": 1.0, "male": 2.0}}'
+    )
+    with pytest.raises(ValueError, match="'male' is given twice"):
+        load_fitted_curve(path)

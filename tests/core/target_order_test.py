@@ -241,6 +241,20 @@ def test_a_pool_holding_a_target_label_and_its_text_twin_warns():
     ranker = make_ranker("standard", protected=1)
     with pytest.warns(UserWarning, match="labels 1 and '1'"):
         rerank(ranker, np.array([0.9, 0.8, 0.7]), [1, "1", 0], 3)
+    # "1" and 1.0: records write 1.0 as 1, so they share the key too (a review)
+    with pytest.warns(UserWarning, match="labels '1' and 1.0"):
+        rerank(make_ranker("standard", protected="1"), np.array([0.9, 0.8, 0.7]), ["1", 1.0, 0], 3)
+
+
+def test_a_curve_keyed_by_a_floats_text_still_finds_its_groups():
+    """A review: a per-group curve keyed "0.0"/"1.0" (saved before records wrote 1.0 as 1)
+    was refused for a pool of 0.0/1.0 labels, the message naming the same groups it lacked."""
+    from fairrag_core.exposure import ExposureModel, FittedCurve
+
+    model = ExposureModel.fitted(FittedCurve((0.6, 0.4), factors=(("0.0", 1.0), ("1.0", 2.0))))
+    assert model.entry_weights([0.0, 1.0]).tolist() == pytest.approx([0.6, 0.8])
+    with pytest.raises(ValueError, match=r"the ranking shows \['2'\]"):
+        model.entry_weights([2.0, 1.0])
 
 
 def test_a_missing_label_nan_is_the_unknown_group():

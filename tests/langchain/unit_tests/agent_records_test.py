@@ -89,7 +89,10 @@ def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     assert shown_two[0] in two["answer"]  # the model cites its first entry (source id 0)
 
 
-def test_one_answer_from_a_question_and_its_rewrite_that_found_the_same_list_is_one_record():
+@pytest.mark.parametrize("rewriter", ["code", "model"])
+def test_one_answer_from_a_question_and_its_rewrite_that_found_the_same_list_is_one_record(
+    rewriter,
+):
     """A user trial: a chain searching the question and a rewrite of it with one fair
     retriever (a deterministic ranker: the same list twice), both lists in one prompt, one
     answer: two records, one of them unanswered (a phantom question). One record now, of the
@@ -110,10 +113,15 @@ def test_one_answer_from_a_question_and_its_rewrite_that_found_the_same_list_is_
     )
     text = RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs))
     prompt = ChatPromptTemplate.from_template("Context:\n{a}\n\n{b}\nQuestion: {question}\n")
+    rewrite = itemgetter("rewrite")
+    if rewriter == "model":  # a review: a model's rewrite was a second answer, two records
+        from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+        rewrite = rewrite | FakeListChatModel(responses=["who else?"]) | StrOutputParser()
     chain = (
         RunnableParallel(
             a=itemgetter("question") | retriever | text,
-            b=itemgetter("rewrite") | retriever | text,
+            b=rewrite | retriever | text,
             question=itemgetter("question"),
         )
         | prompt
@@ -190,3 +198,51 @@ def test_two_searches_of_one_turn_that_found_one_list_in_two_orders_keep_the_fir
     assert sorted(first) == sorted(second) and first != second  # the case in question
     (record,) = handler.records
     assert record["titles"] == first and record["reordered_after_ranking"] is False
+
+
+def test_a_turn_whose_context_and_question_are_two_messages_is_read_from_its_context():
+    """A review: a chat prompt [history..., human(context), human(question)], the history
+    holding an earlier turn's context with the same documents in another order: the turn was
+    taken to start at its last human message (the question), so the list was read from the
+    earlier turn's copy. A turn starts after the last earlier answer."""
+    from operator import itemgetter
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    from fairrag_langchain.fakes import FakeCitingChatModel
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        group_key="gender",
+        protected="female",
+        ranker="standard",
+        k=4,
+    )
+    documents = retriever.invoke("who?")
+    join = RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs))
+    history = [
+        HumanMessage("Context:\n" + join.invoke(list(reversed(documents)))),
+        HumanMessage("Who pioneered it?"),
+        AIMessage("Several people did."),
+    ]
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "Context:\n{context}"), ("human", "{question}")]
+    )
+    chain = (
+        RunnableParallel(
+            context=itemgetter("question") | retriever | join,
+            question=itemgetter("question"),
+            history=itemgetter("history"),
+        )
+        | prompt
+        | FakeCitingChatModel()
+        | StrOutputParser()
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain.invoke({"question": "And who else?", "history": history}, {"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["titles"] == [d.metadata["title"] for d in documents]
+    assert record["reordered_after_ranking"] is False
