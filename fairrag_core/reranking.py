@@ -200,10 +200,14 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
     present = {label for label in groups if label is not None}
     named = [g for g in target.groups if g is not OTHERS]
     warned = _WARNED.setdefault(ranker, set())
-    for group in named:  # 1 and "1": two groups to the ranker, one key in records
+    # 1 and "1": two groups to the ranker, one key in records (distinct texts never are)
+    mixed = not all(type(label) is str for label in present)
+    for group in named if mixed else ():
+        if group not in present or group in warned:
+            continue
         key = record_key(group)
         twin = next((x for x in present if x != group and record_key(x) == key), None)
-        if group in present and twin is not None and group not in warned:
+        if twin is not None:
             warned.add(group)
             warnings.warn(
                 f"the pool holds the labels {group!r} and {twin!r}: two groups to the ranker, "
