@@ -126,8 +126,8 @@ def missing_as_none(labels: Sequence[Hashable]) -> Sequence[Hashable]:
     """``labels`` with every missing value (:func:`is_missing`) read as ``None``, the unknown
     group (docs/SPEC.md, "Inputs"): NaN is unequal to itself, so each would be a group of its
     own. The same sequence when it holds none."""
-    if not any(is_missing(label) for label in labels):
-        return labels
+    if not any(not isinstance(label, str) and is_missing(label) for label in labels):
+        return labels  # (text, the common label, is never missing: one check per label)
     return [None if is_missing(label) else label for label in labels]
 
 
