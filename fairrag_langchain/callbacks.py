@@ -836,7 +836,7 @@ class FairnessCallbackHandler(_Handler):
         turn: int | None = None,
     ) -> None:
         # the prompt's messages (or prompts), whitespace collapsed, and where the message
-        # ``turn`` (the last human message: the conversation's current turn) begins
+        # ``turn`` (the first of a conversation's current turn) begins
         collapsed = [_collapsed(part) for part in parts]
         text = " ".join(part for part in collapsed if part)
         before = [part for part in collapsed[: turn or 0] if part]
@@ -845,8 +845,8 @@ class FairnessCallbackHandler(_Handler):
             _, state = self._start(run_id, parent_run_id, kwargs)
             order, state.model_starts = state.model_starts, state.model_starts + 1
             # where the prompt holds each ended retrieval's documents, searched once (from the
-            # message holding the list: a later turn's own, not an earlier turn's copy): the
-            # link, the searches seen and the list as held all read these
+            # current turn when it holds the list: not an earlier turn's copy): the link, the
+            # searches seen and the list as held all read these
             places = {
                 ended: _places(text, start, located)
                 for ended in state.ended
@@ -952,12 +952,11 @@ class FairnessCallbackHandler(_Handler):
         flat = [m for batch in messages for m in batch]
         # a conversation's current turn: what follows the last earlier answer (an AI message
         # without tool calls that a human message follows)
+        humans = [i for i, m in enumerate(flat) if isinstance(m, HumanMessage)]
         answers = [
             i
-            for i, m in enumerate(flat)
-            if isinstance(m, AIMessage)
-            and not m.tool_calls
-            and any(isinstance(later, HumanMessage) for later in flat[i + 1 :])
+            for i, m in enumerate(flat[: humans[-1]] if humans else [])
+            if isinstance(m, AIMessage) and not m.tool_calls
         ]
         turn = answers[-1] + 1 if answers else None
         self._model_start(

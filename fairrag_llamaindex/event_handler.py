@@ -397,12 +397,11 @@ def _prompt_text(event: BaseEvent) -> tuple[str | None, int]:
     parts = [collapsed(str(message.content or "")) for message in messages]
     # the current turn: what follows the last earlier answer (an assistant message without
     # tool calls that a user message follows)
+    users = [i for i, m in enumerate(messages) if m.role == MessageRole.USER]
     answers = [
         i
-        for i, m in enumerate(messages)
-        if m.role == MessageRole.ASSISTANT
-        and not m.additional_kwargs.get("tool_calls")
-        and any(later.role == MessageRole.USER for later in messages[i + 1 :])
+        for i, m in enumerate(messages[: users[-1]] if users else [])
+        if m.role == MessageRole.ASSISTANT and not m.additional_kwargs.get("tool_calls")
     ]
     turn = sum(len(part) + 1 for part in parts[: answers[-1] + 1] if part) if answers else 0
     return " ".join(part for part in parts if part), turn
