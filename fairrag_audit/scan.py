@@ -553,7 +553,7 @@ class _ScanSql:
             if field != "source"
         )
         by_columns = "".join(
-            f", {source} AS by_{i}" if field == "source" else f", __text_by_json_{i} AS by_{i}"
+            f", {source} AS by_{i}" if field == "source" else f", {_by_value(i)} AS by_{i}"
             for i, field in enumerate(options.by)
         )
         any_field = " OR ".join(f"{_quoted(f)} IS NOT NULL" for f in (*KNOWN_FIELDS, *extra))
@@ -716,6 +716,17 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
             )
         )
     """
+
+
+def _by_value(index: int) -> str:
+    """A ``--by`` field's value as text (SQL): a JSON number holding a whole number as that
+    integer (``7.0`` and ``7`` one value, as Python reads them), others as JSON's text."""
+    text, kind = f"__text_by_json_{index}", f"__type_by_json_{index}"
+    whole = f"TRY_CAST({text} AS DOUBLE)"
+    return (
+        f"CASE WHEN {kind} = 'DOUBLE' AND {whole} = floor({whole}) AND abs({whole}) < 9.0e15 "
+        f"THEN CAST(CAST({whole} AS BIGINT) AS VARCHAR) ELSE {text} END"
+    )
 
 
 def _factor_of(label: str) -> str:
