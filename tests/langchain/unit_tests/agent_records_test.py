@@ -214,13 +214,7 @@ def test_a_turn_whose_context_and_question_are_two_messages_is_read_from_its_con
 
     from fairrag_langchain.fakes import FakeCitingChatModel
 
-    retriever = FairRetriever(
-        vectorstore=FixedPoolStore(*imbalanced_pool()),
-        group_key="gender",
-        protected="female",
-        ranker="standard",
-        k=4,
-    )
+    retriever = _small_retriever(40, female_every=5, seed=0, ranker="standard")
     documents = retriever.invoke("who?")
     join = RunnableLambda(lambda docs: "\n\n".join(d.page_content for d in docs))
     history = [
