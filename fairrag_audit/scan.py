@@ -707,9 +707,8 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
                         lambda i: CASE model_name
                             WHEN 'dcg' THEN 1.0 / log2(i + 1)
                             WHEN 'uniform' THEN 1.0
-                            WHEN 'fitted' THEN fitted_v[i] * COALESCE(list_extract(list_filter(
-                                fitted_f, lambda f: {_factor_of("groups[i]")}), 1).f,
-                                1.0)
+                            WHEN 'fitted' THEN fitted_v[i] * COALESCE(
+                                {_factor_of("groups[i]")}, 1.0)
                             ELSE pow(patience, i - 1) END)
                     END AS weights
                 FROM ({_fitted_sql("raw_records", target, first_rows)})
@@ -730,13 +729,21 @@ def _by_value(index: int) -> str:
 
 
 def _factor_of(label: str) -> str:
-    """Whether the factor ``f`` of a fitted model's name is the shown ``label``'s (SQL): the
-    core names a label by ``str`` (``None``, ``True``), the list holds JSON's text (null,
-    ``true``)."""
+    """The factor of the shown ``label`` in a fitted model's ``fitted_map`` (SQL; NULL when it
+    has none): the core names a label by ``str`` (``None``, ``True``), the list holds JSON's
+    text (null, ``true``)."""
     return (
-        f"f.g = COALESCE({label}, 'None') "
-        f"OR f.g = CASE {label} WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' END"
+        f"COALESCE(fitted_map[COALESCE({label}, 'None')], fitted_map[CASE {label} "
+        "WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' END])"
     )
+
+
+MAX_FITTED_CHARS = 512 * 1024
+"""Longest fitted model name the audit reads (``fitted(v1,...,vK;g=λ;...)``: 10,000 weights
+take about 200 KB); a longer one is a model it cannot read, never parsed."""
+MAX_FITTED_GROUPS = 1_000
+"""Most group factors of a fitted model the audit reads (a curve is fitted on a handful);
+each shown entry looks its group up once (a map), so a record costs its list's length."""
 
 
 _PROTECTED_KEY = (
@@ -767,12 +774,19 @@ def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
                 AND abs(list_sum(fitted_v) - 1.0) <= 1e-6
                 AND COALESCE(list_bool_and(list_transform(
                     fitted_f, lambda f: f.g <> '' AND isfinite(f.f) AND f.f > 0)), true)
-                -- a per-group model weighs each entry by its group: the list is needed
-                AND (len(fitted_f) = 0 OR (groups IS NOT NULL AND COALESCE(list_bool_and(
-                    list_transform(groups, lambda g: len(list_filter(
-                        fitted_f, lambda f: {_factor_of("g")})) = 1)), true))))
+                -- a per-group model weighs each entry by its group: the list is needed, and
+                -- a factor for each group it shows (its groups named once: the map)
+                AND (len(fitted_f) = 0 OR (groups IS NOT NULL AND fitted_map IS NOT NULL
+                    AND COALESCE(list_bool_and(list_transform(
+                        groups, lambda g: {_factor_of("g")} IS NOT NULL)), true))))
             IS TRUE AS model_ok
         FROM (
+            SELECT *,
+                CASE WHEN len(list_distinct(list_transform(fitted_f, lambda f: f.g)))
+                    = len(fitted_f) THEN map_from_entries(list_transform(
+                        fitted_f, lambda f: struct_pack(key := f.g, value := f.f))) END
+                    AS fitted_map
+            FROM (
             SELECT *,
                 CASE WHEN fitted_body IS NOT NULL THEN list_transform(
                     string_split(split_part(fitted_body, ';', 1), ','),
@@ -788,12 +802,17 @@ def _fitted_sql(table: str, target: str, first_rows: list[int]) -> str:
                     regexp_extract(exposure_model, '^(dcg|uniform|rbp|fitted)', 1) AS model_name,
                     COALESCE(TRY_CAST(regexp_extract(exposure_model, {rbp}, 1) AS DOUBLE), 0.8)
                         AS patience,
-                    CASE WHEN starts_with(exposure_model, 'fitted(') THEN
-                        regexp_extract(exposure_model, '^fitted\\((.*)\\)$', 1) END
+                    -- read only within its bounds: a longer name is a model not read
+                    CASE WHEN starts_with(exposure_model, 'fitted(')
+                        AND strlen(exposure_model) <= {MAX_FITTED_CHARS}
+                        AND strlen(exposure_model) - strlen(replace(exposure_model, ';', ''))
+                            <= {MAX_FITTED_GROUPS}
+                    THEN regexp_extract(exposure_model, '^fitted\\((.*)\\)$', 1) END
                         AS fitted_body,
                     COALESCE(target_value, {target}) AS target_share,
                     rowid AS rid, rowid - {first_rows}[file_index + 1] AS line_index
                 FROM {table}
+            )
             )
         )
     """

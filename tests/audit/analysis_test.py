@@ -500,3 +500,29 @@ def test_by_values_python_reads_as_one_are_one(tmp_path: Path) -> None:
         ("7.5", 1),
         ("8", 1),
     ]
+
+
+def test_a_fitted_model_name_past_the_audits_bounds_is_not_read(tmp_path: Path) -> None:
+    """The audit reads untrusted logs: a fitted model name of 20,000 group factors over a list
+    of 2,000 entries took 6 s for one record (every entry looked up among every factor, a
+    quadratic cost a 16 MiB line would make hours). Past MAX_FITTED_GROUPS factors the model
+    is one the audit cannot read; within them each entry is one map look-up."""
+    from fairrag_audit.scan import MAX_FITTED_GROUPS
+
+    def written(groups: int) -> dict:
+        name = (
+            "fitted(" + ",".join(["0.0005"] * 2000)
+            + "".join(f";g{i}=1.0" for i in range(groups)) + ")"
+        )  # fmt: skip
+        return {
+            "ranker": "r",
+            "protected": "g1",
+            "target": {"g1": 0.5, "OTHERS": 0.5},
+            "exposure_model": name,
+            "groups": [f"g{i % groups}" for i in range(2000)],
+        }
+
+    past = audit(write_log(tmp_path / "past.jsonl", [written(MAX_FITTED_GROUPS + 1)]))
+    assert metric(past.rankers, "exposure_share")["n"] == 0
+    within = audit(write_log(tmp_path / "within.jsonl", [written(MAX_FITTED_GROUPS)]))
+    assert metric(within.rankers, "exposure_share")["value"] == pytest.approx(2 / 2000)

@@ -44,8 +44,10 @@ def test_the_caps_are_those_the_spec_states():
         MAX_LABEL_CHARS,
     )
     assert lines.MAX_LINE_BYTES == 16 * 2**20
+    assert (scan.MAX_FITTED_CHARS, scan.MAX_FITTED_GROUPS) == (512 * 1024, 1000)
     spec = (ROOT / "docs" / "SPEC.md").read_text(encoding="utf-8")
-    for stated in ("**10,000**", "**64**", "**256 characters**", "**16 MiB**", "**5 minutes**"):
+    stated_caps = ("**10,000**", "**64**", "**256 characters**", "**16 MiB**", "**5 minutes**")
+    for stated in (*stated_caps, "**512 KiB**", "**1,000** group factors"):
         assert stated in spec, stated
 
 
