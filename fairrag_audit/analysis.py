@@ -520,8 +520,8 @@ def _reading_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
             "not_records": f"{row.not_records} lines are JSON but not records (not an "
             "object, or none of the record fields); skipped, counted and listed",
             "refused": f"{row.refused} records refused (a value outside its metric's range, "
-            'or over a cap: docs/SPEC.md "Auditing logs"); counted and listed by line with '
-            "the reason",
+            'over a cap, or a Parquet file that cannot be read: docs/SPEC.md "Auditing '
+            'logs"); counted and listed by line with the reason',
             "future": f"{row.future} records dated after the audit started "
             f"({datetime.fromisoformat(row.audited_at).strftime('%Y-%m-%dT%H:%M:%SZ')}, a "
             "clock skew of 5 minutes allowed): left out (also with --since), counted and listed",

@@ -340,6 +340,8 @@ def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Pat
     assert int(result.reading["used"].iloc[0]) == 7
     (reason,) = result.left_out["reason"]
     assert "cannot be read" in reason and cut.name in reason
+    # the note counting it names the reason too (a review found it read "a value out of range")
+    assert any("1 records refused" in n and "Parquet file that cannot" in n for n in result.notes)
 
 
 def test_a_parquet_folder_a_file_lands_in_while_audited_is_audited(tmp_path: Path, monkeypatch):
