@@ -935,9 +935,13 @@ class FairnessCallbackHandler(_Handler):
             held = places.get(run_id)
             if held is not None and len(held) == len(texts):
                 first = min(held[i] for i in own)
+                # two searches of one list at one place (parallel calls, the list drawn in two
+                # orders): the one the prompt holds in its own order first, not the one that
+                # ended first (a thread's timing)
+                own_order = 0 if list(held) == sorted(held) else 1
             else:
-                first = min(prompt.find(texts[i]) for i in own)
-            order.append((first, ended, run_id))
+                first, own_order = min(prompt.find(texts[i]) for i in own), 0
+            order.append((first, own_order, ended, run_id))
         return tuple(run_id for *_, run_id in sorted(order))
 
     def on_chat_model_start(
