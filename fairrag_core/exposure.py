@@ -335,10 +335,12 @@ class ExposureModel:
         shows the labels, for the message)."""
         if not self.per_group:
             return np.ones(len(labels))
-        self.check_labels(labels, where)
         assert self.curve is not None
         factor = self.curve.factor_of
-        return np.array([_factor(factor, g) for g in labels], dtype=float)
+        factors = [_factor(factor, g) for g in labels]
+        if None in factors:
+            self.check_labels(labels, where)  # raises, naming the groups without a factor
+        return np.array(factors, dtype=float)
 
     def check_labels(self, labels: Sequence[Hashable], where: str = "the pool holds") -> None:
         """A ``ValueError`` naming the fitted groups when a per-group model has no factor for
