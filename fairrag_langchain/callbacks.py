@@ -110,6 +110,17 @@ class _ModelRun:
     """For each retrieval ended before it started: where its prompt holds each document's
     whole text (:func:`~fairrag_core.kit.place_in`: -1 nowhere,
     :data:`~fairrag_core.kit.PARTLY` only in part)."""
+    streamed: list[str] = field(default_factory=list)
+    """The text of the tokens it streamed so far (``on_llm_new_token``)."""
+    ended: bool = False
+    """Whether it ended (with an output or an error)."""
+
+    def stopped(self, generated: str | None = None) -> None:
+        """Its stream was closed before its end (the consumer stopped reading): its answer is
+        what it generated until then, ``generated`` when LangChain gives it, else its streamed
+        tokens (docs/SPEC.md "Records", ``error``)."""
+        self.answer = generated if generated else "".join(self.streamed)
+        self.said = _collapsed(self.answer)
 
     def held_at(self, retrieval: UUID) -> tuple[int, ...]:
         """Where its prompt holds each of ``retrieval``'s documents (none when it ended
@@ -439,6 +450,13 @@ class FairnessCallbackHandler(_Handler):
                 for member in state.members:
                     self._root_of.pop(member, None)
                     self._parent.pop(member, None)
+                # a model still streaming when its root ended: the consumer stopped reading
+                # (LangChain ends a sync stream's root without an error)
+                open_streams = [r for r in state.models.values() if not r.ended and r.streamed]
+                for run in open_streams:
+                    run.stopped()
+                if open_streams and error is None:
+                    error = GeneratorExit(STREAM_CLOSED)
         for root, paused, paused_outputs in late:  # paused runs a new question ended
             self._write(root, paused, paused_outputs, None, pause=False)
         if state is not None:
@@ -978,12 +996,27 @@ class FairnessCallbackHandler(_Handler):
     ) -> None:
         self._model_start(run_id, parent_run_id, serialized, kwargs, prompts)
 
+    def _model_run(self, run_id: UUID) -> _ModelRun | None:
+        """The model run ``run_id`` of a root run not yet ended (caller holds the lock)."""
+        root = self._root_of.get(run_id)
+        state = None if root is None else self._roots.get(root)
+        return None if state is None else state.models.get(run_id)
+
+    def on_llm_new_token(
+        self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        text = token if isinstance(token, str) else _block_text(token)
+        if text:
+            with self._lock:
+                run = self._model_run(run_id)
+                if run is not None:
+                    run.streamed.append(text)
+
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
-            root = self._root_of.get(run_id)
-            state = None if root is None else self._roots.get(root)
-            run = None if state is None else state.models.get(run_id)
+            run = self._model_run(run_id)
             if run is not None:
+                run.ended = True
                 candidates = response.generations[0] if response.generations else []
                 run.answer = candidates[0].text if candidates else ""
                 run.said = _collapsed(run.answer)
@@ -991,7 +1024,21 @@ class FairnessCallbackHandler(_Handler):
                     run.message = candidates[0].message
         self._ended(run_id)
 
-    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        response: LLMResult | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with self._lock:
+            run = self._model_run(run_id)
+            if run is not None:
+                run.ended = True
+                if isinstance(error, GeneratorExit):  # closed early: what it generated so far
+                    given = response.generations if response is not None else []
+                    run.stopped(given[0][0].text if given and given[0] else None)
         self._ended(run_id, error)
 
 
@@ -1118,6 +1165,20 @@ def _write_interrupted_at_exit() -> None:
         handlers = list(_PAUSING.values())
     for handler in handlers:
         handler.write_interrupted()
+
+
+def _block_text(blocks: list[str | dict[str, Any]]) -> str:
+    """The text of a streamed token given as content blocks (text and ``text`` blocks)."""
+    return "".join(
+        block if isinstance(block, str) else str(block.get("text") or "")
+        for block in blocks
+        if isinstance(block, str) or block.get("type") == "text"
+    )
+
+
+STREAM_CLOSED = "the stream was closed before its end"
+"""The ``GeneratorExit`` message of a record whose stream its consumer stopped reading when
+LangChain reported no error (a sync stream's root ends without one)."""
 
 
 def _failed(error: BaseException | None) -> bool:

@@ -3,6 +3,7 @@ must give (or the loud refusal). Every test here failed on the adapter before th
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import warnings
@@ -762,3 +763,53 @@ def test_streaming_a_chain_over_an_amortized_retriever_counts_one_ranking(store)
     state = retriever.ledger.state()
     assert state.rankings == 1
     assert metrics["ledger_state"] == {"key": "default", "totals": [], "rankings": 0}
+
+
+# -- a stream its consumer stopped reading (docs/SPEC.md "Records", ``error``) ------------------
+
+
+def _stopped_chain(store):
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.runnables import RunnablePassthrough
+
+    words = (
+        "Here are role models: - Person 01 (DocTitle: Person 01) - Person 02 (DocTitle: Person 02)"
+    )
+    model = GenericFakeChatModel(messages=iter([words]))
+    prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{question}")])
+    context = fair(store) | (lambda docs: "\n\n".join(d.page_content for d in docs))
+    inputs = {"context": context, "question": RunnablePassthrough()}
+    return inputs | prompt | model | StrOutputParser(), words
+
+
+def test_a_stream_closed_early_keeps_the_answer_it_delivered(store):
+    """A consumer that stops reading a sync stream (a client gone): LangChain ends the root
+    without an error while the model still streams; the record kept no answer, no model and no
+    error (a review of ChatOpenAI streams)."""
+    chain, words = _stopped_chain(store)
+    handler = FairnessCallbackHandler.from_retriever(fair(store))
+    stream = chain.stream("Who?", config={"callbacks": [handler]})
+    read = [next(stream) for _ in range(4)]
+    stream.close()
+    (record,) = handler.records
+    assert record["error"] == "GeneratorExit: the stream was closed before its end"
+    assert record["answer"].startswith("".join(read)) and words.startswith(record["answer"])
+    assert len(record["answer"]) < len(words)
+    assert record["framework"]["llm_runs"] == 1 and record["model"] is not None
+
+
+async def test_an_async_stream_closed_early_keeps_the_answer_it_delivered(store):
+    chain, words = _stopped_chain(store)
+    handler = FairnessCallbackHandler.from_retriever(fair(store))
+    stream = chain.astream("Who?", config={"callbacks": [handler]})
+    read = [await stream.__anext__() for _ in range(4)]
+    await stream.aclose()
+    for _ in range(100):  # LangChain reports the async root's end from a task of its own
+        if handler.records:
+            break
+        await asyncio.sleep(0.01)
+    (record,) = handler.records
+    assert record["error"].startswith("GeneratorExit")
+    assert record["answer"].startswith("".join(read)) and words.startswith(record["answer"])
+    assert len(record["answer"]) < len(words)
+    assert record["framework"]["llm_runs"] == 1
