@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -21,7 +21,14 @@ from fairrag_core.kit.component import Count, FairComponent
 
 from ._documents import placed_copies
 
-__all__ = ["EMPTY_RANKING_EVENT", "EmptyRanking", "FairRankingFields", "ShownDocuments"]
+__all__ = [
+    "EMPTY_RANKING_EVENT",
+    "AnsweringModel",
+    "EmptyRanking",
+    "FairRankingFields",
+    "ShownDocuments",
+    "reported_model_name",
+]
 
 EMPTY_RANKING_EVENT = "fairrag_empty_ranking"
 """The custom event a fair component dispatches to its run when its ranking placed no document
@@ -114,6 +121,51 @@ class EmptyRanking(BaseCallbackHandler):
         manager = get_callback_manager_for_config(ensure_config(config))
         manager.add_handler(self, inherit=True)
         return patch_config(config, callbacks=manager)
+
+
+def reported_model_name(
+    serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
+) -> str | None:
+    """A model run's name as LangChain reports it when it starts (``ls_model_name``, its
+    invocation parameters, its class): the model that ran, through fallbacks, retries and
+    configurable fields."""
+    metadata = kwargs.get("metadata") or {}
+    params = kwargs.get("invocation_params") or {}
+    for value in (
+        metadata.get("ls_model_name"),
+        params.get("model_name"),
+        params.get("model"),
+        (serialized or {}).get("name"),
+    ):
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+class AnsweringModel(BaseCallbackHandler):
+    """Hears the model runs of one call of a step (:meth:`EmptyRanking.listening`'s way):
+    ``name`` is the name of the last one that ended with an output (a fallback's, not the
+    primary that failed), None before any did."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self._started: dict[UUID, str | None] = {}
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        self._started[run_id] = reported_model_name(serialized, kwargs)
+
+    def on_llm_start(
+        self, serialized: dict[str, Any], prompts: Any, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        self._started[run_id] = reported_model_name(serialized, kwargs)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.name = self._started.pop(run_id, None) or self.name
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._started.pop(run_id, None)
 
 
 class ShownDocuments(list[Document]):

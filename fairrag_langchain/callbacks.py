@@ -41,7 +41,7 @@ from fairrag_core.structured_citations import check_source_id_base
 from ._answers import answer_text, content_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
-from ._fields import EMPTY_RANKING_EVENT, FairRankingFields
+from ._fields import EMPTY_RANKING_EVENT, FairRankingFields, reported_model_name
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -875,7 +875,7 @@ class FairnessCallbackHandler(_Handler):
                 run_id,
                 order,
                 link is not None and link[1],
-                _model_name(serialized, kwargs),
+                reported_model_name(serialized, kwargs),
                 seen=seen,
                 places=places,
             )
@@ -1442,18 +1442,3 @@ def _document_texts(documents: list[Document]) -> tuple[str, ...]:
     """The texts a prompt must hold to hold these documents (blank ones cannot be found)."""
     texts = (_collapsed(d.page_content) for d in documents if isinstance(d.page_content, str))
     return tuple(text for text in texts if text)
-
-
-def _model_name(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:
-    """The model's name as LangChain reports it (``ls_model_name``, invocation params, class)."""
-    metadata = kwargs.get("metadata") or {}
-    params = kwargs.get("invocation_params") or {}
-    for value in (
-        metadata.get("ls_model_name"),
-        params.get("model_name"),
-        params.get("model"),
-        (serialized or {}).get("name"),
-    ):
-        if isinstance(value, str) and value:
-            return value
-    return None

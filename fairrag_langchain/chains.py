@@ -32,7 +32,7 @@ from fairrag_core.structured_citations import read_structured_answer, render_ans
 
 from ._compose import CompositionError, fair_component_of, per_call_refusal
 from ._documents import context_entries, shown_record
-from ._fields import EmptyRanking, ShownDocuments
+from ._fields import AnsweringModel, EmptyRanking, ShownDocuments
 from .output_parsers import CitationOutputParser, CitedAnswer
 from .retrievers import FairRetriever
 
@@ -277,6 +277,17 @@ def make_fair_rag_chain(
         documents = retriever.invoke(inputs["question"], heard.listening(config), **kwargs)
         return _shown(documents, heard)
 
+    # the model that answered each call (through fallbacks, retries, configurable fields), by
+    # the call's own context list, which every later step of the call receives
+    answering: dict[int, AnsweringModel] = {}
+
+    def answer(inputs: dict[str, Any]) -> Runnable[Any, str]:
+        heard = AnsweringModel()
+        answering[id(inputs["context"])] = heard
+        while len(answering) > MAX_CALLS_HEARD:  # calls that failed before measuring
+            answering.pop(next(iter(answering)), None)
+        return answer_step.with_config(callbacks=[heard])
+
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
         kwargs = _retriever_kwargs(inputs, refusal, config, _k_cap(component))
         heard = EmptyRanking()
@@ -311,7 +322,7 @@ def make_fair_rag_chain(
             title_key,
             ranking=getattr(inputs["context"], "ranking", None),
             query=inputs["question"],
-            model=model_name,
+            model=_answered_by(answering.pop(id(inputs["context"]), None), model_name),
             answer=inputs["answer"],
         )
 
@@ -327,7 +338,7 @@ def make_fair_rag_chain(
         | RunnablePassthrough.assign(
             context=RunnableLambda(retrieve, afunc=aretrieve, name="FairRagRetrieve")
         )
-        | RunnablePassthrough.assign(answer=answer_step)
+        | RunnablePassthrough.assign(answer=RunnableLambda(answer, name="FairRagAnswer"))
         | RunnablePassthrough.assign(
             citations=_native(cite, "CitationOutputParser"),
             metrics=_native(measure, "FairRagMetrics"),
@@ -344,10 +355,11 @@ def make_fair_rag_chain(
 
 
 def _shown(documents: list[Document], heard: EmptyRanking) -> list[Document]:
-    """The retriever's documents; none, from a fair ranking of an empty pool: a
-    :class:`ShownDocuments` naming that ranking for the chain's record."""
+    """The retriever's documents, a list of this call's own (a retriever may return one list
+    twice: the call's steps find what they share by it); none, from a fair ranking of an empty
+    pool: a :class:`ShownDocuments` naming that ranking for the chain's record."""
     if documents or heard.ranking is None:
-        return documents
+        return list(documents)
     return ShownDocuments(heard.ranking)
 
 
@@ -464,6 +476,17 @@ def _one_retriever(retriever: Any) -> FairRetriever | None:
             break
         retriever = retriever.bound
     return retriever if isinstance(retriever, FairRetriever) else None
+
+
+MAX_CALLS_HEARD = 4096
+"""Calls of one chain whose answering model is kept until the call measures (a call that
+failed before measuring leaves its entry; the oldest go first)."""
+
+
+def _answered_by(heard: AnsweringModel | None, given: str | None) -> str | None:
+    """The name of the model that answered a call, as LangChain reported it; the name of the
+    model given to the chain when none was heard."""
+    return heard.name if heard is not None and heard.name else given
 
 
 def _model_name(model: Any) -> str | None:

@@ -813,3 +813,34 @@ async def test_an_async_stream_closed_early_keeps_the_answer_it_delivered(store)
     assert record["answer"].startswith("".join(read)) and words.startswith(record["answer"])
     assert len(record["answer"]) < len(words)
     assert record["framework"]["llm_runs"] == 1
+
+
+class _DownModel(GenericFakeChatModel):
+    """A chat model whose server is down."""
+
+    def _generate(self, *args, **kwargs):
+        raise ConnectionError("the server is down")
+
+
+def test_the_chain_names_the_model_that_answered(store):
+    """The chain's metrics named the model object it was given: a fallback's primary that
+    failed, ``RunnableRetry`` for a model with retries (a ChatOpenAI trial); it names the model
+    that answered, as the handler's record does."""
+    backup = GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)"] * 2))
+    model = _DownModel(messages=iter([])).with_fallbacks([backup])
+    handler = FairnessCallbackHandler.from_retriever(fair(store))
+    output = make_fair_rag_chain(fair(store), model).invoke("Who?", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert output["metrics"]["model"] == record["model"] == "GenericFakeChatModel"
+    retried = GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)"]))
+    output = make_fair_rag_chain(fair(store), retried.with_retry()).invoke("Who?")
+    assert output["metrics"]["model"] == "GenericFakeChatModel"
+    streamed = make_fair_rag_chain(
+        fair(store),
+        _DownModel(messages=iter([])).with_fallbacks(
+            [GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)"]))]
+        ),
+    )
+    chunks = list(streamed.stream("Who?"))
+    (metrics,) = [c["metrics"] for c in chunks if "metrics" in c]
+    assert metrics["model"] == "GenericFakeChatModel"
