@@ -103,7 +103,11 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[Document]:
-        """As :meth:`compress_documents`; embeds through the embeddings' async methods."""
+        """As :meth:`compress_documents`; embeds through the embeddings' async methods, and
+        ranks off the event loop when the ranker waits on a SQLite or Redis ledger
+        (docs/SPEC.md "Adapters" → Async)."""
+        from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
+
         documents = checked_documents(documents, type(self).__name__)
         query = checked_query(query, type(self).__name__)
         given = [d.metadata.get(self.score_key) for d in documents]
@@ -114,7 +118,10 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
         else:
             scores, source = self._scores(documents, given, query)
         empty: list[dict[str, Any]] = []  # the ranking's keys when it places nothing
-        placed = self._placed(documents, scores, given, source, empty)
+        if waits_on_ledger(self.core_ranker):  # a SQLite or Redis ledger: off the loop
+            placed = await run_off_loop(self._placed, documents, scores, given, source, empty)
+        else:
+            placed = self._placed(documents, scores, given, source, empty)  # microseconds
         await atell_empty_ranking(empty, callbacks)
         return placed
 

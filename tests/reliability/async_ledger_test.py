@@ -11,7 +11,7 @@ import sqlite3
 from llama_index.core.schema import QueryBundle
 
 from fairrag_core.ledger import SQLiteLedger, waits_on_ledger
-from fairrag_langchain import FairRetriever
+from fairrag_langchain import FairReranker, FairRetriever
 from fairrag_llamaindex import FairRerankPostprocessor
 from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
 from tests.llamaindex.pools import make_pool
@@ -55,6 +55,25 @@ def test_fair_retriever_ainvoke_waits_on_a_locked_ledger_off_the_loop(tmp_path):
     assert waits_on_ledger(retriever.core_ranker)
     found = asyncio.run(
         _loop_runs_while_the_file_is_locked(path, lambda: retriever.ainvoke("computing"))
+    )
+    assert len(found) == 4
+    assert SQLiteLedger(path).state().rankings == 1
+
+
+def test_fair_reranker_acompress_waits_on_a_locked_ledger_off_the_loop(tmp_path):
+    """The reranker's async path ranked on the loop: a locked SQLite ledger held every task of
+    the server for its whole timeout (an SRE trial: 2.9 s of a 10 ms ticker)."""
+    path = tmp_path / "ledger.db"
+    SQLiteLedger(path, timeout=WAIT)
+    documents, _ = imbalanced_pool()
+    reranker = FairReranker(
+        group_key="gender", protected="female", ranker="amortized", ledger=str(path), seed=0, k=4
+    )
+    assert waits_on_ledger(reranker.core_ranker)
+    found = asyncio.run(
+        _loop_runs_while_the_file_is_locked(
+            path, lambda: reranker.acompress_documents(documents, "computing")
+        )
     )
     assert len(found) == 4
     assert SQLiteLedger(path).state().rankings == 1
