@@ -407,6 +407,7 @@ class RedisLedger(StoredLedger):
         call of that request; refused at once while the circuit breaker is open. A call that
         ran out of a deadline the queue took most of (it ran less than half of it) says nothing
         of the server: it opens no circuit."""
+        _CALL_END.sent = False  # nothing sent yet: a call refused below sent nothing
         now = time.monotonic()
         queued = QUEUED_AT.get()
         if queued is not None:

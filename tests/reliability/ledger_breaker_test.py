@@ -145,3 +145,31 @@ def test_a_call_that_ran_out_of_a_deadline_the_queue_shortened_opens_no_circuit(
         redis_server.thaw()
     assert len(seen) == 1 and "deadline of 4 s passed" in seen[0]
     assert ledger._breaker.fast_failures == 0
+
+
+def test_an_add_refused_by_the_open_breaker_in_a_fresh_thread_is_unavailable(redis_server):
+    """``add`` from a thread that never called the ledger, while the circuit is open, raised
+    ``AttributeError`` (it read whether the call sent anything before any call had said so):
+    a caller's ``except LedgerUnavailableError`` missed it (an SRE trial)."""
+    ledger = RedisLedger(redis_server.url, timeout=0.5, deadline=0.5, cooldown=60.0)
+    ledger.add("s", {"a": 1.0})
+    redis_server.freeze()
+    try:
+        with pytest.raises(LedgerUnavailableError):
+            ledger.add("s", {"a": 1.0})  # the server found frozen: the circuit opens
+        raised: list[BaseException] = []
+
+        def fresh() -> None:
+            try:
+                ledger.add("s", {"a": 1.0})
+            except BaseException as exc:  # the test reads what was raised
+                raised.append(exc)
+
+        thread = threading.Thread(target=fresh)
+        thread.start()
+        thread.join(30)
+    finally:
+        redis_server.thaw()
+    (error,) = raised
+    assert isinstance(error, LedgerUnavailableError), repr(error)
+    assert FAST in str(error)
