@@ -475,7 +475,9 @@ def _deliver(
             for sink in list(sinks):
                 try:
                     sink(copy.deepcopy(record))
-                except Exception as exc:  # telemetry never fails the answered question
+                # telemetry never fails the answered question, nor stops this worker: a sink
+                # raising SystemExit ended it, losing the records queued behind, uncounted
+                except BaseException as exc:
                     keeper = keeper_ref()
                     if keeper is not None:
                         with keeper._lock:

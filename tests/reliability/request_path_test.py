@@ -197,6 +197,26 @@ def test_a_full_sink_queue_drops_for_the_sinks_only_counted_and_warned(caplog):
         RecordKeeper(sinks=[stuck], sink_queue=0)
 
 
+def test_a_sink_raising_system_exit_is_counted_and_the_records_behind_it_delivered(caplog):
+    """A sink raising ``SystemExit`` (a ``sys.exit`` in a client library) ended the worker:
+    the records queued behind were lost, with ``sink_errors`` 0 and nothing logged (an SRE
+    trial)."""
+    delivered: list[int] = []
+
+    def exits(record: dict) -> None:
+        if record["n"] == 1:
+            raise SystemExit(3)
+        delivered.append(record["n"])
+
+    keeper = RecordKeeper(sinks=[exits])
+    with caplog.at_level(logging.WARNING, logger="fairrag_core.kit.records"):
+        keeper.add([{"n": n} for n in range(5)])
+        assert keeper.close(WAIT)
+    assert delivered == [0, 2, 3, 4]
+    assert keeper.sink_errors == 1
+    assert "failed" in caplog.text
+
+
 def test_a_copied_handler_keeps_the_users_provider_and_client(no_tracing):
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
