@@ -151,6 +151,15 @@ def options_error(error: ValidationError) -> str:
     return "; ".join(lines)
 
 
+def _saved_partials(path: Path) -> Path | None:
+    """The ``partials.json`` of saved partials (``--partials-out``) that ``path`` is, holds
+    (a folder), or sits beside (one of their tables), else None."""
+    if path.is_dir():
+        return next(path.rglob("partials.json"), None)
+    beside = path.parent / "partials.json"
+    return beside if path.suffix == ".parquet" and beside.is_file() else None
+
+
 class AuditOptions(BaseModel):
     """The settings of one audit (see :func:`fairrag_audit.audit` for each one's meaning).
 
@@ -231,6 +240,13 @@ class AuditOptions(BaseModel):
         if (info.context or {}).get("saved"):
             return files  # the files saved partials were computed from: not read again
         for path in files:
+            saved = _saved_partials(path)
+            if saved is not None:
+                raise ValueError(
+                    f"log {str(path)!r} holds saved partials ({str(saved)!r}), not records: "
+                    "report on them with --from-partials DIR (a folder of Parquet logs holds "
+                    "logs only)"
+                )
             if path.is_dir() and next(path.rglob("*.parquet"), None) is not None:
                 continue  # a (hive-partitioned) folder of Parquet logs
             if not path.is_file():

@@ -245,3 +245,27 @@ def test_a_fingerprint_reads_at_most_its_bound(tmp_path: Path) -> None:
     other = tmp_path / "other.jsonl"
     other.write_bytes(b'{"timestamp": "2026-12-05"}\n' + b"x" * FINGERPRINT_BYTES)
     assert log_fingerprint(other) != before
+
+
+def test_partials_given_as_a_log_or_written_into_a_log_folder_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Saved partials given as a LOG (``--from-partials`` forgotten) were audited as a Parquet
+    log: "126 records audited", exit 0, the aggregate rows counted as records; partials written
+    into a folder of Parquet logs broke its next audit with DuckDB's error (a user trial)."""
+    logs = days(tmp_path)
+    folder = tmp_path / "p0"
+    assert main(["audit", str(logs[0]), "--partials-out", str(folder)]) == 0
+    capsys.readouterr()
+    for given in (folder, folder / "cells.parquet"):
+        assert main(["audit", str(given), "--out", str(tmp_path / "r")]) == 2
+        error = capsys.readouterr().err
+        assert "holds saved partials" in error and "--from-partials" in error
+    assert not (tmp_path / "r").exists()
+    lake = tmp_path / "lake"
+    assert main(["audit", str(logs[1]), "--to-parquet", "--out", str(lake)]) == 0
+    capsys.readouterr()
+    for inside in (lake, lake / "_partials"):
+        assert main(["audit", str(lake), "--partials-out", str(inside)]) == 2
+        assert "is inside the log folder" in capsys.readouterr().err
+    assert not (lake / "_partials").exists() and not (lake / "partials.json").exists()
