@@ -159,7 +159,10 @@ class Ranker(ABC):
         scores, low, high = check_scores(scores)
         k = check_k(k)
         n = scores.shape[0]
+        given = groups is not None
         groups = check_groups(groups, n)
+        if given and self.exposure.per_group:  # before the draw: a ledger counts what it ranks
+            self.exposure.check_labels(groups)
         generator = self._rng if rng is None else as_rng(rng)
         if n == 0:
             return None, 0, generator

@@ -160,8 +160,7 @@ def rerank(
     if duplicates:
         pool = pool[kept]
         groups = [groups[i] for i in kept]
-    ranker.exposure.check_labels(groups)  # before the draw: a ledger counts what it ranks
-    result = ranker.rank_detailed(pool, groups, k, rng=rng)
+    result = ranker.rank_detailed(pool, groups, k, rng=rng)  # checks labels before the draw
     _warn_of_near_labels(ranker, groups)
     pool_rank = np.empty(pool.shape[0], dtype=np.intp)
     pool_rank[np.argsort(-pool, kind="stable")] = np.arange(1, pool.shape[0] + 1)

@@ -234,3 +234,18 @@ def test_a_curve_file_with_factors_out_of_label_order_keeps_each_groups_interval
     loaded = load_fitted_curve(path)
     assert loaded.factors == (("female", 1.2), ("male", 0.9))
     assert (loaded.factor_lower, loaded.factor_upper) == ((1.1, 0.85), (1.3, 0.95))
+
+
+@pytest.mark.parametrize("name", ["amortized", "representative_stochastic", "forced_exposure"])
+def test_a_ranker_called_directly_refuses_a_label_without_a_factor_before_the_draw(name):
+    """``rerank`` refused a label the per-group curve has no factor for, but a ranker's own
+    ``rank`` served it, and the amortized ranker put it in its ledger, whose stream the
+    metrics then refused (a re-implementation from the SPEC)."""
+    ranker = make_ranker(name, protected="female", exposure=ExposureModel.fitted(GAP), seed=0)
+    scores, groups = [0.1, 0.2, 0.9, 0.05], ["female", "male", "nb", "female"]
+    for call in (ranker.rank, ranker.rank_detailed, ranker.sample):
+        with pytest.raises(ValueError, match=r"factors for groups \['female', 'male'\].*\['nb'\]"):
+            call(scores, groups, 2)
+    if name == "amortized":
+        assert ranker.ledger.state().rankings == 0
+    assert len(ranker.rank(scores, ["female", "male", "male", "female"], 2)) == 2
