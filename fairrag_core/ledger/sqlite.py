@@ -7,6 +7,7 @@ import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -75,7 +76,8 @@ class SQLiteLedger(StoredLedger):
     copy) raises :class:`~fairrag_core.ledger.LedgerResetError`; values are checked on read,
     and the rows an add increments inside its transaction before any write
     (:class:`~fairrag_core.ledger.LedgerCorruptError`). Connections are made lazily, one per
-    process (a forked child opens its own) and shared by its threads behind a lock.
+    process (a forked child opens its own, behind a lock of its own: a parent's thread may
+    have held the inherited one at the fork) and shared by its threads behind a lock.
     """
 
     _bounded = True
@@ -93,6 +95,7 @@ class SQLiteLedger(StoredLedger):
         self.location = f"sqlite:///{self.path}" + _policy_suffix(self.on_reset)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
+        _OPEN.add(self)
         self._connection: sqlite3.Connection | None = None
         self._pid = -1
         self._identity: tuple[int, int] | None = None
@@ -343,6 +346,21 @@ def _check_ours(connection: sqlite3.Connection, path: Path) -> None:
 
 class _ForeignFile(Exception):
     """The file at the ledger's path belongs to another program."""
+
+
+_OPEN: weakref.WeakSet[SQLiteLedger] = weakref.WeakSet()
+"""The process's SQLite ledgers: a forked child gives each a new lock."""
+
+
+def _new_locks_in_child() -> None:
+    """A child forked while a parent's thread held a ledger's lock (a thread ranking) inherits
+    it held, by a thread that does not exist in the child: every call would wait for ever."""
+    for ledger in list(_OPEN):
+        ledger._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_in_child)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -105,6 +105,46 @@ def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connecti
     assert done.stdout.split() == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
 
 
+FORKED_WHILE_HELD = """
+import os, signal, sys, threading
+from fairrag_core.ledger import SQLiteLedger
+ledger = SQLiteLedger(sys.argv[1])
+held, release = threading.Event(), threading.Event()
+def rank():  # a thread inside a ledger call when the process forks
+    with ledger._lock:
+        held.set()
+        release.wait(60)
+thread = threading.Thread(target=rank)
+thread.start()
+held.wait(60)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)  # the child hung: killed by SIGALRM instead of waiting for ever
+    ledger.add("k", {"male": 1.0})
+    os._exit(0)
+release.set()
+thread.join()
+status = os.waitpid(pid, 0)[1]
+print(status, ledger.state("k").rankings)
+"""
+
+
+def test_a_child_forked_while_a_thread_held_the_ledger_uses_its_own_lock(tmp_path):
+    """A child forked while a thread of the parent was inside a ledger call inherited the lock
+    held by a thread it does not have: its every call waited for ever (an SRE trial: 4 of 4
+    children of a process ranking on 4 threads)."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_WHILE_HELD, str(tmp_path / "ledger.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["0", "1"]  # the child's add ended and was counted
+
+
 def _remove_database(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
