@@ -183,6 +183,13 @@ class FairRetriever(FairRankingFields, BaseRetriever):
     (``similarity_search_with_score`` mapped by it): then the search maps the scores itself,
     without asking the store for its function again on every call."""
 
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        """A deep copy shares the vector store, a client of the data rather than the data
+        (Chroma's in-process client cannot be copied at all); every other field is copied."""
+        memo = {} if memo is None else memo
+        memo[id(self.vectorstore)] = self.vectorstore
+        return super().__deepcopy__(memo)
+
     @field_validator("search_kwargs")
     @classmethod
     def _no_k_in_search_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:

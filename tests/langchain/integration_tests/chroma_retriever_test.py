@@ -129,3 +129,23 @@ def test_per_call_k_and_seed_on_chroma(trec_store):
 def test_wrong_group_key_on_chroma_names_the_fields(trec_store):
     with pytest.raises(KeyError, match=r"'sex'.*doc_id.*gender.*title.*topics"):
         fair(trec_store, group_key="sex").invoke("tennis champions")
+
+
+def test_a_deep_copy_of_a_chroma_retriever_and_its_handler_shares_the_store(trec_store):
+    """``copy.deepcopy`` of the quickstart's Chroma-backed retriever raised ``TypeError: cannot
+    pickle 'builtins.Bindings'`` (a docs trial: the guides promise deep copies)."""
+    import copy
+
+    from fairrag_langchain import FairnessCallbackHandler
+
+    retriever = fair(trec_store, ranker="amortized", seed=0)
+    query = scenario_question(2, "Computer science")
+    retriever.invoke(query)
+    copied = copy.deepcopy(retriever)
+    assert copied.vectorstore is trec_store and copied is not retriever
+    assert copied.ledger.state().rankings == retriever.ledger.state().rankings == 1
+    assert len(copied.invoke(query, k=3)) == 3
+    handler = copy.deepcopy(FairnessCallbackHandler.from_retriever(retriever))
+    copied.invoke(query, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["ranker"] == "amortized"
