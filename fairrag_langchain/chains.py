@@ -142,21 +142,26 @@ def default_chat_model(
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
     ):
         raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
+    try:
+        from langchain_openai import ChatOpenAI
+
+        installed = True
+    except ImportError:  # an optional dependency: said with the key, both needed
+        installed = False
+    install = "" if installed else " (after pip install 'fairrag[openai]')"
     if not os.environ.get("OPENAI_API_KEY"):
         raise MissingChatModelError(
             "no chat model given and OPENAI_API_KEY is not set. Either set OPENAI_API_KEY to use "
-            f"ChatOpenAI(model={model!r}, temperature={DEFAULT_TEMPERATURE}) "
+            f"ChatOpenAI(model={model!r}, temperature={DEFAULT_TEMPERATURE}){install} "
             "(with OPENAI_BASE_URL or base_url= for an OpenAI-compatible server), or pass any "
             "LangChain chat model: make_fair_rag_chain(retriever, llm=ChatOllama(model=...)), "
             "or llm=fairrag_langchain.fakes.FakeCitingChatModel() for an offline run."
         )
-    try:
-        from langchain_openai import ChatOpenAI
-    except ImportError as exc:  # pragma: no cover - an optional dependency
+    if not installed:
         raise MissingChatModelError(
             "no chat model given and langchain-openai is not installed: "
             "pip install 'fairrag[openai]', or pass llm=<any LangChain chat model>"
-        ) from exc
+        )
     params: dict[str, Any] = {
         "model": model,
         "temperature": DEFAULT_TEMPERATURE,

@@ -166,6 +166,11 @@ ADAPTERS_WITHOUT_EXTRAS = textwrap.dedent(
     )
     shown = reranker.compress_documents(pool, "Ada")
     assert len(shown) == 2 and shown[0].metadata["score_source"] == "embeddings", shown
+    os.environ.pop("OPENAI_API_KEY", None)
+    try:  # without a key too (a docs trial: the key alone was named, then the extra)
+        make_fair_rag_chain(reranker, group_key="gender", protected="f")
+    except MissingChatModelError as exc:
+        print("no key:", exc)
     os.environ["OPENAI_API_KEY"] = "sk-test"
     try:
         make_fair_rag_chain(reranker, group_key="gender", protected="f")
@@ -185,7 +190,9 @@ def test_the_adapters_work_without_chroma_embeddings_models_or_openai():
     )
     assert done.returncode == 0, done.stderr
     # The default chat model is an optional path: its error names the extra to install.
-    assert "pip install 'fairrag[openai]'" in done.stdout, done.stdout
+    no_key, with_key = done.stdout.split("no key:")[1].split("error:")
+    assert "OPENAI_API_KEY" in no_key and "pip install 'fairrag[openai]'" in no_key, no_key
+    assert "pip install 'fairrag[openai]'" in with_key, done.stdout
 
 
 def test_importing_the_adapters_loads_no_heavy_module():
