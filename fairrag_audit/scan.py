@@ -909,16 +909,36 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     )
     if not readable:
         return refused_rows
-    files = "[" + ", ".join(sql_literal(str(member)) for member in readable) + "]"
-    source = (
-        f"read_parquet({files}, hive_partitioning = true, union_by_name = true)"
-        if path.is_dir()
-        else f"read_parquet({sql_literal(str(path))})"
-    )
-    types = dict(
-        (str(name), str(kind))
-        for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
-    )
+    if not path.is_dir():
+        rows = _rows_of(con, path, f"read_parquet({sql_literal(str(path))})", fields)
+    else:
+        # files of one column typing read together (hive partitions as fields); a folder that
+        # mixes typings (--to-parquet's JSON text beside a typed export) is read a typing at a
+        # time, each column made JSON on its own: one read failed casting text to JSON
+        typings: dict[frozenset[tuple[str, str]], list[Path]] = {}
+        for member in readable:
+            typings.setdefault(_typing(con, _hive(member)), []).append(member)
+        rows = " UNION ALL ".join(
+            _rows_of(con, path, _hive(*members, union=True), fields) for members in typings.values()
+        )
+    return rows if not unreadable else f"{rows} UNION ALL {refused_rows}"
+
+
+def _hive(*members: Path, union: bool = False) -> str:
+    """``read_parquet`` of ``members`` with their hive partitions read as fields."""
+    files = "[" + ", ".join(sql_literal(str(member)) for member in members) + "]"
+    return f"read_parquet({files}, hive_partitioning = true{', union_by_name = true' * union})"
+
+
+def _typing(con: duckdb.DuckDBPyConnection, source: str) -> frozenset[tuple[str, str]]:
+    """The columns of ``source`` with their types."""
+    described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    return frozenset((str(name), str(kind)) for name, kind, *_ in described)
+
+
+def _rows_of(con: duckdb.DuckDBPyConnection, path: Path, source: str, fields: Sequence[str]) -> str:
+    """:func:`_parquet_rows` of one ``source`` (a file, or files of one typing) of ``path``."""
+    types = dict(_typing(con, source))
     for name, kind in types.items():
         depth = _type_depth(kind)[0]
         if depth > MAX_DEPTH:
@@ -948,11 +968,10 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
         f"ELSE CAST(__refused_text AS JSON) END AS {_quoted(REFUSED_FIELD)}"
     )
     inner = ", ".join([f"{damaged} AS __damaged_flag", *texts, f"{refused} AS __refused_text"])
-    rows = (
+    return (
         f'SELECT __damaged_flag AS "__damaged", {", ".join(columns)} FROM ('
         f"SELECT *, {size} AS __size FROM (SELECT {inner} FROM {source}))"
     )
-    return rows if not unreadable else f"{rows} UNION ALL {refused_rows}"
 
 
 def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", "run_id")) -> int:

@@ -57,6 +57,29 @@ def test_a_hive_partitioned_folder_audits_as_its_logs_together(tmp_path: Path) -
     assert int(by_folder.reading["records"].sum()) == int(by_files.reading["records"].sum())
 
 
+def test_a_folder_mixing_converted_and_typed_parquet_audits_as_its_files(tmp_path: Path) -> None:
+    """A folder holding a ``--to-parquet`` file (JSON text columns) beside a typed export of
+    another day (DuckDB's ``COPY``: VARCHAR, DOUBLE, lists) stopped the whole audit on DuckDB's
+    "failed to cast column ... to JSON", though each file audited alone (a user trial)."""
+    logs = []
+    for day in (1, 2):
+        records = deployment_records(seed=day, day=f"2026-12-0{day}")
+        logs.append(write_log(tmp_path / f"day{day}.jsonl", records))
+    lake = tmp_path / "lake"
+    assert main(["audit", str(logs[0]), "--out", str(lake / "day=1"), "--to-parquet"]) == 0
+    typed = lake / "day=2" / "typed.parquet"
+    typed.parent.mkdir(parents=True)
+    duckdb.execute(
+        f"COPY (SELECT * FROM read_json('{logs[1]}', format = 'newline_delimited')) "
+        f"TO '{typed}' (FORMAT parquet)"
+    )
+    by_folder = audit([lake], **OPTIONS)
+    by_files = audit([lake / "day=1" / "day1.parquet", typed], **OPTIONS)
+    assert_same_table(by_folder.metrics, by_files.metrics)
+    assert_same_table(by_folder.rankers, by_files.rankers)
+    assert int(by_folder.reading["records"].sum()) == int(by_files.reading["records"].sum()) > 0
+
+
 def test_two_logs_of_one_name_are_refused_before_anything_is_written(tmp_path: Path, capsys):
     """a/fairness.jsonl and b/fairness.jsonl.gz would both become OUT/fairness.parquet: the
     conversion refuses them (exit 2) instead of keeping only the last one."""
