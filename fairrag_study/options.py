@@ -446,6 +446,21 @@ def check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
                 f"argument --answers: {str(args.answers)!r} {problem}; expected the path of an "
                 "answer store (a SQLite file, created when missing)"
             )
+    # what outlives a run is never inside --out, which holds only the run's files: the next
+    # run refused the folder for them (the same command accepted once, then refused)
+    out = Path(os.path.expanduser(args.out)).resolve()
+    for flag, kept, what in (
+        ("--answers", getattr(args, "answers", None), "the answer store"),
+        ("--cache-dir", args.cache_dir, "the cache"),
+    ):
+        if kept is not None:
+            place = Path(os.path.expanduser(kept)).resolve()
+            if place == out or out in place.parents:
+                parser.error(
+                    f"argument {flag}: {str(kept)!r} is inside --out {str(args.out)!r}, which "
+                    f"holds only the run's files (a re-run replaces them and refuses any other): "
+                    f"keep {what} outside it (by default it is in the cache folder)"
+                )
 
 
 def _answer_store_error(path: Path) -> str | None:

@@ -53,6 +53,26 @@ def test_a_folder_of_other_files_is_refused_and_left_untouched(
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("flag", ["--answers", "--cache-dir"])
+def test_an_answer_store_or_cache_inside_out_is_refused_before_the_first_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, monkeypatch
+) -> None:
+    """``--answers OUT/answers.sqlite`` (or ``--cache-dir OUT/cache``) ran once, then the same
+    command was refused for the files the study did not write: a stopped paid run could not
+    be resumed as the guide says (a researcher's trial)."""
+    out = tmp_path / "out"
+    inside = out / ("answers.sqlite" if flag == "--answers" else "cache")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    llm = ["--llm", "openai:gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"]
+    args = ["study", "--out", str(out), flag, str(inside), *llm, "--no-progress"]
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument {flag}: '{inside}' is inside --out '{out}'" in error
+    assert not out.exists()
+
+
 def test_only_the_files_in_the_manifest_are_replaced(tmp_path: Path) -> None:
     out = tmp_path / "out"
     folder = OutputFolder(out, log=lambda _: None)
