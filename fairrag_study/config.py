@@ -577,6 +577,23 @@ class StudyConfig(BaseModel):
                 "add --text wikipedia or drop it",
                 "wikipedia_api",
             )
+        if self.per_group is not None and self.corpus != "balanced":
+            raise Refused(
+                f"per_group is only used with corpus 'balanced', got corpus {self.corpus!r}",
+                f"only used with --corpus balanced (the {self.corpus} corpus holds every "
+                "document of its topics): drop --per-group, or add --corpus balanced",
+                "per_group",
+            )
+        for name in ("chroma_port", "chroma_timeout"):
+            if self.chroma_host is None and getattr(self, name) != (
+                type(self).model_fields[name].default
+            ):
+                raise Refused(
+                    f"{name} is only used with chroma_host (a Chroma server)",
+                    "only used with --chroma-host (a Chroma server); the study's embedded "
+                    "index has no port or timeout: add --chroma-host or drop it",
+                    name,
+                )
         try:
             self._rankers, self._left_out = study_rankers(
                 self.rankers, alpha=self.alpha, dataset=self.dataset

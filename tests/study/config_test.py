@@ -63,3 +63,28 @@ def test_a_refused_field_names_the_flag_on_the_cli_and_the_field_in_python(
     with pytest.raises(SystemExit):
         args.check(args)
     assert "argument --threads: only used with --llm local" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "field", "words"),
+    [
+        (["--corpus", "natural", "--per-group", "5"], "per_group", "only used with --corpus"),
+        (["--chroma-port", "1234"], "chroma_port", "only used with --chroma-host"),
+        (["--chroma-timeout", "0.5"], "chroma_timeout", "only used with --chroma-host"),
+    ],
+)
+def test_flags_a_run_would_not_read_are_refused(
+    flags: list[str], field: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--per-group`` on the natural corpus (which embedded all 19,466 documents anyway, with
+    ``per_group: 5`` in run.json) and a Chroma port or timeout without a server were ignored
+    without a word, while other unread flags were refused (a researcher's trial)."""
+    args = build_parser("study").parse_args(["study", *flags])
+    with pytest.raises(SystemExit):
+        args.check(args)
+    flag = "--" + field.replace("_", "-")
+    assert f"argument {flag}: {words}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=f"{field} is only used with"):
+        StudyConfig(**{"per_group": 5, "corpus": "natural"} if field == "per_group" else {field: 9})
+    assert StudyConfig(corpus="balanced", per_group=5).per_group == 5
+    assert StudyConfig(chroma_host="127.0.0.1", chroma_port=1234).chroma_port == 1234
