@@ -19,6 +19,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel
 
 from fairrag_core import FairnessAuditor, summarize_records
@@ -160,6 +161,9 @@ class _RootRun:
     """Whether a LangGraph node ran in it (a run's metadata names ``langgraph_node``): a
     graph's root run that returns a model's answer writes one record, whatever else its state
     holds."""
+    fallbacks: bool = False
+    """Whether it is a ``RunnableWithFallbacks``, whose attempts LangChain starts as root runs
+    of their own (it hands them the outer config): they are read as its children."""
 
 
 if TYPE_CHECKING:
@@ -359,6 +363,11 @@ class FairnessCallbackHandler(_Handler):
         self, run_id: UUID, parent_run_id: UUID | None, kwargs: Mapping[str, Any]
     ) -> tuple[UUID, _RootRun]:
         """Register a run under its root; caller holds the lock."""
+        if parent_run_id is None:  # an attempt of a fallbacks run is a root run: its child
+            enclosing = _enclosing_run()
+            state = None if enclosing is None else self._roots.get(enclosing)
+            if state is not None and state.fallbacks:
+                parent_run_id = enclosing
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
@@ -374,6 +383,7 @@ class FairnessCallbackHandler(_Handler):
                     metadata=metadata,
                     question=_question_of(inputs),
                     continued=inputs is None or _is_command(inputs),
+                    fallbacks=kwargs.get("name") == "RunnableWithFallbacks",
                 )
         self._root_of[run_id] = root
         self._parent[run_id] = parent_run_id
@@ -538,11 +548,14 @@ class FairnessCallbackHandler(_Handler):
             self._kept.add([record])
             return
         # A retrieval that failed has no documents, but its root's error is logged: a failed
-        # run is never silently missing from the log.
+        # run is never silently missing from the log. An attempt retried (its model failed, a
+        # later search of the same query answered) is no question of its own.
+        retried = _retried(state)
         records = [
             self._final_record(run_id, state, retrieval, returned, error, status)
             for retrieval in state.retrievals.values()
-            if retrieval.documents is not None or error is not None
+            if (retrieval.documents is not None or error is not None)
+            and retrieval.run_id not in retried
         ]
         if not records:
             return
@@ -1174,6 +1187,32 @@ def _block_text(blocks: list[str | dict[str, Any]]) -> str:
         for block in blocks
         if isinstance(block, str) or block.get("type") == "text"
     )
+
+
+def _enclosing_run() -> UUID | None:
+    """The run whose child config the current context holds (LangChain sets it while a
+    runnable runs its children), or None."""
+    config = var_child_runnable_config.get()
+    callbacks = None if config is None else config.get("callbacks")
+    parent = getattr(callbacks, "parent_run_id", None)
+    return parent if isinstance(parent, UUID) else None
+
+
+def _retried(state: _RootRun) -> set[UUID]:
+    """The retrievals of ``state`` that were retried: every model run linked to one failed,
+    and a retrieval of the same query that ended after it was read by a model (``with_retry``
+    or ``with_fallbacks`` over a whole chain: the user received that later attempt's answer,
+    or its error)."""
+    ended = [state.retrievals[run] for run in state.ended if run in state.retrievals]
+    retried = set()
+    for index, retrieval in enumerate(ended):
+        runs = retrieval.model_runs
+        if runs and all(run.ended and run.answer is None for run in runs):
+            if any(
+                later.query == retrieval.query and later.model_runs for later in ended[index + 1 :]
+            ):
+                retried.add(retrieval.run_id)
+    return retried
 
 
 STREAM_CLOSED = "the stream was closed before its end"

@@ -844,3 +844,58 @@ def test_the_chain_names_the_model_that_answered(store):
     chunks = list(streamed.stream("Who?"))
     (metrics,) = [c["metrics"] for c in chunks if "metrics" in c]
     assert metrics["model"] == "GenericFakeChatModel"
+
+
+class _FlakyModel(GenericFakeChatModel):
+    """A chat model whose first call fails (a 500 the next call does not give)."""
+
+    calls: int = 0
+
+    def _generate(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 1:
+            raise ConnectionError("a 500 from the server")
+        return super()._generate(*args, **kwargs)
+
+
+def _rag_chain(store, model):
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.runnables import RunnablePassthrough
+
+    prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{question}")])
+    context = fair(store) | (lambda docs: "\n\n".join(d.page_content for d in docs))
+    inputs = {"context": context, "question": RunnablePassthrough()}
+    return inputs | prompt | model | StrOutputParser()
+
+
+def _answers(n: int = 1):
+    return GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)"] * n))
+
+
+@pytest.mark.parametrize("wrapped", ["with_fallbacks", "with_retry"])
+def test_a_chain_retried_or_falling_back_writes_one_record_of_the_answer(store, wrapped):
+    """A whole chain under ``with_fallbacks`` (the primary's server failing) or ``with_retry``
+    wrote two records for one answered question: one with the error the user never received
+    (LangChain starts each fallback attempt as a root run of its own), or one of a list no
+    model answered from (a ChatOpenAI trial)."""
+    handler = FairnessCallbackHandler.from_retriever(fair(store))
+    if wrapped == "with_fallbacks":
+        chain = _rag_chain(store, _DownModel(messages=iter([]))).with_fallbacks(
+            [_rag_chain(store, _answers())]
+        )
+    else:
+        chain = _rag_chain(store, _FlakyModel(messages=iter(["- Person 01 (DocTitle: P)"])))
+        chain = chain.with_retry(stop_after_attempt=2, wait_exponential_jitter=False)
+    answer = chain.invoke("Who?", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == answer and record.get("error") is None
+    assert record["framework"]["llm_runs"] == 1
+
+
+def test_a_chain_whose_every_fallback_failed_writes_one_error_record(store):
+    handler = FairnessCallbackHandler.from_retriever(fair(store))
+    down = [_rag_chain(store, _DownModel(messages=iter([]))) for _ in range(2)]
+    with pytest.raises(ConnectionError):
+        down[0].with_fallbacks([down[1]]).invoke("Who?", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["error"].startswith("ConnectionError") and record.get("answer") is None
