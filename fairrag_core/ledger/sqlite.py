@@ -119,13 +119,17 @@ class SQLiteLedger(StoredLedger):
             if self._log_identity is not None and _identity(self._log) == self._log_identity:
                 self._stale_log = self._log_identity
             self._drop_connection()
+        if self._stale_log is not None and _identity(self.path) == self._identity:
+            self._stale_log = None  # the file this client opened is back, beside its own log
         if self._stale_log is not None:
             if _identity(self._log) == self._stale_log:
                 raise LedgerUnavailableError(
                     f"SQLite ledger {self.path} was deleted or replaced while this client had "
                     f"it open, and the write-ahead log beside it ({self._log.name}) is the old "
                     "file's: SQLite would apply it to the new file, undoing a restore or "
-                    "mixing the two. Nothing was read or added. Stop every client of the file, "
+                    "mixing the two. Nothing was read or added. If the file was moved away, "
+                    "move it back: the clients go on. If it is gone for good (its log then "
+                    "holds its last rankings), stop every client of the file, "
                     f"delete {self._log.name} and {self.path.name}-shm, then start them again; "
                     f"to restore a backup while clients run, restore it in place (sqlite3 "
                     f"{self.path.name} '.restore BACKUP'), which they notice"

@@ -208,3 +208,23 @@ def test_a_backup_moved_over_a_live_file_beside_its_old_log_is_refused_not_undon
     with pytest.raises(LedgerResetError, match=r"went back in time.*50 rankings.*holds 10"):
         ledger.state("t")
     assert SQLiteLedger(path).state("t").rankings == 10
+
+
+def test_a_file_moved_away_and_back_is_served_again_with_all_its_rankings(tmp_path):
+    """``mv ledger.db away.db; mv away.db ledger.db`` while a client runs: the client kept
+    refusing ("the write-ahead log ... is the old file's") although its own file was back, and
+    the fix its message named (delete the log) erased the 50 rankings only that log held (an
+    SRE trial)."""
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    for _ in range(50):
+        ledger.add("t", {"female": 1.0})
+    os.replace(path, tmp_path / "away.db")
+    with pytest.raises(LedgerUnavailableError, match="If the file was moved away, move it back"):
+        ledger.state("t")
+    os.replace(tmp_path / "away.db", path)
+    assert ledger.state("t").rankings == 50
+    ledger.add("t", {"female": 1.0})
+    assert ledger.state("t").rankings == 51
+    ledger.close()
+    assert SQLiteLedger(path).state("t").rankings == 51
