@@ -44,6 +44,16 @@ class RunFacts:
     temperature: float | None = None
     llm_format: str = "free"
     """``--llm-format`` of ``--llm local``: ``free`` or ``paper`` (constrained decoding)."""
+    server: str | None = None
+    """The OpenAI-compatible server an ``openai:<model>`` generator asked (``--base-url``,
+    ``OPENAI_BASE_URL``); None: OpenAI's own API, as the paper."""
+
+
+def _openai_api(server: str) -> bool:
+    """Whether ``server`` is OpenAI's own API (``https://api.openai.com/...``)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(server).hostname == "api.openai.com"
 
 
 def full_topics(
@@ -235,6 +245,13 @@ def _generator_difference(facts: RunFacts, generation_note: str | None) -> str:
         if facts.temperature is None
         else (f"temperature {facts.temperature:g}")
     )
+    if facts.server is not None and not _openai_api(facts.server):
+        return (
+            f"**Generator.** This run: {model} at {temperature}, served by {facts.server}. The "
+            f"paper: {paper}, from OpenAI's API. Likely effect: another server may run another "
+            "model (or quantisation, or chat template) under that name; generation parity and "
+            "utility are comparable only as far as the two models are the same."
+        )
     if model == "gpt-4o-mini" and facts.temperature == PAPER_SETTING["temperature"]:
         return (
             f"**Generator.** This run: {model} at {temperature}, as the paper. Likely effect: "

@@ -3,6 +3,7 @@ written (:func:`fairrag_study.report.write_outputs`; docs/SPEC.md, "The study" â
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def _configuration(
         "exposure model": settings.exposure or "dcg",
         **own,
         "embedding model": f"{settings.model} ({embedding_backend(model)})",
-        "generator": _generator_line(settings) if asked else "none",
+        "generator": (_generator_line(settings) + _served_by(generation.llm) if asked else "none"),
         **({"answers": generation.line()} if asked and generation.paying else {}),
     }
 
@@ -97,8 +98,24 @@ def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) 
         ef_search=EF_SEARCH,
         generator=generation.name,
         temperature=getattr(generation.llm, "temperature", None),
+        server=_server(generation.llm),
         llm_format=settings.llm_format,
     )
+
+
+def _served_by(llm: Any) -> str:
+    server = _server(llm)
+    return "" if server is None else f" at {server}"
+
+
+def _server(llm: Any) -> str | None:
+    """The server an OpenAI chat model asks (``openai_api_base``: ``--base-url`` or
+    ``OPENAI_API_BASE``; else ``OPENAI_BASE_URL``, which the ``openai`` client reads), None
+    for OpenAI's own or another kind of model."""
+    if not hasattr(llm, "openai_api_base"):
+        return None
+    server = llm.openai_api_base or os.environ.get("OPENAI_BASE_URL")
+    return server if isinstance(server, str) and server else None
 
 
 def _generator_line(settings: ReportSettings) -> str:

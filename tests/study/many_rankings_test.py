@@ -132,6 +132,17 @@ def test_the_generator_difference_names_model_and_temperature(generator, tempera
     assert words in _bullet(differences(STANDARD, {}, facts, "no key."), "Generator")
 
 
+def test_a_generator_on_another_server_is_not_the_papers():
+    """A run of ``openai:gpt-4o-mini`` against a local server was written up as "as the
+    paper" (the report named no server; a researcher's trial)."""
+    paper = {**FACTS.__dict__, "generator": "openai:gpt-4o-mini", "temperature": 0.1}
+    local = RunFacts(**{**paper, "server": "http://127.0.0.1:8000/v1"})
+    bullet = _bullet(differences(STANDARD, {}, local), "Generator")
+    assert "served by http://127.0.0.1:8000/v1" in bullet and "as the paper" not in bullet
+    openai = RunFacts(**{**paper, "server": "https://api.openai.com/v1"})
+    assert "as the paper" in _bullet(differences(STANDARD, {}, openai), "Generator")
+
+
 @pytest.mark.parametrize(
     "llm_format, words, not_words",
     [

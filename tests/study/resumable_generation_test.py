@@ -92,7 +92,10 @@ def test_a_rerun_pays_for_nothing_and_gives_the_same_records(tmp_path: Path, cac
         assert not list(first.out.glob("*.sqlite*"))
         assert f"answers: 4 paid, 0 reused (answer store {store})" in said
         assert _run_json(first)["answers"] == {"store": str(store), "reused": 0, "paid": 4}
-        assert "- answers: `4 paid, 0 reused" in (first.out / "report.md").read_text()
+        report = (first.out / "report.md").read_text()
+        assert "- answers: `4 paid, 0 reused" in report
+        # the server is named: a stub answering as gpt-4o-mini is not the paper's generator
+        assert f"at {stub.url}" in report and f"served by {stub.url}" in report
 
         # Another timeout and retry count: transport settings, not part of the key.
         again, said = _run(
