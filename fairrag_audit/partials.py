@@ -739,6 +739,7 @@ def write_partials(partials: Partials, folder: str | Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")
     written = []
+    columns: dict[str, list[str]] = {}
     try:
         con.execute("SET TimeZone = 'UTC'")
         for name in TABLES:
@@ -746,6 +747,7 @@ def write_partials(partials: Partials, folder: str | Path) -> Path:
             if len(frame.columns):
                 con.from_df(frame).write_parquet(str(folder / f"{name}.parquet"))
                 written.append(name)
+                columns[name] = [str(column) for column in frame.columns]
     finally:
         con.close()
     meta = {
@@ -753,6 +755,7 @@ def write_partials(partials: Partials, folder: str | Path) -> Path:
         "settings": partials.settings,
         "span": partials.span,
         "tables": written,  # each one must be there when read back
+        "columns": columns,  # and hold these (partials saved before this list: not checked)
     }
     (folder / "partials.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return folder
@@ -802,6 +805,14 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
     }
     if tables["files"].empty:
         raise ValueError(f"--from-partials {str(folder)!r}: files.parquet is missing")
+    for name, listed in (meta.get("columns") or {}).items():
+        lost = [c for c in listed if name in tables and c not in tables[name].columns]
+        if lost:  # a table rewritten by another tool: its sums would be read as missing
+            raise ValueError(
+                f"--from-partials {str(folder)!r}: {name}.parquet lacks the column(s) "
+                f"{', '.join(lost)} that partials.json lists; audit that window's logs again "
+                "with --partials-out"
+            )
     tables["left_out"]["line"] = tables["left_out"]["line"].astype("Int64")
     return Partials(settings=settings, span=span, **tables)
 

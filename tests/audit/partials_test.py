@@ -126,6 +126,17 @@ def test_bad_partials_are_refused_naming_what_is_wrong(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=rf"{name}.parquet missing \(partials.json lists"):
             read_partials([tenant, plain])
         (tmp_path / "aside.parquet").rename(tenant / f"{name}.parquet")
+    # a table rewritten without one of its columns (a user trial: a pandas KeyError traceback)
+    cells = tenant / "cells.parquet"
+    duckdb.execute(
+        f"COPY (SELECT * EXCLUDE (style_none) FROM '{cells}') TO '{tmp_path}/c.parquet' "
+        "(FORMAT parquet)"
+    )
+    cells.rename(tmp_path / "aside.parquet")
+    (tmp_path / "c.parquet").rename(cells)
+    with pytest.raises(ValueError, match=r"cells.parquet lacks the column\(s\) style_none"):
+        read_partials([tenant, plain])
+    (tmp_path / "aside.parquet").replace(cells)
     meta = json.loads((plain / "partials.json").read_text())
     # layout 1 (before the several-group counts and the table list): its records would merge
     # under other definitions (a review found a traceback alone, and mixed numbers merged)
@@ -224,6 +235,9 @@ def test_a_log_that_grew_since_its_partials_is_refused_and_old_partials_still_me
             "(FORMAT parquet)"
         )
         kept.replace(files)
+        meta = json.loads((folder / "partials.json").read_text())
+        del meta["columns"]  # nor the list of columns, which came later
+        (folder / "partials.json").write_text(json.dumps(meta))
     new = saved(logs, [[logs[2]]], tmp_path / "new", **OPTIONS)
     merged = audit_partials([*old, *new], max_disparity=0.05)
     one_shot = audit([str(log) for log in logs], **OPTIONS)  # type: ignore[arg-type]
