@@ -48,6 +48,8 @@ from .dataset import PAPER_NUMBERS, TREC_GENDER, StudyDataset
 from .differences import PAPER_SETTING, RunFacts, differences, full_topics, percent
 from .frontier import Frontier, draw_frontier, frontier_blocks, setting_words
 from .many_rankings import TRIAL_METRICS, ManyRankings
+from .position_curve import FIGURE_FILE as CURVE_FIGURE
+from .position_curve import POSITION_CURVE_FILES
 
 __all__ = [
     "METRICS",
@@ -407,6 +409,7 @@ def write_outputs(
         many=many,
         facts=facts,
         diagnosis=generation_diagnosis(records, rankers),
+        position_curve=tuple(f for f in POSITION_CURVE_FILES if (out_dir / f).is_file()),
     )
     blocks = _report_blocks(run, _draw_figures(out_dir, run))
     _atomic_write(out_dir / "report.md", markdown(blocks, out_dir))
@@ -455,6 +458,9 @@ FIGURE_CAPTIONS = {
     "amortized disparity: one value per stream)",
     FRONTIER_FIGURE: "The amortized ranker's frontier: stream disparity, relevance lost and "
     "document-level expected exposure per setting",
+    CURVE_FIGURE: "The generator's position curve (--position-curve): the share of answers "
+    "attributing the entry shown at each position, over permuted top-k lists, with 95% "
+    "intervals",
 }
 """What each of :data:`FIGURES` shows (its caption in the report, on the paper's data set)."""
 _PAPER_MARKS = "; diamonds: the paper's means"
@@ -483,6 +489,8 @@ def _draw_figures(out_dir: Path, run: _ReportRun) -> list[Figure]:
         if run.many.frontier is not None:
             drawn.append(FRONTIER_FIGURE)
             draw_frontier(run.many.frontier, out_dir / FRONTIER_FIGURE)
+    if CURVE_FIGURE in run.position_curve:  # drawn by its phase
+        drawn.append(CURVE_FIGURE)
     captions = {name: FIGURE_CAPTIONS[name] for name in drawn}
     if dataset.paper is None:
         captions = {name: text.replace(_PAPER_MARKS, "") for name, text in captions.items()}
@@ -514,6 +522,8 @@ class _ReportRun:
     many: ManyRankings | None
     facts: RunFacts | None
     diagnosis: GenerationDiagnosis | None
+    position_curve: tuple[str, ...] = ()
+    """The files the position-curve phase wrote in ``--out`` (``--position-curve``)."""
 
 
 @dataclass(frozen=True)
@@ -1019,6 +1029,9 @@ def _files(run: _ReportRun) -> str:
     )
     if run.many is not None and run.many.frontier is not None:
         many_files += f"; the amortized frontier: `{FRONTIER_FILE}`, `{FRONTIER_FIGURE}`"
+    if run.position_curve:
+        listed = ", ".join(f"`{name}`" for name in run.position_curve if name != CURVE_FIGURE)
+        many_files += f"; the generator's position curve and the exposure models fitted: {listed}"
     return (
         "Tables with every pairwise t-test: "
         + ", ".join(f"`{spec.filename}`" for spec in run.specs)

@@ -165,6 +165,11 @@ def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     assert curve.weights == pytest.approx((0.2,) * K)  # the fake cites every entry it is shown
     assert "fake" in (out / "position_curve.md").read_text()
     assert (out / "figures" / "position_curve.png").stat().st_size > 0
+    # the report shows the curve and names the phase's files (a trial found no word of them)
+    report = (out / "report.md").read_text()
+    assert "figures/position_curve.png" in report and "`exposure_fitted.json`" in report
+    assert "`position_curve.md`" in report
+    assert (out / "report.html").read_text().count("<img") == report.count("![")
     ranked = tmp_path / "ranked"
     fitted = f"fitted:{out / 'exposure_fitted.json'}"
     args = [*common, "--rankers", "representative_stochastic", "--exposure", fitted]
