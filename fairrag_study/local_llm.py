@@ -20,8 +20,10 @@ from __future__ import annotations
 import copy
 import ctypes
 import ctypes.util
+import functools
 import importlib.util
 import os
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -215,6 +217,17 @@ def _load(name: str, threads: int | None) -> tuple[Any, Any]:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+        # the GGUF reader's own tqdm bar ignores the setting above: quiet it too (the study's
+        # progress is its own, and --no-progress asked for none)
+        gguf_module = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+        if gguf_module is None:
+            try:
+                import transformers.modeling_gguf_pytorch_utils as gguf_module
+            except ImportError:  # pragma: no cover - another transformers layout
+                gguf_module = None
+        bar = getattr(gguf_module, "tqdm", None)
+        if bar is not None:
+            gguf_module.tqdm = functools.partial(bar, disable=True)  # type: ignore[union-attr]
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
             model = AutoModelForCausalLM.from_pretrained(
@@ -228,6 +241,8 @@ def _load(name: str, threads: int | None) -> tuple[Any, Any]:
         finally:
             hf_logging.set_verbosity(verbosity)
             hf_logging.enable_progress_bar()
+            if bar is not None:
+                gguf_module.tqdm = bar  # type: ignore[union-attr]
         model.eval()
         _LOADED[(name, threads)] = (tokenizer, model)
         return tokenizer, model

@@ -20,6 +20,8 @@ from fairrag_study.local_llm import LOCAL_MAX_TOKENS, LocalChatModel, local_mode
 from fairrag_study.phases.generation import chat_model
 from tests.chroma_pool import data_path_or_skip
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _chat_model(config: StudyConfig, answers: bool = False) -> Any:
     """The generation phase's chat model for ``config`` (its generation settings)."""
@@ -206,3 +208,25 @@ def test_the_paper_format_is_refused_without_a_local_model():
         StudyConfig(llm="none", llm_format="paper")
     with pytest.raises(ValueError, match="llm_format must be one of free, paper"):
         StudyConfig(llm="local", llm_format="json")
+
+
+def test_loading_the_local_model_draws_no_progress_bar():
+    """transformers' GGUF reader draws its own tqdm bar ("Converting and de-quantizing GGUF
+    tensors"), which its progress-bar setting does not silence: it showed under
+    ``--no-progress`` (a docs trial). Loaded in a child process (its first load)."""
+    import subprocess
+    import sys
+
+    _weights_or_skip()
+    code = (
+        "from fairrag_study.local_llm import _load\n"
+        "import transformers.modeling_gguf_pytorch_utils as g\n"
+        "bar = g.tqdm\n"
+        "_load('smollm2', 1)\n"
+        "assert g.tqdm is bar  # put back\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "GGUF tensors" not in done.stderr, done.stderr[-500:]
