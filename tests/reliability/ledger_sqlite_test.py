@@ -92,9 +92,10 @@ print(codes, state.rankings, state.totals["female"], state.totals["male"])
 """
 
 
-def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connection(tmp_path):
+def _run_script(script: str, path: Path) -> list[str]:
+    """The words ``script`` (given ``path``) prints, run in a process of its own."""
     done = subprocess.run(
-        [sys.executable, "-c", FORKED, str(tmp_path / "ledger.db")],
+        [sys.executable, "-c", script, str(path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -102,7 +103,12 @@ def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connecti
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
+    return done.stdout.split()
+
+
+def test_forked_children_of_a_process_holding_the_ledger_open_their_own_connection(tmp_path):
+    printed = _run_script(FORKED, tmp_path / "ledger.db")
+    assert printed == ["[0,", "0,", "0]", "401", "101.0", "300.0"]
 
 
 FORKED_WHILE_HELD = """
@@ -133,16 +139,8 @@ def test_a_child_forked_while_a_thread_held_the_ledger_uses_its_own_lock(tmp_pat
     """A child forked while a thread of the parent was inside a ledger call inherited the lock
     held by a thread it does not have: its every call waited for ever (an SRE trial: 4 of 4
     children of a process ranking on 4 threads)."""
-    done = subprocess.run(
-        [sys.executable, "-c", FORKED_WHILE_HELD, str(tmp_path / "ledger.db")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["0", "1"]  # the child's add ended and was counted
+    printed = _run_script(FORKED_WHILE_HELD, tmp_path / "ledger.db")
+    assert printed == ["0", "1"]  # the child's add ended and was counted
 
 
 def _remove_database(path: Path) -> None:
