@@ -19,7 +19,6 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
-from langchain_core.runnables.config import var_child_runnable_config
 from pydantic import BaseModel
 
 from fairrag_core import FairnessAuditor, summarize_records
@@ -161,9 +160,9 @@ class _RootRun:
     """Whether a LangGraph node ran in it (a run's metadata names ``langgraph_node``): a
     graph's root run that returns a model's answer writes one record, whatever else its state
     holds."""
-    fallbacks: bool = False
-    """Whether it is a ``RunnableWithFallbacks``, whose attempts LangChain starts as root runs
-    of their own (it hands them the outer config): they are read as its children."""
+    retried: set[UUID] = field(default_factory=set)
+    """Retrievals of an attempt that failed and was retried (``with_retry``: LangChain tags a
+    later attempt's run ``retry:attempt:N``): no question of their own."""
 
 
 if TYPE_CHECKING:
@@ -363,11 +362,6 @@ class FairnessCallbackHandler(_Handler):
         self, run_id: UUID, parent_run_id: UUID | None, kwargs: Mapping[str, Any]
     ) -> tuple[UUID, _RootRun]:
         """Register a run under its root; caller holds the lock."""
-        if parent_run_id is None:  # an attempt of a fallbacks run is a root run: its child
-            enclosing = _enclosing_run()
-            state = None if enclosing is None else self._roots.get(enclosing)
-            if state is not None and state.fallbacks:
-                parent_run_id = enclosing
         root = None if parent_run_id is None else self._root_of.get(parent_run_id)
         if root is None or root not in self._roots:
             root = run_id
@@ -383,12 +377,19 @@ class FairnessCallbackHandler(_Handler):
                     metadata=metadata,
                     question=_question_of(inputs),
                     continued=inputs is None or _is_command(inputs),
-                    fallbacks=kwargs.get("name") == "RunnableWithFallbacks",
                 )
         self._root_of[run_id] = root
         self._parent[run_id] = parent_run_id
         state = self._roots[root]
         state.members.append(run_id)
+        if parent_run_id is not None and any(
+            isinstance(tag, str) and tag.startswith(RETRY_TAG) for tag in kwargs.get("tags") or ()
+        ):  # a later attempt of a run retried: the earlier attempts' searches failed
+            state.retried.update(
+                retrieval
+                for retrieval in state.retrievals
+                if parent_run_id in self._ancestors(state, self._parent.get(retrieval))
+            )
         if not state.graph and "langgraph_node" in (kwargs.get("metadata") or {}):
             state.graph = True
         return root, state
@@ -460,13 +461,13 @@ class FairnessCallbackHandler(_Handler):
                 for member in state.members:
                     self._root_of.pop(member, None)
                     self._parent.pop(member, None)
-                # a model still streaming when its root ended: the consumer stopped reading
-                # (LangChain ends a sync stream's root without an error)
-                open_streams = [r for r in state.models.values() if not r.ended and r.streamed]
-                for run in open_streams:
-                    run.stopped()
-                if open_streams and error is None:
-                    error = GeneratorExit(STREAM_CLOSED)
+                # a model still streaming when its root ended: what read its stream stopped
+                # (a consumer of the root's stream, or a step that broke off its own); its
+                # answer is what it streamed, with the error LangChain gave the root, if any
+                # (none for a sync stream: nothing tells a consumer gone from a step done)
+                for run in state.models.values():
+                    if not run.ended and run.streamed:
+                        run.stopped()
         for root, paused, paused_outputs in late:  # paused runs a new question ended
             self._write(root, paused, paused_outputs, None, pause=False)
         if state is not None:
@@ -548,14 +549,13 @@ class FairnessCallbackHandler(_Handler):
             self._kept.add([record])
             return
         # A retrieval that failed has no documents, but its root's error is logged: a failed
-        # run is never silently missing from the log. An attempt retried (its model failed, a
-        # later search of the same query answered) is no question of its own.
-        retried = _retried(state)
+        # run is never silently missing from the log. A search of an attempt retried is no
+        # question of its own: the later attempt's record is the user's.
         records = [
             self._final_record(run_id, state, retrieval, returned, error, status)
             for retrieval in state.retrievals.values()
             if (retrieval.documents is not None or error is not None)
-            and retrieval.run_id not in retried
+            and retrieval.run_id not in state.retried
         ]
         if not records:
             return
@@ -1189,35 +1189,8 @@ def _block_text(blocks: list[str | dict[str, Any]]) -> str:
     )
 
 
-def _enclosing_run() -> UUID | None:
-    """The run whose child config the current context holds (LangChain sets it while a
-    runnable runs its children), or None."""
-    config = var_child_runnable_config.get()
-    callbacks = None if config is None else config.get("callbacks")
-    parent = getattr(callbacks, "parent_run_id", None)
-    return parent if isinstance(parent, UUID) else None
-
-
-def _retried(state: _RootRun) -> set[UUID]:
-    """The retrievals of ``state`` that were retried: every model run linked to one failed,
-    and a retrieval of the same query that ended after it was read by a model (``with_retry``
-    or ``with_fallbacks`` over a whole chain: the user received that later attempt's answer,
-    or its error)."""
-    ended = [state.retrievals[run] for run in state.ended if run in state.retrievals]
-    retried = set()
-    for index, retrieval in enumerate(ended):
-        runs = retrieval.model_runs
-        if runs and all(run.ended and run.answer is None for run in runs):
-            if any(
-                later.query == retrieval.query and later.model_runs for later in ended[index + 1 :]
-            ):
-                retried.add(retrieval.run_id)
-    return retried
-
-
-STREAM_CLOSED = "the stream was closed before its end"
-"""The ``GeneratorExit`` message of a record whose stream its consumer stopped reading when
-LangChain reported no error (a sync stream's root ends without one)."""
+RETRY_TAG = "retry:attempt:"
+"""The tag LangChain's ``RunnableRetry`` gives each attempt after the first."""
 
 
 def _failed(error: BaseException | None) -> bool:

@@ -784,15 +784,16 @@ def _stopped_chain(store):
 
 def test_a_stream_closed_early_keeps_the_answer_it_delivered(store):
     """A consumer that stops reading a sync stream (a client gone): LangChain ends the root
-    without an error while the model still streams; the record kept no answer, no model and no
-    error (a review of ChatOpenAI streams)."""
+    without an error while the model still streams; the record kept no answer and no model (a
+    trial of ChatOpenAI streams). LangChain reports no error for a sync stream, and none is
+    made up: a step that broke off its own stream looks the same."""
     chain, words = _stopped_chain(store)
     handler = FairnessCallbackHandler.from_retriever(fair(store))
     stream = chain.stream("Who?", config={"callbacks": [handler]})
     read = [next(stream) for _ in range(4)]
     stream.close()
     (record,) = handler.records
-    assert record["error"] == "GeneratorExit: the stream was closed before its end"
+    assert record.get("error") is None
     assert record["answer"].startswith("".join(read)) and words.startswith(record["answer"])
     assert len(record["answer"]) < len(words)
     assert record["framework"]["llm_runs"] == 1 and record["model"] is not None
@@ -872,30 +873,47 @@ def _answers(n: int = 1):
     return GenericFakeChatModel(messages=iter(["- Person 01 (DocTitle: Person 01)"] * n))
 
 
-@pytest.mark.parametrize("wrapped", ["with_fallbacks", "with_retry"])
-def test_a_chain_retried_or_falling_back_writes_one_record_of_the_answer(store, wrapped):
-    """A whole chain under ``with_fallbacks`` (the primary's server failing) or ``with_retry``
-    wrote two records for one answered question: one with the error the user never received
-    (LangChain starts each fallback attempt as a root run of its own), or one of a list no
-    model answered from (a ChatOpenAI trial)."""
+def _rejecting_parser(text: str) -> str:
+    if text.startswith("Sure!"):
+        raise ValueError("not an answer: " + text)
+    return text
+
+
+@pytest.mark.parametrize("failure", ["model", "parser", "both"])
+def test_a_chain_retried_writes_one_record_of_what_the_user_received(store, failure):
+    """A whole chain under ``with_retry`` wrote a record per attempt for one question: one of a
+    list no model answered from, or with an answer a parser rejected (a ChatOpenAI trial)."""
     handler = FairnessCallbackHandler.from_retriever(fair(store))
-    if wrapped == "with_fallbacks":
-        chain = _rag_chain(store, _DownModel(messages=iter([]))).with_fallbacks(
-            [_rag_chain(store, _answers())]
-        )
+    if failure == "model":
+        model = _FlakyModel(messages=iter(["- Person 01 (DocTitle: P)"]))
+    elif failure == "parser":
+        model = GenericFakeChatModel(messages=iter(["Sure! Here you go", "- Person 01"]))
     else:
-        chain = _rag_chain(store, _FlakyModel(messages=iter(["- Person 01 (DocTitle: P)"])))
-        chain = chain.with_retry(stop_after_attempt=2, wait_exponential_jitter=False)
+        model = _DownModel(messages=iter([]))
+    chain = (_rag_chain(store, model) | _rejecting_parser).with_retry(
+        stop_after_attempt=2, wait_exponential_jitter=False
+    )
+    if failure == "both":
+        with pytest.raises(ConnectionError):
+            chain.invoke("Who?", config={"callbacks": [handler]})
+        (record,) = handler.records
+        assert record["error"].startswith("ConnectionError") and record.get("answer") is None
+        return
     answer = chain.invoke("Who?", config={"callbacks": [handler]})
     (record,) = handler.records
     assert record["answer"] == answer and record.get("error") is None
-    assert record["framework"]["llm_runs"] == 1
 
 
-def test_a_chain_whose_every_fallback_failed_writes_one_error_record(store):
-    handler = FairnessCallbackHandler.from_retriever(fair(store))
-    down = [_rag_chain(store, _DownModel(messages=iter([]))) for _ in range(2)]
-    with pytest.raises(ConnectionError):
-        down[0].with_fallbacks([down[1]]).invoke("Who?", config={"callbacks": [handler]})
-    (record,) = handler.records
-    assert record["error"].startswith("ConnectionError") and record.get("answer") is None
+def test_parallel_searches_of_one_question_are_no_retry(store):
+    """Two branches search the same question at once; one branch's model fails into a canned
+    reply: both lists are recorded whichever search ends first (a review found the failed
+    branch dropped, or not, by thread timing)."""
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    canned = RunnableLambda(lambda _: "Sorry, no answer now.")
+    for order in ("ab", "ba"):
+        down = _rag_chain(store, _DownModel(messages=iter([])).with_fallbacks([canned]))
+        branches = {name: down if name == "a" else _rag_chain(store, _answers()) for name in order}
+        handler = FairnessCallbackHandler.from_retriever(fair(store))
+        RunnableParallel(branches).invoke("Who?", config={"callbacks": [handler]})
+        assert len(handler.records) == 2
