@@ -204,12 +204,16 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
     if args.partials_out is not None:
         out = Path(args.partials_out).resolve()
         for log in args.logs or []:
-            folder = Path(log).resolve()
-            if folder.is_dir() and (out == folder or folder in out.parents):
+            given = Path(log).resolve()
+            # a folder of Parquet logs, or the folder a Parquet log is in (its files given)
+            folder = given if given.is_dir() else given.parent
+            if (given.is_dir() or given.suffix == ".parquet") and (
+                out == folder or folder in out.parents
+            ):
                 raise ValueError(
-                    f"--partials-out {str(args.partials_out)!r} is inside the log folder "
-                    f"{str(log)!r}: its Parquet tables would be read as logs by the next audit "
-                    "of that folder; give a folder outside it"
+                    f"--partials-out {str(args.partials_out)!r} is inside {str(folder)!r}, "
+                    "which holds Parquet logs: its Parquet tables would be read as logs by the "
+                    "next audit of that folder; give a folder outside it"
                 )
     since = settings.get("since")
     if args.partials_out is not None and isinstance(since, str) and is_duration(since):

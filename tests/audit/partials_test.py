@@ -279,7 +279,8 @@ def test_partials_given_as_a_log_or_written_into_a_log_folder_are_refused(
     lake = tmp_path / "lake"
     assert main(["audit", str(logs[1]), "--to-parquet", "--out", str(lake)]) == 0
     capsys.readouterr()
-    for inside in (lake, lake / "_partials"):
-        assert main(["audit", str(lake), "--partials-out", str(inside)]) == 2
-        assert "is inside the log folder" in capsys.readouterr().err
+    (converted,) = lake.glob("*.parquet")
+    for given, inside in ((lake, lake), (lake, lake / "_partials"), (converted, lake / "p")):
+        assert main(["audit", str(given), "--partials-out", str(inside)]) == 2
+        assert "which holds Parquet logs" in capsys.readouterr().err
     assert not (lake / "_partials").exists() and not (lake / "partials.json").exists()
