@@ -205,8 +205,11 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
         out = Path(args.partials_out).resolve()
         for log in args.logs or []:
             given = Path(log).resolve()
-            # a folder of Parquet logs, or the folder a Parquet log is in (its files given)
+            # a folder of Parquet logs, or the folder a Parquet log is in (its files given),
+            # above the hive partitions (key=value) it sits in
             folder = given if given.is_dir() else given.parent
+            while "=" in folder.name and folder.parent != folder:
+                folder = folder.parent
             if (given.is_dir() or given.suffix == ".parquet") and (
                 out == folder or folder in out.parents
             ):

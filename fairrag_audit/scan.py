@@ -917,7 +917,13 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
         # time, each column made JSON on its own: one read failed casting text to JSON
         typings: dict[object, list[Path]] = {}
         for member, typing in zip(readable, _file_typings(con, readable), strict=True):
-            typings.setdefault(typing, []).append(member)
+            # hive partition keys too: files under other keys (or none) are read apart
+            keys = tuple(
+                part.split("=", 1)[0]
+                for part in member.relative_to(path).parent.parts
+                if "=" in part
+            )
+            typings.setdefault((keys, typing), []).append(member)
         rows = " UNION ALL ".join(
             _rows_of(con, path, _hive(*members, union=True), fields) for members in typings.values()
         )

@@ -280,7 +280,15 @@ def test_partials_given_as_a_log_or_written_into_a_log_folder_are_refused(
     assert main(["audit", str(logs[1]), "--to-parquet", "--out", str(lake)]) == 0
     capsys.readouterr()
     (converted,) = lake.glob("*.parquet")
-    for given, inside in ((lake, lake), (lake, lake / "_partials"), (converted, lake / "p")):
+    partition = lake / "day=2026-12-02"
+    partition.mkdir()
+    in_partition = converted.rename(partition / converted.name)
+    for given, inside in (
+        (lake, lake),
+        (lake, lake / "_partials"),
+        (in_partition, partition / "p"),
+        (in_partition, lake / "p"),  # the lake above the file's partition
+    ):
         assert main(["audit", str(given), "--partials-out", str(inside)]) == 2
         assert "which holds Parquet logs" in capsys.readouterr().err
     assert not (lake / "_partials").exists() and not (lake / "partials.json").exists()
