@@ -161,8 +161,8 @@ class _RootRun:
     graph's root run that returns a model's answer writes one record, whatever else its state
     holds."""
     retried: set[UUID] = field(default_factory=set)
-    """Retrievals of an attempt that failed and was retried (``with_retry``: LangChain tags a
-    later attempt's run ``retry:attempt:N``): no question of their own."""
+    """Retrievals and model runs of an attempt that failed and was retried (``with_retry``:
+    LangChain tags a later attempt's run ``retry:attempt:N``): no question of their own."""
 
 
 if TYPE_CHECKING:
@@ -384,11 +384,11 @@ class FairnessCallbackHandler(_Handler):
         state.members.append(run_id)
         if parent_run_id is not None and any(
             isinstance(tag, str) and tag.startswith(RETRY_TAG) for tag in kwargs.get("tags") or ()
-        ):  # a later attempt of a run retried: the earlier attempts' searches failed
-            state.retried.update(
-                retrieval
-                for retrieval in state.retrievals
-                if parent_run_id in self._ancestors(state, self._parent.get(retrieval))
+        ):  # a later attempt of a run retried: the earlier attempts' searches and model runs
+            state.retried.update(  # are no part of what the user received
+                run
+                for run in (*state.retrievals, *state.models)
+                if parent_run_id in self._ancestors(state, self._parent.get(run))
             )
         if not state.graph and "langgraph_node" in (kwargs.get("metadata") or {}):
             state.graph = True
@@ -508,7 +508,11 @@ class FairnessCallbackHandler(_Handler):
         # a graph paused at interrupt() returns what it holds so far and the interrupts
         status = "interrupted" if interrupted else None
         done = sorted(
-            (run for run in state.models.values() if run.answer is not None),
+            (
+                run
+                for run in state.models.values()
+                if run.answer is not None and run.run_id not in state.retried
+            ),
             key=lambda run: run.order,
         )
         # one answer from several retrievals: several lists in its prompt, or the one model
@@ -671,6 +675,8 @@ class FairnessCallbackHandler(_Handler):
         if answering is not None and not answering.seen:  # a step kept part of a list
             partly = [run for run in state.ended if any(at >= 0 for at in answering.held_at(run))]
             seen = partly or state.ended
+        # a retried attempt's searches are not the user's (the later attempt drew the same list)
+        seen = [run for run in seen if run not in state.retried] or seen
         searches = [state.retrievals[run] for run in seen]
         # each search's documents as the answering prompt held them ("Which list is audited")
         documents = _distinct([d for s in searches for d in _as_held(answering, s) or []])

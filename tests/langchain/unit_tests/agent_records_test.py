@@ -240,3 +240,48 @@ def test_a_turn_whose_context_and_question_are_two_messages_is_read_from_its_con
     (record,) = handler.records
     assert record["titles"] == [d.metadata["title"] for d in documents]
     assert record["reordered_after_ranking"] is False
+
+
+class _FailsOnItsSecondCall(FakeSearchingChatModel):
+    """A searching model whose second call (after its first search) fails once."""
+
+    calls: int = 0
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 2:
+            raise ConnectionError("a 500 from the server")
+        return super()._generate(messages, *args, **kwargs)
+
+
+@pytest.mark.parametrize("ranker", ["standard", "representative_stochastic"])
+def test_an_agent_retried_whole_is_recorded_as_its_last_attempt(ranker):
+    """``create_agent(...).with_retry()`` whose first attempt searched, then failed: the record
+    counted the failed attempt's search and model runs (a review: ``llm_runs`` 4 where a run
+    without a failure has 3, or 3 searches for 2)."""
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        group_key="gender",
+        protected="female",
+        ranker=ranker,
+    )
+    tool = create_retriever_tool(retriever, "search", "Search biographies.")
+    searches = [["role models"], ["role models"]]
+    records = []
+    for model in (
+        _FailsOnItsSecondCall(searches=searches),
+        FakeSearchingChatModel(searches=searches),
+    ):
+        agent = create_agent(model, [tool])
+        if isinstance(model, _FailsOnItsSecondCall):
+            agent = agent.with_retry(stop_after_attempt=2, wait_exponential_jitter=False)
+        handler = FairnessCallbackHandler.from_retriever(retriever)
+        agent.invoke({"messages": [HumanMessage("who?")]}, {"callbacks": [handler]})
+        [record] = handler.records
+        records.append(record)
+    retried, plain = (r["framework"] for r in records)
+    assert retried["llm_runs"] == plain["llm_runs"]
+    assert len(retried["searches"] or []) == len(plain["searches"] or [])
