@@ -115,6 +115,10 @@ class _Rerank:
     """The handlers whose ``with`` block the call ran in (for a call outside any engine)."""
 
 
+NOT_FROM_A_MODEL = "not_from_a_model"
+"""``framework.answer_status`` of a run that returned an answer no LLM call gave."""
+
+
 @dataclass
 class _Run:
     """A question being answered: its engine span and the fair re-rankings made in it."""
@@ -1314,6 +1318,11 @@ class FairnessEventHandler(BaseEventHandler):
             shown = _held_lists(run)
         else:
             shown = []
+        if not shown and not run.calls and answer is not None and error is None:
+            # nothing shown and no LLM called: the synthesizer's canned "Empty Response" is no
+            # model's answer (as LangChain's handler says of a graph's canned reply)
+            answer, run.model = None, None
+            answer_status = answer_status or NOT_FROM_A_MODEL
         sub_answers = _sub_question_nodes(run, shown)
         if sub_answers:
             shown = [n for n in shown if not any(n is a for a in sub_answers)]

@@ -746,3 +746,22 @@ async def test_amortized_through_chat_engines_and_streams_counts_what_each_messa
     records = handler.records
     assert len(records) == 4
     assert [LedgerState.from_record(r["ledger_state"]).rankings for r in records] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_the_canned_empty_response_is_no_models_answer(handler, streaming):
+    """A query whose retriever found nothing gets LlamaIndex's "Empty Response" with no LLM
+    call; the record credited it to the engine's LLM as its answer, failing the citation
+    format (a LlamaIndex trial)."""
+    llm = FakeRecordingLLM()
+    engine = query_engine([fair(seed=0)], pool=[], llm=llm, streaming=streaming)
+    response = engine.query("Who are role models in computing?")
+    if streaming:
+        assert "".join(response.response_gen) == "Empty Response"
+    else:
+        assert str(response) == "Empty Response"
+    (record,) = handler.records
+    assert not llm.prompts
+    assert record["model"] is None and record.get("answer") is None
+    assert record["framework"]["answer_status"] == "not_from_a_model"
+    assert record["pool_size"] == 0 and record["k"] == 0
