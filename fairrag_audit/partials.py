@@ -805,7 +805,16 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
     }
     if tables["files"].empty:
         raise ValueError(f"--from-partials {str(folder)!r}: files.parquet is missing")
-    for name, listed in (meta.get("columns") or {}).items():
+    columns = meta.get("columns") or {}
+    if not isinstance(columns, dict) or not all(
+        isinstance(listed, list) and all(isinstance(c, str) for c in listed)
+        for listed in columns.values()
+    ):
+        raise ValueError(
+            f"--from-partials {str(folder)!r}: partials.json is not the audit's (its 'columns' "
+            "is not an object of column-name lists); audit that window's logs again"
+        )
+    for name, listed in columns.items():
         lost = [c for c in listed if name in tables and c not in tables[name].columns]
         if lost:  # a table rewritten by another tool: its sums would be read as missing
             raise ValueError(

@@ -138,6 +138,9 @@ def test_bad_partials_are_refused_naming_what_is_wrong(tmp_path: Path) -> None:
         read_partials([tenant, plain])
     (tmp_path / "aside.parquet").replace(cells)
     meta = json.loads((plain / "partials.json").read_text())
+    (plain / "partials.json").write_text(json.dumps({**meta, "columns": ["cells"]}))
+    with pytest.raises(ValueError, match="its 'columns' is not an object of column-name lists"):
+        read_partials([plain])
     # layout 1 (before the several-group counts and the table list): its records would merge
     # under other definitions (a review found a traceback alone, and mixed numbers merged)
     (plain / "partials.json").write_text(json.dumps({**meta, "version": 1}))
