@@ -31,10 +31,11 @@ def message_text(message: BaseMessage) -> str:
     return content_text(message.content)
 
 
-def content_text(content: Any) -> str:
-    """A message content's text: a string, or its text blocks joined (``[{"type": "text",
-    "text": ...}]``, as chat UIs and the OpenAI format send a message); "" for content without
-    text (None, bytes, an image alone)."""
+def content_text(content: Any, separator: str = "\n") -> str:
+    """A message content's text: a string, or its text blocks joined by ``separator``
+    (``[{"type": "text", "text": ...}]``, as chat UIs and the OpenAI format send a message; a
+    streamed token's blocks are joined by ""); "" for content without text (None, bytes, an
+    image alone)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, Sequence) or isinstance(content, (bytes, bytearray)):
@@ -45,7 +46,7 @@ def content_text(content: Any) -> str:
             parts.append(block)
         elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
             parts.append(block["text"])
-    return "\n".join(parts)
+    return separator.join(parts)
 
 
 def read_answer(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | None, str]:

@@ -1024,7 +1024,7 @@ class FairnessCallbackHandler(_Handler):
     def on_llm_new_token(
         self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
     ) -> None:
-        text = token if isinstance(token, str) else _block_text(token)
+        text = content_text(token, separator="")  # a text, or a chunk's content blocks
         if text:
             with self._lock:
                 run = self._model_run(run_id)
@@ -1184,15 +1184,6 @@ def _write_interrupted_at_exit() -> None:
         handlers = list(_PAUSING.values())
     for handler in handlers:
         handler.write_interrupted()
-
-
-def _block_text(blocks: list[str | dict[str, Any]]) -> str:
-    """The text of a streamed token given as content blocks (text and ``text`` blocks)."""
-    return "".join(
-        block if isinstance(block, str) else str(block.get("text") or "")
-        for block in blocks
-        if isinstance(block, str) or block.get("type") == "text"
-    )
 
 
 RETRY_TAG = "retry:attempt:"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -285,12 +286,14 @@ def make_fair_rag_chain(
     # the model that answered each call (through fallbacks, retries, configurable fields), by
     # the call's own context list, which every later step of the call receives
     answering: dict[int, AnsweringModel] = {}
+    answering_lock = threading.Lock()  # calls of a batch run in threads
 
     def answer(inputs: dict[str, Any]) -> Runnable[Any, str]:
         heard = AnsweringModel()
-        answering[id(inputs["context"])] = heard
-        while len(answering) > MAX_CALLS_HEARD:  # calls that failed before measuring
-            answering.pop(next(iter(answering)), None)
+        with answering_lock:
+            answering[id(inputs["context"])] = heard
+            while len(answering) > MAX_CALLS_HEARD:  # calls that failed before measuring
+                answering.pop(next(iter(answering)))
         return answer_step.with_config(callbacks=[heard])
 
     async def aretrieve(inputs: dict[str, Any], config: RunnableConfig) -> list[Document]:
@@ -327,7 +330,7 @@ def make_fair_rag_chain(
             title_key,
             ranking=getattr(inputs["context"], "ranking", None),
             query=inputs["question"],
-            model=_answered_by(answering.pop(id(inputs["context"]), None), model_name),
+            model=_answered_by(_taken(answering, answering_lock, inputs["context"]), model_name),
             answer=inputs["answer"],
         )
 
@@ -486,6 +489,14 @@ def _one_retriever(retriever: Any) -> FairRetriever | None:
 MAX_CALLS_HEARD = 4096
 """Calls of one chain whose answering model is kept until the call measures (a call that
 failed before measuring leaves its entry; the oldest go first)."""
+
+
+def _taken(
+    answering: dict[int, AnsweringModel], lock: threading.Lock, context: Any
+) -> AnsweringModel | None:
+    """The answering model heard for the call whose context list is ``context``, taken out."""
+    with lock:
+        return answering.pop(id(context), None)
 
 
 def _answered_by(heard: AnsweringModel | None, given: str | None) -> str | None:
