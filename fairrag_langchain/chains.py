@@ -470,7 +470,16 @@ def _structured_answer_step(chat_model: Any, render: Runnable[Any, Any]) -> Runn
         found = None if answer is None else read_structured_answer(answer, source_id_base=0)
         return "" if found is None else render_answer(found, [])
 
-    return render | structured | _native(as_text, "FairCitedAnswerText")
+    # the structured answer is invoked whole, also when the chain streams: its text is written
+    # from the finished object anyway, and a streamed parse of a model that does not stream (or
+    # that answers in text) yields nothing, which LangChain's next lambda step cannot take
+    def answered(prompt_value: Any, config: RunnableConfig) -> str:
+        return as_text(structured.invoke(prompt_value, config))
+
+    async def aanswered(prompt_value: Any, config: RunnableConfig) -> str:
+        return as_text(await structured.ainvoke(prompt_value, config))
+
+    return render | RunnableLambda(answered, afunc=aanswered, name="FairCitedAnswerText")
 
 
 def _one_retriever(retriever: Any) -> FairRetriever | None:

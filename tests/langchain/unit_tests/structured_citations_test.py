@@ -131,6 +131,55 @@ def test_make_fair_rag_chain_structured_gives_the_record_of_the_same_citations_a
         assert structured["metrics"][name] == text["metrics"][name], name
 
 
+@pytest.mark.parametrize("form", ["tool_call", "text"])
+def test_make_fair_rag_chain_structured_streams_what_it_invokes(form):
+    """``chain.stream``/``astream`` with ``citations="structured"`` over a chat model that does
+    not stream (LangChain then hands the parser one whole message, from which its partial
+    tool-call parsing yields nothing) raised LangChain's ``UnboundLocalError`` (a lambda step
+    given an empty stream), also when the model answers in text instead of the tool; the
+    streamed output is the invoked one."""
+    import asyncio
+
+    from fairrag_langchain import make_fair_rag_chain
+    from fairrag_langchain.chains import FairCitedAnswer
+
+    def run(mode):
+        retriever = FairRetriever(
+            vectorstore=FixedPoolStore(*imbalanced_pool()),
+            group_key="gender",
+            protected="female",
+            seed=0,
+        )
+        llm = FakeSearchingChatModel(
+            searches=[], answer_format=form, answer_tool=FairCitedAnswer.__name__, cite_by="title"
+        )
+        chain = make_fair_rag_chain(retriever, llm, citations="structured")
+        if mode == "invoke":
+            return chain.invoke("who?")
+        if mode == "stream":
+            chunks = list(chain.stream("who?"))
+        else:
+
+            async def collect():
+                return [chunk async for chunk in chain.astream("who?")]
+
+            chunks = asyncio.run(collect())
+        merged = {}
+        for chunk in chunks:
+            for key, value in chunk.items():
+                merged[key] = merged[key] + value if key == "answer" and key in merged else value
+        return merged
+
+    invoked = run("invoke")
+    assert invoked["metrics"]["n_valid_citations"] == (5 if form == "tool_call" else 0)
+    for mode in ("stream", "astream"):
+        streamed = run(mode)
+        assert streamed["answer"] == invoked["answer"], mode
+        for name, value in invoked["metrics"].items():  # NaN where n/a: compared as text
+            if name != "timestamp":
+                assert repr(streamed["metrics"][name]) == repr(value), (mode, name)
+
+
 def test_make_fair_rag_chain_structured_falls_back_to_text_with_a_warning():
     from fairrag_langchain import make_fair_rag_chain
     from fairrag_langchain.fakes import FakeCitingChatModel
