@@ -211,7 +211,8 @@ def make_fair_rag_chain(
     group, generation parity, grounded generation parity, fairness gap, gap magnitude,
     groundedness, the ranker, its query seed, target and exposure model, the model name).
     ``chain.stream(...)`` streams the answer's tokens as they come (``{"answer": token}``
-    chunks), then the metrics and citations. ``chain.batch(...)`` (``abatch`` and the
+    chunks; with ``citations="structured"``, the whole answer once the model's structured
+    answer is done), then the metrics and citations. ``chain.batch(...)`` (``abatch`` and the
     ``_as_completed`` forms) over a :class:`FairRetriever` draws the query seeds of the inputs
     that give no ``seed`` in input order before any runs (docs/SPEC.md, "Adapters" → Seeds):
     a batch's contexts never depend on which thread came first.
