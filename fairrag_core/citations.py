@@ -581,10 +581,19 @@ class _Name(NamedTuple):
     """What follows ``of`` (``Penda of Mercia``, ``Francis I of France``): not part of ``core``."""
 
 
+_UNDECOMPOSED = str.maketrans(
+    {"ø": "o", "æ": "ae", "œ": "oe", "ł": "l", "ð": "d", "þ": "th", "đ": "d", "ı": "i", "ħ": "h"}
+)
+"""Latin letters with a stroke or a ligature, which no Unicode decomposition takes apart, as
+their usual ASCII spelling (``Bjørn Dæhlie`` is ``Bjorn Daehlie``, ``Małysz`` ``Malysz``)."""
+
+
 def _fold(token: str) -> str:
+    """``token`` case-folded, accents removed, letters with a stroke or ligature spelled in ASCII
+    (docs/SPEC.md, "Citations": naming the person)."""
     folded = token.casefold()
     if not folded.isascii():
-        decomposed = unicodedata.normalize("NFKD", folded)
+        decomposed = unicodedata.normalize("NFKD", folded.translate(_UNDECOMPOSED))
         folded = "".join(c for c in decomposed if not unicodedata.combining(c))
     return folded
 
