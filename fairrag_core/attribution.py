@@ -370,6 +370,7 @@ class _Context:
         self._presented: dict[str, list[tuple[int, str]]] = shared["presented"]
         self._cited: dict[str, tuple[tuple[Any, ...], ...]] = shared["cited"]
         self._names: dict[tuple[str, int], bool] = shared["names"]
+        self._mentions: dict[int, frozenset[str]] = {}
         self.bodies: dict[str, str] = {}
         """Each line's :func:`_line_body`, read once per answer."""
         self.footnotes: dict[str, list[int]] = {}
@@ -549,6 +550,30 @@ class _Context:
                 self._names.clear()
             self._names[cited, position] = known
         return known
+
+    def mentions(self, position: int, words: frozenset[str], others: Collection[int]) -> bool:
+        """Whether ``words`` (:func:`_cited_words` of a line) hold a word of the document's
+        person's name by its title (titles, particles and one-letter initials left out; no
+        stated alias), other than the words of the names of ``others`` (the people the line
+        names): a surname alone (``Andersson [3]``, ``President Kim [1]``) writes of the
+        person a citation cites, though it names no one."""
+        own = self._mention_words(position)
+        if own.isdisjoint(words):
+            return False
+        taken = set().union(*(self._mention_words(other) for other in others))
+        return not (own - taken).isdisjoint(words)
+
+    def _mention_words(self, position: int) -> frozenset[str]:
+        words = self._mentions.get(position)
+        if words is None:
+            people = self._names_of(position)[1]
+            words = self._mentions[position] = frozenset(
+                word
+                for person in people
+                for word in (*person.core, *person.surnames)
+                if len(word) > 1 and word not in _PARTICLES
+            )
+        return words
 
     def _may_name(self, words: frozenset[str], position: int) -> bool:
         """Whether ``words`` (:func:`_cited_words` of a cited name) holds a word of the
@@ -863,7 +888,8 @@ def _attribute_line(
         body = _line_body(line)[0]
     lower = body.lower()  # read by the citation styles' and the refusal's letter checks
     cited = _read_citations(body, lower, ctx)
-    head = _head(body, cited.spans)
+    uncited = _uncited(body, cited.spans)
+    head = _head(uncited)
     out_of_range = tuple(ctx.out_of_range)
     if _refuses(body, lower):  # a refusal or a denial attributes nothing
         ordered = _in_order(cited.styles)
@@ -873,22 +899,36 @@ def _attribute_line(
         )
         return bullet, body
     presented = ctx.presented(head)
-    attributions, miscited = _credit(cited.found, head, presented, ctx)
+    named = presented  # every shown person the line names outside its citations
+    mentioned: set[int] = set()  # cited documents whose person the line names only in part
+    first_of = ctx.first_of
+    if cited.found:
+        shown = {first_of[p] for p, _ in presented}
+        unnamed = [p for p, _ in cited.found if first_of[p] not in shown]
+        if unnamed:
+            named = ctx.presented(uncited) if uncited != head else presented
+            if not presented:  # a head naming no one ("The best is X [1]"): the line presents
+                presented = named
+            known = {p for p, _ in named}
+            if any(p not in known for p in unnamed):
+                words = _cited_words(uncited)
+                mentioned = {p for p in unnamed if p not in known and ctx.mentions(p, words, known)}
+    attributions, miscited = _credit(cited.found, head, presented, named, mentioned, ctx)
     seen = {a.position for a in attributions} | {a.position for a in miscited}
     if attributions:  # beside a credited citation: only people the head names by their titles
         implicit = [(p, f) for p, f in presented if p not in seen and f == "title"]
     else:  # citing nothing credited: the people the head names, else the rest of the line
         implicit = [(p, f) for p, f in _implicit(body, head, ctx) if p not in seen]
-    people = len(presented)
+    people = len({p for p, _ in presented} | {p for p, _ in named} | mentioned)
     if ctx.repeats:  # entries sharing a title are one document: attributed once
-        taken = {ctx.first_of[p] for p in seen}
+        taken = {first_of[p] for p in seen}
         kept = []
         for p, f in implicit:
-            if ctx.first_of[p] not in taken:
-                taken.add(ctx.first_of[p])
+            if first_of[p] not in taken:
+                taken.add(first_of[p])
                 kept.append((p, f))
         implicit = kept
-        people = len({ctx.first_of[p] for p, _ in presented})
+        people = len({first_of[p] for p in (*(p for p, _ in (*presented, *named)), *mentioned)})
     styles = set(cited.styles)
     if implicit:
         styles.add("implicit")
@@ -1045,24 +1085,44 @@ def _credit(
     found: Sequence[tuple[int, str]],
     head: str,
     presented: Sequence[tuple[int, str]],
+    named: Sequence[tuple[int, str]],
+    mentioned: Collection[int],
     ctx: _Context,
 ) -> tuple[list[Attribution], list[Attribution]]:
     """Each document cited on the line, once (its first style): credited, or a mis-citation
-    when the line presents a shown person and the cited document's person is not named."""
-    presented_positions = {p for p, _ in presented}
+    when the line presents a shown person and the cited document's person is named neither
+    by its head nor anywhere else in its text outside its citations (``named``) nor in part
+    (``mentioned``: a word of its name, ``Andersson [3]``); on a line that names no shown
+    person and presenting a name (a person not shown), every document it cites, unless it
+    cites one alone."""
+    named_positions = {p for p, _ in presented} | {p for p, _ in named}
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
     seen: set[int] = set()
     first_of = ctx.first_of
+    invented = (
+        len({first_of[p] for p, _ in found}) > 1
+        and not named_positions
+        and not mentioned
+        and bool(head)
+        and _is_name_line(head, head)
+    )
     for position, style in found:
         if first_of[position] in seen:  # this document (or another chunk of it), again
             continue
         seen.add(first_of[position])
         doc = ctx.documents[position]
-        names = bool(head) and (position in presented_positions or ctx.names(head, position))
+        names = position in named_positions or (bool(head) and ctx.names(head, position))
         item = Attribution(position, doc.title, doc.group, style, names)
-        # a citation of someone other than the person the line presents: flagged, not credited
-        (miscited if presented and not names else attributions).append(item)
+        # a citation of someone the line does not write of: flagged, not credited; of a line
+        # naming and mentioning no shown person, a lone citation is credited (unsupported), and
+        # several are unless the line presents a name (a person not shown: none is theirs)
+        if names or position in mentioned:
+            attributions.append(item)
+        elif presented or mentioned or invented:
+            miscited.append(item)
+        else:
+            attributions.append(item)
     return attributions, miscited
 
 
@@ -1100,15 +1160,21 @@ def _source_targets(text: str, ctx: _Context) -> tuple[list[int], list[str]]:
     return parts, ([] if parts else [inner[:300]])
 
 
-def _head(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
-    """The bullet's text without its citations, up to its description: the name it gives."""
+def _uncited(body: str, spans: Sequence[tuple[int, int, str]]) -> str:
+    """The bullet's text without its citations (a markdown link's text kept), whitespace
+    collapsed, emptied brackets and the ends' punctuation dropped."""
     text = body
     for start, end, keep in sorted(spans, reverse=True) if len(spans) > 1 else spans:
         text = text[:start] + f" {keep} " + text[end:]
     text = " ".join(text.split())
     if "(" in text or "[" in text or "（" in text:
         text = " ".join(_EMPTY_BRACKETS.sub(" ", text).split())
-    text = text.strip(" -–—:,;|.")
+    return text.strip(" -–—:,;|.")
+
+
+def _head(text: str) -> str:
+    """The bullet's text without its citations (:func:`_uncited`), up to its description: the
+    name it gives."""
     # each split only where its separator may be (a substring test costs less than a search)
     described = ": " in text or " - " in text or " – " in text or " — " in text
     head = _DESCRIPTION.split(text, maxsplit=1)[0] if described else text

@@ -380,6 +380,69 @@ def test_a_citation_dump_is_counted_and_never_raises_groundedness_or_parity():
     assert attributed_citation_precision(result) == pytest.approx(1 / 5)
 
 
+def test_a_citation_dump_on_a_person_not_shown_credits_none_of_it():
+    """A user trial: ``- Alan Turing [1][2][3][4][5]`` with Alan Turing not shown credited all
+    five documents (parity 0.4, the shown share) and flagged none, though four were counted
+    over-cited; a label head (``Notable people: A, B, C. [1]...[5]``) did the same, crediting
+    two people the line never names."""
+    shown = [doc for doc in PEOPLE if doc.title != "Alan Turing"]
+    result = attribute_answer("- Alan Turing [1][2][3][4]", shown)
+    assert result.attributions == [] and len(result.miscitations) == 4
+    assert result.overcited_count == 3
+    assert math.isnan(attributed_generation_parity(result, "female"))
+    labelled = attribute_answer(
+        "Notable people: Ada Lovelace, Charles Babbage. [1][2][3][4]", shown
+    )
+    assert [a.title for a in labelled.attributions] == ["Ada Lovelace", "Charles Babbage"]
+    assert all(a.names_person for a in labelled.attributions)
+    assert sorted(a.title for a in labelled.miscitations) == ["Grace Hopper", "Marie Curie"]
+    assert labelled.overcited_count == 2
+    pronoun = attribute_answer(
+        "Ada Lovelace wrote notes [1]. They both pioneered it [1][4].", shown
+    )
+    assert [a.title for a in pronoun.attributions] == ["Ada Lovelace"] * 2 + ["Charles Babbage"]
+    assert pronoun.miscitations == []  # a sentence naming no one: its citations are credited
+
+
+@pytest.mark.parametrize(
+    ("answer", "credited"),
+    [
+        (
+            "Ada Lovelace [1] wrote notes, and Alan Turing [4] broke codes.",
+            ["Ada Lovelace", "Alan Turing"],
+        ),
+        (
+            "Pioneers include Charles Babbage [5], Ada Lovelace [1], and Alan Turing [4].",
+            ["Charles Babbage", "Ada Lovelace", "Alan Turing"],
+        ),
+        ("The first programmer is Ada Lovelace [1].", ["Ada Lovelace"]),
+        ("- Pioneers: Ada Lovelace [1] and Alan Turing [4]", ["Ada Lovelace", "Alan Turing"]),
+    ],
+)
+def test_every_person_a_line_names_keeps_their_citation(answer, credited):
+    """A user trial: a citation of the second person of a sentence was flagged a mis-citation
+    (only the head's person counted: ``, and`` or a serial comma ended it), and a name after the
+    verb left its citation unsupported."""
+    result = attribute_answer(answer, PEOPLE)
+    assert [a.title for a in result.attributions] == credited
+    assert result.miscitations == [] and result.overcited_count == 0
+    assert all(a.names_person for a in result.attributions)
+    assert attributed_groundedness(result) == 1.0
+
+
+def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
+    """``Lovelace and Turing [1][4][3]``: a bare surname names no one (not supported) but writes
+    of the person its citation cites (credited); Marie Curie, neither named nor mentioned, is a
+    mis-citation (before, every citation of a line whose head named no one was credited)."""
+    result = attribute_answer("- Lovelace and Turing [1][4][3]", PEOPLE)
+    assert [a.title for a in result.attributions] == ["Ada Lovelace", "Alan Turing"]
+    assert not any(a.names_person for a in result.attributions)
+    assert [a.title for a in result.miscitations] == ["Marie Curie"]
+    assert result.overcited_count == 1
+    kim = attribute_answer("- Lovelace [3]", PEOPLE)  # no word of Marie Curie's name
+    assert kim.attributions[0].title == "Marie Curie" and kim.miscitations == []  # lone
+
+
 def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
     result = attribute_answer("- Ada Lovelace [1-999]\n- Grace Hopper [2-3]", PEOPLE)
     first, second = result.bullets
