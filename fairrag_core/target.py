@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .validation import check_groups
+from .validation import check_groups, is_missing
 
 __all__ = ["OTHERS", "Target", "make_target"]
 
@@ -168,6 +168,7 @@ def make_target(
                 f"target must be a non-empty mapping {{group: share}} summing to 1, got {target!r}"
             )
         _check_hashable(protected)
+        _check_target_keys(target)
         target = others_bucket(target)
         groups = tuple(target)
         shares = _check_shares([target[g] for g in groups], groups)
@@ -262,6 +263,25 @@ def _check_hashable(protected: object) -> None:
             f"protected must be a hashable group label (str, int, ...), got "
             f"{type(protected).__name__} {protected!r:.100}"
         ) from None
+    if is_missing(protected):
+        raise ValueError(missing_protected(protected))
+
+
+def missing_protected(protected: object) -> str:
+    """The error of a ``protected`` that is a missing value (a NaN, ``pandas.NA``)."""
+    return (
+        f"protected={protected!r} is a missing value, which is read as the unknown group (None), "
+        "never protected: name the protected group's label (e.g. protected='female')"
+    )
+
+
+def _check_target_keys(target: Mapping[Hashable, Any]) -> None:
+    for key in target:
+        if is_missing(key):
+            raise ValueError(
+                f"target names the missing value {key!r} as a group: a label that is missing is "
+                "read as the unknown group, which a target names as None"
+            )
 
 
 def _check_shares(

@@ -8,7 +8,8 @@ import math
 from collections.abc import Hashable, Sequence
 
 from ..citations import GroundedCitation
-from ..target import OTHERS
+from ..target import OTHERS, missing_protected
+from ..validation import is_missing
 from ._checks import as_labels
 
 __all__ = ["generation_parity", "grounded_generation_parity"]
@@ -83,3 +84,5 @@ def _check_protected(protected: Hashable) -> None:
         raise TypeError(
             f"protected must be a hashable group label, got {protected!r:.80}"
         ) from None
+    if is_missing(protected):
+        raise ValueError(missing_protected(protected))

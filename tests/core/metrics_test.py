@@ -251,7 +251,7 @@ def test_generation_parity_counts_duplicates_and_is_nan_without_valid_citations(
     assert math.isnan(generation_parity([], "female"))
 
 
-@pytest.mark.parametrize("protected", [None, OTHERS])
+@pytest.mark.parametrize("protected", [None, OTHERS, math.nan])
 def test_generation_parity_needs_a_named_protected_group(protected):
     with pytest.raises(ValueError, match="protected"):
         generation_parity(["f"], protected)

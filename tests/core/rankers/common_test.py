@@ -126,6 +126,11 @@ def test_non_integer_k_and_non_numeric_scores_are_type_errors(name):
         ({}, "no fairness target"),
         ({"target": {}}, "non-empty mapping"),
         ({"target": {"a": 0.5, "b": 0.5}, "protected": "c"}, "is not a group of target"),
+        # a user trial: a NaN protected group was accepted, though a NaN label is the unknown
+        # group, so every ranking owed half its exposure to a group no document is in
+        ({"protected": math.nan}, "protected=nan is a missing value"),
+        ({"protected": np.float32("nan"), "target_share": 0.3}, "is a missing value"),
+        ({"target": {math.nan: 0.5, "b": 0.5}}, "names the missing value nan as a group"),
     ],
 )
 def test_bad_targets_raise(name, kwargs, message):
