@@ -64,8 +64,13 @@ def _finite(value: object) -> object:
         return {str(k): _finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _finite(value.item())
+    if not isinstance(value, str | bytes):
+        tolist = getattr(value, "tolist", None)  # numpy arrays (as lists) and scalars
+        if callable(tolist):
+            return _finite(tolist())
+        item = getattr(value, "item", None)
+        if callable(item):  # other array libraries' scalars
+            return _finite(item())
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence, Set
+from typing import NoReturn
 
 import numpy as np
 
@@ -40,7 +41,10 @@ def as_score_array(scores: object, shape: str = "a 1-D sequence") -> np.ndarray:
     if isinstance(scores, np.ndarray):
         arr = scores
     elif isinstance(scores, (list, tuple)) and set(map(type, scores)) <= _PLAIN_NUMBERS:
-        return np.asarray(scores, dtype=float)
+        try:
+            return np.asarray(scores, dtype=float)
+        except OverflowError:
+            _too_large(scores, shape)
     else:
         try:
             arr = np.asarray(scores, dtype=object)  # bools and strings stay what they are
@@ -64,7 +68,10 @@ def as_score_array(scores: object, shape: str = "a 1-D sequence") -> np.ndarray:
             None,
         )
         if bad is None:
-            return arr.astype(float)
+            try:
+                return arr.astype(float)
+            except OverflowError:
+                _too_large(flat, shape)
         position, value = bad
         raise TypeError(
             f"scores must be {shape} of {_ACCEPTED_SCORES}; got {value!r:.100} "
@@ -74,6 +81,20 @@ def as_score_array(scores: object, shape: str = "a 1-D sequence") -> np.ndarray:
         f"scores must be {shape} of {_ACCEPTED_SCORES}, got values of type {arr.dtype} "
         f"({scores!r:.200})"
     )
+
+
+def _too_large(values: Sequence[object], shape: str) -> NoReturn:
+    """The error of a score (a Python int) too large for a float."""
+    position = next(
+        (i for i, v in enumerate(values) if isinstance(v, int) and abs(v) > _LARGEST_FLOAT), None
+    )
+    raise ValueError(
+        f"scores must be {shape} of finite real numbers; got an int beyond a float's range "
+        f"(about 1.8e308) at position {position}"
+    )
+
+
+_LARGEST_FLOAT = int(np.finfo(float).max)
 
 
 def check_scores(scores: object) -> tuple[np.ndarray, float, float]:

@@ -232,6 +232,18 @@ def test_a_record_that_cannot_be_serialised_always_raises(tmp_path):
     assert log.errors == 0
 
 
+def test_numpy_arrays_in_a_record_are_written_as_lists(tmp_path):
+    """A user trial: an array in a record (an embedding in metadata) raised numpy's "can only
+    convert an array of size 1", even with on_error="count"; scalars were already numbers."""
+    import numpy as np
+
+    log = JsonLinesLog(tmp_path / "log.jsonl", on_error="count")
+    record = {"embedding": np.array([0.1, np.nan]), "grid": np.arange(4).reshape(2, 2)}
+    assert log.append({**record, "n": np.int64(3), "empty": np.array([])})
+    [written] = log.read()
+    assert written == {"embedding": [0.1, None], "grid": [[0, 1], [2, 3]], "n": 3, "empty": []}
+
+
 def test_on_error_must_be_raise_or_count(tmp_path):
     with pytest.raises(ValueError, match=r"on_error must be 'raise' or 'count', got 'ignore'"):
         JsonLinesLog(tmp_path / "log.jsonl", on_error="ignore")

@@ -116,6 +116,16 @@ def test_non_integer_k_and_non_numeric_scores_are_type_errors(name):
         ranker.rank(["high"], ["a"], 1)
 
 
+@pytest.mark.parametrize("scores", [[1, 10**400, 2], (1.0, 2, -(10**309))])
+def test_an_int_score_beyond_a_float_is_an_error_naming_scores(scores):
+    """A user trial: a Python int too large for a float raised a bare OverflowError."""
+    with pytest.raises(ValueError, match=r"scores must be .* beyond a float's range .* position"):
+        make_ranker("standard").rank(list(scores), None, 2)
+    where = next(i for i, v in enumerate(scores) if abs(v) > 1e308)
+    with pytest.raises(ValueError, match=f"position {where}"):
+        make_ranker("standard").rank(np.array(scores, dtype=object), None, 2)
+
+
 @pytest.mark.parametrize("name", ["forced_exposure", "representative_stochastic", "amortized"])
 @pytest.mark.parametrize(
     ("kwargs", "message"),
