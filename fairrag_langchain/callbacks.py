@@ -526,11 +526,12 @@ class FairnessCallbackHandler(_Handler):
         ]
         # a graph without messages in its state is told by what it returns: a model's answer
         # under an answer key (a node running a chain per question returns none: its own rule)
-        graph = state.graph and any(returned.holds(run) for run in done)
+        # (a graph paused and never resumed is one question too, whatever it holds so far)
+        graph = state.graph and (interrupted or any(returned.holds(run) for run in done))
         if final is not None or graph or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:
-                answering, answer = _final_answer(final, done, returned)
+                answering, answer = _final_answer(final, done, returned, interrupted)
                 if _failed(error):  # the user received an error, not an answer
                     answering, answer = None, None
                 if answer is None and final is not None and _answers(final.message):
@@ -1093,7 +1094,7 @@ def _final_output(outputs: Any) -> _Final | None:
 
 
 def _final_answer(
-    final: _Final | None, done: Sequence[_ModelRun], returned: _Returned
+    final: _Final | None, done: Sequence[_ModelRun], returned: _Returned, paused: bool = False
 ) -> tuple[_ModelRun | None, Any]:
     """The model run that gave the final answer, and the answer (a message, a structured
     response, or a generation's text; None when the run gave none).
@@ -1105,7 +1106,8 @@ def _final_answer(
     model run whose output the root returned as its answer (:class:`_Returned`: a text, a
     message or a structured object under an answer key), else the last model run that
     answered without calling a tool, a grade in text set aside when another answered otherwise
-    (:func:`_without_grades`).
+    (:func:`_without_grades`). A run ``paused`` on its last message's tool calls (a human to
+    approve them: the tools never ran) gave no answer, whatever their arguments hold.
     """
     if final is None:
         given = [run for run in done if returned.holds(run)]
@@ -1125,8 +1127,8 @@ def _final_answer(
     message = final.message
     if not isinstance(message, AIMessage):
         return None, None  # the run ended on a tool's result or a human turn: no answer
-    if message.tool_calls and read_answer(message, source_id_base=0)[1] != "tool_call":
-        return None, None  # it ended asking for a tool
+    if message.tool_calls and (paused or read_answer(message, source_id_base=0)[1] != "tool_call"):
+        return None, None  # it ended asking for a tool (or paused before the tool ran)
     said = _collapsed(message_text(message))
     by_id = [run for run in done if run.message is not None and run.message.id == message.id]
     by_text = [run for run in done if run.said == said]

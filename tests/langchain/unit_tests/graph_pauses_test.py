@@ -115,6 +115,31 @@ def test_a_run_never_resumed_is_written_as_interrupted(retriever):
     assert handler.write_interrupted() == 0
 
 
+@pytest.mark.parametrize("searches", [["aviators"], ["aviators", "astronomers"]])
+def test_a_graph_never_resumed_is_one_record_of_its_question(retriever, searches):
+    """A user trial: a graph that searched (once, or twice for one question) and paused was
+    written per search (two records of one question, each with its search's query as the
+    question, ``searches`` missing) when never resumed; resumed, it was one record."""
+
+    def retrieve(state: Reviewed) -> Reviewed:
+        return {"documents": [d for q in searches for d in retriever.invoke(q)]}
+
+    def review(state: Reviewed) -> Reviewed:
+        return {"approved": interrupt("review the documents")}
+
+    graph = StateGraph(Reviewed).add_sequence([retrieve, review])
+    graph.add_edge(START, "retrieve")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "t"}}
+    paused = graph.compile(checkpointer=InMemorySaver()).invoke({"question": QUESTION}, config)
+    assert handler.write_interrupted() == 1
+    (record,) = handler.records
+    assert record["query"] == QUESTION and record["framework"]["answer_status"] == "interrupted"
+    assert [s["query"] for s in record["framework"]["searches"]] == searches
+    assert record["titles"] == list(dict.fromkeys(d.metadata["title"] for d in paused["documents"]))
+    assert record.get("answer") is None
+
+
 def test_a_resumed_agent_records_the_users_question_not_its_search(retriever):
     """``interrupt_before=["tools"]``, continued with ``invoke(None)``: the run's input holds
     no question; the state's last human message is it (the search text was recorded)."""
@@ -435,6 +460,40 @@ def test_an_agent_whose_human_approves_a_tool_records_the_answer(retriever, mode
     assert record["answer"] == done["messages"][-1].text and record["query"] == QUESTION
     assert record["groundedness"] == 1.0
     assert ("resumed_from" in record["framework"]) == (mode == "per_call")
+
+
+def test_an_agent_paused_before_a_tool_holding_a_draft_answer_records_no_answer(retriever):
+    """A user trial: ``HumanInTheLoopMiddleware`` paused before ``submit_for_review(answer,
+    citations)``, never resumed, was recorded with that draft as the answer (groundedness 1,
+    a parity), though the tool never ran and the user received nothing."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import tool
+
+    @tool
+    def submit_for_review(answer: str, citations: list[int]) -> str:
+        """Submit a drafted answer and its sources for review."""
+        return "submitted"
+
+    search = create_retriever_tool(retriever, "search", "Search biographies.")
+    model = FakeSearchingChatModel(
+        searches=[["computer scientists"]],
+        answer_format="tool_call",
+        answer_tool="submit_for_review",
+    )
+    agent = create_agent(
+        model,
+        [search, submit_for_review],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"submit_for_review": True})],
+        checkpointer=InMemorySaver(),
+    )
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "r"}}
+    paused = agent.invoke({"messages": [HumanMessage(QUESTION)]}, config)
+    assert paused["__interrupt__"] and paused["messages"][-1].tool_calls[0]["args"]["citations"]
+    assert handler.write_interrupted() == 1
+    (record,) = handler.records
+    assert record["framework"]["answer_status"] == "interrupted" and record["titles"]
+    assert record.get("answer") is None and record.get("groundedness") is None
 
 
 async def test_a_pause_resumed_by_astream_is_recorded_once_with_its_answer(retriever):
