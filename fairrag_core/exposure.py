@@ -204,6 +204,13 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
             upper = _bounds_of(
                 _given(payload, "group_factor_upper", {}), "group_factor_upper", order
             )
+        else:
+            present = [key for key in payload if key.startswith("group_factor")]
+            if present:  # factors under a position-only format would be dropped unread
+                raise ValueError(
+                    f"{', '.join(present)} given under format {FITTED_FORMAT!r}, which holds a "
+                    f"position curve alone: a per-group curve's format is {FITTED_GROUPS_FORMAT!r}"
+                )
         provenance = _given(payload, "provenance", {})
         if not isinstance(provenance, dict):
             raise ValueError(f"provenance must be an object, got {provenance!r:.80}")

@@ -259,8 +259,9 @@ def fit_group_curve(
     """The per-group exposure model fitted from ``observations`` (docs/SPEC.md, "Exposure
     model" → Fitted, per group): the position weights ``v_i`` of :func:`fit_curve` and a factor
     ``lambda_g`` per group (:data:`GROUP_ESTIMATOR`), so that the expected attributions of
-    group g's entry at rank i are ``lambda_g * v_i``. Intervals as :func:`fit_curve`'s (the same
-    resamples of the questions).
+    group g's entry at rank i are ``lambda_g * v_i``. Intervals as :func:`fit_curve`'s
+    (percentile bootstrap over questions; the factors' resamples are drawn apart from the
+    weights', so each interval is marginal).
 
     A ``ValueError`` when the observations name no group (``groups`` all None)."""
     curve = fit_curve(

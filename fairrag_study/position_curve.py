@@ -130,7 +130,9 @@ def run_position_curve(
 
     def answer(job: tuple[QuestionPool, int, list[CorpusDocument]]) -> dict[str, Any]:
         pool, shift, order = job
-        shown = [Document(doc.page_content, metadata=doc.metadata()) for doc in order]
+        shown = [
+            Document(doc.page_content, metadata=doc.metadata(), id=doc.doc_id) for doc in order
+        ]
         chain = make_fair_rag_chain(
             _shown_list(shown),
             llm,

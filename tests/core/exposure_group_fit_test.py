@@ -249,3 +249,23 @@ def test_a_ranker_called_directly_refuses_a_label_without_a_factor_before_the_dr
     if name == "amortized":
         assert ranker.ledger.state().rankings == 0
     assert len(ranker.rank(scores, ["female", "male", "male", "female"], 2)) == 2
+
+
+def test_a_curve_file_holding_factors_under_the_position_format_is_refused(tmp_path):
+    """A user trial: a per-group file whose ``format`` said position-only was read as a
+    position curve, its factors dropped without a word."""
+    from fairrag_core.exposure import (
+        FITTED_FORMAT,
+        FittedCurve,
+        load_fitted_curve,
+        save_fitted_curve,
+    )
+
+    path = save_fitted_curve(
+        FittedCurve((0.5, 0.5), factors=(("female", 1.2), ("male", 0.9))), tmp_path / "c.json"
+    )
+    payload = json.loads(path.read_text())
+    payload["format"] = FITTED_FORMAT
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="group_factors given under format"):
+        load_fitted_curve(path)

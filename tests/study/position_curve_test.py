@@ -121,6 +121,12 @@ def test_the_phase_writes_its_files_and_a_curve_the_core_reads(measured):
     # A Latin square: each shown title visits each position once.
     positions = {t: {r["titles"].index(t) for r in first} for t in first[0]["titles"]}
     assert all(seen == set(range(K)) for seen in positions.values())
+    # each shown document's id, as a trial's record has it (a user trial: all null)
+    assert all(None not in r["doc_ids"] and len(set(r["doc_ids"])) == K for r in records)
+    ids = {r["titles"][0]: r["doc_ids"][0] for r in first}
+    assert all(
+        dict(zip(r["titles"], r["doc_ids"], strict=True)).items() <= ids.items() for r in first
+    )
     path = out / "exposure_fitted.json"
     loaded = load_fitted_curve(path)
     assert loaded == curve.fitted
