@@ -27,7 +27,7 @@ from typing import Any
 import duckdb
 
 from fairrag_core.attribution import STYLES
-from fairrag_core.audit import GENERATION_FIELDS
+from fairrag_core.audit import GENERATION_FIELDS, MAX_RECORDED_LABEL_CHARS, MAX_RECORDED_LIST
 from fairrag_core.kit.records import RECORD_SCHEMA
 from fairrag_core.target import OTHERS
 
@@ -97,14 +97,14 @@ MAX_STYLES_BYTES = 1024
 MAX_SOURCES_BYTES = 2**20
 """Longest ``attributed_sources`` JSON text, 1 MiB (an attribution takes about 150 bytes)."""
 
-MAX_K = 10_000
+MAX_K = MAX_RECORDED_LIST
 """Longest shown list a record may claim (``k``, ``groups``, ``exposure_by_group``): a
 record's work is its list's length, so this bounds it (the record schema's lists hold tens)."""
 
 MAX_GROUPS = MAX_K
 """Most groups one record's ``exposure_by_group`` may name."""
 
-MAX_LABEL_CHARS = 256
+MAX_LABEL_CHARS = MAX_RECORDED_LABEL_CHARS
 """Longest ranker name, group label, protected group or ``--by`` value."""
 
 CLOCK_SKEW = timedelta(minutes=5)

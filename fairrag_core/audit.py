@@ -50,6 +50,12 @@ MAX_RECORDED_ATTRIBUTIONS = 10_000
 """Most attributions (and bullets) a record lists: ``fairrag audit``'s caps are these."""
 MAX_RECORDED_SOURCES_BYTES = 2**20
 """Longest ``attributed_sources`` JSON text a record holds (``fairrag audit``'s cap)."""
+MAX_RECORDED_LIST = 10_000
+"""Longest shown list (``k``, ``groups``) and most groups a record ``fairrag audit`` reads may
+hold; a handler warns when it keeps a record past it (docs/SPEC.md "Records")."""
+MAX_RECORDED_LABEL_CHARS = 256
+"""Longest ranker name, group label or protected group a record ``fairrag audit`` reads may
+hold; a handler warns when it keeps a record past it."""
 _RECORDED_NAME = 200
 """Characters of a bullet's head (``person``) or a title a record keeps per attribution."""
 

@@ -35,9 +35,10 @@ rule reads at most 300 characters of a name. ``benchmarks/bench_citations.py`` m
 
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
@@ -260,6 +261,11 @@ class ContextDocument:
             raise TypeError(f"person must be a str or None, got {self.person!r}")
         if not isinstance(self.text, str):
             raise TypeError(f"text must be a str, got {type(self.text).__name__}")
+        if self.number is not None and not isinstance(self.number, int):
+            try:  # a numpy int is the int it holds
+                object.__setattr__(self, "number", operator.index(self.number))
+            except TypeError:
+                pass
         if self.number is not None and (
             isinstance(self.number, bool) or not isinstance(self.number, int) or self.number < 1
         ):
@@ -338,6 +344,12 @@ def context_documents(context: Sequence[ContextDocument | str]) -> list[ContextD
     group); a ``TypeError`` naming the position of anything else."""
     if isinstance(context, (str, bytes)):
         raise TypeError("context must be a sequence of ContextDocument (or titles), not a string")
+    if isinstance(context, Mapping) or not isinstance(context, Iterable):
+        why = " (a mapping's keys would be titles without their groups)"
+        raise TypeError(
+            "context must be a sequence of ContextDocument (or titles), in the order shown; got "
+            f"a {type(context).__name__}{why if isinstance(context, Mapping) else ''}"
+        )
     documents: list[ContextDocument] = []
     for position, doc in enumerate(context):
         if isinstance(doc, str):

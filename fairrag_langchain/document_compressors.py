@@ -11,7 +11,7 @@ import numpy as np
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
-from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr
+from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr, model_validator
 
 from fairrag_core import pool_scores
 from fairrag_core.kit.component import Count
@@ -75,6 +75,16 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
     """Scores documents that come without ``score_key`` (cosine similarity to the query)."""
 
     _warned_order: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "k" in data and "top_n" in data:
+            raise ValueError(
+                f"give k or top_n (two names of one field), not both: got k={data['k']!r} and "
+                f"top_n={data['top_n']!r}"
+            )
+        return data
 
     @property
     def top_n(self) -> int:

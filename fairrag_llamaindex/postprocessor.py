@@ -627,7 +627,13 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         key = self.group_key
         look = not _warned(self, "embedded_group")  # once warned, no need to look again
         embedded = 0
-        for item in nodes:  # one pass over the pool: scores, metadata and ids as they came
+        for position, item in enumerate(nodes):  # one pass: scores, metadata and ids as they came
+            if not isinstance(item, NodeWithScore):
+                raise TypeError(
+                    "FairRerankPostprocessor ranks NodeWithScore objects (a retriever's "
+                    "results; wrap a node as NodeWithScore(node=..., score=...)); position "
+                    f"{position} holds a {type(item).__name__}"
+                )
             node = item.node
             metadata = node.metadata
             given.append(item.score)

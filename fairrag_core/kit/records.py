@@ -19,6 +19,7 @@ import os
 import queue
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..audit import FairnessAuditor
+from ..audit import MAX_RECORDED_LABEL_CHARS, MAX_RECORDED_LIST, FairnessAuditor
 from ..citations import ContextDocument
 from ..jsonl import JsonLinesLog
 from .placement import shown_provenance
@@ -203,6 +204,28 @@ def run_record(
     return record
 
 
+def _unauditable(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Why ``fairrag audit`` would refuse ``record`` (a reason's key and its words), or None:
+    a list or a label past :data:`~fairrag_core.audit.MAX_RECORDED_LIST` or
+    :data:`~fairrag_core.audit.MAX_RECORDED_LABEL_CHARS`."""
+    k, groups = record.get("k"), record.get("groups")
+    if isinstance(k, int) and k > MAX_RECORDED_LIST:
+        return "k", f"a record of k={k}, above {MAX_RECORDED_LIST:,} shown documents"
+    if isinstance(groups, list):
+        if len(groups) > MAX_RECORDED_LIST:
+            return "k", f"a record of {len(groups):,} groups, above {MAX_RECORDED_LIST:,}"
+        for label in groups:
+            if isinstance(label, str) and len(label) > MAX_RECORDED_LABEL_CHARS:
+                return "label", (
+                    f"a group label of {len(label)} characters, above {MAX_RECORDED_LABEL_CHARS}"
+                )
+    for name in ("protected", "ranker"):
+        value = record.get(name)
+        if isinstance(value, str) and len(value) > MAX_RECORDED_LABEL_CHARS:
+            return name, f"{name} of {len(value)} characters, above {MAX_RECORDED_LABEL_CHARS}"
+    return None
+
+
 def shown_record(
     auditor: FairnessAuditor,
     *,
@@ -299,16 +322,28 @@ class RecordKeeper:
         sink_queue: int = DEFAULT_SINK_QUEUE,
     ) -> None:
         self.max_records = check_max_records(max_records)
-        if isinstance(sinks, (str, bytes)) or not all(callable(sink) for sink in sinks):
+        if path is not None and not isinstance(path, str | os.PathLike):
+            raise TypeError(
+                f"path must be a file path (str or os.PathLike) for the JSON-lines log, or None; "
+                f"got {type(path).__name__} {path!r:.100}"
+            )
+        # the caller's list itself when it is one (a handler's ``sinks`` field): a sink
+        # appended to it later is called too
+        listed = (
+            sinks
+            if isinstance(sinks, list)
+            else list(sinks)
+            if isinstance(sinks, Iterable) and not isinstance(sinks, (str, bytes))
+            else None
+        )
+        if listed is None or not all(callable(sink) for sink in listed):
             raise ValueError(
                 "sinks must be a list of callables taking one record, e.g. "
                 f"[fairrag_core.telemetry.OpenTelemetrySink()], got {sinks!r}"
             )
         if isinstance(sink_queue, bool) or not isinstance(sink_queue, int) or sink_queue < 1:
             raise ValueError(f"sink_queue must be an int >= 1 (records), got {sink_queue!r}")
-        # the caller's list itself when it is one (a handler's ``sinks`` field): a sink
-        # appended to it later is called too
-        self.sinks = sinks if isinstance(sinks, list) else list(sinks)
+        self.sinks = listed
         self.sink_queue = sink_queue
         self.sink_errors = 0
         """Records a sink failed on (each logged as a warning; the record is kept)."""
@@ -320,6 +355,7 @@ class RecordKeeper:
         self._lock = threading.RLock()
         self._records: deque[dict[str, Any]] = deque(maxlen=self.max_records)
         self._dispatch: _SinkDispatch | None = None
+        self._warned: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
@@ -333,6 +369,7 @@ class RecordKeeper:
         # Unpickled in another process: the same records, log file (reopened) and sinks.
         state.setdefault("sink_queue", DEFAULT_SINK_QUEUE)
         state.setdefault("sinks_dropped", 0)
+        state.setdefault("_warned", set())
         self.__dict__.update(state)
         self._records = deque(state["_records"], maxlen=self.max_records)
         self._lock = threading.RLock()
@@ -355,12 +392,26 @@ class RecordKeeper:
                 for record in records:
                     self._records.append(record)
                     kept.append(record)
+                    self._warn_unauditable(record)
                     if self.log is not None and not self.log.append(record):
                         written = False
         finally:
             if kept and self.sinks:
                 self._queue_for_sinks(kept)
         return written
+
+    def _warn_unauditable(self, record: Mapping[str, Any]) -> None:
+        """Warn once per reason when ``record`` passes a cap of ``fairrag audit``, which will
+        list it as refused: the log is written, and its owner learns now, not at audit time."""
+        why = _unauditable(record)
+        if why is not None and why[0] not in self._warned:
+            self._warned.add(why[0])
+            warnings.warn(
+                f"{why[1]}: fairrag audit refuses such a record (it is kept as it is; the "
+                "audit lists it under 'Lines left out')",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sinks took every queued record (at most ``timeout`` seconds); True

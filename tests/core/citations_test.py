@@ -7,6 +7,7 @@ import random
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fairrag_core.citations as citations_module
@@ -556,6 +557,20 @@ def test_names_person_spells_stroke_and_ligature_letters_in_ascii(cited, person)
     assert names_person(cited, person)
     assert names_person(person, cited)
     assert not names_person("Bjorn Dahlie", "Bjørn Dæhlie")  # æ is ae, not a
+
+
+def test_a_context_that_is_no_sequence_of_documents_is_named():
+    """A user trial: ``attribute_answer(answer, None)`` gave "'NoneType' object is not
+    iterable", and a mapping {title: group} was read as titles with their groups lost."""
+    from fairrag_core.attribution import attribute_answer
+
+    with pytest.raises(TypeError, match=r"context must be a sequence .* got a NoneType$"):
+        attribute_answer("- Ada Lovelace", None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got a dict .a mapping's keys would be titles"):
+        attribute_answer("- Ada Lovelace", {"Ada Lovelace": "female"})  # type: ignore[arg-type]
+    assert ContextDocument("Ada", number=np.int64(2)).number == 2  # a numpy int is an int
+    with pytest.raises(ValueError, match="number must be an int >= 1"):
+        ContextDocument("Ada", number=2.0)  # type: ignore[arg-type]
 
 
 def test_context_document_person_defaults_to_title_without_disambiguation():

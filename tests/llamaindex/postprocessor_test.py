@@ -217,6 +217,17 @@ async def test_missing_query_bundle_is_a_value_error_async():
         await fair().apostprocess_nodes(make_pool(10))
 
 
+def test_a_node_not_wrapped_with_its_score_is_a_type_error_naming_it(rerank_events):
+    """A user trial: a ``TextNode`` in the pool raised ``AttributeError: 'TextNode' object
+    has no attribute 'node'``."""
+    pool = make_pool(3)
+    with pytest.raises(
+        TypeError, match=r"ranks NodeWithScore objects.*position 1 holds a TextNode"
+    ):
+        fair().postprocess_nodes([pool[0], pool[1].node, pool[2]], QUERY)
+    assert rerank_events.events == []
+
+
 def test_empty_pool_returns_an_empty_list(rerank_events):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an empty result is no reason to warn

@@ -197,6 +197,36 @@ def test_a_full_sink_queue_drops_for_the_sinks_only_counted_and_warned(caplog):
         RecordKeeper(sinks=[stuck], sink_queue=0)
 
 
+def test_a_record_keeper_names_a_path_or_sinks_of_the_wrong_kind(tmp_path):
+    """A user trial: ``path=5`` gave pathlib's "expected str, bytes or os.PathLike object" and
+    ``sinks=print`` "'builtin_function_or_method' object is not iterable"."""
+    with pytest.raises(TypeError, match=r"path must be a file path .* got int 5"):
+        RecordKeeper(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sinks must be a list of callables"):
+        RecordKeeper(sinks=print)  # type: ignore[arg-type]
+    kept = RecordKeeper(tmp_path / "log.jsonl", sinks=(s for s in [print]))  # any iterable
+    assert kept.sinks == [print]
+
+
+def test_a_record_past_the_audits_caps_is_kept_with_one_warning_per_reason(tmp_path):
+    """A user trial: a 306-character group label (any hashable is a label) or a ranking of
+    k=10,001 was logged without a word, and ``fairrag audit`` refused every such record."""
+    import warnings
+
+    from fairrag_core.audit import MAX_RECORDED_LABEL_CHARS, MAX_RECORDED_LIST
+
+    keeper = RecordKeeper(tmp_path / "log.jsonl")
+    long_label = {"k": 2, "groups": ["x" * (MAX_RECORDED_LABEL_CHARS + 1), "m"]}
+    with pytest.warns(UserWarning, match="group label of 257 characters, above 256: fairrag aud"):
+        keeper.add([long_label])
+    with pytest.warns(UserWarning, match="k=10001, above 10,000"):
+        keeper.add([{"k": MAX_RECORDED_LIST + 1}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per reason; a record within the caps: no word
+        keeper.add([long_label, {"k": 5, "groups": ["f", "m"], "ranker": "standard"}])
+    assert len(keeper.records) == 4 and len(keeper.log.read()) == 4  # every one kept
+
+
 def test_a_sink_raising_system_exit_is_counted_and_the_records_behind_it_delivered(caplog):
     """A sink raising ``SystemExit`` (a ``sys.exit`` in a client library) ended the worker:
     the records queued behind were lost, with ``sink_errors`` 0 and nothing logged (an SRE

@@ -215,6 +215,13 @@ async def test_reranker_async_embeds_the_same_way():
     assert [d.metadata["title"] for d in sync] == [d.metadata["title"] for d in asynchronous]
 
 
+def test_reranker_given_k_and_top_n_says_they_are_one_field():
+    """A user trial: ``FairReranker(k=3, top_n=4)`` said "top_n: Extra inputs are not
+    permitted", though ``top_n`` is accepted."""
+    with pytest.raises(ValueError, match=r"give k or top_n .two names of one field., not both"):
+        FairReranker(ranker="standard", group_key="gender", k=3, top_n=4)
+
+
 def test_reranker_without_scores_or_embeddings_warns():
     reranker = FairReranker(ranker="standard", group_key="gender", top_n=2)
     with pytest.warns(UserWarning, match="pass embeddings="):
