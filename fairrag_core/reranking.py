@@ -8,6 +8,7 @@ behave the same.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 import warnings
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
@@ -219,11 +220,11 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
     if not missing:
         return
     others = {str(label): label for label in present if label not in named}
-    folded = {text.strip().casefold(): label for text, label in others.items()}
+    folded = {_folded_label(text): label for text, label in others.items()}
     for group in missing:
         if group in warned:
             continue
-        near = folded.get(str(group).strip().casefold())
+        near = folded.get(_folded_label(str(group)))
         if near is None:
             close = difflib.get_close_matches(str(group), list(others), n=1, cutoff=0.85)
             near = others[close[0]] if close else None
@@ -236,6 +237,14 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
                 UserWarning,
                 stacklevel=4,
             )
+
+
+def _folded_label(text: str) -> str:
+    """A label as the near-label warning compares it: compatibility-normalised (NFKC: a
+    full-width ``ｆｅｍａｌｅ``, an NFD ``Zoë``), case-folded, stripped of white space and
+    invisible format characters (a zero-width space)."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(c for c in text if unicodedata.category(c) != "Cf").strip()
 
 
 def _first_occurrences(

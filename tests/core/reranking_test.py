@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,23 @@ def test_a_target_group_only_near_a_present_label_warns_once():
         rerank(parity, pool, ["female"] * 4, 2)  # 'male' is absent, 'female' is its own group
         rerank(make_ranker("standard"), pool, labels, 2)  # no target
         rerank(make_ranker("forced_exposure", protected="female"), pool, ["male"] * 4, 2)
+
+
+@pytest.mark.parametrize(
+    ("protected", "label"),
+    [
+        (unicodedata.normalize("NFC", "Zoë"), unicodedata.normalize("NFD", "Zoë")),
+        ("female", "ｆｅｍａｌｅ"),
+        ("female", "fe\u200bmale"),
+    ],
+    ids=["nfd", "full-width", "zero-width space"],
+)
+def test_a_label_equal_but_for_its_unicode_form_warns(protected, label):
+    """A user trial: the same label in NFD, or full-width, was not warned of (a short label's
+    difflib ratio falls under 0.85), so the protected group silently got no share."""
+    ranker = make_ranker("forced_exposure", protected=protected)
+    with pytest.warns(UserWarning, match="which is on no candidate of this pool, but the label"):
+        rerank(ranker, [0.9, 0.8, 0.7], [label, "x", "x"], 2)
 
 
 @pytest.mark.parametrize(
