@@ -552,11 +552,11 @@ class _Context:
         return known
 
     def mentions(self, position: int, words: frozenset[str], others: Collection[int]) -> bool:
-        """Whether ``words`` (:func:`_cited_words` of a line) hold a word of the document's
-        person's name by its title (titles, particles and one-letter initials left out; no
-        stated alias), other than the words of the names of ``others`` (the people the line
-        names): a surname alone (``Andersson [3]``, ``President Kim [1]``) writes of the
-        person a citation cites, though it names no one."""
+        """Whether ``words`` (:func:`_capitalised_words` of a line) hold the surname of the
+        document's person by its title (the last word of the name: its tokens and their
+        joining; particles and one letters left out; no stated alias), other than a word of the
+        names of ``others`` (the people the line names): a surname alone (``Andersson [3]``)
+        writes of the person a citation cites, though it names no one."""
         own = self._mention_words(position)
         if own.isdisjoint(words):
             return False
@@ -570,7 +570,7 @@ class _Context:
             words = self._mentions[position] = frozenset(
                 word
                 for person in people
-                for word in (*person.core, *person.surnames)
+                for word in person.surnames
                 if len(word) > 1 and word not in _PARTICLES
             )
         return words
@@ -769,6 +769,7 @@ def _attribute_units(
         if (
             number in is_bullet
             or (bullet.attributions and bullet.styles != ("implicit",))
+            or bullet.miscited  # a resolved citation, though of someone the line is not about
             or (name_line and bullet.attributions)
         ):
             bullets.append(bullet)
@@ -911,7 +912,7 @@ def _attribute_line(
                 presented = named
             known = {p for p, _ in named}
             if any(p not in known for p in unnamed):
-                words = _cited_words(uncited)
+                words = _capitalised_words(uncited)
                 mentioned = {p for p in unnamed if p not in known and ctx.mentions(p, words, known)}
     attributions, miscited = _credit(cited.found, head, presented, named, mentioned, ctx)
     seen = {a.position for a in attributions} | {a.position for a in miscited}
@@ -1104,7 +1105,7 @@ def _credit(
         len({first_of[p] for p, _ in found}) > 1
         and not named_positions
         and not mentioned
-        and bool(head)
+        and len(head.split()) > 1  # a full name, not "They" or "Female"
         and _is_name_line(head, head)
     )
     for position, style in found:
@@ -1360,6 +1361,13 @@ def _cited_words(cited: str) -> frozenset[str]:
             for end in range(start + 2, len(parts) + 1):
                 words.add("".join(parts[start:end]))
     return frozenset(words)
+
+
+def _capitalised_words(text: str) -> frozenset[str]:
+    """:func:`_cited_words` of the capitalised words of ``text`` outside its brackets (a name's
+    words, not ``may`` or ``will``; a bracketed aside or markdown link text is not the line's)."""
+    outside = _without_asides(text)
+    return _cited_words(" ".join(w for w in outside.split() if w[:1].isupper()))
 
 
 def _one_edit(a: str, b: str) -> bool:

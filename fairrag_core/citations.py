@@ -605,8 +605,9 @@ def _fold(token: str) -> str:
     (docs/SPEC.md, "Citations": naming the person)."""
     folded = token.casefold()
     if not folded.isascii():
-        decomposed = unicodedata.normalize("NFKD", folded.translate(_UNDECOMPOSED))
+        decomposed = unicodedata.normalize("NFKD", folded)  # ǿ is ø and an accent: then o
         folded = "".join(c for c in decomposed if not unicodedata.combining(c))
+        folded = folded.translate(_UNDECOMPOSED)
     return folded
 
 

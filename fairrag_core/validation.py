@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence, Set
+from decimal import Decimal
 from typing import NoReturn
 
 import numpy as np
@@ -137,10 +138,11 @@ def refuse_unordered(values: object, name: str) -> None:
 
 def is_missing(label: object) -> bool:
     """Whether a group label is a missing value other than ``None``: a float NaN (pandas'
-    missing value in a column of labels, numpy's) or ``pandas.NA``."""
-    if isinstance(label, (float, np.floating)):
+    missing value in a column of labels, numpy's; a ``Decimal`` NaN), ``pandas.NA`` or
+    ``pandas.NaT``."""
+    if isinstance(label, (float, np.floating, Decimal)):
         return bool(label != label)  # NaN is the one value unequal to itself
-    return type(label).__name__ == "NAType"
+    return type(label).__name__ in ("NAType", "NaTType")  # pandas.NA, pandas.NaT
 
 
 def missing_as_none(labels: Sequence[Hashable]) -> Sequence[Hashable]:

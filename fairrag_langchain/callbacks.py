@@ -526,8 +526,12 @@ class FairnessCallbackHandler(_Handler):
         ]
         # a graph without messages in its state is told by what it returns: a model's answer
         # under an answer key (a node running a chain per question returns none: its own rule)
-        # (a graph paused and never resumed is one question too, whatever it holds so far)
-        graph = state.graph and (interrupted or any(returned.holds(run) for run in done))
+        # (a graph paused and never resumed is one question too, unless its model runs answered
+        # from lists of their own: a node running a chain per question, each question a record)
+        answered_lists = {tuple(run.seen) for run in done if run.seen}
+        graph = state.graph and (
+            (interrupted and len(answered_lists) <= 1) or any(returned.holds(run) for run in done)
+        )
         if final is not None or graph or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
             if state.retrievals:

@@ -439,8 +439,32 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
     assert not any(a.names_person for a in result.attributions)
     assert [a.title for a in result.miscitations] == ["Marie Curie"]
     assert result.overcited_count == 1
-    kim = attribute_answer("- Lovelace [3]", PEOPLE)  # no word of Marie Curie's name
-    assert kim.attributions[0].title == "Marie Curie" and kim.miscitations == []  # lone
+    lone = attribute_answer("- Lovelace [3]", PEOPLE)  # no word of Marie Curie's name
+    assert lone.attributions[0].title == "Marie Curie" and lone.miscitations == []  # lone
+
+
+def test_what_a_mention_is_and_is_not():
+    """A review of the mention rule: any word of the cited person's name, in any case, was a
+    mention (``her work`` no, but ``she may be`` for Theresa May, ``grace under pressure`` for
+    Grace Hopper, a markdown link's own text); a mention is the surname, capitalised, outside
+    brackets. A head that is no full name (``They``, ``Female``) credits its several citations;
+    a unit whose citations are all mis-citations is still a unit (it vanished)."""
+    shown = [*PEOPLE, ContextDocument("Theresa May", group="female")]  # [6]
+    said = "- Ada Lovelace [6]: she may be the first programmer"
+    assert [a.title for a in attribute_answer(said, shown).miscitations] == ["Theresa May"]
+    graced = attribute_answer("- Ada Lovelace [2]: she showed grace under pressure", shown)
+    assert [a.title for a in graced.miscitations] == ["Grace Hopper"]
+    linked = "- Ada Lovelace ([Grace Hopper](https://en.wikipedia.org/wiki/Grace_Hopper))"
+    assert [a.title for a in attribute_answer(linked, shown).miscitations] == ["Grace Hopper"]
+    for said, cited in (("- They were pioneers [1][4]", 2), ("- Female [1][2][3]", 3)):
+        result = attribute_answer(said, shown)
+        assert result.miscitations == [] and len(result.attributions) == cited
+    prose = attribute_answer(
+        "Ada Lovelace wrote notes [1]. Alan Turing was a pioneer [2][3].", shown
+    )
+    assert len(prose.bullets) == 2 and len(prose.miscitations) == 2
+    plain = attribute_answer("Charles Darwin [1][2][3]", shown)  # no marker, a person not shown
+    assert len(plain.bullets) == 1 and len(plain.miscitations) == 3
 
 
 def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():

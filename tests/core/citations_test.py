@@ -548,6 +548,7 @@ def test_names_person_ignores_accents_and_handles_cjk():
         ("Gudbjorg Aradottir", "Guðbjörg Aradóttir"),
         ("Thorbjorn Egner", "Þorbjørn Egner"),
         ("Marie Sklodowska-Curie", "Marie Skłodowska-Curie"),
+        ("Soren Kierkegaard", "Sǿren Kierkegaard"),  # ø with an accent
     ],
 )
 def test_names_person_spells_stroke_and_ligature_letters_in_ascii(cited, person):

@@ -140,6 +140,38 @@ def test_a_graph_never_resumed_is_one_record_of_its_question(retriever, searches
     assert record.get("answer") is None
 
 
+def test_a_paused_graph_answering_each_question_by_its_own_chain_keeps_a_record_each(retriever):
+    """A review of the one-record rule above: a node answering several questions, each by its
+    own retrieval and model call, then a pause never resumed, was written as one record of the
+    last question (the others' rankings and answers gone); resumed, it was three."""
+    questions = [QUESTION, "Name some physicists", "Name some composers"]
+    llm = FakeCitingChatModel()
+
+    class Batch(TypedDict, total=False):
+        questions: list[str]
+        answers: list[str]
+        approved: bool
+
+    def answer_each(state: Batch) -> Batch:
+        answers = []
+        for question in state["questions"]:
+            context = "\n\n".join(d.page_content for d in retriever.invoke(question))
+            answers.append(llm.invoke(f"Context:\n{context}\nQuestion: {question}").text)
+        return {"answers": answers}
+
+    def review(state: Batch) -> Batch:
+        return {"approved": interrupt("approve the answers")}
+
+    graph = StateGraph(Batch).add_sequence([answer_each, review])
+    graph.add_edge(START, "answer_each")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "q"}}
+    paused = graph.compile(checkpointer=InMemorySaver()).invoke({"questions": questions}, config)
+    assert handler.write_interrupted() == 1
+    assert [r["query"] for r in handler.records] == questions
+    assert [r["answer"] for r in handler.records] == paused["answers"]
+
+
 def test_a_resumed_agent_records_the_users_question_not_its_search(retriever):
     """``interrupt_before=["tools"]``, continued with ``invoke(None)``: the run's input holds
     no question; the state's last human message is it (the search text was recorded)."""
