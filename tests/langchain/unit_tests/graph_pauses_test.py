@@ -115,6 +115,22 @@ def test_a_run_never_resumed_is_written_as_interrupted(retriever):
     assert handler.write_interrupted() == 0
 
 
+def paused_after(retriever: FairRetriever, node: Any, state: type, inputs: dict) -> tuple:
+    """``node`` then a human review (``interrupt()``), never resumed: the handler once its
+    paused run is written, and the paused graph's output."""
+
+    def review(values: Any) -> dict:
+        return {"approved": interrupt("review")}
+
+    graph = StateGraph(state).add_sequence([node, review])
+    graph.add_edge(START, node.__name__)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    config = {"callbacks": [handler], "configurable": {"thread_id": "t"}}
+    paused = graph.compile(checkpointer=InMemorySaver()).invoke(inputs, config)
+    assert handler.write_interrupted() == 1
+    return handler, paused
+
+
 @pytest.mark.parametrize("searches", [["aviators"], ["aviators", "astronomers"]])
 def test_a_graph_never_resumed_is_one_record_of_its_question(retriever, searches):
     """A user trial: a graph that searched (once, or twice for one question) and paused was
@@ -124,15 +140,7 @@ def test_a_graph_never_resumed_is_one_record_of_its_question(retriever, searches
     def retrieve(state: Reviewed) -> Reviewed:
         return {"documents": [d for q in searches for d in retriever.invoke(q)]}
 
-    def review(state: Reviewed) -> Reviewed:
-        return {"approved": interrupt("review the documents")}
-
-    graph = StateGraph(Reviewed).add_sequence([retrieve, review])
-    graph.add_edge(START, "retrieve")
-    handler = FairnessCallbackHandler.from_retriever(retriever)
-    config = {"callbacks": [handler], "configurable": {"thread_id": "t"}}
-    paused = graph.compile(checkpointer=InMemorySaver()).invoke({"question": QUESTION}, config)
-    assert handler.write_interrupted() == 1
+    handler, paused = paused_after(retriever, retrieve, Reviewed, {"question": QUESTION})
     (record,) = handler.records
     assert record["query"] == QUESTION and record["framework"]["answer_status"] == "interrupted"
     assert [s["query"] for s in record["framework"]["searches"]] == searches
@@ -159,15 +167,7 @@ def test_a_paused_graph_answering_each_question_by_its_own_chain_keeps_a_record_
             answers.append(llm.invoke(f"Context:\n{context}\nQuestion: {question}").text)
         return {"answers": answers}
 
-    def review(state: Batch) -> Batch:
-        return {"approved": interrupt("approve the answers")}
-
-    graph = StateGraph(Batch).add_sequence([answer_each, review])
-    graph.add_edge(START, "answer_each")
-    handler = FairnessCallbackHandler.from_retriever(retriever)
-    config = {"callbacks": [handler], "configurable": {"thread_id": "q"}}
-    paused = graph.compile(checkpointer=InMemorySaver()).invoke({"questions": questions}, config)
-    assert handler.write_interrupted() == 1
+    handler, paused = paused_after(retriever, answer_each, Batch, {"questions": questions})
     assert [r["query"] for r in handler.records] == questions
     assert [r["answer"] for r in handler.records] == paused["answers"]
 
