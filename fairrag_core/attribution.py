@@ -1091,11 +1091,11 @@ def _credit(
     ctx: _Context,
 ) -> tuple[list[Attribution], list[Attribution]]:
     """Each document cited on the line, once (its first style): credited, or a mis-citation
-    when the line presents a shown person and the cited document's person is named neither
-    by its head nor anywhere else in its text outside its citations (``named``) nor in part
-    (``mentioned``: a word of its name, ``Andersson [3]``); on a line that names no shown
-    person and presenting a name (a person not shown), every document it cites, unless it
-    cites one alone."""
+    when the line presents a shown person (or mentions another cited one) and the cited
+    document's person is named neither by its head nor anywhere else in its text outside its
+    citations (``named``) nor by surname (``mentioned``, ``Andersson [3]``); on a line that
+    names and mentions no shown person, every document it cites when it cites several and its
+    head is a full name (a person not shown: ``- Alan Turing [1][2]``)."""
     named_positions = {p for p, _ in presented} | {p for p, _ in named}
     attributions: list[Attribution] = []
     miscited: list[Attribution] = []
@@ -1365,7 +1365,8 @@ def _cited_words(cited: str) -> frozenset[str]:
 
 def _capitalised_words(text: str) -> frozenset[str]:
     """:func:`_cited_words` of the capitalised words of ``text`` outside its brackets (a name's
-    words, not ``may`` or ``will``; a bracketed aside or markdown link text is not the line's)."""
+    words, not ``may`` or ``will``; a bracketed aside, a link's text in brackets too, is not
+    what the line says)."""
     outside = _without_asides(text)
     return _cited_words(" ".join(w for w in outside.split() if w[:1].isupper()))
 
