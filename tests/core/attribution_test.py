@@ -443,6 +443,24 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
     assert lone.attributions[0].title == "Marie Curie" and lone.miscitations == []  # lone
 
 
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "References:\n[1] Ada Lovelace\n[3] Marie Curie\n[4] Alan Turing",
+        "**Sources**\n\n1. Ada Lovelace – Wikipedia\n3. Marie Curie – Wikipedia",
+        "## References\n- Marie Curie\n- Alan Turing",
+    ],
+)
+def test_a_reference_list_is_no_bullets(listing):
+    """A user trial: a reference list closing the answer was read as bullets, attributing
+    documents the answer never presents (parity 0.00 became 0.25)."""
+    result = attribute_answer(f"1. **Grace Hopper** – a compiler pioneer [2]\n\n{listing}", PEOPLE)
+    assert [b.line_number for b in result.bullets] == [1]
+    assert [a.title for a in result.attributions] == ["Grace Hopper"]
+    after = attribute_answer(f"{listing}\n\nAlan Turing broke codes [4].", PEOPLE)
+    assert [a.title for a in after.attributions] == ["Alan Turing"]  # the list ends at prose
+
+
 def test_what_a_mention_is_and_is_not():
     """A review of the mention rule: any word of the cited person's name, in any case, was a
     mention (``her work`` no, but ``she may be`` for Theresa May, ``grace under pressure`` for
