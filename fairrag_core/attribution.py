@@ -1234,6 +1234,8 @@ def _name_runs(text: str) -> list[str]:
             if word[:1] in _MARKER_START:
                 word = _MARKER.sub("", word)
             possessive = _possessive_start(word) if word[-1:] in _POSSESSIVE_ENDS else None
+            if possessive is not None and _elided_particle(word, possessive):
+                possessive = None  # "Catherine de' Medici": a particle, not a possessive
             if possessive is not None:
                 word = word[:possessive]
             word = word.strip("'’.")
@@ -1263,7 +1265,16 @@ def _name_runs(text: str) -> list[str]:
         _close(strict, runs)
         _close(loose, runs)
     whole = " ".join(text.split()).strip(" -–—:,;|.")
-    owner = None if _APOSTROPHE_CHARS.isdisjoint(whole) else _POSSESSIVE_WORD.search(whole)
+    owner = None
+    if not _APOSTROPHE_CHARS.isdisjoint(whole):
+        owner = next(
+            (
+                hit
+                for hit in _POSSESSIVE_WORD.finditer(whole)
+                if not _elided_particle(whole[: hit.end()].rsplit(" ", 1)[-1], None)
+            ),
+            None,
+        )
     for candidate in (whole, whole[: owner.start()] if owner else ""):
         if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
             runs.append(candidate)
@@ -1277,6 +1288,14 @@ def _topic_name_words(title: str) -> int | None:
     Kokhba``, ``Thomas à Kempis``)."""
     words = title.split()
     return words.index("in", 1) if "in" in words[1:] else None
+
+
+def _elided_particle(word: str, at: int | None) -> bool:
+    """Whether ``word`` is a name particle whose vowel an apostrophe replaces (``de'``,
+    ``dell'``): no possessive; ``at``, where :func:`_possessive_start` found the apostrophe
+    (None: the word's last character)."""
+    at = len(word) - 1 if at is None else at
+    return word[at:] in ("'", "’", "ʼ") and word[:at].lower() in _PARTICLES | {"dell", "dall"}
 
 
 def _possessive_start(word: str) -> int | None:

@@ -461,6 +461,14 @@ def test_a_reference_list_is_no_bullets(listing):
     assert [a.title for a in after.attributions] == ["Alan Turing"]  # the list ends at prose
 
 
+def test_an_elided_particle_is_no_possessive():
+    """``Catherine de' Medici's work``: the apostrophe of ``de'`` ended the name as a
+    possessive would (found when surnames with particles stopped naming anyone)."""
+    medici = [ContextDocument("Catherine de' Medici", group="female")]
+    result = attribute_answer("- Catherine de' Medici's work inspires many", medici)
+    assert [a.title for a in result.attributions] == ["Catherine de' Medici"]
+
+
 def test_what_a_mention_is_and_is_not():
     """A review of the mention rule: any word of the cited person's name, in any case, was a
     mention (``her work`` no, but ``she may be`` for Theresa May, ``grace under pressure`` for
