@@ -284,17 +284,6 @@ title such as ``Dr``), with the citations written after it, before a space and a
 _ALNUM = re.compile(r"[^\W_]")
 _DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
-_REFERENCE_HEADER = re.compile(
-    r"(?:sources|references|bibliography|works cited|citations)(?: used)? ?[:：]?", re.IGNORECASE
-)
-"""A line that heads a reference list (alone on its line, emphasis and heading marks aside)."""
-_REFERENCE_ENTRY = re.compile(
-    r"(?:[-*•] )?(?:\[\^?(\d{1,3})\]:?|(?:\d{1,3}[.)]|[-*•]) )\s*(.{0,300})", re.DOTALL
-)
-"""An entry of a reference list: ``[1] Title``, ``[^1]: Title``, ``1. Title``, ``- Title``;
-group 1 the entry number it gives (``[n]``), else group 2 the entry's text."""
-_REFERENCE_TAIL = re.compile(r" ?[-–—|] ?(?:wikipedia|wiki|source|article)\b.*$", re.IGNORECASE)
-"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``)."""
 _PROMPT_LINES = frozenset(
     (
         *ANSWER_RULES,
@@ -669,17 +658,9 @@ def _read_lines(
     lines: list[tuple[int, str, str]] = []
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
-    listing = False  # inside a reference list ("References:" alone, then an entry per line)
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
-        if listing:
-            entry = _REFERENCE_ENTRY.match(raw.strip())
-            if entry:  # what the list's entry cites (an entry number, else a title)
-                text = entry.group(1) or _REFERENCE_TAIL.sub("", entry.group(2))
-                sourced += _source_targets(text.strip(), ctx)[0]
-                continue
-            listing = False
         line = " ".join(raw[:MAX_LINE_SCAN].split())
         if len(raw) <= MAX_LINE_SCAN:
             bullet = _parser_bullet(line, ctx.bodies)
@@ -697,9 +678,6 @@ def _read_lines(
         footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
-            continue
-        if _REFERENCE_HEADER.fullmatch(body.strip("#* ")):  # "References" or "Sources", alone
-            listing = True
             continue
         label = _SOURCE.match(body) if body[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet

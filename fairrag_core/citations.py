@@ -965,7 +965,7 @@ def _same_person(cited: _Name, person: _Name) -> bool:
     if len(person.core) == 1:  # a mononym ("Aristotle", "Madonna"): the cited given name
         known = person.core[0]
         return known in (cited.tokens[0], cited.core[0], cited.core[-1], *cited.nicknames)
-    if len(cited.core) == 1 or _bare_surname(cited):
+    if len(cited.core) == 1:
         return False  # a bare name is ambiguous: it merely shares a name
     for shorter, longer in ((cited, person), (person, cited)):
         for position in _surname_positions(shorter, longer):
@@ -974,23 +974,6 @@ def _same_person(cited: _Name, person: _Name) -> bool:
                     if _forenames_agree(a, b) or _forenames_agree(b, a):
                         return True
     return False
-
-
-_SURNAME_PARTICLES = frozenset(
-    "van vander von vom zu zum zur de du des del della delle degli dei di da dal dalla le la lo "
-    "los las den der ten ter te dos das do".split()
-)
-"""Particles that belong to a surname (``van Gogh``, ``de Bruijn``): a name of them and one
-word is a surname alone. Not the patronymic ``ibn``, ``bin``, ``bar`` nor the article ``al``:
-``Ibn Abbas``, ``Al-Biruni`` are the names people are known by."""
-
-
-def _bare_surname(name: _Name) -> bool:
-    """Whether ``name`` is a surname alone, written in several tokens: surname particles and
-    one word (``Van Gogh``, ``De Bruijn``), or one hyphenated word (``Payne-Gaposchkin``): as a
-    one-word surname (``Curie``), it names no one (docs/SPEC.md, "Citations")."""
-    words = [w for w in name.core if w not in _SURNAME_PARTICLES]
-    return len(words) <= 1 or set(name.core) <= name.surnames | _SURNAME_PARTICLES
 
 
 def names_person(cited: str, person: str) -> bool:
