@@ -41,13 +41,18 @@ system-deps:
 study: venv
 	$(VENV)/bin/fairrag study
 
+# The tests run in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them
+# (its module fixtures built once, its tests in order). On this project's 2-core machine the
+# suite took 31 min 22 s in one process and 22 min 28 s in two (2,717 tests, load ~1).
+TEST_WORKERS ?= 2
 test: venv system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(MAKE) docs
 	# tests/docs_test.py checks the site just built instead of building it again.
-	FAIRRAG_DOCS_SITE=$(CURDIR)/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(VENV)/bin/pytest
+	FAIRRAG_DOCS_SITE=$(CURDIR)/site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+		$(VENV)/bin/pytest --numprocesses $(TEST_WORKERS) --dist loadfile
 
 # The documentation site (mkdocs.yml, docs/): built in strict mode, so a broken link or anchor,
 # a missing reference or a docstring that does not render fails it; nothing is downloaded
