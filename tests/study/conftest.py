@@ -1,11 +1,47 @@
-"""Fixtures the study's tests share: a cache folder per test module, and an OpenAI key for
-the modules whose studies ask a stub server (``pytest.mark.usefixtures("api_key")``)."""
+"""Fixtures the study's tests share: a cache folder per test module, an OpenAI key for the
+modules whose studies ask a stub server (``pytest.mark.usefixtures("api_key")``), and the real
+local model loaded once per test process."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The local model as this test process's first load of it left it."""
+
+    tokenizer: Any
+    model: Any
+    stderr: str
+    """What the load wrote to ``sys.stderr`` (where tqdm draws its bars)."""
+
+
+@pytest.fixture(scope="session")
+def local_model() -> LoadedModel:
+    """SmolLM2-135M at 1 torch thread (``_load("smollm2", 1)``, the study's threads on 2 cores),
+    loaded once per test process: the GGUF file is de-quantised once (about a minute here), and
+    that first load's stderr is kept for the progress-bar test. Every test that loads the real
+    model asks for this fixture, so the first load is always this one (checked)."""
+    from fairrag_study import local_llm
+    from tests.study.local_llm_test import _weights_or_skip
+
+    _weights_or_skip()
+    before = sorted(key for key in local_llm._LOADED if key[0] == "smollm2")
+    assert not before, (
+        f"the local model was loaded before this fixture ({before}): a test loading it must "
+        "ask for the local_model fixture"
+    )
+    written = io.StringIO()
+    with contextlib.redirect_stderr(written):
+        tokenizer, model = local_llm._load("smollm2", 1)
+    return LoadedModel(tokenizer, model, written.getvalue())
 
 
 @pytest.fixture(scope="module")

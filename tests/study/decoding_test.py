@@ -14,7 +14,8 @@ from langchain_core.messages import HumanMessage
 
 from fairrag_study.decoding import Decoder, greedy_batch
 from fairrag_study.local_llm import LocalChatModel
-from tests.study.local_llm_test import SHOWN, _prompts, _weights_or_skip
+from tests.study.conftest import LoadedModel
+from tests.study.local_llm_test import SHOWN, _prompts
 
 pytestmark = pytest.mark.integration
 
@@ -22,13 +23,9 @@ TOKENS = 24
 
 
 @pytest.fixture(scope="module")
-def loaded() -> tuple[Any, Any, LocalChatModel]:
-    from fairrag_study.local_llm import _load
-
-    _weights_or_skip()
+def loaded(local_model: LoadedModel) -> tuple[Any, Any, LocalChatModel]:
     llm = LocalChatModel(max_tokens=TOKENS, threads=1)
-    tokenizer, model = _load(llm.model_name, llm.threads)
-    return tokenizer, model, llm
+    return local_model.tokenizer, local_model.model, llm
 
 
 def _conversations() -> list[list[Any]]:

@@ -62,10 +62,12 @@ def test_a_missing_weights_package_says_how_to_install_it(monkeypatch):
 
 
 @pytest.mark.integration
-def test_the_real_model_answers_three_study_prompts_and_its_records_are_measured(tmp_path):
-    """End to end, offline: 3 trials of one ranker, the real model (about 30 CPU-s to load and
-    5 per answer); each answer is bounded, parsed, and its attributed metrics measured."""
-    _weights_or_skip()
+def test_the_real_model_answers_three_study_prompts_and_its_records_are_measured(
+    tmp_path, local_model
+):
+    """End to end, offline: 3 trials of one ranker, the real model (about 5 CPU-s per answer;
+    loaded by ``local_model``); each answer is bounded, parsed, and its attributed metrics
+    measured."""
     out = tmp_path / "out"
     args = [
         "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",
@@ -124,16 +126,13 @@ def _prompts() -> list[list[Any]]:
 
 
 @pytest.mark.integration
-def test_batched_answers_are_the_answers_each_prompt_gets_alone():
+def test_batched_answers_are_the_answers_each_prompt_gets_alone(local_model):
     """greedy_batch (left-padded, a finished row leaving the batch) against transformers'
     generate one prompt at a time; and calls from several threads, batched by the model."""
     import torch
 
-    from fairrag_study.local_llm import _load
-
-    _weights_or_skip()
     llm = LocalChatModel(max_tokens=24, threads=1)
-    tokenizer, model = _load(llm.model_name, llm.threads)
+    tokenizer, model = local_model.tokenizer, local_model.model
     alone = []
     for messages in _prompts():
         encoded = tokenizer.apply_chat_template(
@@ -159,10 +158,9 @@ def test_batched_answers_are_the_answers_each_prompt_gets_alone():
 
 
 @pytest.mark.integration
-def test_answers_in_the_paper_format_cite_shown_titles_the_parser_reads():
+def test_answers_in_the_paper_format_cite_shown_titles_the_parser_reads(local_model):
     from fairrag_core.citations import ground_citations, parse_citations
 
-    _weights_or_skip()
     llm = LocalChatModel(max_tokens=60, threads=1, answer_format="paper")
     titles = [[title for title, _ in shown] for shown in SHOWN]
     batched = llm.complete_many(_prompts(), titles=titles)
@@ -178,11 +176,12 @@ def test_answers_in_the_paper_format_cite_shown_titles_the_parser_reads():
 
 
 @pytest.mark.integration
-def test_the_study_measures_the_papers_parity_of_every_answer_in_the_paper_format(tmp_path):
+def test_the_study_measures_the_papers_parity_of_every_answer_in_the_paper_format(
+    tmp_path, local_model
+):
     """--llm-format paper through the chain: the titles reach the model by a ShownTitles
     handler (two answers at once: one batch), every answer's paper generation parity is
     measured."""
-    _weights_or_skip()
     out = tmp_path / "out"
     args = [
         "study", "--data", str(data_path_or_skip()), "--topics", "Tennis", "--per-group", "6",
@@ -210,23 +209,12 @@ def test_the_paper_format_is_refused_without_a_local_model():
         StudyConfig(llm="local", llm_format="json")
 
 
-def test_loading_the_local_model_draws_no_progress_bar():
+def test_loading_the_local_model_draws_no_progress_bar(local_model):
     """transformers' GGUF reader draws its own tqdm bar ("Converting and de-quantizing GGUF
     tensors"), which its progress-bar setting does not silence: it showed under
-    ``--no-progress`` (a docs trial). Loaded in a child process (its first load)."""
-    import subprocess
-    import sys
+    ``--no-progress`` (a docs trial). ``local_model`` is this process's first load (it checks),
+    the one that de-quantises the file, and kept what it wrote to stderr, where tqdm draws."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_module
 
-    _weights_or_skip()
-    code = (
-        "from fairrag_study.local_llm import _load\n"
-        "import transformers.modeling_gguf_pytorch_utils as g\n"
-        "bar = g.tqdm\n"
-        "_load('smollm2', 1)\n"
-        "assert g.tqdm is bar  # put back\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "GGUF tensors" not in done.stderr, done.stderr[-500:]
+    assert "GGUF tensors" not in local_model.stderr, local_model.stderr[-500:]
+    assert not getattr(gguf_module.tqdm, "keywords", {}).get("disable")  # its bar put back
