@@ -553,12 +553,15 @@ class StudyConfig(BaseModel):
             )
         if self.exposure is not None:
             from fairrag_core.exposure import make_exposure_model
+            from fairrag_core.target import make_target
 
             try:
                 model = make_exposure_model(self.exposure)
                 model.weights(self.k)
-                # a per-group curve must name the data set's groups: checked before loading
+                # a per-group curve must name the data set's groups and give its target one
+                # factor per bucket (OTHERS: one): checked before loading, not by the rankers
                 model.check_labels(self.dataset.groups, "the data set's groups are")
+                model.effective_shares(make_target(**self.dataset.target_arguments()))
             except (TypeError, ValueError) as exc:
                 raise Refused(f"exposure: {exc}", str(exc), "exposure") from None
         if self.llm_format != "free" and not self.llm.startswith("local"):

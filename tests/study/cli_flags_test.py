@@ -56,12 +56,24 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
             FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), factors=(("a", 1.1), ("b", 0.9))).as_dict()
         )
     )
+    # a factor for a group the data does not hold: the binary target's OTHERS bucket (male and
+    # None) would have two factors (it failed after the trials, naming no flag)
+    groups_more = tmp_path / "groups-more.json"
+    groups_more.write_text(
+        json.dumps(
+            FittedCurve(
+                (0.3, 0.25, 0.2, 0.15, 0.1),
+                factors=(("female", 1.3), ("male", 0.8), ("None", 1.0)),
+            ).as_dict()
+        )
+    )
     return [
         (
             ["--exposure", f"fitted:{groups_ab}"],
             "--exposure",
             "the data set's groups are ['female', 'male']",
         ),
+        (["--exposure", f"fitted:{groups_more}"], "--exposure", "leave 2 factors for the target"),
         (["--target", "a=0.5"], "--target", "is not JSON"),
         (["--target", '{"a": 1}'], "--target", "two or more"),
         (["--target", '{"a": 0.5, "b": "half"}'], "--target", "non-numeric shares"),
