@@ -68,6 +68,10 @@ class Ranker(ABC):
     """Whether only a binary target is accepted (one protected group against the rest)."""
     stateful: ClassVar[bool] = False
     """Whether each ranking changes the next (a ledger): then a sweep runs it as one stream."""
+    targets_exposure: ClassVar[bool] = False
+    """Whether it aims the groups' exposure shares at the target under its exposure model
+    (:meth:`~fairrag_core.exposure.ExposureModel.effective_shares`: a per-group fitted
+    model's factors then set its target shares, docs/SPEC.md "Exposure model")."""
     in_default_study: ClassVar[bool] = False
     """Whether ``fairrag study`` runs it by default (a new ranker is run when named)."""
     sweep_grid: ClassVar[Mapping[str, tuple[float, ...]]] = MappingProxyType({})

@@ -553,15 +553,12 @@ class StudyConfig(BaseModel):
             )
         if self.exposure is not None:
             from fairrag_core.exposure import make_exposure_model
-            from fairrag_core.target import make_target
 
             try:
                 model = make_exposure_model(self.exposure)
                 model.weights(self.k)
-                # a per-group curve must name the data set's groups and give its target one
-                # factor per bucket (OTHERS: one): checked before loading, not by the rankers
+                # a per-group curve must name the data set's groups: checked before loading
                 model.check_labels(self.dataset.groups, "the data set's groups are")
-                model.effective_shares(make_target(**self.dataset.target_arguments()))
             except (TypeError, ValueError) as exc:
                 raise Refused(f"exposure: {exc}", str(exc), "exposure") from None
         if self.llm_format != "free" and not self.llm.startswith("local"):
@@ -603,7 +600,30 @@ class StudyConfig(BaseModel):
             )
         except ValueError as exc:
             raise Refused(f"rankers: {exc}", str(exc), "rankers") from None
+        self._exposure_targets()
         return self
+
+    def _exposure_targets(self) -> None:
+        """Refuse, before loading, a per-group curve that cannot give the data set's target one
+        factor per bucket (the OTHERS bucket: one) when a chosen ranker aims at shares of
+        exposure (``targets_exposure``; the others never read the factors); it failed after
+        the trials, naming no flag."""
+        from fairrag_core.exposure import make_exposure_model
+        from fairrag_core.rankers import RANKERS
+        from fairrag_core.target import make_target
+
+        aiming = [name for name in self._rankers if RANKERS[name].targets_exposure]
+        if self.exposure is None or not aiming:
+            return
+        try:
+            model = make_exposure_model(self.exposure)
+            model.effective_shares(make_target(**self.dataset.target_arguments()))
+        except ValueError as exc:
+            raise Refused(
+                f"exposure: {exc} (as {', '.join(aiming)} would read it)",
+                f"{exc} (as {', '.join(aiming)} would read it)",
+                "exposure",
+            ) from None
 
     def _generator_flags_read(self) -> None:
         """Refuse a generator setting the chosen ``llm`` never reads (:data:`_READ_BY`): it

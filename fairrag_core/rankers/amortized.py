@@ -109,6 +109,7 @@ class AmortizedRanker(Ranker):
 
     name = "amortized"
     stateful = True
+    targets_exposure = True
     in_default_study = True
     knobs = ("gain", "alpha")
     sweep_grid = MappingProxyType({"gain": (20.0, 80.0), "alpha": (4.0, 8.0)})

@@ -71,6 +71,7 @@ class RepresentativeStochasticRanker(Ranker):
     """
 
     name = "representative_stochastic"
+    targets_exposure = True
     in_default_study = True
     knobs = ("alpha", "gain", "tolerance")
     sweep_grid = MappingProxyType({"alpha": (1.0, 2.0, 4.0, 8.0, 16.0), "gain": (2.0,)})

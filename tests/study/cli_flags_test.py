@@ -215,6 +215,40 @@ def test_rankers_are_checked_against_the_registry_when_parsed(
     )
 
 
+def test_a_curve_with_a_group_the_data_lacks_is_refused_only_for_rankers_aiming_at_exposure(
+    tmp_path: Path,
+) -> None:
+    """Only representative_stochastic and amortized read a per-group curve's factors for their
+    target (``targets_exposure``); a study of other rankers is not refused for it."""
+    curve = tmp_path / "groups-more.json"
+    curve.write_text(
+        json.dumps(
+            FittedCurve(
+                (0.3, 0.25, 0.2, 0.15, 0.1),
+                factors=(("female", 1.3), ("male", 0.8), ("None", 1.0)),
+            ).as_dict()
+        )
+    )
+    exposure = f"fitted:{curve}"
+    assert StudyConfig(rankers=("standard", "fair"), exposure=exposure).exposure == exposure
+    assert [n for n in registry.available_rankers() if registry.RANKERS[n].targets_exposure] == [
+        "representative_stochastic",
+        "amortized",
+    ]
+    for name in ("representative_stochastic", "amortized"):
+        with pytest.raises(ValueError, match=f"leave 2 factors.*as {name} would read it"):
+            StudyConfig(rankers=("standard", name), exposure=exposure)
+    fitted_two = tmp_path / "groups-two.json"  # exactly the data set's groups: accepted
+    fitted_two.write_text(
+        json.dumps(
+            FittedCurve(
+                (0.3, 0.25, 0.2, 0.15, 0.1), factors=(("female", 1.3), ("male", 0.8))
+            ).as_dict()
+        )
+    )
+    assert StudyConfig(rankers=("amortized",), exposure=f"fitted:{fitted_two}").exposure
+
+
 def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
     parsed = build_parser().parse_args(
         ["study", "--trials", "8", "--k", "3", "--pool-size", "20", "--seed", "0",
