@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.parser
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -36,10 +37,21 @@ def _pyproject_version() -> str:
 
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory) -> Path:
+    """The sdist, built from a copy of the checkout's tracked files: a build in the checkout
+    rewrites its ``fairrag.egg-info``, which the tests running beside this one (``make test``
+    runs two processes) read for the installed version."""
     out = tmp_path_factory.mktemp("dist")
+    tree = tmp_path_factory.mktemp("tree")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, timeout=60, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the checkout is not built
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
     done = subprocess.run(
         [sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(out)],
-        cwd=ROOT,
+        cwd=tree,
         capture_output=True,
         text=True,
         timeout=300,
