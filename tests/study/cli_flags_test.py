@@ -42,6 +42,17 @@ print(json.dumps({"results": results, "heavy": heavy}))
 """
 
 
+MORE_GROUPS = {"female": 1.3, "male": 0.8, "None": 1.0}
+"""Factors of a curve fitted on a group the TREC data does not hold."""
+
+
+def _curve_file(path: Path, factors: dict[str, float]) -> Path:
+    """A per-group fitted curve file of five positions with ``factors``."""
+    curve = FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), factors=tuple(factors.items()))
+    path.write_text(json.dumps(curve.as_dict()))
+    return path
+
+
 def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
     """``(extra flags, flag named, words of the message)``."""
     a_file = tmp_path / "a-file.txt"
@@ -50,23 +61,11 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
     mine.write_text("q_text,doc_id,region,doc_title,first sentence\n")
     three = '{"a": 0.4, "b": 0.3, "c": 0.3}'
     regions = ["--data", str(mine), "--target", three, "--group-key", "region"]
-    groups_ab = tmp_path / "groups-ab.json"  # a per-group curve of other groups than the data's
-    groups_ab.write_text(
-        json.dumps(
-            FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), factors=(("a", 1.1), ("b", 0.9))).as_dict()
-        )
-    )
+    # a per-group curve of other groups than the data's
+    groups_ab = _curve_file(tmp_path / "groups-ab.json", {"a": 1.1, "b": 0.9})
     # a factor for a group the data does not hold: the binary target's OTHERS bucket (male and
     # None) would have two factors (it failed after the trials, naming no flag)
-    groups_more = tmp_path / "groups-more.json"
-    groups_more.write_text(
-        json.dumps(
-            FittedCurve(
-                (0.3, 0.25, 0.2, 0.15, 0.1),
-                factors=(("female", 1.3), ("male", 0.8), ("None", 1.0)),
-            ).as_dict()
-        )
-    )
+    groups_more = _curve_file(tmp_path / "groups-more.json", MORE_GROUPS)
     return [
         (
             ["--exposure", f"fitted:{groups_ab}"],
@@ -220,16 +219,7 @@ def test_a_curve_with_a_group_the_data_lacks_is_refused_only_for_rankers_aiming_
 ) -> None:
     """Only representative_stochastic and amortized read a per-group curve's factors for their
     target (``targets_exposure``); a study of other rankers is not refused for it."""
-    curve = tmp_path / "groups-more.json"
-    curve.write_text(
-        json.dumps(
-            FittedCurve(
-                (0.3, 0.25, 0.2, 0.15, 0.1),
-                factors=(("female", 1.3), ("male", 0.8), ("None", 1.0)),
-            ).as_dict()
-        )
-    )
-    exposure = f"fitted:{curve}"
+    exposure = f"fitted:{_curve_file(tmp_path / 'groups-more.json', MORE_GROUPS)}"
     assert StudyConfig(rankers=("standard", "fair"), exposure=exposure).exposure == exposure
     assert [n for n in registry.available_rankers() if registry.RANKERS[n].targets_exposure] == [
         "representative_stochastic",
@@ -238,15 +228,9 @@ def test_a_curve_with_a_group_the_data_lacks_is_refused_only_for_rankers_aiming_
     for name in ("representative_stochastic", "amortized"):
         with pytest.raises(ValueError, match=f"leave 2 factors.*as {name} would read it"):
             StudyConfig(rankers=("standard", name), exposure=exposure)
-    fitted_two = tmp_path / "groups-two.json"  # exactly the data set's groups: accepted
-    fitted_two.write_text(
-        json.dumps(
-            FittedCurve(
-                (0.3, 0.25, 0.2, 0.15, 0.1), factors=(("female", 1.3), ("male", 0.8))
-            ).as_dict()
-        )
-    )
-    assert StudyConfig(rankers=("amortized",), exposure=f"fitted:{fitted_two}").exposure
+    # exactly the data set's groups: accepted
+    two = _curve_file(tmp_path / "groups-two.json", {"female": 1.3, "male": 0.8})
+    assert StudyConfig(rankers=("amortized",), exposure=f"fitted:{two}").exposure
 
 
 def test_good_flags_parse_to_their_values(tmp_path: Path) -> None:
