@@ -310,7 +310,17 @@ def test_ctrl_c_keeps_the_paid_answers_and_says_a_rerun_reuses_them(
     an answer arriving then is stored too; a request never answered ends at --llm-timeout."""
     main_thread = threading.main_thread().ident
     assert main_thread is not None
+    # Python's own Ctrl-C handler, as a `fairrag study` process has it: a library run earlier in
+    # this test process (make test runs two, each a different mix of test files) may have left
+    # another, and the Ctrl-C then never reached the study (seen once in CI)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_the_third(answered, tmp_path, cache, main_thread)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
+
+def _ctrl_c_the_third(answered: bool, tmp_path: Path, cache: Path, main_thread: int) -> None:
     def interrupt_the_third(number: int) -> None:
         if number == 3:
             signal.pthread_kill(main_thread, signal.SIGINT)
