@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,6 +29,9 @@ from pydantic import (
 )
 
 from fairrag_core import available_rankers
+
+if TYPE_CHECKING:
+    from fairrag_core.exposure import ExposureModel
 
 from . import options
 from .data import CORPUS_KINDS, DEFAULT_CORPUS_SEED
@@ -551,6 +554,7 @@ class StudyConfig(BaseModel):
                 "needs a generator; --llm none asks none",
                 "position_curve",
             )
+        model = None
         if self.exposure is not None:
             from fairrag_core.exposure import make_exposure_model
 
@@ -600,23 +604,21 @@ class StudyConfig(BaseModel):
             )
         except ValueError as exc:
             raise Refused(f"rankers: {exc}", str(exc), "rankers") from None
-        self._exposure_targets()
+        self._exposure_targets(model)
         return self
 
-    def _exposure_targets(self) -> None:
+    def _exposure_targets(self, model: ExposureModel | None) -> None:
         """Refuse, before loading, a per-group curve that cannot give the data set's target one
         factor per bucket (the OTHERS bucket: one) when a chosen ranker aims at shares of
         exposure (``targets_exposure``; the others never read the factors); it failed after
         the trials, naming no flag."""
-        from fairrag_core.exposure import make_exposure_model
         from fairrag_core.rankers import RANKERS
         from fairrag_core.target import make_target
 
         aiming = [name for name in self._rankers if RANKERS[name].targets_exposure]
-        if self.exposure is None or not aiming:
+        if model is None or not aiming:
             return
         try:
-            model = make_exposure_model(self.exposure)
             model.effective_shares(make_target(**self.dataset.target_arguments()))
         except ValueError as exc:
             raise Refused(

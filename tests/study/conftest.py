@@ -21,6 +21,8 @@ class LoadedModel:
     model: Any
     stderr: str
     """What the load wrote to ``sys.stderr`` (where tqdm draws its bars)."""
+    bar_put_back: bool
+    """Whether the GGUF reader's ``tqdm`` is, after the load, the one it had before."""
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +40,13 @@ def local_model() -> LoadedModel:
         f"the local model was loaded before this fixture ({before}): a test loading it must "
         "ask for the local_model fixture"
     )
+    from transformers import modeling_gguf_pytorch_utils as gguf_module
+
+    bar = gguf_module.tqdm
     written = io.StringIO()
     with contextlib.redirect_stderr(written):
         tokenizer, model = local_llm._load("smollm2", 1)
-    return LoadedModel(tokenizer, model, written.getvalue())
+    return LoadedModel(tokenizer, model, written.getvalue(), gguf_module.tqdm is bar)
 
 
 @pytest.fixture(scope="module")

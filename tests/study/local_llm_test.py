@@ -214,7 +214,5 @@ def test_loading_the_local_model_draws_no_progress_bar(local_model):
     tensors"), which its progress-bar setting does not silence: it showed under
     ``--no-progress`` (a docs trial). ``local_model`` is this process's first load (it checks),
     the one that de-quantises the file, and kept what it wrote to stderr, where tqdm draws."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_module
-
     assert "GGUF tensors" not in local_model.stderr, local_model.stderr[-500:]
-    assert not getattr(gguf_module.tqdm, "keywords", {}).get("disable")  # its bar put back
+    assert local_model.bar_put_back  # the reader's own tqdm, as before the load
