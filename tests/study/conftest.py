@@ -28,7 +28,8 @@ class LoadedModel:
 @pytest.fixture(scope="session")
 def local_model() -> LoadedModel:
     """SmolLM2-135M at 1 torch thread (``_load("smollm2", 1)``, the study's threads on 2 cores),
-    loaded once per test process: the GGUF file is de-quantised once (about a minute here), and
+    loaded once per test process: the GGUF file is de-quantised once (about a minute here) and
+    its conversion kept in this process's cache (``$FAIRRAG_CACHE``, tests/conftest.py), and
     that first load's stderr is kept for the progress-bar test. Every test that loads the real
     model asks for this fixture, so the first load is always this one (checked)."""
     from fairrag_study import local_llm

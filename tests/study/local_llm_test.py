@@ -215,4 +215,6 @@ def test_loading_the_local_model_draws_no_progress_bar(local_model):
     ``--no-progress`` (a docs trial). ``local_model`` is this process's first load (it checks),
     the one that de-quantises the file, and kept what it wrote to stderr, where tqdm draws."""
     assert "GGUF tensors" not in local_model.stderr, local_model.stderr[-500:]
+    # nor the bar of the conversion read back before it is kept (transformers' own)
+    assert "Loading weights" not in local_model.stderr, local_model.stderr[-500:]
     assert local_model.bar_put_back  # the reader's own tqdm, as before the load
