@@ -284,6 +284,17 @@ title such as ``Dr``), with the citations written after it, before a space and a
 _ALNUM = re.compile(r"[^\W_]")
 _DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
+_REFERENCE_HEADING = re.compile(
+    r"(?:sources|references|bibliography|works cited|citations)(?: used)? ?[:：]?", re.IGNORECASE
+)
+"""A line that heads a reference list (alone on its line, heading marks and emphasis aside)."""
+_REFERENCE_ENTRY = re.compile(
+    r"(?:[-*+•] )?(?:\[\^?(\d{1,3})\]:?|\d{1,3}[.)]|[-*+•])? ?(.{0,300})", re.DOTALL
+)
+"""An entry of a reference list: ``[1] Title``, ``[^1]: Title``, ``1. Title``, ``- Title``,
+``Title``; group 1 the entry number written in brackets, group 2 the entry's text."""
+_REFERENCE_TAIL = re.compile(r" ?[-–—|] ?(?:wikipedia|wiki)\b.{0,40}$", re.IGNORECASE)
+"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``)."""
 _PROMPT_LINES = frozenset(
     (
         *ANSWER_RULES,
@@ -658,6 +669,7 @@ def _read_lines(
     lines: list[tuple[int, str, str]] = []
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
+    heading: int | None = None  # lines[heading:] follow the last "References" line alone
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
@@ -679,12 +691,50 @@ def _read_lines(
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
             continue
+        if len(body) < 40 and _REFERENCE_HEADING.fullmatch(body.strip("#*_ ")):
+            heading = len(lines)  # "References", "**Sources**", "## Citations:" alone
+            is_bullet.discard(number)  # "- Sources": a heading, not a bullet naming no one
+            continue
         label = _SOURCE.match(body) if body[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
+    if heading is not None and any(n in is_bullet for n, _, _ in lines[:heading]):
+        listed = _reference_list(lines[heading:], ctx)
+        if listed is not None:  # a reference list closing the answer: what it cites, no bullets
+            is_bullet.difference_update(n for n, _, _ in lines[heading:])
+            del lines[heading:]
+            sourced += listed
     return lines, is_bullet, echoed, sourced
+
+
+def _reference_list(entries: Sequence[tuple[int, str, str]], ctx: _Context) -> list[int] | None:
+    """The documents a reference list cites when each of ``entries`` (the lines after its
+    heading, to the end of the answer) is one entry naming a shown document: a shown title
+    alone (a site name after it aside), or an entry number alone (``[3]``); else None (a line
+    saying more than a title, such as a person and a description, is the answer's own)."""
+    if not entries:
+        return None
+    cited: list[int] = []
+    for _, line, _ in entries:
+        entry = _REFERENCE_ENTRY.fullmatch(line.replace("**", "").replace("__", "").strip())
+        if entry is None:
+            return None
+        text = _REFERENCE_TAIL.sub("", entry.group(2)).strip()
+        if text:
+            position = ctx.title(text)
+            if position is None:
+                return None
+            cited.append(position)
+        elif entry.group(1):
+            positions, missing = ctx.numbers(entry.group(1))
+            if missing or not positions:
+                return None
+            cited += positions
+        else:
+            return None
+    return cited
 
 
 def _line_body(line: str) -> tuple[str, bool]:

@@ -443,6 +443,55 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
     assert lone.attributions[0].title == "Marie Curie" and lone.miscitations == []  # lone
 
 
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "References:\n[1] Ada Lovelace\n[3] Marie Curie\n[4] Alan Turing",
+        "**Sources**\n\n1. Ada Lovelace – Wikipedia\n3. Marie Curie – Wikipedia",
+        "## References\n- Marie Curie\n- Alan Turing",
+        "Citations:\n[1]: Ada Lovelace\n[^3]: Marie Curie",
+        "- Sources:\n[3]\n[4] Alan Turing",
+    ],
+)
+def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
+    """A user trial: a reference list closing the answer was read as bullets, attributing
+    documents the answer never presents (parity 0.00 became 0.25)."""
+    result = attribute_answer(f"1. **Grace Hopper** – a compiler pioneer [2]\n\n{listing}", PEOPLE)
+    assert [b.line_number for b in result.bullets] == [1]
+    assert [a.title for a in result.attributions] == ["Grace Hopper"]
+
+
+def test_a_reference_list_cites_the_bullets_that_name_its_entries():
+    """As a one-line ``Sources: 1, 4`` does: a bullet naming a listed person cites it."""
+    answer = "- Ada Lovelace: the first program\n- Alan Turing: codes\n\nSources:\n1. Ada Lovelace"
+    result = attribute_answer(answer, PEOPLE)
+    assert [(a.title, a.style) for a in result.attributions] == [
+        ("Ada Lovelace", "source_label"),
+        ("Alan Turing", "implicit"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # the answer's own bullets under a heading (the first fix swallowed them)
+        "Sources:\n- Marie Curie: radium\n- Alan Turing: codes",
+        "Here are role models:\n\n## Citations\n- Marie Curie\n- Alan Turing",
+        # a line saying more than a title: the answer's own bullet
+        "- Grace Hopper [2]\n\nSources:\n- Marie Curie: radium\n- Alan Turing",
+        # a list that prose follows does not close the answer
+        "- Grace Hopper [2]\n\n## References\n- Marie Curie\n- Alan Turing\n\nThat is all.",
+        # an entry naming no shown document
+        "- Grace Hopper [2]\n\nReferences:\n- Marie Curie\n- Alan Turing\n- Emmy Noether",
+    ],
+    ids=["no bullet above", "no bullet above, prose", "a description", "prose after", "unknown"],
+)
+def test_lines_under_a_heading_that_are_no_reference_list_stay_bullets(answer):
+    result = attribute_answer(answer, PEOPLE)
+    titles = {a.title for a in result.attributions}
+    assert {"Marie Curie", "Alan Turing"} <= titles, result.bullets
+
+
 def test_an_elided_particle_is_no_possessive():
     """``Catherine de' Medici's work``: the apostrophe of ``de'`` ended the name as a
     possessive would, leaving ``Catherine de`` and ``Medici``."""
