@@ -965,7 +965,7 @@ def _same_person(cited: _Name, person: _Name) -> bool:
     if len(person.core) == 1:  # a mononym ("Aristotle", "Madonna"): the cited given name
         known = person.core[0]
         return known in (cited.tokens[0], cited.core[0], cited.core[-1], *cited.nicknames)
-    if len(cited.core) == 1:
+    if len(cited.core) == 1 or _surname_alone(cited, person):
         return False  # a bare name is ambiguous: it merely shares a name
     for shorter, longer in ((cited, person), (person, cited)):
         for position in _surname_positions(shorter, longer):
@@ -974,6 +974,33 @@ def _same_person(cited: _Name, person: _Name) -> bool:
                     if _forenames_agree(a, b) or _forenames_agree(b, a):
                         return True
     return False
+
+
+_SURNAME_PARTICLES = frozenset(
+    "van vander von vom zu zum zur de du des del della delle degli dei di da dal dalla le la lo "
+    "los las den der ten ter te dos das do".split()
+)
+"""Particles that open a surname (``van Gogh``, ``de Bruijn``). Not the patronymics ``ibn``,
+``bin``, ``bar`` nor the article ``al``: ``Ibn Abbas`` and ``Al-Biruni`` are the names people
+are known by."""
+_ARTICLES = frozenset("al el ad an ar as at az ash ibn bin ben bar bint abu".split())
+"""First parts of a hyphenated name that make it the name a person is known by (``Al-Biruni``,
+``Ibn-Rushd``), not a surname alone."""
+
+
+def _surname_alone(cited: _Name, person: _Name) -> bool:
+    """Whether ``cited`` is the person's surname alone, written in several tokens, as a
+    one-word surname (``Curie``) is: the person's name without its given names (the last
+    tokens of ``person``, which has more), that is surname particles and one word (``Van
+    Gogh``, ``De Bruijn``) or one hyphenated word (``Payne-Gaposchkin``, not ``Al-Biruni``).
+    ``Chris Lo`` and ``Kamala Das`` are a given name and a surname (docs/SPEC.md,
+    "Citations")."""
+    size = len(cited.core)
+    if len(person.core) <= size or person.core[-size:] != cited.core:
+        return False
+    if all(token in _SURNAME_PARTICLES for token in cited.core[:-1]):
+        return True  # particles, then the surname
+    return set(cited.core) <= cited.surnames and cited.core[0] not in _ARTICLES
 
 
 def names_person(cited: str, person: str) -> bool:
@@ -1008,8 +1035,10 @@ def names_person(cited: str, person: str) -> bool:
     ``A, B`` with two capitalised names of two or more words) never name one; ``A or B`` gives
     two names of one person. Generational suffixes and designations, when both names have one,
     must be equal (``Jr.`` is not ``Sr.``). A bare given name or surname (``Curie``) names no
-    one: it merely shares a name. A cited name longer than 300 characters names no one. A
-    cited name equal to the person after :func:`normalize_title` always names them.
+    one: it merely shares a name; so does a surname written in several tokens (``Van Gogh``,
+    ``Payne-Gaposchkin``; :func:`_surname_alone`). A cited name longer than 300 characters
+    names no one. A cited name equal to the person after :func:`normalize_title` always names
+    them.
     Linear in the length of ``person``; at most 300 characters of ``cited`` are read.
 
     Known limits: a pseudonym or a transliteration (``Lev Bronstein`` / ``Leon Trotsky``,

@@ -574,6 +574,44 @@ def test_a_context_that_is_no_sequence_of_documents_is_named():
         ContextDocument("Ada", number=2.0)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("cited", "person"),
+    [
+        ("Van Gogh", "Vincent van Gogh"),
+        ("De Bruijn", "Inge de Bruijn"),
+        ("Von Frisch", "Karl von Frisch"),
+        ("Du Buysson", "Robert du Buysson"),
+        ("Payne-Gaposchkin", "Cecilia Payne-Gaposchkin"),
+        ("Clijsters", "Kim Clijsters"),
+    ],
+)
+def test_a_surname_alone_names_no_one_however_it_is_written(cited, person):
+    """A user trial: a surname with its particles or a hyphen named the person, a one-word
+    surname did not: a bias by naming tradition. The full names still do."""
+    assert not names_person(cited, person)
+    assert names_person(person, person) and names_person(person.upper(), person)
+
+
+@pytest.mark.parametrize(
+    ("cited", "person"),
+    [
+        ("Chris Lo", "Chris Lo"),
+        ("Chris Lo", "Christopher Lo"),
+        ("Kamala Das", "Kamala Surayya Das"),
+        ("Al-Biruni", "Abu Rayhan al-Biruni"),
+        ("Al-Qaradawi", "Yusuf al-Qaradawi"),
+        ("Ibn Abbas", "Abd Allah ibn Abbas"),
+        ("Van Gogh", "Van Gogh"),
+        ("Le Duan", "Lê Duẩn"),
+    ],
+)
+def test_a_given_name_before_a_particle_like_surname_still_names(cited, person):
+    """The first fix read ``Chris Lo``, ``Kamala Das`` and ``Al-Biruni`` as surnames alone (a
+    review found it and it was withdrawn): only the person's own name without its given names
+    is a surname alone, and ``al-``, ``ibn`` open the names people are known by."""
+    assert names_person(cited, person)
+
+
 def test_context_document_person_defaults_to_title_without_disambiguation():
     assert ContextDocument("John Smith (engineer)").person == "John Smith"
     assert ContextDocument("Ada Lovelace").person == "Ada Lovelace"
