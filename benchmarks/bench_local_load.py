@@ -13,7 +13,9 @@ The modes, alternated ``--repeats`` times:
   and kept;
 - ``converted``: ``_load`` on the folder the last ``convert`` left.
 
-Printed: each run, the median per mode, and whether every answer equals the ``gguf`` one.
+Printed: each run (with the child's peak resident memory after the load, and for ``convert``
+the time of keeping the conversion alone: saving, reading back, comparing, placing), the
+median per mode, and whether every answer equals the ``gguf`` one.
 """
 
 from __future__ import annotations
@@ -30,14 +32,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 from pathlib import Path
 mode, cache = sys.argv[1], Path(sys.argv[2])
 cpu, wall = time.process_time(), time.perf_counter()
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from fairrag_study import local_llm
 from fairrag_study.local_llm import _load, local_model_file
 torch.set_num_threads(1)
+kept = []
+keep = local_llm.keep_converted
+def timed_keep(*args, **kwargs):
+    cpu, wall = time.process_time(), time.perf_counter()
+    done = keep(*args, **kwargs)
+    kept.append((time.process_time() - cpu, time.perf_counter() - wall, done))
+    return done
+local_llm.keep_converted = timed_keep
 imports = (time.process_time() - cpu, time.perf_counter() - wall)
 cpu, wall = time.process_time(), time.perf_counter()
 if mode == "gguf":
@@ -49,6 +60,7 @@ if mode == "gguf":
 else:
     tokenizer, model = _load("smollm2", 1, cache)
 load = (time.process_time() - cpu, time.perf_counter() - wall)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 ids = tokenizer.apply_chat_template(
     [{"role": "user", "content": "Name three women in physics."}],
     add_generation_prompt=True, return_tensors="pt", return_dict=True,
@@ -56,7 +68,7 @@ ids = tokenizer.apply_chat_template(
 with torch.no_grad():
     out = model.generate(ids, max_new_tokens=30, do_sample=False)
 answer = tokenizer.decode(out[0][ids.shape[1]:])
-print(json.dumps({"imports": imports, "load": load, "answer": answer}))
+print(json.dumps({"imports": imports, "load": load, "keep": kept, "peak": peak, "answer": answer}))
 """
 
 
@@ -79,7 +91,10 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, list[dict]] = {"gguf": [], "convert": [], "converted": []}
     print(f"load of SmolLM2-135M in a fresh process, 1 torch thread, {os.cpu_count()} cores")
-    print(f"{'run':>4} {'mode':10} {'imports CPU / wall s':>22} {'load CPU / wall s':>20}")
+    print(
+        f"{'run':>4} {'mode':10} {'imports CPU / wall s':>22} {'load CPU / wall s':>20} "
+        f"{'peak GiB':>8}  of the load: keeping the conversion CPU / wall s"
+    )
     for repeat in range(1, args.repeats + 1):
         with tempfile.TemporaryDirectory(prefix="bench-local-load-") as folder:
             cache = Path(folder)
@@ -87,10 +102,11 @@ def main() -> int:
                 found = run(mode, cache)
                 results[mode].append(found)
                 imports, load = found["imports"], found["load"]
+                keep = "".join(f"  {k[0]:.2f} / {k[1]:.2f} (kept: {k[2]})" for k in found["keep"])
                 print(
                     f"{repeat:>4} {mode:10} {imports[0]:10.2f} / {imports[1]:6.2f}"
-                    f" {load[0]:11.2f} / {load[1]:6.2f}  load average "
-                    f"{os.getloadavg()[0]:.1f}",
+                    f" {load[0]:11.2f} / {load[1]:6.2f} {found['peak']:8.2f}{keep}"
+                    f"  (load average {os.getloadavg()[0]:.1f})",
                     flush=True,
                 )
     print("median load, CPU / wall s:")

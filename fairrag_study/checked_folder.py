@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .data import sha256_of
 
@@ -81,8 +81,8 @@ class CheckedFolders:
             record = read_json(path)
         except FileNotFoundError:
             raise ValueError(
-                f"it has no digest record ({path.name} beside it; an {self.what} copied from "
-                "elsewhere or made by an older FairRAG)"
+                f"it has no digest record ({path.name} beside it; {self._a} {self.what} copied "
+                "from elsewhere or made by an older FairRAG)"
             ) from None
         except (OSError, ValueError) as exc:
             raise ValueError(f"its digest record {path.name} cannot be read ({exc})") from None
@@ -99,11 +99,23 @@ class CheckedFolders:
             )
         return {str(k): str(v) for k, v in files.items()}
 
+    @property
+    def _a(self) -> str:
+        return "an" if self.what[:1] in "aeiou" else "a"
+
     def verify(self, folder: Path, digests: Mapping[str, str] | None = None) -> None:
-        """Every one of :attr:`files` in ``folder`` has the sha256 of its digest record (or of
-        ``digests``, for a folder being made), else ``ValueError`` naming the first that
-        differs."""
+        """``folder`` holds :attr:`files` and its ``meta.json``, nothing else (a reader such as
+        transformers' ``from_pretrained`` picks up any file it knows), and each of
+        :attr:`files` has the sha256 of its digest record (or of ``digests``, for a folder
+        being made); else ``ValueError`` saying what differs."""
         expected = dict(digests) if digests is not None else self.read_record(folder)
+        held = sorted(path.name for path in folder.iterdir())
+        extra = sorted(set(held) - {*self.files, "meta.json"})
+        if extra:
+            raise ValueError(f"it holds files its digest record does not name: {extra[:5]}")
+        missing = [name for name in self.files if name not in held]
+        if missing:
+            raise ValueError(f"it lacks {missing}")
         for name in self.files:
             if sha256_of(folder / name) != expected[name]:
                 raise ValueError(f"{name} differs from the file {self.made} (sha256)")
@@ -131,9 +143,18 @@ class CheckedFolders:
     def lock(self, folder: Path, *, exclusive: bool) -> Iterator[None]:
         """``flock`` on ``.<folder>.lock`` beside it: a folder is placed and its record written
         under the exclusive lock, and checked against its record under the shared one, so a
-        check never sees a new folder with the record of the old one."""
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with open(folder.parent / f".{folder.name}.lock", "a+b") as handle:
+        check never sees a new folder with the record of the old one. A cache this user may
+        only read (made by another) still takes the shared lock on its lock file."""
+        path = folder.parent / f".{folder.name}.lock"
+        handle: IO[bytes]
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a+b")
+        except PermissionError:
+            if exclusive:
+                raise
+            handle = open(path, "rb")  # a cache this user may only read: flock works read-only
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             try:
                 yield

@@ -2,12 +2,13 @@
 (docs/SPEC.md, "The study" → Local generator, converted weights).
 
 transformers reads a GGUF file by de-quantising it to float32, and reads the file three times
-(config, tokenizer, weights): 43-55 CPU-s for SmolLM2-135M on this project's 2-core machine, in
+(config, tokenizer, weights): 42.5 CPU-s for SmolLM2-135M on this project's 2-core machine, in
 every process. The first load keeps what it de-quantised: the model's tensors as
 ``model.safetensors`` with its config, generation config and tokenizer, in
 ``<cache>/models/<name>-<key>`` (:func:`converted_folder`); later loads read that folder with
-``from_pretrained`` (about 1 s) after checking every file's sha256 against the digest record
-beside it (:class:`~fairrag_study.checked_folder.CheckedFolders`).
+``from_pretrained`` (5.0 CPU-s with the check, and 0.56 GiB of peak memory against 1.19: the
+weights are memory-mapped; benchmarks/bench_local_load.py) after checking every file's sha256
+against the digest record beside it (:class:`~fairrag_study.checked_folder.CheckedFolders`).
 
 The key is the GGUF file's pinned sha256 with the versions of transformers and gguf that
 de-quantised it: another version converts again. Before the folder is placed, it is loaded back
@@ -86,29 +87,53 @@ def converted_folder(cache_dir: Path, name: str, gguf_sha256: str) -> Path:
 
 
 def load_converted(folder: Path, load: Callable[[Path], tuple[Any, Any]]) -> tuple[Any, Any] | None:
-    """``(tokenizer, model)`` read from ``folder`` by ``load`` when it is a conversion whose
-    files match their digest record; None when there is none. A folder failing its check is
-    removed (to be converted again) with a :class:`LocalModelCacheWarning` saying why."""
-    if not _CONVERSIONS.ready(folder):
-        if folder.exists():
-            _CONVERSIONS.remove(folder)
-            _warn(f"the converted model in {folder} is incomplete or of another format")
-        return None
+    """``(tokenizer, model)`` read from ``folder`` by ``load`` when it is a conversion that
+    passes its check (:meth:`CheckedFolders.verify <.checked_folder.CheckedFolders.verify>`);
+    None when there is none. A folder failing its check is removed (to be converted again); a
+    folder that passes but cannot be read, or a cache that cannot be read or changed, is left
+    as it is. Either way a :class:`LocalModelCacheWarning` says why."""
     try:
+        if not _CONVERSIONS.ready(folder):
+            if folder.exists():
+                _discard(folder, "is incomplete or of another format")
+            return None
         with _CONVERSIONS.lock(folder, exclusive=False):  # the folder and its record, as placed
+            try:
+                _CONVERSIONS.verify(folder)
+            except ValueError as exc:
+                failed = f"fails its check ({exc})"
+            else:
+                try:
+                    return load(folder)
+                except Exception as exc:  # it passed its check: kept, not converted again
+                    _warn(f"the converted model in {folder} could not be read ({exc})", "")
+                    return None
+        _discard(folder, failed)
+    except OSError as exc:  # a cache this user cannot read, lock or change
+        _warn(f"the converted model in {folder} cannot be used ({exc})", "")
+    return None
+
+
+def _discard(folder: Path, why: str) -> None:
+    """Remove ``folder`` and its record under the exclusive lock, when it still fails its check
+    there (another process may have placed a good one since), and say why."""
+    with _CONVERSIONS.lock(folder, exclusive=True):
+        try:
+            if not _CONVERSIONS.ready(folder):
+                raise ValueError("not ready")
             _CONVERSIONS.verify(folder)
-            return load(folder)
-    except Exception as exc:  # damaged, foreign, or without its record: converted again
-        _CONVERSIONS.remove(folder)
-        _warn(f"the converted model in {folder} fails its check ({exc})")
-        return None
+        except (ValueError, OSError):
+            _CONVERSIONS.remove(folder)
+        else:
+            return  # placed again meanwhile: the next load reads it
+    _warn(f"the converted model in {folder} {why}", " and converting it again")
 
 
-def _warn(why: str) -> None:
+def _warn(why: str, then: str) -> None:
     warnings.warn(
-        f"{why}: reading the GGUF file (about a minute) and converting it again",
+        f"{why}: reading the GGUF file (about a minute){then}",
         LocalModelCacheWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 

@@ -12,9 +12,9 @@ de-quantised is kept in the study's cache for the next process (:mod:`.converted
 Decoding is greedy (temperature 0: the answer is a function of the prompt alone, as the answer
 store's key assumes), bounded by ``max_tokens`` new tokens; the model's own chat template
 (stored in the GGUF file) frames the messages. Measured on this project's 2-core machine (the
-README's "Generation with a real local model"): reading the GGUF file takes 43-55 CPU-s, its
-kept conversion ~1 s (plus ~2 s to hash its files), once per process; an answer to the study's
-prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU-s.
+README's "Generation with a real local model"): reading the GGUF file takes ~42 CPU-s, its
+kept conversion ~5 CPU-s (benchmarks/bench_local_load.py), once per process; an answer to the
+study's prompt (~700-800 prompt tokens, 25-160 generated) 3-15 CPU-s.
 """
 
 from __future__ import annotations

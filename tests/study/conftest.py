@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +28,15 @@ class LoadedModel:
 
 
 @pytest.fixture(scope="session")
-def local_model() -> LoadedModel:
+def local_model() -> Iterator[LoadedModel]:
     """SmolLM2-135M at 1 torch thread (``_load("smollm2", 1)``, the study's threads on 2 cores),
     loaded once per test process: the GGUF file is de-quantised once (about a minute here) and
     its conversion kept in this process's cache (``$FAIRRAG_CACHE``, tests/conftest.py), and
     that first load's stderr is kept for the progress-bar test. Every test that loads the real
     model asks for this fixture, so the first load is always this one (checked)."""
     from fairrag_study import local_llm
+    from fairrag_study.converted_model import converted_folder
+    from fairrag_study.data import default_cache_dir
     from tests.study.local_llm_test import _weights_or_skip
 
     _weights_or_skip()
@@ -45,9 +49,14 @@ def local_model() -> LoadedModel:
 
     bar = gguf_module.tqdm
     written = io.StringIO()
+    spec = local_llm.LOCAL_MODELS["smollm2"]
+    folder = converted_folder(default_cache_dir(), "smollm2", spec.sha256)
+    made = not folder.exists()
     with contextlib.redirect_stderr(written):
         tokenizer, model = local_llm._load("smollm2", 1)
-    return LoadedModel(tokenizer, model, written.getvalue(), gguf_module.tqdm is bar)
+    yield LoadedModel(tokenizer, model, written.getvalue(), gguf_module.tqdm is bar)
+    if made:  # the conversion this load kept (538 MB), not left in pytest's kept temp folders
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

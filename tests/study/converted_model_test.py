@@ -9,12 +9,13 @@ import contextlib
 import copy
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from fairrag_study import converted_model, local_llm
+from fairrag_study import checked_folder, converted_model, local_llm
 from fairrag_study.converted_model import (
     CONVERTED_FILES,
     LocalModelCacheWarning,
@@ -104,9 +105,11 @@ def test_a_later_load_reads_the_conversion_not_the_gguf_file_and_answers_the_sam
 
 
 def _copy(folder: Path, cache: Path) -> Path:
-    """``folder`` and its record copied to the same place under ``cache``."""
+    """``folder`` and its record placed the same way under ``cache``: the files hard-linked
+    (538 MB each copy otherwise), the record copied. A test changing a file in place replaces
+    its link with a copy first (the original is memory-mapped by this process's model)."""
     target = cache / "models" / folder.name
-    shutil.copytree(folder, target)
+    shutil.copytree(folder, target, copy_function=os.link)
     name = f"{folder.name}.sha256.json"
     shutil.copyfile(folder.parent / name, target.parent / name)
     return target
@@ -114,6 +117,10 @@ def _copy(folder: Path, cache: Path) -> Path:
 
 def _flip_a_weight_byte(folder: Path) -> None:
     path = folder / "model.safetensors"
+    linked = path.with_name("linked")
+    path.rename(linked)
+    shutil.copyfile(linked, path)  # a copy of its own to damage
+    linked.unlink()
     with open(path, "r+b") as handle:
         handle.seek(path.stat().st_size - 1000)  # inside the tensors, past the header
         byte = handle.read(1)
@@ -133,8 +140,19 @@ def _record_names_fewer(folder: Path) -> None:
 
 
 def _other_format(folder: Path) -> None:
-    meta = json.loads((folder / "meta.json").read_text())
-    (folder / "meta.json").write_text(json.dumps({**meta, "format": 0}))
+    meta = (folder / "meta.json").read_text()
+    (folder / "meta.json").unlink()  # a linked file: replaced, not written through
+    (folder / "meta.json").write_text(json.dumps({**json.loads(meta), "format": 0}))
+
+
+def _an_extra_tokenizer_file(folder: Path) -> None:
+    """A file transformers' ``from_pretrained`` reads though the record does not name it: it
+    changed the tokenizer's end-of-text token, and with it every answer's end (a review)."""
+    (folder / "special_tokens_map.json").write_text('{"eos_token": "<|endoftext|>"}')
+
+
+def _a_recorded_file_missing(folder: Path) -> None:
+    (folder / "generation_config.json").unlink()
 
 
 @pytest.mark.parametrize(
@@ -144,8 +162,17 @@ def _other_format(folder: Path) -> None:
         (_drop_record, "it has no digest record"),
         (_record_names_fewer, "names ['tokenizer.json']; expected a sha256 for each of"),
         (_other_format, "incomplete or of another format"),
+        (_an_extra_tokenizer_file, "files its digest record does not name"),
+        (_a_recorded_file_missing, "it lacks ['generation_config.json']"),
     ],
-    ids=["a weight flipped", "no record", "a record naming fewer files", "another format"],
+    ids=[
+        "a weight flipped",
+        "no record",
+        "a record naming fewer files",
+        "another format",
+        "an extra file",
+        "a file missing",
+    ],
 )
 def test_a_damaged_or_foreign_conversion_is_never_read_and_is_converted_again(
     local_model, tmp_path, damage, why
@@ -164,6 +191,47 @@ def test_a_damaged_or_foreign_conversion_is_never_read_and_is_converted_again(
 def test_an_intact_copy_of_a_conversion_is_read(local_model, tmp_path):
     folder = _copy(_kept(local_model), tmp_path)
     assert load_converted(folder, lambda where: ("tokenizer", where)) == ("tokenizer", folder)
+
+
+def test_a_conversion_that_passes_its_check_but_cannot_be_read_is_kept(local_model, tmp_path):
+    """Reading a checked folder can fail for reasons of the moment (memory, open files): the
+    run goes on with the GGUF file and the folder stays for the next process."""
+    folder = _copy(_kept(local_model), tmp_path)
+
+    def failing(where: Path):
+        raise OSError(24, "Too many open files")
+
+    with pytest.warns(LocalModelCacheWarning, match="could not be read .*Too many open files"):
+        assert load_converted(folder, failing) is None
+    assert folder.is_dir() and (folder.parent / f"{folder.name}.sha256.json").is_file()
+
+
+def test_a_cache_this_user_may_only_read_is_read_and_never_breaks_the_run(
+    local_model, tmp_path, monkeypatch
+):
+    """A cache made by another user (an image's, a shared one): its lock file opens for reading
+    only. An intact conversion is read under the shared lock; a damaged one that cannot be
+    removed leaves the run on the GGUF file with a warning, never an error (a review: the
+    PermissionError escaped and stopped the study)."""
+    folder = _copy(_kept(local_model), tmp_path)
+    real_open = open
+
+    def read_only(path, mode="r", *args, **kwargs):
+        if any(flag in mode for flag in "wa+x"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    (folder.parent / f".{folder.name}.lock").touch()  # made by the cache's owner
+    monkeypatch.setattr(checked_folder, "open", read_only, raising=False)
+    assert load_converted(folder, lambda where: ("read", where)) == ("read", folder)
+    _drop_record(folder)
+
+    def cannot_remove(self, where):
+        raise PermissionError(13, "Permission denied", str(where))
+
+    monkeypatch.setattr(checked_folder.CheckedFolders, "remove", cannot_remove)
+    with pytest.warns(LocalModelCacheWarning, match="cannot be used .*Permission denied"):
+        assert load_converted(folder, lambda where: ("read", where)) is None
 
 
 def test_a_conversion_that_reads_back_differently_is_not_kept(local_model, tmp_path):
@@ -210,13 +278,25 @@ def test_another_transformers_or_gguf_version_converts_again(monkeypatch, tmp_pa
     assert converted_folder(tmp_path, "smollm2", "0" * 64) != here  # another GGUF file
 
 
-def test_the_study_keeps_the_conversion_in_its_cache_dir(tmp_path):
-    """``--cache-dir`` (``StudyConfig.cache_dir``) is where the study's local model keeps its
-    conversion, as for its index, data and ONNX export."""
+def test_the_study_keeps_the_conversion_in_its_cache_dir(
+    local_model, fresh_process, tmp_path, monkeypatch
+):
+    """``--cache-dir`` (``StudyConfig.cache_dir``) is where the study's local model looks for
+    and keeps its conversion, as for its index, data and ONNX export."""
     from fairrag_study.config import StudyConfig
     from fairrag_study.phases.generation import chat_model
 
+    monkeypatch.setattr(local_llm, "cap_malloc_arenas", lambda: False)  # this process's own
     settings = StudyConfig(llm="local", threads=1, cache_dir=tmp_path).generation_settings()
     local, _ = chat_model(settings)
-    assert local.cache_dir == tmp_path
     assert local_llm.LocalChatModel().cache_dir is None  # the default cache
+    looked: list[Path] = []
+
+    def found(folder: Path, load):
+        looked.append(folder)
+        return local_model.tokenizer, local_model.model
+
+    monkeypatch.setattr(local_llm, "load_converted", found)
+    local.max_tokens = 2
+    local.invoke("Name one physicist.")  # the first call loads the model
+    assert looked == [converted_folder(tmp_path, "smollm2", SHA)]
