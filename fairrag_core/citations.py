@@ -591,6 +591,9 @@ class _Name(NamedTuple):
     ``Skłodowska-Curie``."""
     designation: tuple[str, ...]
     """What follows ``of`` (``Penda of Mercia``, ``Francis I of France``): not part of ``core``."""
+    particles: frozenset[str] = frozenset()
+    """Tokens of ``core`` written in lower case that are surname particles (``van`` in
+    ``Vincent van Gogh``; not ``Van`` in ``Nguyen Van Linh``, a middle name)."""
 
 
 _UNDECOMPOSED = str.maketrans(
@@ -777,7 +780,12 @@ def _make_name(text: str, nicknames: tuple[str, ...], caseless: bool) -> _Name |
     last_word = word_of[end - 1]
     parts = [tokens[i] for i in range(start, end) if word_of[i] == last_word]
     surnames = frozenset((*parts, "".join(parts)))  # "Haile-Mariam" is also "Hailemariam"
-    return _Name(tokens, tokens[start:end], suffix, nicknames, surnames, designation)
+    particles = frozenset(
+        tokens[i]
+        for i in range(start, end)
+        if tokens[i] in _SURNAME_PARTICLES and originals[i].islower()
+    )
+    return _Name(tokens, tokens[start:end], suffix, nicknames, surnames, designation, particles)
 
 
 def _parse_people(text: str) -> tuple[_Name, ...]:
@@ -991,14 +999,15 @@ _ARTICLES = frozenset("al el ad an ar as at az ash ibn bin ben bar bint abu".spl
 def _surname_alone(cited: _Name, person: _Name) -> bool:
     """Whether ``cited`` is the person's surname alone, written in several tokens, as a
     one-word surname (``Curie``) is: the person's name without its given names (the last
-    tokens of ``person``, which has more), that is surname particles and one word (``Van
-    Gogh``, ``De Bruijn``) or one hyphenated word (``Payne-Gaposchkin``, not ``Al-Biruni``).
+    tokens of ``person``, which has more), that is surname particles the person's name writes
+    in lower case and one word (``Van Gogh`` of ``Vincent van Gogh``, not ``Van Linh`` of
+    ``Nguyen Van Linh``) or one hyphenated word (``Payne-Gaposchkin``, not ``Al-Biruni``).
     ``Chris Lo`` and ``Kamala Das`` are a given name and a surname (docs/SPEC.md,
     "Citations")."""
     size = len(cited.core)
     if len(person.core) <= size or person.core[-size:] != cited.core:
         return False
-    if all(token in _SURNAME_PARTICLES for token in cited.core[:-1]):
+    if all(token in person.particles for token in cited.core[:-1]):
         return True  # particles, then the surname
     return set(cited.core) <= cited.surnames and cited.core[0] not in _ARTICLES
 

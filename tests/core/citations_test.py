@@ -603,6 +603,11 @@ def test_a_surname_alone_names_no_one_however_it_is_written(cited, person):
         ("Ibn Abbas", "Abd Allah ibn Abbas"),
         ("Van Gogh", "Van Gogh"),
         ("Le Duan", "Lê Duẩn"),
+        # a capitalised "Van" or "Do" is a middle or given name, not a particle: the male
+        # Văn names as the female Thị does (a review found them apart)
+        ("Van Linh", "Nguyen Van Linh"),
+        ("Thi Binh", "Nguyen Thi Binh"),
+        ("Do Hyun", "Lee Do Hyun"),
     ],
 )
 def test_a_given_name_before_a_particle_like_surname_still_names(cited, person):
