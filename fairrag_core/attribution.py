@@ -285,16 +285,25 @@ _ALNUM = re.compile(r"[^\W_]")
 _DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
 _REFERENCE_HEADING = re.compile(
-    r"(?:sources|references|bibliography|works cited|citations)(?: used)? ?[:：]?", re.IGNORECASE
+    r"(?:sources?|references?|bibliography|works cited|citations?|further reading)"
+    r"(?: used| cited)? ?[:：]?",
+    re.IGNORECASE,
 )
 """A line that heads a reference list (alone on its line, heading marks and emphasis aside)."""
 _REFERENCE_ENTRY = re.compile(
-    r"(?:[-*+•] )?(?:\[\^?(\d{1,3})\]:?|\d{1,3}[.)]|[-*+•])? ?(.{0,300})", re.DOTALL
+    r"(?:[-*+•] )?(?:\[(\d{1,3})\]:?|\d{1,3}[.)]|[-*+•])? ?(.{0,300})", re.DOTALL
 )
-"""An entry of a reference list: ``[1] Title``, ``[^1]: Title``, ``1. Title``, ``- Title``,
+"""An entry of a reference list: ``[1] Title``, ``[1]: Title``, ``1. Title``, ``- Title``,
 ``Title``; group 1 the entry number written in brackets, group 2 the entry's text."""
-_REFERENCE_TAIL = re.compile(r" ?[-–—|] ?(?:wikipedia|wiki)\b.{0,40}$", re.IGNORECASE)
-"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``)."""
+_REFERENCE_LINK = re.compile(r"\[([^\[\]]{1,300})\]\((?:https?://|www\.)[^()\s]{0,500}\)")
+"""A markdown link in an entry (``[Ada Lovelace](https://...)``): its text is the title."""
+_REFERENCE_URL = re.compile(r"[ ,;:–—-]*[(<]?(?:https?://|www\.)\S{0,500}[)>]?")
+"""A web address after an entry's title (``Ada Lovelace (https://...)``, ``: https://...``)."""
+_REFERENCE_TAIL = re.compile(
+    r"(?: ?[-–—|,] ?| \()(?:wikipedia|wiki)\b.{0,40}$|[.,;]$", re.IGNORECASE
+)
+"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``, ``(Wikipedia)``), or the
+punctuation ending it."""
 _PROMPT_LINES = frozenset(
     (
         *ANSWER_RULES,
@@ -670,6 +679,7 @@ def _read_lines(
     echoed: list[int] = []
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     heading: int | None = None  # lines[heading:] follow the last "References" line alone
+    held: list[int] = []  # "[3]" alone under that heading: an entry, else a prompt echo
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
@@ -685,8 +695,10 @@ def _read_lines(
         plain = line.replace("**", "").replace("__", "").strip()
         body = _strip_bullet(plain)[0].strip()
         if (plain[:1] == "[" and _ENTRY_MARK.fullmatch(plain)) or _is_prompt_echo(body):
-            echoed.append(number)
-            continue
+            if heading is None or plain[:1] != "[":
+                echoed.append(number)
+                continue
+            held.append(number)  # "[3]" alone under a heading: an entry of its list?
         footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
@@ -700,20 +712,35 @@ def _read_lines(
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
-    if heading is not None and any(n in is_bullet for n, _, _ in lines[:heading]):
-        listed = _reference_list(lines[heading:], ctx)
-        if listed is not None:  # a reference list closing the answer: what it cites, no bullets
-            is_bullet.difference_update(n for n, _, _ in lines[heading:])
-            del lines[heading:]
-            sourced += listed
+    listed = None if heading is None else _reference_list(lines[heading:], ctx)
+    if listed is not None and _attributes_above(lines[:heading], ctx):
+        # a reference list closing the answer: what it cites, no bullets
+        is_bullet.difference_update(n for n, _, _ in lines[heading:])
+        del lines[heading:]
+        sourced += listed
+    elif held:  # no list: each "[3]" alone is a prompt line copied, as anywhere else
+        lines = [unit for unit in lines if unit[0] not in held]
+        echoed = sorted([*echoed, *held])
     return lines, is_bullet, echoed, sourced
+
+
+def _attributes_above(units: Sequence[tuple[int, str, str]], ctx: _Context) -> bool:
+    """Whether a line above a reference list cites a shown document or names a shown person:
+    the answer presents someone before listing its sources (a list under an introduction
+    alone is the answer's own list of people)."""
+    return any(
+        _attribute_line(line, stripped, number, ctx)[0].attributions
+        for (number, line, stripped) in units
+    )
 
 
 def _reference_list(entries: Sequence[tuple[int, str, str]], ctx: _Context) -> list[int] | None:
     """The documents a reference list cites when each of ``entries`` (the lines after its
     heading, to the end of the answer) is one entry naming a shown document: a shown title
-    alone (a site name after it aside), or an entry number alone (``[3]``); else None (a line
-    saying more than a title, such as a person and a description, is the answer's own)."""
+    alone (a markdown link's text, a web address or a site name after it aside; the title
+    decides, not a number written before it), or an entry number alone (``[3]``); else None
+    (a line saying more than a title, such as a person and a description, is the answer's
+    own)."""
     if not entries:
         return None
     cited: list[int] = []
@@ -721,7 +748,8 @@ def _reference_list(entries: Sequence[tuple[int, str, str]], ctx: _Context) -> l
         entry = _REFERENCE_ENTRY.fullmatch(line.replace("**", "").replace("__", "").strip())
         if entry is None:
             return None
-        text = _REFERENCE_TAIL.sub("", entry.group(2)).strip()
+        text = _REFERENCE_LINK.sub(r"\1", entry.group(2))
+        text = _REFERENCE_TAIL.sub("", _REFERENCE_URL.sub("", text).strip()).strip()
         if text:
             position = ctx.title(text)
             if position is None:

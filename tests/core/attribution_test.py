@@ -451,6 +451,12 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
         "## References\n- Marie Curie\n- Alan Turing",
         "Citations:\n[1]: Ada Lovelace\n[^3]: Marie Curie",
         "- Sources:\n[3]\n[4] Alan Turing",
+        # as a review wrote them: links, web addresses, site names, entry numbers alone
+        "Sources:\n- [Ada Lovelace](https://en.wikipedia.org/wiki/Ada_Lovelace)\n"
+        "- Alan Turing (https://en.wikipedia.org/wiki/Alan_Turing)\n- Marie Curie: https://x.org\n"
+        "[1] Ada Lovelace, Wikipedia\n[3] Marie Curie (Wikipedia)\n- Charles Babbage;",
+        "References:\n[1]\n[3]",
+        "Further reading:\n- Alan Turing",
     ],
 )
 def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
@@ -459,6 +465,15 @@ def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
     result = attribute_answer(f"1. **Grace Hopper** – a compiler pioneer [2]\n\n{listing}", PEOPLE)
     assert [b.line_number for b in result.bullets] == [1]
     assert [a.title for a in result.attributions] == ["Grace Hopper"]
+    assert not result.regurgitated  # "[3]" alone under the heading is an entry, not the prompt
+    paragraph = attribute_answer(f"Grace Hopper wrote the first compiler [2].\n\n{listing}", PEOPLE)
+    assert [a.title for a in paragraph.attributions] == ["Grace Hopper"]  # prose above, too
+
+
+def test_entry_numbers_under_a_heading_that_ends_no_list_are_the_prompt_copied():
+    answer = "[1]\nTitle: Ada Lovelace\n[2]\nTitle: Grace Hopper\n\nSources:\n[1]\n[2]"
+    result = attribute_answer(answer, PEOPLE)
+    assert result.bullets == () and result.prompt_echo == (1, 2, 3, 4, 7, 8)
 
 
 def test_a_reference_list_cites_the_bullets_that_name_its_entries():
@@ -477,6 +492,8 @@ def test_a_reference_list_cites_the_bullets_that_name_its_entries():
         # the answer's own bullets under a heading (the first fix swallowed them)
         "Sources:\n- Marie Curie: radium\n- Alan Turing: codes",
         "Here are role models:\n\n## Citations\n- Marie Curie\n- Alan Turing",
+        # a bullet above that presents no one: the list is the answer's own (a review)
+        "Here:\n- The context describes pioneers.\n\n**Sources**\n1. Marie Curie\n2. Alan Turing",
         # a line saying more than a title: the answer's own bullet
         "- Grace Hopper [2]\n\nSources:\n- Marie Curie: radium\n- Alan Turing",
         # a list that prose follows does not close the answer
@@ -484,7 +501,14 @@ def test_a_reference_list_cites_the_bullets_that_name_its_entries():
         # an entry naming no shown document
         "- Grace Hopper [2]\n\nReferences:\n- Marie Curie\n- Alan Turing\n- Emmy Noether",
     ],
-    ids=["no bullet above", "no bullet above, prose", "a description", "prose after", "unknown"],
+    ids=[
+        "no bullet above",
+        "no bullet above, prose",
+        "a bullet naming no one above",
+        "a description",
+        "prose after",
+        "unknown",
+    ],
 )
 def test_lines_under_a_heading_that_are_no_reference_list_stay_bullets(answer):
     result = attribute_answer(answer, PEOPLE)
