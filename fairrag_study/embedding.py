@@ -28,6 +28,7 @@ import numpy as np
 from .checked_folder import CheckedFolders, read_json
 from .data import default_cache_dir, sha256_of
 from .errors import ModelNotFoundError
+from .progress import quiet_transformers
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -115,7 +116,8 @@ def _sentence_transformer(name: str, device: str) -> Any:
         # A local folder needs no hub access; say so, so no library tries to phone home.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        return SentenceTransformer(path, device=device)
+        with quiet_transformers():  # no "Loading weights" bar under --no-progress (a trial)
+            return SentenceTransformer(path, device=device)
     except OSError as exc:
         why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelNotFoundError(

@@ -48,6 +48,7 @@ from .data import default_cache_dir, sha256_of
 from .decoding import Decoder, greedy_batch
 from .errors import GeneratorUnavailableError
 from .paper_format import AnswerConstraint, PaperFormat, paper_format
+from .progress import quiet_transformers
 
 __all__ = [
     "DEFAULT_LOCAL_MODEL",
@@ -253,14 +254,8 @@ def _load(name: str, threads: int | None, cache_dir: Path | None = None) -> tupl
 
 @contextmanager
 def _quiet_loading() -> Iterator[None]:
-    """transformers' warnings and progress bars silenced while the model loads, the GGUF
-    reader's own tqdm bar too (it ignores the setting): the study's progress is its own, and
-    --no-progress asked for none. Put back as they were afterwards."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    """:func:`~fairrag_study.progress.quiet_transformers`, and the GGUF reader's own tqdm bar
+    silenced too (it ignores transformers' setting). Put back as they were afterwards."""
     gguf_module = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
     if gguf_module is None:
         try:
@@ -271,10 +266,9 @@ def _quiet_loading() -> Iterator[None]:
     if bar is not None:
         gguf_module.tqdm = functools.partial(bar, disable=True)  # type: ignore[union-attr]
     try:
-        yield
+        with quiet_transformers():
+            yield
     finally:
-        hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
         if bar is not None:
             gguf_module.tqdm = bar  # type: ignore[union-attr]
 

@@ -475,3 +475,21 @@ def test_the_backend_defaults_to_onnx_and_is_checked_before_any_work(tmp_path: P
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="unknown embedding backend 'bf16'"):
         load_embedding_model(backend="bf16", cache_dir=tmp_path)
+
+
+def test_loading_the_embedding_model_draws_no_progress_bar():
+    """A user trial: ``fairrag study --no-progress`` on a fresh cache drew transformers'
+    ``Loading weights`` bar while sentence-transformers loaded the model (to export it). The
+    load is quiet, and transformers' settings are as they were afterwards."""
+    import contextlib
+    import io
+
+    from transformers.utils import logging as hf_logging
+
+    embedding._sentence_transformer.cache_clear()  # a load in this process, not a cached one
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    written = io.StringIO()
+    with contextlib.redirect_stderr(written):
+        embedding.load_sentence_transformer(DEFAULT_MODEL)
+    assert "Loading weights" not in written.getvalue() and "%|" not in written.getvalue()
+    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) == (verbosity, bars)
