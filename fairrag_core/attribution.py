@@ -713,12 +713,16 @@ def _read_lines(
             continue
         lines.append((number, line, raw.strip()))
     listed = None if heading is None else _reference_list(lines[heading:], ctx)
-    if listed is not None and _attributes_above(lines[:heading], ctx):
+    if listed is not None and _attributes_above(
+        [unit for unit in lines[:heading] if unit[0] not in held], ctx
+    ):
         # a reference list closing the answer: what it cites, no bullets
-        is_bullet.difference_update(n for n, _, _ in lines[heading:])
+        taken = {n for n, _, _ in lines[heading:]}
+        is_bullet.difference_update(taken)
         del lines[heading:]
         sourced += listed
-    elif held:  # no list: each "[3]" alone is a prompt line copied, as anywhere else
+        held = [n for n in held if n not in taken]
+    if held:  # outside a list, each "[3]" alone is a prompt line copied, as anywhere else
         lines = [unit for unit in lines if unit[0] not in held]
         echoed = sorted([*echoed, *held])
     return lines, is_bullet, echoed, sourced
