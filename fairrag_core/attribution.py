@@ -712,15 +712,19 @@ def _read_lines(
             sourced += _source_targets(body[label.end() :], ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
-    listed = None if heading is None else _reference_list(lines[heading:], ctx)
-    if listed is not None and _attributes_above(
-        [unit for unit in lines[:heading] if unit[0] not in held], ctx
+    listed = None if heading is None else _reference_list(lines[heading:], is_bullet, ctx)
+    if (
+        heading is not None
+        and listed is not None
+        and _attributes_above([unit for unit in lines[:heading] if unit[0] not in held], ctx)
     ):
-        # a reference list closing the answer: what it cites, no bullets
-        taken = {n for n, _, _ in lines[heading:]}
+        # a reference list closing the answer: what it cites, no bullets (closing remarks
+        # after it stay lines, naming no one)
+        end = heading + listed[1]
+        taken = {n for n, _, _ in lines[heading:end]}
         is_bullet.difference_update(taken)
-        del lines[heading:]
-        sourced += listed
+        del lines[heading:end]
+        sourced += listed[0]
         held = [n for n in held if n not in taken]
     if held:  # outside a list, each "[3]" alone is a prompt line copied, as anywhere else
         lines = [unit for unit in lines if unit[0] not in held]
@@ -738,35 +742,44 @@ def _attributes_above(units: Sequence[tuple[int, str, str]], ctx: _Context) -> b
     )
 
 
-def _reference_list(entries: Sequence[tuple[int, str, str]], ctx: _Context) -> list[int] | None:
-    """The documents a reference list cites when each of ``entries`` (the lines after its
-    heading, to the end of the answer) is one entry naming a shown document: a shown title
-    alone (a markdown link's text, a web address or a site name after it aside; the title
-    decides, not a number written before it), or an entry number alone (``[3]``); else None
-    (a line saying more than a title, such as a person and a description, is the answer's
-    own)."""
-    if not entries:
-        return None
+def _reference_list(
+    entries: Sequence[tuple[int, str, str]], is_bullet: set[int], ctx: _Context
+) -> tuple[list[int], int] | None:
+    """The documents a reference list cites and its number of entries, when ``entries`` (the
+    lines after its heading, to the end of the answer) are one or more entries, each naming a
+    shown document, then at most closing remarks: an entry is a shown title alone (a markdown
+    link's text, a web address or a site name after it aside; the title decides, not a number
+    written before it) or an entry number alone (``[3]``); a closing remark (``I hope this
+    helps!``) is no bullet and cites or names no shown person. Else None (a line saying more
+    than a title, such as a person and a description, is the answer's own)."""
     cited: list[int] = []
-    for _, line, _ in entries:
-        entry = _REFERENCE_ENTRY.fullmatch(line.replace("**", "").replace("__", "").strip())
-        if entry is None:
-            return None
-        text = _REFERENCE_LINK.sub(r"\1", entry.group(2))
-        text = _REFERENCE_TAIL.sub("", _REFERENCE_URL.sub("", text).strip()).strip()
-        if text:
-            position = ctx.title(text)
-            if position is None:
-                return None
-            cited.append(position)
-        elif entry.group(1):
-            positions, missing = ctx.numbers(entry.group(1))
-            if missing or not positions:
-                return None
-            cited += positions
-        else:
-            return None
-    return cited
+    for count, (_, line, _) in enumerate(entries):
+        positions = _reference_entry(line, ctx)
+        if positions is None:
+            closing = all(
+                number not in is_bullet
+                and not _attribute_line(text, stripped, number, ctx)[0].attributions
+                for number, text, stripped in entries[count:]
+            )
+            return (cited, count) if count and closing else None
+        cited += positions
+    return (cited, len(entries)) if entries else None
+
+
+def _reference_entry(line: str, ctx: _Context) -> list[int] | None:
+    """The documents one entry of a reference list cites (:func:`_reference_list`), else None."""
+    entry = _REFERENCE_ENTRY.fullmatch(line.replace("**", "").replace("__", "").strip())
+    if entry is None:
+        return None
+    text = _REFERENCE_LINK.sub(r"\1", entry.group(2))
+    text = _REFERENCE_TAIL.sub("", _REFERENCE_URL.sub("", text).strip()).strip()
+    if text:
+        position = ctx.title(text)
+        return None if position is None else [position]
+    if entry.group(1):
+        positions, missing = ctx.numbers(entry.group(1))
+        return None if missing or not positions else positions
+    return None
 
 
 def _line_body(line: str) -> tuple[str, bool]:

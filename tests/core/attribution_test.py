@@ -457,6 +457,8 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
         "[1] Ada Lovelace, Wikipedia\n[3] Marie Curie (Wikipedia)\n- Charles Babbage;",
         "References:\n[1]\n[3]",
         "Further reading:\n- Alan Turing",
+        # a closing remark naming no one after the list (a review: it ended no list)
+        "References:\n[1] Ada Lovelace\n[4] Alan Turing\n\nI hope this helps!",
     ],
 )
 def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
@@ -496,8 +498,9 @@ def test_a_reference_list_cites_the_bullets_that_name_its_entries():
         "Here:\n- The context describes pioneers.\n\n**Sources**\n1. Marie Curie\n2. Alan Turing",
         # a line saying more than a title: the answer's own bullet
         "- Grace Hopper [2]\n\nSources:\n- Marie Curie: radium\n- Alan Turing",
-        # a list that prose follows does not close the answer
-        "- Grace Hopper [2]\n\n## References\n- Marie Curie\n- Alan Turing\n\nThat is all.",
+        # a list that prose naming someone follows does not close the answer
+        "- Grace Hopper [2]\n\n## References\n- Marie Curie\n- Alan Turing\n\n"
+        "Alan Turing broke codes [4].",
         # an entry naming no shown document
         "- Grace Hopper [2]\n\nReferences:\n- Marie Curie\n- Alan Turing\n- Emmy Noether",
     ],
