@@ -755,13 +755,13 @@ def _reference_list(
     cited: list[int] = []
     for count, (_, line, _) in enumerate(entries):
         positions = _reference_entry(line, ctx)
-        if positions is None:
-            closing = all(
+        if positions is None:  # after one entry or more, closing remarks only
+            closing = count > 0 and all(
                 number not in is_bullet
                 and not _attribute_line(text, stripped, number, ctx)[0].attributions
                 for number, text, stripped in entries[count:]
             )
-            return (cited, count) if count and closing else None
+            return (cited, count) if closing else None
         cited += positions
     return (cited, len(entries)) if entries else None
 
