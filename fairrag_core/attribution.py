@@ -52,6 +52,7 @@ from urllib.parse import unquote
 from .citations import (
     _CITE,
     _DESCRIPTION,
+    _DISAMBIGUATION,
     _DOCTITLE,
     _MAX_NAME,
     _WORD,
@@ -295,6 +296,8 @@ _REFERENCE_ENTRY = re.compile(
 )
 """An entry of a reference list: ``[1] Title``, ``[1]: Title``, ``1. Title``, ``- Title``,
 ``Title``; group 1 the entry number written in brackets, group 2 the entry's text."""
+_QUOTE_MARKS = re.compile(r"(?:> ?)+")
+"""A markdown quote's markers opening a line (``> ``, ``>> ``): a reference list may be quoted."""
 _REFERENCE_LINK = re.compile(r"\[([^\[\]]{1,300})\]\((?:https?://|www\.)[^()\s]{0,500}\)")
 """A markdown link in an entry (``[Ada Lovelace](https://...)``): its text is the title."""
 _REFERENCE_URL = re.compile(r"[ ,;:–—-]*[(<]?(?:https?://|www\.)\S{0,500}[)>]?")
@@ -409,6 +412,22 @@ class _Context:
             self._titles.clear()
         self._titles[text] = found
         return found
+
+    def undisambiguated(self, text: str) -> int | None:
+        """The position of the one shown document whose title, without its trailing
+        disambiguation (``Marie Curie`` of ``Marie Curie (physicist)``), ``text`` writes; None
+        when no title or several documents' titles have it (read for reference lists only)."""
+        bare = _unwrap(text).strip().removesuffix(".").strip()
+        if not bare or len(bare) > 300:
+            return None
+        key = normalize_title(bare)
+        found = {
+            self.first_of[position]
+            for position, document in enumerate(self.documents)
+            if _DISAMBIGUATION.search(document.title)
+            and normalize_title(_DISAMBIGUATION.sub("", document.title)) == key
+        }
+        return found.pop() if len(found) == 1 else None
 
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
@@ -703,7 +722,7 @@ def _read_lines(
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
             continue
-        if len(body) < 40 and _REFERENCE_HEADING.fullmatch(body.strip("#*_ ")):
+        if len(body) < 40 and _REFERENCE_HEADING.fullmatch(_unquoted(body).strip("#*_ ")):
             heading = len(lines)  # "References", "**Sources**", "## Citations:" alone
             is_bullet.discard(number)  # "- Sources": a heading, not a bullet naming no one
             continue
@@ -766,15 +785,27 @@ def _reference_list(
     return (cited, len(entries)) if entries else None
 
 
+def _unquoted(text: str) -> str:
+    """``text`` without the quote markers opening it (``> ``) and a bullet marker after them."""
+    marks = _QUOTE_MARKS.match(text)
+    return text if marks is None else _strip_bullet(text[marks.end() :])[0]
+
+
 def _reference_entry(line: str, ctx: _Context) -> list[int] | None:
-    """The documents one entry of a reference list cites (:func:`_reference_list`), else None."""
-    entry = _REFERENCE_ENTRY.fullmatch(line.replace("**", "").replace("__", "").strip())
+    """The documents one entry of a reference list cites (:func:`_reference_list`), else None:
+    a shown title, or one without its disambiguation when exactly one shown document's title
+    has it (``Marie Curie`` for ``Marie Curie (physicist)``), or entry numbers; quote markers
+    (``> ``) before it aside."""
+    plain = line.replace("**", "").replace("__", "").strip()
+    entry = _REFERENCE_ENTRY.fullmatch(_unquoted(plain))
     if entry is None:
         return None
     text = _REFERENCE_LINK.sub(r"\1", entry.group(2))
     text = _REFERENCE_TAIL.sub("", _REFERENCE_URL.sub("", text).strip()).strip()
     if text:
         position = ctx.title(text)
+        if position is None:
+            position = ctx.undisambiguated(text)
         return None if position is None else [position]
     if entry.group(1):
         positions, missing = ctx.numbers(entry.group(1))

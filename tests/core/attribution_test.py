@@ -459,6 +459,9 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
         "Further reading:\n- Alan Turing",
         # a closing remark naming no one after the list (a review: it ended no list)
         "References:\n[1] Ada Lovelace\n[4] Alan Turing\n\nI hope this helps!",
+        # quoted (a review: its entries were read as bullets)
+        "> **Sources**\n> [1] Ada Lovelace\n>\n> [3] Marie Curie",
+        "> References:\n> - Marie Curie\n>> 4. Alan Turing",
     ],
 )
 def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
@@ -470,6 +473,24 @@ def test_a_reference_list_closing_the_answer_is_no_bullets(listing):
     assert not result.regurgitated  # "[3]" alone under the heading is an entry, not the prompt
     paragraph = attribute_answer(f"Grace Hopper wrote the first compiler [2].\n\n{listing}", PEOPLE)
     assert [a.title for a in paragraph.attributions] == ["Grace Hopper"]  # prose above, too
+
+
+def test_a_reference_entry_may_leave_out_its_titles_disambiguation():
+    """A review: ``Marie Curie`` listed for ``Marie Curie (physicist)`` ended the list, whose
+    entries were then read as bullets; when two shown titles share the name, the entry says
+    neither and the list stays the answer's own."""
+    shown = [
+        ContextDocument("Grace Hopper", group="female"),
+        ContextDocument("Marie Curie (physicist)", group="female"),
+        ContextDocument("Alan Turing (mathematician)", group="male"),
+    ]
+    answer = "- Grace Hopper [1]\n\nSources:\n- Marie Curie\n- Alan Turing"
+    result = attribute_answer(answer, shown)
+    assert [b.line_number for b in result.bullets] == [1]
+    assert [a.title for a in result.attributions] == ["Grace Hopper"]
+    twice = [*shown, ContextDocument("Marie Curie (ship)")]
+    result = attribute_answer(answer, twice)
+    assert [b.line_number for b in result.bullets] == [1, 4, 5]
 
 
 def test_entry_numbers_under_a_heading_that_ends_no_list_are_the_prompt_copied():
