@@ -315,15 +315,26 @@ _PROMPT_LINES = frozenset(
     )
 )
 _REFUSAL = re.compile(
-    r"(?=[diwahcnu])\b(?:(?:does|do|did|is|was|are|were|has|have|had|could|can) ?(?:not|n't)|"
-    r"cannot|"
-    r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't|can't|"
-    r"no (?:information|mention|evidence|record)|unable to|not (?:mentioned|stated|"
-    r"provided|known|found|listed|included))\b(?! (?:only|just|merely|simply)\b)",
+    r"(?=[iwdcnu])\b(?:(?:i|we) (?:cannot|can't|can not|could not|couldn't|am unable|are unable)|"
+    r"(?:cannot|can't|can not|unable to) (?:tell|determine|say|find|confirm|verify|answer|"
+    r"identify|provide|be determined)|"
+    r"(?:does|do|did|is|was)(?: not|n't) (?:say|mention|state|specify|provide|include|contain|"
+    r"describe|indicate|give|list|name|tell|discuss)|"
+    r"no (?:information|mention|evidence|record)|not (?:mentioned|stated|provided|known|found|"
+    r"listed|included))\b",
     re.IGNORECASE,
 )
-"""A refusal (``the context does not say whether X ...``, ``I cannot``, ``no information``) or a
-denial (``X was not a mathematician``; ``not only`` is none): such a line attributes nothing."""
+"""A refusal, anywhere in a line (``the context does not say whether X ...``, ``I cannot``,
+``unable to determine``, ``no information``, ``not mentioned``): it attributes nothing."""
+_DENIAL = re.compile(
+    r"(?=[diwahc])\b(?:(?:does|do|did|is|was|are|were|has|have|had|could) ?(?:not|n't)|"
+    r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't)\b"
+    r"(?! (?:only|just|merely|simply)\b)",
+    re.IGNORECASE,
+)
+"""A negated verb (``not only`` is none): a denial when the person the line presents (or a
+pronoun) is its subject (:func:`_denies`)."""
+_PRONOUNS = frozenset("he she they it this that who".split())
 
 
 _Index = tuple[list[frozenset[str]], dict[str, list[int]], dict[str, list[int]]]
@@ -1018,7 +1029,7 @@ def _attribute_line(
     uncited = _uncited(body, cited.spans)
     head = _head(uncited)
     out_of_range = tuple(ctx.out_of_range)
-    if _refuses(body, lower):  # a refusal or a denial attributes nothing
+    if _refuses(body, lower, uncited):  # a refusal or a denial attributes nothing
         ordered = _in_order(cited.styles)
         unresolved = tuple(cited.unresolved)
         bullet = AttributedBullet(
@@ -1192,13 +1203,31 @@ def _read_source_labels(cited: _Cited, lower: str, ctx: _Context) -> None:
             cited.take(match.start(), start + len(text))
 
 
-def _refuses(text: str, lower: str) -> bool:
-    """:data:`_REFUSAL` in ``text``; every form it reads holds ``not``, ``n't``, ``no `` or
-    ``unable`` in any case (its letters have no other case-insensitive match), so a text
-    without them is not searched (``lower``: ``text`` in lower case)."""
+def _refuses(text: str, lower: str, uncited: str) -> bool:
+    """A refusal (:data:`_REFUSAL`) anywhere in ``text``, or a denial (:func:`_denies`) in
+    ``uncited`` (``text`` without its citations); every form either reads holds ``not``,
+    ``n't``, ``no `` or ``unable`` in any case (its letters have no other case-insensitive
+    match), so a text without them is not searched (``lower``: ``text`` in lower case)."""
     if "not" in lower or "n't" in lower or "no " in lower or "unable" in lower:
-        return bool(_REFUSAL.search(text))
+        return bool(_REFUSAL.search(text)) or _denies(uncited)
     return False
+
+
+def _denies(uncited: str) -> bool:
+    """Whether the line denies a fact of the person it presents: a negated verb
+    (:data:`_DENIAL`) before its description (``- Ada Lovelace was not an engineer [1]``),
+    with only a name, a pronoun or nothing before it. A negative fact told in the description
+    (``- Rosalind Franklin – her work was not recognised``, ``Ada Lovelace: did not live to
+    see ...``) or of something else (``Rosalind Franklin's work was not recognised``) is no
+    denial: the line still presents the person."""
+    clause = _DESCRIPTION.split(uncited, maxsplit=1)[0]
+    match = _DENIAL.search(clause)
+    if match is None:
+        return False
+    before = _unwrap(clause[: match.start()].strip(" ,;-–—|*_"))
+    if not before or before.lower() in _PRONOUNS:
+        return True
+    return _is_name_line(before, before)
 
 
 def _without_asides(text: str) -> str:

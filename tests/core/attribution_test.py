@@ -590,7 +590,10 @@ def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
         "- Ada Lovelace: the context does not mention her [1]",
         "- I cannot tell whether Ada Lovelace (DocTitle: Ada Lovelace) is one.",
         "- Ada Lovelace was not an engineer [1]",
+        "- Ada Lovelace [1] wasn't an engineer",
+        "- She was not an engineer [1]",
         "There is no information about Ada Lovelace.",
+        "- Ada Lovelace [1]: I can't say more about her.",
     ],
 )
 def test_refusals_and_denials_do_not_attribute(answer):
@@ -598,6 +601,26 @@ def test_refusals_and_denials_do_not_attribute(answer):
     assert result.attributions == []
     assert math.isnan(attributed_generation_parity(result, "female"))
     assert attributed_groundedness(result) == 0.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "- Rosalind Franklin [3] – her X-ray work was not recognised in her lifetime",
+        "1. Rosalind Franklin: she did not receive the Nobel Prize, but Photo 51 revealed DNA.",
+        "- Rosalind Franklin [3] – did not live to see the prize",
+        "- Rosalind Franklin [3] – her contributions cannot be overstated",
+        "Rosalind Franklin's work was not recognised in her lifetime [3].",
+    ],
+)
+def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
+    """A review: a negation anywhere in a line made it a refusal, so a description such as
+    ``was not recognised`` (common in women's biographies) dropped the bullet (parity 0.67
+    read as 0.50). A denial is a negated verb whose subject is the person presented."""
+    shown = [*PEOPLE[:2], ContextDocument("Rosalind Franklin", group="female"), PEOPLE[3]]
+    result = attribute_answer(answer, shown)
+    assert [a.title for a in result.attributions] == ["Rosalind Franklin"]
+    assert not any(b.refusal for b in result.bullets)
 
 
 def test_not_only_is_no_denial():
