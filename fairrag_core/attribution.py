@@ -303,10 +303,14 @@ _REFERENCE_LINK = re.compile(r"\[([^\[\]]{1,300})\]\((?:https?://|www\.)[^()\s]{
 _REFERENCE_URL = re.compile(r"[ ,;:–—-]*[(<]?(?:https?://|www\.)\S{0,500}[)>]?")
 """A web address after an entry's title (``Ada Lovelace (https://...)``, ``: https://...``)."""
 _REFERENCE_TAIL = re.compile(
-    r"(?: ?[-–—|,] ?| \()(?:wikipedia|wiki)\b.{0,40}$|[.,;]$", re.IGNORECASE
+    r"(?: ?[-–—|,.] ?| \()(?:wikipedia|wiki)\b.{0,40}$|[.,;]$", re.IGNORECASE
 )
-"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``, ``(Wikipedia)``), or the
-punctuation ending it."""
+"""A site name after an entry's title (``Liu Xiaobo – Wikipedia``, ``(Wikipedia)``, ``Marie
+Curie. Wikipedia.``), or the punctuation ending it."""
+_REFERENCE_LABEL = re.compile(r"(?:title|doc(?:ument)? ?#? ?\d{1,3}) ?[:：–—-] ?", re.IGNORECASE)
+"""A label before an entry's title: the context's own ``Title:``, or ``Document 3:``."""
+_NUMBERS_ONLY = re.compile(r"(?:\[\d{1,3}(?: ?[,;–-] ?\d{1,3}){0,20}\](?:,? (?:and )?|, ?)?){1,20}")
+"""An entry that is entry numbers alone: ``[1], [2], [3]``, ``[1, 3]``."""
 _PROMPT_LINES = frozenset(
     (
         *ANSWER_RULES,
@@ -737,9 +741,10 @@ def _read_lines(
             heading = len(lines)  # "References", "**Sources**", "## Citations:" alone
             is_bullet.discard(number)  # "- Sources": a heading, not a bullet naming no one
             continue
-        label = _SOURCE.match(body) if body[:1] in _SOURCE_START else None
+        bare = _bare_source(body)
+        label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
-            sourced += _source_targets(body[label.end() :], ctx)[0]
+            sourced += _source_targets(bare[label.end() :].rstrip(" .*_"), ctx)[0]
             continue
         lines.append((number, line, raw.strip()))
     listed = None if heading is None else _reference_list(lines[heading:], is_bullet, ctx)
@@ -760,6 +765,18 @@ def _read_lines(
         lines = [unit for unit in lines if unit[0] not in held]
         echoed = sorted([*echoed, *held])
     return lines, is_bullet, echoed, sourced
+
+
+def _bare_source(body: str) -> str:
+    """``body`` without the emphasis or the round brackets wrapping it whole
+    (``*Sources: [1], [2]*``, ``(Sources: 1, 3)``): how a source line may be written."""
+    if body[:1] not in "*_(":
+        return body
+    bare = body.strip("*_ ")
+    closed = bare.removesuffix(".")
+    if bare[:1] == "(" and closed.endswith(")"):
+        bare = closed[1:-1].strip("*_ ")
+    return bare
 
 
 def _attributes_above(units: Sequence[tuple[int, str, str]], ctx: _Context) -> bool:
@@ -808,11 +825,18 @@ def _reference_entry(line: str, ctx: _Context) -> list[int] | None:
     has it (``Marie Curie`` for ``Marie Curie (physicist)``), or entry numbers; quote markers
     (``> ``) before it aside."""
     plain = line.replace("**", "").replace("__", "").strip()
-    entry = _REFERENCE_ENTRY.fullmatch(_unquoted(plain))
+    plain = _unquoted(plain)
+    if plain[:1] == "[" and _NUMBERS_ONLY.fullmatch(plain):  # "[1], [2], [3]"
+        positions, missing = _source_targets(plain, ctx)
+        return None if missing or not positions else positions
+    entry = _REFERENCE_ENTRY.fullmatch(plain)
     if entry is None:
         return None
     text = _REFERENCE_LINK.sub(r"\1", entry.group(2))
     text = _REFERENCE_TAIL.sub("", _REFERENCE_URL.sub("", text).strip()).strip()
+    label = _REFERENCE_LABEL.match(text)
+    if label:  # "Title: Ada Lovelace", "Document 3: Ada Lovelace": the title decides
+        text = text[label.end() :]
     if text:
         position = ctx.title(text)
         if position is None:
