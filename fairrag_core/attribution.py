@@ -244,7 +244,11 @@ _EMPTY_BRACKETS = re.compile(r"[(\[（] ?[,;:.]? ?[)\]）]")
 _PART = re.compile(r" ?[,;] ?| and ")
 _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<!\b[A-Z])\. (?=[A-Z])")
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
-_LOWER_CLAUSE = re.compile(r", (?=[a-z])")
+_LOWER_CLAUSE = re.compile(
+    r", (?=[a-z])(?!(?:and|or|while|whereas|plus|as well as|along with|together with) [A-Z])"
+)
+"""Where a head's appositive or clause starts (``Alan Turing, a mathematician ...``); not a
+coordinated name (``A, B, and C``; ``A founded X, while B ...``): the head keeps it."""
 _VERB_CLAUSE = re.compile(r" (?:was|is|were|are|has|had|became|won|who) ")
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(

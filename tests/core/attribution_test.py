@@ -627,6 +627,29 @@ def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
     assert not any(b.refusal for b in result.bullets)
 
 
+@pytest.mark.parametrize(
+    ("answer", "titles"),
+    [
+        (
+            "Role models here include Alan Turing, Charles Babbage, and Marie Curie.",
+            ["Alan Turing", "Charles Babbage", "Marie Curie"],
+        ),
+        (
+            "Alan Turing founded computer science, while Marie Curie studied radium.",
+            ["Alan Turing", "Marie Curie"],
+        ),
+        ("- Pioneers include Ada Lovelace, and Grace Hopper.", ["Ada Lovelace", "Grace Hopper"]),
+        # an appositive still ends the head: the person it mentions is not presented
+        ("- Alan Turing, a mathematician who admired Ada Lovelace", ["Alan Turing"]),
+    ],
+)
+def test_a_name_coordinated_after_a_comma_is_presented(answer, titles):
+    """A review: the head ended at any ``, <lower-case word>``, so the last name of an Oxford-
+    comma list (``A, B, and C``) or a clause after ``, while`` was never read (parity 0.00 where
+    a reader reads 0.33)."""
+    assert [a.title for a in attribute_answer(answer, PEOPLE).attributions] == titles
+
+
 def test_not_only_is_no_denial():
     result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace"]
