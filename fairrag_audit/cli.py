@@ -129,12 +129,30 @@ def _report(args: argparse.Namespace) -> int:
         if args.partials_out is not None:
             saved = write_partials(partials, args.partials_out)
             print(f"partials: {saved} ({len(partials.cells):,} cells, {len(partials.files)} logs)")
-            if args.out is None:
-                return 0
+        if args.out is None:  # partials only
+            code = 0
+            files = partials.files
+            if not int(files["records"].sum()):  # as a report says it: exit 2
+                print(
+                    f"fairrag audit: error: no record to audit in {len(files)} log(s): "
+                    f"{int(files['lines'].sum()):,} lines, {int(files['damaged'].sum()):,} "
+                    "not JSON",
+                    file=sys.stderr,
+                )
+                code = 2
+            return _fit(args, options, answered) or code
         result = report_of(partials, options)
     written = write_report(result, args.out)
     code = _summary(result, written)
-    if args.fit_exposure is not None:  # the answered records the audit counted, only
+    if args.fit_exposure is not None:
+        return _fit(args, options, answered) or code
+    return code
+
+
+def _fit(args: argparse.Namespace, options: Any, answered: dict[int, set[int]] | None) -> int:
+    """Write ``--fit-exposure``'s curve from the answered records the audit counted, only; 2
+    when it counted none, else 0 (also 0 without ``--fit-exposure``)."""
+    if args.fit_exposure is not None:
         from .exposure_fit import fit_exposure_from_logs
 
         if not answered:
@@ -147,7 +165,7 @@ def _report(args: argparse.Namespace) -> int:
         curve = fit_exposure_from_logs(options.paths, args.fit_exposure, lines=answered)
         weights = ", ".join(f"{w:.3f}" for w in curve.weights)
         print(f"fitted exposure [{weights}] -> {args.fit_exposure}")
-    return code
+    return 0
 
 
 def _summary(result: Any, written: dict[str, Path]) -> int:
@@ -201,7 +219,18 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             )
     if args.out is None and args.partials_out is None:
         raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+    if args.out is None:  # partials only: no report to take the report's settings
+        unused = [name for name in settings if name in REPORT_SETTINGS]
+        if unused:
+            raise ValueError(
+                f"{flag_of(unused[0])}: a run with --partials-out and no --out writes no "
+                "report; give it to the run that reports (--from-partials DIR... --out DIR), "
+                "or add --out"
+            )
     if args.partials_out is not None:
+        from .partials import check_partials_out
+
+        check_partials_out(Path(args.partials_out))  # before the audit's work
         out = Path(args.partials_out).resolve()
         for log in args.logs or []:
             given = Path(log).resolve()

@@ -730,12 +730,24 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
     )
 
 
+def check_partials_out(folder: Path) -> None:
+    """Refuse a ``--partials-out`` folder that is a file or already holds partials: each
+    window's partials are kept in their own folder, never replaced (another window's sums
+    would be lost without a word)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--partials-out {str(folder)!r} is a file; give a folder")
+    if (folder / "partials.json").exists():
+        raise ValueError(
+            f"--partials-out {str(folder)!r} already holds partials; give each window its own "
+            "folder (remove this one first to compute it again)"
+        )
+
+
 def write_partials(partials: Partials, folder: str | Path) -> Path:
     """Save ``partials`` into ``folder`` (created): ``partials.json`` (settings and span) and
     one Parquet file per table, written by DuckDB. Read them back with :func:`read_partials`."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--partials-out {str(folder)!r} is a file; give a folder")
+    check_partials_out(folder)
     folder.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(":memory:")
     written = []
@@ -797,12 +809,16 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
             f"--from-partials {str(folder)!r}: {', '.join(missing)} missing (partials.json "
             "lists it); audit that window's logs again with --partials-out"
         )
-    tables = {
-        name: con.read_parquet(str(folder / f"{name}.parquet")).df()
-        if (folder / f"{name}.parquet").is_file()
-        else pd.DataFrame()
-        for name in TABLES
-    }
+    tables = {}
+    for name in TABLES:
+        path = folder / f"{name}.parquet"
+        try:
+            tables[name] = con.read_parquet(str(path)).df() if path.is_file() else pd.DataFrame()
+        except duckdb.Error as exc:  # cut short, or not Parquet: said as the other damage is
+            raise ValueError(
+                f"--from-partials {str(folder)!r}: {name}.parquet cannot be read ("
+                f"{str(exc).splitlines()[0]}); audit that window's logs again with --partials-out"
+            ) from None
     if tables["files"].empty:
         raise ValueError(f"--from-partials {str(folder)!r}: files.parquet is missing")
     columns = meta.get("columns") or {}

@@ -54,6 +54,18 @@ def test_the_cli_writes_the_curve_of_the_answered_records(tmp_path, capsys):
     assert make_exposure_model(f"fitted:{out}").weights(4).tolist() == list(curve.weights)
 
 
+def test_a_partials_only_run_writes_the_curve_too(tmp_path, capsys):
+    """A user trial: ``--fit-exposure`` with ``--partials-out`` and no ``--out`` wrote nothing,
+    exit 0, not a word."""
+    cited = [[0, 1, 2, 3], [0, 1, 2], [0, 1], [0]]
+    _log(tmp_path / "log.jsonl.gz", [_answered(f"q{n}", c) for n, c in enumerate(cited)])
+    out = tmp_path / "curve.json"
+    code = main(["audit", str(tmp_path / "log.jsonl.gz"), "--partials-out",
+                 str(tmp_path / "partials"), "--fit-exposure", str(out)])  # fmt: skip
+    assert code == 0 and f"-> {out}" in capsys.readouterr().out
+    assert load_fitted_curve(out).provenance["answers"] == 4
+
+
 def test_logs_without_answers_are_a_clear_error(tmp_path):
     _log(tmp_path / "log.jsonl.gz", [record(GROUPS, query="q", titles=TITLES)])
     with pytest.raises(ValueError, match="holds a record with an answer"):

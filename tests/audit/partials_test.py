@@ -180,6 +180,37 @@ def test_the_cli_saves_a_window_and_reports_the_merge(
     assert "--since '7d' with --partials-out: a duration" in capsys.readouterr().err
 
 
+def test_a_partials_only_run_replaces_nothing_and_refuses_what_it_cannot_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user trial: a second window saved into the first's folder replaced its partials (a
+    day lost, exit 0); report flags on a partials-only run were ignored without a word; a log
+    with no record exited 0 (a report exits 2); a table cut short gave DuckDB's raw error."""
+    logs = days(tmp_path)
+    first = tmp_path / "p0"
+    assert main(["audit", str(logs[0]), "--partials-out", str(first)]) == 0
+    before = {path.name: path.read_bytes() for path in first.iterdir()}
+    capsys.readouterr()
+    assert main(["audit", str(logs[1]), "--partials-out", str(first)]) == 2
+    assert f"--partials-out {str(first)!r} already holds partials" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in first.iterdir()} == before
+    with pytest.raises(ValueError, match="already holds partials"):
+        write_partials(compute_partials(AuditOptions.create([logs[1]])), first)
+    second = tmp_path / "p1"
+    for flag, value in (("--max-disparity", "0.05"), ("--confidence", "0.9"), ("--alpha", "0.1")):
+        assert main(["audit", str(logs[1]), "--partials-out", str(second), flag, value]) == 2
+        assert f"{flag}: a run with --partials-out and no --out" in capsys.readouterr().err
+    assert not second.exists()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("torn{\n")
+    assert main(["audit", str(torn), "--partials-out", str(tmp_path / "torn")]) == 2
+    assert "error: no record to audit in 1 log(s): 1 lines, 1 not JSON" in capsys.readouterr().err
+    cells = first / "cells.parquet"
+    cells.write_bytes(cells.read_bytes()[:100])
+    assert main(["audit", "--from-partials", str(first), "--out", str(tmp_path / "r")]) == 2
+    assert "p0': cells.parquet cannot be read (" in capsys.readouterr().err
+
+
 def test_an_empty_window_merges(tmp_path: Path) -> None:
     logs = days(tmp_path)
     empty = write_log(tmp_path / "empty.jsonl", [])
