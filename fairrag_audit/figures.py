@@ -54,6 +54,14 @@ def _top(values: pd.Series, weights: pd.Series, result: AuditResult, what: str) 
     return sorted(str(v) for v in totals.index[:MAX_SERIES])
 
 
+def _series_style(index: int) -> dict[str, str]:
+    """The marker and line style of a figure's ``index``-th series: matplotlib's 10 colours
+    repeat from the 11th (:data:`MAX_SERIES` is 12), so each round of colours gets its own
+    marker and line style and no two series look alike."""
+    rounds = index // 10
+    return {"marker": "os^D"[rounds % 4], "linestyle": ("-", "--")[rounds % 2]}
+
+
 def _x_positions(frame: pd.DataFrame, result: AuditResult) -> tuple[np.ndarray, list[str]]:
     """x of each row: window starts as dates; a single 'all' or 'no timestamp' as categories."""
     labels = sorted(frame["window"].unique(), key=lambda w: (w == NO_TIMESTAMP, w))
@@ -93,9 +101,9 @@ def exposure_over_time(result: AuditResult, path: Path) -> bool:
             f"exposure over time, {ranker}: groups",
         )
         mine = mine[mine["group"].isin(groups)]
-        for group, rows in mine.groupby("group", sort=True):
+        for index, (group, rows) in enumerate(mine.groupby("group", sort=True)):
             x = np.array([place[w] for w in rows["window"]], dtype=float)
-            ax.plot(x, rows["share"], marker="o", ms=3, label=_short(group))
+            ax.plot(x, rows["share"], ms=3, label=_short(group), **_series_style(index))
             ax.fill_between(x, rows["ci_low"], rows["ci_high"], alpha=0.2)
         target = result.options.target_share
         if result.options.protected is not None:
@@ -129,14 +137,24 @@ def disparity_band(result: AuditResult, path: Path) -> bool:
     data = data.assign(_series=data[series].astype(str).agg(" / ".join, axis=1))
     keep = _top(data["_series"], data["n"], result, "disparity against the band, series")
     data = data[data["_series"].isin(keep)]
-    for name, rows in data.groupby("_series", sort=True):
+    for index, (name, rows) in enumerate(data.groupby("_series", sort=True)):
         x = np.array([place[w] for w in rows["window"]], dtype=float)
         value = rows["value"].to_numpy(float)
         # an interval never below 0 in length (NaN bounds: no bar)
         err = np.nan_to_num(
             np.maximum(np.vstack([value - rows["ci_low"], rows["ci_high"] - value]), 0.0)
         )
-        ax.errorbar(x, value, yerr=err, marker="o", ms=3, capsize=2, lw=1, label=_short(name))
+        style = _series_style(index)
+        ax.errorbar(
+            x,
+            value,
+            yerr=err,
+            ms=3,
+            capsize=2,
+            lw=1,
+            label=_short(name),
+            fmt=style["marker"] + style["linestyle"],
+        )
     band = result.options.max_disparity
     if band is not None:
         ax.axhspan(0, band, color="tab:green", alpha=0.12, label=f"band [0, {band:g}]")
@@ -286,9 +304,11 @@ def cumulative(result: AuditResult, path: Path) -> bool:
         groups = _top(
             pd.Series(last.index, index=last.index), last, result, f"cumulative, {ranker}: groups"
         )
-        for group in groups:
+        for index, group in enumerate(groups):
             rows = shares[shares["series"] == group].sort_values("records")
-            left.plot(rows["records"], rows["value"], marker="o", ms=2.5, label=_short(group))
+            left.plot(
+                rows["records"], rows["value"], ms=2.5, label=_short(group), **_series_style(index)
+            )
         if result.options.protected is not None:
             target = result.options.target_share
             left.axhline(0.5 if target is None else target, color="grey", lw=0.8, ls="--")

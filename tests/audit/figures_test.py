@@ -76,3 +76,20 @@ def test_records_without_timestamps_form_their_own_window(tmp_path, drawn):
     undated = audit([write_log(tmp_path / "undated.jsonl", records)], protected="female")
     assert undated.figure_windows.startswith("no record has a timestamp")
     assert set(undated.trend_exposure["window"]) == {"(no timestamp)"}
+
+
+def test_twelve_series_all_look_different(tmp_path, drawn):
+    """A user trial: the band figure drew 12 series with matplotlib's 10 colours and one
+    marker, so two pairs of rankers/tenants could not be told apart."""
+    records = deployment_records(hours=2, per_hour=24)
+    for index, item in enumerate(records):
+        item["metadata"] = {"tenant": f"tenant{index // 2 % 6}"}
+    log = write_log(tmp_path / "log.jsonl", records)
+    result = audit([log], by=["tenant"], window="1h", protected="female", max_disparity=0.05)
+    write_report(result, tmp_path / "out")
+    bars = [b for ax in drawn["disparity_band.png"].axes for b in ax.containers]
+    looks = [
+        (line.get_color(), line.get_marker(), line.get_linestyle())
+        for line in (b.lines[0] for b in bars if isinstance(b, ErrorbarContainer))
+    ]
+    assert len(looks) == 12 and len(set(looks)) == 12, looks
