@@ -718,9 +718,12 @@ def _read_lines(
     sourced: list[int] = []  # documents a trailing "Sources: 1, 3" line cites
     heading: int | None = None  # lines[heading:] follow the last "References" line alone
     held: list[int] = []  # "[3]" alone under that heading: an entry, else a prompt echo
+    shape: dict[int, tuple[int, int]] = {}  # indented lines and headings: (indent, level)
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
+        if raw[:1] in " \t#":
+            shape[number] = _shape(raw)
         line = " ".join(raw[:MAX_LINE_SCAN].split())
         if len(raw) <= MAX_LINE_SCAN:
             bullet = _parser_bullet(line, ctx.bodies)
@@ -768,7 +771,93 @@ def _read_lines(
     if held:  # outside a list, each "[3]" alone is a prompt line copied, as anywhere else
         lines = [unit for unit in lines if unit[0] not in held]
         echoed = sorted([*echoed, *held])
+    if shape:
+        lines = _nested(lines, is_bullet, shape, ctx)
     return lines, is_bullet, echoed, sourced
+
+
+_HEADING = re.compile(r"#{1,6}(?= )")
+
+
+def _item_ends(shapes: Sequence[tuple[int, int]]) -> list[int]:
+    """For each line (its ``(indent, heading level)``), the index of the first line after it
+    that ends what is nested under it: for a heading, the next heading of its level or above;
+    else the next line indented no deeper, or any heading. One pass from the end, a stack of
+    the lines that may end the ones above (linear: each line is pushed and popped once)."""
+    ends = [len(shapes)] * len(shapes)
+    lines: list[int] = []  # keys increasing from the top of the stack down
+    headings: list[int] = []
+    for index in range(len(shapes) - 1, -1, -1):
+        indent, level = shapes[index]
+        key = -1 if level else indent  # a heading ends every list item above it
+        if level:
+            while headings and shapes[headings[-1]][1] > level:
+                headings.pop()
+            ends[index] = headings[-1] if headings else len(shapes)
+            headings.append(index)
+        else:
+            while lines and (-1 if shapes[lines[-1]][1] else shapes[lines[-1]][0]) > key:
+                lines.pop()
+            ends[index] = lines[-1] if lines else len(shapes)
+        while lines and (-1 if shapes[lines[-1]][1] else shapes[lines[-1]][0]) > key:
+            lines.pop()
+        lines.append(index)
+    return ends
+
+
+def _shape(raw: str) -> tuple[int, int]:
+    """A line's indent (a tab counts 4) and its markdown heading level (0: no heading)."""
+    text = raw.lstrip(" \t")
+    indent = raw[: len(raw) - len(text)].replace("\t", "    ")
+    heading = _HEADING.match(text) if text[:1] == "#" else None
+    return len(indent), (heading.end() if heading else 0)
+
+
+def _nested(
+    lines: list[tuple[int, str, str]],
+    is_bullet: set[int],
+    shape: dict[int, tuple[int, int]],
+    ctx: _Context,
+) -> list[tuple[int, str, str]]:
+    """The units a reader reads in a nested answer: an item (a list item or a heading) that
+    attributes, with the lines nested under it (indented deeper than a list item; to the next
+    heading of its level or above, under a heading) read as its description: one unit, the
+    item's, whose text is the item's then each nested line's after ``" – "`` (so their
+    citations cite the item's person and their names are no new item), up to
+    :data:`MAX_LINE_SCAN` characters (nested lines past it stay units of their own). An item
+    that attributes no one keeps its nested lines as units; ending with a colon (``-
+    Scientists:``), it is their label, not an item."""
+    ends = _item_ends([shape.get(number, (0, 0)) for number, _, _ in lines])
+    units: list[tuple[int, str, str]] = []
+    index = 0
+    while index < len(lines):
+        number, line, stripped = lines[index]
+        parent = number in is_bullet or shape.get(number, (0, 0))[1] > 0  # an item, a heading
+        nested = lines[index + 1 : ends[index]] if parent else []
+        if (
+            not nested
+            or (line.lower() == line and _CITATION_CHARS.isdisjoint(line))  # no name, no cite
+            or not _attribute_line(line, stripped, number, ctx)[0].attributions
+        ):
+            if nested and line.rstrip(" *_").endswith((":", "：")):
+                is_bullet.discard(number)  # "- Scientists:" over its items: a label, no item
+            units.append(lines[index])
+            index += 1
+            continue
+        text = line
+        taken = 0
+        for _, inner_line, _ in nested:
+            body = _strip_bullet(inner_line)[0]
+            if len(text) + len(body) + 3 > MAX_LINE_SCAN:
+                break
+            text += " – " + body
+            taken += 1
+        is_bullet.difference_update(n for n, _, _ in nested[:taken])
+        is_bullet.add(number)  # one item: never read sentence by sentence
+        units.append((number, text, stripped))
+        units += nested[taken:]
+        index = ends[index]
+    return units
 
 
 def _bare_source(body: str) -> str:

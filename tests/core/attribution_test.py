@@ -650,6 +650,50 @@ def test_a_name_coordinated_after_a_comma_is_presented(answer, titles):
     assert [a.title for a in attribute_answer(answer, PEOPLE).attributions] == titles
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # the items of gpt-4o-mini's nested style: a label and a source under each name
+        "1. **Ada Lovelace**\n   - **Contribution**: the first program.\n   - **Source**: [1]\n"
+        "2. **Alan Turing**\n   - **Contribution**: codes.\n   - **Source**: [4]\n"
+        "3. **Marie Curie**\n   - **Contribution**: radium.\n   - **Source**: [3]",
+        # the name again in the description, or the surname alone
+        "1. **Ada Lovelace**\n   - Ada Lovelace wrote the first program.\n"
+        "2. **Alan Turing**\n   - Turing broke codes.\n3. **Marie Curie**\n\t- Curie: radium.",
+        # headings over paragraphs (Claude's sections)
+        "### 1. Ada Lovelace\nAda Lovelace wrote the first program [1].\n\n"
+        "### 2. Alan Turing\nTuring broke codes [4].\n\n### 3. Marie Curie\nShe found radium [3].",
+        # a label over the items: no item of its own
+        "- Pioneers:\n  - Ada Lovelace [1]\n  - Alan Turing [4]\n  - Marie Curie [3]",
+    ],
+    ids=["labelled", "name again", "headings", "label over items"],
+)
+def test_lines_nested_under_an_item_are_its_description(answer):
+    """A review: each nested line was a bullet of its own, so an item named again in its
+    description counted twice (parity 0.50 where a reader reads 0.67 here) and its ``Source:
+    [1]`` line was a bullet naming no one (groundedness 0.33 where a reader reads 1.00)."""
+    result = attribute_answer(answer, PEOPLE)
+    assert [a.title for a in result.attributions] == ["Ada Lovelace", "Alan Turing", "Marie Curie"]
+    assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
+    assert attributed_groundedness(result) == 1.0
+    assert result.miscitations == []
+
+
+def test_a_nested_citation_of_another_document_is_a_miscitation_of_the_item():
+    answer = "1. **Ada Lovelace**\n   - **Source**: [1]\n2. **Alan Turing**\n   - **Source**: [1]"
+    turing = attribute_answer(answer, PEOPLE).bullets[1]
+    assert turing.line == "2. **Alan Turing**" and turing.line_number == 3
+    assert [a.title for a in turing.miscited] == ["Ada Lovelace"]
+
+
+def test_items_under_an_item_naming_no_one_stay_items():
+    """Nested lines under an item that attributes no one and is no label stay units: a person
+    not shown keeps an unsupported item, and the people nested under it their own."""
+    result = attribute_answer("- Katherine Johnson\n  - Ada Lovelace [1]\n  - Alan Turing", PEOPLE)
+    assert [b.line_number for b in result.bullets] == [1, 2, 3]
+    assert [a.title for a in result.attributions] == ["Ada Lovelace", "Alan Turing"]
+
+
 def test_not_only_is_no_denial():
     result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace"]
