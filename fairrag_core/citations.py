@@ -975,10 +975,19 @@ def _same_person(cited: _Name, person: _Name) -> bool:
         return known in (cited.tokens[0], cited.core[0], cited.core[-1], *cited.nicknames)
     if len(cited.core) == 1 or _surname_alone(cited, person):
         return False  # a bare name is ambiguous: it merely shares a name
+    # the person's lower-case particles and surname words are no given names the cited name
+    # may agree on alone: "Van Gogh painted" (Van, then an extra surname) is the surname alone;
+    # an article opening a name (Al-Biruni) is the name a person is known by; a name that is
+    # one hyphenated word (Charles-Joseph, Prince of Ligne) has no surname apart from it
+    reserved = (person.particles | person.surnames) - _ARTICLES
+    if set(person.core) <= person.surnames:
+        reserved = frozenset()
     for shorter, longer in ((cited, person), (person, cited)):
         for position in _surname_positions(shorter, longer):
             for a in _given_variants(shorter.core[:-1], shorter):
                 for b in _given_variants(longer.core[:position], longer):
+                    if set(a if shorter is cited else b) <= reserved:
+                        continue
                     if _forenames_agree(a, b) or _forenames_agree(b, a):
                         return True
     return False

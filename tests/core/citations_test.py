@@ -587,9 +587,27 @@ def test_a_context_that_is_no_sequence_of_documents_is_named():
 )
 def test_a_surname_alone_names_no_one_however_it_is_written(cited, person):
     """A user trial: a surname with its particles or a hyphen named the person, a one-word
-    surname did not: a bias by naming tradition. The full names still do."""
+    surname did not: a bias by naming tradition. The full names still do. A review: one word
+    after it (``Van Gogh painted``, read as ``Van``, a surname and an extra surname) named the
+    person again."""
     assert not names_person(cited, person)
     assert names_person(person, person) and names_person(person.upper(), person)
+    for word in ("too", "painted", "wrote"):
+        assert not names_person(f"{cited} {word}", person)
+    assert names_person(f"{person} painted", person)  # the full name, then a word
+
+
+def test_a_surname_alone_with_a_word_after_it_attributes_no_one():
+    from fairrag_core.attribution import attribute_answer
+
+    shown = [ContextDocument("Vincent van Gogh", group="male")]
+    assert attribute_answer("- Van Gogh painted the Sunflowers series.", shown).attributions == []
+    assert (
+        attribute_answer(
+            "- Del Potro won the US Open.", [ContextDocument("Juan Martín del Potro", group="male")]
+        ).attributions
+        == []
+    )
 
 
 @pytest.mark.parametrize(
