@@ -1461,7 +1461,8 @@ def _name_runs(text: str) -> list[str]:
     particle-prefixed words such as ``al-Qaradawi`` or ``d'Indy`` inside), the same runs with
     short lower-case joining words kept inside (``Isaac in Islam``, ``Jacob Clemens non Papa``),
     and ``text`` itself when it is at most :data:`_MAX_RUN_WORDS` + 4 words (a quoted nickname,
-    an inverted ``Curie, Marie``). A possessive (``Turing's``) ends its run with the bare word.
+    an inverted ``Curie, Marie``), and ``Marie Curie`` of ``Marie and Pierre Curie``. A
+    possessive (``Turing's``) ends its run with the bare word.
     """
     if _PLAIN_NAME.fullmatch(text):
         return [text]  # capitalised ASCII words only: one run, itself (the common head)
@@ -1528,7 +1529,16 @@ def _name_runs(text: str) -> list[str]:
     for candidate in (whole, whole[: owner.start()] if owner else ""):
         if candidate and len(candidate.split()) <= _MAX_RUN_WORDS + 4:
             runs.append(candidate)
+    if " and " in text or " & " in text:  # "Marie and Pierre Curie": Marie Curie too
+        runs += [f"{pair.group(1)} {pair.group(2)}" for pair in _SHARED_SURNAME.finditer(text)]
     return [run for run in dict.fromkeys(runs) if run]
+
+
+_SHARED_SURNAME = re.compile(
+    r"(?<![\w'’-])([A-Z][\w'’-]{0,40}) (?:and|&) [A-Z][\w'’-]{0,40} ([A-Z][\w'’-]{0,40})(?![\w'’-])"
+)
+"""Two given names sharing the surname after them (``Marie and Pierre Curie``, ``Serena &
+Venus Williams``): the first given name with the surname is a name run too."""
 
 
 def _topic_name_words(title: str) -> int | None:

@@ -694,6 +694,18 @@ def test_items_under_an_item_naming_no_one_stay_items():
     assert [a.title for a in result.attributions] == ["Ada Lovelace", "Alan Turing"]
 
 
+def test_two_given_names_sharing_a_surname_present_both():
+    """A review: ``Marie and Pierre Curie`` credited Pierre alone (and with only Marie shown,
+    no one), ``Pierre and Marie Curie [1][3]`` flagged her citation a mis-citation."""
+    shown = [*PEOPLE[:4], ContextDocument("Pierre Curie", group="male")]  # [5]
+    for answer in ("- Marie and Pierre Curie – radium", "- Pierre & Marie Curie – radium [3][5]"):
+        result = attribute_answer(answer, shown)
+        assert sorted(a.title for a in result.attributions) == ["Marie Curie", "Pierre Curie"]
+        assert result.miscitations == []
+    alone = attribute_answer("- Marie and Pierre Curie – radium", PEOPLE)
+    assert [a.title for a in alone.attributions] == ["Marie Curie"]
+
+
 def test_not_only_is_no_denial():
     result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace"]
