@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -711,6 +712,7 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
             "merge the partials of disjoint sets of logs (each window's new files once; a log "
             "still written to belongs to one window only)"
         )
+    files, left_out = _told_apart(parts)
     dated = [p.span for p in parts if p.span.get("first") is not None]
     span = {
         "records": sum(int(p.span["records"]) for p in parts),
@@ -726,8 +728,42 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
         trend_cells=_add([p.trend_cells for p in parts]),
         trend_groups=_add([p.trend_groups for p in parts]),
         files=files,
-        left_out=pd.concat([p.left_out for p in parts], ignore_index=True),
+        left_out=left_out,
     )
+
+
+def _told_apart(parts: Sequence[Partials]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-file tables of ``parts`` concatenated; a path several parts read (a log rotated
+    under one name each day) is named with the time each was audited, ``logs/fairness.jsonl
+    (audited 2026-12-02T01:00:00+00:00)``, so its rows and the lines it left out tell which day's
+    log they are (a user trial found two identical rows)."""
+    counts = Counter(str(path) for part in parts for path in part.files["file"])
+    if all(count == 1 for count in counts.values()):
+        return (
+            pd.concat([p.files for p in parts], ignore_index=True),
+            pd.concat([p.left_out for p in parts], ignore_index=True),
+        )
+    files, left_out = [], []
+    labels: set[str] = set()
+    for part in parts:
+        names: dict[str, str] = {}
+        for path, audited in zip(part.files["file"], part.files["audited_at"], strict=True):
+            if counts[str(path)] > 1:
+                label = f"{path} (audited {audited})"
+                number = 2
+                while label in labels:  # two runs in the same second
+                    label = f"{path} (audited {audited}) #{number}"
+                    number += 1
+                labels.add(label)
+                names[str(path)] = label
+        files.append(part.files.assign(file=part.files["file"].astype(str).replace(names)))
+        if len(part.left_out):
+            left_out.append(
+                part.left_out.assign(file=part.left_out["file"].astype(str).replace(names))
+            )
+        else:
+            left_out.append(part.left_out)
+    return pd.concat(files, ignore_index=True), pd.concat(left_out, ignore_index=True)
 
 
 def check_partials_out(folder: Path) -> None:

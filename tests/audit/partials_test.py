@@ -239,6 +239,11 @@ def test_a_log_is_told_by_its_content_not_by_the_path_it_was_given_as(
     merged = audit_partials(rotated, max_disparity=0.05)
     one_shot = audit([str(log) for log in logs[:2]], **OPTIONS)  # type: ignore[arg-type]
     assert_same_table(merged.metrics, one_shot.metrics, "metrics")
+    # each day's log told apart where it is listed (a user trial: two identical rows, the
+    # torn line of day 2 listed twice under one name)
+    named = merged.reading["file"].tolist()
+    assert len(set(named)) == 2 and all(n.startswith("fairness.jsonl (audited ") for n in named)
+    assert merged.left_out["file"].tolist() == [named[1]]  # day 2's torn line, its own name
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(logs[0].read_bytes())
     for twin in (Path("day0.jsonl"), copy):  # relative to tmp_path: the same file, and a copy
