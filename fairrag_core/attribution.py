@@ -229,7 +229,8 @@ _LINK = re.compile(r"\[([^\[\]]{1,300})\]\(([^()\s]{1,500})\)")
 _SQUARE_TEXT = re.compile(r"\[([^\[\]]{1,300})\](?!\()")
 _ROUND_TEXT = re.compile(r"\(([^()]{1,300})\)")
 _SOURCE = re.compile(
-    r"(?=[src])(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)[ ]?[:：]",
+    r"(?=[src])(?<![\w])(?:sources?|references?|refs?|citations?|cited|cites?)"
+    r"(?: (?:documents?|docs|used))?[ ]?[:：]",
     re.IGNORECASE,
 )
 # A pattern opening with a lookahead of its first letters (``(?=[src])``) matches the same
@@ -290,8 +291,8 @@ _ALNUM = re.compile(r"[^\W_]")
 _DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
 _REFERENCE_HEADING = re.compile(
-    r"(?:sources?|references?|bibliography|works cited|citations?|further reading)"
-    r"(?: used| cited)? ?[:：]?",
+    r"(?:sources?|references?|bibliography|works cited|citations?|further reading|"
+    r"(?:context |source |cited )?documents)(?: used| cited)? ?[:：]?",
     re.IGNORECASE,
 )
 """A line that heads a reference list (alone on its line, heading marks and emphasis aside)."""

@@ -462,6 +462,7 @@ def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
         # as models write them (a review: each was read as bullets)
         "References:\n[1] Ada Lovelace. Wikipedia.\n[4] Alan Turing. Wikipedia.",
         "Sources:\n[1], [3], [4]",
+        "Context documents used:\n- Marie Curie\n- Alan Turing",
         "Sources:\n- Document 3: Marie Curie\n[4] Title: Alan Turing",
         # quoted (a review: its entries were read as bullets)
         "> **Sources**\n> [1] Ada Lovelace\n>\n> [3] Marie Curie",
@@ -881,7 +882,14 @@ def test_footnote_definitions_are_citations_not_bullets():
     "sources",
     # as written bare, and (a review) emphasised or in brackets: those were bullets naming no
     # one whose citations were all credited
-    ["Sources: 1, 4", "*Sources: [1], [4]*", "_Sources: 1, 4_", "(Sources: [1], [4].)"],
+    [
+        "Sources: 1, 4",
+        "*Sources: [1], [4]*",
+        "_Sources: 1, 4_",
+        "(Sources: [1], [4].)",
+        "Source documents: [1], [4]",
+        "Cited documents: 1, 4",
+    ],
 )
 def test_a_trailing_sources_line_cites_the_bullets_and_is_no_bullet(sources):
     result = attribute_answer(f"- Ada Lovelace\n- Alan Turing\n\n{sources}", PEOPLE)
