@@ -224,8 +224,17 @@ _NUMBERED = re.compile(
 )
 _NUMBER_PARTS = re.compile(r" ?[,;] ?")
 _NUMBER_RANGE = re.compile(r" ?[–-] ?")
+_NUMBERED_ROUND = re.compile(
+    r"\((?:doc(?:ument)?|source|context|ref(?:erence)?|entry|passage) ?#? ?"
+    r"(\d{1,3}(?: ?[,;–-] ?\d{1,3}){0,20})\)",
+    re.IGNORECASE,
+)
+"""Entry numbers in round brackets after a label (``(Document 1)``, ``(Doc 3)``); a number
+alone in round brackets is no citation (``(1)`` numbers items, ``(1926)`` is a year)."""
 _NUMBER_LIST = re.compile(r"\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20}")
-_LINK = re.compile(r"\[([^\[\]]{1,300})\]\(([^()\s]{1,500})\)")
+_LINK = re.compile(r"\[([^\[\]]{1,300})\]\(((?:[^()\s]|\([^()\s]{0,200}\)){1,500})\)")
+"""A markdown link: its text, and its URL (one level of brackets inside, as in Wikipedia's
+``.../Mary_Jackson_(engineer)``)."""
 _SQUARE_TEXT = re.compile(r"\[([^\[\]]{1,300})\](?!\()")
 _ROUND_TEXT = re.compile(r"\(([^()]{1,300})\)")
 _SOURCE = re.compile(
@@ -1242,6 +1251,19 @@ def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
                     cited.cite("numbered", ctx.footnotes[label], [], match.span())
                     cited.take(*match.span())
         for match in _NUMBERED.finditer(body):
+            if cited.free(*match.span()):
+                positions, missing = ctx.numbers(match.group(1))
+                cited.cite("numbered", positions, missing, match.span())
+                cited.take(*match.span())
+    if round_ and (
+        "doc" in lower
+        or "ource" in lower
+        or "ref" in lower
+        or "ntry" in lower
+        or "ontext" in lower
+        or "assage" in lower
+    ):
+        for match in _NUMBERED_ROUND.finditer(body):
             if cited.free(*match.span()):
                 positions, missing = ctx.numbers(match.group(1))
                 cited.cite("numbered", positions, missing, match.span())

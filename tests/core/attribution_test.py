@@ -707,6 +707,23 @@ def test_two_given_names_sharing_a_surname_present_both():
     assert [a.title for a in alone.attributions] == ["Marie Curie"]
 
 
+def test_labelled_numbers_in_round_brackets_and_links_with_brackets_are_explicit():
+    """A review: ``(Document 1)`` and a Wikipedia link whose URL holds brackets were read as
+    implicit attributions only (the explicit-only metrics missed them)."""
+    shown = [*PEOPLE[:4], ContextDocument("Mary Jackson (engineer)", group="female")]
+    answer = (
+        "- Ada Lovelace (Document 1)\n- Alan Turing (Doc 4): codes\n- Marie Curie (1867)\n"
+        "- Mary Jackson ([Wikipedia](https://en.wikipedia.org/wiki/Mary_Jackson_(engineer)))"
+    )
+    result = attribute_answer(answer, shown)
+    assert [(a.title, a.style) for a in result.attributions] == [
+        ("Ada Lovelace", "numbered"),
+        ("Alan Turing", "numbered"),
+        ("Marie Curie", "implicit"),  # a year, not an entry number
+        ("Mary Jackson (engineer)", "markdown_link"),
+    ]
+
+
 def test_not_only_is_no_denial():
     result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace"]
