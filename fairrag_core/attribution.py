@@ -255,10 +255,12 @@ _PART = re.compile(r" ?[,;] ?| and ")
 _RUN_BREAK = re.compile(r"[,;:()\[\]{}|/\"“”«»!?]| [-–—] |[–—]|(?<!\b[A-Z])\. (?=[A-Z])")
 # a sentence's end breaks a run of names; an initial's full stop (``L. L. Zamenhof``) does not
 _LOWER_CLAUSE = re.compile(
-    r", (?=[a-z])(?!(?:and|or|while|whereas|plus|as well as|along with|together with) [A-Z])"
+    r", (?=[a-z])(?!(?:and|or|while|whereas|plus|as well as|along with|together with) "
+    r"(?![^,.;:]{0,60}?['’]s\b)[A-Z])"
 )
 """Where a head's appositive or clause starts (``Alan Turing, a mathematician ...``); not a
-coordinated name (``A, B, and C``; ``A founded X, while B ...``): the head keeps it."""
+coordinated name (``A, B, and C``; ``A founded X, while B ...``): the head keeps it, unless
+the name is a possessive (``, while Alan Turing's work ...``: of something else)."""
 _VERB_CLAUSE = re.compile(r" (?:was|is|were|are|has|had|became|won|who) ")
 _ASIDE = re.compile(r" ?[(\[][^()\[\]]{0,200}(?:[)\]]|$)")
 _PARTICLES = frozenset(
@@ -332,26 +334,40 @@ _PROMPT_LINES = frozenset(
         "Answer with one bullet per person, in this format:",
     )
 )
+_NEGATION = r"(?:not|no|cannot|unable|\w{1,6}n['’]t)\b"
 _REFUSAL = re.compile(
-    r"(?=[iwdcnu])\b(?:(?:i|we) (?:cannot|can't|can not|could not|couldn't|am unable|are unable)|"
-    r"(?:cannot|can't|can not|unable to) (?:tell|determine|say|find|confirm|verify|answer|"
-    r"identify|provide|be determined)|"
-    r"(?:does|do|did|is|was)(?: not|n't) (?:say|mention|state|specify|provide|include|contain|"
-    r"describe|indicate|give|list|name|tell|discuss)|"
-    r"no (?:information|mention|evidence|record)|not (?:mentioned|stated|provided|known|found|"
-    r"listed|included))\b",
+    # the context, the documents or information, or the model itself, said not to hold it
+    r"(?:\b(?:the|this|these|provided|given) (?:provided |given )?(?:context|documents?|"
+    r"passages?|excerpts?|texts?|sources?|entries)|\binformation|\b(?-i:I))\b"
+    rf"(?:\W{{1,3}}\w{{1,30}}){{0,6}}?\W{{1,3}}{_NEGATION}|"
+    # or phrases that refuse whatever their subject
+    r"\bnot (?:available|mentioned|stated|provided|specified|listed|included|clear|in the "
+    r"(?:context|documents?|texts?|passages?))\b|"
+    r"\bnot (?:discussed|described|detailed|explained|covered|given) (?:in|by) (?:the|this|"
+    r"these) (?:context|documents?|texts?|passages?|excerpts?|sources?)\b|"
+    r"\b(?:it is|it's|it’s) not (?:known|clear)\b|"
+    r"\bno (?:information|mention|evidence|record|details?)\b|\bunable to\b|"
+    r"\b(?:cannot|can't|can’t|can not|could not|couldn't|couldn’t) (?:be )?(?:tell|determine|say|"
+    r"find|confirm|verify|answer|identify|provide|confirmed|determined|found|verified|"
+    r"identified)\b|"
+    r"\b(?:does|do|did|is|was)(?: not|n't|n’t) (?:say|mention|state|specify|provide|include|"
+    r"contain|describe|indicate|give|list|name|tell|discuss)\b",
     re.IGNORECASE,
 )
-"""A refusal, anywhere in a line (``the context does not say whether X ...``, ``I cannot``,
-``unable to determine``, ``no information``, ``not mentioned``): it attributes nothing."""
+"""A refusal, anywhere in a line: a negation whose subject is the context, the documents,
+information or the model (``the context does not elaborate on X``, ``the documents don't
+cover X``, ``information about X is not available``, ``I don't know``), or a phrase that
+refuses whatever its subject (``not mentioned``, ``it is not clear``, ``no information``,
+``cannot determine``, ``unable to``): it attributes nothing. A negative fact (``her work was
+not recognised``, ``she did not receive the prize``, ``cannot be overstated``) is none."""
 _DENIAL = re.compile(
-    r"(?=[diwahc])\b(?:(?:does|do|did|is|was|are|were|has|have|had|could) ?(?:not|n't)|"
-    r"isn't|wasn't|aren't|weren't|doesn't|don't|didn't|hasn't|haven't|hadn't|couldn't)\b"
-    r"(?! (?:only|just|merely|simply)\b)",
+    r"\b(?:(?:is|was|are|were) not|isn['’]t|wasn['’]t|aren['’]t|weren['’]t) (?:a|an|the|one|"
+    r"among|considered|regarded|really|actually|truly|known as)\b",
     re.IGNORECASE,
 )
-"""A negated verb (``not only`` is none): a denial when the person the line presents (or a
-pronoun) is its subject (:func:`_denies`)."""
+"""A denial of what a person is (``was not an engineer``, ``is not considered``; ``not only``
+is none): a denial when the person the line presents (or a pronoun) is its subject
+(:func:`_denies`). A negated deed (``did not receive``, ``was not awarded``) is a fact."""
 _PRONOUNS = frozenset("he she they it this that who".split())
 
 
@@ -791,27 +807,17 @@ _HEADING = re.compile(r"#{1,6}(?= )")
 
 def _item_ends(shapes: Sequence[tuple[int, int]]) -> list[int]:
     """For each line (its ``(indent, heading level)``), the index of the first line after it
-    that ends what is nested under it: for a heading, the next heading of its level or above;
-    else the next line indented no deeper, or any heading. One pass from the end, a stack of
-    the lines that may end the ones above (linear: each line is pushed and popped once)."""
+    that ends what is nested under it: for a heading, the next heading; else the next line
+    indented no deeper, or a heading. One pass from the end with a stack of the lines that may
+    end the ones above (linear: each line is pushed and popped once)."""
     ends = [len(shapes)] * len(shapes)
-    lines: list[int] = []  # keys increasing from the top of the stack down
-    headings: list[int] = []
+    keys = [-1 if level else indent for indent, level in shapes]  # a heading ends them all
+    stack: list[int] = []  # keys increasing from the top of the stack down
     for index in range(len(shapes) - 1, -1, -1):
-        indent, level = shapes[index]
-        key = -1 if level else indent  # a heading ends every list item above it
-        if level:
-            while headings and shapes[headings[-1]][1] > level:
-                headings.pop()
-            ends[index] = headings[-1] if headings else len(shapes)
-            headings.append(index)
-        else:
-            while lines and (-1 if shapes[lines[-1]][1] else shapes[lines[-1]][0]) > key:
-                lines.pop()
-            ends[index] = lines[-1] if lines else len(shapes)
-        while lines and (-1 if shapes[lines[-1]][1] else shapes[lines[-1]][0]) > key:
-            lines.pop()
-        lines.append(index)
+        while stack and keys[stack[-1]] > keys[index]:
+            stack.pop()
+        ends[index] = stack[-1] if stack else len(shapes)
+        stack.append(index)
     return ends
 
 
@@ -831,41 +837,68 @@ def _nested(
 ) -> list[tuple[int, str, str]]:
     """The units a reader reads in a nested answer: an item (a list item or a heading) that
     attributes, with the lines nested under it (indented deeper than a list item; to the next
-    heading of its level or above, under a heading) read as its description: one unit, the
-    item's, whose text is the item's then each nested line's after ``" – "`` (so their
-    citations cite the item's person and their names are no new item), up to
-    :data:`MAX_LINE_SCAN` characters (nested lines past it stay units of their own). An item
-    that attributes no one keeps its nested lines as units; ending with a colon (``-
-    Scientists:``), it is their label, not an item."""
+    heading, under a heading) that describe it, is one unit, the item's, whose text is the
+    item's then each such line's after ``" – "`` (so their citations cite the item's person),
+    up to :data:`MAX_LINE_SCAN` characters (lines past it are part of the item, unread). A
+    nested line that names a shown person the item does not attribute (another person listed
+    under it), or that refuses (a caveat), stays a unit of its own. An item that attributes no
+    one keeps its nested lines as units; ending with a colon (``- Scientists:``), it is their
+    label, not an item."""
     ends = _item_ends([shape.get(number, (0, 0)) for number, _, _ in lines])
+    first_of = ctx.first_of
     units: list[tuple[int, str, str]] = []
     index = 0
+    # read once per distinct line (a looping answer repeats its sections): an item's people,
+    # and whether a nested line stands apart from an item's people
+    items: dict[str, frozenset[int]] = {}
+    read: dict[tuple[frozenset[int], str], bool] = {}
     while index < len(lines):
         number, line, stripped = lines[index]
+        if len(items) >= _MAX_RUN_CACHE or len(read) >= _MAX_RUN_CACHE:
+            items.clear()
+            read.clear()
         parent = number in is_bullet or shape.get(number, (0, 0))[1] > 0  # an item, a heading
         nested = lines[index + 1 : ends[index]] if parent else []
-        if (
-            not nested
-            or (line.lower() == line and _CITATION_CHARS.isdisjoint(line))  # no name, no cite
-            or not _attribute_line(line, stripped, number, ctx)[0].attributions
-        ):
+        people: frozenset[int] = frozenset()
+        if nested and (line.lower() != line or not _CITATION_CHARS.isdisjoint(line)):
+            known = items.get(line)
+            if known is None:
+                item = _attribute_line(line, stripped, number, ctx)[0]
+                known = items[line] = frozenset(first_of[a.position] for a in item.attributions)
+            people = known
+        if not people:
             if nested and line.rstrip(" *_").endswith((":", "：")):
                 is_bullet.discard(number)  # "- Scientists:" over its items: a label, no item
             units.append(lines[index])
             index += 1
             continue
-        text = line
-        taken = 0
-        for _, inner_line, _ in nested:
-            body = _strip_bullet(inner_line)[0]
-            if len(text) + len(body) + 3 > MAX_LINE_SCAN:
-                break
-            text += " – " + body
-            taken += 1
-        is_bullet.difference_update(n for n, _, _ in nested[:taken])
-        is_bullet.add(number)  # one item: never read sentence by sentence
-        units.append((number, text, stripped))
-        units += nested[taken:]
+        text, described, own = line, [], []
+        for unit in nested:
+            inner_line = unit[1]
+            if inner_line.lower() != inner_line or not _CITATION_CHARS.isdisjoint(inner_line):
+                # a capital or a citation: it may name someone else, or refuse (read once per
+                # distinct line: a looping answer repeats them)
+                apart = read.get((people, inner_line))
+                if apart is None:
+                    inner = _attribute_line(inner_line, unit[2], unit[0], ctx)[0]
+                    apart = read[people, inner_line] = inner.refusal or any(
+                        a.names_person and first_of[a.position] not in people
+                        for a in inner.attributions
+                    )
+                if apart:
+                    own.append(unit)  # a caveat, or another person listed under the item
+                    continue
+            described.append(unit[0])
+            body = _strip_bullet(unit[1])[0]
+            if len(text) + len(body) + 3 <= MAX_LINE_SCAN:
+                text += " – " + body
+        if described:
+            is_bullet.difference_update(described)
+            is_bullet.add(number)  # one item: never read sentence by sentence
+            units.append((number, text, stripped))
+        else:
+            units.append(lines[index])
+        units += own
         index = ends[index]
     return units
 
@@ -1346,9 +1379,9 @@ def _read_source_labels(cited: _Cited, lower: str, ctx: _Context) -> None:
 def _refuses(text: str, lower: str, uncited: str) -> bool:
     """A refusal (:data:`_REFUSAL`) anywhere in ``text``, or a denial (:func:`_denies`) in
     ``uncited`` (``text`` without its citations); every form either reads holds ``not``,
-    ``n't``, ``no `` or ``unable`` in any case (its letters have no other case-insensitive
+    ``n't`` (``n’t``), ``no `` or ``unable`` in any case (its letters have no other case-insensitive
     match), so a text without them is not searched (``lower``: ``text`` in lower case)."""
-    if "not" in lower or "n't" in lower or "no " in lower or "unable" in lower:
+    if "not" in lower or "n't" in lower or "n’t" in lower or "no " in lower or "unable" in lower:
         return bool(_REFUSAL.search(text)) or _denies(uncited)
     return False
 

@@ -599,6 +599,14 @@ def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
         "- She was not an engineer [1]",
         "There is no information about Ada Lovelace.",
         "- Ada Lovelace [1]: I can't say more about her.",
+        # a second review: refusals the first split missed (each credited the person)
+        "- Information about Ada Lovelace is not available in the context [1].",
+        "- The documents don't cover Ada Lovelace.",
+        "- Unfortunately, the context does not elaborate on Ada Lovelace.",
+        "- Ada Lovelace: I don't know her specific contributions.",
+        "- Ada Lovelace [1]: it is not clear from the context what she invented.",
+        "- Ada Lovelace [1] – the document doesn't go into detail about her work.",
+        "The context doesn't have details about Ada Lovelace [1].",
     ],
 )
 def test_refusals_and_denials_do_not_attribute(answer):
@@ -616,6 +624,10 @@ def test_refusals_and_denials_do_not_attribute(answer):
         "- Rosalind Franklin [3] – did not live to see the prize",
         "- Rosalind Franklin [3] – her contributions cannot be overstated",
         "Rosalind Franklin's work was not recognised in her lifetime [3].",
+        # a second review: a negated deed in the main clause is a fact, too
+        "- Rosalind Franklin did not receive the Nobel Prize, as she died in 1958 [3].",
+        "- Rosalind Franklin [3] was not awarded the Nobel Prize.",
+        "- Rosalind Franklin [3] – she was not given credit for Photo 51",
     ],
 )
 def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
@@ -642,6 +654,8 @@ def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
         ("- Pioneers include Ada Lovelace, and Grace Hopper.", ["Ada Lovelace", "Grace Hopper"]),
         # an appositive still ends the head: the person it mentions is not presented
         ("- Alan Turing, a mathematician who admired Ada Lovelace", ["Alan Turing"]),
+        # so does a possessive after the coordinator (a second review)
+        ("- Grace Hopper [2] wrote COBOL, while Alan Turing's work was theory.", ["Grace Hopper"]),
     ],
 )
 def test_a_name_coordinated_after_a_comma_is_presented(answer, titles):
@@ -678,6 +692,69 @@ def test_lines_nested_under_an_item_are_its_description(answer):
     assert attributed_generation_parity(result, "female") == pytest.approx(2 / 3)
     assert attributed_groundedness(result) == 1.0
     assert result.miscitations == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "bullets", "titles"),
+    [
+        # a caveat under an item stays its own line (a review: it refused the whole item)
+        (
+            "1. **Ada Lovelace** [1]\n   - First programmer.\n"
+            "   - I couldn't find details about her education in the context.\n"
+            "2. **Alan Turing** [4]\n   - Broke Enigma.",
+            [1, 3, 4],
+            ["Ada Lovelace", "Alan Turing"],
+        ),
+        # a list whose first line lost its indent: siblings, not a description
+        (
+            "1. Alan Turing - codes.\n  2. Ada Lovelace - notes.\n  3. Grace Hopper - compilers.",
+            [1, 2, 3],
+            ["Alan Turing", "Ada Lovelace", "Grace Hopper"],
+        ),
+        # other people listed under an item or a heading stay items
+        (
+            "1. **Marie Curie** [3] mentored:\n   - Alan Turing [3]\n   - Grace Hopper [2]",
+            [1, 2, 3],
+            ["Marie Curie", "Alan Turing", "Grace Hopper"],
+        ),
+        (
+            "### Ada Lovelace's successors\n- Grace Hopper wrote a compiler.\n- Alan Turing too.",
+            [2, 3],
+            ["Grace Hopper", "Alan Turing"],
+        ),
+        # a heading ends at the next heading, whatever its level (an H1 took the whole answer)
+        (
+            "# Ada Lovelace: a pioneer\n\n## Ada Lovelace\n- Wrote the first program [1].\n\n"
+            "## Alan Turing\n- Broke codes [4].\n\nNote: the context does not say where he "
+            "studied.",
+            [3, 6],
+            ["Ada Lovelace", "Alan Turing"],
+        ),
+    ],
+    ids=[
+        "caveat",
+        "first line unindented",
+        "people under an item",
+        "people under a heading",
+        "nested headings",
+    ],
+)
+def test_what_is_nested_under_an_item_but_is_no_description(answer, bullets, titles):
+    result = attribute_answer(answer, PEOPLE)
+    assert [b.line_number for b in result.bullets] == bullets
+    assert [a.title for a in result.attributions] == titles
+
+
+def test_a_long_description_is_the_items_however_long():
+    """A review: nested lines past 2,000 characters became unsupported bullets of their own,
+    so the person described at most length (here a woman) lost groundedness."""
+    said = "she studied radioactivity, a term she coined, and founded nuclear physics. " * 5
+    parts = ("Early life", "Research", "Prizes", "Legacy", "Family", "Death")
+    answer = "1. **Marie Curie** [3]\n" + "\n".join(f"   - **{p}**: {said}" for p in parts)
+    answer += "\n2. **Alan Turing** [4]\n   - **Work**: codes."
+    result = attribute_answer(answer, PEOPLE)
+    assert len(answer) > 2_000 and [b.line_number for b in result.bullets] == [1, 8]
+    assert attributed_groundedness(result) == 1.0
 
 
 def test_a_nested_citation_of_another_document_is_a_miscitation_of_the_item():
