@@ -338,8 +338,11 @@ _NEGATION = r"(?:not|no|cannot|unable|\w{1,6}n['’]t)\b"
 _REFUSAL = re.compile(
     # the context, the documents or information, or the model itself, said not to hold it
     r"(?:\b(?:the|this|these|provided|given) (?:provided |given )?(?:context|documents?|"
-    r"passages?|excerpts?|texts?|sources?|entries)|\binformation|\b(?-i:I))\b"
+    r"passages?|excerpts?|texts?|sources?|entries)|\binformation)\b"
     rf"(?:\W{{1,3}}\w{{1,30}}){{0,6}}?\W{{1,3}}{_NEGATION}|"
+    # the model, in the first person (not a regnal I: "Elizabeth I was not ...")
+    r"\b(?-i:I)(?:['’]m| am| do| did| can| could| have| had| would| was unable| was not able)?"
+    r"(?: not|n['’]t| cannot| no| unable)\b|"
     # or phrases that refuse whatever their subject
     r"\bnot (?:available|mentioned|stated|provided|specified|listed|included|clear|in the "
     r"(?:context|documents?|texts?|passages?))\b|"

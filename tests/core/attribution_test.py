@@ -801,6 +801,14 @@ def test_labelled_numbers_in_round_brackets_and_links_with_brackets_are_explicit
     ]
 
 
+def test_a_regnal_numeral_is_not_the_model_speaking():
+    """``Elizabeth I was not married``: a fact; ``I`` is her numeral, not the model refusing."""
+    shown = [ContextDocument("Elizabeth I", group="female")]
+    result = attribute_answer("- Elizabeth I was not married, yet ruled for 44 years [1]", shown)
+    assert [a.title for a in result.attributions] == ["Elizabeth I"]
+    assert attribute_answer("- Elizabeth I [1]: I could not find more.", shown).refusal_count == 1
+
+
 def test_not_only_is_no_denial():
     result = attribute_answer("- Ada Lovelace was not only a mathematician [1]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace"]
