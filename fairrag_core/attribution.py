@@ -336,6 +336,7 @@ _PROMPT_LINES = frozenset(
 )
 _NEGATION = r"(?:not|no|cannot|unable|\w{1,6}n['’]t)\b"
 _REFUSAL = re.compile(
+    r"(?=[tpgincudw])"  # the first letters of every form: the engine skips to them
     # the context, the documents or information, or the model itself, said not to hold it
     r"(?:\b(?:the|this|these|provided|given) (?:provided |given )?(?:context|documents?|"
     r"passages?|excerpts?|texts?|sources?|entries)|\binformation)\b"
