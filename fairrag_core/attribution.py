@@ -334,13 +334,15 @@ _PROMPT_LINES = frozenset(
         "Answer with one bullet per person, in this format:",
     )
 )
-_NEGATION = r"(?:not|no|cannot|unable|\w{1,6}n['’]t)\b"
+_NEGATION = r"(?:not|cannot|unable|\w{1,6}n['’]t)\b(?! (?:only|just|merely|simply)\b)"
 _REFUSAL = re.compile(
     r"(?=[tpgincudw])"  # the first letters of every form: the engine skips to them
     # the context, the documents or information, or the model itself, said not to hold it
     r"(?:\b(?:the|this|these|provided|given) (?:provided |given )?(?:context|documents?|"
     r"passages?|excerpts?|texts?|sources?|entries)|\binformation)\b"
-    rf"(?:\W{{1,3}}\w{{1,30}}){{0,6}}?\W{{1,3}}{_NEGATION}|"
+    # in the same clause: words and spaces between, no punctuation ("As the context notes,
+    # she was not ..." is no refusal)
+    rf"(?: [\w'’-]{{1,30}}){{0,6}}? {_NEGATION}|"
     # the model, in the first person (not a regnal I: "Elizabeth I was not ...")
     r"\b(?-i:I)(?:['’]m| am| do| did| can| could| have| had| would| was unable| was not able)?"
     r"(?: not|n['’]t| cannot| no| unable)\b|"
@@ -844,8 +846,9 @@ def _nested(
     heading, under a heading) that describe it, is one unit, the item's, whose text is the
     item's then each such line's after ``" – "`` (so their citations cite the item's person),
     up to :data:`MAX_LINE_SCAN` characters (lines past it are part of the item, unread). A
-    nested line that names a shown person the item does not attribute (another person listed
-    under it), or that refuses (a caveat), stays a unit of its own. An item that attributes no
+    nested line whose head presents a shown person the item does not attribute (another
+    person listed under it; not one its description mentions, ``Co-discovered fission with
+    Otto Hahn``), or that refuses (a caveat), stays a unit of its own. An item that attributes no
     one keeps its nested lines as units; ending with a colon (``- Scientists:``), it is their
     label, not an item."""
     ends = _item_ends([shape.get(number, (0, 0)) for number, _, _ in lines])
@@ -880,14 +883,13 @@ def _nested(
         for unit in nested:
             inner_line = unit[1]
             if inner_line.lower() != inner_line or not _CITATION_CHARS.isdisjoint(inner_line):
-                # a capital or a citation: it may name someone else, or refuse (read once per
-                # distinct line: a looping answer repeats them)
+                # a capital or a citation: it may present someone else, or refuse (read once
+                # per distinct line: a looping answer repeats them)
                 apart = read.get((people, inner_line))
                 if apart is None:
                     inner = _attribute_line(inner_line, unit[2], unit[0], ctx)[0]
                     apart = read[people, inner_line] = inner.refusal or any(
-                        a.names_person and first_of[a.position] not in people
-                        for a in inner.attributions
+                        first_of[p] not in people for p, _ in ctx.presented(inner.person)
                     )
                 if apart:
                     own.append(unit)  # a caveat, or another person listed under the item

@@ -628,6 +628,11 @@ def test_refusals_and_denials_do_not_attribute(answer):
         "- Rosalind Franklin did not receive the Nobel Prize, as she died in 1958 [3].",
         "- Rosalind Franklin [3] was not awarded the Nobel Prize.",
         "- Rosalind Franklin [3] – she was not given credit for Photo 51",
+        # a third review: the context or information named, then a fact, not a refusal
+        "- Rosalind Franklin [3]: As the context notes, she was not only a chemist.",
+        "- Rosalind Franklin [3]: the context calls her a chemist, not just a crystallographer",
+        "- Rosalind Franklin [3]: According to the context, she had no formal post.",
+        "- Rosalind Franklin [3]: she shared information freely, no patents.",
     ],
 )
 def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
@@ -743,6 +748,24 @@ def test_what_is_nested_under_an_item_but_is_no_description(answer, bullets, tit
     result = attribute_answer(answer, PEOPLE)
     assert [b.line_number for b in result.bullets] == bullets
     assert [a.title for a in result.attributions] == titles
+
+
+def test_a_collaborator_a_description_mentions_is_no_item():
+    """A third review: a nested description naming a collaborator (``with Otto Hahn``) stood
+    apart as a unit of its own, attributing him (parity 0.67 where a reader reads 1.00)."""
+    shown = [
+        ContextDocument("Lise Meitner", group="female"),
+        ContextDocument("Otto Hahn", group="male"),
+        ContextDocument("Chien-Shiung Wu", group="female"),
+    ]
+    answer = (
+        "1. **Lise Meitner**\n   - **Contribution**: Co-discovered fission with Otto Hahn.\n"
+        "   - **Source**: [1]\n2. **Chien-Shiung Wu**\n   - **Contribution**: parity.\n"
+        "   - **Source**: [3]"
+    )
+    result = attribute_answer(answer, shown)
+    assert [a.title for a in result.attributions] == ["Lise Meitner", "Chien-Shiung Wu"]
+    assert attributed_generation_parity(result, "female") == 1.0
 
 
 def test_a_long_description_is_the_items_however_long():
