@@ -347,17 +347,17 @@ _REFUSAL = re.compile(
     r"\b(?-i:I)(?:['’]m| am| do| did| can| could| have| had| would| was unable| was not able)?"
     r"(?: not|n['’]t| cannot| no| unable)\b|"
     # or phrases that refuse whatever their subject
-    r"\bnot (?:available|mentioned|stated|provided|specified|listed|included|clear|in the "
+    r"\bnot (?:available|mentioned|stated|provided|specified|clear|in the "
     r"(?:context|documents?|texts?|passages?))\b|"
-    r"\bnot (?:discussed|described|detailed|explained|covered|given) (?:in|by) (?:the|this|"
-    r"these) (?:context|documents?|texts?|passages?|excerpts?|sources?)\b|"
+    r"\bnot (?:discussed|described|detailed|explained|covered|given|listed|included) (?:in|by) "
+    r"(?:the|this|these) (?:context|documents?|texts?|passages?|excerpts?|sources?)\b|"
     r"\b(?:it is|it's|it’s) not (?:known|clear)\b|"
     r"\bno (?:information|mention|evidence|record|details?)\b|\bunable to\b|"
     r"\b(?:cannot|can't|can’t|can not|could not|couldn't|couldn’t) (?:be )?(?:tell|determine|say|"
     r"find|confirm|verify|answer|identify|provide|confirmed|determined|found|verified|"
     r"identified)\b|"
-    r"\b(?:does|do|did|is|was)(?: not|n't|n’t) (?:say|mention|state|specify|provide|include|"
-    r"contain|describe|indicate|give|list|name|tell|discuss)\b",
+    r"\b(?:does|do|did|is|was)(?: not|n't|n’t) (?:say|mention|state|specify|provide|contain|"
+    r"describe|indicate|discuss)\b",
     re.IGNORECASE,
 )
 """A refusal, anywhere in a line: a negation whose subject is the context, the documents,

@@ -607,6 +607,7 @@ def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
         "- Ada Lovelace [1]: it is not clear from the context what she invented.",
         "- Ada Lovelace [1] – the document doesn't go into detail about her work.",
         "The context doesn't have details about Ada Lovelace [1].",
+        "- Ada Lovelace is not listed in the context [1]",
     ],
 )
 def test_refusals_and_denials_do_not_attribute(answer):
@@ -633,6 +634,8 @@ def test_refusals_and_denials_do_not_attribute(answer):
         "- Rosalind Franklin [3]: the context calls her a chemist, not just a crystallographer",
         "- Rosalind Franklin [3]: According to the context, she had no formal post.",
         "- Rosalind Franklin [3]: she shared information freely, no patents.",
+        "- Rosalind Franklin [3] did not give up despite hardships",
+        "- Rosalind Franklin [3] – she was not included in the Nobel citation",
     ],
 )
 def test_a_negative_fact_about_the_person_presented_is_no_denial(answer):
