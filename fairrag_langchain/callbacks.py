@@ -933,6 +933,8 @@ class FairnessCallbackHandler(_Handler):
         best: tuple[Any, ...] | None = None
         chosen = None
         seen = []
+        nearest: dict[Any, int] = {}  # each list held: the fewest steps to a search of it
+        distance: dict[UUID, int] = {}
         for ended, run_id in enumerate(state.ended):
             retrieval = state.retrievals[run_id]
             common = next(
@@ -951,10 +953,19 @@ class FairnessCallbackHandler(_Handler):
                 held = bool(texts) and all(text in prompt for text in texts)
             if held:
                 seen.append((ended, run_id))
+                nearest[texts] = min(nearest.get(texts, common), common)
+                distance[run_id] = common
             key = (held, len(texts) if held else 0, -common, ended)
             if best is None or key > best:
                 best, chosen = key, retrieval
         link = None if chosen is None or best is None else (chosen, bool(best[0]))
+        # a list another search returned too is the nearest one's: a parallel branch that
+        # searched the same question (and ended first) handed this model nothing
+        seen = [
+            (ended, run_id)
+            for ended, run_id in seen
+            if distance[run_id] == nearest[state.retrievals[run_id].texts()]
+        ]
         return link, self._in_prompt_order(state, seen, prompt, places)
 
     @staticmethod
