@@ -130,16 +130,7 @@ def _report(args: argparse.Namespace) -> int:
             saved = write_partials(partials, args.partials_out)
             print(f"partials: {saved} ({len(partials.cells):,} cells, {len(partials.files)} logs)")
         if args.out is None:  # partials only
-            code = 0
-            files = partials.files
-            if not int(files["records"].sum()):  # as a report says it: exit 2
-                print(
-                    f"fairrag audit: error: no record to audit in {len(files)} log(s): "
-                    f"{int(files['lines'].sum()):,} lines, {int(files['damaged'].sum()):,} "
-                    "not JSON",
-                    file=sys.stderr,
-                )
-                code = 2
+            code = _no_record(partials.files, "in the partials' left_out table")
             return _fit(args, options, answered) or code
         result = report_of(partials, options)
     written = write_report(result, args.out)
@@ -180,17 +171,23 @@ def _summary(result: Any, written: dict[str, Path]) -> int:
     for line in result.generation_why:
         print(f"generation: {line}")
     print(f"report: {written['report.md']} and {written['report.html']}")
-    if not int(reading["records"].sum()):
-        print(
-            f"fairrag audit: error: no record to audit in {len(reading)} log(s): "
-            f"{int(reading['lines'].sum()):,} lines, {int(reading['damaged'].sum()):,} not JSON, "
-            f"{int(reading['not_records'].sum()):,} not records, "
-            f"{int(reading['refused'].sum() + reading['future'].sum()):,} refused "
-            f"(each listed by line in {written['report.md']})",
-            file=sys.stderr,
-        )
-        return 2
-    return 0
+    return _no_record(reading, f"in {written['report.md']}")
+
+
+def _no_record(reading: Any, listed: str) -> int:
+    """2, saying why, when no log of the reading table (or the partials' per-file table, which
+    holds its columns) held a record; else 0."""
+    if int(reading["records"].sum()):
+        return 0
+    print(
+        f"fairrag audit: error: no record to audit in {len(reading)} log(s): "
+        f"{int(reading['lines'].sum()):,} lines, {int(reading['damaged'].sum()):,} not JSON, "
+        f"{int(reading['not_records'].sum()):,} not records, "
+        f"{int(reading['refused'].sum() + reading['future'].sum()):,} refused "
+        f"(each listed by line {listed})",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:

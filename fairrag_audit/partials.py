@@ -781,7 +781,8 @@ def check_partials_out(folder: Path) -> None:
 
 def write_partials(partials: Partials, folder: str | Path) -> Path:
     """Save ``partials`` into ``folder`` (created): ``partials.json`` (settings and span) and
-    one Parquet file per table, written by DuckDB. Read them back with :func:`read_partials`."""
+    one Parquet file per table, written by DuckDB. Read them back with :func:`read_partials`.
+    A folder that already holds partials is refused (:func:`check_partials_out`)."""
     folder = Path(folder)
     check_partials_out(folder)
     folder.mkdir(parents=True, exist_ok=True)

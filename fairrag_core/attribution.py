@@ -231,6 +231,8 @@ _NUMBERED_ROUND = re.compile(
 )
 """Entry numbers in round brackets after a label (``(Document 1)``, ``(Doc 3)``); a number
 alone in round brackets is no citation (``(1)`` numbers items, ``(1926)`` is a year)."""
+_ROUND_LABELS = ("doc", "ource", "ref", "ntry", "ontext", "assage")
+"""Letters every label of :data:`_NUMBERED_ROUND` holds: a line without them is not searched."""
 _NUMBER_LIST = re.compile(r"\d{1,3}(?: ?[,;–-] ?\^?\d{1,3}){0,20}")
 _LINK = re.compile(r"\[([^\[\]]{1,300})\]\(((?:[^()\s]|\([^()\s]{0,200}\)){1,500})\)")
 """A markdown link: its text, and its URL (one level of brackets inside, as in Wikipedia's
@@ -1294,14 +1296,7 @@ def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
                 positions, missing = ctx.numbers(match.group(1))
                 cited.cite("numbered", positions, missing, match.span())
                 cited.take(*match.span())
-    if round_ and (
-        "doc" in lower
-        or "ource" in lower
-        or "ref" in lower
-        or "ntry" in lower
-        or "ontext" in lower
-        or "assage" in lower
-    ):
+    if round_ and any(label in lower for label in _ROUND_LABELS):
         for match in _NUMBERED_ROUND.finditer(body):
             if cited.free(*match.span()):
                 positions, missing = ctx.numbers(match.group(1))
