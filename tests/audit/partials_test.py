@@ -204,7 +204,8 @@ def test_a_partials_only_run_replaces_nothing_and_refuses_what_it_cannot_do(
     torn = tmp_path / "torn.jsonl"
     torn.write_text("torn{\n")
     assert main(["audit", str(torn), "--partials-out", str(tmp_path / "torn")]) == 2
-    assert "error: no record to audit in 1 log(s): 1 lines, 1 not JSON, 0 not" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "error: no record to audit in 1 log(s): 1 lines, 1 not JSON, 0 not" in said
     cells = first / "cells.parquet"
     cells.write_bytes(cells.read_bytes()[:100])
     assert main(["audit", "--from-partials", str(first), "--out", str(tmp_path / "r")]) == 2
