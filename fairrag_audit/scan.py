@@ -892,42 +892,60 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
     than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
     members = sorted(p for p in path.rglob("*.parquet") if p.is_file()) if path.is_dir() else [path]
-    unreadable: list[str] = []  # a file cut short (a copy still running): listed, not fatal
-    readable: list[Path] = []
+    # (what reads a file: its typing and hive keys, or the reason it cannot be read) per file
+    readers: list[tuple[object, Path]] = []
     for member in members:
         try:
             con.execute(f"SELECT count(*) FROM parquet_metadata({sql_literal(str(member))})")
-            readable.append(member)
-        except duckdb.Error as exc:
+            readers.append(((), member))
+        except duckdb.Error as exc:  # a file cut short (a copy still running): listed, not fatal
             reason = " ".join(str(exc).split())[:200]
-            unreadable.append(f"Parquet file {str(member)!r} cannot be read ({reason})")
-    refused_rows = " UNION ALL ".join(
-        'SELECT false AS "__damaged", '
-        + ", ".join(f"NULL::JSON AS {_quoted(f)}" for f in fields if f != REFUSED_FIELD)
-        + f", to_json({sql_literal(reason)}) AS {_quoted(REFUSED_FIELD)}"
-        for reason in unreadable
-    )
-    if not readable:
-        return refused_rows
-    if not path.is_dir():
-        rows = _rows_of(con, path, f"read_parquet({sql_literal(str(path))})", fields)
-    else:
+            readers.append((f"Parquet file {str(member)!r} cannot be read ({reason})", member))
+    readable = [member for reader, member in readers if reader == ()]
+    if path.is_dir() and readable:
         # files of one column typing read together (hive partitions as fields); a folder that
         # mixes typings (--to-parquet's JSON text beside a typed export) is read a typing at a
         # time, each column made JSON on its own: one read failed casting text to JSON
-        typings: dict[object, list[Path]] = {}
-        for member, typing in zip(readable, _file_typings(con, readable), strict=True):
-            # hive partition keys too: files under other keys (or none) are read apart
-            keys = tuple(
-                part.split("=", 1)[0]
-                for part in member.relative_to(path).parent.parts
-                if "=" in part
+        typings = iter(_file_typings(con, readable))
+        readers = [
+            (
+                # hive partition keys too: files under other keys (or none) are read apart
+                (_hive_keys(path, member), next(typings)) if reader == () else reader,
+                member,
             )
-            typings.setdefault((keys, typing), []).append(member)
-        rows = " UNION ALL ".join(
-            _rows_of(con, path, _hive(*members, union=True), fields) for members in typings.values()
-        )
-    return rows if not unreadable else f"{rows} UNION ALL {refused_rows}"
+            for reader, member in readers
+        ]
+    # rows are numbered across the folder's files in name order: consecutive files read alike
+    # are one read, and a file that cannot be read is one refused row in its place
+    segments: list[tuple[object, list[Path]]] = []
+    for reader, member in readers:
+        if segments and segments[-1][0] == reader and not isinstance(reader, str):
+            segments[-1][1].append(member)
+        else:
+            segments.append((reader, [member]))
+    single = f"read_parquet({sql_literal(str(path))})"
+    return " UNION ALL ".join(
+        _refused_row(reader, fields)
+        if isinstance(reader, str)
+        else _rows_of(con, path, _hive(*files, union=True) if path.is_dir() else single, fields)
+        for reader, files in segments
+    )
+
+
+def _hive_keys(folder: Path, member: Path) -> tuple[str, ...]:
+    """The hive partition keys (``key=value`` folders) between ``folder`` and ``member``."""
+    return tuple(
+        part.split("=", 1)[0] for part in member.relative_to(folder).parent.parts if "=" in part
+    )
+
+
+def _refused_row(reason: str, fields: Sequence[str]) -> str:
+    """One row refused for ``reason``, every field NULL (a Parquet file that cannot be read)."""
+    return (
+        'SELECT false AS "__damaged", '
+        + ", ".join(f"NULL::JSON AS {_quoted(f)}" for f in fields if f != REFUSED_FIELD)
+        + f", to_json({sql_literal(reason)}) AS {_quoted(REFUSED_FIELD)}"
+    )
 
 
 def _hive(*members: Path, union: bool = False) -> str:

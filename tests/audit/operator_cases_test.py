@@ -329,7 +329,7 @@ def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Pat
     """An operator's trial: one Parquet file of a hive folder cut short (a copy still running)
     stopped the audit of every other day ("No magic bytes found at end of file")."""
     folder = tmp_path / "logs"
-    for day in (1, 2):
+    for day in (1, 2, 3):
         stamp = f"2026-12-0{day}T00:00:00Z"
         log = write_log(tmp_path / f"d{day}.jsonl", [record(["female"], timestamp=stamp)] * 7)
         out = folder / f"day=2026-12-0{day}"
@@ -337,9 +337,11 @@ def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Pat
     (cut,) = (folder / "day=2026-12-02").glob("*.parquet")
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
     result = audit(folder, protected="female")
-    assert int(result.reading["used"].iloc[0]) == 7
+    assert int(result.reading["used"].iloc[0]) == 14
     (reason,) = result.left_out["reason"]
     assert "cannot be read" in reason and cut.name in reason
+    # its row is numbered in name order, after the first day's 7 (it was numbered last, 15)
+    assert result.left_out["line"].tolist() == [8]
     # the note counting it names the reason too (a review found it read "a value out of range")
     assert any("1 records refused" in n and "Parquet file that cannot" in n for n in result.notes)
 

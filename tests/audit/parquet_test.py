@@ -84,6 +84,35 @@ def test_a_folder_mixing_converted_and_typed_parquet_audits_as_its_files(tmp_pat
     assert int(by_folder.reading["records"].sum()) == int(by_files.reading["records"].sum()) > 0
 
 
+def test_a_folder_whose_typings_interleave_numbers_its_rows_in_name_order(tmp_path: Path):
+    """A folder's rows are numbered across its files in name order (docs/SPEC.md), also when
+    a typed export sits between two converted days: the third day's left-out row was numbered
+    right after the first day's rows (files of one typing were read, and numbered, together)."""
+    lake = tmp_path / "lake"
+    for day in (1, 3):
+        records = [record(["female"], timestamp=f"2026-12-0{day}T00:00:00Z")] * 5
+        if day == 3:
+            records.append(record(["male"], timestamp="2026-12-03T01:00:00Z", exposure_share=2.0))
+        log = write_log(tmp_path / f"day{day}.jsonl", records, [])
+        assert main(["audit", str(log), "--out", str(lake / f"day={day}"), "--to-parquet"]) == 0
+    typed_log = write_log(
+        tmp_path / "day2.jsonl",
+        [record(["male"], timestamp="2026-12-02T00:00:00Z")] * 4,
+        [],
+    )
+    typed = lake / "day=2" / "typed.parquet"
+    typed.parent.mkdir(parents=True)
+    duckdb.execute(
+        f"COPY (SELECT * FROM read_json('{typed_log}', format = 'newline_delimited')) "
+        f"TO '{typed}' (FORMAT parquet)"
+    )
+    result = audit([lake], protected="female")
+    assert int(result.reading["used"].iloc[0]) == 14
+    assert result.left_out[["line", "kind"]].to_dict("records") == [
+        {"line": 5 + 4 + 6, "kind": "refused"}
+    ]
+
+
 def test_two_logs_of_one_name_are_refused_before_anything_is_written(tmp_path: Path, capsys):
     """a/fairness.jsonl and b/fairness.jsonl.gz would both become OUT/fairness.parquet: the
     conversion refuses them (exit 2) instead of keeping only the last one."""
