@@ -1655,12 +1655,39 @@ def _close(words: list[str], runs: list[str]) -> None:
 
 def _implicit(body: str, head: str, ctx: _Context) -> list[tuple[int, str]]:
     """Context documents whose person the bullet names, with the name form: in its head, else
-    in the rest."""
+    in the rest, unless the head is a full name (a person not shown) that the rest describes
+    (:func:`_describes_unshown`)."""
     found = ctx.presented(head)
     if found:
         return found
     rest = body.replace(head, " ", 1) if head else body
+    if _describes_unshown(head, rest):
+        return []
     return _named(rest, ctx, set())
+
+
+_DETERMINERS = frozenset(
+    "the a an this these those our their his her its some many other both all several".split()
+)
+_LISTING = re.compile(r"(?:includ|are |were |such as|like |namely|e\.g\.|i\.e\.|featur)")
+"""Words opening a list of the people a label heads (``Computing Pioneers include ...``)."""
+
+
+def _describes_unshown(head: str, rest: str) -> bool:
+    """Whether the line presents a person not shown, its head, and the rest only describes
+    them: the head is a full name (two words or more, all of a name, not opening with an article
+    or a determiner) and the rest opens with a lower-case word that starts no list
+    (``- Katherine Johnson: she worked alongside Mary Jackson``, ``..., a colleague of ...``,
+    ``... was a colleague of ...``). A shown person the rest names is only mentioned there; a
+    label over names (``Computing Pioneers: Ada Lovelace``, ``... include Ada Lovelace``)
+    describes no one."""
+    words = head.split()
+    if len(words) < 2 or words[0].strip(_WORD_WRAPPERS).casefold() in _DETERMINERS:
+        return False
+    opening = rest.lstrip(" -–—:,;|.*_`\"“”'‘’")
+    if not opening[:1].islower() or _LISTING.match(opening):
+        return False
+    return _is_name_line(head, head)
 
 
 def _presented(head: str, ctx: _Context) -> list[tuple[int, str]]:

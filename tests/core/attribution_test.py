@@ -380,6 +380,28 @@ def test_a_citation_dump_is_counted_and_never_raises_groundedness_or_parity():
     assert attributed_citation_precision(result) == pytest.approx(1 / 5)
 
 
+@pytest.mark.parametrize(
+    ("answer", "credited"),
+    [
+        # a person not shown, described: a shown person the description names is mentioned
+        ("- Katherine Johnson: she worked alongside Ada Lovelace.", []),
+        ("- Katherine Johnson, a colleague of Charles Babbage, computed orbits.", []),
+        ("- Katherine Johnson was a student of Grace Hopper.", []),
+        # a label over names, an article's phrase, coordinated names: the names are presented
+        ("- Computing Pioneers: Ada Lovelace and Alan Turing", ["Ada Lovelace", "Alan Turing"]),
+        ("- Computing Pioneers include Ada Lovelace", ["Ada Lovelace"]),
+        ("- The Nobel Prize was shared by Marie Curie.", ["Marie Curie"]),
+        ("- Katherine Johnson and Grace Hopper computed orbits.", ["Grace Hopper"]),
+        ("- Grace Hopper: she worked alongside Katherine Johnson.", ["Grace Hopper"]),
+    ],
+)
+def test_a_line_presenting_a_person_not_shown_credits_no_one_it_mentions(answer, credited):
+    """A reader's review: a line about a person not shown credited the shown person its
+    description mentions (groundedness 1.0, that person counted for parity)."""
+    result = attribute_answer(answer, PEOPLE)
+    assert [a.title for a in result.attributions] == credited
+
+
 def test_a_citation_dump_on_a_person_not_shown_credits_none_of_it():
     """A user trial: ``- Alan Turing [1][2][3][4][5]`` with Alan Turing not shown credited all
     five documents (parity 0.4, the shown share) and flagged none, though four were counted
