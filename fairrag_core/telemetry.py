@@ -258,15 +258,16 @@ class LangSmithFeedbackSink:
     thread: an outage of LangSmith slows the worker (records beyond its queue are dropped for
     the sinks, counted and warned of), never the answer.
 
-    Exit: each feedback is sent synchronously on that worker thread, a daemon, which the
-    process waits for at most ``EXIT_FLUSH_SECONDS`` (5 s; :func:`flush_sinks`) however long
-    LangSmith takes to answer. The sink passes no ``trace_id`` (which can queue feedback for
-    LangSmith's background thread). A client *given* is the caller's: a ``langsmith.Client``
-    built with ``auto_batch_tracing=True`` (LangSmith's default) starts, as soon as it is
-    built, a non-daemon thread that asks the server for ``/info``; with a server that never
-    answers, Python waits for that thread at exit (60 s reads, retried: minutes), FairRAG or
-    not. For a client used only for feedback, build it with ``auto_batch_tracing=False``
-    (or pass none), or set ``LANGSMITH_USE_DAEMON=true``.
+    Exit: each feedback is sent synchronously on that worker thread, a daemon, which the process
+    waits for at most ``EXIT_FLUSH_SECONDS`` (5 s; :func:`flush_sinks`) however long LangSmith
+    takes to answer; the feedback still unsent then is given up, counted in the handler's
+    ``sinks_dropped`` and warned of, naming this sink. The sink passes no ``trace_id`` (which
+    can queue feedback for LangSmith's background thread). A client *given* is the caller's: a
+    ``langsmith.Client`` built with ``auto_batch_tracing=True`` (LangSmith's default) starts, as
+    soon as it is built, a non-daemon thread that asks the server for ``/info``; with a server
+    that never answers, Python waits for that thread at exit (60 s reads, retried: minutes),
+    FairRAG or not. For a client used only for feedback, build it with
+    ``auto_batch_tracing=False`` (or pass none), or set ``LANGSMITH_USE_DAEMON=true``.
     """
 
     def __init__(self, client: Any = None, *, project_id: Any = None, attempts: int = 2) -> None:

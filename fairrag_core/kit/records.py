@@ -310,7 +310,11 @@ class RecordKeeper:
     answers, an outage) is dropped for the sinks only, counted in :attr:`sinks_dropped` and
     warned of (the first drop, then every 1,000th). :meth:`flush` waits for the queue to
     empty; :func:`flush_sinks` flushes every keeper, and runs at interpreter exit for at most
-    :data:`EXIT_FLUSH_SECONDS`."""
+    :data:`EXIT_FLUSH_SECONDS`. Records the sinks never got because :meth:`close` or the exit
+    flush gave up on them (a sink whose remote hangs) are counted in :attr:`sinks_dropped`
+    too, with one warning naming how many and the sink that held them. One sink is never
+    called from two threads at once, and records reach it in the order they were kept, across
+    :meth:`close` too (docs/SPEC.md, "Records" → Where records go)."""
 
     def __init__(
         self,
@@ -348,13 +352,18 @@ class RecordKeeper:
         self.sink_errors = 0
         """Records a sink failed on (each logged as a warning; the record is kept)."""
         self.sinks_dropped = 0
-        """Records dropped for the sinks because their queue was full (kept in memory and log)."""
+        """Records some sink never got (kept in memory and log): dropped because the queue was
+        full, or given up by :meth:`close` or the exit flush while a sink held the worker."""
         self.log = None if path is None else JsonLinesLog(path, on_error=on_error)
         # re-entrant: a stream garbage-collected while this thread is inside add() or records
         # writes its record from its finalizer, in this same thread
         self._lock = threading.RLock()
         self._records: deque[dict[str, Any]] = deque(maxlen=self.max_records)
         self._dispatch: _SinkDispatch | None = None
+        # the dispatch close() last stopped: a new worker waits for its thread to end (a record
+        # a stuck sink still holds) before calling the sinks, so they are never called from two
+        # threads at once and records keep their order
+        self._closed: _SinkDispatch | None = None
         self._warned: set[str] = set()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -363,6 +372,7 @@ class RecordKeeper:
             state["_records"] = list(self._records)
         del state["_lock"]
         state["_dispatch"] = None  # a queue and a thread belong to this process
+        state["_closed"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -374,6 +384,7 @@ class RecordKeeper:
         self._records = deque(state["_records"], maxlen=self.max_records)
         self._lock = threading.RLock()
         self._dispatch = None
+        self._closed = None
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -415,18 +426,33 @@ class RecordKeeper:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the sinks took every queued record (at most ``timeout`` seconds); True
-        when the queue is empty."""
+        when the queue is empty. Waits only: nothing is given up. A queue inherited from the
+        parent of a fork is the parent's to deliver, not waited for."""
         dispatch = self._dispatch
-        return True if dispatch is None else dispatch.join(timeout)
+        return True if dispatch is None or not dispatch.ours() else dispatch.join(timeout)
 
     def close(self, timeout: float | None = EXIT_FLUSH_SECONDS) -> bool:
-        """:meth:`flush` (at most ``timeout`` seconds) and stop the worker (a later record
-        starts a new one); True when every queued record was delivered."""
+        """:meth:`flush` (at most ``timeout`` seconds) and stop the worker; True when every
+        queued record was delivered.
+
+        When the wait runs out (a sink whose remote hangs), the records still queued are given
+        up: counted in :attr:`sinks_dropped` and warned of once, naming the sink. The record a
+        sink holds stays with it: the worker ends when that call returns, and a later record
+        starts a new worker that waits for the old one to end before it calls any sink (a sink
+        is never called from two threads at once; records reach it in order). The held record
+        is counted as given up only if it is still held at the end of the exit flush
+        (docs/SPEC.md, "Records" → Where records go)."""
         with self._lock:
             dispatch, self._dispatch = self._dispatch, None
+            if dispatch is not None and not dispatch.ours():
+                dispatch = None  # inherited from the parent of a fork: the parent's to deliver
+            if dispatch is not None:
+                self._closed = dispatch
         if dispatch is None:
             return True
         done = dispatch.join(timeout)
+        if not done:
+            dispatch.give_up("close", timeout, in_flight=False)
         dispatch.stop()
         return done
 
@@ -441,47 +467,71 @@ class RecordKeeper:
                         with self._lock:
                             self.sink_errors += 1
                         logger.warning("fairness record sink %r failed: %s", sink, exc)
-        with self._lock:
+        warn_at = 0  # the drop count a warning is due at (the first, then every 1,000th)
+        with self._lock:  # close() swaps the dispatch under this lock: no record put after it
             dispatch = self._dispatch
             if dispatch is None or not dispatch.alive():  # first record, or a forked child
-                dispatch = self._dispatch = _SinkDispatch(self)
-        for record in kept:
-            if not dispatch.put(record):
-                with self._lock:
+                closed, self._closed = self._closed, None
+                dispatch = self._dispatch = _SinkDispatch(
+                    self, after=closed if closed is not None and closed.alive() else None
+                )
+            for record in kept:  # put_nowait: never waits
+                if not dispatch.put(record):
                     self.sinks_dropped += 1
-                    dropped = self.sinks_dropped
-                if dropped == 1 or dropped % 1000 == 0:
-                    logger.warning(
-                        "fairness record sinks are behind: their queue of %d records is full, "
-                        "%d record(s) dropped for the sinks so far (kept in memory and in the "
-                        "log); a sink is slow or its service is down",
-                        self.sink_queue,
-                        dropped,
-                    )
+                    if self.sinks_dropped == 1 or self.sinks_dropped % 1000 == 0:
+                        warn_at = self.sinks_dropped
+        if warn_at:
+            logger.warning(
+                "fairness record sinks are behind: their queue of %d records is full, "
+                "%d record(s) dropped for the sinks so far (kept in memory and in the "
+                "log); a sink is slow or its service is down",
+                self.sink_queue,
+                warn_at,
+            )
+
+
+def _sink_name(sink: Any) -> str:
+    """A sink as a warning names it: a function's qualified name, else its class's."""
+    name = getattr(sink, "__qualname__", None)
+    if not isinstance(name, str):
+        name = type(sink).__qualname__
+    module = getattr(sink, "__module__", None) or type(sink).__module__
+    return f"{module}.{name}" if isinstance(module, str) else name
 
 
 class _SinkDispatch:
     """A keeper's bounded queue and the daemon thread that hands each sink a copy of each
-    record. The thread holds the keeper weakly: a keeper garbage-collected stops it."""
+    record. The thread holds the keeper weakly: a keeper garbage-collected stops it (after
+    the records queued). ``after``: the dispatch :meth:`RecordKeeper.close` stopped before
+    this one, whose thread may still be inside a sink; this thread waits for it to end before
+    calling any sink (one thread at a time per sink, records in order). The dispatch stays in
+    :data:`_LIVE` until its thread ends, so the exit flush accounts for what it still holds."""
 
     _STOP = object()
 
-    def __init__(self, keeper: RecordKeeper) -> None:
+    def __init__(self, keeper: RecordKeeper, after: _SinkDispatch | None = None) -> None:
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=keeper.sink_queue)
         self.pid = os.getpid()
+        self.keeper_ref = weakref.ref(keeper)
+        self.sinks = keeper.sinks
+        self.after = after
+        self.in_flight: tuple[Any, float] | None = None  # (sink, monotonic start) of a call
+        self.ending = False  # stop(): end once the queue is empty
         self.thread = threading.Thread(
-            target=_deliver,
-            args=(weakref.ref(keeper), keeper.sinks, self.queue, self._STOP),
-            name="fairrag-record-sinks",
-            daemon=True,
+            target=self._deliver, name="fairrag-record-sinks", daemon=True
         )
+        _LIVE.add(self)
         self.thread.start()
         # not at exit: flush_sinks (atexit) delivers what is queued first
-        weakref.finalize(keeper, self.stop).atexit = False
-        _LIVE.add(self)
+        self._finalizer = weakref.finalize(keeper, self.stop)
+        self._finalizer.atexit = False
+
+    def ours(self) -> bool:
+        """Whether this process made it (a fork's child inherits its parent's, not its thread)."""
+        return self.pid == os.getpid()
 
     def alive(self) -> bool:
-        return self.pid == os.getpid() and self.thread.is_alive()
+        return self.ours() and self.thread.is_alive()
 
     def put(self, record: dict[str, Any]) -> bool:
         try:
@@ -503,53 +553,142 @@ class _SinkDispatch:
         return True
 
     def stop(self) -> None:
-        _LIVE.discard(self)
+        """End the worker once the queue is empty (nothing is put after: the keeper swapped
+        this dispatch out under its lock, or is gone). Never waits."""
+        self._finalizer.detach()
+        self.ending = True
         try:
-            self.queue.put(self._STOP, timeout=0.1)
-        except queue.Full:  # a stuck sink: the daemon thread ends with the process
+            self.queue.put_nowait(self._STOP)  # wakes a worker waiting for a record
+        except queue.Full:  # the worker is busy: it sees ``ending`` when the queue empties
             pass
 
+    def held_by(self) -> Any:
+        """The sink a record of this dispatch is waiting on, or None."""
+        in_flight = self.in_flight
+        if in_flight is not None:
+            return in_flight[0]
+        after = self.after
+        return None if after is None or not after.alive() else after.held_by()
 
-def _deliver(
-    keeper_ref: weakref.ref[RecordKeeper],
-    sinks: list[Callable[[dict[str, Any]], Any]],
-    records: queue.Queue[Any],
-    stop: object,
-) -> None:
-    """The worker: each record to each sink, a deep copy each (a sink that scrubs its record
-    changes neither the kept record nor another sink's)."""
-    while True:
-        record = records.get()
+    def give_up(self, when: str, timeout: float | None, *, in_flight: bool) -> int:
+        """Give up the records still queued (and, with ``in_flight``, the one a sink holds):
+        count them in the keeper's ``sinks_dropped`` and warn once naming the sink; the
+        number given up. Never waits."""
+        given_up = 0
+        while True:
+            try:
+                record = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            self.queue.task_done()
+            if record is not self._STOP:
+                given_up += 1
+        held_by = self.held_by()
+        if in_flight and self.in_flight is not None:
+            given_up += 1
+        if not given_up:
+            return 0
+        keeper = self.keeper_ref()
+        if keeper is not None:
+            with keeper._lock:
+                keeper.sinks_dropped += given_up
+        waited = "without a limit" if timeout is None else f"after {timeout:g} s"
+        if held_by is not None:
+            why = (
+                f"sink {_sink_name(held_by)} has not returned from a record for "
+                f"{self._held_for():.1f} s (its service does not answer?)"
+            )
+        else:
+            why = "sinks " + ", ".join(_sink_name(sink) for sink in self.sinks)
+        logger.warning(
+            "fairness record sinks: %s gave up %d record(s) the sinks never got %s, kept in "
+            "memory and in the log, counted in sinks_dropped: %s",
+            when,
+            given_up,
+            waited,
+            why,
+        )
+        return given_up
+
+    def _held_for(self) -> float:
+        """Seconds the sink holding this dispatch's records has been inside its call."""
+        dispatch: _SinkDispatch | None = self
+        while dispatch is not None:
+            in_flight = dispatch.in_flight
+            if in_flight is not None:
+                return time.monotonic() - in_flight[1]
+            dispatch = dispatch.after
+        return 0.0
+
+    def _deliver(self) -> None:
+        """The worker: each record to each sink, a deep copy each (a sink that scrubs its
+        record changes neither the kept record nor another sink's), after the worker of the
+        dispatch this one replaced has ended."""
         try:
-            if record is stop:
-                return
-            for sink in list(sinks):
+            after = self.after
+            if after is not None:
+                after.thread.join()
+                self.after = None
+            records = self.queue
+            while not (self.ending and records.empty()):
+                record = records.get()
                 try:
-                    sink(copy.deepcopy(record))
-                # telemetry never fails the answered question, nor stops this worker: a sink
-                # raising SystemExit ended it, losing the records queued behind, uncounted
-                except BaseException as exc:
-                    keeper = keeper_ref()
-                    if keeper is not None:
-                        with keeper._lock:
-                            keeper.sink_errors += 1
-                    logger.warning("fairness record sink %r failed: %s", sink, exc)
+                    if record is self._STOP:
+                        return
+                    for sink in list(self.sinks):
+                        self.in_flight = (sink, time.monotonic())
+                        try:
+                            sink(copy.deepcopy(record))
+                        # telemetry never fails the answered question, nor stops this worker:
+                        # a sink raising SystemExit ended it, losing the records queued
+                        # behind, uncounted
+                        except BaseException as exc:
+                            keeper = self.keeper_ref()
+                            if keeper is not None:
+                                with keeper._lock:
+                                    keeper.sink_errors += 1
+                            logger.warning("fairness record sink %r failed: %s", sink, exc)
+                        finally:
+                            self.in_flight = None
+                finally:
+                    records.task_done()
         finally:
-            records.task_done()
+            _LIVE.discard(self)
 
 
 _LIVE: weakref.WeakSet[_SinkDispatch] = weakref.WeakSet()
 
 
 def flush_sinks(timeout: float | None = EXIT_FLUSH_SECONDS) -> bool:
-    """Wait until every handler's sinks took their queued records (at most ``timeout``
-    seconds in all); True when every queue is empty. Runs at interpreter exit."""
+    """Wait until every handler's sinks took their queued records, and a record a sink still
+    holds after its handler's :meth:`RecordKeeper.close` (at most ``timeout`` seconds in all);
+    True when every queue is empty. Waits only: nothing is given up (see
+    :func:`_flush_at_exit`). Queues another process left (inherited by a fork) are not this
+    process's to wait for."""
     deadline = None if timeout is None else time.monotonic() + timeout
     done = True
     for dispatch in list(_LIVE):
+        if not dispatch.ours():
+            continue
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         done = dispatch.join(left) and done
     return done
 
 
-atexit.register(flush_sinks)
+def _flush_at_exit() -> None:
+    """At interpreter exit: :func:`flush_sinks` for at most :data:`EXIT_FLUSH_SECONDS`, then
+    give up what is left (the records queued and the one a sink holds, which the daemon
+    worker takes down with the process): counted in each keeper's ``sinks_dropped`` and
+    warned of once per keeper, naming the sink, without waiting longer (docs/SPEC.md,
+    "Records" → Where records go)."""
+    if flush_sinks(EXIT_FLUSH_SECONDS):
+        return
+    for dispatch in list(_LIVE):
+        if dispatch.ours() and dispatch.queue.unfinished_tasks:
+            try:
+                dispatch.give_up("the exit flush", EXIT_FLUSH_SECONDS, in_flight=True)
+            except Exception:  # never fail the interpreter's exit
+                pass
+
+
+atexit.register(_flush_at_exit)
