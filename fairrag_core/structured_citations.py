@@ -136,8 +136,8 @@ def _citation(item: Any, source_id_base: int) -> StructuredCitation | None:
 
 def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnswer | None:
     """A structured answer (a mapping, pydantic model or dataclass with a ``citations`` list,
-    and optionally an ``answer`` text; or with an ``answer`` text and no ``citations`` list: its
-    text, citing as text does), or None when ``value`` is not one.
+    and optionally an ``answer`` text, else a ``response`` text; or with an ``answer`` text and
+    no ``citations`` list: its text, citing as text does), or None when ``value`` is not one.
 
     ``citations`` entries: a source id (int, from ``source_id_base``), a title (str), or an
     object with ``source_id``, ``number`` (``[n]``, from 1), ``document_index`` (from 0) or
@@ -156,6 +156,8 @@ def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnsw
         return StructuredAnswer(answer, (), "fields")
     if not isinstance(items, Sequence) or isinstance(items, (str, bytes)):
         return None
+    if not isinstance(answer, str):  # beside a citations list, LlamaIndex's name for the text
+        answer = fields.get("response")
     citations = []
     for item in items[:_MAX_CITATIONS]:  # the first 1,000 are read (docs/SPEC.md)
         citation = _citation(item, base)

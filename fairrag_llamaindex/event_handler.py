@@ -10,8 +10,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import inspect
 import logging
 import os
+import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
@@ -70,6 +72,7 @@ from fairrag_core.structured_citations import read_structured_answer, written_an
 
 from . import _private as private
 from .postprocessor import (
+    CONTEXT_HEADER_KEY,
     MODEL_NAME_PREFIX,
     EmptyRankingEvent,
     FairRerankPostprocessor,
@@ -117,6 +120,21 @@ class _Rerank:
 
 NOT_FROM_A_MODEL = "not_from_a_model"
 """``framework.answer_status`` of a run that returned an answer no LLM call gave."""
+UNCONSUMED = "unconsumed"
+"""``framework.answer_status`` of a streaming answer nobody read when its record was written
+(collected, flushed), or that the handler cannot follow (a workflow returning an LLM's own
+token generator)."""
+DERIVED_CHARACTERS = 20
+"""The least text an LLM call's output and a workflow's text answer must share (one holding
+the other) for the answer to be that output as a later step changed it (as LangChain's
+handler reads a graph's last message)."""
+
+
+def _llm_generator(result: Any) -> bool:
+    """Whether a workflow's result is (or its ``StopEvent`` holds) a generator: an LLM's own
+    ``stream_complete``/``astream_chat`` tokens, which only its caller reads."""
+    payload = getattr(result, "result", None) if isinstance(result, StopEvent) else result
+    return inspect.isgenerator(payload) or inspect.isasyncgen(payload)
 
 
 @dataclass
@@ -141,6 +159,24 @@ class _Run:
     cancelled: bool = False
     """A Workflow run the user cancelled (``handler.cancel_run()``): LlamaIndex ends its span
     as if it had returned nothing; its record is a failed run's (:data:`CANCELLED`)."""
+
+    def gave(self, answer: str) -> bool:
+        """Whether ``answer`` is an LLM call's output of this run, or that output as a later
+        step changed it (one holds the other, ignoring case, the shorter at least
+        :data:`DERIVED_CHARACTERS` long), or the run called no LLM (its record says so: no
+        model). A canned closing text (``"Workflow complete."`` after the tokens were written
+        to the event stream) is none."""
+        if not self.calls:
+            return True
+        said = collapsed(answer).casefold()
+        for call in self.calls:
+            output = (call.output or "").casefold()
+            if output == said or (
+                min(len(output), len(said)) >= DERIVED_CHARACTERS
+                and (output in said or said in output)
+            ):
+                return True
+        return False
 
     def answered(self, answer: Any) -> None:
         """Take the call that gave ``answer`` (its output holds the answer's text; the last
@@ -271,11 +307,15 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
             (v for name in _ANSWER_FIELDS if _structured(v := _field(payload, name))), None
         )
     if answer is None:
-        answer = next(
-            (t for name in _ANSWER_FIELDS if (t := _text(_field(payload, name))) is not None),
-            None,
-        )
+        answer = _field_text(payload)
     return answer, sources or _tool_sources(payload)
+
+
+def _field_text(value: Any) -> str | None:
+    """The text an object holds in an answer field (:data:`_ANSWER_FIELDS`): a schema
+    ``Answer(answer: str)`` with no citations list, a workflow's result mapping."""
+    texts = (_text(_field(value, name)) for name in _ANSWER_FIELDS)
+    return next((text for text in texts if text is not None), None)
 
 
 def _workflow_stream(result: Any) -> Any:
@@ -558,15 +598,54 @@ def _search_lists(
 
 
 def _shown_documents(
-    nodes: Sequence[NodeWithScore], group_key: str, title_key: str
+    nodes: Sequence[NodeWithScore],
+    group_key: str,
+    title_key: str,
+    labels: Sequence[int | None] | None = None,
 ) -> list[ShownDocument]:
-    """The shown nodes as the record needs them: id, title, group and text."""
+    """The shown nodes as the record needs them: id, title, group, text and the entry number
+    each was labelled with (``labels``, :func:`_entry_labels`; None: numbered as shown)."""
     groups = group_labels([n.node.metadata for n in nodes], group_key, require_present=False)
+    if labels is None:
+        labels = [None] * len(nodes)
     documents = []
-    for node, group in zip(nodes, groups, strict=True):
+    for node, group, label in zip(nodes, groups, labels, strict=True):
         text = node.node.get_content(metadata_mode=MetadataMode.NONE)
-        documents.append(ShownDocument(node.node.node_id, _title(node, title_key), group, text))
+        title = _title(node, title_key)
+        documents.append(ShownDocument(node.node.node_id, title, group, text, label))
     return documents
+
+
+_LABEL = re.compile(r"\[([1-9][0-9]{0,5})\]")
+"""The entry label the postprocessor's context header opens with (``[3]``)."""
+
+
+def _entry_labels(nodes: Sequence[NodeWithScore]) -> list[int | None] | None:
+    """The entry number the LLM saw before each node: the ``[n]`` its context header
+    (:data:`~fairrag_llamaindex.postprocessor.CONTEXT_HEADER_KEY`, the fair rank the
+    postprocessor placed it at) opens with, None for a node without one; None when they number
+    the nodes as shown (no header, or ``[1]`` to ``[n]`` in order) so the record numbers them by
+    place. A later step that reorders the nodes (LongContextReorder) or drops some leaves each
+    label on its document, and the answer's ``[n]`` cites the document labelled ``n``
+    (docs/SPEC.md, "Attribution": entry numbers as the LLM saw them)."""
+    labels: list[int | None] = []
+    for node in nodes:
+        header = node.node.metadata.get(CONTEXT_HEADER_KEY)
+        found = _LABEL.match(header) if isinstance(header, str) else None
+        labels.append(int(found.group(1)) if found else None)
+    if all(label in (None, place) for place, label in enumerate(labels, start=1)):
+        return None
+    return labels
+
+
+def _by_label(titles: Sequence[str | None], labels: Sequence[int | None]) -> list[str | None]:
+    """``titles`` indexed by entry number (``[n]`` is item ``n - 1``; None where no node has
+    that number), so a structured answer's source ids read the labels the LLM saw."""
+    numbered: list[str | None] = [None] * max((label or 0 for label in labels), default=0)
+    for title, label in zip(titles, labels, strict=True):
+        if label is not None and numbered[label - 1] is None:
+            numbered[label - 1] = title
+    return numbered
 
 
 def _title(node: NodeWithScore, title_key: str) -> str | None:
@@ -931,7 +1010,7 @@ class FairnessEventHandler(BaseEventHandler):
             with self._live.lock:
                 unread = [s for s in self._live.streams.values() if not s.started]
             for stream in unread:
-                self._settle(stream, None, None, "unconsumed")
+                self._settle(stream, None, None, UNCONSUMED)
 
     @property
     def span_handler(self) -> BaseSpanHandler:
@@ -1166,6 +1245,10 @@ class FairnessEventHandler(BaseEventHandler):
                 self._watch_chat_stream(stream, run, tags)
             elif stream is not None:  # recorded when its caller has read it, as an engine's
                 self._watch_stream(stream, run, tags, sources)
+            elif _llm_generator(result):  # an LLM's own token stream: not followed
+                self._finish(run, None, sources, tags, answer_status=UNCONSUMED)
+            elif isinstance(answer, str) and not run.gave(answer):  # "Workflow complete."
+                self._finish(run, None, sources, tags, answer_status=NOT_FROM_A_MODEL)
             else:
                 self._finish(run, answer, sources, tags)
         else:
@@ -1174,12 +1257,9 @@ class FairnessEventHandler(BaseEventHandler):
                 if isinstance(result, (StreamingResponse, AsyncStreamingResponse))
                 else getattr(result, "response", result)  # a PydanticResponse's: its object
             )
-            self._finish(
-                run,
-                answer if isinstance(answer, str) or _structured(answer) else None,
-                _source_nodes(result),
-                tags,
-            )
+            if not (isinstance(answer, str) or _structured(answer)):
+                answer = _field_text(answer)  # output_cls=Answer(answer: str): its text
+            self._finish(run, answer, _source_nodes(result), tags)
 
     def _watch_chat_stream(self, response: Any, run: _Run, tags: dict[str, Any]) -> None:
         """Record a chat stream's turn when its history writer ends (:meth:`_span_ended`)."""
@@ -1281,7 +1361,7 @@ class FairnessEventHandler(BaseEventHandler):
         finally:
             try:
                 while depth == 0 and self._live.collected:
-                    self._settle(self._live.collected.popleft(), None, None, "unconsumed")
+                    self._settle(self._live.collected.popleft(), None, None, UNCONSUMED)
             finally:
                 self._live.busy.depth = depth
 
@@ -1330,8 +1410,11 @@ class FairnessEventHandler(BaseEventHandler):
         # a structured answer (an object, JSON text) written as the text the rules read; its
         # source ids number the entries the LLM was shown, chunks when a step split documents
         titles = [_title(n, self.title_key) for n in shown]
+        labels = _entry_labels(shown) if chunk_documents is None else None
         if chunk_documents is not None:
             titles = [titles[number - 1] for number in chunk_documents]
+        elif labels is not None:  # the entry numbers the LLM saw, a later step's order aside
+            titles = _by_label(titles, labels)
         answer, answer_format = written_answer(answer, titles, source_id_base=SOURCE_ID_BASE)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
@@ -1344,7 +1427,7 @@ class FairnessEventHandler(BaseEventHandler):
                 self.postprocessor.group_key if self.postprocessor is not None else self.group_key
             )
             metadatas = [n.node.metadata for n in shown]
-            documents = _shown_documents(shown, group_key, self.title_key)
+            documents = _shown_documents(shown, group_key, self.title_key, labels)
             # Nothing is known to have been shown when a failed run had neither source nodes
             # nor a re-ranking: its record keeps no metrics (docs/SPEC.md, "Records").
             unknown = error is not None and sources is None and not run.reranks

@@ -113,6 +113,10 @@ class ShownDocument:
     title: str | None
     group: Hashable | None
     text: str = ""
+    number: int | None = None
+    """The entry number the LLM saw before it (``[n]``) when the framework's own text labels
+    it (LlamaIndex's nodes carry their fair rank, kept when a later step reorders or drops
+    nodes); None: its 1-based place in the list shown."""
 
 
 def utc_timestamp() -> str:
@@ -189,8 +193,14 @@ def run_record(
     }
     record["mixed_after_ranking"] = bool(record["mixed_after_ranking"])
     if answer is not None and not failed:
-        context = [  # numbered as shown ([n]), an untitled document shifting no later number
-            ContextDocument(document.title, group=document.group, text=document.text, number=n)
+        context = [  # numbered as shown ([n]) or as labelled, an untitled document shifting no
+            # later number
+            ContextDocument(
+                document.title,
+                group=document.group,
+                text=document.text,
+                number=n if document.number is None else document.number,
+            )
             for n, document in enumerate(shown, start=1)
             if document.title is not None
         ]

@@ -11,6 +11,7 @@ import asyncio
 import copy
 import json
 import math
+import re
 import warnings
 from typing import Any
 
@@ -22,6 +23,7 @@ from llama_index.core.chat_engine import CondensePlusContextChatEngine, ContextC
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.postprocessor import LongContextReorder, SimilarityPostprocessor
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
@@ -354,6 +356,48 @@ def test_after_long_context_reorder_the_record_audits_the_order_shown(handler):
     assert record["reordered_after_ranking"] is True
     assert record["dropped_after_ranking"] == 0
     assert record["groups"] == [n.node.metadata["gender"] for n in response.source_nodes]
+
+
+class NumberCitingLLM(FakeRecordingLLM):
+    """Cites context entries ``[1]`` and ``[2]`` by number, whatever they hold."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "NumberCitingLLM"
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self._prompts.append(prompt)
+        return CompletionResponse(text="- The first source [1]\n- The second source [2]")
+
+
+class DropFirst(BaseNodePostprocessor):
+    """A later step that shows the LLM every node but the first."""
+
+    def _postprocess_nodes(self, nodes, query_bundle=None):
+        return nodes[1:]
+
+
+@pytest.mark.parametrize("later", [LongContextReorder, DropFirst])
+def test_an_entry_number_cites_the_document_labelled_with_it_after_a_later_step(handler, later):
+    """A user trial: the postprocessor labels each node ``[fair rank]``, a label the node keeps
+    when a later step reorders or drops nodes; the record read ``[n]`` as the n-th node shown,
+    crediting another document (attributed parity 0 where the answer cited a woman and a man)."""
+    llm = NumberCitingLLM()
+    with query_seed(5):
+        query_engine([fair(seed=2), later()], llm=llm).query(QUESTION)
+    (record,) = handler.records
+    labelled = dict(re.findall(r"^\[(\d)\]\nTitle: ([^\n]+)", llm.prompts[-1], re.M))
+    assert set(labelled) == (
+        {"1", "2", "3", "4", "5"} if later is LongContextReorder else {"2", "3", "4", "5"}
+    )
+    cited = [(s["line_number"], s["title"]) for s in record["attributed_sources"]]
+    if later is LongContextReorder:
+        assert record["reordered_after_ranking"] is True
+        assert cited == [(1, labelled["1"]), (2, labelled["2"])]
+    else:
+        assert record["dropped_after_ranking"] == 1
+        assert cited == [(2, labelled["2"])] and record["n_out_of_range"] == 0
 
 
 # -- 6. exactly one record per answered question ---------------------------------------------

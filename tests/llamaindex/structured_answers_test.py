@@ -88,6 +88,58 @@ def test_a_query_engine_with_output_cls_records_its_structured_answer():
     assert record["titles"][:2] == titles
 
 
+class TextAnswer(BaseModel):
+    answer: str
+
+
+class ResponseAnswer(BaseModel):
+    response: str
+    citations: list[Citation]
+
+
+class JsonAnsweringMockLLM(ReplyingMockLLM):
+    """A mock LLM (a test double) answering ``{"answer": "- <title 1>\n- <title 2>"}`` (and
+    ``{"response": ..., "citations": [...]}`` as :meth:`reply_with_response`)."""
+
+    with_response: bool = False
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="json-answering-mock")
+
+    def reply(self, prompt: str) -> str:
+        titles = _TITLE.findall(prompt)[:2]
+        if self.with_response:
+            cited = [{"title": t, "person": t} for t in titles]
+            return json.dumps({"response": "These two.", "citations": cited})
+        return json.dumps({"answer": "\n".join(f"- {t}" for t in titles)})
+
+
+def test_a_query_engine_whose_output_cls_holds_only_a_text_records_that_text():
+    """A user trial: ``output_cls=Answer(answer: str)`` (no citations list) gave a record with
+    no answer and every generation metric null, with no error or status; and a
+    ``{response, citations}`` schema lost its prose."""
+    for with_response, schema in ((False, TextAnswer), (True, ResponseAnswer)):
+        engine = RetrieverQueryEngine.from_args(
+            PoolRetriever(make_pool(50)),
+            llm=JsonAnsweringMockLLM(with_response=with_response),
+            node_postprocessors=[fair()],
+            output_cls=schema,
+        )
+        recorder = FairnessEventHandler(group_key="gender", protected="female")
+        with recorder, query_seed(3):
+            response = engine.query(QUESTION)
+        assert isinstance(response, PydanticResponse)
+        (record,) = recorder.records
+        if with_response:
+            assert record["answer"].startswith("These two.\n- ")
+            cited_by_hand(record)
+        else:
+            assert record["answer"] == "\n".join(f"- {t}" for t in record["titles"][:2])
+            female = sum(group == "female" for group in record["groups"][:2])
+            assert record["attributed_generation_parity"] == female / 2
+
+
 def test_an_answer_written_as_json_is_read_as_its_citations():
     engine = RetrieverQueryEngine.from_args(
         PoolRetriever(make_pool(50)), llm=JsonCitingMockLLM(), node_postprocessors=[fair()]

@@ -84,6 +84,12 @@ class FairRAG(Workflow):
             async for token in streamed.async_response_gen():  # streamed out of the step
                 ctx.write_event_to_stream(Token(delta=token))
             return StopEvent(result=streamed)
+        if self.result == "llm-generator":  # the LLM's own token stream, read by the caller
+            return StopEvent(result=await self.llm.astream_complete(prompt(ev.query, nodes)))
+        if self.result == "closing-text":  # LlamaIndex's streaming how-to: tokens out, then
+            async for token in await self.llm.astream_complete(prompt(ev.query, nodes)):
+                ctx.write_event_to_stream(Token(delta=token.delta or ""))
+            return StopEvent(result="Workflow complete.")
         if self.result == "chat-streaming":  # a chat engine's stream, read by the caller
             chat = ContextChatEngine.from_defaults(
                 retriever=PoolRetriever(make_pool(50)), llm=self.llm, node_postprocessors=[]
@@ -199,6 +205,31 @@ async def test_a_stream_in_the_results_mapping_or_read_in_the_step_is_the_answer
     streamed, mapped = recorder.records
     assert streamed["answer"] == "".join(tokens) and streamed["groundedness"] == 1.0
     assert mapped["answer"] == text and len(mapped["titles"]) == 3  # its source_nodes
+
+
+async def test_an_llms_own_stream_or_a_closing_text_is_no_answer_and_says_so():
+    """A user trial: a workflow returning the LLM's own token generator was recorded with no
+    answer and no word why; one streaming its tokens out and returning a fixed
+    ``"Workflow complete."`` (LlamaIndex's streaming how-to) had that text recorded as the
+    model's answer (no bullet, parity n/a) though the model's answer cited four documents."""
+    recorder = handler()
+    with recorder:
+        generator = await FairRAG(fair(), result="llm-generator").run(query=QUESTION)
+        text = "".join([r.delta or "" async for r in generator])
+        run = FairRAG(fair(), result="closing-text").run(query=QUESTION)
+        tokens = [ev.delta async for ev in run.stream_events() if isinstance(ev, Token)]
+        assert await run == "Workflow complete."
+    streamed, closed = recorder.records
+    assert text.startswith("- ") and "".join(tokens).startswith("- ")
+    assert streamed.get("answer") is None
+    assert streamed["framework"]["answer_status"] == "unconsumed"
+    assert closed.get("answer") is None
+    assert closed["framework"]["answer_status"] == "not_from_a_model"
+    # an answer a later step changed is still the model's (a wrapper added)
+    wrapped = FairRAG(fair(), result="text")
+    with recorder:
+        await wrapped.run(query=QUESTION)
+    assert recorder.records[-1]["answer"].startswith("- ")
 
 
 async def test_a_streaming_result_nobody_reads_is_recorded_unconsumed():
