@@ -10,11 +10,14 @@ Documents out. Haystack components are not pydantic models, so the component hol
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from haystack import Document, component, default_from_dict, default_to_dict
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails
 
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -27,6 +30,45 @@ from fairrag_core.kit import (
 from fairrag_core.kit.component import FairComponent, check_count
 
 __all__ = ["FairDocumentRanker"]
+
+
+_OWN_ARGUMENTS = ("group_key", "top_k", "relevance", "title_key", "log_path", "max_records")
+"""The constructor's own arguments; the others are the component contract's fields."""
+
+_LINE_KEYS = ("type", "loc", "input", "ctx")
+"""What a pydantic error line is rebuilt from (under this class's name)."""
+
+
+def _refuse_unknown(fields: Mapping[str, Any]) -> None:
+    """A ValueError naming the first argument neither the constructor nor the component
+    contract (:class:`~fairrag_core.kit.component.FairComponent`) accepts, and every accepted
+    name (docs/SPEC.md, "Adapters": unknown constructor arguments are errors naming the argument
+    and what is accepted)."""
+    accepted = [*_OWN_ARGUMENTS, *(n for n in FairComponent.model_fields if n != "group_key")]
+    unknown = [name for name in fields if name not in accepted]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, accepted, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(
+        f"FairDocumentRanker got an unknown argument {name!r}{hint}; accepted: "
+        f"{', '.join(accepted)}"
+    )
+
+
+def _contract(group_key: Any, fields: dict[str, Any]) -> FairComponent:
+    """The component contract of these fields; its refusals name FairDocumentRanker (the class
+    the user built), not the contract it holds."""
+    _refuse_unknown(fields)
+    try:
+        return FairComponent(group_key=group_key, **fields)
+    except ValidationError as error:
+        lines = [
+            cast(InitErrorDetails, {k: v for k, v in line.items() if k in _LINE_KEYS})
+            for line in error.errors(include_url=False)
+        ]
+        raise ValidationError.from_exception_data("FairDocumentRanker", lines) from None
 
 
 @component
@@ -58,6 +100,10 @@ class FairDocumentRanker:
     ``seed`` input, else one drawn from the field ``seed``'s generator) and, when the ranker
     has a target, returns and keeps the ranking's fairness record (docs/SPEC.md, "Records";
     source ``"haystack"``, no answer: the component sees none), appended to ``log_path``.
+    The placement keys, group label and title field in ``meta`` are not for the LLM: show it
+    :func:`~fairrag_haystack.context_text` of the Documents (an Agent's tool: its
+    ``outputs_to_string`` handler). An argument neither the component nor the contract knows
+    is a ValueError naming it and every accepted argument.
     """
 
     def __init__(
@@ -71,10 +117,10 @@ class FairDocumentRanker:
         max_records: int | None = DEFAULT_MAX_RECORDS,
         **fields: Any,
     ) -> None:
-        self.fair = FairComponent(group_key=group_key, **fields)
+        self.fair = _contract(group_key, fields)
         """The component contract: the ranker's fields and the core ranker they describe."""
         self.top_k = check_count(top_k, "top_k")
-        if relevance not in RELEVANCE_CONVERSIONS:
+        if not isinstance(relevance, str) or relevance not in RELEVANCE_CONVERSIONS:
             raise ValueError(
                 f"relevance {relevance!r} is unknown; accepted: {sorted(RELEVANCE_CONVERSIONS)}"
             )
@@ -85,6 +131,21 @@ class FairDocumentRanker:
         self.log_path = log_path
         self.max_records = max_records
         self._kept = RecordKeeper(log_path, max_records=max_records)
+
+    @property
+    def title_key(self) -> str:
+        """The metadata field holding each Document's title (``"title"``), recorded in
+        ``titles``; a Document without it is titled by its text's ``Title:`` line, if any."""
+        return self._title_key
+
+    @title_key.setter
+    def title_key(self, value: str) -> None:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(
+                "title_key must name the metadata field holding each document's title, "
+                f"e.g. 'title'; got {value!r:.80}"
+            )
+        self._title_key = value
 
     @property
     def records(self) -> list[dict[str, Any]]:

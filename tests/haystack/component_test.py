@@ -10,6 +10,7 @@ import pytest
 from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
+from pydantic import ValidationError
 
 import fairrag_haystack
 from fairrag_core import make_ranker, rerank, scores_from_order
@@ -47,7 +48,7 @@ def pipeline(**fields) -> Pipeline:
 
 
 def test_all_names_the_public_api():
-    assert fairrag_haystack.__all__ == ["FairDocumentRanker"]
+    assert fairrag_haystack.__all__ == ["FairDocumentRanker", "context_text"]
     for name in fairrag_haystack.__all__:
         assert getattr(fairrag_haystack, name) is not None
 
@@ -236,6 +237,44 @@ def test_bad_configuration_fails_at_construction_naming_it(fields, message):
     fields = {"group_key": "gender", "protected": "female", **fields}
     with pytest.raises(ValueError, match=message):
         FairDocumentRanker(**fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        (
+            {"top_n": 3},
+            "unknown argument 'top_n' \\(did you mean 'top_k'\\?\\); accepted: group_key, top_k, ",
+        ),
+        ({"bogus": 1}, "unknown argument 'bogus'; accepted: .*title_key.*ranker, protected"),
+        ({"k": 3}, "FairDocumentRanker got an unknown argument 'k'"),
+    ],
+)
+def test_an_unknown_argument_is_named_with_what_is_accepted(fields, named):
+    """A user trial: ``FairDocumentRanker(top_n=3)`` raised pydantic's bare "Extra inputs are
+    not permitted" under the name of the contract it holds (FairComponent), listing nothing."""
+    with pytest.raises(ValueError, match=named) as refused:
+        FairDocumentRanker(group_key="gender", protected="female", **fields)
+    assert "FairComponent" not in str(refused.value)
+    assert "max_records" in str(refused.value) and "ledger_key" in str(refused.value)
+
+
+def test_a_refused_contract_field_names_the_ranker_not_the_contract():
+    with pytest.raises(ValidationError, match="for FairDocumentRanker") as refused:
+        FairDocumentRanker(group_key="gender", protected="female", target_share="0.3")
+    assert "FairComponent" not in str(refused.value)
+    assert "target_share must be a number" in str(refused.value)
+
+
+@pytest.mark.parametrize("title_key", [None, 3, "", "  "])
+def test_a_title_key_that_names_no_field_is_refused(title_key):
+    """A user trial: ``title_key=None`` (or 3) was accepted, then every recorded title was null."""
+    with pytest.raises(ValueError, match="title_key must name the metadata field"):
+        FairDocumentRanker(group_key="gender", protected="female", title_key=title_key)
+    fair = FairDocumentRanker(group_key="gender", protected="female", title_key="name")
+    with pytest.raises(ValueError, match="title_key must name the metadata field"):
+        fair.title_key = title_key
+    assert fair.title_key == "name"  # the refused value is not kept
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,81 @@
+"""What an LLM is shown of the component's Documents: the library's context text.
+
+docs/SPEC.md, "Adapters" → Context text: ``[i]``, ``Title: <title>``, then the text, the same
+entry (:func:`fairrag_core.kit.context_entry`) the LangChain and LlamaIndex adapters send. A
+Document's ``meta`` (its group label, its title field, the placement fields) is never part of
+it, unless the caller names a field in ``show_metadata_keys``.
+
+Haystack shows an Agent a tool's result as text: without a converter, ``ComponentTool`` and
+``PipelineTool`` write each Document whole, ``meta`` included, as JSON. Give the tool
+:func:`context_text` as its ``outputs_to_string`` handler::
+
+    ComponentTool(
+        component=search,  # a SuperComponent: retriever -> FairDocumentRanker
+        name="search",
+        description="Search biographies",
+        outputs_to_string={"source": "documents", "handler": context_text},
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from haystack import Document
+
+from fairrag_core.kit import context_entry, document_title
+from fairrag_core.prompts import join_context
+
+__all__ = ["NO_DOCUMENTS", "context_text"]
+
+NO_DOCUMENTS = "No documents were found."
+"""The context text of an empty list (a search that found nothing), so that the model is not
+handed an empty tool result."""
+
+
+def context_text(
+    documents: Sequence[Document] | Mapping[str, Any] | Document,
+    title_key: str = "title",
+    show_metadata_keys: Sequence[str] = (),
+) -> str:
+    """The context text of ``documents``, best first: one entry per Document, ``[i]`` (its
+    1-based rank), ``Title: <title>`` (``meta[title_key]``, else the text's own ``Title:``
+    line; none when it has neither), one ``key: value`` line per field of
+    ``show_metadata_keys`` the Document has (none by default), then its text; entries
+    separated by a blank line. :data:`NO_DOCUMENTS` for an empty list.
+
+    ``documents`` may also be a component's whole output (a mapping: its ``"documents"``), so
+    the function works as a tool's ``outputs_to_string`` handler with or without
+    ``"source": "documents"``. Anything else is a TypeError.
+    """
+    if isinstance(documents, Mapping):
+        if "documents" not in documents:
+            raise TypeError(
+                "context_text needs Documents or an output holding them under 'documents'; "
+                f"got an output with {sorted(map(str, documents))}"
+            )
+        documents = documents["documents"]
+    if isinstance(documents, Document):
+        documents = [documents]
+    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
+        raise TypeError(
+            f"context_text needs a list of haystack Documents, got {type(documents).__name__}"
+        )
+    wrong = next((d for d in documents if not isinstance(d, Document)), None)
+    if wrong is not None:
+        raise TypeError(
+            f"context_text needs a list of haystack Documents, got a {type(wrong).__name__} "
+            f"among them: {wrong!r:.80}"
+        )
+    if isinstance(show_metadata_keys, str):
+        show_metadata_keys = [show_metadata_keys]
+    if not documents:
+        return NO_DOCUMENTS
+    entries = []
+    for rank, document in enumerate(documents, start=1):
+        text = document.content or ""
+        meta = document.meta or {}
+        fields = [(key, meta[key]) for key in show_metadata_keys if key in meta]
+        entries.append(context_entry(rank, document_title(meta, text, title_key), text, fields))
+    return join_context(entries)
