@@ -5,9 +5,10 @@ broken connection) opens it for ``cooldown`` seconds: calls then fail at once, w
 reaching the service. After the cool-down one call goes through as a probe (half-open; the
 others still fail fast); its success closes the circuit, its failure opens it again.
 Thread-safe: one breaker serves every thread using the client. Used by the Redis ledger
-(:class:`~fairrag_core.ledger.RedisLedger`) and the study's Chroma client, so a request never
-waits out a deadline that an earlier request already found passing (docs/SPEC.md, "Beyond
-the paper" → reliability).
+(:class:`~fairrag_core.ledger.RedisLedger`, one breaker per server and cool-down shared by
+every client of it in the process, so a client rebuilt for each call fails fast too) and the
+study's Chroma client, so a request never waits out a deadline that an earlier request
+already found passing (docs/SPEC.md, "Beyond the paper" → reliability).
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["CircuitBreaker"]
+__all__ = ["CircuitBreaker", "check_cooldown"]
+
+
+def check_cooldown(cooldown: object) -> float:
+    """A breaker's cool-down: a finite number of seconds >= 0 (not a bool), as a float."""
+    if (
+        isinstance(cooldown, bool)
+        or not isinstance(cooldown, (int, float))
+        or not 0 <= cooldown < math.inf
+    ):
+        raise ValueError(f"cooldown must be a finite number of seconds >= 0, got {cooldown!r}")
+    return float(cooldown)
 
 
 class CircuitBreaker:
@@ -29,14 +41,8 @@ class CircuitBreaker:
     """
 
     def __init__(self, name: str, cooldown: float, error: Callable[[str], BaseException]) -> None:
-        if (
-            isinstance(cooldown, bool)
-            or not isinstance(cooldown, (int, float))
-            or not 0 <= cooldown < math.inf
-        ):
-            raise ValueError(f"cooldown must be a finite number of seconds >= 0, got {cooldown!r}")
         self.name = name
-        self.cooldown = float(cooldown)
+        self.cooldown = check_cooldown(cooldown)
         self._error = error
         self._lock = threading.Lock()
         self._open_until: float | None = None

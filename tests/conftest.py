@@ -32,6 +32,18 @@ def _own_cache_folder(tmp_path_factory):
         os.environ["FAIRRAG_CACHE"] = before
 
 
+@pytest.fixture(autouse=True)
+def _each_test_a_new_process():
+    """What one test's ledger clients saw (stream marks, an open breaker of a Redis server
+    whose port a later test may get again, adds left to settle) is forgotten when the test
+    ends, as if each test were a process (docs/SPEC.md item 6: clients of one store in a
+    process share that memory)."""
+    yield
+    from fairrag_core.ledger.base import forget_shared_memory
+
+    forget_shared_memory()
+
+
 @pytest.fixture(scope="session")
 def subset_documents():
     """A real, imbalanced TREC subset (3 topics x (20 female + 80 male))."""

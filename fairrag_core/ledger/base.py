@@ -5,16 +5,17 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import os
 import re
 import reprlib
 import secrets
 import threading
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -100,7 +101,9 @@ class LedgerResetError(LedgerUnavailableError):
     item 6, "Lost streams").
 
     Every stored stream carries a generation mark, written once when it is created; the client
-    remembers the mark of each stream it read or wrote. If the stream vanished (a Redis server
+    remembers the mark of each stream it read or wrote, and so does every other client of the
+    same store in this process (they share one :class:`StreamMemory`: a client rebuilt for each
+    call, or a copy, knows what the first one saw). If the stream vanished (a Redis server
     restarted without persistence, a SQLite file deleted or replaced) or carries another mark
     (recreated, or reset by another client), or holds fewer rankings than the client last saw
     (restored from an older copy: a Redis RDB snapshot, a backup of the SQLite file), the next
@@ -205,6 +208,74 @@ def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float
 
 
 _ADOPT_LOCK = threading.Lock()
+
+
+class StreamMemory:
+    """What the clients of one store's streams in this process have seen (docs/SPEC.md item
+    6, "Lost streams"): each stream's generation mark, the most rankings seen stored in it,
+    how many times it was forgotten (:meth:`ExposureLedger.reset`/``adopt``), and the streams
+    adopted under ``on_reset="adopt"``.
+
+    Shared by every client of the same store and reset policy in one process
+    (:func:`shared_memory`): a new client, a copy or a client rebuilt for each call (a
+    LangChain ``configurable_fields`` call, ``model_copy``) knows what the first one saw, so
+    a stream lost or rolled back is noticed by all of them."""
+
+    def __init__(self) -> None:
+        self.generations: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        self.epochs: dict[str, int] = {}
+        self.resets_adopted = 0
+
+    def merge(self, generations: Mapping[str, int], counts: Mapping[str, int]) -> None:
+        """Learn what a pickled client had seen: a stream's mark when none is known here, and
+        its count when the marks agree (a count of another generation says nothing)."""
+        with _ADOPT_LOCK:
+            for key, mark in generations.items():
+                known = self.generations.setdefault(key, mark)
+                if known == mark and key in counts:
+                    if counts[key] > self.counts.get(key, -1):
+                        self.counts[key] = counts[key]
+
+
+_SHARED: dict[tuple[object, ...], Any] = {}
+"""This process's memory of each store, by its identity (:func:`shared_memory`)."""
+_SHARED_LOCK = threading.Lock()
+_T_shared = TypeVar("_T_shared")
+
+
+def shared_memory(identity: tuple[object, ...], factory: Callable[[], _T_shared]) -> _T_shared:
+    """The object this process keeps for ``identity`` (a store: the SQLite file's resolved
+    path, the Redis server and database, ...), made by ``factory`` on first use. Thread-safe;
+    kept for the life of the process (a client rebuilt for every call finds what the last one
+    left). A forked child keeps what its parent had seen of the streams, and each object's
+    ``after_fork()`` (when it has one) drops what belongs to the parent's threads."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(identity)
+        if found is None:
+            found = _SHARED[identity] = factory()
+        return found
+
+
+def forget_shared_memory() -> None:
+    """For tests: clients built after this call share nothing with those built before, as the
+    clients of another process (what older clients saw stays theirs)."""
+    with _SHARED_LOCK:
+        _SHARED.clear()
+
+
+def _renew_locks_in_child() -> None:
+    """A child forked while a parent's thread held one of these locks would wait for ever."""
+    global _ADOPT_LOCK, _SHARED_LOCK
+    _ADOPT_LOCK, _SHARED_LOCK = threading.Lock(), threading.Lock()
+    for value in list(_SHARED.values()):
+        after_fork = getattr(value, "after_fork", None)
+        if after_fork is not None:
+            after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_locks_in_child)
 
 MAX_GENERATION = 2**52 + 1
 """The largest generation mark a read or an add accepts (SPEC item 6, "Lost streams")."""
@@ -395,7 +466,10 @@ class ExposureLedger(ABC):
     - every value read is checked (:class:`LedgerCorruptError` names the ledger, the stream and
       the field of the first bad one);
     - the stores others can write to (SQLite, Redis) mark each stream with a generation, and a
-      client that saw a stream notices when it is lost or replaced (:class:`LedgerResetError`).
+      client that saw a stream notices when it is lost, replaced or rolled back
+      (:class:`LedgerResetError`); what a client saw is shared by every client of the same store
+      (and reset policy) in the process (:class:`StreamMemory`), so a client built anew, a
+      copy or a client rebuilt for each call notices it too.
 
     A ledger is shared on purpose: a deep copy of one (e.g. the copy of a ranker holding it) is
     the same ledger object. Labels are stored by :func:`encode_label`'s rule.
@@ -456,8 +530,9 @@ class ExposureLedger(ABC):
         """With ``on_reset="adopt"``: warn, count, adopt ``key``; else raise ``exc``."""
         if self.on_reset != "adopt":
             raise exc
+        memory = self._memory
         with _ADOPT_LOCK:
-            self.__dict__["resets_adopted"] = self.resets_adopted + 1
+            memory.resets_adopted += 1
         warnings.warn(
             f"{exc} -- on_reset='adopt': continuing from what is stored now",
             RuntimeWarning,
@@ -527,8 +602,9 @@ class ExposureLedger(ABC):
 
     def adopt(self, key: str = DEFAULT_KEY) -> None:
         """Accept the stream ``key`` as it is stored now (after a :class:`LedgerResetError`,
-        e.g. when another replica already started the stream over): this client forgets the
-        mark it had seen and takes the current one at its next read or add. Nothing is stored."""
+        e.g. when another replica already started the stream over): this client, and every
+        other of the same store and policy in this process, forgets the mark it had seen and
+        takes the current one at its next read or add. Nothing is stored."""
         self._generations.pop(check_key(key), None)
         self._counts.pop(key, None)
         self._bump_epoch(key)
@@ -546,36 +622,40 @@ class ExposureLedger(ABC):
 
     @property
     def resets_adopted(self) -> int:
-        """Streams adopted under ``on_reset="adopt"`` (each with a warning)."""
-        return int(self.__dict__.get("resets_adopted", 0))
+        """Streams adopted under ``on_reset="adopt"`` (each with a warning), by this client
+        and every other of the same store and policy in this process (:class:`StreamMemory`)."""
+        return self._memory.resets_adopted
+
+    @property
+    def _memory(self) -> StreamMemory:
+        """What this client has seen of its streams: the :class:`StreamMemory` shared by every
+        client of the same store in this process (set by the stores with marks when built), or
+        one of its own (made on first use, so subclasses need not call an ``__init__``)."""
+        memory = self.__dict__.get("_memory")
+        if memory is None:
+            memory = self.__dict__.setdefault("_memory", StreamMemory())
+        return memory
 
     @property
     def _counts(self) -> dict[str, int]:
         """``{key: the most rankings this client saw stored}``: a store holding fewer went
         back in time."""
-        counts = self.__dict__.get("_seen_counts")
-        if counts is None:
-            counts = self.__dict__.setdefault("_seen_counts", {})
-        return counts
+        return self._memory.counts
 
     def _epoch(self, key: str) -> int:
         """How many times this client forgot ``key`` (:meth:`reset`, :meth:`adopt`): a call
         during which it changed checks against what they left, not what it saw first."""
-        return int(self.__dict__.get("_epochs", {}).get(key, 0))
+        return self._memory.epochs.get(key, 0)
 
     def _bump_epoch(self, key: str) -> None:
+        epochs = self._memory.epochs
         with _ADOPT_LOCK:
-            epochs = self.__dict__.setdefault("_epochs", {})
             epochs[key] = epochs.get(key, 0) + 1
 
     @property
     def _generations(self) -> dict[str, int]:
-        """``{key: generation mark}`` of the streams this client has seen (made on first use,
-        so subclasses need not call an ``__init__``)."""
-        marks = self.__dict__.get("_seen_generations")
-        if marks is None:
-            marks = self.__dict__.setdefault("_seen_generations", {})
-        return marks
+        """``{key: generation mark}`` of the streams this client has seen."""
+        return self._memory.generations
 
     def _notice(
         self,
@@ -611,11 +691,12 @@ class ExposureLedger(ABC):
                 f" and {rankings} rankings" if rankings is not None else ""
             )
         raise LedgerResetError(
-            f"{self._describe_ledger()}: stream {key!r} was lost or replaced since this client "
-            f"last saw it (its generation mark was {seen}; {now}): a server restarted without "
-            "persistence, a file deleted or replaced, or a reset by another client. Nothing was "
-            f"read into a ranking or added. Call ledger.reset({key!r}) to start the stream over "
-            f"from zero, or ledger.adopt({key!r}) to continue from what is stored now",
+            f"{self._describe_ledger()}: stream {key!r} was lost or replaced since this "
+            f"process's clients of it last saw it (its generation mark was {seen}; {now}): a "
+            "server restarted without persistence, a file deleted or replaced, or a reset by "
+            "another client. Nothing was read into a ranking or added. Call "
+            f"ledger.reset({key!r}) to start the stream over from zero, or "
+            f"ledger.adopt({key!r}) to continue from what is stored now",
             ledger=self.location,
             key=key,
             seen=seen,
@@ -631,12 +712,13 @@ class ExposureLedger(ABC):
             return
         if floor is not None and rankings < floor:
             raise LedgerResetError(
-                f"{self._describe_ledger()}: stream {key!r} went back in time: this client saw "
-                f"{floor} rankings stored, the stream holds {rankings} now (same generation mark "
-                f"{mark}): it was restored from an older copy (a Redis RDB snapshot or replica, "
-                "a backup of the file), so rankings served since are missing from it. Nothing "
-                f"was read into a ranking or added. Call ledger.adopt({key!r}) to continue from "
-                f"what is stored now, or ledger.reset({key!r}) to start over from zero",
+                f"{self._describe_ledger()}: stream {key!r} went back in time: this process's "
+                f"clients of it saw {floor} rankings stored, the stream holds {rankings} now "
+                f"(same generation mark {mark}): it was restored from an older copy (a Redis RDB "
+                "snapshot or replica, a backup of the file), so rankings served since are missing "
+                "from it. Nothing was read into a ranking or added. Call "
+                f"ledger.adopt({key!r}) to continue from what is stored now, or "
+                f"ledger.reset({key!r}) to start over from zero",
                 ledger=self.location,
                 key=key,
                 seen=mark,
@@ -740,7 +822,25 @@ def split_stored(
 
 class StoredLedger(ExposureLedger):
     """A ledger whose streams live outside the process (SQLite, Redis): read through
-    :meth:`_read_marked` and checked, so :meth:`_read` is :meth:`state`'s checked totals."""
+    :meth:`_read_marked` and checked, so :meth:`_read` is :meth:`state`'s checked totals.
+
+    Every client of one store (and reset policy) in a process shares one
+    :class:`StreamMemory` (:meth:`_join`), so what one saw of a stream every other knows: a
+    client built anew for each call is checked against what the earlier ones saw (docs/SPEC.md
+    item 6, "Lost streams"). A pickled client carries what it saw to the process that loads
+    it (:meth:`_seen`, :meth:`_learn`)."""
+
+    def _join(self, *identity: object) -> None:
+        """Share this process's memory of the streams of the store ``identity``."""
+        self.__dict__["_memory"] = shared_memory(("streams", *identity), StreamMemory)
+
+    def _seen(self) -> dict[str, dict[str, int]]:
+        """What this client saw, for its pickled state."""
+        return {"generations": dict(self._generations), "counts": dict(self._counts)}
+
+    def _learn(self, state: Mapping[str, Any]) -> None:
+        """Add what a pickled client saw (:meth:`_seen`) to this process's memory."""
+        self._memory.merge(state.get("generations", {}), state.get("counts", {}))
 
     def _read(self, key: str) -> tuple[dict[str, float], int]:
         state = self.state(key)

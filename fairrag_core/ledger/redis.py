@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
-from ..breaker import CircuitBreaker
+from ..breaker import CircuitBreaker, check_cooldown
 from ..errors import LedgerUnavailableError
 from .base import (
     GENERATION_FIELD,
@@ -34,6 +34,7 @@ from .base import (
     check_total,
     new_generation,
     pop_url_param,
+    shared_memory,
     split_stored,
 )
 
@@ -262,7 +263,8 @@ class RedisLedger(StoredLedger):
     socket wait, the deadline the whole call (connect, send, a reply trickling in byte by byte,
     a script reload, the retry). An ``add`` that raised may still have been applied on the
     server (a reply lost or late, a request held in the network); its ranking was not served,
-    so the next call of this client settles it first: an add that never ran is voided (its
+    so the next call of this client (or of any client of the same server in this process)
+    settles it first: an add that never ran is voided (its
     token taken, so a late copy applies nothing) and one that ran has its exposure subtracted
     (``updates_undone``; the stream's ``#rankings`` keeps it, a count only grows). Settling
     needs the token, kept ``token_ttl`` seconds: an add not settled within ``token_ttl`` minus
@@ -280,6 +282,17 @@ class RedisLedger(StoredLedger):
     Values are checked on read, and the fields an update increments inside its script before
     any write (:class:`~fairrag_core.ledger.LedgerCorruptError` names the field, or the key when
     it holds another Redis type).
+
+    Shared in the process: every client of the same server and database (``redis://host:port/
+    db``, whatever its other options) shares the adds left to settle, ``updates_undone``,
+    ``updates_unsettled`` and, per ``cooldown``, the circuit breaker; every client of the same
+    server, database, ``prefix`` and ``on_reset`` shares what it saw of the streams (marks and
+    counts). So a client built anew, a copy, or a client rebuilt for each call (a LangChain
+    ``configurable_fields`` call, ``model_copy``) behaves as the first one: it fails fast while
+    the breaker is open, settles an add an earlier client gave up on, and notices a stream an
+    earlier one saw lost or rolled back (docs/SPEC.md item 6, "Lost streams", "Deadlines"). A
+    new process shares nothing; a forked child keeps what was seen of the streams but none of
+    its parent's adds to settle (the parent settles them) and starts with closed breakers.
 
     Tokens are keys of their own (``<prefix>token:<uuid>``, about 100 bytes each) that expire
     after ``token_ttl`` seconds: at 1,000 rankings a second, about 6 MB with the default 60 s.
@@ -330,8 +343,14 @@ class RedisLedger(StoredLedger):
             ("connect_timeout", connect_timeout),
             ("deadline", deadline),
         ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value < math.inf  # false for NaN too
+            ):
+                raise ValueError(
+                    f"{name} must be a number of seconds > 0 and finite, got {value!r}"
+                )
         if isinstance(token_ttl, bool) or not isinstance(token_ttl, int) or token_ttl < 1:
             raise ValueError(f"token_ttl must be an int number of seconds >= 1, got {token_ttl!r}")
         if not isinstance(prefix, str):
@@ -372,31 +391,44 @@ class RedisLedger(StoredLedger):
                     "takes on_reset, deadline and cooldown as query parameters, redis-py the "
                     "rest (db, socket_timeout, ...)"
                 ) from None
-        if not math.isfinite(deadline):
-            raise ValueError(f"deadline must be a number of seconds > 0, got {deadline!r}")
         self.on_reset = check_on_reset(on_reset)
         self.deadline = float(deadline)
-        self.updates_undone = 0
-        self.updates_unsettled = 0
-        self._unsettled: list[tuple[float, str, str, list[Any], bool]] = []
-        self._unsettled_lock = threading.Lock()
         self.url = url
         self.prefix = prefix
         self.token_ttl = token_ttl
         self.client = client
-        self.location = _describe(client) + _policy_suffix(self.on_reset)
+        server = _describe(client)
+        self.location = server + _policy_suffix(self.on_reset)
+        self._server = shared_memory(("redis", server), lambda: _ServerMemory(server))
         try:
-            self._breaker = CircuitBreaker(
-                f"Redis ledger at {self.location}", cooldown, LedgerUnavailableError
-            )
+            self._cooldown = check_cooldown(cooldown)
         except ValueError as exc:
             raise ValueError(f"{exc} (the circuit breaker's cool-down)") from None
+        self._join("redis", server, prefix, self.on_reset)
         self._redis_error = redis.RedisError
         self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
         self._add_script = client.register_script(_ADD_SCRIPT)
         self._reset_script = client.register_script(_RESET_SCRIPT)
         self._settle_script = client.register_script(_SETTLE_SCRIPT)
         self._streams = prefix + "streams"
+
+    @property
+    def updates_undone(self) -> int:
+        """Adds whose calls raised, found applied and undone when settled (by any client of
+        this server in this process: they share the adds left to settle)."""
+        return self._server.updates_undone
+
+    @property
+    def updates_unsettled(self) -> int:
+        """Adds whose calls raised that could not be settled (each with a ``RuntimeWarning``),
+        by any client of this server in this process."""
+        return self._server.updates_unsettled
+
+    @property
+    def _breaker(self) -> CircuitBreaker:
+        """The circuit breaker of this server and cool-down, shared by every client of them in
+        this process (a client rebuilt for each call fails fast as the first one would)."""
+        return self._server.breaker(self._cooldown)
 
     def _stream(self, key: str) -> str:
         return f"{self.prefix}stream:{key}"
@@ -418,7 +450,7 @@ class RedisLedger(StoredLedger):
                     f"for a thread of the ledger pool, past its deadline of {self.deadline:g} s; "
                     "nothing was sent (more requests wait on the ledger than it has threads)"
                 )
-        breaker = self._breaker if self._breaker.cooldown else None  # cooldown 0: none
+        breaker = self._breaker if self._cooldown else None  # cooldown 0: none
         if breaker is not None:
             breaker.check(operation)
         _CALL_END.end = min(now, queued or now) + self.deadline
@@ -465,43 +497,45 @@ class RedisLedger(StoredLedger):
 
     def _settle(self) -> None:
         """Settle the adds whose calls raised (see the class docstring), oldest first; one
-        that cannot be settled now stays for the next call."""
-        if not self._unsettled:
+        that cannot be settled now stays for the next call. The adds left to settle are the
+        server's, shared by every client of it in this process: a client rebuilt for each
+        call settles the add an earlier one gave up on."""
+        server = self._server
+        if not server.pending:
             return
-        with self._unsettled_lock:
-            pending, self._unsettled = self._unsettled, []
+        with server.lock:
+            pending, server.pending = server.pending, []
         try:
             while pending:
-                since, stream, token, args, tried = pending[0]
-                # The token lives token_ttl from the add's run (after ``since``, the add call's
-                # start); the settle reaches the server within this call's deadline.
-                if time.monotonic() - since + self.deadline >= self.token_ttl:
-                    with self._unsettled_lock:
-                        self.updates_unsettled += 1
+                since, stream, token, args, tried, ttl = pending[0]
+                # The token lives ttl (the adding client's token_ttl) from the add's run (after
+                # ``since``, the add call's start); the settle reaches the server within this
+                # call's deadline.
+                if time.monotonic() - since + self.deadline >= ttl:
+                    with server.lock:
+                        server.updates_unsettled += 1
                     warnings.warn(
                         f"Redis ledger at {self.location}: an add whose call raised was not "
-                        f"settled within token_ttl={self.token_ttl} s; {stream!r} may hold "
+                        f"settled within token_ttl={ttl} s; {stream!r} may hold "
                         "one ranking that was not served",
                         RuntimeWarning,
                         stacklevel=4,
                     )
                 else:
-                    pending[0] = (since, stream, token, args, True)
+                    pending[0] = (since, stream, token, args, True, ttl)
                     try:
-                        done = self._settle_script(
-                            keys=[stream, token], args=[self.token_ttl, *args]
-                        )
+                        done = self._settle_script(keys=[stream, token], args=[ttl, *args])
                     except self._transport_errors:
                         raise  # the server is still out of reach: settle on a later call
                     except self._redis_error:
                         done = "refused"  # e.g. the key holds another type
                     done = done.decode() if isinstance(done, bytes) else done
                     if done == "undone" or (done == "was undone" and tried):
-                        with self._unsettled_lock:
-                            self.updates_undone += 1
+                        with server.lock:
+                            server.updates_undone += 1
                     elif done in ("refused", "damaged"):
-                        with self._unsettled_lock:
-                            self.updates_unsettled += 1
+                        with server.lock:
+                            server.updates_unsettled += 1
                         warnings.warn(
                             f"Redis ledger at {self.location}: an add whose call raised could "
                             f"not be settled ({done}: the key holds another type, or the stream "
@@ -513,8 +547,8 @@ class RedisLedger(StoredLedger):
                 pending.pop(0)
         finally:
             if pending:
-                with self._unsettled_lock:
-                    self._unsettled[:0] = pending
+                with server.lock:
+                    server.pending[:0] = pending
 
     def _wrong_type(self, key: str) -> LedgerCorruptError:
         name = self._stream(key)
@@ -565,8 +599,11 @@ class RedisLedger(StoredLedger):
         except LedgerUnavailableError as exc:
             may_have_run = not self._builds_client or _CALL_END.sent
             if isinstance(exc.__cause__, self._transport_errors) and may_have_run:
-                with self._unsettled_lock:
-                    self._unsettled.append((started, self._stream(key), token, args[5:], False))
+                server = self._server
+                with server.lock:
+                    server.pending.append(
+                        (started, self._stream(key), token, args[5:], False, self.token_ttl)
+                    )
             raise
         if found[0] in (b"wrongtype", "wrongtype"):  # nothing was written
             raise self._names_damaged(found[1], key)
@@ -618,9 +655,8 @@ class RedisLedger(StoredLedger):
             "token_ttl": self.token_ttl,
             "on_reset": self.on_reset,
             "deadline": self.deadline,
-            "cooldown": self._breaker.cooldown,
-            "generations": dict(self._generations),
-            "counts": dict(self._counts),
+            "cooldown": self._cooldown,
+            **self._seen(),
         }
 
     def __setstate__(self, state: dict) -> None:
@@ -632,8 +668,7 @@ class RedisLedger(StoredLedger):
             deadline=state.get("deadline", 5.0),
             cooldown=state.get("cooldown", 1.0),
         )
-        self._generations.update(state.get("generations", {}))
-        self._counts.update(state.get("counts", {}))
+        self._learn(state)
 
 
 def _seconds_in_url(url: str, name: str, accepted: str, given: float) -> tuple[str, float]:
@@ -647,6 +682,45 @@ def _seconds_in_url(url: str, name: str, accepted: str, given: float) -> tuple[s
         raise ValueError(
             f"{name} in the ledger URL must be a number of seconds {accepted}, got {in_url!r}"
         ) from None
+
+
+class _ServerMemory:
+    """What this process keeps of one Redis server and database (``redis://host:port/db``),
+    shared by every client of it (docs/SPEC.md item 6, "Deadlines"): the adds whose calls
+    raised, left to settle (``pending``: the add call's start, the stream's key, the token,
+    the label/exposure arguments, whether a settle was tried, the token's lifetime), the counts
+    of those undone and unsettled, and a circuit breaker per cool-down. A client built anew,
+    a copy or a client rebuilt for each call thus settles what an earlier one left and fails
+    fast while an earlier one found the server down. A forked child starts with none of its
+    parent's pending adds (the parent settles them) and closed breakers."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.pending: list[tuple[float, str, str, list[Any], bool, int]] = []
+        self.updates_undone = 0
+        self.updates_unsettled = 0
+        self._breakers: dict[float, CircuitBreaker] = {}
+
+    def breaker(self, cooldown: float) -> CircuitBreaker:
+        """The breaker of this server for ``cooldown`` (a ``ValueError`` for a bad one)."""
+        cooldown = check_cooldown(cooldown)
+        found = self._breakers.get(cooldown)
+        if found is None:
+            with self.lock:
+                found = self._breakers.get(cooldown)
+                if found is None:
+                    found = CircuitBreaker(
+                        f"Redis ledger at {self.name}", cooldown, LedgerUnavailableError
+                    )
+                    self._breakers[cooldown] = found
+        return found
+
+    def after_fork(self) -> None:
+        """In a forked child: new locks, no pending adds, closed breakers."""
+        self.lock = threading.Lock()
+        self.pending = []
+        self._breakers = {}
 
 
 _WAITS = ("socket_timeout", "socket_connect_timeout")

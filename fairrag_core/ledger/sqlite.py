@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -65,7 +66,8 @@ class SQLiteLedger(StoredLedger):
       (device and inode): a file deleted or replaced under a running process is reopened, so
       the client never goes on reading a file no one else sees.
     - A transaction that finds the file locked by another writer is retried after a short
-      random sleep (at most 5 ms), for at most ``timeout`` seconds in all; then
+      random sleep (at most 5 ms), for at most ``timeout`` seconds in all (a finite number
+      > 0; NaN, infinite or <= 0 is a ``ValueError`` when the ledger is built); then
       :class:`~fairrag_core.errors.LedgerUnavailableError` names the file (nothing applied).
       So does a file that cannot be opened or is not a database.
 
@@ -73,7 +75,9 @@ class SQLiteLedger(StoredLedger):
     whose label is ``#rankings``, its generation mark (a random whole number written by the
     transaction that creates the stream) the row ``#generation``. A client that saw a stream
     and finds its mark gone or changed (the file deleted, replaced or restored from another
-    copy) raises :class:`~fairrag_core.ledger.LedgerResetError`; values are checked on read,
+    copy) raises :class:`~fairrag_core.ledger.LedgerResetError` (what a client saw is shared by
+    every client of the same resolved path and ``on_reset`` in the process, a client built for
+    each call included; docs/SPEC.md item 6, "Lost streams"); values are checked on read,
     and the rows an add increments inside its transaction before any write
     (:class:`~fairrag_core.ledger.LedgerCorruptError`). Connections are made lazily, one per
     process (a forked child opens its own, behind a lock of its own: a parent's thread may
@@ -88,11 +92,19 @@ class SQLiteLedger(StoredLedger):
     ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout < math.inf  # false for NaN too
+        ):
+            raise ValueError(
+                f"timeout must be a number of seconds > 0 and finite (how long a call waits for "
+                f"a file other writers lock), got {timeout!r}"
+            )
         self.on_reset = check_on_reset(on_reset)
         self.path = Path(path).expanduser().resolve()
         self.location = f"sqlite:///{self.path}" + _policy_suffix(self.on_reset)
+        self._join("sqlite", str(self.path), self.on_reset)
         self.timeout = float(timeout)
         self._lock = threading.RLock()
         _OPEN.add(self)
@@ -292,16 +304,14 @@ class SQLiteLedger(StoredLedger):
             "path": str(self.path),
             "timeout": self.timeout,
             "on_reset": self.on_reset,
-            "generations": dict(self._generations),
-            "counts": dict(self._counts),
+            **self._seen(),
         }
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(  # type: ignore[misc]
             state["path"], timeout=state["timeout"], on_reset=state.get("on_reset", "raise")
         )
-        self._generations.update(state.get("generations", {}))
-        self._counts.update(state.get("counts", {}))
+        self._learn(state)
 
 
 def _check_incremented(label: str, value: object, kind: str) -> None:

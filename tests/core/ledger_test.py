@@ -28,6 +28,7 @@ from fairrag_core.ledger import (
     encode_label,
     make_ledger,
 )
+from fairrag_core.ledger.base import forget_shared_memory
 from tests.redis_server import redis_server_binary, running_redis
 
 KINDS = ["memory", "sqlite", "redis"]
@@ -427,7 +428,10 @@ class _Store:
             self.ledger = RedisLedger(url, prefix=self.prefix)
 
     def client(self) -> ExposureLedger:
-        """Another client of the same store (another process or replica)."""
+        """A client of the same store in another process (a replica): the clients of one store
+        in this process share what they saw, so it is built after forgetting that, as a new
+        process would start."""
+        forget_shared_memory()
         if self.kind == "sqlite":
             return SQLiteLedger(self.path)
         assert isinstance(self.ledger, RedisLedger)

@@ -11,6 +11,7 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError, make_ranker, position_weights
 from fairrag_core.ledger import LedgerResetError, RedisLedger
+from fairrag_core.ledger.base import forget_shared_memory
 from tests.reliability.ledger_worker import (
     K,
     kill_after,
@@ -134,6 +135,7 @@ def test_a_restart_that_lost_the_data_is_a_reset_error_until_the_reset_is_explic
     succeeded with no warning and the state read rankings=1."""
     ledger = RedisLedger(redis_server.url, timeout=1.0, connect_timeout=1.0)
     ranker = make_ranker("amortized", protected="female", ledger=ledger, ledger_key="t", seed=0)
+    forget_shared_memory()  # the replica is another process: it shares nothing with ledger
     replica = RedisLedger(redis_server.url)  # another replica serving the same stream
     served: list = []
     _serve(ranker, 50, served)
@@ -157,6 +159,7 @@ def test_a_restart_that_lost_the_data_is_a_reset_error_until_the_reset_is_explic
     replica.adopt("t")  # and continues the stream the first one restarted
     replica.add("t", served_exposure([0, 1, 2, 3, 4], groups))
     assert ledger.state("t").rankings == 4
+    forget_shared_memory()
     fresh = RedisLedger(redis_server.url)  # a client that never saw the stream just uses it
     fresh.add("t", served_exposure([0, 1, 2, 3, 4], groups))
     assert fresh.state("t").rankings == 5

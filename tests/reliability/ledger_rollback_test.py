@@ -13,6 +13,7 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError, make_ranker
 from fairrag_core.ledger import LedgerResetError, RedisLedger, SQLiteLedger, make_ledger
+from fairrag_core.ledger.base import forget_shared_memory
 from tests.redis_server import RedisServer
 from tests.reliability.ledger_worker import K, pool
 
@@ -42,8 +43,11 @@ def test_redis_restarted_from_an_rdb_snapshot_raises_in_every_client_that_saw_mo
     _add(writer, 30)
     assert reader.state(KEY).rankings == 50
     rdb_server.restart(kill=True)  # kill -9: the 30 rankings after the snapshot are gone
+    with pytest.raises(LedgerResetError, match="went back in time"):
+        RedisLedger(rdb_server.url).state(KEY)  # a new client of this process knows
+    forget_shared_memory()  # a client of another process, which never saw more
     newcomer = RedisLedger(rdb_server.url)
-    assert newcomer.state(KEY).rankings == 20  # a client that never saw more cannot tell
+    assert newcomer.state(KEY).rankings == 20  # cannot tell
 
     with pytest.raises(LedgerResetError, match="went back in time") as caught:
         reader.state(KEY)
@@ -71,6 +75,7 @@ def test_an_amortized_ranker_on_a_rolled_back_redis_stops_serving(rdb_server):
     rdb_server.restart(kill=True)
     with pytest.raises(LedgerResetError):
         ranker.rank(scores, groups, K)
+    forget_shared_memory()  # read as another process would
     assert RedisLedger(rdb_server.url).state(KEY).rankings == 10
 
 
@@ -148,6 +153,7 @@ def test_sqlite_file_replaced_by_its_own_backup_raises(tmp_path):
     assert (caught.value.seen_rankings, caught.value.found_rankings) == (50, 10)
     with pytest.raises(LedgerResetError, match="went back in time"):
         other.state(KEY)
+    forget_shared_memory()  # read as another process would
     assert SQLiteLedger(path).state(KEY).rankings == 10  # nothing applied
 
     adopting = SQLiteLedger(path, on_reset="adopt")
