@@ -10,7 +10,6 @@ Documents out. Haystack components are not pydantic models, so the component hol
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -27,7 +26,7 @@ from fairrag_core.kit import (
     shown_documents,
     shown_record,
 )
-from fairrag_core.kit.component import FairComponent, check_count
+from fairrag_core.kit.component import FairComponent, check_count, unknown_argument
 
 __all__ = ["FairDocumentRanker"]
 
@@ -45,16 +44,9 @@ def _refuse_unknown(fields: Mapping[str, Any]) -> None:
     name (docs/SPEC.md, "Adapters": unknown constructor arguments are errors naming the argument
     and what is accepted)."""
     accepted = [*_OWN_ARGUMENTS, *(n for n in FairComponent.model_fields if n != "group_key")]
-    unknown = [name for name in fields if name not in accepted]
-    if not unknown:
-        return
-    name = unknown[0]
-    close = difflib.get_close_matches(name, accepted, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise ValueError(
-        f"FairDocumentRanker got an unknown argument {name!r}{hint}; accepted: "
-        f"{', '.join(accepted)}"
-    )
+    error = unknown_argument("FairDocumentRanker", fields, accepted)
+    if error is not None:
+        raise error
 
 
 def _contract(group_key: Any, fields: dict[str, Any]) -> FairComponent:

@@ -28,7 +28,13 @@ from llama_index.core.base.response.schema import (
     Response,
     StreamingResponse,
 )
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import (
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from llama_index.core.chat_engine.types import BaseChatEngine, StreamingAgentChatResponse
 from llama_index.core.instrumentation import Dispatcher, get_dispatcher, root_manager
 from llama_index.core.instrumentation.dispatcher import active_instrument_tags
@@ -68,6 +74,7 @@ from fairrag_core.kit import (
     shown_record,
     unaudited_record,
 )
+from fairrag_core.kit.component import model_arguments, unknown_argument
 from fairrag_core.structured_citations import read_structured_answer, written_answer
 
 from . import _private as private
@@ -867,6 +874,16 @@ class FairnessEventHandler(BaseEventHandler):
         # ``__getattr__``, microseconds on each of the process's events this handler sees
         return self.__pydantic_private__["_live_state"]  # type: ignore[index]  # set by pydantic
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_arguments(cls, data: Any) -> Any:
+        """An unknown argument names itself, a close match and every accepted argument (it
+        was pydantic's bare "Extra inputs are not permitted")."""
+        error = unknown_argument(cls.__name__, data, model_arguments(cls))
+        if error is not None:
+            raise error
+        return data
+
     @field_validator("target_share", "target", mode="before")
     @classmethod
     def _no_bools(cls, value: Any, info: Any) -> Any:
@@ -953,6 +970,11 @@ class FairnessEventHandler(BaseEventHandler):
         """A handler whose records follow ``postprocessor``'s target, exposure model and group
         key (read when each question ends, so later changes of its fields are followed), and
         that records only the questions ``postprocessor`` or a copy of it ranked."""
+        if not isinstance(postprocessor, FairRerankPostprocessor):
+            raise TypeError(
+                "from_postprocessor needs the FairRerankPostprocessor whose rankings to record, "
+                f"got {type(postprocessor).__name__}: {postprocessor!r:.80}"
+            )
         defaults: dict[str, Any] = {
             "group_key": postprocessor.group_key,
             "title_key": postprocessor.title_key,

@@ -147,6 +147,27 @@ def test_bad_assignments_are_refused_and_undone(name, fields, named):
 
 
 @pytest.mark.parametrize("name", BUILDERS)
+def test_an_unknown_argument_names_itself_a_close_match_and_what_is_accepted(name):
+    """A user trial: ``FairRerankPostprocessor(top_k=3)`` raised pydantic's bare "Extra inputs
+    are not permitted", naming nothing accepted (docs/SPEC.md, "Adapters")."""
+    wrong = "top_k" if SIZE[name] == "top_n" else "kk"
+    with pytest.raises(
+        ValueError,
+        match=rf"unknown argument '{wrong}' \(did you mean '{SIZE[name]}'\?\); accepted: .*group",
+    ):
+        BUILDERS[name](**BASE, **{wrong: 3})
+
+
+def test_the_llamaindex_handler_names_an_unknown_argument_and_a_wrong_postprocessor():
+    from fairrag_llamaindex import FairnessEventHandler
+
+    with pytest.raises(ValueError, match=r"unknown argument 'top_n'; accepted: group_key"):
+        FairnessEventHandler(group_key="gender", protected="female", top_n=3)
+    with pytest.raises(TypeError, match=r"needs the FairRerankPostprocessor .* got str"):
+        FairnessEventHandler.from_postprocessor("not a postprocessor")
+
+
+@pytest.mark.parametrize("name", BUILDERS)
 def test_model_copy_validates_its_update_like_an_assignment(name):
     component = BUILDERS[name](**BASE)
     size = SIZE[name]
@@ -154,7 +175,7 @@ def test_model_copy_validates_its_update_like_an_assignment(name):
     for bad in (0, True, "abc"):
         with pytest.raises(ValidationError, match=size):
             component.model_copy(update={size: bad})
-    with pytest.raises(ValueError, match=r"no (field|attribute)"):
+    with pytest.raises(ValueError, match=r"no (field|attribute)|unknown argument 'bogus'"):
         component.model_copy(update={"bogus": 1})
     copy = component.model_copy(update={"exposure": "uniform"})
     assert copy.core_ranker.exposure.name == "uniform"

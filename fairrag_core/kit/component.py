@@ -12,6 +12,7 @@ imports it: only the adapters do, through ``fairrag_core.kit.component``.
 
 from __future__ import annotations
 
+import difflib
 import threading
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
@@ -27,6 +28,7 @@ from pydantic import (
     ValidationInfo,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from ..audit import FairnessAuditor, exposure_name, json_label
@@ -116,6 +118,38 @@ Relevance = Annotated[str, BeforeValidator(_relevance)]
 """How a store's scores become relevance: ``"auto"`` or a named conversion."""
 
 
+def unknown_argument(owner: str, given: Any, accepted: Sequence[str]) -> ValueError | None:
+    """The error for the first of ``given``'s names (a constructor's keyword arguments) that
+    ``accepted`` does not hold: it names the argument, a close match and every accepted name
+    (docs/SPEC.md, "Adapters": unknown constructor arguments are errors naming the argument
+    and what is accepted); None when every name is accepted or ``given`` is no mapping."""
+    if not isinstance(given, Mapping):
+        return None
+    name = next((key for key in given if key not in accepted), None)
+    if name is None:
+        return None
+    close = difflib.get_close_matches(str(name), list(accepted), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ValueError(
+        f"{owner} got an unknown argument {name!r}{hint}; accepted: {', '.join(accepted)}"
+    )
+
+
+def model_arguments(model: type[BaseModel]) -> list[str]:
+    """The names a pydantic model's constructor takes: its fields and their aliases (``alias``,
+    ``validation_alias``, each of an ``AliasChoices``' names: ``top_n`` for ``k``)."""
+    names: list[str] = []
+    for name, info in model.model_fields.items():
+        aliases = [name, info.alias, info.validation_alias]
+        choices = getattr(info.validation_alias, "choices", None)
+        if isinstance(choices, list):
+            aliases += choices
+        for alias in aliases:
+            if isinstance(alias, str) and alias not in names:
+                names.append(alias)
+    return names
+
+
 class FairComponent(BaseModel):
     """The fields of every fair component and the core ranker they describe.
 
@@ -187,6 +221,16 @@ class FairComponent(BaseModel):
     _warned_pickle: bool = PrivateAttr(default=False)
 
     # -- validation -------------------------------------------------------------------------
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_arguments(cls, data: Any) -> Any:
+        """An unknown argument names itself, a close match and every accepted argument (it
+        was pydantic's bare "Extra inputs are not permitted")."""
+        error = unknown_argument(cls.__name__, data, model_arguments(cls))
+        if error is not None:
+            raise error
+        return data
 
     @field_validator("ranker", mode="before")
     @classmethod
