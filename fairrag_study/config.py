@@ -144,14 +144,25 @@ def add_flags(
                 flag.name, dest=name, type=flag.parse, action="append", default=[], help=shown
             )
             continue
+        given = default if flag.cli_default is ... else flag.cli_default
         where.add_argument(
             flag.name,
             dest=name,
             type=flag.parse,
             choices=flag.choices,
-            default=default if flag.cli_default is ... else flag.cli_default,
-            help=shown,
+            default=given,
+            help=_with_default(shown, given),
         )
+
+
+def _with_default(shown: str | None, default: Any) -> str | None:
+    """A flag's help with its default (``default 2026``) when the help does not state one and
+    the default is a plain value (a user trial found --out, --seed, --alpha, --pool-size and
+    --k shown without the defaults the guides give)."""
+    plain = isinstance(default, (str, int, float, Path)) and not isinstance(default, bool)
+    if not plain or (shown is not None and "default" in shown):
+        return shown
+    return f"default {default}" if not shown else f"{shown} (default {default})"
 
 
 def check_by_flag(value: Any, info: ValidationInfo, model: type) -> Any:
@@ -475,7 +486,11 @@ class StudyConfig(BaseModel):
     """Restrict the corpus to these topics (small runs and tests)."""
     per_group: Annotated[
         int | None,
-        Flag("--per-group", _INT1, "balanced corpus: documents per group per topic (default 50)"),
+        Flag(
+            "--per-group",
+            _INT1,
+            "balanced corpus: documents per group per topic (default: the data set's, TREC 50)",
+        ),
     ] = None
     """Balanced corpus: documents per group per topic; ``None``: the data set's (TREC: 50)."""
     corpus_seed: int = DEFAULT_CORPUS_SEED
