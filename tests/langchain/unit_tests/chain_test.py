@@ -104,6 +104,16 @@ async def test_async_chain_matches_sync(retriever):
     }
 
 
+@pytest.mark.parametrize("given", ["store", None, "a retriever's name"])
+def test_a_retriever_that_is_no_runnable_is_refused_when_the_chain_is_built(given):
+    """A user trial: a vector store passed for its retriever (with group_key=) built a chain
+    whose invoke failed with "'InMemoryVectorStore' object has no attribute 'invoke'"."""
+    store = FixedPoolStore(*imbalanced_pool())
+    wrong = store if given == "store" else given
+    with pytest.raises(TypeError, match=r"retriever must be a LangChain retriever .* got "):
+        make_fair_rag_chain(wrong, FakeCitingChatModel(), group_key="gender", protected="female")
+
+
 def test_any_retriever_needs_a_target_given_to_the_chain():
     store = FixedPoolStore(*imbalanced_pool())
     with pytest.raises(ValueError, match="group_key is required"):
