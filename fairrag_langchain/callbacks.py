@@ -689,7 +689,15 @@ class FairnessCallbackHandler(_Handler):
         if self._source is not None and documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in documents])
         entries = []
-        for search in searches:
+        # every ranking has its record: a search the answering model never saw (one a grader
+        # rejected before a rewrite, a tool that ranked and then failed) is listed after those
+        # it saw, ``held`` false (an amortized ledger counted its ranking)
+        unseen = [
+            state.retrievals[run]
+            for run in state.ended
+            if run not in seen and run not in state.retried
+        ]
+        for search in [*searches, *unseen]:
             own = shown_record(
                 auditor
                 if self._source is None
@@ -701,7 +709,13 @@ class FairnessCallbackHandler(_Handler):
                 ranking=search.ranking,
                 query=search.query,
             )
-            entries.append(search_entry(own, retriever_run_id=str(search.run_id)))
+            entries.append(
+                search_entry(
+                    own,
+                    retriever_run_id=str(search.run_id),
+                    held=not any(search is other for other in unseen),
+                )
+            )
         first = searches[0] if searches else next(iter(state.retrievals.values()))
         text, form = (None, None)
         if answer is not None:

@@ -498,7 +498,14 @@ def test_a_graph_that_grades_rewrites_and_searches_again_writes_one_record_of_it
     assert record["query"] == QUESTION  # the user's question, not the rewrite
     by_hand(record, generator.prompts[0])  # the second search's list, as the generator saw it
     searches = record["framework"]["searches"]
-    assert [s["query"] for s in searches] == ["Which women pioneered computing?"]
+    # the search the generator saw, then the one the grader rejected: every ranking has its
+    # record (a user trial found the first ranking in none, though an amortized ledger
+    # counted it)
+    assert [(s["query"], s["held"]) for s in searches] == [
+        ("Which women pioneered computing?", True),
+        (QUESTION, False),
+    ]
+    assert searches[1]["doc_ids"] and searches[1]["doc_ids"] != searches[0]["doc_ids"]
     assert record["framework"]["llm_runs"] == 4  # two gradings and the rewrite counted
 
 
