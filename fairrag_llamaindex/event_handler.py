@@ -583,11 +583,14 @@ def _search_lists(
     group_key: str,
     title_key: str,
     follow: bool,
+    shown: Sequence[NodeWithScore] = (),
 ) -> list[dict[str, Any]]:
     """Each fair re-ranking's list (a sub-question's, an agent's search), in the order given,
     as :func:`~fairrag_core.kit.search_entry` writes one list's own exposure
     (``SEARCH_FIELDS``, as LangChain's ``framework.searches``): the record of that list alone,
-    audited by ``auditor`` (by the ranking that made it when ``follow``)."""
+    audited by ``auditor`` (by the ranking that made it when ``follow``), and ``held``:
+    whether the answer's ``shown`` list holds any of its nodes (as LangChain's)."""
+    held = {_placement(n) for n in shown} - {None}
     lists = []
     for rerank in reranks:
         metadatas = [n.node.metadata for n in rerank.nodes]
@@ -600,7 +603,7 @@ def _search_lists(
             ranking=rerank.ranking,
             query=rerank.query,
         )
-        lists.append(search_entry(own))
+        lists.append(search_entry(own, held=any(_placement(n) in held for n in rerank.nodes)))
     return lists
 
 
@@ -1480,6 +1483,7 @@ class FairnessEventHandler(BaseEventHandler):
                                 group_key,
                                 self.title_key,
                                 follow,
+                                shown,
                             )
                         }
                         if sub_answers or len(run.reranks) > 1

@@ -77,7 +77,8 @@ def test_synthetic_nodes_stay_out_and_each_sub_questions_list_is_recorded():
     auditor = FairnessAuditor.create(protected="female")
     for entry in lists:
         # one list's own exposure has one schema in both adapters (LangChain's searches)
-        assert list(entry) == list(SEARCH_FIELDS)  # before: 5 keys, no ranker, k or titles
+        # before: 5 keys, no ranker, k or titles; ``held``: the answer's list holds it
+        assert list(entry) == [*SEARCH_FIELDS, "held"] and entry["held"] is True
         assert len(entry["doc_ids"]) == 6 and entry["k"] == 6 and entry["pool_size"] == 50
         assert entry["ranker"] == record["ranker"] and len(entry["titles"]) == 6
         assert entry["exposure_share"] == auditor.retrieval(entry["groups"])["exposure_share"]

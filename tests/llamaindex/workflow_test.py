@@ -283,6 +283,19 @@ class TwoSearches(Answering):
         return StopEvent(result=reply.text)
 
 
+class RejectedFirstSearch(Answering):
+    """Re-ranks a pool, rejects it (a grader's no), re-ranks another and answers from it."""
+
+    @step
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        lists = []
+        for prefix in ("a", "b"):
+            pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
+            lists.append(await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query))
+        reply = await self.llm.acomplete(prompt(ev.query, lists[1]))
+        return StopEvent(result=reply.text)
+
+
 class CutBeforeTheLLM(Answering):
     """Re-ranks, then a step reverses the list and drops its last node before the LLM."""
 
@@ -303,6 +316,20 @@ async def test_a_workflow_answering_from_two_lists_is_audited_on_both():
     assert len(record["titles"]) == 10 and record["groundedness"] == 1.0
     assert record["merged_rankings"] == 2
     assert [len(s["titles"]) for s in record["framework"]["searches"]] == [5, 5]
+    assert [s["held"] for s in record["framework"]["searches"]] == [True, True]
+
+
+async def test_a_list_the_llm_never_saw_is_listed_not_held():
+    """Every ranking has a record, as in LangChain: a re-ranking the answering LLM never saw
+    (a grader rejected it) is in ``searches`` with ``held`` false; the record's list is the
+    other."""
+    recorder = handler()
+    with recorder:
+        await RejectedFirstSearch(fair()).run(query=QUESTION)
+    (record,) = recorder.records
+    searches = record["framework"]["searches"]
+    assert [s["held"] for s in searches] == [False, True]
+    assert record["doc_ids"] == searches[1]["doc_ids"] != searches[0]["doc_ids"]
 
 
 async def test_a_step_that_reorders_and_cuts_the_list_before_the_llm_is_audited_as_held():
