@@ -530,7 +530,8 @@ class FairnessCallbackHandler(_Handler):
         # from lists of their own: a node running a chain per question, each question a record)
         answered_lists = {tuple(run.seen) for run in done if run.seen}
         graph = state.graph and (
-            (interrupted and len(answered_lists) <= 1) or any(returned.holds(run) for run in done)
+            (interrupted and len(answered_lists) <= 1)
+            or any(returned.holds(run) or returned.changed(run) is not None for run in done)
         )
         if final is not None or graph or any(r.by_tool for r in state.retrievals.values()):
             # an agent or a graph: one record, of the answer the user receives
@@ -1146,6 +1147,9 @@ def _final_answer(
         joined = returned.joined(done)
         if joined is not None:  # several branches' answers joined: no one model run gave it
             return None, joined
+        changed = [(run, text) for run in done if (text := returned.changed(run)) is not None]
+        if changed:  # a later node changed the one answer: the text the user received
+            return changed[-1]
         answered = _without_grades([run for run in done if not _calls_tools(run.message)])
         if not answered:
             return None, None
@@ -1446,6 +1450,15 @@ class _Returned:
             if sum(answer in said for answer in answers) >= 2:
                 return text
         return None
+
+    def changed(self, run: _ModelRun) -> str | None:
+        """A text the root returned under an answer key that is this model run's answer as a
+        later node changed it (:func:`_derived`: a wrapper or a footer added, lines cut), as
+        returned; None when there is none (a graph without messages whose last node polishes
+        the answer: the user receives the polished text)."""
+        if not run.said or _calls_tools(run.message):
+            return None
+        return next((text for text in self.written if _derived(run, _collapsed(text))), None)
 
     def holds(self, run: _ModelRun) -> bool:
         """Whether the root returned this model run's output as its answer."""

@@ -12,9 +12,10 @@ guards the rule that replaced "the first model run on the context"."""
 
 from __future__ import annotations
 
+import operator
 import re
 from operator import itemgetter
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_community.document_transformers import LongContextReorder
@@ -26,6 +27,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnablePassthrough
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
 from pydantic import BaseModel, Field
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
@@ -587,3 +589,76 @@ def test_a_graph_node_that_answers_a_batch_of_questions_keeps_a_record_per_quest
     out = graph.compile().invoke({"questions": questions}, config={"callbacks": [handler]})
     assert sorted(r["query"] for r in handler.records) == sorted(questions)
     assert sorted(r["answer"] for r in handler.records) == sorted(out["answers"])
+
+
+class Polished(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    answer: str
+    partials: Annotated[list[str], operator.add]
+
+
+def test_a_graph_whose_last_node_wraps_the_answer_records_what_the_user_received(retriever):
+    """A user trial: a graph without messages whose last node wraps the model's answer
+    ("Here is what I found: ...") was recorded by the chain rule, with the model's raw text
+    (``answer_link`` ``content``), not what the user received."""
+    generator = Prompted(prompts=[])
+
+    def retrieve(state: Polished) -> Polished:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def generate(state: Polished) -> Polished:
+        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
+        return {"answer": generator.invoke([HumanMessage(prompt)]).text}
+
+    def polish(state: Polished) -> Polished:
+        return {"answer": f"Here is what I found:\n{state['answer']}\n\nSources are above."}
+
+    graph = StateGraph(Polished)
+    for node in (retrieve, generate, polish):
+        graph.add_node(node)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "generate")
+    graph.add_edge("generate", "polish")
+    graph.add_edge("polish", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["answer"] and record["answer"].startswith("Here is")
+    assert record["framework"]["answer_link"] == "final_output"
+    by_hand(record, generator.prompts[0])
+
+
+def test_a_map_reduce_of_chain_branches_joined_by_code_is_one_record_of_the_joined_answer(
+    retriever,
+):
+    """A user trial: ``Send`` fan-out to three plain RAG chains whose answers a node joins
+    wrote three records, one per branch, none with the question or the joined answer."""
+    generator = Prompted(prompts=[])
+    rag = (
+        {"context": retriever | RunnableLambda(joined), "question": RunnablePassthrough()}
+        | ChatPromptTemplate.from_messages([("human", "Context:\n{context}\n\n{question}")])
+        | generator
+        | StrOutputParser()
+    )
+
+    def branch(state: Polished) -> Polished:
+        return {"partials": [rag.invoke(state["question"])]}
+
+    def join(state: Polished) -> Polished:
+        return {"answer": "\n".join(state["partials"])}
+
+    graph = StateGraph(Polished)
+    graph.add_node("branch", branch)
+    graph.add_node("join", join)
+    topics = ["computing pioneers", "mathematicians", "engineers"]
+    graph.add_conditional_edges(
+        START, lambda s: [Send("branch", {"question": q}) for q in topics], ["branch"]
+    )
+    graph.add_edge("branch", "join")
+    graph.add_edge("join", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["answer"] == out["answer"] and record["query"] == QUESTION
+    assert len(record["framework"]["searches"]) == 3
