@@ -1147,9 +1147,20 @@ def _final_answer(
         joined = returned.joined(done)
         if joined is not None:  # several branches' answers joined: no one model run gave it
             return None, joined
-        changed = [(run, text) for run in done if (text := returned.changed(run)) is not None]
-        if changed:  # a later node changed the one answer: the text the user received
-            return changed[-1]
+        changed = [
+            (run, text)
+            for run in done
+            if (text := returned.changed(run)) is not None and not is_verdict(run.said)
+        ]
+        if changed:  # a later node changed the one answer: the text the user received, of the
+            # run whose answer it holds (a wrapper added) before one that quotes it (a memory
+            # or a critic run after it), the run that gave the most of it
+            inside = [
+                (run, text)
+                for run, text in changed
+                if (run.said or "").casefold() in _collapsed(text).casefold()
+            ]
+            return max(inside or changed, key=lambda pair: (len(pair[0].said or ""), pair[0].order))
         answered = _without_grades([run for run in done if not _calls_tools(run.message)])
         if not answered:
             return None, None

@@ -131,10 +131,12 @@ UNCONSUMED = "unconsumed"
 """``framework.answer_status`` of a streaming answer nobody read when its record was written
 (collected, flushed), or that the handler cannot follow (a workflow returning an LLM's own
 token generator)."""
-DERIVED_CHARACTERS = 20
-"""The least text an LLM call's output and a workflow's text answer must share (one holding
-the other) for the answer to be that output as a later step changed it (as LangChain's
-handler reads a graph's last message)."""
+
+
+def _trimmed(text: str) -> str:
+    """``text`` whitespace collapsed, case-folded, without punctuation at its ends (what
+    :meth:`_Run.gave` compares)."""
+    return collapsed(text).casefold().strip(" .,;:!?\"'`*_-")
 
 
 def _llm_generator(result: Any) -> bool:
@@ -169,19 +171,17 @@ class _Run:
 
     def gave(self, answer: str) -> bool:
         """Whether ``answer`` is an LLM call's output of this run, or that output as a later
-        step changed it (one holds the other, ignoring case, the shorter at least
-        :data:`DERIVED_CHARACTERS` long), or the run called no LLM (its record says so: no
-        model). A canned closing text (``"Workflow complete."`` after the tokens were written
-        to the event stream) is none."""
+        step changed it (one holds the other, ignoring case and the ends' punctuation:
+        ``"Answer: " + output``, ``str(chat_response)``'s ``"assistant: ..."``, a period cut),
+        or the run called no LLM (its record says so: no model). A canned closing text
+        (``"Workflow complete."`` after the tokens were written to the event stream), which
+        holds no output and no output holds, is none."""
         if not self.calls:
             return True
-        said = collapsed(answer).casefold()
+        said = _trimmed(answer)
         for call in self.calls:
-            output = (call.output or "").casefold()
-            if output == said or (
-                min(len(output), len(said)) >= DERIVED_CHARACTERS
-                and (output in said or said in output)
-            ):
+            output = _trimmed(call.output or "")
+            if said and output and (output in said or said in output):
                 return True
         return False
 

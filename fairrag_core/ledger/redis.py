@@ -7,10 +7,12 @@ Needs the ``redis`` client (``pip install 'fairrag[redis]'``), imported only whe
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -283,12 +285,15 @@ class RedisLedger(StoredLedger):
     any write (:class:`~fairrag_core.ledger.LedgerCorruptError` names the field, or the key when
     it holds another Redis type).
 
-    Shared in the process: every client of the same server and database (``redis://host:port/
-    db``, whatever its other options) shares the adds left to settle, ``updates_undone``,
-    ``updates_unsettled`` and, per ``cooldown``, the circuit breaker; every client of the same
-    server, database, ``prefix`` and ``on_reset`` shares what it saw of the streams (marks and
-    counts). So a client built anew, a copy, or a client rebuilt for each call (a LangChain
-    ``configurable_fields`` call, ``model_copy``) behaves as the first one: it fails fast while
+    Shared in the process: every client built from a URL of the same server and database
+    (``redis://host:port/db``, whatever its other options) shares the adds left to settle,
+    ``updates_undone``, ``updates_unsettled`` and, per ``cooldown``, the circuit breaker; every
+    such client of the same server, database, ``prefix`` and ``on_reset`` shares what it saw of
+    the streams (marks and counts). A ``client`` given keeps its own (Sentinel's
+    ``master_for`` and a cluster client describe no single server; copies of a component share
+    it as they share this ledger object). So a client built anew from a URL, a copy, or a
+    client rebuilt for each call (a LangChain ``configurable_fields`` call, ``model_copy``)
+    behaves as the first one: it fails fast while
     the breaker is open, settles an add an earlier client gave up on, and notices a stream an
     earlier one saw lost or rolled back (docs/SPEC.md item 6, "Lost streams", "Deadlines"). A
     new process shares nothing; a forked child keeps what was seen of the streams but none of
@@ -399,12 +404,19 @@ class RedisLedger(StoredLedger):
         self.client = client
         server = _describe(client)
         self.location = server + _policy_suffix(self.on_reset)
-        self._server = shared_memory(("redis", server), lambda: _ServerMemory(server))
+        if self._builds_client:  # a URL names the server: its clients in the process share
+            self._server = shared_memory(("redis", server), lambda: _ServerMemory(server))
+        else:  # a client given (Sentinel's master_for, a cluster, a proxy): its own memory,
+            # which copies of a component share as they share this ledger object (its
+            # description may not tell two servers apart, nor one server's two clients)
+            self._server = _ServerMemory(server)
+            _OWN_MEMORIES.add(self._server)
         try:
             self._cooldown = check_cooldown(cooldown)
         except ValueError as exc:
             raise ValueError(f"{exc} (the circuit breaker's cool-down)") from None
-        self._join("redis", server, prefix, self.on_reset)
+        if self._builds_client:
+            self._join("redis", server, prefix, self.on_reset)
         self._redis_error = redis.RedisError
         self._transport_errors = (redis.ConnectionError, redis.TimeoutError, OSError)
         self._add_script = client.register_script(_ADD_SCRIPT)
@@ -721,6 +733,20 @@ class _ServerMemory:
         self.lock = threading.Lock()
         self.pending = []
         self._breakers = {}
+
+
+_OWN_MEMORIES: weakref.WeakSet[_ServerMemory] = weakref.WeakSet()
+"""The memories of ledgers given their client (not in the process-wide registry), renewed in
+a forked child as the registry's are."""
+
+
+def _renew_own_in_child() -> None:
+    for memory in list(_OWN_MEMORIES):
+        memory.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_own_in_child)
 
 
 _WAITS = ("socket_timeout", "socket_connect_timeout")

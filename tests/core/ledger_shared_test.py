@@ -200,3 +200,19 @@ def test_a_sqlite_timeout_that_is_not_a_finite_number_above_zero_fails_when_buil
     with pytest.raises(ValueError, match=r"timeout must be a number of seconds > 0 and finite"):
         SQLiteLedger(tmp_path / "ledger.db", timeout=timeout)
     assert not os.path.exists(tmp_path / "ledger.db")  # refused before anything was opened
+
+
+def test_a_redis_client_given_keeps_its_own_memory():
+    """A review: the shared memory was keyed by the client's description, which Sentinel's
+    ``master_for`` (two services, one description: ``redis://localhost:6379/0``) and a cluster
+    client (its ``repr``, an address reused once it is collected) do not make unique: two
+    services shared a breaker and pending adds. A ledger given its client keeps its own; one
+    built from a URL shares."""
+    redis = pytest.importorskip("redis")
+    from fairrag_core.ledger import RedisLedger
+
+    first = RedisLedger(client=redis.Redis(host="127.0.0.1", port=6399))
+    second = RedisLedger(client=redis.Redis(host="127.0.0.1", port=6399))
+    assert first._server is not second._server and first._memory is not second._memory
+    by_url = [RedisLedger("redis://127.0.0.1:6399/0") for _ in range(2)]
+    assert by_url[0]._server is by_url[1]._server and by_url[0]._memory is by_url[1]._memory

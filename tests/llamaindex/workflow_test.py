@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from llama_index.core import get_response_synthesizer
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, CompletionResponse, LLMMetadata
 from llama_index.core.base.response.schema import Response
 from llama_index.core.chat_engine import ContextChatEngine
+from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
@@ -412,3 +413,51 @@ async def test_a_custom_llms_chat_is_one_call_so_a_reorder_before_it_is_seen():
         await flow.run(query=QUESTION, reorder=True)
     (record,) = recorder.records
     assert record["titles"] == flow.shown[0] and record["reordered_after_ranking"] is True
+
+
+class ShortAnswerLLM(CitingMockLLM):
+    """Answers ``Marie Curie [1].`` whatever it is asked (a test double)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ShortAnswerLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="short-answer-mock")
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text="Marie Curie [1].")
+
+
+class ShortAnswer(Workflow):
+    """Answers with the LLM's short answer as a later step changed it."""
+
+    def __init__(self, how: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.how = how
+        self.llm = ShortAnswerLLM()
+        self.postprocessor = fair()
+
+    @step
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(50)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        said = await self.llm.achat([ChatMessage(role="user", content=prompt(ev.query, nodes))])
+        text = str(said.message.content)
+        if self.how == "chat-str":  # str(ChatResponse): "assistant: ..."
+            return StopEvent(result=str(said))
+        return StopEvent(result="Answer: " + text if self.how == "prefixed" else text.rstrip("."))
+
+
+@pytest.mark.parametrize("how", ["prefixed", "no-period", "chat-str"])
+async def test_a_short_answer_a_later_step_changed_is_still_the_models(how):
+    """A review: a short answer (under 20 characters) with a prefix, a period cut or written
+    as ``str(ChatResponse)`` was recorded ``not_from_a_model`` with no answer."""
+    recorder = handler()
+    with recorder:
+        result = await ShortAnswer(how).run(query=QUESTION)
+    (record,) = recorder.records
+    assert record["model"] == "short-answer-mock"  # the LLM call was seen
+    assert record["answer"] == result and "answer_status" not in record["framework"]

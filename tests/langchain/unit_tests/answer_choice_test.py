@@ -662,3 +662,43 @@ def test_a_map_reduce_of_chain_branches_joined_by_code_is_one_record_of_the_join
     (record,) = handler.records
     assert record["answer"] == out["answer"] and record["query"] == QUESTION
     assert len(record["framework"]["searches"]) == 3
+
+
+def test_a_run_quoting_the_changed_answer_after_it_is_not_the_answers_model(retriever):
+    """A review: after a node wrapped the generator's answer, a memory model quoting it
+    ("Conversation summary. ...") was taken as the answer's model run."""
+    generator = Prompted(prompts=[])
+    memory = FakeListChatModel(responses=["unused"])
+    memory_said: list[str] = []
+
+    def retrieve(state: Polished) -> Polished:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def generate(state: Polished) -> Polished:
+        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
+        return {"answer": generator.invoke([HumanMessage(prompt)]).text}
+
+    def polish(state: Polished) -> Polished:
+        return {"answer": f"Here is what I found:\n{state['answer']}"}
+
+    def remember(state: Polished) -> Polished:
+        memory.responses = [f"Conversation summary. {state['answer']}"]
+        memory_said.append(memory.invoke([HumanMessage(state["answer"])]).text)
+        return {}
+
+    graph = StateGraph(Polished)
+    for node in (retrieve, generate, polish, remember):
+        graph.add_node(node)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", "generate")
+    graph.add_edge("generate", "polish")
+    graph.add_edge("polish", "remember")
+    graph.add_edge("remember", END)
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert memory_said and out["answer"] in memory_said[0]
+    assert record["answer"] == out["answer"]
+    # the generator's run (the fake citing model), not the memory model's
+    assert record["model"] == "Prompted", record["model"]
+    by_hand(record, generator.prompts[0])
