@@ -564,9 +564,13 @@ class _SinkDispatch:
 
     def stop(self) -> None:
         """End the worker once the queue is empty (nothing is put after: the keeper swapped
-        this dispatch out under its lock, or is gone). Never waits."""
+        this dispatch out under its lock, or is gone). Never waits; in a forked child, whose
+        copy of the queue has no worker (and whose lock a parent's thread may have held at the
+        fork), it touches nothing."""
         self._finalizer.detach()
         self.ending = True
+        if not self.ours():
+            return
         try:
             self.queue.put_nowait(self._STOP)  # wakes a worker waiting for a record
         except queue.Full:  # the worker is busy: it sees ``ending`` when the queue empties
