@@ -74,7 +74,7 @@ from fairrag_core.kit import (
     shown_record,
     unaudited_record,
 )
-from fairrag_core.kit.component import model_arguments, unknown_argument
+from fairrag_core.kit.component import known_arguments
 from fairrag_core.structured_citations import read_structured_answer, written_answer
 
 from . import _private as private
@@ -882,10 +882,7 @@ class FairnessEventHandler(BaseEventHandler):
     def _known_arguments(cls, data: Any) -> Any:
         """An unknown argument names itself, a close match and every accepted argument (it
         was pydantic's bare "Extra inputs are not permitted")."""
-        error = unknown_argument(cls.__name__, data, model_arguments(cls))
-        if error is not None:
-            raise error
-        return data
+        return known_arguments(cls, data)
 
     @field_validator("target_share", "target", mode="before")
     @classmethod

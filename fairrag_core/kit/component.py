@@ -150,6 +150,16 @@ def model_arguments(model: type[BaseModel]) -> list[str]:
     return names
 
 
+def known_arguments(model: type[BaseModel], data: Any) -> Any:
+    """``data`` (a pydantic model's constructor input) when ``model`` takes each of its names,
+    else :func:`unknown_argument`'s error for the first it does not (a before-validator's
+    body, shared by every component)."""
+    error = unknown_argument(model.__name__, data, model_arguments(model))
+    if error is not None:
+        raise error
+    return data
+
+
 class FairComponent(BaseModel):
     """The fields of every fair component and the core ranker they describe.
 
@@ -227,10 +237,7 @@ class FairComponent(BaseModel):
     def _known_arguments(cls, data: Any) -> Any:
         """An unknown argument names itself, a close match and every accepted argument (it
         was pydantic's bare "Extra inputs are not permitted")."""
-        error = unknown_argument(cls.__name__, data, model_arguments(cls))
-        if error is not None:
-            raise error
-        return data
+        return known_arguments(cls, data)
 
     @field_validator("ranker", mode="before")
     @classmethod

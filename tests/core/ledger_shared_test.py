@@ -20,8 +20,7 @@ from langchain_core.runnables import ConfigurableField
 
 from fairrag_core.ledger import LedgerResetError, SQLiteLedger, make_ledger
 from fairrag_core.ledger.base import forget_shared_memory
-from fairrag_langchain import FairRetriever
-from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
+from tests.langchain.doubles import amortized_retriever
 
 KEY = "tenant-a"
 EXPOSURE = {"female": 0.5, "male": 1.0}
@@ -43,27 +42,13 @@ def _backup(path, to) -> None:
     _restore_in_place(path, to)
 
 
-def _retriever(ledger: str, key: str = KEY) -> FairRetriever:
-    documents, distances = imbalanced_pool()
-    return FairRetriever(
-        vectorstore=FixedPoolStore(documents, distances),
-        group_key="gender",
-        protected="female",
-        ranker="amortized",
-        ledger=ledger,
-        ledger_key=key,
-        seed=0,
-        k=4,
-    )
-
-
 @pytest.mark.parametrize("copy", ["configurable_fields", "model_copy"])
 def test_a_retriever_rebuilt_for_each_call_notices_a_rolled_back_sqlite_file(tmp_path, copy):
     """Before: each call built a new SQLiteLedger that had seen nothing, so after the file was
     restored from a backup (50 -> 10 rankings) the per-call copy served on silently while the
     plain retriever raised LedgerResetError."""
     path = tmp_path / "ledger.db"
-    base = _retriever(str(path))
+    base = amortized_retriever(str(path))
     if copy == "configurable_fields":
         configurable = base.configurable_fields(k=ConfigurableField(id="k"))
 

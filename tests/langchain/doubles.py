@@ -117,3 +117,21 @@ def documents_of_pool(pool: Sequence[Any]) -> list[Document]:
         )
         for node in pool
     ]
+
+
+def amortized_retriever(ledger: str, key: str = "tenant-a") -> Any:
+    """A FairRetriever of the amortized ranker over :func:`imbalanced_pool`, its exposure kept
+    in ``ledger`` (a SQLite path or a Redis URL) under ``key``: k 4, seed 0."""
+    from fairrag_langchain import FairRetriever
+
+    documents, distances = imbalanced_pool()
+    return FairRetriever(
+        vectorstore=FixedPoolStore(documents, distances),
+        group_key="gender",
+        protected="female",
+        ranker="amortized",
+        ledger=ledger,
+        ledger_key=key,
+        seed=0,
+        k=4,
+    )

@@ -272,7 +272,10 @@ class Answering(Workflow):
 
 
 class TwoSearches(Answering):
-    """Re-ranks one pool per sub-question, then answers once from both lists (text result)."""
+    """Re-ranks one pool per sub-question, then answers once from both lists (text result);
+    ``RejectedFirstSearch``: from the second only (a grader rejected the first)."""
+
+    shows_first = True
 
     @step
     async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
@@ -280,21 +283,13 @@ class TwoSearches(Answering):
         for prefix in ("a", "b"):
             pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
             lists.append(await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query))
-        reply = await self.llm.acomplete(prompt(ev.query, lists[0] + lists[1]))
+        shown = lists[0] + lists[1] if self.shows_first else lists[1]
+        reply = await self.llm.acomplete(prompt(ev.query, shown))
         return StopEvent(result=reply.text)
 
 
-class RejectedFirstSearch(Answering):
-    """Re-ranks a pool, rejects it (a grader's no), re-ranks another and answers from it."""
-
-    @step
-    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
-        lists = []
-        for prefix in ("a", "b"):
-            pool = await PoolRetriever(make_pool(20, prefix=prefix)).aretrieve(ev.query)
-            lists.append(await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query))
-        reply = await self.llm.acomplete(prompt(ev.query, lists[1]))
-        return StopEvent(result=reply.text)
+class RejectedFirstSearch(TwoSearches):
+    shows_first = False
 
 
 class CutBeforeTheLLM(Answering):

@@ -118,3 +118,27 @@ def redis_server(tmp_path):
     restarted by some tests), always stopped at the end."""
     with running_redis(tmp_path / "redis") as server:
         yield server
+
+
+@pytest.fixture
+def rdb_server(tmp_path):
+    """A redis-server whose only persistence is the RDB snapshot (Redis's default)."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis", appendonly=False)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def proxy(redis_server):
+    """A loopback proxy to ``redis_server`` that can trickle its replies or hold requests."""
+    from tests.reliability.ledger_deadline_test import TrickleProxy
+
+    proxy = TrickleProxy(redis_server.port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -19,46 +19,12 @@ from fairrag_core import LedgerUnavailableError
 from fairrag_core.ledger import LedgerResetError, RedisLedger
 from fairrag_core.ledger.base import forget_shared_memory
 from fairrag_langchain import FairRetriever
-from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
-from tests.redis_server import RedisServer, free_port
-from tests.reliability.ledger_deadline_test import TrickleProxy
+from tests.langchain.doubles import amortized_retriever
+from tests.redis_server import free_port
 
 KEY = "tenant-a"
 CONFIGURED = {"configurable": {"k": 4}}
 FAST = "failed fast, without a request"
-
-
-@pytest.fixture
-def rdb_server(tmp_path):
-    """A redis-server whose only persistence is the RDB snapshot (Redis's default)."""
-    server = RedisServer(tmp_path / "redis", appendonly=False)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def proxy(redis_server):
-    proxy = TrickleProxy(redis_server.port)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
-
-
-def _retriever(ledger: str, key: str = KEY) -> FairRetriever:
-    documents, distances = imbalanced_pool()
-    return FairRetriever(
-        vectorstore=FixedPoolStore(documents, distances),
-        group_key="gender",
-        protected="female",
-        ranker="amortized",
-        ledger=ledger,
-        ledger_key=key,
-        seed=0,
-        k=4,
-    )
 
 
 def _per_call(base: FairRetriever, how: str):
@@ -73,7 +39,7 @@ def _per_call(base: FairRetriever, how: str):
 def test_a_retriever_rebuilt_for_each_call_notices_redis_restarted_from_a_snapshot(rdb_server, how):
     """Before: the plain retriever raised LedgerResetError after the restart, the per-call copy
     served on silently from the rolled-back stream (20 rankings where 50 were served)."""
-    call = _per_call(_retriever(rdb_server.url), how)
+    call = _per_call(amortized_retriever(rdb_server.url), how)
     for _ in range(20):
         call()
     RedisLedger(rdb_server.url).client.save()  # the snapshot: 20 rankings
@@ -130,7 +96,7 @@ def test_a_retriever_rebuilt_for_each_call_fails_fast_behind_a_frozen_server(red
     """Before: each per-call copy built a new client and breaker, so every call waited out its
     own deadline on the frozen server; now the first call waits, the next fail at once."""
     url = redis_server.url + "?deadline=1&cooldown=60"
-    call = _per_call(_retriever(url, key="frozen"), how)
+    call = _per_call(amortized_retriever(url, key="frozen"), how)
     call()
     redis_server.freeze()
     try:

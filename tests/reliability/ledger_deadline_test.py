@@ -131,15 +131,6 @@ class TrickleProxy:
             server.close()
 
 
-@pytest.fixture
-def proxy(redis_server):
-    proxy = TrickleProxy(redis_server.port)
-    try:
-        yield proxy
-    finally:
-        proxy.close()
-
-
 def _stored(redis_server, key: str = "k"):
     direct = RedisLedger(redis_server.url)
     try:

@@ -21,16 +21,6 @@ KEY = "tenant-a"
 EXPOSURE = {"female": 0.5, "male": 1.0}
 
 
-@pytest.fixture
-def rdb_server(tmp_path):
-    """A redis-server whose only persistence is the RDB snapshot (Redis's default)."""
-    server = RedisServer(tmp_path / "redis", appendonly=False)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
 def _add(ledger, times: int) -> None:
     for _ in range(times):
         ledger.add(KEY, EXPOSURE)

@@ -12,6 +12,7 @@ guards the rule that replaced "the first model run on the context"."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from operator import itemgetter
@@ -598,11 +599,9 @@ class Polished(TypedDict, total=False):
     partials: Annotated[list[str], operator.add]
 
 
-def test_a_graph_whose_last_node_wraps_the_answer_records_what_the_user_received(retriever):
-    """A user trial: a graph without messages whose last node wraps the model's answer
-    ("Here is what I found: ...") was recorded by the chain rule, with the model's raw text
-    (``answer_link`` ``content``), not what the user received."""
-    generator = Prompted(prompts=[])
+def _answering_graph(retriever, generator, *after) -> StateGraph:
+    """retrieve -> generate (``generator`` on the context) -> each node of ``after``, in turn,
+    over :class:`Polished` (a state without messages)."""
 
     def retrieve(state: Polished) -> Polished:
         return {"documents": retriever.invoke(state["question"])}
@@ -611,16 +610,27 @@ def test_a_graph_whose_last_node_wraps_the_answer_records_what_the_user_received
         prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
         return {"answer": generator.invoke([HumanMessage(prompt)]).text}
 
+    graph = StateGraph(Polished)
+    nodes = (retrieve, generate, *after)
+    for node in nodes:
+        graph.add_node(node)
+    graph.add_edge(START, "retrieve")
+    for first, then in itertools.pairwise(nodes):
+        graph.add_edge(first.__name__, then.__name__)
+    graph.add_edge(nodes[-1].__name__, END)
+    return graph
+
+
+def test_a_graph_whose_last_node_wraps_the_answer_records_what_the_user_received(retriever):
+    """A user trial: a graph without messages whose last node wraps the model's answer
+    ("Here is what I found: ...") was recorded by the chain rule, with the model's raw text
+    (``answer_link`` ``content``), not what the user received."""
+    generator = Prompted(prompts=[])
+
     def polish(state: Polished) -> Polished:
         return {"answer": f"Here is what I found:\n{state['answer']}\n\nSources are above."}
 
-    graph = StateGraph(Polished)
-    for node in (retrieve, generate, polish):
-        graph.add_node(node)
-    graph.add_edge(START, "retrieve")
-    graph.add_edge("retrieve", "generate")
-    graph.add_edge("generate", "polish")
-    graph.add_edge("polish", END)
+    graph = _answering_graph(retriever, generator, polish)
     handler = FairnessCallbackHandler.from_retriever(retriever)
     out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
     (record,) = handler.records
@@ -671,13 +681,6 @@ def test_a_run_quoting_the_changed_answer_after_it_is_not_the_answers_model(retr
     memory = FakeListChatModel(responses=["unused"])
     memory_said: list[str] = []
 
-    def retrieve(state: Polished) -> Polished:
-        return {"documents": retriever.invoke(state["question"])}
-
-    def generate(state: Polished) -> Polished:
-        prompt = f"Context:\n{joined(state['documents'])}\nQuestion: {state['question']}"
-        return {"answer": generator.invoke([HumanMessage(prompt)]).text}
-
     def polish(state: Polished) -> Polished:
         return {"answer": f"Here is what I found:\n{state['answer']}"}
 
@@ -686,14 +689,7 @@ def test_a_run_quoting_the_changed_answer_after_it_is_not_the_answers_model(retr
         memory_said.append(memory.invoke([HumanMessage(state["answer"])]).text)
         return {}
 
-    graph = StateGraph(Polished)
-    for node in (retrieve, generate, polish, remember):
-        graph.add_node(node)
-    graph.add_edge(START, "retrieve")
-    graph.add_edge("retrieve", "generate")
-    graph.add_edge("generate", "polish")
-    graph.add_edge("polish", "remember")
-    graph.add_edge("remember", END)
+    graph = _answering_graph(retriever, generator, polish, remember)
     handler = FairnessCallbackHandler.from_retriever(retriever)
     out = graph.compile().invoke({"question": QUESTION}, config={"callbacks": [handler]})
     (record,) = handler.records
