@@ -244,12 +244,6 @@ def make_fair_rag_chain(
     retriever, give ``protected`` (and ``target_share``) or ``target``, and ``group_key``
     (required).
     """
-    if not isinstance(retriever, Runnable):
-        raise TypeError(
-            "retriever must be a LangChain retriever (a Runnable returning Documents: a "
-            "FairRetriever, vectorstore.as_retriever(), a compression retriever), got "
-            f"{type(retriever).__name__}: {retriever!r:.80}"
-        )
     chat_model = (
         default_chat_model(
             base_url, model, timeout=timeout, max_retries=max_retries, max_tokens=max_tokens
@@ -257,6 +251,12 @@ def make_fair_rag_chain(
         if llm is None
         else llm
     )
+    if not isinstance(retriever, Runnable):
+        raise TypeError(
+            "retriever must be a LangChain retriever (a Runnable returning Documents: a "
+            "FairRetriever, vectorstore.as_retriever(), a compression retriever), got "
+            f"{type(retriever).__name__}: {retriever!r:.80}"
+        )
     explicit = protected is not None or target_share is not None or target is not None
     try:
         component = fair_component_of(retriever)
