@@ -210,6 +210,15 @@ def encode_exposure(pairs: Iterable[tuple[Hashable, object]]) -> dict[str, float
 _ADOPT_LOCK = threading.Lock()
 
 
+def check_seconds(name: str, value: object, what: str = "") -> None:
+    """A wait a ledger takes (``timeout``, ``deadline``...): a finite number of seconds > 0, not
+    a bool; else a ``ValueError`` naming ``name`` (NaN and infinity too: a deadline of
+    ``monotonic() + nan`` is never reached)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        said = f" ({what})" if what else ""
+        raise ValueError(f"{name} must be a number of seconds > 0 and finite{said}, got {value!r}")
+
+
 class StreamMemory:
     """What the clients of one store's streams in this process have seen (docs/SPEC.md item
     6, "Lost streams"): each stream's generation mark, the most rankings seen stored in it,

@@ -33,6 +33,7 @@ from .base import (
     check_count,
     check_generation,
     check_on_reset,
+    check_seconds,
     check_total,
     new_generation,
     pop_url_param,
@@ -348,14 +349,7 @@ class RedisLedger(StoredLedger):
             ("connect_timeout", connect_timeout),
             ("deadline", deadline),
         ):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not 0 < value < math.inf  # false for NaN too
-            ):
-                raise ValueError(
-                    f"{name} must be a number of seconds > 0 and finite, got {value!r}"
-                )
+            check_seconds(name, value)
         if isinstance(token_ttl, bool) or not isinstance(token_ttl, int) or token_ttl < 1:
             raise ValueError(f"token_ttl must be an int number of seconds >= 1, got {token_ttl!r}")
         if not isinstance(prefix, str):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import sqlite3
@@ -23,6 +22,7 @@ from .base import (
     check_count,
     check_generation,
     check_on_reset,
+    check_seconds,
     check_total,
     new_generation,
     split_stored,
@@ -92,15 +92,7 @@ class SQLiteLedger(StoredLedger):
     ) -> None:
         if not isinstance(path, (str, os.PathLike)) or not str(path):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not 0 < timeout < math.inf  # false for NaN too
-        ):
-            raise ValueError(
-                f"timeout must be a number of seconds > 0 and finite (how long a call waits for "
-                f"a file other writers lock), got {timeout!r}"
-            )
+        check_seconds("timeout", timeout, "how long a call waits for a file other writers lock")
         self.on_reset = check_on_reset(on_reset)
         self.path = Path(path).expanduser().resolve()
         self.location = f"sqlite:///{self.path}" + _policy_suffix(self.on_reset)
