@@ -79,15 +79,22 @@ def test_a_retriever_rebuilt_for_each_call_notices_a_rolled_back_sqlite_file(tmp
     assert count == 11
 
 
-def test_a_new_client_of_the_same_file_knows_what_the_first_one_saw(tmp_path):
+def _rolled_back(tmp_path, saved: int = 5) -> tuple:
+    """A SQLite ledger whose file was backed up after ``saved`` rankings, given one more, then
+    restored in place from the backup: ``(path, the client that saw saved + 1)``."""
     path = tmp_path / "ledger.db"
     first = SQLiteLedger(path)
-    for _ in range(5):
+    for _ in range(saved):
         first.add(KEY, EXPOSURE)
     _backup(path, tmp_path / "backup.db")
     first.add(KEY, EXPOSURE)
-    assert first.state(KEY).rankings == 6
+    assert first.state(KEY).rankings == saved + 1
     _restore_in_place(tmp_path / "backup.db", path)
+    return path, first
+
+
+def test_a_new_client_of_the_same_file_knows_what_the_first_one_saw(tmp_path):
+    path, first = _rolled_back(tmp_path)
     for later in (
         SQLiteLedger(path),
         make_ledger(f"sqlite:///{path}"),
@@ -105,13 +112,7 @@ def test_a_new_client_of_the_same_file_knows_what_the_first_one_saw(tmp_path):
 
 def test_a_new_process_cannot_tell_a_rollback_it_never_saw(tmp_path):
     """The documented limit, in a real subprocess: it starts from what is stored."""
-    path = tmp_path / "ledger.db"
-    first = SQLiteLedger(path)
-    for _ in range(5):
-        first.add(KEY, EXPOSURE)
-    _backup(path, tmp_path / "backup.db")
-    first.add(KEY, EXPOSURE)
-    _restore_in_place(tmp_path / "backup.db", path)
+    path, first = _rolled_back(tmp_path)
     code = (
         "import sys; from fairrag_core.ledger import SQLiteLedger; "
         "print(SQLiteLedger(sys.argv[1]).state('tenant-a').rankings)"
@@ -131,13 +132,7 @@ def test_a_new_process_cannot_tell_a_rollback_it_never_saw(tmp_path):
 def test_a_client_built_after_forgetting_is_as_a_new_process(tmp_path):
     """The hook the tests use to stand for another process: clients built after it share
     nothing with those built before."""
-    path = tmp_path / "ledger.db"
-    first = SQLiteLedger(path)
-    for _ in range(3):
-        first.add(KEY, EXPOSURE)
-    _backup(path, tmp_path / "backup.db")
-    first.add(KEY, EXPOSURE)
-    _restore_in_place(tmp_path / "backup.db", path)
+    path, first = _rolled_back(tmp_path, saved=3)
     forget_shared_memory()
     assert SQLiteLedger(path).state(KEY).rankings == 3
     with pytest.raises(LedgerResetError):

@@ -119,9 +119,10 @@ def documents_of_pool(pool: Sequence[Any]) -> list[Document]:
     ]
 
 
-def amortized_retriever(ledger: str, key: str = "tenant-a") -> Any:
+def amortized_retriever(ledger: Any, key: str | None = "tenant-a") -> Any:
     """A FairRetriever of the amortized ranker over :func:`imbalanced_pool`, its exposure kept
-    in ``ledger`` (a SQLite path or a Redis URL) under ``key``: k 4, seed 0."""
+    in ``ledger`` (a ledger, a SQLite path or a Redis URL) under ``key`` (None: the default
+    stream): k 4, seed 0."""
     from fairrag_langchain import FairRetriever
 
     documents, distances = imbalanced_pool()

@@ -15,27 +15,13 @@ import pytest
 
 from fairrag_core import LedgerUnavailableError
 from fairrag_core.ledger import LEDGER_THREADS, QUEUED_AT, RedisLedger, make_ledger
-from fairrag_langchain import FairRetriever
-from tests.langchain.doubles import FixedPoolStore, imbalanced_pool
+from tests.langchain.doubles import amortized_retriever
 from tests.redis_server import free_port
 
 REQUESTS = 200
 REACHED = "failed with"  # a call that sent its request and waited for the server
 FAST = "failed fast, without a request"
 QUEUED = "for a thread of the ledger pool, past its deadline"
-
-
-def _retriever(ledger: RedisLedger) -> FairRetriever:
-    documents, distances = imbalanced_pool()
-    return FairRetriever(
-        vectorstore=FixedPoolStore(documents, distances),
-        group_key="gender",
-        protected="female",
-        ranker="amortized",
-        ledger=ledger,
-        seed=0,
-        k=4,
-    )
 
 
 def test_requests_behind_a_frozen_server_fail_fast_instead_of_each_waiting_the_deadline(
@@ -45,7 +31,7 @@ def test_requests_behind_a_frozen_server_fail_fast_instead_of_each_waiting_the_d
     or two) send and wait; every other request fails at once, naming why. Before the breaker
     all 200 waited, queued 64 at a time (the slowest 16 s with a 4 s deadline)."""
     ledger = RedisLedger(redis_server.url, timeout=0.5, deadline=1.0)
-    retriever = _retriever(ledger)
+    retriever = amortized_retriever(ledger, key=None)
     assert len(retriever.invoke("computing")) == 4
     redis_server.freeze()
     try:
