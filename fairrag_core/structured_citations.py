@@ -37,6 +37,7 @@ from typing import Any
 from .citations import ContextDocument
 
 __all__ = [
+    "CITATION_FIELDS",
     "StructuredAnswer",
     "StructuredCitation",
     "check_source_id_base",
@@ -134,10 +135,18 @@ def _citation(item: Any, source_id_base: int) -> StructuredCitation | None:
     return StructuredCitation(position=position, person=person, given=given)
 
 
+CITATION_FIELDS = ("citations", "sources", "source_ids")
+"""The fields a structured answer's citations list is read from, the first one that holds a
+list: LangChain's how-to names it ``citations``; schemas written for RAG name it ``sources``
+or ``source_ids`` as often (a user trial found ``Answer(answer: str, sources: list[int])``
+recorded with its sources silently ignored)."""
+
+
 def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnswer | None:
     """A structured answer (a mapping, pydantic model or dataclass with a ``citations`` list,
-    and optionally an ``answer`` text, else a ``response`` text; or with an ``answer`` text and
-    no ``citations`` list: its text, citing as text does), or None when ``value`` is not one.
+    else a ``sources`` or ``source_ids`` list (:data:`CITATION_FIELDS`), and optionally an
+    ``answer`` text, else a ``response`` text; or with an ``answer`` text and no such list: its
+    text, citing as text does), or None when ``value`` is not one.
 
     ``citations`` entries: a source id (int, from ``source_id_base``), a title (str), or an
     object with ``source_id``, ``number`` (``[n]``, from 1), ``document_index`` (from 0) or
@@ -150,7 +159,14 @@ def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnsw
     fields = _as_mapping(value)
     if fields is None:
         return None
-    items = fields.get("citations")
+    items = next(
+        (
+            fields[name]
+            for name in CITATION_FIELDS
+            if isinstance(fields.get(name), Sequence) and not isinstance(fields[name], str | bytes)
+        ),
+        fields.get("citations"),
+    )
     answer = fields.get("answer")
     if items is None and isinstance(answer, str):  # ``Answer(answer: str)``: its text
         return StructuredAnswer(answer, (), "fields")

@@ -75,7 +75,11 @@ from fairrag_core.kit import (
     unaudited_record,
 )
 from fairrag_core.kit.component import known_arguments
-from fairrag_core.structured_citations import read_structured_answer, written_answer
+from fairrag_core.structured_citations import (
+    CITATION_FIELDS,
+    read_structured_answer,
+    written_answer,
+)
 
 from . import _private as private
 from .postprocessor import (
@@ -276,6 +280,17 @@ def _field(value: Any, name: str) -> Any:
     return getattr(value, name, None)
 
 
+def _cites(value: Any) -> Sequence[Any] | None:
+    """A structured answer's citations list: its first field of
+    :data:`~fairrag_core.structured_citations.CITATION_FIELDS` (``citations``, ``sources``,
+    ``source_ids``) that holds a list, else None."""
+    for name in CITATION_FIELDS:
+        found = _field(value, name)
+        if isinstance(found, Sequence) and not isinstance(found, (str, bytes)):
+            return found
+    return None
+
+
 CLOSED_EARLY = "GeneratorExit: the stream was closed before its end"
 """The ``error`` of a streamed answer its reader stopped reading (the text it read is kept)."""
 
@@ -302,7 +317,7 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     if _streams(payload):  # its text when read (in a step, or a chat stream written) already
         return _text(payload), sources
     structured = _field(payload, "structured_response")
-    cites = _field(structured, "citations")
+    cites = _cites(structured)
     if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
         # citing something: the answer (an empty list leaves the chat message the answer)
         return structured, sources or _tool_sources(payload)
@@ -370,8 +385,7 @@ def _structured(value: Any) -> bool:
     except TypeError:  # an object that cannot be copied (it holds a generator, a lock)
         return False
     # a citations list: an ``{"answer": text}`` alone is text, read as the answer's text
-    cites = _field(value, "citations")
-    return found is not None and isinstance(cites, Sequence) and not isinstance(cites, str)
+    return found is not None and _cites(value) is not None
 
 
 def _streams(value: Any) -> bool:

@@ -39,6 +39,13 @@ class Citation(BaseModel):
     quote: str
 
 
+class SourcedAnswer(BaseModel):
+    """A schema naming its citations ``sources``, as many RAG tutorials write it."""
+
+    answer: str
+    sources: list[int]
+
+
 class QuotedAnswer(BaseModel):
     answer: str
     citations: list[Citation]
@@ -79,6 +86,11 @@ def rendered(value, base: int = 0) -> str:
             citations=[Citation(source_id=1, quote="x"), Citation(source_id=2, quote="y")],
         ),
         NumberedAnswer([Cited("Alan Turing", 2), Cited("Grace Hopper", 3)]),
+        # a user trial: ``Answer(answer: str, sources: list[int])`` was read as its text alone,
+        # its sources silently ignored (groundedness 0 for an answer citing two documents)
+        SourcedAnswer(answer="", sources=[1, 2]),
+        {"answer": "", "source_ids": [1, 2]},
+        {"answer": "", "sources": None, "source_ids": [1, 2]},
         {
             "citations": [
                 {"person": "Alan Turing", "title": "Alan Turing"},
@@ -90,6 +102,17 @@ def rendered(value, base: int = 0) -> str:
 def test_every_structured_form_gives_the_texts_record(value):
     assert rendered(value) == TEXT
     assert generation(rendered(value)) == generation(TEXT)
+
+
+def test_citations_are_read_first_and_a_sources_text_is_no_list():
+    # ``citations`` is read before ``sources``; a ``sources`` text (RetrievalQAWithSourcesChain's
+    # "sources": "a, b") is no citations list: the answer's text, citing as text does
+    both = read_structured_answer(
+        {"answer": "", "citations": [1, 2], "sources": [0]}, source_id_base=0
+    )
+    assert both is not None and render_answer(both, TITLES) == TEXT
+    text = read_structured_answer({"answer": TEXT, "sources": "Alan Turing"}, source_id_base=0)
+    assert text is not None and text.citations == () and text.text == TEXT
 
 
 def test_source_ids_are_read_from_the_stated_base_never_guessed():

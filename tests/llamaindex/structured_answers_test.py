@@ -140,6 +140,40 @@ def test_a_query_engine_whose_output_cls_holds_only_a_text_records_that_text():
             assert record["attributed_generation_parity"] == female / 2
 
 
+class SourcedAnswer(BaseModel):
+    answer: str
+    sources: list[int]
+
+
+class SourceIdsMockLLM(ReplyingMockLLM):
+    """A mock LLM (a test double) answering ``{"answer": "These people.", "sources": [1, 2]}``:
+    source ids from 1, as LlamaIndex's context numbers its entries."""
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="source-ids-mock")
+
+    def reply(self, prompt: str) -> str:
+        return json.dumps({"answer": "These people.", "sources": [1, 2]})
+
+
+def test_an_output_cls_naming_its_citations_sources_records_them():
+    """A user trial: ``output_cls`` with ``sources: list[int]`` (not ``citations``) was
+    recorded as its text alone, its two sources silently ignored."""
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(50)),
+        llm=SourceIdsMockLLM(),
+        node_postprocessors=[fair()],
+        output_cls=SourcedAnswer,
+    )
+    recorder = FairnessEventHandler(group_key="gender", protected="female")
+    with recorder, query_seed(3):
+        engine.query(QUESTION)
+    (record,) = recorder.records
+    assert record["answer"].startswith("These people.\n- ")
+    cited_by_hand(record)
+
+
 def test_an_answer_written_as_json_is_read_as_its_citations():
     engine = RetrieverQueryEngine.from_args(
         PoolRetriever(make_pool(50)), llm=JsonCitingMockLLM(), node_postprocessors=[fair()]
