@@ -426,6 +426,7 @@ class _Context:
         """Each position's first position with the same title, group and person: entries that
         share them (chunks of one document shown apart) are one document to a bullet."""
         documents_seen: dict[tuple[str, Any, str | None], int] = {}
+        carriers: dict[int, list[int]] = {}
         for position, doc in enumerate(documents):
             title = normalize_title(doc.title)
             self.by_title.setdefault(title, position)
@@ -433,8 +434,20 @@ class _Context:
             self.first_of.append(documents_seen.setdefault(key, position))
             number = position + 1 if doc.number is None else doc.number
             self.by_number.setdefault(number, position)
+            carriers.setdefault(number, []).append(position)
         self.repeats = len(documents_seen) < len(documents)
         """Whether two entries are one document (else :attr:`first_of` is the identity)."""
+        self.carriers = {
+            number: positions
+            for number, positions in carriers.items()
+            if len({self.first_of[p] for p in positions}) > 1
+        }
+        """Entry numbers that more than one shown document carries (an agent's searches, each
+        numbered from ``[1]``), with those documents' positions: such a number names none of
+        them alone (:func:`_resolve_shared_numbers`)."""
+        self.shared: list[int] = []
+        """The shared numbers (:attr:`carriers`) read by :meth:`numbers` since the line's
+        citations began to be read, one per occurrence."""
         shared = _shared_state(documents)
         self._people: dict[int, tuple[str, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]]
         self._people = shared["people"]
@@ -485,7 +498,9 @@ class _Context:
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
         range reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
-        :attr:`out_of_range`. Each distinct text is read once per answer."""
+        :attr:`out_of_range`; a number several shown documents carry is among those not shown
+        (it names no one document) and kept in :attr:`shared`. Each distinct text is read once
+        per answer."""
         known = self._numbers.get(text)
         if known is None:
             known = self._numbers[text] = self._read_numbers(text)
@@ -493,6 +508,8 @@ class _Context:
                 self._numbers.clear()
         found, missing, beyond = known
         self.out_of_range += beyond
+        if self.carriers:
+            self.shared += [int(m) for m in missing if int(m) in self.carriers]
         return list(found), list(missing)
 
     def _read_numbers(self, text: str) -> tuple[list[int], list[str], list[str]]:
@@ -510,7 +527,7 @@ class _Context:
                 beyond.append(f"{low}-{high}")
                 continue
             for number in range(low, high + 1):
-                if number in self.by_number:
+                if number in self.by_number and number not in self.carriers:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
@@ -1137,13 +1154,15 @@ class _Cited:
     telling whether a span is free costs one scan of its bytes, however many citations the
     line holds."""
 
-    __slots__ = ("body", "found", "mask", "spans", "styles", "unresolved")
+    __slots__ = ("body", "found", "mask", "spans", "styles", "unresolved", "unresolved_styles")
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.styles: list[str] = []
         self.found: list[tuple[int, str]] = []
         self.unresolved: list[str] = []
+        self.unresolved_styles: list[str] = []
+        """The style of each :attr:`unresolved` reference, item by item."""
         self.spans: list[tuple[int, int, str]] = []
         self.mask: bytearray | None = None
 
@@ -1159,6 +1178,7 @@ class _Cited:
             self.styles.append(style)
         self.found += [(p, style) for p in positions]
         self.unresolved += missing
+        self.unresolved_styles += [style] * len(missing)
         self.spans.append((span[0], span[1], keep))
 
     def free(self, start: int, end: int) -> bool:
@@ -1205,6 +1225,8 @@ def _attribute_line(
         )
         return bullet, body
     presented = ctx.presented(head)
+    if ctx.shared:
+        _resolve_shared_numbers(cited, presented, ctx)
     named = presented  # every shown person the line names outside its citations
     mentioned: set[int] = set()  # cited documents whose person the line names only in part
     first_of = ctx.first_of
@@ -1256,6 +1278,24 @@ def _attribute_line(
     return bullet, body
 
 
+def _resolve_shared_numbers(
+    cited: _Cited, presented: Sequence[tuple[int, str]], ctx: _Context
+) -> None:
+    """An entry number several shown documents carry (:attr:`_Context.carriers`: an agent's
+    searches, each numbered from ``[1]``) cites the one of them whose person the line
+    presents (its head names that person, :meth:`_Context.presented`); when the line presents
+    none of them, or more than one, it stays unresolved, as written, and credits no one: a
+    reader cannot tell which search's entry it means (docs/SPEC.md, "Attribution")."""
+    named = {ctx.first_of[p] for p, _ in presented}
+    for number in ctx.shared:
+        chosen = [p for p in ctx.carriers[number] if ctx.first_of[p] in named]
+        if len({ctx.first_of[p] for p in chosen}) != 1:
+            continue
+        at = cited.unresolved.index(str(number))
+        del cited.unresolved[at]
+        cited.found.append((chosen[0], cited.unresolved_styles.pop(at)))
+
+
 _ORDERED: dict[frozenset[str], tuple[str, ...]] = {}
 _CITATION_CHARS = frozenset("[(（:：")
 """The brackets and colons every citation style holds."""
@@ -1276,6 +1316,7 @@ def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
     span read by one is not read again. A style whose bracket or colon the line lacks is not
     tried, nor a DocTitle in a line without ``tle`` (``lower``: ``body`` in lower case)."""
     ctx.out_of_range.clear()
+    ctx.shared.clear()
     cited = _Cited(body)
     square, round_ = "[" in body, "(" in body
     if (square or round_ or "（" in body) and "tle" in lower:  # t, l, e: no other case

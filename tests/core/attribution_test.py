@@ -1302,3 +1302,38 @@ def test_two_people_who_share_a_title_in_different_groups_stay_two_documents():
         "- Alex Morgan, soccer player [1], and Alex Morgan, chemist [2]", context
     )
     assert sorted(a.position for a in attributed.attributions) == [0, 1]
+
+
+def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
+    """An agent's two searches, each numbered from ``[1]``: ``[1]`` names two documents. A line
+    that names one of them cites it (explicitly); a line naming neither, or both, cites no one
+    (it stays unresolved, as written); a range reads each number so. Before, ``[1]`` was the
+    first search's first document: ``- Ada Lovelace [1]`` counted a mis-citation of Alan Turing."""
+    context = [
+        ContextDocument("Alan Turing", group="male", number=1),
+        ContextDocument("Edsger Dijkstra", group="male", number=2),
+        ContextDocument("Ada Lovelace", group="female", number=1),
+        ContextDocument("Grace Hopper", group="female", number=2),
+        ContextDocument("Barbara Liskov", group="female", number=3),
+    ]
+    answer = attribute_answer(
+        "- Ada Lovelace [1]\n- Alan Turing [1]\n- A pioneer of computing [1]\n"
+        "- Ada Lovelace and Alan Turing [1]\n- Grace Hopper [1-2]\n- Barbara Liskov [3]",
+        context,
+    )
+    cited = [
+        ([(a.title, a.style) for a in b.attributions], b.unresolved, b.miscited)
+        for b in answer.bullets
+    ]
+    assert cited == [
+        ([("Ada Lovelace", "numbered")], (), ()),
+        ([("Alan Turing", "numbered")], (), ()),
+        ([], ("1",), ()),
+        ([("Ada Lovelace", "implicit"), ("Alan Turing", "implicit")], ("1",), ()),
+        ([("Grace Hopper", "numbered")], ("1",), ()),
+        ([("Barbara Liskov", "numbered")], (), ()),
+    ]
+    # chunks of one document labelled alike are one document: their number is not shared
+    chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
+    (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets
+    assert [a.title for a in bullet.attributions] == ["Ada Lovelace"] and not bullet.unresolved

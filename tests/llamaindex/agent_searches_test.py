@@ -89,3 +89,58 @@ async def test_an_agent_that_searches_twice_is_recorded_against_both_searches(ki
     searches = record["framework"]["searches"]
     assert all(q in s["query"] for q, s in zip(QUERIES, searches, strict=True))
     assert [s["titles"] for s in searches] == searched
+
+
+_LABELLED = re.compile(r"\[(\d+)\]\s*Title: ([^\n]+)")
+"""An entry of an observation: its ``[n]`` label (each search numbered from 1) and title."""
+
+
+class FakeNumberCitingReActLLM(FakeReActLLM):
+    """A test double of a ReAct model that cites as a model reading the observations does:
+    ``- <title> [n]``, ``n`` the label the entry had in its own search's observation, then one
+    line naming no one (``- A pioneer of medicine [1]``)."""
+
+    def reply(self, prompt: str) -> str:
+        conversation = prompt.split("## Current Conversation")[-1]
+        if conversation.count("Observation:") < len(QUERIES):
+            return super().reply(prompt)
+        seen = conversation.split("Observation:", 1)[1]
+        bullets = [f"- {title} [{n}]" for n, title in _LABELLED.findall(seen)]
+        bullets.append("- A pioneer of medicine [1]")
+        return "Thought: I can answer without using any more tools.\nAnswer: " + "\n".join(bullets)
+
+
+async def test_an_agents_entry_numbers_cite_the_search_whose_entry_the_line_names():
+    """Each search's entries are numbered from ``[1]`` (the postprocessor's context header):
+    ``[1]`` after two searches names two documents. A line naming one of them cites it; a line
+    naming neither cites no one (a reader cannot tell which search it means). Before, ``[1]``
+    was read as the first search's first document: the second search's three lines counted
+    mis-citations and the nameless line was credited to a document it may not mean."""
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
+    )
+    pools = {q: make_pool(30, prefix=f"s{i}") for i, q in enumerate(QUERIES)}
+    retriever = PoolRetriever(
+        make_pool(30), pool_for=lambda q: pools[next(k for k in QUERIES if k in q)]
+    )
+    tool = RetrieverTool.from_defaults(
+        retriever, name="people", description="People.", node_postprocessors=[fair]
+    )
+    agent = ReActAgent(tools=[tool], llm=FakeNumberCitingReActLLM(), streaming=False)
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        output = await agent.run(user_msg="Who are role models in medicine?")
+    answer = str(output.response.content)
+    assert answer.count("[1]") == 3  # the first entry of each search, and the nameless line
+    (record,) = recorder.records
+    assert len(record["titles"]) == 6
+    sources = record["attributed_sources"]
+    assert sorted(s["title"] for s in sources) == sorted(record["titles"])
+    assert {(s["style"], s["provenance"]) for s in sources} == {("numbered", "explicit")}
+    assert record["miscitations"] == []
+    assert record["attributed_citation_precision"] == 1.0
+    # six of seven lines attributed, each explicitly; the nameless one is not
+    assert record["attributed_groundedness"] == pytest.approx(6 / 7)
+    assert record["attributed_groundedness_explicit"] == pytest.approx(6 / 7)
+    female = sum(g == "female" for g in record["groups"])
+    assert record["attributed_generation_parity"] == pytest.approx(female / 6)
