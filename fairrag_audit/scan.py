@@ -16,6 +16,7 @@ metric or count must be a JSON number: ``"0.5"`` or ``true`` is missing).
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -300,7 +301,7 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             f"schemas this audit knows (1 to {RECORD_SCHEMA}); upgrade fairrag to audit it'",
         )
     )
-    k = "TRY_CAST(k AS DOUBLE)"
+    k = _number("k")  # "5" and true are a k missing, not 5 and 1
     checks.append(
         (
             f"{k} IS NOT NULL AND NOT ({k} BETWEEN 0 AND {MAX_K} AND {k} = floor({k}))",
@@ -927,7 +928,7 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     return " UNION ALL ".join(
         _refused_row(reader, fields)
         if isinstance(reader, str)
-        else _rows_of(con, path, _hive(*files, union=True) if path.is_dir() else single, fields)
+        else _rows_of(con, path, _hive_source(con, files) if path.is_dir() else single, fields)
         for reader, files in segments
     )
 
@@ -937,6 +938,41 @@ def _hive_keys(folder: Path, member: Path) -> tuple[str, ...]:
     return tuple(
         part.split("=", 1)[0] for part in member.relative_to(folder).parent.parts if "=" in part
     )
+
+
+def _hive_source(con: duckdb.DuckDBPyConnection, members: Sequence[Path]) -> str:
+    """``read_parquet`` of ``members`` (files of one typing under the same hive keys) with
+    their hive partitions read as fields, except a key the files hold as a column: there the
+    record's own value is read (DuckDB's hive reading puts the folder's value in every row: a
+    user trial found every record of ``ranker=standard/`` audited as ``standard``, and
+    ``timestamp=2026-12-01/`` putting three days in one window). A key the files do not hold
+    (``COPY ... PARTITION_BY``'s layout) is the field, as DuckDB reads it."""
+    # DuckDB reads a key=value folder anywhere in the path, the folder given and above too
+    keys = tuple(part.split("=", 1)[0] for part in members[0].parent.parts if "=" in part)
+    files = "[" + ", ".join(sql_literal(str(member)) for member in members) + "]"
+    plain = f"read_parquet({files}, hive_partitioning = false, union_by_name = true)"
+    columns = {name for name, _ in _typing(con, plain)}
+    if not any(key in columns for key in keys):
+        return _hive(*members, union=True)
+    separator = r"[/\\]"  # a path separator, either
+    patterns = {
+        key: "^.*" + separator + re.escape(key) + r"=([^/\\]*)" + separator  # the last one
+        for key in dict.fromkeys(keys)
+        if key not in columns
+    }
+    added = [
+        f"url_decode(regexp_extract({_FILE_COLUMN}, {sql_literal(pattern)}, 1)) AS {_quoted(key)}"
+        for key, pattern in patterns.items()
+    ]
+    read = (
+        f"read_parquet({files}, hive_partitioning = false, union_by_name = true, "
+        f"filename = {sql_literal(_FILE_COLUMN)})"
+    )
+    return f"(SELECT {', '.join(['*', *added])} FROM {read})"
+
+
+_FILE_COLUMN = "__fairrag_file"
+"""The column a Parquet read names each row's file in (:func:`_hive_source`)."""
 
 
 def _refused_row(reason: str, fields: Sequence[str]) -> str:
@@ -1042,6 +1078,18 @@ def to_parquet(source: Path, target: Path, fields: Sequence[str] = ("metadata", 
         con.close()
 
 
+_BY_GROUP = """map_from_entries(list_transform(
+    list_filter(map_entries(TRY_CAST(exposure_by_group AS MAP(VARCHAR, JSON))),
+        lambda e: e.value IS NOT NULL),
+    lambda e: struct_pack(key := e.key, value := CASE
+        WHEN json_type(e.value) IN ('DOUBLE', 'BIGINT', 'UBIGINT') THEN e.value::DOUBLE END)))"""
+"""``exposure_by_group``'s shares by group: a JSON number is a share; a string (``"0.9"``), a
+boolean or a list is none (NULL: the record is refused, its share not a number in [0, 1]); a
+``null`` share is no entry (a typed Parquet export writes every group of the log in every
+record, ``null`` where the record has none). Before, a cast read ``"0.9"`` as 0.9 and ``true``
+as 1 (a user trial)."""
+
+
 def _checked_sql(rows: str, scan: _ScanSql) -> str:
     """The ``rows`` of one file with each field parsed once, in layers (a layer's columns are
     computed once per row and read by the next: the checks and the columns kept read these
@@ -1055,7 +1103,7 @@ def _checked_sql(rows: str, scan: _ScanSql) -> str:
             -- the target's shares by group label, read as keys: a label is never part of a
             -- JSON path (any character, quotes and backslashes too, finds its own share)
             TRY_CAST(target AS MAP(VARCHAR, JSON)) AS target_map,
-            TRY_CAST(exposure_by_group AS MAP(VARCHAR, DOUBLE)) AS by_group_raw,
+            {_BY_GROUP} AS by_group_raw,
             {_parsed_first()}
             {scan.by_raw}
         FROM ({rows})))
@@ -1107,7 +1155,7 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             __text_ranker AS ranker
             {scan.by_columns},
             __groups_list AS groups,
-            TRY_CAST(k AS INTEGER) AS k,
+            TRY_CAST({_number("k")} AS INTEGER) AS k,
             COALESCE({_text("exposure_model")}, {scan.default_model}) AS exposure_model,
             COALESCE({_PROTECTED_KEY}, {scan.protected}) AS protected,
             target_value,

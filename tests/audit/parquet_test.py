@@ -205,3 +205,29 @@ def test_an_audit_runs_again_on_a_connection_an_earlier_release_left_a_records_t
     finally:
         con.close()
     assert_same_table(again.metrics, audit([log], **OPTIONS).metrics)
+
+
+def test_a_hive_key_the_records_hold_never_replaces_their_own_value(tmp_path: Path) -> None:
+    """A user trial: a file of four rankers under ``ranker=standard/`` was audited as one
+    ranker, ``standard``, and one under ``timestamp=2026-12-01/`` put its three days in one
+    window: DuckDB's hive reading put the folder's value in every row. A key the files hold as
+    a column is the records' own value; a key they do not hold is still a field (``tenant``,
+    read before ``metadata``'s)."""
+    records = deployment_records(hours=30, seed=4, day="2026-12-01")[:80]
+    for index, item in enumerate(records):
+        item["run_id"] = f"run-{index}"
+    log = write_log(tmp_path / "log.jsonl", records)
+    alone = tmp_path / "alone.parquet"
+    to_parquet(log, alone)
+    nested = tmp_path / "ranker=standard" / "timestamp=2026-12-01" / "tenant=acme"
+    nested.mkdir(parents=True)
+    to_parquet(log, nested / "log.parquet")
+    options = {"protected": "female", "window": "1h"}
+    expected = audit([alone], **options)
+    found = audit([tmp_path / "ranker=standard"], **options)
+    assert len(set(expected.rankers["ranker"])) > 1
+    assert len(set(expected.metrics["window"])) > 1
+    for name in ("rankers", "metrics"):
+        assert_same_table(getattr(found, name), getattr(expected, name), name)
+    by_tenant = audit([tmp_path / "ranker=standard"], **options, by=("tenant",))
+    assert set(by_tenant.metrics["tenant"]) == {"acme"}
