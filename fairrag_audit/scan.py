@@ -562,6 +562,10 @@ class _ScanSql:
         target = "NULL" if options.target_share is None else repr(float(options.target_share))
         if options.protected is not None and options.target_share is None:
             target = "0.5"  # docs/SPEC.md: the binary target defaults to parity
+        if options.protected is not None:  # the flag's share is --protected's group's only:
+            # a record protecting another group without a share for it has none (a user trial
+            # found male's disparity read against the share given for female)
+            target = f"CASE WHEN protected = {protected} THEN {target} END"
         metrics = "".join(f", {_n(m)} AS {m}" for m in METRIC_FIELDS)
         default_model = sql_literal(options.exposure)
         return cls(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import math
 import shutil
 from pathlib import Path
 
@@ -410,3 +411,27 @@ def test_a_parquet_folder_a_file_lands_in_while_audited_is_audited(tmp_path: Pat
 
     monkeypatch.setattr(partials, "log_fingerprint", landing)
     assert int(audit(folder, protected="female").reading["used"].iloc[0]) == 8
+
+
+def test_the_flags_target_share_is_for_the_flags_protected_group_only(tmp_path: Path):
+    """A user trial: a record protecting ``male`` whose target names no share for men was
+    audited, with ``--protected female --target-share 0.3``, against 0.3 (the share given for
+    women): a disparity for a share nobody gave. Without a share for its group it has none."""
+    men = {
+        **record(["female", "male"]),
+        "protected": "male",
+        "target": {"female": 0.2, "OTHERS": 0.8},
+    }
+    women = record(["female", "male"])  # protects no group of its own: the flags' group
+    log = write_log(tmp_path / "a.jsonl", [men])
+    result = audit([log], protected="female", target_share=0.3)
+    assert math.isnan(metric(result.rankers, "exposure_disparity")["value"])
+    assert any("no target share for it" in note for note in result.notes)
+    both = audit(
+        [write_log(tmp_path / "b.jsonl", [men, women])], protected="female", target_share=0.3
+    )
+    share = metric(both.rankers, "exposure_share")
+    disparity = metric(both.rankers, "exposure_disparity")
+    assert disparity["n"] == 1
+    assert disparity["value"] == pytest.approx(abs(women["exposure_share"] - 0.3))
+    assert share["n"] == 2
