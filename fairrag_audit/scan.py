@@ -293,12 +293,22 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
     checks: list[tuple[str, str]] = []
     # A record schema newer than this library's may define its fields otherwise: refused and
     # listed, never read as the known one (issue 36).
-    schema = f"TRY_CAST({_quoted('schema')} AS DOUBLE)"
+    schema = _number(_quoted("schema"))
     checks.append(
         (
             f"{schema} > {RECORD_SCHEMA}",
             f"'schema ' || {_json_text(_quoted('schema'))} || ' is newer than the record "
             f"schemas this audit knows (1 to {RECORD_SCHEMA}); upgrade fairrag to audit it'",
+        )
+    )
+    # a schema no release wrote (0, -1, 1.5, "2", true) is no schema this audit knows: its
+    # fields may mean anything (a user trial found them audited as known)
+    checks.append(
+        (
+            f"{_first(_quoted('schema'))} <> {_NULL} AND ({schema} IS NULL OR NOT ({schema} "
+            f"BETWEEN 1 AND {RECORD_SCHEMA} AND {schema} = floor({schema})))",
+            f"'schema ' || {_json_text(_quoted('schema'))} || ' is not a record schema (the "
+            f"whole numbers 1 to {RECORD_SCHEMA})'",
         )
     )
     k = _number("k")  # "5" and true are a k missing, not 5 and 1
@@ -897,6 +907,14 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
     than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
     members = sorted(p for p in path.rglob("*.parquet") if p.is_file()) if path.is_dir() else [path]
+    for member in members:  # DuckDB's hive reading fails the whole read on one such folder
+        part = next((p for p in member.parent.parts if p.count("=") > 1), None)
+        if part is not None:
+            raise ValueError(
+                f"log {str(path)!r}: the hive folder {part!r} holds '=' in its value; a "
+                "partition folder is key=value with '=' in the value written %3D (as DuckDB "
+                "writes it)"
+            )
     # (what reads a file: its typing and hive keys, or the reason it cannot be read) per file
     readers: list[tuple[object, Path]] = []
     for member in members:

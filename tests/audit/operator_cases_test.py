@@ -435,3 +435,23 @@ def test_the_flags_target_share_is_for_the_flags_protected_group_only(tmp_path: 
     assert disparity["n"] == 1
     assert disparity["value"] == pytest.approx(abs(women["exposure_share"] - 0.3))
     assert share["n"] == 2
+
+
+def test_a_schema_no_release_wrote_is_refused_naming_it(tmp_path: Path):
+    """A user trial: ``"schema"`` 0, -1, 1.5, ``"2"`` and ``true`` were audited as a known
+    schema (only a higher number was refused); 1 and 2, and a record without one, are read."""
+    base = record(["female", "male"])
+    schemas: list[object] = [0, -1, 1.5, "2", True, 3, 1, 2, None]
+    rows = [{**base, "schema": s} if s is not None else base for s in schemas]
+    result = audit([write_log(tmp_path / "a.jsonl", rows)], protected="female")
+    reasons = result.left_out["reason"].tolist()
+    assert [r.split(" is ")[0] for r in reasons] == [
+        "schema 0",
+        "schema -1",
+        "schema 1.5",
+        'schema "2"',
+        "schema true",
+        "schema 3",
+    ]
+    assert all("not a record schema (the whole numbers 1 to 2)" in r for r in reasons[:5])
+    assert metric(result.rankers, "exposure_share")["n"] == 3

@@ -231,3 +231,18 @@ def test_a_hive_key_the_records_hold_never_replaces_their_own_value(tmp_path: Pa
         assert_same_table(getattr(found, name), getattr(expected, name), name)
     by_tenant = audit([tmp_path / "ranker=standard"], **options, by=("tenant",))
     assert set(by_tenant.metrics["tenant"]) == {"acme"}
+
+
+def test_a_hive_folder_with_an_equals_sign_in_its_value_is_named(tmp_path: Path, capsys) -> None:
+    """A user trial: ``tenant=a=b/`` beside ``tenant=acme/`` failed the audit with DuckDB's
+    "Binder Error: Hive partition mismatch", naming no folder; now the error names it and the
+    form accepted (``%3D``, as DuckDB writes it), and ``tenant=a%3Db/`` is read as ``a=b``."""
+    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])] * 3)
+    for value in ("acme", "a=b"):
+        (tmp_path / "logs" / f"tenant={value}").mkdir(parents=True)
+        to_parquet(log, tmp_path / "logs" / f"tenant={value}" / "part.parquet")
+    code = main(["audit", str(tmp_path / "logs"), "--out", str(tmp_path / "out")])
+    assert code == 2 and "the hive folder 'tenant=a=b' holds '='" in capsys.readouterr().err
+    (tmp_path / "logs" / "tenant=a=b").rename(tmp_path / "logs" / "tenant=a%3Db")
+    result = audit([tmp_path / "logs"], protected="female", by=("tenant",))
+    assert set(result.metrics["tenant"]) == {"acme", "a=b"}
