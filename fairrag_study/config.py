@@ -580,6 +580,23 @@ class StudyConfig(BaseModel):
                 model.check_labels(self.dataset.groups, "the data set's groups are")
             except (TypeError, ValueError) as exc:
                 raise Refused(f"exposure: {exc}", str(exc), "exposure") from None
+            fitted = self.exposure.removeprefix("fitted:").strip()
+            if self.exposure.startswith("fitted:") and Path(fitted).resolve().is_relative_to(
+                Path(self.out).resolve()
+            ):  # claiming --out deletes the last run's files: a user trial lost its curve
+                message = (
+                    f"{fitted!r} is in the output folder {str(self.out)!r}, whose files this run "
+                    "replaces (it would be deleted before it is read): copy it out of --out, "
+                    "or choose another --out"
+                )
+                raise Refused(f"exposure: {message}", message, "exposure")
+        if self.position_curve > self.trials:  # no data needed: checked before --out is claimed
+            message = (
+                f"{self.position_curve} questions, but the study's trials hold {self.trials} "
+                f"(--trials {self.trials}): the curve samples the trials' questions"
+            )
+            named = message.replace("--trials", "trials")  # the field, from Python
+            raise Refused(f"position_curve: {named}", message, "position_curve")
         if self.llm_format != "free" and not self.llm.startswith("local"):
             raise Refused(
                 f"llm_format {self.llm_format!r} is only used with llm 'local[:<name>]' (it "

@@ -136,6 +136,7 @@ def _run_claimed(
                     log=log,
                     concurrency=settings.trials.concurrency,
                 )
+            run_info["answers"] = generation.counts()  # the curve's answers too
         _log_generation(generation, log)
         with phase("report"):
             write_report(

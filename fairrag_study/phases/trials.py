@@ -130,6 +130,7 @@ def run_trials(
     with closing(done):  # a failure cancels the queued trials at once, not when collected
         for (ranker, *_), (trial, handler, docs, exc) in zip(jobs, done, strict=False):
             if exc is not None:
+                done.close()  # the trials in flight finish first: their answers are counted
                 where = f"trial {trial.index} of {ranker}; {len(records)} records kept"
                 failed = any(exc is error for error in chat_errors.errors)
                 raise _trial_failure(exc, settings, where, llm, failed)
@@ -270,6 +271,11 @@ class _RetrievalTurns:
         return Ticket()
 
 
+class _NotAsked(Exception):
+    """A queued trial left unasked because an earlier one failed (never surfaced: the run
+    stops at the failed trial, which comes first in trial order)."""
+
+
 def answered_in_order(
     jobs: Sequence[tuple[Any, Trial]],
     make_handler: Callable[[], Any],
@@ -286,9 +292,15 @@ def answered_in_order(
     started are cancelled instead of all being asked for, as ``batch`` would. Retrievals keep
     trial order (:class:`_RetrievalTurns`)."""
     turns = _RetrievalTurns()
+    failed_at = [len(jobs)]  # the first failed trial's position (the run stops there)
+    lock = threading.Lock()
 
     def answer(position: int, chain: Any, trial: Trial) -> _TrialDone:
         handler = make_handler()
+        if position > failed_at[0]:  # queued after a failed trial: never asked (the run
+            # stops at that trial; a researcher's trial found queued answers paid after it)
+            turns.done(position)
+            return trial, handler, None, _NotAsked(f"trial {trial.index}: not asked")
         run_config: Any = {
             "callbacks": [handler, *callbacks, turns.ticket(position)],
             "run_name": "fairrag-trial",
@@ -297,6 +309,8 @@ def answered_in_order(
             output = chain.invoke({"question": trial.question, "seed": trial.seed}, run_config)
             return trial, handler, output["context"], None
         except Exception as exc:
+            with lock:
+                failed_at[0] = min(failed_at[0], position)
             return trial, handler, None, exc
         finally:
             turns.done(position)  # a trial that failed before retrieving frees the next one

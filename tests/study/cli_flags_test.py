@@ -120,6 +120,13 @@ def _bad_cases(tmp_path: Path) -> list[tuple[list[str], str, str]]:
         (["--cache-dir", str(a_file)], "--cache-dir", "is a file, not a folder"),
         (["--cache-dir", "/proc/fairrag-cache"], "--cache-dir", "is not writable"),
         (["--data", str(tmp_path / "missing.csv")], "--data", "is not a file"),
+        # flag arithmetic is checked before --out is claimed (a researcher's trial: it was
+        # refused after, and a previous study's outputs in --out were gone)
+        (
+            ["--llm", "fake", "--trials", "8", "--position-curve", "20"],
+            "--position-curve",
+            "20 questions, but the study's trials hold 8 (--trials 8)",
+        ),
     ]
 
 
@@ -328,3 +335,24 @@ def test_max_tokens_reaches_the_study(monkeypatch, tmp_path):
             ]
         )
     assert seen[0].max_tokens == 64
+
+
+def test_a_fitted_curve_inside_out_is_refused_and_kept(tmp_path: Path, capsys) -> None:
+    """A researcher's trial: ``--exposure fitted:DIR/exposure_fitted.json --out DIR`` (the
+    curve run's folder, as the guide's workflow reaches it) deleted the curve when ``--out``
+    was claimed, then failed naming neither flag. It is refused before, and kept."""
+    from fairrag_study.cli import main
+
+    out = tmp_path / "curve-run"
+    out.mkdir()
+    curve = _curve_file(out / "exposure_fitted_groups.json", {"female": 1.1, "male": 0.9})
+    argv = ["study", "--llm", "fake", "--exposure", f"fitted:{curve}", "--out", str(out)]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--no-progress"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --exposure: " in err and "whose files this run replaces" in err
+    assert curve.exists() and sorted(p.name for p in out.iterdir()) == [curve.name]
+    with pytest.raises(ValueError, match=r"exposure: .* is in the output folder"):
+        StudyConfig(exposure=f"fitted:{curve}", out=out)
+    assert StudyConfig(exposure=f"fitted:{curve}", out=tmp_path / "elsewhere").exposure

@@ -209,3 +209,47 @@ def test_the_local_model_caps_the_processs_malloc_arenas(
     monkeypatch.setattr(local_llm, "cap_malloc_arenas", lambda: calls.append(1) or True)
     chat_model(StudyConfig(llm="local", threads=1).generation_settings())
     assert calls == [1]
+
+
+def test_trials_queued_when_one_fails_are_never_asked() -> None:
+    """A researcher's trial: with ``--concurrency 4``, after trial 2 failed the pool kept
+    starting queued trials until the consumer reached trial 2 in order (requests 5 to 8 paid
+    after the failure). ``answered_in_order`` with chains that are test doubles: trial 2 fails
+    at once while 0, 1 and 3 are in flight; they then finish (a bounded hold, so that the
+    failure is seen first), and none of the 8 queued trials is asked; the trials before the
+    failed one are asked, whenever their thread starts."""
+    import threading
+
+    from fairrag_study.phases.trials import answered_in_order
+    from fairrag_study.plan import Trial
+
+    failing = threading.Event()
+    hold = threading.Event()  # never set: each in-flight trial waits up to 2 s after the failure
+    asked: list[int] = []
+
+    class Chain:  # a test double of the trial chain
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def invoke(self, inputs: dict[str, Any], config: Any) -> dict[str, Any]:
+            asked.append(self.index)
+            if self.index == 2:
+                failing.set()
+                raise RuntimeError("HTTP 500")
+            if self.index < 4:
+                failing.wait(30)
+                hold.wait(2)
+            return {"context": []}
+
+    jobs = [(Chain(i), Trial(i, 1, "Tennis", f"question {i}", i)) for i in range(12)]
+    done = answered_in_order(jobs, lambda: None, [], concurrency=4)
+    results = []
+    for trial, _, _, failure in done:
+        results.append((trial.index, failure))
+        if failure is not None:
+            done.close()
+            break
+    assert [index for index, _ in results] == [0, 1, 2]
+    assert str(results[-1][1]) == "HTTP 500"
+    # 3 is asked when its worker started before 2 failed; 4 to 11 never are
+    assert sorted(asked) in ([0, 1, 2], [0, 1, 2, 3])

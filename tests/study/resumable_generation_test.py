@@ -558,3 +558,21 @@ def test_a_full_disk_is_a_clear_error_and_keeps_the_answers_stored(tmp_path: Pat
     store = AnswerStore(path)
     assert len(store) == 1 and store.lookup("second", "settings") is None
     assert [g.text for g in store.lookup("first", "settings") or []] == ["kept"]
+
+
+def test_run_json_counts_the_position_curves_answers_too(tmp_path: Path, cache: Path) -> None:
+    """A researcher's trial: after ``--position-curve``, the log and the report said "48 paid"
+    while ``run.json`` said 16 (the trials' alone): it was not updated after the curve."""
+    with OpenAIStub("ok") as stub:
+        config = _config(
+            tmp_path, cache, stub.url, topics=("Tennis", "Medicine"), trials=6, position_curve=6
+        )
+        _, said = _run(config)
+        paid = len(stub.requests)
+    # the trials, then each question's top-k in its k shifts (the unshifted one is a trial's
+    # prompt: reused from the store)
+    reused = 6 + 6 * config.k - paid
+    assert reused == 6
+    counts = {"store": str(config.answers), "reused": reused, "paid": paid}
+    assert _run_json(config)["answers"] == counts
+    assert f"answers: {paid} paid, {reused} reused (answer store {config.answers})" in said
