@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -148,7 +149,9 @@ def run_position_curve(
             "rotation": shift,
             **output["metrics"],
             "source": "position_curve",
-            "model": model_name,
+            # the name LangChain reports, as the trials' records have it (a user trial found
+            # "gpt-4o-mini" there and "openai:gpt-4o-mini" here: one model, two names)
+            "model": output["metrics"].get("model") or model_name,
         }
 
     for record in _in_order(answer, jobs, concurrency):
@@ -157,7 +160,10 @@ def run_position_curve(
         if len(records) % (5 * k) == 0 or len(records) == len(jobs):
             seconds = time.perf_counter() - started
             log(f"position curve: {len(records)}/{len(jobs)} answers in {seconds:.0f} s")
-    curve = _fit_halves(records, k=k, seed=seed, model_name=model_name)
+    reported = Counter(record["model"] for record in records).most_common(1)
+    curve = _fit_halves(
+        records, k=k, seed=seed, model_name=reported[0][0] if reported else model_name
+    )
     save_fitted_curve(curve.fitted, out / FITTED_FILE)
     save_fitted_curve(curve.fitted_groups, out / FITTED_GROUPS_FILE)
     _write_table(out / TABLE_FILE, curve, k)

@@ -99,6 +99,14 @@ def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any
             local.cache = answer_store(settings)
         return local, None
     if choice == "auto":
+        if not os.environ.get("OPENAI_API_KEY") and settings.base_url is not None:
+            # a server was named to answer: running retrieval only would ignore it (a user
+            # trial's run went on for six minutes without a model, and said so at the end)
+            raise ValueError(
+                f"--base-url {settings.base_url} names a server, but --llm auto asks a model "
+                "only when OPENAI_API_KEY is set, and it is not: set it (any value for a "
+                "server that takes none), or drop --base-url to run retrieval only"
+            )
         if not os.environ.get("OPENAI_API_KEY"):
             return None, (
                 "no chat model: OPENAI_API_KEY is not set. Set it (and --base-url for any "

@@ -134,7 +134,10 @@ def test_the_phase_writes_its_files_and_a_curve_the_core_reads(measured):
     assert model.weights(K).tolist() == list(curve.fitted.weights)
     table = (out / "position_curve.md").read_text()
     assert "Wilson 95%" in table and "held-out" in table
-    assert "fake-curve" in table
+    # the model as LangChain reports it, as the trials' records name it (the study's own
+    # name for its generator, ``model_name``, only when none is reported)
+    assert {r["model"] for r in records} == {"FakeCurveChatModel"}
+    assert "FakeCurveChatModel" in table
 
 
 def test_the_study_refuses_a_one_topic_curve_before_its_trials(tmp_path, capsys):
@@ -169,7 +172,11 @@ def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     assert main([*common, "--rankers", "standard", "--position-curve", "6", "--out", str(out)]) == 0
     curve = load_fitted_curve(out / "exposure_fitted.json")
     assert curve.weights == pytest.approx((0.2,) * K)  # the fake cites every entry it is shown
-    assert "fake" in (out / "position_curve.md").read_text()
+    # one model, one name: the trials' records', as LangChain reports it, in the curve's table
+    lines = (out / "records.jsonl").read_text().splitlines()
+    trial_models = {json.loads(line)["model"] for line in lines}
+    (name,) = trial_models
+    assert "Fake" in name and name in (out / "position_curve.md").read_text()
     assert (out / "figures" / "position_curve.png").stat().st_size > 0
     # the report shows the curve and names the phase's files (a trial found no word of them)
     report = (out / "report.md").read_text()

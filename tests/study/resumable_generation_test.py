@@ -452,6 +452,13 @@ def test_openai_without_a_key_is_a_clear_error(
         # (--no-answer-cache)" although --answers was given
         assert "answer store" not in said.out + error
     assert not (tmp_path / "cache" / ANSWERS_FILE).exists()
+    # --llm auto (the default) with --base-url and no key: a server was named to answer; the
+    # run went on retrieval-only for minutes and said so at its end (a researcher's trial)
+    auto = [a for a in args if a not in ("--llm", "openai:gpt-4o-mini")]
+    assert main([*auto, "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    error = capsys.readouterr().err
+    assert "--base-url http://127.0.0.1:9/v1 names a server, but --llm auto" in error
+    assert "OPENAI_API_KEY" in error
 
 
 def test_bad_answer_store_flags_exit_2_before_any_work(
@@ -576,3 +583,12 @@ def test_run_json_counts_the_position_curves_answers_too(tmp_path: Path, cache: 
     counts = {"store": str(config.answers), "reused": reused, "paid": paid}
     assert _run_json(config)["answers"] == counts
     assert f"answers: {paid} paid, {reused} reused (answer store {config.answers})" in said
+    # one model, one name in both files and the fitted curve (the curve wrote
+    # "openai:gpt-4o-mini" where the records, as LangChain reports it, say "gpt-4o-mini")
+    names = {
+        json.loads(line)["model"]
+        for name in ("records.jsonl", "position_curve.jsonl")
+        for line in (config.out / name).read_text().splitlines()
+    }
+    fitted = json.loads((config.out / "exposure_fitted.json").read_text())
+    assert names == {"gpt-4o-mini"} and "gpt-4o-mini" in json.dumps(fitted)
