@@ -907,8 +907,10 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
     fields NULL, ``__refused`` naming the reason), and a file whose column types nest deeper
     than :data:`MAX_DEPTH` raises ``ValueError`` before a row is read."""
     members = sorted(p for p in path.rglob("*.parquet") if p.is_file()) if path.is_dir() else [path]
-    for member in members:  # DuckDB's hive reading fails the whole read on one such folder
-        part = next((p for p in member.parent.parts if p.count("=") > 1), None)
+    for member in members if path.is_dir() else ():  # DuckDB's hive reading of a folder's
+        # files fails the whole read on one such folder under it (above it, or for one file
+        # given, DuckDB reads it)
+        part = next((p for p in member.relative_to(path).parent.parts if p.count("=") > 1), None)
         if part is not None:
             raise ValueError(
                 f"log {str(path)!r}: the hive folder {part!r} holds '=' in its value; a "
@@ -946,11 +948,10 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, path: Path, fields: Sequence[s
             segments[-1][1].append(member)
         else:
             segments.append((reader, [member]))
-    single = f"read_parquet({sql_literal(str(path))})"
     return " UNION ALL ".join(
         _refused_row(reader, fields)
         if isinstance(reader, str)
-        else _rows_of(con, path, _hive_source(con, files) if path.is_dir() else single, fields)
+        else _rows_of(con, path, _hive_source(con, files), fields)  # a file's own hive folders too
         for reader, files in segments
     )
 

@@ -382,17 +382,19 @@ _PRONOUNS = frozenset("he she they it this that who".split())
 _Index = tuple[list[frozenset[str]], dict[str, list[int]], dict[str, list[int]]]
 """Each document's words, and the documents of each word and of each title key."""
 _MAX_SHARED_CONTEXTS = 64
-_SHARED: dict[tuple[tuple[str, str | None, str, int | None], ...], dict[str, Any]] = {}
+_SHARED: dict[tuple[tuple[str, str | None, str, int | None, Hashable], ...], dict[str, Any]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
     """The name and title decisions made against one context, kept across answers: they are
-    pure functions of the documents' titles, people, texts and numbers (never of their groups
-    nor of the answer), so the answers of several models to one context share them. At most
+    pure functions of the documents' titles, people, texts, numbers and groups (which entries
+    are one document, so which numbers are shared: a review found a shared number read as the
+    first context seen had it) and never of the answer, so the answers of several models to one
+    context share them. At most
     :data:`_MAX_SHARED_CONTEXTS` contexts are kept (the oldest dropped), each table bounded
     by :data:`_MAX_RUN_CACHE` entries."""
-    key = tuple((doc.title, doc.person, doc.text, doc.number) for doc in documents)
+    key = tuple((doc.title, doc.person, doc.text, doc.number, doc.group) for doc in documents)
     with _SHARED_LOCK:  # handlers attribute from several threads (batch, --concurrency)
         state = _SHARED.pop(key, None)
         if state is None:

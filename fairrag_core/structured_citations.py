@@ -41,6 +41,7 @@ __all__ = [
     "StructuredAnswer",
     "StructuredCitation",
     "check_source_id_base",
+    "citation_list",
     "read_content_blocks",
     "read_json_answer",
     "read_span_citations",
@@ -139,7 +140,30 @@ CITATION_FIELDS = ("citations", "sources", "source_ids")
 """The fields a structured answer's citations list is read from, the first one that holds a
 list: LangChain's how-to names it ``citations``; schemas written for RAG name it ``sources``
 or ``source_ids`` as often (a user trial found ``Answer(answer: str, sources: list[int])``
-recorded with its sources silently ignored)."""
+recorded with its sources silently ignored). ``sources`` and ``source_ids`` are read only
+beside an ``answer`` or ``response`` text and when every entry is a citation (a source id, a
+title, an object citing by one): a tool call ``fetch(source_ids=[1, 3])`` is no answer, and
+LlamaIndex's ``AgentChatResponse.sources`` (tool outputs) or a ``{"response", "sources":
+nodes}`` result cites nothing (:func:`citation_list`)."""
+
+
+def citation_list(fields: Mapping[str, Any]) -> Sequence[Any] | None:
+    """The citations list of a structured answer's ``fields`` (:data:`CITATION_FIELDS`), else
+    None."""
+    found = fields.get("citations")
+    if isinstance(found, Sequence) and not isinstance(found, (str, bytes)):
+        return found
+    texts = isinstance(fields.get("answer"), str) or isinstance(fields.get("response"), str)
+    for name in CITATION_FIELDS[1:]:
+        found = fields.get(name)
+        if (
+            texts
+            and isinstance(found, Sequence)
+            and not isinstance(found, (str, bytes))
+            and all(_citation(item, 0) is not None for item in found[:_MAX_CITATIONS])
+        ):
+            return found
+    return None
 
 
 def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnswer | None:
@@ -159,14 +183,9 @@ def read_structured_answer(value: Any, *, source_id_base: int) -> StructuredAnsw
     fields = _as_mapping(value)
     if fields is None:
         return None
-    items = next(
-        (
-            fields[name]
-            for name in CITATION_FIELDS
-            if isinstance(fields.get(name), Sequence) and not isinstance(fields[name], str | bytes)
-        ),
-        fields.get("citations"),
-    )
+    items = citation_list(fields)
+    if items is None:
+        items = fields.get("citations")
     answer = fields.get("answer")
     if items is None and isinstance(answer, str):  # ``Answer(answer: str)``: its text
         return StructuredAnswer(answer, (), "fields")

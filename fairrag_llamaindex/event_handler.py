@@ -77,6 +77,7 @@ from fairrag_core.kit import (
 from fairrag_core.kit.component import known_arguments
 from fairrag_core.structured_citations import (
     CITATION_FIELDS,
+    citation_list,
     read_structured_answer,
     written_answer,
 )
@@ -281,14 +282,12 @@ def _field(value: Any, name: str) -> Any:
 
 
 def _cites(value: Any) -> Sequence[Any] | None:
-    """A structured answer's citations list: its first field of
-    :data:`~fairrag_core.structured_citations.CITATION_FIELDS` (``citations``, ``sources``,
-    ``source_ids``) that holds a list, else None."""
-    for name in CITATION_FIELDS:
-        found = _field(value, name)
-        if isinstance(found, Sequence) and not isinstance(found, (str, bytes)):
-            return found
-    return None
+    """A structured answer's citations list
+    (:func:`~fairrag_core.structured_citations.citation_list`: ``citations``, else a
+    ``sources`` or ``source_ids`` list of citations beside an answer text; an
+    ``AgentChatResponse``'s ``sources``, tool outputs, are none), else None."""
+    names = (*CITATION_FIELDS, "answer", "response")
+    return citation_list({name: _field(value, name) for name in names})
 
 
 CLOSED_EARLY = "GeneratorExit: the stream was closed before its end"

@@ -24,7 +24,7 @@ from .index import (
 )
 from .outputs import DISK_FULL, OutputFolder, study_files
 from .phases.data import load_corpus
-from .phases.generation import Generation, open_generation
+from .phases.generation import Generation, check_named_server, open_generation
 from .phases.index import embed_corpus
 from .phases.many import measure_many, trial_pools
 from .phases.report import write_report
@@ -67,6 +67,7 @@ def run_study(config: StudyConfig, log: Callable[[str], None] = print) -> StudyR
         server = connect_chroma_server(
             index.chroma_host, index.chroma_port, timeout=settings.chroma_timeout
         )
+    check_named_server(settings.generation)  # before --out is claimed: nothing deleted first
     out = Path(settings.out)
     files = (*output_files(config.dataset), *POSITION_CURVE_FILES)
     folder = OutputFolder(out, log, study_files(files))

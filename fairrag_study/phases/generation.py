@@ -48,6 +48,19 @@ class Generation:
             self.store.close()
 
 
+def check_named_server(settings: GenerationSettings) -> None:
+    """``--base-url`` with ``--llm auto`` and no ``OPENAI_API_KEY`` is an error: a server was
+    named to answer, and running retrieval only would ignore it (a user trial's run went on
+    for six minutes without a model, and said so at its end). Checked before ``--out`` is
+    claimed (a review found the previous study's outputs deleted first)."""
+    if settings.llm == "auto" and settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+        raise ValueError(
+            f"--base-url {settings.base_url} names a server, but --llm auto asks a model only "
+            "when OPENAI_API_KEY is set, and it is not: set it (any value for a server that "
+            "takes none), or drop --base-url to run retrieval only"
+        )
+
+
 def open_generation(settings: GenerationSettings) -> Generation:
     """The generation phase's entry (the generation runs inside the trials): the chat model
     with its answer store (:func:`chat_model`), named, its cost known."""
@@ -99,14 +112,7 @@ def chat_model(settings: GenerationSettings, answers: bool = False) -> tuple[Any
             local.cache = answer_store(settings)
         return local, None
     if choice == "auto":
-        if not os.environ.get("OPENAI_API_KEY") and settings.base_url is not None:
-            # a server was named to answer: running retrieval only would ignore it (a user
-            # trial's run went on for six minutes without a model, and said so at the end)
-            raise ValueError(
-                f"--base-url {settings.base_url} names a server, but --llm auto asks a model "
-                "only when OPENAI_API_KEY is set, and it is not: set it (any value for a "
-                "server that takes none), or drop --base-url to run retrieval only"
-            )
+        check_named_server(settings)
         if not os.environ.get("OPENAI_API_KEY"):
             return None, (
                 "no chat model: OPENAI_API_KEY is not set. Set it (and --base-url for any "

@@ -231,6 +231,10 @@ def test_a_hive_key_the_records_hold_never_replaces_their_own_value(tmp_path: Pa
         assert_same_table(getattr(found, name), getattr(expected, name), name)
     by_tenant = audit([tmp_path / "ranker=standard"], **options, by=("tenant",))
     assert set(by_tenant.metrics["tenant"]) == {"acme"}
+    # the file given by its own path (a review: DuckDB read its folders' keys there too)
+    one = audit([nested / "log.parquet"], **options)
+    for name in ("rankers", "metrics"):
+        assert_same_table(getattr(one, name), getattr(expected, name), name)
 
 
 def test_a_hive_folder_with_an_equals_sign_in_its_value_is_named(tmp_path: Path, capsys) -> None:
@@ -246,3 +250,10 @@ def test_a_hive_folder_with_an_equals_sign_in_its_value_is_named(tmp_path: Path,
     (tmp_path / "logs" / "tenant=a=b").rename(tmp_path / "logs" / "tenant=a%3Db")
     result = audit([tmp_path / "logs"], protected="female", by=("tenant",))
     assert set(result.metrics["tenant"]) == {"acme", "a=b"}
+    # above the folder given, or a file given by its path, DuckDB reads it: no error (a
+    # review found both refused by the first version of this check)
+    above = tmp_path / "exp=lr=0.1" / "logs"
+    above.mkdir(parents=True)
+    to_parquet(log, above / "part.parquet")
+    for given in (above, above / "part.parquet"):
+        assert len(audit([given], protected="female").rankers) > 0

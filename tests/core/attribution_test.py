@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fairrag_core import FairnessAuditor
+from fairrag_core import FairnessAuditor, attribution
 from fairrag_core.attribution import STYLES, attribute_answer
 from fairrag_core.citations import ContextDocument, document_aliases, names_person
 from fairrag_core.metrics import (
@@ -1337,3 +1337,19 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets
     assert [a.title for a in bullet.attributions] == ["Ada Lovelace"] and not bullet.unresolved
+
+
+def test_a_shared_number_reads_the_same_whichever_context_was_seen_first():
+    """A review: the decisions kept across answers were keyed without the groups, while which
+    entries are one document (so which numbers are shared) depends on them: ``[1]`` on two
+    Alex Morgans read as the first context seen had it."""
+    two = [ContextDocument("Alex Morgan", group=g, number=1) for g in ("female", "male")]
+    one = [ContextDocument("Alex Morgan", group="female", number=1)] * 2
+    line = "- A forward of renown [1]"
+    for first, second in ((two, one), (one, two)):
+        attribution._SHARED.clear()
+        results = {}
+        for context in (first, second):
+            (bullet,) = attribute_answer(line, context).bullets
+            results[context[1].group] = ([a.title for a in bullet.attributions], bullet.unresolved)
+        assert results == {"male": ([], ("1",)), "female": (["Alex Morgan"], ())}

@@ -115,6 +115,22 @@ def test_citations_are_read_first_and_a_sources_text_is_no_list():
     assert text is not None and text.citations == () and text.text == TEXT
 
 
+def test_a_sources_field_that_holds_no_citations_or_no_answer_is_none():
+    """A review of the change above: LlamaIndex's ``AgentChatResponse.sources`` (tool outputs)
+    and a workflow's ``{"response": text, "sources": nodes}`` became fake "unreadable
+    citation" bullets (groundedness 1.0 -> 0.5), and a tool call ``fetch(source_ids=[1, 3])``
+    an answer. ``sources`` and ``source_ids`` count only beside an answer text, every entry a
+    citation (``citations`` is read as before: an unreadable entry counts)."""
+    nodes = [{"node": {"text": "Ada Lovelace was..."}, "score": 0.9}]
+    as_text = read_structured_answer({"response": TEXT, "sources": nodes}, source_id_base=0)
+    assert as_text is None or as_text.citations == ()
+    assert read_structured_answer({"source_ids": [1, 3]}, source_id_base=0) is None
+    tool_args = {"query": "women in medicine", "sources": ["news", "web"]}
+    assert read_structured_answer(tool_args, source_id_base=0) is None
+    unreadable = read_structured_answer({"answer": "", "citations": nodes}, source_id_base=0)
+    assert unreadable is not None and len(unreadable.citations) == 1
+
+
 def test_source_ids_are_read_from_the_stated_base_never_guessed():
     # LangChain's how-to numbers sources from 0: [0, 2] are the 1st and 3rd documents shown.
     from_zero = generation(rendered({"answer": "", "citations": [0, 2]}, base=0))

@@ -311,3 +311,38 @@ async def test_a_workflow_returning_a_pydantic_response_keeps_its_answer():
         await EngineInside(postprocessor, timeout=30).run(query=QUESTION)
     (record,) = recorder.records
     assert record["answer"] and record["groundedness"] == 1.0
+
+
+class ChatFlow(Workflow):
+    """A workflow returning a chat engine's reply (``AgentChatResponse``: its ``sources`` are
+    LlamaIndex tool outputs, not citations)."""
+
+    @step
+    async def answer(self, ev: StartEvent) -> StopEvent:
+        from llama_index.core.chat_engine import ContextChatEngine
+
+        from fairrag_llamaindex.fakes import CitingMockLLM
+
+        chat = ContextChatEngine.from_defaults(
+            retriever=PoolRetriever(make_pool(50)),
+            llm=CitingMockLLM(),
+            node_postprocessors=[ev.fair],
+        )
+        return StopEvent(result=await chat.achat(ev.query))
+
+
+async def test_a_chat_engines_sources_are_no_citations():
+    """A review: once ``sources`` was read as a citations list, a chat engine's reply (its
+    ``sources``: tool outputs) was recorded as a structured answer with one "unreadable
+    citation" bullet per source (groundedness 1.0 -> 0.83). Its text is the answer."""
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0
+    )
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        out = await ChatFlow().run(query="influential people in medicine", fair=fair)
+    assert len(out.sources) >= 1
+    (record,) = recorder.records
+    assert record["framework"]["answer_format"] == "text"
+    assert "unreadable citation" not in record["answer"]
+    assert record["groundedness"] == 1.0 and record["n_valid_citations"] == 5

@@ -454,11 +454,16 @@ def test_openai_without_a_key_is_a_clear_error(
     assert not (tmp_path / "cache" / ANSWERS_FILE).exists()
     # --llm auto (the default) with --base-url and no key: a server was named to answer; the
     # run went on retrieval-only for minutes and said so at its end (a researcher's trial)
+    # before --out is claimed: a previous study's outputs there stay (a review found them
+    # deleted first)
     auto = [a for a in args if a not in ("--llm", "openai:gpt-4o-mini")]
+    (tmp_path / "out").mkdir(exist_ok=True)
+    (tmp_path / "out" / "records.jsonl").write_text("{}\n")
     assert main([*auto, "--base-url", "http://127.0.0.1:9/v1"]) == 2
     error = capsys.readouterr().err
     assert "--base-url http://127.0.0.1:9/v1 names a server, but --llm auto" in error
     assert "OPENAI_API_KEY" in error
+    assert (tmp_path / "out" / "records.jsonl").read_text() == "{}\n"
 
 
 def test_bad_answer_store_flags_exit_2_before_any_work(
