@@ -50,16 +50,34 @@ class FakeReActLLM(ReplyingMockLLM):
         return "Thought: I can answer without using any more tools.\nAnswer: " + "\n".join(bullets)
 
 
-@pytest.mark.parametrize("kind", ["QueryEngineTool", "RetrieverTool"])
-async def test_an_agent_that_searches_twice_is_recorded_against_both_searches(kind):
+def _fair_and_two_pools() -> tuple[FairRerankPostprocessor, PoolRetriever]:
+    """The fair postprocessor (top 3) and a retriever with one pool per entry of ``QUERIES``
+    (a RetrieverTool searches for "input is <query>": each search's pool by its query)."""
     fair = FairRerankPostprocessor(
         group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
     )
     pools = {q: make_pool(30, prefix=f"s{i}") for i, q in enumerate(QUERIES)}
-    # a RetrieverTool searches for "input is <query>": each search's pool by its query
     retriever = PoolRetriever(
         make_pool(30), pool_for=lambda q: pools[next(k for k in QUERIES if k in q)]
     )
+    return fair, retriever
+
+
+async def _asked(
+    tool: Any, llm: Any, fair: FairRerankPostprocessor
+) -> tuple[Any, FairnessEventHandler]:
+    """A real ``ReActAgent`` with ``tool`` and ``llm`` (a test double) asked once, recorded by
+    a handler following ``fair``: its output and the handler."""
+    agent = ReActAgent(tools=[tool], llm=llm, streaming=False)
+    recorder = FairnessEventHandler.from_postprocessor(fair)
+    with recorder:
+        output = await agent.run(user_msg="Who are role models in medicine?")
+    return output, recorder
+
+
+@pytest.mark.parametrize("kind", ["QueryEngineTool", "RetrieverTool"])
+async def test_an_agent_that_searches_twice_is_recorded_against_both_searches(kind):
+    fair, retriever = _fair_and_two_pools()
     if kind == "QueryEngineTool":
         engine = RetrieverQueryEngine.from_args(
             retriever, llm=CitingMockLLM(), node_postprocessors=[fair]
@@ -69,10 +87,7 @@ async def test_an_agent_that_searches_twice_is_recorded_against_both_searches(ki
         tool = RetrieverTool.from_defaults(
             retriever, name="people", description="People.", node_postprocessors=[fair]
         )
-    agent = ReActAgent(tools=[tool], llm=FakeReActLLM(), streaming=False)
-    recorder = FairnessEventHandler.from_postprocessor(fair)
-    with recorder:
-        output = await agent.run(user_msg="Who are role models in medicine?")
+    output, recorder = await _asked(tool, FakeReActLLM(), fair)
     searched = [
         [n.node.metadata["title"] for n in getattr(raw, "source_nodes", raw)]
         for raw in (call.tool_output.raw_output for call in output.tool_calls)
@@ -116,20 +131,11 @@ async def test_an_agents_entry_numbers_cite_the_search_whose_entry_the_line_name
     naming neither cites no one (a reader cannot tell which search it means). Before, ``[1]``
     was read as the first search's first document: the second search's three lines counted
     mis-citations and the nameless line was credited to a document it may not mean."""
-    fair = FairRerankPostprocessor(
-        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
-    )
-    pools = {q: make_pool(30, prefix=f"s{i}") for i, q in enumerate(QUERIES)}
-    retriever = PoolRetriever(
-        make_pool(30), pool_for=lambda q: pools[next(k for k in QUERIES if k in q)]
-    )
+    fair, retriever = _fair_and_two_pools()
     tool = RetrieverTool.from_defaults(
         retriever, name="people", description="People.", node_postprocessors=[fair]
     )
-    agent = ReActAgent(tools=[tool], llm=FakeNumberCitingReActLLM(), streaming=False)
-    recorder = FairnessEventHandler.from_postprocessor(fair)
-    with recorder:
-        output = await agent.run(user_msg="Who are role models in medicine?")
+    output, recorder = await _asked(tool, FakeNumberCitingReActLLM(), fair)
     answer = str(output.response.content)
     assert answer.count("[1]") == 3  # the first entry of each search, and the nameless line
     (record,) = recorder.records

@@ -67,19 +67,26 @@ def cited_by_hand(record: dict) -> None:
     assert record["generation_parity"] == female / 2
 
 
-def test_a_query_engine_with_output_cls_records_its_structured_answer():
+def _queried(llm: Any, output_cls: type[BaseModel]) -> tuple[Any, dict]:
+    """A query engine over a pool of 50 with the fair postprocessor and ``output_cls``, asked
+    ``QUESTION`` once: its response and its one record."""
     engine = RetrieverQueryEngine.from_args(
         PoolRetriever(make_pool(50)),
-        llm=JsonCitingMockLLM(),
+        llm=llm,
         node_postprocessors=[fair()],
-        output_cls=CitedAnswer,
+        output_cls=output_cls,
     )
     recorder = FairnessEventHandler(group_key="gender", protected="female")
     with recorder, query_seed(3):
         response = engine.query(QUESTION)
+    (record,) = recorder.records
+    return response, record
+
+
+def test_a_query_engine_with_output_cls_records_its_structured_answer():
+    response, record = _queried(JsonCitingMockLLM(), CitedAnswer)
     assert isinstance(response, PydanticResponse)
     assert "response_gen" not in vars(response)  # the user's response is left as it came
-    (record,) = recorder.records
     assert record["answer"].startswith("These people.\n- ")
     assert record["framework"]["answer_format"] == "structured_response"
     assert "answer_status" not in record["framework"]
@@ -160,16 +167,7 @@ class SourceIdsMockLLM(ReplyingMockLLM):
 def test_an_output_cls_naming_its_citations_sources_records_them():
     """A user trial: ``output_cls`` with ``sources: list[int]`` (not ``citations``) was
     recorded as its text alone, its two sources silently ignored."""
-    engine = RetrieverQueryEngine.from_args(
-        PoolRetriever(make_pool(50)),
-        llm=SourceIdsMockLLM(),
-        node_postprocessors=[fair()],
-        output_cls=SourcedAnswer,
-    )
-    recorder = FairnessEventHandler(group_key="gender", protected="female")
-    with recorder, query_seed(3):
-        engine.query(QUESTION)
-    (record,) = recorder.records
+    _, record = _queried(SourceIdsMockLLM(), SourcedAnswer)
     assert record["answer"].startswith("These people.\n- ")
     cited_by_hand(record)
 
