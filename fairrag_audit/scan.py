@@ -972,6 +972,8 @@ def _hive_source(con: duckdb.DuckDBPyConnection, members: Sequence[Path]) -> str
     (``COPY ... PARTITION_BY``'s layout) is the field, as DuckDB reads it."""
     # DuckDB reads a key=value folder anywhere in the path, the folder given and above too
     keys = tuple(part.split("=", 1)[0] for part in members[0].parent.parts if "=" in part)
+    if not keys:
+        return _hive(*members, union=True)
     files = "[" + ", ".join(sql_literal(str(member)) for member in members) + "]"
     plain = f"read_parquet({files}, hive_partitioning = false, union_by_name = true)"
     columns = {name for name, _ in _typing(con, plain)}
