@@ -1291,8 +1291,8 @@ def _resolve_shared_numbers(
     named = {ctx.first_of[p] for p, _ in presented}
     for number in ctx.shared:
         chosen = [p for p in ctx.carriers[number] if ctx.first_of[p] in named]
-        if len({ctx.first_of[p] for p in chosen}) != 1:
-            continue
+        if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
+            continue  # (a number read and not cited: nothing to resolve)
         at = cited.unresolved.index(str(number))
         del cited.unresolved[at]
         cited.found.append((chosen[0], cited.unresolved_styles.pop(at)))
