@@ -382,7 +382,9 @@ _PRONOUNS = frozenset("he she they it this that who".split())
 _Index = tuple[list[frozenset[str]], dict[str, list[int]], dict[str, list[int]]]
 """Each document's words, and the documents of each word and of each title key."""
 _MAX_SHARED_CONTEXTS = 64
-_SHARED: dict[tuple[tuple[str, str | None, str, int | None, Hashable], ...], dict[str, Any]] = {}
+_SHARED: dict[
+    tuple[tuple[str, str | None, str, int | None, tuple[int, ...], Hashable], ...], dict[str, Any]
+] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -394,7 +396,10 @@ def _shared_state(documents: Sequence[ContextDocument]) -> dict[str, Any]:
     context share them. At most
     :data:`_MAX_SHARED_CONTEXTS` contexts are kept (the oldest dropped), each table bounded
     by :data:`_MAX_RUN_CACHE` entries."""
-    key = tuple((doc.title, doc.person, doc.text, doc.number, doc.group) for doc in documents)
+    key = tuple(
+        (doc.title, doc.person, doc.text, doc.number, doc.also_numbered, doc.group)
+        for doc in documents
+    )
     with _SHARED_LOCK:  # handlers attribute from several threads (batch, --concurrency)
         state = _SHARED.pop(key, None)
         if state is None:
@@ -434,9 +439,10 @@ class _Context:
             self.by_title.setdefault(title, position)
             key = (title, doc.group, doc.person)
             self.first_of.append(documents_seen.setdefault(key, position))
-            number = position + 1 if doc.number is None else doc.number
-            self.by_number.setdefault(number, position)
-            carriers.setdefault(number, []).append(position)
+            own = position + 1 if doc.number is None else doc.number
+            for number in (own, *doc.also_numbered):
+                self.by_number.setdefault(number, position)
+                carriers.setdefault(number, []).append(position)
         self.repeats = len(documents_seen) < len(documents)
         """Whether two entries are one document (else :attr:`first_of` is the identity)."""
         self.carriers = {

@@ -245,6 +245,10 @@ class ContextDocument:
     number: int | None = None
     """The entry number the LLM saw it under (``[n]`` in the context); ``None``: its 1-based
     position in the context."""
+    also_numbered: tuple[int, ...] = ()
+    """Other entry numbers the LLM saw it under: an agent's second search that showed it again,
+    numbering its own results from ``[1]`` (docs/SPEC.md, "Attribution": a number several
+    shown documents carry)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.title, str) or not self.title.strip():
@@ -270,6 +274,24 @@ class ContextDocument:
             isinstance(self.number, bool) or not isinstance(self.number, int) or self.number < 1
         ):
             raise ValueError(f"number must be an int >= 1 or None, got {self.number!r}")
+        if isinstance(self.also_numbered, (str, bytes)) or not isinstance(
+            self.also_numbered, Iterable
+        ):
+            raise TypeError(
+                "also_numbered must be a sequence of ints >= 1, "
+                f"got {type(self.also_numbered).__name__}"
+            )
+        numbers = []
+        for value in self.also_numbered:
+            if not isinstance(value, (bool, int)):
+                try:  # a numpy int is the int it holds
+                    value = operator.index(value)
+                except TypeError:
+                    pass
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"also_numbered must hold ints >= 1, got {value!r}")
+            numbers.append(value)
+        object.__setattr__(self, "also_numbered", tuple(numbers))
 
 
 @dataclass(frozen=True)

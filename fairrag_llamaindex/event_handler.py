@@ -358,21 +358,20 @@ def _workflow_stream(result: Any) -> Any:
 def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
     """The nodes an agent's tool calls showed it (an ``AgentOutput``'s ``tool_calls``, each
     tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search; a
-    ``RetrieverTool``'s nodes), in call order,
-    a node shown again kept at its first place; None when it made no such call."""
+    ``RetrieverTool``'s nodes), in call order, a node two calls showed once per call (the
+    record keeps it once, with both labels: :func:`_shown_once`); None when it made no such
+    call."""
     calls = _field(payload, "tool_calls")
     if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
         return None
-    shown: dict[str, NodeWithScore] = {}
+    shown: list[NodeWithScore] = []
     for call in calls:
         raw = getattr(getattr(call, "tool_output", None), "raw_output", None)
         nodes = getattr(raw, "source_nodes", None)
         if nodes is None and isinstance(raw, Sequence) and not isinstance(raw, str):
             nodes = raw  # a RetrieverTool's: the nodes themselves
-        for node in nodes or []:
-            if isinstance(node, NodeWithScore):
-                shown.setdefault(node.node.node_id, node)
-    return list(shown.values()) or None
+        shown += [node for node in nodes or [] if isinstance(node, NodeWithScore)]
+    return shown or None
 
 
 def _structured(value: Any) -> bool:
@@ -625,18 +624,47 @@ def _shown_documents(
     group_key: str,
     title_key: str,
     labels: Sequence[int | None] | None = None,
+    also_numbered: Sequence[tuple[int, ...]] | None = None,
 ) -> list[ShownDocument]:
-    """The shown nodes as the record needs them: id, title, group, text and the entry number
-    each was labelled with (``labels``, :func:`_entry_labels`; None: numbered as shown)."""
+    """The shown nodes as the record needs them: id, title, group, text, the entry number
+    each was labelled with (``labels``, :func:`_entry_labels`; None: numbered as shown) and
+    the labels later searches showed it under (``also_numbered``, :func:`_shown_once`)."""
     groups = group_labels([n.node.metadata for n in nodes], group_key, require_present=False)
     if labels is None:
         labels = [None] * len(nodes)
+    if also_numbered is None:
+        also_numbered = [()] * len(nodes)
     documents = []
-    for node, group, label in zip(nodes, groups, labels, strict=True):
+    for node, group, label, also in zip(nodes, groups, labels, also_numbered, strict=True):
         text = node.node.get_content(metadata_mode=MetadataMode.NONE)
         title = _title(node, title_key)
-        documents.append(ShownDocument(node.node.node_id, title, group, text, label))
+        documents.append(ShownDocument(node.node.node_id, title, group, text, label, also))
     return documents
+
+
+def _shown_once(
+    nodes: Sequence[NodeWithScore],
+) -> tuple[list[NodeWithScore], list[tuple[int, ...]]]:
+    """``nodes`` with a node shown again (same id and text: an agent's second search that
+    found it too) kept at its first place, and for each node kept the other entry labels its
+    copies were shown under (each search numbers its nodes from ``[1]`` in its context header,
+    :func:`_label`): the answer may cite it by any of them (docs/SPEC.md "Records" →
+    LlamaIndex Workflows). Chunks of one node (same id, other text) are all kept."""
+    first: dict[tuple[str, str], int] = {}
+    kept: list[NodeWithScore] = []
+    also: list[list[int]] = []
+    for node in nodes:
+        key = (node.node.node_id, _node_text(node))
+        at = first.get(key)
+        if at is None:
+            first[key] = len(kept)
+            kept.append(node)
+            also.append([])
+            continue
+        label = _label(node)
+        if label is not None and label != _label(kept[at]) and label not in also[at]:
+            also[at].append(label)
+    return kept, [tuple(labels) for labels in also]
 
 
 _LABEL = re.compile(r"\[([1-9][0-9]{0,5})\]")
@@ -651,14 +679,17 @@ def _entry_labels(nodes: Sequence[NodeWithScore]) -> list[int | None] | None:
     place. A later step that reorders the nodes (LongContextReorder) or drops some leaves each
     label on its document, and the answer's ``[n]`` cites the document labelled ``n``
     (docs/SPEC.md, "Attribution": entry numbers as the LLM saw them)."""
-    labels: list[int | None] = []
-    for node in nodes:
-        header = node.node.metadata.get(CONTEXT_HEADER_KEY)
-        found = _LABEL.match(header) if isinstance(header, str) else None
-        labels.append(int(found.group(1)) if found else None)
+    labels = [_label(node) for node in nodes]
     if all(label in (None, place) for place, label in enumerate(labels, start=1)):
         return None
     return labels
+
+
+def _label(node: NodeWithScore) -> int | None:
+    """The ``[n]`` a node's context header opens with (None: no header, or none there)."""
+    header = node.node.metadata.get(CONTEXT_HEADER_KEY)
+    found = _LABEL.match(header) if isinstance(header, str) else None
+    return int(found.group(1)) if found else None
 
 
 def _by_label(titles: Sequence[str | None], labels: Sequence[int | None]) -> list[str | None]:
@@ -1441,6 +1472,8 @@ class FairnessEventHandler(BaseEventHandler):
         sub_answers = _sub_question_nodes(run, shown)
         if sub_answers:
             shown = [n for n in shown if not any(n is a for a in sub_answers)]
+        given = shown  # as shown: a node two searches showed, once per search
+        shown, also_numbered = _shown_once(shown)
         shown, chunk_documents = _source_documents(shown, run.reranks)
         # a structured answer (an object, JSON text) written as the text the rules read; its
         # source ids number the entries the LLM was shown, chunks when a step split documents
@@ -1462,7 +1495,13 @@ class FairnessEventHandler(BaseEventHandler):
                 self.postprocessor.group_key if self.postprocessor is not None else self.group_key
             )
             metadatas = [n.node.metadata for n in shown]
-            documents = _shown_documents(shown, group_key, self.title_key, labels)
+            documents = _shown_documents(
+                shown,
+                group_key,
+                self.title_key,
+                labels,
+                None if chunk_documents is not None else also_numbered,
+            )
             # Nothing is known to have been shown when a failed run had neither source nodes
             # nor a re-ranking: its record keeps no metrics (docs/SPEC.md, "Records").
             unknown = error is not None and sources is None and not run.reranks
@@ -1493,7 +1532,7 @@ class FairnessEventHandler(BaseEventHandler):
                                 group_key,
                                 self.title_key,
                                 follow,
-                                shown,
+                                given,
                             )
                         }
                         if sub_answers or len(run.reranks) > 1

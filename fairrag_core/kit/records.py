@@ -117,6 +117,9 @@ class ShownDocument:
     """The entry number the LLM saw before it (``[n]``) when the framework's own text labels
     it (LlamaIndex's nodes carry their fair rank, kept when a later step reorders or drops
     nodes); None: its 1-based place in the list shown."""
+    also_numbered: tuple[int, ...] = ()
+    """Other entry numbers the LLM saw it under: a later search of an agent that showed it again
+    under its own label (:attr:`fairrag_core.citations.ContextDocument.also_numbered`)."""
 
 
 def utc_timestamp() -> str:
@@ -200,6 +203,7 @@ def run_record(
                 group=document.group,
                 text=document.text,
                 number=n if document.number is None else document.number,
+                also_numbered=document.also_numbered,
             )
             for n, document in enumerate(shown, start=1)
             if document.title is not None

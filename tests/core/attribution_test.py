@@ -1339,6 +1339,29 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
     assert [a.title for a in bullet.attributions] == ["Ada Lovelace"] and not bullet.unresolved
 
 
+def test_a_document_shown_under_two_numbers_is_cited_by_either():
+    """A document a second search showed again is one entry carrying both labels
+    (``also_numbered``): its second label cites it, and is shared with the second search's
+    entry of that number, so a line naming neither cites no one by it. Before (one label
+    kept), ``- Ada Lovelace [3]`` counted a mis-citation of Barbara Liskov."""
+    context = [
+        ContextDocument("Alan Turing", group="male", number=1),
+        ContextDocument("Edsger Dijkstra", group="male", number=2),
+        ContextDocument("Barbara Liskov", group="female", number=3),
+        ContextDocument("Ada Lovelace", group="female", number=4, also_numbered=(3,)),
+    ]
+    answer = attribute_answer(
+        "- Ada Lovelace [3]\n- Barbara Liskov [3]\n- Ada Lovelace [4]\n- A pioneer [3]", context
+    )
+    cited = [([a.title for a in b.attributions], b.unresolved, b.miscited) for b in answer.bullets]
+    assert cited == [
+        (["Ada Lovelace"], (), ()),
+        (["Barbara Liskov"], (), ()),
+        (["Ada Lovelace"], (), ()),
+        ([], ("3",), ()),
+    ]
+
+
 def test_a_shared_number_reads_the_same_whichever_context_was_seen_first():
     """A review: the decisions kept across answers were keyed without the groups, while which
     entries are one document (so which numbers are shared) depends on them: ``[1]`` on two

@@ -572,6 +572,11 @@ def test_a_context_that_is_no_sequence_of_documents_is_named():
     assert ContextDocument("Ada", number=np.int64(2)).number == 2  # a numpy int is an int
     with pytest.raises(ValueError, match="number must be an int >= 1"):
         ContextDocument("Ada", number=2.0)  # type: ignore[arg-type]
+    assert ContextDocument("Ada", also_numbered=[np.int64(3), 1]).also_numbered == (3, 1)
+    with pytest.raises(ValueError, match=r"also_numbered must hold ints >= 1, got 0"):
+        ContextDocument("Ada", also_numbered=(2, 0))
+    with pytest.raises(TypeError, match="also_numbered must be a sequence of ints >= 1, got int"):
+        ContextDocument("Ada", also_numbered=3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

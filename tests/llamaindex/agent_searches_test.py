@@ -14,6 +14,7 @@ import pytest
 from llama_index.core.agent.workflow import ReActAgent
 from llama_index.core.base.llms.types import LLMMetadata
 from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.schema import NodeWithScore
 from llama_index.core.tools import QueryEngineTool, RetrieverTool
 
 from fairrag_llamaindex import FairnessEventHandler, FairRerankPostprocessor
@@ -150,3 +151,47 @@ async def test_an_agents_entry_numbers_cite_the_search_whose_entry_the_line_name
     assert record["attributed_groundedness_explicit"] == pytest.approx(6 / 7)
     female = sum(g == "female" for g in record["groups"])
     assert record["attributed_generation_parity"] == pytest.approx(female / 6)
+
+
+async def test_a_node_both_searches_showed_is_cited_by_either_label():
+    """A node the second search found too is kept once, at its first place, but the model saw
+    it under each search's own ``[n]``: a line naming it cites it by either. Before, it kept its
+    first label only, so the line citing it by the second search's label counted a mis-citation
+    of the first search's entry under that number (a review's finding)."""
+    fair = FairRerankPostprocessor(
+        group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
+    )
+    first = make_pool(3, prefix="s0")
+    # the second search finds the first search's top node again, below two of its own
+    second = [*make_pool(3, prefix="s1")[:2], NodeWithScore(node=first[0].node, score=0.1)]
+    pools = dict(zip(QUERIES, (first, second), strict=True))
+    retriever = PoolRetriever(first, pool_for=lambda q: pools[next(k for k in QUERIES if k in q)])
+    tool = RetrieverTool.from_defaults(
+        retriever, name="people", description="People.", node_postprocessors=[fair]
+    )
+    output, recorder = await _asked(tool, FakeNumberCitingReActLLM(), fair)
+    shown = [
+        {n.node.metadata["title"]: n.node.metadata["context_header"][:3] for n in raw}
+        for raw in (call.tool_output.raw_output for call in output.tool_calls)
+    ]
+    again = first[0].node.metadata["title"]
+    assert again in shown[0] and again in shown[1]
+    labels = (shown[0][again], shown[1][again])
+    assert labels == ("[1]", "[3]")
+    answer = str(output.response.content)
+    assert all(f"- {again} {label}" in answer for label in labels)
+    (record,) = recorder.records
+    assert len(record["titles"]) == 5 and record["titles"].count(again) == 1
+    assert record["miscitations"] == []
+    by_line = {s["line_number"]: s["title"] for s in record["attributed_sources"]}
+    lines = answer.splitlines()
+    assert {lines[n - 1] for n, title in by_line.items() if title == again} == {
+        f"- {again} [1]",
+        f"- {again} [3]",
+    }
+    assert {s["style"] for s in record["attributed_sources"]} == {"numbered"}
+    assert set(by_line.values()) == set(record["titles"])
+    assert record["attributed_citation_precision"] == 1.0
+    # [1] and [3] are each carried by two documents: the nameless "[1]" line cites no one
+    assert len(by_line) == 6 and len(lines) not in by_line
+    assert record["attributed_groundedness"] == pytest.approx(6 / 7)
