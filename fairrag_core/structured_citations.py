@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .citations import ContextDocument
+from .citations import ContextDocument, names_person
 
 __all__ = [
     "CITATION_FIELDS",
@@ -278,19 +278,41 @@ def read_span_citations(text: str, spans: Sequence[Any]) -> StructuredAnswer | N
     return StructuredAnswer(text, tuple(citations[:_MAX_CITATIONS]), "spans")
 
 
-def _cited_title(citation: StructuredCitation, titles: Sequence[str | None]) -> str | None:
-    """The title a citation cites; None when it points to no shown document."""
+Entry = str | tuple[str, ...] | None
+"""What a source id names: a shown document's title; the titles of the several documents
+that carry that entry number (an agent's searches, each numbered from ``[1]``); None, no
+titled document."""
+
+
+def _cited_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str | None:
+    """The title a citation cites; None when it points to no shown document, or to a number
+    several shown documents carry and its person names none of them, or more than one
+    (docs/SPEC.md "Attribution": as a shared ``[n]`` in text is read)."""
     if citation.title is not None:
         return " ".join(citation.title.split())
     position = citation.position
-    if position is not None and 0 <= position < len(titles) and titles[position]:
-        return str(titles[position])
-    return None
+    if position is None or not 0 <= position < len(titles) or not titles[position]:
+        return None
+    entry = titles[position]
+    if isinstance(entry, tuple):
+        person = citation.person
+        named = [
+            t for t in entry if person and names_person(person, str(ContextDocument(t).person))
+        ]
+        return named[0] if len(named) == 1 else None
+    return str(entry)
 
 
-def _written_title(citation: StructuredCitation, titles: Sequence[str | None]) -> str:
+def _written_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str:
     title = _cited_title(citation, titles)
-    return f"{citation.given}, not among the {len(titles)} shown" if title is None else title
+    if title is not None:
+        return title
+    position = citation.position
+    if position is not None and 0 <= position < len(titles):
+        entry = titles[position]
+        if isinstance(entry, tuple):
+            return f"{citation.given}, carried by {len(entry)} shown documents"
+    return f"{citation.given}, not among the {len(titles)} shown"
 
 
 def read_text_or_object(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | None, str]:
@@ -306,7 +328,7 @@ def read_text_or_object(value: Any, *, source_id_base: int) -> tuple[StructuredA
 
 
 def written_answer(
-    value: Any, titles: Sequence[str | None], *, source_id_base: int
+    value: Any, titles: Sequence[Entry], *, source_id_base: int
 ) -> tuple[str | None, str]:
     """An answer given as text or as a structured object, as the text the citation rules read
     against the shown ``titles`` (:func:`render_answer`), and its form
@@ -318,15 +340,17 @@ def written_answer(
     return (value if isinstance(value, str) else None), form
 
 
-def render_answer(answer: StructuredAnswer, titles: Sequence[str | None]) -> str:
+def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
     """``answer`` as the text the citation rules read, against the shown list's ``titles``
-    (in the order shown; None for an untitled document).
+    (in the order shown; None for an untitled document; a tuple of titles for a number
+    several shown documents carry, which a citation cites when its person names one of them).
 
     A citation with a span is written `` (DocTitle: <title>)`` where its span ends; the others
     become bullets ``- <person> (DocTitle: <title>)`` after the prose, the person being the one
     given, else the cited document's (:class:`~fairrag_core.citations.ContextDocument`'s rule).
-    A citation of no shown document keeps its place with a title no document has (it is
-    counted, and invalid); an unreadable one is a bare bullet (counted, citing nothing).
+    A citation of no shown document, or of a shared number it does not resolve, keeps its
+    place with a title no document has (it is counted, and invalid); an unreadable one is a
+    bare bullet (counted, citing nothing).
     """
     inserts = sorted(
         ((c.end, i, c) for i, c in enumerate(answer.citations) if c.end is not None),

@@ -77,6 +77,7 @@ from fairrag_core.kit import (
 from fairrag_core.kit.component import known_arguments
 from fairrag_core.structured_citations import (
     CITATION_FIELDS,
+    Entry,
     citation_list,
     read_structured_answer,
     written_answer,
@@ -692,14 +693,27 @@ def _label(node: NodeWithScore) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _by_label(titles: Sequence[str | None], labels: Sequence[int | None]) -> list[str | None]:
+def _by_label(
+    titles: Sequence[str | None],
+    labels: Sequence[int | None] | None,
+    also_numbered: Sequence[tuple[int, ...]],
+) -> list[Entry]:
     """``titles`` indexed by entry number (``[n]`` is item ``n - 1``; None where no node has
-    that number), so a structured answer's source ids read the labels the LLM saw."""
-    numbered: list[str | None] = [None] * max((label or 0 for label in labels), default=0)
-    for title, label in zip(titles, labels, strict=True):
-        if label is not None and numbered[label - 1] is None:
-            numbered[label - 1] = title
-    return numbered
+    that number): the label each node was shown with (``labels``; None: numbered as shown) and
+    the labels later searches showed it under, so a structured answer's source ids read the
+    labels the LLM saw; a number several documents carry gives their titles, read by the
+    citation's person (:func:`fairrag_core.structured_citations.render_answer`)."""
+    numbers = [
+        (place if labels is None else labels[place - 1], *also)
+        for place, also in enumerate(also_numbered, start=1)
+    ]
+    size = max((n or 0 for own in numbers for n in own), default=0)
+    numbered: list[list[str]] = [[] for _ in range(size)]
+    for title, own in zip(titles, numbers, strict=True):
+        for number in own:
+            if number is not None and title is not None and title not in numbered[number - 1]:
+                numbered[number - 1].append(title)
+    return [None if not t else t[0] if len(t) == 1 else tuple(t) for t in numbered]
 
 
 def _title(node: NodeWithScore, title_key: str) -> str | None:
@@ -1479,11 +1493,13 @@ class FairnessEventHandler(BaseEventHandler):
         # source ids number the entries the LLM was shown, chunks when a step split documents
         titles = [_title(n, self.title_key) for n in shown]
         labels = _entry_labels(shown) if chunk_documents is None else None
+        entries: list[Entry] = list(titles)
         if chunk_documents is not None:
-            titles = [titles[number - 1] for number in chunk_documents]
-        elif labels is not None:  # the entry numbers the LLM saw, a later step's order aside
-            titles = _by_label(titles, labels)
-        answer, answer_format = written_answer(answer, titles, source_id_base=SOURCE_ID_BASE)
+            entries = [titles[number - 1] for number in chunk_documents]
+        elif labels is not None or any(also_numbered):  # the entry numbers the LLM saw, a
+            # later step's order aside, a node a later search showed again under its own
+            entries = _by_label(titles, labels, also_numbered)
+        answer, answer_format = written_answer(answer, entries, source_id_base=SOURCE_ID_BASE)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query
         try:

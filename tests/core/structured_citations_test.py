@@ -223,3 +223,30 @@ def test_at_most_1000_citations_are_read_from_one_answer():
     assert answer is not None and len(answer.citations) == 1000
     rendered = render_answer(answer, TITLES)  # one pass over the text, however many spans
     assert rendered.startswith("Ada (DocTitle: ") and rendered.count("(DocTitle: ") == 1000
+
+
+def test_a_source_id_several_documents_carry_cites_the_one_its_person_names():
+    """An entry number two shown documents carry (an agent's searches, each numbered from 1)
+    is given as a tuple of their titles: a citation naming one of them cites it; one naming
+    neither, or giving no person, cites no shown document (written so, counted invalid)."""
+    entries = [("Ada Lovelace", "Alan Turing"), "Grace Hopper (computer scientist)"]
+    answer = read_structured_answer(
+        {
+            "citations": [
+                {"source_id": 0, "person": "Alan Turing"},
+                {"source_id": 0, "name": "Ada Lovelace"},
+                {"source_id": 0},
+                {"source_id": 0, "person": "Edsger Dijkstra"},
+                {"source_id": 1},
+            ]
+        },
+        source_id_base=0,
+    )
+    assert answer is not None
+    assert render_answer(answer, entries).splitlines() == [
+        "- Alan Turing (DocTitle: Alan Turing)",
+        "- Ada Lovelace (DocTitle: Ada Lovelace)",
+        "- source id 0 (DocTitle: source id 0, carried by 2 shown documents)",
+        "- Edsger Dijkstra (DocTitle: source id 0, carried by 2 shown documents)",
+        "- Grace Hopper (DocTitle: Grace Hopper (computer scientist))",
+    ]

@@ -7,6 +7,7 @@ held the last search's list only, so half of the answer's citations counted inva
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -153,22 +154,30 @@ async def test_an_agents_entry_numbers_cite_the_search_whose_entry_the_line_name
     assert record["attributed_generation_parity"] == pytest.approx(female / 6)
 
 
-async def test_a_node_both_searches_showed_is_cited_by_either_label():
-    """A node the second search found too is kept once, at its first place, but the model saw
-    it under each search's own ``[n]``: a line naming it cites it by either. Before, it kept its
-    first label only, so the line citing it by the second search's label counted a mis-citation
-    of the first search's entry under that number (a review's finding)."""
+def _overlapping_searches() -> tuple[FairRerankPostprocessor, RetrieverTool, list[NodeWithScore]]:
+    """The fair postprocessor (top 3), a ``RetrieverTool`` whose two searches (one per entry of
+    ``QUERIES``) show three nodes each, the second finding the first's top node again below
+    two of its own (labelled ``[1]`` in the first search, ``[3]`` in the second), and the
+    first search's pool."""
     fair = FairRerankPostprocessor(
         group_key="gender", protected="female", relevance="similarity", seed=0, top_n=3
     )
     first = make_pool(3, prefix="s0")
-    # the second search finds the first search's top node again, below two of its own
     second = [*make_pool(3, prefix="s1")[:2], NodeWithScore(node=first[0].node, score=0.1)]
     pools = dict(zip(QUERIES, (first, second), strict=True))
     retriever = PoolRetriever(first, pool_for=lambda q: pools[next(k for k in QUERIES if k in q)])
     tool = RetrieverTool.from_defaults(
         retriever, name="people", description="People.", node_postprocessors=[fair]
     )
+    return fair, tool, first
+
+
+async def test_a_node_both_searches_showed_is_cited_by_either_label():
+    """A node the second search found too is kept once, at its first place, but the model saw
+    it under each search's own ``[n]``: a line naming it cites it by either. Before, it kept its
+    first label only, so the line citing it by the second search's label counted a mis-citation
+    of the first search's entry under that number (a review's finding)."""
+    fair, tool, first = _overlapping_searches()
     output, recorder = await _asked(tool, FakeNumberCitingReActLLM(), fair)
     shown = [
         {n.node.metadata["title"]: n.node.metadata["context_header"][:3] for n in raw}
@@ -195,3 +204,38 @@ async def test_a_node_both_searches_showed_is_cited_by_either_label():
     # [1] and [3] are each carried by two documents: the nameless "[1]" line cites no one
     assert len(by_line) == 6 and len(lines) not in by_line
     assert record["attributed_groundedness"] == pytest.approx(6 / 7)
+
+
+class FakeJsonCitingReActLLM(FakeReActLLM):
+    """A test double of a ReAct model answering in JSON, as LangChain's citation how-to
+    writes: one citation per entry of each observation, its ``source_id`` the label the entry
+    had there and its ``person`` the entry's title, then one citation with an id alone."""
+
+    def reply(self, prompt: str) -> str:
+        conversation = prompt.split("## Current Conversation")[-1]
+        if conversation.count("Observation:") < len(QUERIES):
+            return super().reply(prompt)
+        seen = conversation.split("Observation:", 1)[1]
+        citations = [{"source_id": int(n), "person": t} for n, t in _LABELLED.findall(seen)]
+        citations.append({"source_id": 1})
+        answer = json.dumps({"answer": "Role models in medicine.", "citations": citations})
+        return "Thought: I can answer without using any more tools.\nAnswer: " + answer
+
+
+async def test_a_structured_answers_source_id_two_documents_carry_is_read_by_its_person():
+    """Source ids read the labels the model saw, as ``[n]`` in text does: an id two shown
+    documents carry (each search numbered from ``[1]``, a node both searches showed under
+    each) cites the one its citation's person names; an id with no person cites no one.
+    Before, an id was always its first carrier: the second search's citations counted
+    mis-citations and the id alone was credited to the first search's first document."""
+    fair, tool, _ = _overlapping_searches()
+    _, recorder = await _asked(tool, FakeJsonCitingReActLLM(), fair)
+    (record,) = recorder.records
+    assert record["framework"]["answer_format"] == "json"
+    assert len(record["titles"]) == 5 and record["miscitations"] == []
+    credited = [s["title"] for s in record["attributed_sources"]]
+    # six citations, each of the person it names (s0 Person 0 twice: [1] and [3]); the id alone
+    # is carried by two documents and cites no one
+    assert sorted(credited) == sorted([*record["titles"], "s0 Person 0"])
+    assert record["attributed_citation_precision"] == 1.0
+    assert record["n_citations"] == 7 and record["n_valid_citations"] == 6
