@@ -130,6 +130,12 @@ class FittedCurve:
                 f"{list(upper)}"
             )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled and copied by its fields (its ``provenance`` is a read-only view, which
+        pickle cannot copy): a pickled component or handler keeps the curve it was given."""
+        fields = (self.weights, self.lower, self.upper, dict(self.provenance), self.factors)
+        return (type(self), (*fields, self.factor_lower, self.factor_upper))
+
     @property
     def k(self) -> int:
         """The positions fitted: weights exist for ranks ``1..k`` only."""
@@ -214,7 +220,7 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
         provenance = _given(payload, "provenance", {})
         if not isinstance(provenance, dict):
             raise ValueError(f"provenance must be an object, got {provenance!r:.80}")
-        return FittedCurve(
+        curve = FittedCurve(
             _numbers_of(payload["weights"], "weights"),
             _numbers_of(_given(payload, "lower", []), "lower"),
             _numbers_of(_given(payload, "upper", []), "upper"),
@@ -223,10 +229,37 @@ def load_fitted_curve(path: str | Path) -> FittedCurve:
             lower,
             upper,
         )
+        _check_table(_given(payload, "table", None), curve)
+        return curve
     except KeyError as exc:
         raise ValueError(f"exposure 'fitted:{path}': the field {exc} is missing") from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"exposure 'fitted:{path}': {exc}") from None
+
+
+def _check_table(table: Any, curve: FittedCurve) -> None:
+    """A per-group file's ``table`` (``lambda_g * v_i`` for the reader) is never read as the
+    model, so one that is not the factors times the weights (an edited file) is an error
+    rather than ignored (a user trial)."""
+    if table is None:
+        return
+    if not curve.factors:
+        raise ValueError(f"table given under format {FITTED_FORMAT!r}, which has no group factors")
+    expected = curve.as_dict()["table"]
+    if not isinstance(table, dict) or set(table) != set(expected):
+        raise ValueError(
+            f"table must give lambda_g * v_i for the groups {sorted(expected)}, got {table!r:.80}"
+        )
+    for group, row in table.items():
+        given = _numbers_of(row, "table")
+        if len(given) != curve.k or any(
+            abs(a - b) > 1e-5 for a, b in zip(given, expected[group], strict=True)
+        ):
+            raise ValueError(
+                f"table[{group!r}] is {list(given)}, not the group factor times the weights "
+                f"({expected[group]}): the model is read from group_factors and weights; "
+                "correct or remove the table"
+            )
 
 
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -307,6 +340,11 @@ class ExposureModel:
             raise ValueError(
                 "curve (a FittedCurve) is given with name='fitted' and only then, got name "
                 f"{self.name!r} and curve {self.curve!r}"
+            )
+        if self.curve is not None and not isinstance(self.curve, FittedCurve):
+            raise TypeError(
+                "curve must be a FittedCurve (load_fitted_curve(path), or "
+                f"make_exposure_model('fitted:<file>')), got {type(self.curve).__name__}"
             )
 
     @classmethod

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from pydantic import BaseModel
 
-from fairrag_core import FairnessAuditor, summarize_records
+from fairrag_core import ExposureModel, FairnessAuditor, summarize_records
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
     RecordKeeper,
@@ -268,6 +268,9 @@ class FairnessCallbackHandler(_Handler):
             protected=protected, target_share=target_share, target=target, exposure=exposure
         )
         self._source: FairRankingFields | None = None
+        self._own_exposure: ExposureModel | None = None
+        """The exposure model ``from_retriever(..., exposure=)`` gave: records follow the
+        component's target under it (as LlamaIndex's handler does)."""
         self._kept = RecordKeeper(path, max_records=max_records, on_error=log_errors, sinks=sinks)
         self.log = self._kept.log
         self._lock = threading.Lock()
@@ -309,8 +312,10 @@ class FairnessCallbackHandler(_Handler):
         one fair ranking drew for another target (a per-call copy: LangChain's
         ``configurable_fields`` builds one for each call, ``model_copy`` makes one; another
         alternative or fallback) is audited against the target it was ranked for, which its
-        documents' ``fair_target`` metadata holds. ``fields`` are the other constructor
-        arguments.
+        documents' ``fair_target`` metadata holds. ``exposure=`` audits the component's
+        target under another exposure model (a DCG ranker measured under the generator's
+        fitted curve), as LlamaIndex's ``from_postprocessor`` does (a user trial found it
+        ignored). ``fields`` are the other constructor arguments.
         """
         try:
             component = fair_component_of(retriever)
@@ -332,20 +337,27 @@ class FairnessCallbackHandler(_Handler):
                 f"{type(component).__name__} ranks with {component.ranker_name!r} and no "
                 "fairness target: give it protected= or target=, or build the handler with them"
             )
+        own = fields.pop("exposure", None)
         handler = cls(
             group_key=component.group_key,
             target=component.fairness_target,
-            exposure=fields.pop("exposure", component.fairness_exposure),
+            exposure=component.fairness_exposure if own is None else own,
             **fields,
         )
         handler._source = component
+        if own is not None:  # the component's target, audited under this model
+            handler._own_exposure = handler._auditor.exposure
         return handler
 
     @property
     def auditor(self) -> FairnessAuditor:
         """The auditor of the next record (the audited component's current target, if any)."""
         audited = None if self._source is None else self._source.auditor
-        return self._auditor if audited is None else audited
+        if audited is None:
+            return self._auditor
+        if self._own_exposure is not None:
+            return FairnessAuditor(audited.target, self._own_exposure)
+        return audited
 
     @property
     def records(self) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from ..audit import FairnessAuditor, exposure_name, json_label
-from ..exposure import ExposureModel
+from ..exposure import ExposureModel, make_exposure_model
 from ..ranking import Ranker
 from ..target import Target, others_bucket
 from .config import (
@@ -281,6 +281,18 @@ class FairComponent(BaseModel):
         if not 0 <= value < SEED_LIMIT:
             raise ValueError(f"seed must be an int in [0, 2**64) or None, got {value!r}")
         return int(value)
+
+    @field_validator("exposure", mode="before")
+    @classmethod
+    def _read_fitted_file(cls, value: Any) -> Any:
+        """``fitted:<file>`` is read once, here: the component keeps the curve, not the path,
+        so every copy of it (LangChain's per-call copy, a pickle, ``model_copy``, a saved
+        pipeline) ranks with the curve it was built with, and records name that curve, even
+        after the file is rewritten (a user trial: a per-call copy read the rewritten file
+        while the handler recorded the old curve)."""
+        if isinstance(value, str) and value.startswith("fitted:"):
+            return make_exposure_model(value)
+        return value
 
     @field_validator("ledger_key", mode="before")
     @classmethod

@@ -130,6 +130,9 @@ class AmortizedRanker(Ranker):
         self.ledger = make_ledger(ledger)
         self.ledger_key = check_key(ledger_key)
         super().__init__(**fairness)  # type: ignore[arg-type]
+        assert self.target is not None  # requires_target
+        self.exposure.effective_shares(self.target)  # a per-group curve naming the target's
+        # groups: refused now, not at the first ranking (a user trial)
 
     def _prepare(  # type: ignore[override]  # the pool it returns also carries the labels
         self,

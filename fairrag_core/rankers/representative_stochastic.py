@@ -94,6 +94,8 @@ class RepresentativeStochasticRanker(Ranker):
             raise ValueError(f"tolerance must be a number in [0, 1), got {tolerance!r}")
         self.tolerance = float(tolerance)
         super().__init__(**fairness)
+        self.exposure.effective_shares(self._target)  # a per-group curve naming the target's
+        # groups: refused now, not at the first ranking (a user trial)
         curve = self.exposure.curve
         weights = () if curve is None else tuple(curve.weights)
         # a rise beyond rounding (a curve normalised to sum 1 may move by 1e-16)

@@ -89,6 +89,9 @@ def test_a_group_curve_file_round_trips_and_records_name_it(tmp_path):
         (lambda p: p.update(group_factors={}), "non-empty object"),
         (lambda p: p.update(group_factors={"female": -1.0, "male": 1.0}), "finite and > 0"),
         (lambda p: p.update(group_factor_lower={"female": 0.1}), r"'male'"),
+        # a user trial: a table that is not factor x weights was accepted and never read
+        (lambda p: p["table"].update(female=[9, 9, 9, 9, 9]), r"table\['female'\] is \[9\.0"),
+        (lambda p: p["table"].pop("male"), r"table must give .* \['female', 'male'\]"),
     ],
 )
 def test_bad_group_files_are_clear_errors(tmp_path, change, message):
@@ -99,6 +102,16 @@ def test_bad_group_files_are_clear_errors(tmp_path, change, message):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=message):
         make_exposure_model(f"fitted:{path}")
+
+
+@pytest.mark.parametrize("name", ["representative_stochastic", "amortized"])
+def test_a_ranker_whose_target_the_factors_do_not_cover_is_refused_when_built(name):
+    """A user trial: a per-group curve of other groups (black, white) with protected='female'
+    was accepted by every adapter and refused only at the first ranking."""
+    other = ExposureModel.fitted(FittedCurve(V, factors=(("black", 0.8), ("white", 1.1))))
+    with pytest.raises(ValueError, match=r"factors for groups \['black', 'white'\] only; the "):
+        make_ranker(name, protected="female", exposure=other)
+    make_ranker(name, protected="female", exposure=ExposureModel.fitted(GAP))  # covered
 
 
 def test_labels_and_targets_the_factors_do_not_cover_are_errors():

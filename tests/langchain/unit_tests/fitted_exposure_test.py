@@ -45,3 +45,102 @@ def test_a_k_beyond_the_fitted_positions_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match=r"ranks 1\.\.5 only"):
         retriever.invoke("q")
+
+
+OTHER = FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), provenance={"model": "refit"})
+
+
+def test_every_copy_ranks_with_the_curve_read_when_the_component_was_built(tmp_path):
+    """A user trial: the component kept the file's path, so LangChain's per-call copy
+    (``configurable_fields``), a pickle, ``deepcopy`` and ``model_copy`` read the file again,
+    ranking with a rewritten curve (the next ``fairrag audit --fit-exposure``) while the
+    handler recorded the old one, and failed once the file was gone. The file is now read
+    once, when the component is built; copies carry the curve, and so do records."""
+    import copy
+    import pickle
+
+    from langchain_core.runnables import ConfigurableField
+
+    from fairrag_langchain import FairnessCallbackHandler
+
+    path = save_fitted_curve(CURVE, tmp_path / "curve.json")
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()),
+        group_key="gender",
+        protected="female",
+        seed=0,
+        exposure=f"fitted:{path}",
+    )
+    configurable = retriever.configurable_fields(seed=ConfigurableField(id="seed"))
+    handler = FairnessCallbackHandler.from_retriever(configurable)
+    save_fitted_curve(OTHER, path)  # the file rewritten
+    copies = [
+        pickle.loads(pickle.dumps(retriever)),
+        copy.deepcopy(retriever),
+        retriever.model_copy(),
+    ]
+    path.unlink()  # and then gone
+    docs = configurable.invoke("q", config={"callbacks": [handler], "configurable": {"seed": 3}})
+    assert [d.metadata["exposure_weight"] for d in docs] == pytest.approx(list(CURVE.weights))
+    assert handler.records[-1]["exposure_model"] == "fitted(0.5,0.25,0.12,0.08,0.05)"
+    for made in copies:
+        assert made.fairness_exposure.curve == CURVE
+        weights = [d.metadata["exposure_weight"] for d in made.invoke("q")]
+        assert weights == pytest.approx(list(CURVE.weights))
+    assert retriever.exposure == ExposureModel.fitted(CURVE)  # the curve, not the path
+    assert retriever.model_dump()["exposure"] == "fitted(0.5,0.25,0.12,0.08,0.05)"
+
+
+def test_a_fitted_model_and_what_holds_it_pickle_and_deep_copy():
+    """A user trial: ``TypeError: cannot pickle 'mappingproxy' object`` for a FittedCurve (its
+    provenance), so for every component and handler holding a fitted model in Python form."""
+    import copy
+    import pickle
+
+    from fairrag_core import make_ranker
+    from fairrag_langchain import FairnessCallbackHandler, FairReranker
+
+    model = ExposureModel.fitted(CURVE)
+    ranker = make_ranker("representative_stochastic", protected="female", exposure=model)
+    for value in (CURVE, model, ranker):
+        for made in (pickle.loads(pickle.dumps(value)), copy.deepcopy(value)):
+            assert made == value or made.exposure == model
+    restored = pickle.loads(pickle.dumps(CURVE))
+    assert restored.provenance == {"model": "fake"} and restored.lower == CURVE.lower
+    reranker = FairReranker(group_key="gender", protected="female", exposure=model)
+    handler = FairnessCallbackHandler.from_retriever(reranker)
+    assert pickle.loads(pickle.dumps(handler)).auditor.exposure == model
+    assert copy.deepcopy(reranker).fairness_exposure == model
+
+
+def test_a_curve_that_is_no_fitted_curve_is_refused_when_the_model_is_built():
+    """A user trial: ``ExposureModel("fitted", curve=<the file's dict>)`` was built and failed
+    later, in the ranker, with ``'dict' object has no attribute 'weights'``."""
+    for curve in ({"weights": [0.5, 0.5]}, [0.5, 0.5], "curve.json"):
+        with pytest.raises(TypeError, match=r"curve must be a FittedCurve .* got "):
+            ExposureModel("fitted", curve=curve)  # type: ignore[arg-type]
+
+
+def test_a_handler_following_a_component_audits_under_the_exposure_it_is_given():
+    """A user trial: ``from_retriever(retriever, exposure=...)`` was accepted and ignored (the
+    records named the component's model); LlamaIndex's ``from_postprocessor`` honours it. The
+    records follow the component's target under the model given."""
+    from fairrag_langchain import FairnessCallbackHandler
+
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(*imbalanced_pool()), group_key="gender", protected="female"
+    )
+    handler = FairnessCallbackHandler.from_retriever(
+        retriever, exposure=ExposureModel.fitted(CURVE)
+    )
+    docs = retriever.invoke("q", config={"callbacks": [handler]})
+    (record,) = handler.records
+    assert record["exposure_model"] == "fitted(0.5,0.25,0.12,0.08,0.05)"
+    female = [d.metadata["gender"] == "female" for d in docs]
+    assert record["exposure_share"] == pytest.approx(
+        sum(w for w, f in zip(CURVE.weights, female, strict=True) if f)
+    )
+    assert record["target"] == {"female": 0.5, "OTHERS": 0.5}
+    plain = FairnessCallbackHandler.from_retriever(retriever)
+    retriever.invoke("q", config={"callbacks": [plain]})
+    assert plain.records[0]["exposure_model"] == "dcg"
