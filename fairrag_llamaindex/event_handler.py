@@ -359,19 +359,27 @@ def _workflow_stream(result: Any) -> Any:
 def _tool_sources(payload: Any) -> list[NodeWithScore] | None:
     """The nodes an agent's tool calls showed it (an ``AgentOutput``'s ``tool_calls``, each
     tool output's response's ``source_nodes``: a ``QueryEngineTool``'s search; a
-    ``RetrieverTool``'s nodes), in call order, a node two calls showed once per call (the
-    record keeps it once, with both labels: :func:`_shown_once`); None when it made no such
-    call."""
+    ``RetrieverTool``'s nodes), in call order, a node shown again kept at its first place;
+    but a node two calls showed under their own entry labels (the fair postprocessor's context
+    header) once per call: the record keeps it once, with both labels (:func:`_shown_once`).
+    None when it made no such call."""
     calls = _field(payload, "tool_calls")
     if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)):
         return None
     shown: list[NodeWithScore] = []
+    seen: set[str] = set()
     for call in calls:
         raw = getattr(getattr(call, "tool_output", None), "raw_output", None)
         nodes = getattr(raw, "source_nodes", None)
         if nodes is None and isinstance(raw, Sequence) and not isinstance(raw, str):
             nodes = raw  # a RetrieverTool's: the nodes themselves
-        shown += [node for node in nodes or [] if isinstance(node, NodeWithScore)]
+        for node in nodes or []:
+            if not isinstance(node, NodeWithScore):
+                continue
+            if node.node.node_id in seen and _label(node) is None:
+                continue
+            seen.add(node.node.node_id)
+            shown.append(node)
     return shown or None
 
 
@@ -646,24 +654,26 @@ def _shown_documents(
 def _shown_once(
     nodes: Sequence[NodeWithScore],
 ) -> tuple[list[NodeWithScore], list[tuple[int, ...]]]:
-    """``nodes`` with a node shown again (same id and text: an agent's second search that
-    found it too) kept at its first place, and for each node kept the other entry labels its
-    copies were shown under (each search numbers its nodes from ``[1]`` in its context header,
-    :func:`_label`): the answer may cite it by any of them (docs/SPEC.md "Records" →
-    LlamaIndex Workflows). Chunks of one node (same id, other text) are all kept."""
+    """``nodes`` with a node shown again under an entry label of its own (same id and text:
+    an agent's second search that found it too, each search numbering its nodes from ``[1]``
+    in its context header, :func:`_label`) kept at its first place, and for each node kept the
+    other labels its copies were shown under: the answer may cite it by any of them
+    (docs/SPEC.md "Records" → LlamaIndex Workflows). A copy without a label stays where it is
+    (the record numbers it by its place, as before); chunks of one node (same id, other text)
+    are all kept."""
     first: dict[tuple[str, str], int] = {}
     kept: list[NodeWithScore] = []
     also: list[list[int]] = []
     for node in nodes:
         key = (node.node.node_id, _node_text(node))
         at = first.get(key)
-        if at is None:
-            first[key] = len(kept)
+        label = _label(node)
+        if at is None or label is None:
+            first.setdefault(key, len(kept))
             kept.append(node)
             also.append([])
             continue
-        label = _label(node)
-        if label is not None and label != _label(kept[at]) and label not in also[at]:
+        if label != _label(kept[at]) and label not in also[at]:
             also[at].append(label)
     return kept, [tuple(labels) for labels in also]
 

@@ -282,14 +282,21 @@ class FairComponent(BaseModel):
             raise ValueError(f"seed must be an int in [0, 2**64) or None, got {value!r}")
         return int(value)
 
-    @field_validator("exposure", mode="before")
+    @field_validator("exposure", "ranker_params", mode="before")
     @classmethod
-    def _read_fitted_file(cls, value: Any) -> Any:
-        """``fitted:<file>`` is read once, here: the component keeps the curve, not the path,
-        so every copy of it (LangChain's per-call copy, a pickle, ``model_copy``, a saved
-        pipeline) ranks with the curve it was built with, and records name that curve, even
-        after the file is rewritten (a user trial: a per-call copy read the rewritten file
-        while the handler recorded the old curve)."""
+    def _read_fitted_file(cls, value: Any, info: ValidationInfo) -> Any:
+        """``fitted:<file>`` (as ``exposure``, or as ``ranker_params["exposure"]``, the form
+        ``fairrag study --exposure`` gives) is read once, here: the component keeps the curve,
+        not the path, so every copy of it (LangChain's per-call copy, a pickle,
+        ``model_copy``, a saved pipeline) ranks with the curve it was built with, and records
+        name that curve, even after the file is rewritten (a user trial: a per-call copy read
+        the rewritten file while the handler recorded the old curve; a review: also through
+        ``ranker_params``)."""
+        if info.field_name == "ranker_params":
+            given = value.get("exposure") if isinstance(value, Mapping) else None
+            if isinstance(given, str) and given.startswith("fitted:"):
+                return {**value, "exposure": make_exposure_model(given)}
+            return value
         if isinstance(value, str) and value.startswith("fitted:"):
             return make_exposure_model(value)
         return value

@@ -50,12 +50,15 @@ def test_a_k_beyond_the_fitted_positions_is_refused(tmp_path):
 OTHER = FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), provenance={"model": "refit"})
 
 
-def test_every_copy_ranks_with_the_curve_read_when_the_component_was_built(tmp_path):
+@pytest.mark.parametrize("field", ["exposure", "ranker_params"])
+def test_every_copy_ranks_with_the_curve_read_when_the_component_was_built(tmp_path, field):
     """A user trial: the component kept the file's path, so LangChain's per-call copy
     (``configurable_fields``), a pickle, ``deepcopy`` and ``model_copy`` read the file again,
     ranking with a rewritten curve (the next ``fairrag audit --fit-exposure``) while the
     handler recorded the old one, and failed once the file was gone. The file is now read
-    once, when the component is built; copies carry the curve, and so do records."""
+    once, when the component is built; copies carry the curve, and so do records. A review
+    found ``ranker_params={"exposure": ...}`` (``fairrag study --exposure``'s form) still read
+    again by every copy."""
     import copy
     import pickle
 
@@ -69,7 +72,11 @@ def test_every_copy_ranks_with_the_curve_read_when_the_component_was_built(tmp_p
         group_key="gender",
         protected="female",
         seed=0,
-        exposure=f"fitted:{path}",
+        **(
+            {"exposure": f"fitted:{path}"}
+            if field == "exposure"
+            else {"ranker_params": {"exposure": f"fitted:{path}"}}
+        ),
     )
     configurable = retriever.configurable_fields(seed=ConfigurableField(id="seed"))
     handler = FairnessCallbackHandler.from_retriever(configurable)
@@ -87,8 +94,11 @@ def test_every_copy_ranks_with_the_curve_read_when_the_component_was_built(tmp_p
         assert made.fairness_exposure.curve == CURVE
         weights = [d.metadata["exposure_weight"] for d in made.invoke("q")]
         assert weights == pytest.approx(list(CURVE.weights))
-    assert retriever.exposure == ExposureModel.fitted(CURVE)  # the curve, not the path
-    assert retriever.model_dump()["exposure"] == "fitted(0.5,0.25,0.12,0.08,0.05)"
+    kept = retriever.exposure if field == "exposure" else retriever.ranker_params["exposure"]
+    assert kept == ExposureModel.fitted(CURVE)  # the curve, not the path
+    dumped = retriever.model_dump()
+    written = dumped["exposure"] if field == "exposure" else dumped["ranker_params"]["exposure"]
+    assert written == "fitted(0.5,0.25,0.12,0.08,0.05)"
 
 
 def test_a_fitted_model_and_what_holds_it_pickle_and_deep_copy():
