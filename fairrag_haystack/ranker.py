@@ -26,7 +26,12 @@ from fairrag_core.kit import (
     shown_documents,
     shown_record,
 )
-from fairrag_core.kit.component import FairComponent, check_count, unknown_argument
+from fairrag_core.kit.component import (
+    FairComponent,
+    check_count,
+    check_shown_count,
+    unknown_argument,
+)
 
 __all__ = ["FairDocumentRanker"]
 
@@ -112,6 +117,7 @@ class FairDocumentRanker:
         self.fair = _contract(group_key, fields)
         """The component contract: the ranker's fields and the core ranker they describe."""
         self.top_k = check_count(top_k, "top_k")
+        check_shown_count(self.fair.fairness_exposure, self.top_k, "top_k")
         if not isinstance(relevance, str) or relevance not in RELEVANCE_CONVERSIONS:
             raise ValueError(
                 f"relevance {relevance!r} is unknown; accepted: {sorted(RELEVANCE_CONVERSIONS)}"

@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr, model_validator
 
 from fairrag_core import pool_scores
-from fairrag_core.kit.component import Count
+from fairrag_core.kit.component import Count, check_shown_count
 
 from ._documents import checked_documents, checked_query
 from ._fields import FairRankingFields, atell_empty_ranking, tell_empty_ranking
@@ -85,6 +85,10 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
                 f"top_n={data['top_n']!r}"
             )
         return data
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)  # the contract builds the ranker: bad config fails
+        check_shown_count(self.fairness_exposure, self.k, "k (top_n)")
 
     @property
     def top_n(self) -> int:

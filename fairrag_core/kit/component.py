@@ -59,6 +59,7 @@ __all__ = [
     "Relevance",
     "check_count",
     "check_relevance",
+    "check_shown_count",
 ]
 
 _COPIES_LOCK = threading.Lock()
@@ -96,6 +97,20 @@ def _count(value: Any, info: ValidationInfo) -> int:
 
 Count = Annotated[int, BeforeValidator(_count)]
 """A number of documents (``k``, ``top_n``, ``pool_size``): an int >= 1, named in errors."""
+
+
+def check_shown_count(exposure: ExposureModel, k: int, name: str) -> None:
+    """A component that shows ``k`` entries (its argument ``name``: ``k``, ``top_n``,
+    ``top_k``) under a fitted exposure model of fewer positions is refused when built: the
+    model has weights for ranks ``1..K`` only, never extrapolated (docs/SPEC.md "Exposure
+    model" → Fitted). A user trial found it refused only at the first ranking, naming ``k``."""
+    curve = exposure.curve
+    if curve is not None and k > curve.k:
+        raise ValueError(
+            f"{name}={k} shows more entries than the fitted exposure model's {curve.k} "
+            f"positions (it has weights for ranks 1..{curve.k} only, never extrapolated): fit "
+            f"the curve on at least {k} positions, or set {name} <= {curve.k}"
+        )
 
 
 def check_relevance(value: Any, name: str = "relevance") -> str:

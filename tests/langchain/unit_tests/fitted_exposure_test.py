@@ -34,17 +34,31 @@ def test_the_retriever_ranks_and_the_chain_audits_with_the_fitted_weights(tmp_pa
     assert metrics["exposure_share"] == pytest.approx(female)
 
 
-def test_a_k_beyond_the_fitted_positions_is_refused(tmp_path):
+def test_a_k_beyond_the_fitted_positions_is_refused_when_built(tmp_path):
+    """A user trial: every adapter built a component showing more entries than the curve has
+    positions, and refused it at the first ranking, naming ``k`` (not ``top_n``/``top_k``)."""
+    from fairrag_haystack import FairDocumentRanker
+    from fairrag_langchain import FairReranker
+    from fairrag_llamaindex import FairRerankPostprocessor
+
     path = save_fitted_curve(CURVE, tmp_path / "curve.json")
-    retriever = FairRetriever(
-        vectorstore=FixedPoolStore(*imbalanced_pool()),
-        group_key="gender",
-        protected="female",
-        exposure=f"fitted:{path}",
-        k=6,
-    )
-    with pytest.raises(ValueError, match=r"ranks 1\.\.5 only"):
-        retriever.invoke("q")
+    fields = {"group_key": "gender", "protected": "female", "exposure": f"fitted:{path}"}
+    built = {
+        "k": lambda: FairRetriever(vectorstore=FixedPoolStore(*imbalanced_pool()), **fields, k=6),
+        r"k \(top_n\)": lambda: FairReranker(**fields, top_n=6),
+        "top_n": lambda: FairRerankPostprocessor(**fields, top_n=6),
+        "top_k": lambda: FairDocumentRanker(**fields, top_k=6),
+    }
+    for name, build in built.items():
+        with pytest.raises(
+            ValueError,
+            match=rf"{name}=6 shows more entries than the fitted exposure model's 5 positions",
+        ):
+            build()
+    FairReranker(**fields, top_n=5)  # within the curve
+    retriever = FairRetriever(vectorstore=FixedPoolStore(*imbalanced_pool()), **fields)
+    with pytest.raises(ValueError, match=r"ranks 1\.\.5 only"):  # a k given per call
+        retriever.invoke("q", k=6)
 
 
 OTHER = FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), provenance={"model": "refit"})
