@@ -565,7 +565,11 @@ def test_answers_labelled_after_the_rule_was_written_agree_with_the_reader():
     description; the misses: ``Elisabeth Junek``, the name entry 4's text says Eliška Junková
     is also known as (answer 34), which shares no word with her title's name, so it confirms a
     citation but never attributes alone (docs/SPEC.md "Attribution": a document's claim), and
-    ``Elisabeth Junková-Khásová`` (answer 33), that name's given name with her full surname."""
+    ``Elisabeth Junková-Khásová`` (answer 33), that name's given name with her full surname.
+    Per group (by the labelled entry's group) all four are women's: women 73 of 75 agreed
+    (97.3%), 2 of 75 missed (2.7%); men 99 of 99 and 0 of 99. The bound holds overall and for
+    men, not for women: one woman's known-as name, n = 75 (the seed-46 set: women 93 of 93 and
+    1 of 94 missed, men 89 of 90 and 1 of 90)."""
     answers = json.loads(FIXTURE_SEED2027.read_text(encoding="utf-8"))
     assert len(answers) == len(LABELS_SEED2027) == 48
     topics = {item["topic"] for item in answers}
@@ -577,6 +581,21 @@ def test_answers_labelled_after_the_rule_was_written_agree_with_the_reader():
     assert (attributed, labelled) == (174, 174), (attributed, labelled)
     assert agreed / attributed >= 0.98, disagreements
     assert missed <= 0.02 * labelled, missed
+    for group, measured in {"female": (73, 2, 75), "male": (99, 0, 99)}.items():
+        # the labels of the group's entries alone: agreed, missed and labelled per group
+        own = {
+            index: " ".join(
+                item
+                for item in text.split()
+                if all(
+                    answers[index]["context"][int(e) - 1]["group"] == group
+                    for e in item.split(":")[1].split(",")
+                )
+            )
+            for index, text in LABELS_SEED2027.items()
+        }
+        _, agreed_g, missed_g, labelled_g, _ = agreement(answers, own)
+        assert (agreed_g, missed_g, labelled_g) == measured, group
 
 
 # -- a second reader of the same held-out answers (issue 33, item 6) ----------------------------
