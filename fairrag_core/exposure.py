@@ -111,7 +111,7 @@ class FittedCurve:
 
     def _set_bounds(self, names: tuple[str, str], count: int, what: str) -> None:
         """The interval fields ``names`` as float tuples: empty, or one bound per ``what``,
-        finite, >= 0, each lower bound at most its upper one."""
+        finite, >= 0 (a weight's: at most 1), each lower bound at most its upper one."""
         pair = []
         for name in names:
             bounds = tuple(_number(b, name) for b in getattr(self, name))
@@ -121,6 +121,12 @@ class FittedCurve:
                 )
             if not all(math.isfinite(b) and b >= 0 for b in bounds):
                 raise ValueError(f"{name} must be finite and >= 0, got {list(bounds)}")
+            if what == "weight" and any(b > 1 for b in bounds):
+                # a weight is a share of the curve's total (they sum to 1): no bound above 1
+                raise ValueError(
+                    f"{name} bounds a weight, a share of 1, so must be at most 1, got "
+                    f"{list(bounds)}"
+                )
             object.__setattr__(self, name, bounds)
             pair.append(bounds)
         lower, upper = pair

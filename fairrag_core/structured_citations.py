@@ -38,6 +38,7 @@ from .citations import ContextDocument, names_person
 
 __all__ = [
     "CITATION_FIELDS",
+    "Entry",
     "StructuredAnswer",
     "StructuredCitation",
     "check_source_id_base",

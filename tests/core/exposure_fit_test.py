@@ -186,7 +186,8 @@ def test_a_record_gives_its_observation():
 
 def test_a_curve_and_its_model_refuse_what_is_not_a_number_and_bounds_that_cross():
     """Strings and bools were read as floats ("0.5", True), a lower bound above its upper one
-    or below 0 was kept, and 1 and "1" were two groups' factors for one text label."""
+    or below 0 was kept, a weight's upper bound above 1 was kept, and 1 and "1" were two
+    groups' factors for one text label."""
     from fairrag_core.exposure import ExposureModel, FittedCurve
 
     for weights in (("0.5", 0.5), (True,)):
@@ -196,6 +197,13 @@ def test_a_curve_and_its_model_refuse_what_is_not_a_number_and_bounds_that_cross
         FittedCurve((0.5, 0.5), lower=(0.6, 0.4), upper=(0.5, 0.6))
     with pytest.raises(ValueError, match="upper must be finite and >= 0"):
         FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, -5))
+    # a weight is a share of 1: a bound above it is an edited file, not an interval (the
+    # factors' bounds may pass 1, a factor may)
+    with pytest.raises(
+        ValueError, match="upper bounds a weight, a share of 1, so must be at most 1"
+    ):
+        FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, 1.5))
+    assert FittedCurve((1.0,), factors=(("f", 1.2),), factor_upper=(1.4,)).factor_upper == (1.4,)
     with pytest.raises(ValueError, match="twice"):
         FittedCurve((1.0,), factors=((1, 2.0), ("1", 0.5)))
     with pytest.raises(TypeError, match="patience must be a number"):
