@@ -778,11 +778,26 @@ def _read_lines(
     heading: int | None = None  # lines[heading:] follow the last "References" line alone
     held: list[int] = []  # "[3]" alone under that heading: an entry, else a prompt echo
     shape: dict[int, tuple[int, int]] = {}  # indented lines and headings: (indent, level)
+    under_numbered = False  # below an unindented numbered item, no heading between
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
         if raw[:1] in " \t#":
             shape[number] = _shape(raw)
+            under_numbered = under_numbered and raw[:1] != "#"  # a heading ends the list
+        else:
+            # a two-level list written flat ("1. Ada Lovelace" then "- Ada Lovelace was..."):
+            # the symbol-marked lines right under a numbered item (blank lines aside) are
+            # nested in it, as if indented; a line of text ends the item
+            marker = None
+            if raw[:1] in _FLAT_START:
+                marker = _FLAT_MARKER.match(raw.replace("**", "", 1) if raw[:1] == "*" else raw)
+            if marker and marker.group(1):
+                under_numbered = True
+            elif marker and under_numbered:
+                shape[number] = (1, 0)
+            else:
+                under_numbered = False
         line = " ".join(raw[:MAX_LINE_SCAN].split())
         if len(raw) <= MAX_LINE_SCAN:
             bullet = _parser_bullet(line, ctx.bodies)
@@ -836,6 +851,10 @@ def _read_lines(
 
 
 _HEADING = re.compile(r"#{1,6}(?= )")
+_FLAT_MARKER = re.compile(r"(?:(\d{1,3}[.)])|[-*+•]) ")
+"""An unindented list marker: a numbered one (group 1), else a symbol one (``-``, ``*``, ``+``,
+``•``) followed by a space (docs/SPEC.md "Attribution": a two-level list written flat)."""
+_FLAT_START = frozenset("0123456789-*+•")
 
 
 def _item_ends(shapes: Sequence[tuple[int, int]]) -> list[int]:

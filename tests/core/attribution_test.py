@@ -775,6 +775,49 @@ def test_what_is_nested_under_an_item_but_is_no_description(answer, bullets, tit
     assert [a.title for a in result.attributions] == titles
 
 
+@pytest.mark.parametrize(
+    ("answer", "bullets", "titles"),
+    [
+        # SmolLM2's flat two-level list (seed 2027, answer 36): each description line repeats
+        # the name, or names no one
+        (
+            "1. Ada Lovelace\n- Ada Lovelace (1815 – 1852) wrote the first program.\n"
+            "- Her notes describe the Analytical Engine.\n\n2. Alan Turing\n"
+            "- Alan Turing broke codes.",
+            [1, 5],
+            ["Ada Lovelace", "Alan Turing"],
+        ),
+        # other people listed under a numbered item stay items, as when indented
+        (
+            "1. Marie Curie [3] mentored:\n- Alan Turing [4]\n- Grace Hopper [2]",
+            [1, 2, 3],
+            ["Marie Curie", "Alan Turing", "Grace Hopper"],
+        ),
+        # a line of text ends the item: a symbol-marked list after it is a list of its own
+        (
+            "1. Ada Lovelace\nOther pioneers:\n- Her notes describe the engine.",
+            [1, 3],
+            ["Ada Lovelace"],
+        ),
+        # a symbol-marked list before any numbered item, and numbers that are no marker
+        (
+            "- Ada Lovelace\n- Her notes describe the engine.\n1.5 million copies\n- Alan Turing",
+            [1, 2, 4],
+            ["Ada Lovelace", "Alan Turing"],
+        ),
+    ],
+    ids=["description", "people under a numbered item", "text ends the item", "not nested"],
+)
+def test_a_two_level_list_written_flat(answer, bullets, titles):
+    """Two readers of the seed-2027 answers, blind to each other: ``-`` lines right under
+    ``1. Elaine Shaffer`` that repeat her name with dates or describe her are the numbered
+    item's description, not bullets (the rule counted two more bullets of her); the same as
+    the lines indented under an item."""
+    result = attribute_answer(answer, PEOPLE)
+    assert [b.line_number for b in result.bullets] == bullets
+    assert [a.title for a in result.attributions] == titles
+
+
 def test_a_collaborator_a_description_mentions_is_no_item():
     """A third review: a nested description naming a collaborator (``with Otto Hahn``) stood
     apart as a unit of its own, attributing him (parity 0.67 where a reader reads 1.00)."""
