@@ -369,6 +369,21 @@ def agreement(
     return attributed, agreed, missed, labelled, disagreements
 
 
+def group_labels(answers: list[dict], labels_of: dict[int, str], group: str) -> dict[int, str]:
+    """``labels_of`` with only the items about ``group``'s entries (per group figures)."""
+    return {
+        index: " ".join(
+            item
+            for item in text.split()
+            if all(
+                answers[index]["context"][int(e) - 1]["group"] == group
+                for e in item.split(":")[1].split(",")
+            )
+        )
+        for index, text in labels_of.items()
+    }
+
+
 def test_attribution_agrees_with_the_hand_labels_on_95_percent_of_attributed_bullets():
     attributed, agreed, missed, _, disagreements = agreement(_answers(), LABELS)
     assert len(LABELS) >= 100 and attributed >= 600  # issue 22: at least 100 labelled answers
@@ -585,18 +600,9 @@ def test_answers_labelled_after_the_rule_was_written_agree_with_the_reader():
     assert (agreed, missed) == (172, 2), disagreements
     for group, measured in {"female": (73, 2, 75), "male": (99, 0, 99)}.items():
         # the labels of the group's entries alone: agreed, missed and labelled per group
-        own = {
-            index: " ".join(
-                item
-                for item in text.split()
-                if all(
-                    answers[index]["context"][int(e) - 1]["group"] == group
-                    for e in item.split(":")[1].split(",")
-                )
-            )
-            for index, text in LABELS_SEED2027.items()
-        }
-        _, agreed_g, missed_g, labelled_g, _ = agreement(answers, own)
+        _, agreed_g, missed_g, labelled_g, _ = agreement(
+            answers, group_labels(answers, LABELS_SEED2027, group)
+        )
         assert (agreed_g, missed_g, labelled_g) == measured, group
 
 
@@ -688,3 +694,57 @@ def test_two_readers_agree_on_the_seed_2027_answers():
     assert answers[23]["context"][2]["title"] == "Felix Ermacora"  # entry 3
     attributed, agreed, missed, labelled, _ = agreement(answers, labels)
     assert (attributed, agreed, missed, labelled) == (172, 168, 2, 174)
+
+
+# -- a fourth set: every distinct answer on the topics no set above holds ---------------------
+
+FIXTURE_MORE = Path(__file__).parent / "fixtures" / "smollm2_seed2027_more_answers.json"
+"""Every distinct answer (107) of the two seed-2027 arms of issue 35's pre-registered test
+(``fairrag study --llm local --threads 1 --concurrency 8 --rankers representative_stochastic
+--trials 192 --seed 2027``, under the fitted position curve, then under DCG) on the 15 topics
+none of the three sets above holds, each with the five documents shown. Labelled blind under
+GUIDE by two readers, blind to each other, who neither ran the rule nor read its code, after
+the rule of 70eacc4 was written; measured once."""
+
+MORE_READERS = [
+    Path(__file__).parent / "fixtures" / f"seed2027_more_reader{n}.json" for n in (1, 2)
+]
+
+
+def test_a_fourth_set_of_107_answers_on_15_new_topics_per_group():
+    """Measured once, with the rule of 70eacc4 (the same with the rule before the flat-list
+    change: no answer here writes one). The two readers label the same 487 items alike (100%,
+    kappa 1.0; two instances of one AI model under one guide: their agreement bounds, not
+    measures, what two people would agree on). The rule agrees on 478 of the 479 bullets it
+    attributes (99.8%; ``Beatrix de Witt``, a blend of two shown names, credited to Beatrix of
+    the Netherlands) and misses 9 of 487 (1.8%). Per group, by the labelled entry's: women 7 of
+    221 missed (3.2%), men 2 of 266 (0.8%): **the misses' bound does not hold for women**.
+    Women's misses: ``Monica La Mitraille`` four times (4 answers; entry's text: ``better known
+    as "Machine Gun Molly" (in French: Monica la Mitraille)``, a known-as name in a translation
+    the rule does not read), ``Leslie Anne Sankston`` (the alias ``Leslie Marie Sankston`` with
+    another middle name), and two names cut inside the surname (``Eleanor Farje``, the last
+    line, and ``Leontien Martha Henrica Petronella Zijlaar``). Men's: ``Rudolph Höss`` for
+    Rudolf Höss, and ``Willem Frederik``, William I's name in his text's brackets, sharing no
+    word with the title."""
+    answers = json.loads(FIXTURE_MORE.read_text(encoding="utf-8"))
+    earlier = set()
+    for path in (FIXTURE_SEED46, FIXTURE_SEED2027):
+        earlier |= {item["topic"] for item in json.loads(path.read_text(encoding="utf-8"))}
+    topics = {item["topic"] for item in answers}
+    assert len(answers) == 107 and len(topics) == 15 and not topics & earlier
+    assert len({item["answer"] for item in answers}) == 107
+    readers = [json.loads(path.read_text(encoding="utf-8")) for path in MORE_READERS]
+    first, second = (
+        {int(index): text for index, text in reader["labels"].items()} for reader in readers
+    )
+    assert set(first) == set(second) == set(range(107))
+    assert all("blind" in reader["reader"] for reader in readers)
+    items, agreed_readers, kappa, _ = readers_agreement(first, second)
+    assert (items, agreed_readers, kappa) == (487, 487, 1.0)
+    attributed, agreed, missed, labelled, disagreements = agreement(answers, first)
+    assert (attributed, agreed, missed, labelled) == (479, 478, 9, 487), disagreements
+    assert disagreements == [(95, 3, {2}, None)]
+    assert agreed / attributed >= 0.98 and missed <= 0.02 * labelled  # the bound, overall
+    for group, measured in {"female": (7, 221), "male": (2, 266)}.items():
+        _, _, missed_g, labelled_g, _ = agreement(answers, group_labels(answers, first, group))
+        assert (missed_g, labelled_g) == measured, group
