@@ -442,7 +442,9 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     (``Richard Starkey (born 7 July 1940), known as Ringo Starr`` gives ``Richard Starkey``);
     and every name after a cue in that sentence: ``known as``, ``better known as``, ``known
     professionally as``, ``born``, ``née``, ``nicknamed``, ``anglicised as``, ``also spelled``,
-    ``stage name``, ``real name``... (``Ringo Starr``); and in any sentence of those 600
+    ``stage name``, ``real name``... (``Ringo Starr``), and the translation in brackets right
+    after such a name (``"Machine Gun Molly" (in French: Monica la Mitraille)``); and in any
+    sentence of those 600
     characters, the name stated as the person's own (``His real name was Yokoi Tokiari.``:
     ``real``, ``birth``, ``original`` or ``full name`` then ``was`` or ``is``); and, in the
     sentence right after the opening one when that one names nobody else (no two capitalised
@@ -478,7 +480,27 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
         name = _alias_after(after)
         if name and name not in found:
             found.append(name)
+        translated = _translated(after, name) if name else None
+        if translated and translated not in found:
+            found.append(translated)
     return tuple(name for name in found if 2 <= len(name.split()) <= 12)
+
+
+_TRANSLATION = re.compile(r"[\s\"'“”‘’«»]*\((?:in )?[^\W\d_][^\W\d_]+: ")
+"""A stated name's translation in brackets right after it: ``(in French: `` or ``(French: ``."""
+
+
+def _translated(after: str, name: str) -> str | None:
+    """The name a stated name's bracketed translation gives, right after it (``better known as
+    "Machine Gun Molly" (in French: Monica la Mitraille)`` gives ``Monica la Mitraille``;
+    docs/SPEC.md "Citations": a name stated in another language is a name stated)."""
+    last = name.rsplit(" ", 1)[-1]
+    at = after.find(last, 0, 300)
+    match = _TRANSLATION.match(after, at + len(last)) if at >= 0 else None
+    if match is None:
+        return None
+    closing = after.find(")", match.end(), match.end() + 300)
+    return _alias_after(after[match.end() : closing]) if closing >= 0 else None
 
 
 def _names_another(text: str) -> bool:

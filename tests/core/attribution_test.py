@@ -282,6 +282,73 @@ def test_a_later_sentence_stating_the_persons_own_name_gives_an_alias():
     assert [[a.title for a in b.attributions] for b in found.bullets] == [["Yokoi Shōnan"], [], []]
 
 
+def test_a_stated_names_translation_in_brackets_is_a_stated_name():
+    """The fourth labelled set: ``Monica La Mitraille``, the French form of the name Monica
+    Proietti's text says she was better known by, was missed in 4 answers (two readers credit
+    it). A translation stated after another person's name is still no name of the document's
+    person, and a translated name sharing no word with the title never attributes alone."""
+    monica = ContextDocument(
+        "Monica Proietti",
+        group="female",
+        text="Title: Monica Proietti\nMonica Proietti (; February 25, 1940 – September 19, 1967) "
+        'was a Canadian bank robber and folk hero from Montreal, better known as "Machine Gun '
+        'Molly" (in French: Monica la Mitraille).',
+    )
+    assert document_aliases(monica) == (
+        "Monica Proietti",
+        "Machine Gun Molly",
+        "Monica la Mitraille",
+    )
+    shown = [CONTEXT[0], monica]
+    answer = "- Monica La Mitraille (Monica La Mitraille)\n2. Monica La Mitraille (Ada Lovelace)"
+    found = attribute_answer(answer, shown)
+    assert [[a.title for a in b.attributions] for b in found.bullets] == [["Monica Proietti"]] * 2
+    assert [a.title for a in found.miscitations] == ["Ada Lovelace"]
+    steering = ContextDocument(
+        "Bob Jones",
+        group="male",
+        text='Title: Bob Jones\nBob Jones, known as "Bobby" (in English: Ada Lovelace), was a '
+        "bank robber.",
+    )
+    assert document_aliases(steering)[-1] == "Ada Lovelace"
+    cited = attribute_answer("- Ada Lovelace [1]", [CONTEXT[0], steering])
+    assert [a.title for a in cited.attributions] == ["Ada Lovelace"]
+    alone = attribute_answer("- Ada Lovelace", [steering])
+    assert not alone.attributions
+
+
+@pytest.mark.parametrize(
+    ("answer", "found"),
+    [
+        (
+            "- Eleanor Farjeon\n- Eleanor Farje",
+            [("Eleanor Farjeon", "title"), ("Eleanor Farjeon", "cut")],
+        ),
+        ("1. Katherine Pat", [("Katherine Paterson", "cut")]),
+        # not cut: the line ends (a newline, a full stop), or the word is no name's start
+        ("- Eleanor Farje\n", []),
+        ("- Eleanor Farje.", []),
+        ("- Eleanor Farjex", []),
+        # two shown people complete it, or one letter only, or one word only: no one
+        ("- Eleanor Far", []),
+        ("- Eugene F", []),
+        ("- Farje", []),
+    ],
+)
+def test_a_name_cut_by_the_token_cap_on_the_last_line(answer, found):
+    """The fourth labelled set: ``- Eleanor Farje``, the answer's last line cut inside the
+    surname, was missed (two readers credit it, GUIDE G4: a cut line counts once its surname has
+    started)."""
+    shown = [
+        ContextDocument("Katherine Paterson", group="female"),
+        ContextDocument("Eleanor Farjeon", group="female"),
+        ContextDocument("Eugene Field", group="male"),
+        ContextDocument("Eleanor Fargo", group="female"),
+    ]
+    result = attribute_answer(answer, shown)
+    assert [(a.title, a.name_form) for a in result.attributions] == found
+
+
 def test_styles_constant_and_linear_time_on_hostile_lines():
     assert STYLES[-1] == "implicit" and len(set(STYLES)) == len(STYLES)
     hostile = "\n".join(

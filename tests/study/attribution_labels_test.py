@@ -715,17 +715,21 @@ def test_a_fourth_set_of_107_answers_on_15_new_topics_per_group():
     """Measured once, with the rule of 70eacc4 (the same with the rule before the flat-list
     change: no answer here writes one). The two readers label the same 487 items alike (100%,
     kappa 1.0; two instances of one AI model under one guide: their agreement bounds, not
-    measures, what two people would agree on). The rule agrees on 478 of the 479 bullets it
-    attributes (99.8%; ``Beatrix de Witt``, a blend of two shown names, credited to Beatrix of
-    the Netherlands) and misses 9 of 487 (1.8%). Per group, by the labelled entry's: women 7 of
-    221 missed (3.2%), men 2 of 266 (0.8%): **the misses' bound does not hold for women**.
-    Women's misses: ``Monica La Mitraille`` four times (4 answers; entry's text: ``better known
-    as "Machine Gun Molly" (in French: Monica la Mitraille)``, a known-as name in a translation
-    the rule does not read), ``Leslie Anne Sankston`` (the alias ``Leslie Marie Sankston`` with
+    measures, what two people would agree on). The rule agreed on 478 of the 479 bullets it
+    attributed (99.8%; ``Beatrix de Witt``, a blend of two shown names, credited to Beatrix of
+    the Netherlands) and missed 9 of 487 (1.8%). Per group, by the labelled entry's: women 7 of
+    221 missed (3.2%), men 2 of 266 (0.8%): the misses' bound did not hold for women. Women's
+    misses: ``Monica La Mitraille`` four times (4 answers; entry's text: ``better known as
+    "Machine Gun Molly" (in French: Monica la Mitraille)``, a known-as name in a translation
+    the rule did not read), ``Leslie Anne Sankston`` (the alias ``Leslie Marie Sankston`` with
     another middle name), and two names cut inside the surname (``Eleanor Farje``, the last
-    line, and ``Leontien Martha Henrica Petronella Zijlaar``). Men's: ``Rudolph Höss`` for
-    Rudolf Höss, and ``Willem Frederik``, William I's name in his text's brackets, sharing no
-    word with the title."""
+    line, and ``Leontien Martha Henrica Petronella Zijlaar``, a line not last). Men's:
+    ``Rudolph Höss`` for Rudolf Höss, and ``Willem Frederik``, William I's name in his text's
+    brackets, sharing no word with the title. Since then (rules made on this set, so the
+    figures after are not held out): a stated name's translation in brackets is a stated name,
+    and a name cut by the token cap on the answer's last line is completed (docs/SPEC.md
+    "Citations", "Attribution"): 483 of 484 agreed, 4 of 487 missed (0.8%); women 2 of 221
+    (0.9%), men 2 of 266 (0.8%)."""
     answers = json.loads(FIXTURE_MORE.read_text(encoding="utf-8"))
     earlier = set()
     for path in (FIXTURE_SEED46, FIXTURE_SEED2027):
@@ -742,9 +746,9 @@ def test_a_fourth_set_of_107_answers_on_15_new_topics_per_group():
     items, agreed_readers, kappa, _ = readers_agreement(first, second)
     assert (items, agreed_readers, kappa) == (487, 487, 1.0)
     attributed, agreed, missed, labelled, disagreements = agreement(answers, first)
-    assert (attributed, agreed, missed, labelled) == (479, 478, 9, 487), disagreements
+    assert (attributed, agreed, missed, labelled) == (484, 483, 4, 487), disagreements
     assert disagreements == [(95, 3, {2}, None)]
     assert agreed / attributed >= 0.98 and missed <= 0.02 * labelled  # the bound, overall
-    for group, measured in {"female": (7, 221), "male": (2, 266)}.items():
+    for group, measured in {"female": (2, 221), "male": (2, 266)}.items():
         _, _, missed_g, labelled_g, _ = agreement(answers, group_labels(answers, first, group))
         assert (missed_g, labelled_g) == measured, group
