@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from haystack import Document, component, default_from_dict, default_to_dict
 from pydantic import ValidationError
-from pydantic_core import InitErrorDetails
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
@@ -61,11 +61,23 @@ def _contract(group_key: Any, fields: dict[str, Any]) -> FairComponent:
     try:
         return FairComponent(group_key=group_key, **fields)
     except ValidationError as error:
-        lines = [
-            cast(InitErrorDetails, {k: v for k, v in line.items() if k in _LINE_KEYS})
-            for line in error.errors(include_url=False)
-        ]
+        lines = [_rebuilt(line) for line in error.errors(include_url=False)]
         raise ValidationError.from_exception_data("FairDocumentRanker", lines) from None
+
+
+def _rebuilt(line: Mapping[str, Any]) -> InitErrorDetails:
+    """One pydantic error line, to raise again under FairDocumentRanker's name: as it was, or,
+    for a type pydantic does not rebuild from its name (``is_hashable``: a user trial found a
+    ``KeyError`` raised instead of the error), as a custom error of that type and message."""
+    details = cast(InitErrorDetails, {k: v for k, v in line.items() if k in _LINE_KEYS})
+    try:
+        ValidationError.from_exception_data("FairDocumentRanker", [details])
+    except KeyError:
+        details = cast(
+            InitErrorDetails, {**details, "type": PydanticCustomError(line["type"], line["msg"])}
+        )
+        details.pop("ctx", None)
+    return details
 
 
 @component

@@ -266,6 +266,17 @@ def test_a_refused_contract_field_names_the_ranker_not_the_contract():
     assert "target_share must be a number" in str(refused.value)
 
 
+@pytest.mark.parametrize("protected", [["female"], {"female"}, {"g": "female"}, slice(1)])
+def test_an_unhashable_protected_label_is_refused_naming_it(protected):
+    """A user trial: pydantic's ``is_hashable`` error, raised again under this class's name,
+    raised ``KeyError: "Invalid error type: 'is_hashable'"`` instead (LangChain's FairReranker
+    refused it as it should)."""
+    with pytest.raises(ValidationError, match="for FairDocumentRanker") as refused:
+        FairDocumentRanker(group_key="gender", protected=protected)
+    assert "protected" in str(refused.value) and "hashable" in str(refused.value)
+    assert refused.value.errors()[0]["type"] == "is_hashable"
+
+
 @pytest.mark.parametrize("title_key", [None, 3, "", "  "])
 def test_a_title_key_that_names_no_field_is_refused(title_key):
     """A user trial: ``title_key=None`` (or 3) was accepted, then every recorded title was null."""
