@@ -29,10 +29,19 @@ import pandas as pd
 
 from fairrag_core.target import OTHERS
 
-from .lines import BROKEN_GZIP, line_numbers, open_log
+from .lines import (
+    BROKEN_GZIP,
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    REFUSED_FIELD,
+    line_numbers,
+    nesting_depth,
+    open_log,
+)
 from .options import AuditOptions
 from .scan import (
     ATTRIBUTED_FIELDS,
+    KNOWN_FIELDS,
     KNOWN_STYLES,
     METRIC_FIELDS,
     connect,
@@ -462,27 +471,43 @@ def _files(
     return pd.DataFrame(table)
 
 
-FINGERPRINT_BYTES = 2**16
-"""Most bytes of a line :func:`log_fingerprint` reads, and of a log it hashes when no record
-names it."""
+FINGERPRINT_BYTES = MAX_LINE_BYTES
+"""Longest line :func:`log_fingerprint` reads as a record (the audit's own bound: a longer line
+is refused by the audit, so it is no first record in JSON lines nor in Parquet)."""
 FINGERPRINT_LINES = 1_000
 """Most lines (or Parquet rows) :func:`log_fingerprint` looks through for a first record."""
-FINGERPRINT_SCAN = 2**20
+FINGERPRINT_SCAN = 4 * MAX_LINE_BYTES
 """Most decompressed bytes :func:`log_fingerprint` reads of a JSON-lines log."""
 SEPARATOR = ";"
 """Between the fingerprints of a folder's files."""
 
 
-FINGERPRINT_FORM = "r1:"
-"""What starts a fingerprint of this form (a log told by its first record). The release before
-wrote a bare SHA-256 of the first line: partials holding one are told by their path."""
+FINGERPRINT_FORM = "r2:"
+"""What starts a fingerprint of this form (a log told by its first record's fields). The forms
+before (``r1:``, which told a first record without ``run_id`` or ``timestamp`` by its bytes,
+so not as its Parquet conversion; a bare SHA-256 of the first line) are told by their path."""
+
+IDENTITY_FIELDS = tuple(dict.fromkeys([*KNOWN_FIELDS, "metadata", "run_id"]))
+"""The fields that tell a first record without both ``run_id`` and ``timestamp``: those every
+``--to-parquet`` conversion keeps (:func:`fairrag_audit.scan.to_parquet`)."""
 
 
-def _identity(run_id: Any, timestamp: Any) -> str:
-    """The fingerprint of a log whose first record has this ``run_id`` and ``timestamp``."""
-    values = [json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in (run_id, timestamp)]
-    digest = hashlib.sha256("\0".join(["record", *values]).encode()).hexdigest()
-    return FINGERPRINT_FORM + digest
+def _identity(record: dict[str, Any]) -> str:
+    """The fingerprint of a log whose first record is ``record``: a SHA-256 of its ``run_id``
+    and ``timestamp`` when it has both, else of its :data:`IDENTITY_FIELDS` that are not null
+    (as JSON values, keys sorted): the same for its JSON line and its Parquet row."""
+    run_id, timestamp = record.get("run_id"), record.get("timestamp")
+    if run_id is not None and timestamp is not None:
+        values = [
+            json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in (run_id, timestamp)
+        ]
+        text = "\0".join(["record", *values])
+    else:
+        kept = {k: record[k] for k in IDENTITY_FIELDS if record.get(k) is not None}
+        text = "fields\0" + json.dumps(
+            kept, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+        )
+    return FINGERPRINT_FORM + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _bytes_identity(head: bytes) -> str:
@@ -495,16 +520,19 @@ EMPTY = _bytes_identity(b"")
 
 def log_fingerprint(path: Path) -> str:
     """What tells one log from another, whatever path names it and however it is stored
-    (docs/SPEC.md, "Partial aggregates"): of JSON lines (plain or gzip), the first line that
-    is a JSON object tells (blank lines and lines that are not one before it skipped, within
-    :data:`FINGERPRINT_LINES` lines and :data:`FINGERPRINT_SCAN` decompressed bytes): a SHA-256
-    of its ``run_id`` and ``timestamp`` when it has both, else of its text; a line longer than
-    :data:`FINGERPRINT_BYTES` met first, of its first bytes; no object, of the first
-    non-blank line (:data:`EMPTY` for a log with none). A Parquet file: of its first undamaged
-    row with both fields, else of its first row's JSON; a folder of Parquet files: each
-    file's, joined by :data:`SEPARATOR`. One file named two ways, a copy, its gzip rotation,
-    its Parquet conversion, and the same log grown since have one fingerprint; a log rotated
-    under the same name has another."""
+    (docs/SPEC.md, "Partial aggregates"): its first record, :func:`_identity`. Of JSON lines
+    (plain or gzip), the first line that is a JSON object with a record field
+    (:data:`IDENTITY_FIELDS`) not null (blank lines, lines that are not one, and lines the
+    audit refuses, longer than :data:`FINGERPRINT_BYTES` or nested deeper than its cap, before
+    it skipped, within :data:`FINGERPRINT_LINES` lines
+    and :data:`FINGERPRINT_SCAN` decompressed bytes); no record, of the first non-blank line's
+    first bytes (:data:`EMPTY` for a log with none). A Parquet file: its first row that is a
+    record as the audit reads it (not damaged nor refused, a field not null) among its first
+    :data:`FINGERPRINT_LINES`, else its first row's JSON; a folder of Parquet files: each
+    file's, joined by :data:`SEPARATOR` (a file DuckDB cannot read: :data:`EMPTY`, the others
+    read as they are). One file named two ways, a copy, its gzip rotation, its Parquet
+    conversion, and the same log grown since have one fingerprint; a log rotated under the
+    same name has another."""
     if path.is_dir():
         members = sorted(p for p in path.rglob("*.parquet") if p.is_file())
         return SEPARATOR.join(_parquet_fingerprints(members)) or EMPTY
@@ -519,19 +547,21 @@ def log_fingerprint(path: Path) -> str:
                 if not piece or read >= FINGERPRINT_SCAN:
                     break
                 read += len(piece)
+                if len(piece) == FINGERPRINT_BYTES and not piece.endswith(b"\n"):
+                    # a line past the audit's bound, refused by the audit: read past it
+                    first_line = first_line or piece[: 2**16]
+                    while piece and not piece.endswith(b"\n") and read < FINGERPRINT_SCAN:
+                        piece = handle.readline(FINGERPRINT_BYTES)
+                        read += len(piece)
+                    continue
                 text = piece.strip()
                 if not text:
                     continue  # a blank line
-                if len(piece) == FINGERPRINT_BYTES and not piece.endswith(b"\n"):
-                    return _bytes_identity(piece)  # a line past the bound: its first bytes
-                record = _record(text)
-                if record is None:  # a torn line or garbage: the next line may tell
-                    first_line = first_line or text
+                record = _record(text) if nesting_depth(text) <= MAX_DEPTH else None
+                if record is None or all(record.get(k) is None for k in IDENTITY_FIELDS):
+                    first_line = first_line or text[: 2**16]  # no record: the next may be
                     continue
-                run_id, timestamp = record.get("run_id"), record.get("timestamp")
-                if run_id is not None and timestamp is not None:
-                    return _identity(run_id, timestamp)
-                return _bytes_identity(text)
+                return _identity(record)
     except BROKEN_GZIP:  # a gzip cut short or corrupt: what was read
         pass
     return EMPTY if first_line is None else _bytes_identity(first_line)
@@ -548,47 +578,61 @@ def _record(line: bytes) -> dict[str, Any] | None:
 
 def _parquet_fingerprints(paths: Sequence[Path]) -> list[str]:
     """:func:`log_fingerprint` of each Parquet file, read in one query (a folder of thousands
-    of files is one scan of two columns): each file's rows as the audit reads them (each
-    field's JSON), its first undamaged one with a ``run_id`` and a ``timestamp`` among its
-    first :data:`FINGERPRINT_LINES`; a file with none, of its first row's JSON."""
+    of files is one scan); when one file cannot be read (cut short by a copy still running),
+    each file alone, so the others keep their fingerprints (a user trial: every file of the
+    folder fell back to its first row's JSON, and the folder's logs were counted twice)."""
     if not paths:
         return []
     con = connect()
     try:
-        found = _first_records(con, paths)
+        try:
+            found = _first_records(con, paths)
+        except duckdb.Error:
+            found = {}
+            for path in paths:
+                try:
+                    found.update(_first_records(con, [path]))
+                except duckdb.Error:  # this file cannot be read: the audit says so
+                    found[str(path)] = EMPTY
         return [found.get(str(path)) or _first_row(con, path) for path in paths]
     finally:
         con.close()
 
 
 def _first_records(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> dict[str, str]:
-    """``{file: fingerprint}`` of the files whose rows hold a ``run_id`` and a ``timestamp``."""
+    """``{file: fingerprint}`` of the files among ``paths`` with a record in their first
+    :data:`FINGERPRINT_LINES` rows (:func:`log_fingerprint`); a ``duckdb.Error`` when one
+    cannot be read."""
     files = "[" + ", ".join(sql_literal(str(path)) for path in paths) + "]"
     source = f"read_parquet({files}, filename = true, file_row_number = true, union_by_name = true)"
-    try:
-        names = {str(row[0]) for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-        if not {"run_id", "timestamp"} <= names:
-            return {}
-        damaged = 'NOT COALESCE("__damaged", false)' if "__damaged" in names else "true"
-        rows = con.execute(f"""
-            SELECT filename,
-                arg_min(CAST(to_json("run_id") AS VARCHAR), file_row_number),
-                arg_min(CAST(to_json("timestamp") AS VARCHAR), file_row_number)
-            FROM {source}
-            WHERE {damaged} AND "run_id" IS NOT NULL AND "timestamp" IS NOT NULL
-                AND file_row_number < {FINGERPRINT_LINES}
-            GROUP BY filename
-        """).fetchall()
-    except duckdb.Error:  # a file DuckDB cannot read: the audit says so when it reads it
+    names = {str(row[0]) for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    fields = [name for name in IDENTITY_FIELDS if name in names]
+    if not fields:
         return {}
+    quoted = [f'"{name}"' for name in fields]
+    keep = ["true"]
+    if "__damaged" in names:
+        keep.append('NOT COALESCE("__damaged", false)')
+    if REFUSED_FIELD in names:
+        keep.append(f'"{REFUSED_FIELD}" IS NULL')
+    present = " OR ".join(
+        f"COALESCE(CAST(to_json({q}) AS VARCHAR), 'null') <> 'null'" for q in quoted
+    )
+    packed = ", ".join(f"{q} := {q}" for q in quoted)
+    rows = con.execute(f"""
+        SELECT filename, arg_min(CAST(to_json(struct_pack({packed})) AS VARCHAR), file_row_number)
+        FROM {source}
+        WHERE {" AND ".join(keep)} AND ({present}) AND file_row_number < {FINGERPRINT_LINES}
+        GROUP BY filename
+    """).fetchall()
     found = {}
-    for filename, run_id, timestamp in rows:
+    for filename, packed_row in rows:
         try:
-            values = [json.loads(v) for v in (run_id, timestamp)]
+            record = json.loads(packed_row)
         except (ValueError, RecursionError):  # not values a record holds: not told by them
             continue
-        if values[0] is not None and values[1] is not None:
-            found[str(filename)] = _identity(*values)
+        if isinstance(record, dict):
+            found[str(filename)] = _identity(record)
     return found
 
 
@@ -601,7 +645,7 @@ def _first_row(con: duckdb.DuckDBPyConnection, path: Path) -> str:
         ).fetchone()
     except duckdb.Error:
         return EMPTY
-    return EMPTY if first is None else _bytes_identity(str(first[0]).encode()[:FINGERPRINT_BYTES])
+    return EMPTY if first is None else _bytes_identity(str(first[0]).encode()[: 2**16])
 
 
 def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str, str] | None:

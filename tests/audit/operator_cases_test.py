@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from fairrag_audit import audit
-from fairrag_audit.partials import EMPTY, log_fingerprint, read_partials
+from fairrag_audit.partials import EMPTY, FINGERPRINT_FORM, log_fingerprint, read_partials
 from fairrag_study.cli import main
 from tests.audit.analysis_test import metric
 from tests.audit.conftest import deployment_records
@@ -53,6 +53,52 @@ def test_a_log_its_gzip_rotation_and_its_parquet_conversion_are_one_log(tmp_path
     assert len(audit([log, other], **OPTIONS).reading) == 2  # different logs: both read
 
 
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"run_id": None},  # a Haystack record: no run id, a timestamp
+        {"run_id": None, "timestamp": None},  # schema 1: neither
+        {"run_id": None, "query": "q" * 80_000},  # a first record past 64 KiB
+    ],
+    ids=["no run id", "no run id nor timestamp", "first record of 80 kB"],
+)
+def test_a_log_without_a_run_id_and_its_parquet_conversion_are_one_log(tmp_path: Path, first):
+    """An operator's trial: told by the first line's bytes in JSON lines and by its first row
+    with both fields (or the row's JSON) in Parquet, a log and its ``--to-parquet``
+    conversion were two logs, counted twice (400 records of 200)."""
+    records = _records(1, 10)
+    records[0].update(first)
+    log = write_log(tmp_path / "a.jsonl", records)
+    assert main(["audit", str(log), "--out", str(tmp_path / "pq"), "--to-parquet"]) == 0
+    converted = tmp_path / "pq" / "a.parquet"
+    assert log_fingerprint(log) == log_fingerprint(converted) != EMPTY
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([log, converted], **OPTIONS)
+    pair = saved([log, converted], [[log], [converted]], tmp_path / "p", **OPTIONS)
+    with pytest.raises(ValueError, match="more than once"):
+        read_partials(pair)
+
+
+def test_a_parquet_file_cut_short_leaves_its_folders_other_files_told_as_before(tmp_path: Path):
+    """An operator's trial: one file of a folder DuckDB could not read (a copy still
+    running) made every file's fingerprint fall back to its first row's JSON, so the folder
+    audited before and again was two logs (4,000 records of 2,000), and the folder and one of
+    its files were not seen to overlap."""
+    folder = tmp_path / "hive"
+    folder.mkdir()
+    for day in (1, 2):
+        log = write_log(tmp_path / f"d{day}.jsonl", _records(day))
+        assert main(["audit", str(log), "--out", str(folder), "--to-parquet"]) == 0
+    before = log_fingerprint(folder)
+    whole = (folder / "d2.parquet").read_bytes()
+    (folder / "d3.parquet").write_bytes(whole[: len(whole) * 2 // 5])  # cut: no footer
+    after = log_fingerprint(folder)
+    assert after.split(";")[:2] == before.split(";")
+    assert after.split(";")[2] == EMPTY
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([folder, folder / "d1.parquet"], **OPTIONS)
+
+
 def test_a_folder_of_parquet_files_and_one_of_its_files_overlap(tmp_path: Path):
     logs = [write_log(tmp_path / f"d{day}.jsonl", _records(day)) for day in (1, 2)]
     folder = tmp_path / "hive"
@@ -82,9 +128,10 @@ def test_different_logs_that_start_alike_are_two_logs(tmp_path: Path):
         torn.append(path)
     assert log_fingerprint(torn[0]) != log_fingerprint(torn[1])
     assert len(audit([*parquets, *torn], **OPTIONS).reading) == 4
-    # records without a run id are told by their first record's text, as before
+    # records without a run id are told by their first record's fields (the record schema's)
     plain = [
-        write_log(tmp_path / f"plain{i}.jsonl", [record(["female"], tenant=i)]) for i in (1, 2)
+        write_log(tmp_path / f"plain{i}.jsonl", [record(["female"], ranker=f"r{i}")])
+        for i in (1, 2)
     ]
     assert log_fingerprint(plain[0]) != log_fingerprint(plain[1])
     assert log_fingerprint(write_log(tmp_path / "empty.jsonl", [])) == EMPTY
@@ -262,7 +309,7 @@ def test_a_first_line_nested_past_the_parsers_depth_is_read_as_garbage(tmp_path:
     RecursionError before the audit could refuse the line as the sieve does."""
     log = tmp_path / "deep.jsonl"
     log.write_bytes(b"[" * 30_000 + b"\n" + b"".join(_line(r) for r in _records(1, 3)))
-    assert log_fingerprint(log).startswith("r1:")
+    assert log_fingerprint(log).startswith(FINGERPRINT_FORM)
     result = audit([log], **OPTIONS)
     assert result.reading["records"].tolist() == [3]
 

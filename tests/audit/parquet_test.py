@@ -241,8 +241,8 @@ def test_a_hive_folder_with_an_equals_sign_in_its_value_is_named(tmp_path: Path,
     """A user trial: ``tenant=a=b/`` beside ``tenant=acme/`` failed the audit with DuckDB's
     "Binder Error: Hive partition mismatch", naming no folder; now the error names it and the
     form accepted (``%3D``, as DuckDB writes it), and ``tenant=a%3Db/`` is read as ``a=b``."""
-    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])] * 3)
-    for value in ("acme", "a=b"):
+    for value in ("acme", "a=b"):  # two logs (one log in both would be counted twice)
+        log = write_log(tmp_path / f"{value}.jsonl", [record(["female", "male"], ranker=value)] * 3)
         (tmp_path / "logs" / f"tenant={value}").mkdir(parents=True)
         to_parquet(log, tmp_path / "logs" / f"tenant={value}" / "part.parquet")
     code = main(["audit", str(tmp_path / "logs"), "--out", str(tmp_path / "out")])
