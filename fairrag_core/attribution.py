@@ -1147,6 +1147,7 @@ def _attribute_units(
             and _name_line(known, bullet)
         )
         if name_line and above == number - 1 and previous == positions:
+            above = number  # the next line repeating it too (a looping answer): description
             continue  # the item's name again under it (with dates): its description
         previous, above = (positions, number) if number in is_bullet else (None, 0)
         if (

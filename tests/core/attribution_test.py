@@ -885,6 +885,24 @@ def test_a_two_level_list_written_flat(answer, bullets, titles):
     assert [a.title for a in result.attributions] == titles
 
 
+def test_a_name_repeated_on_every_line_under_its_item_is_its_description():
+    """The fifth labelled set (held out): a looping answer repeating ``Maximilian Karl Emil
+    Weber (2000)`` on 11 lines under ``- Max Weber (2000)``; only the first line under the
+    item was read as its description, the next ten as bullets (two readers: one item)."""
+    weber = ContextDocument(
+        "Max Weber",
+        group="male",
+        text="Title: Max Weber\nMaximilian Karl Emil Weber (21 April 1864 – 14 June 1920) was a "
+        "German sociologist.",
+    )
+    answer = "- Max Weber (2000)\n" + "Maximilian Karl Emil Weber (2000)\n" * 10 + "- Ada Lovelace"
+    result = attribute_answer(answer, [weber, CONTEXT[0]])
+    assert [b.line_number for b in result.bullets] == [1, 12]
+    # a line of text between them ends the item: the repeat after it is a line of its own
+    apart = attribute_answer("- Max Weber\nThe answer is:\nMaximilian Karl Emil Weber", [weber])
+    assert [b.line_number for b in apart.bullets] == [1, 3]
+
+
 def test_a_collaborator_a_description_mentions_is_no_item():
     """A third review: a nested description naming a collaborator (``with Otto Hahn``) stood
     apart as a unit of its own, attributing him (parity 0.67 where a reader reads 1.00)."""
