@@ -17,7 +17,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from pydantic import BaseModel
 
@@ -144,6 +144,8 @@ class _RootRun:
     """Every model run of the root run (linked to a retrieval or not)."""
     tools: set[UUID] = field(default_factory=set)
     """The tool runs of the root run."""
+    tool_call_ids: set[str] = field(default_factory=set)
+    """The tool calls its tool runs answered (their ``ToolMessage``'s ``tool_call_id``)."""
     question: str | None = None
     """The user's question, when the root run's input holds messages (the last human one)."""
     model_starts: int = 0
@@ -829,6 +831,13 @@ class FairnessCallbackHandler(_Handler):
             state.tools.add(run_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        call_id = getattr(output, "tool_call_id", None)
+        if isinstance(call_id, str):
+            with self._lock:
+                root = self._root_of.get(run_id)
+                state = None if root is None else self._roots.get(root)
+                if state is not None:
+                    state.tool_call_ids.add(call_id)
         self._ended(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -903,15 +912,19 @@ class FairnessCallbackHandler(_Handler):
         kwargs: Mapping[str, Any],
         parts: Sequence[str],
         turn: int | None = None,
+        ended_on_tools: Sequence[tuple[int, set[str]]] = (),
     ) -> None:
         # the prompt's messages (or prompts), whitespace collapsed, and where the message
         # ``turn`` (the first of a conversation's current turn) begins
         collapsed = [_collapsed(part) for part in parts]
         text = " ".join(part for part in collapsed if part)
-        before = [part for part in collapsed[: turn or 0] if part]
-        start = sum(len(part) + 1 for part in before) if turn else 0
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
+            # an earlier turn that ended on tool calls no tool run of this root answered
+            earlier = [at for at, ids in ended_on_tools if not ids & state.tool_call_ids]
+            turn = max([turn or 0, *earlier]) or None
+            before = [part for part in collapsed[: turn or 0] if part]
+            start = sum(len(part) + 1 for part in before) if turn else 0
             order, state.model_starts = state.model_starts, state.model_starts + 1
             # where the prompt holds each ended retrieval's documents, searched once (from the
             # current turn when it holds the list: not an earlier turn's copy): the link, the
@@ -1035,16 +1048,34 @@ class FairnessCallbackHandler(_Handler):
     ) -> None:
         flat = [m for batch in messages for m in batch]
         # a conversation's current turn: what follows the last earlier answer (an AI message
-        # without tool calls that a human message follows)
+        # without tool calls that a human message follows), or the last earlier turn that
+        # ended on tool calls (a structured response, ToolStrategy's; a return_direct tool):
+        # an AI message whose tool results a human message follows, when no tool run of this
+        # root answered them (a user trial: a turn after a ToolStrategy answer was read with
+        # the whole conversation, its documents at the earlier turn's places)
         humans = [i for i, m in enumerate(flat) if isinstance(m, HumanMessage)]
+        last = humans[-1] if humans else 0
         answers = [
-            i
-            for i, m in enumerate(flat[: humans[-1]] if humans else [])
-            if isinstance(m, AIMessage) and not m.tool_calls
+            i for i, m in enumerate(flat[:last]) if isinstance(m, AIMessage) and not m.tool_calls
         ]
         turn = answers[-1] + 1 if answers else None
+        ended_on_tools = []
+        for i, m in enumerate(flat[:last]):
+            if isinstance(m, AIMessage) and m.tool_calls and (turn is None or i >= turn):
+                after = i + 1
+                while after < last and isinstance(flat[after], ToolMessage):
+                    after += 1
+                if after > i + 1 and isinstance(flat[after], HumanMessage):
+                    ids = {str(call.get("id")) for call in m.tool_calls}
+                    ended_on_tools.append((after, ids))
         self._model_start(
-            run_id, parent_run_id, serialized, kwargs, [message_text(m) for m in flat], turn
+            run_id,
+            parent_run_id,
+            serialized,
+            kwargs,
+            [message_text(m) for m in flat],
+            turn,
+            ended_on_tools,
         )
 
     def on_llm_start(

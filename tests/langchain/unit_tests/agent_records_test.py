@@ -11,6 +11,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import create_retriever_tool
 from langgraph.errors import GraphRecursionError
+from pydantic import BaseModel
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
 from fairrag_langchain.fakes import FakeSearchingChatModel
@@ -63,11 +64,21 @@ def _tool_titles(messages) -> list[str]:
     return [line[len("Title: ") :] for line in text.splitlines() if line.startswith("Title: ")]
 
 
-@pytest.mark.parametrize("answer_format", ["text", "json"])
+class CitedAnswer(BaseModel):
+    """LangChain's citation how-to schema: an answer and the source ids it cites."""
+
+    answer: str
+    citations: list[int]
+
+
+@pytest.mark.parametrize("answer_format", ["text", "json", "tool_call"])
 def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     """A user trial: in a checkpointed conversation, turn 2's search returned a document turn 1
     had shown too; the record placed it where turn 1's message held it (titles out of turn 2's
-    order, ``reordered_after_ranking`` true, a JSON source id 0 read as another document)."""
+    order, ``reordered_after_ranking`` true, a JSON source id 0 read as another document).
+    Another (``tool_call``): after a turn answered through ``ToolStrategy``, which ends on the
+    answer's tool call, no earlier turn was found, so the same happened."""
+    from langchain.agents.structured_output import ToolStrategy
     from langgraph.checkpoint.memory import InMemorySaver
 
     retriever = _small_retriever(8, female_every=3, seed=3)
@@ -76,7 +87,10 @@ def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     model = FakeSearchingChatModel(
         searches=[["pioneers"]], answer_format=answer_format, max_citations=1
     )
-    agent = create_agent(model, [tool], checkpointer=InMemorySaver())
+    structured = (
+        {"response_format": ToolStrategy(CitedAnswer)} if answer_format == "tool_call" else {}
+    )
+    agent = create_agent(model, [tool], checkpointer=InMemorySaver(), **structured)
     config = {"callbacks": [handler], "configurable": {"thread_id": "t"}}
     first = agent.invoke({"messages": [HumanMessage("Who are pioneers?")]}, config)
     second = agent.invoke({"messages": [HumanMessage("Name more pioneers.")]}, config)
@@ -86,7 +100,10 @@ def test_a_later_turn_records_its_own_list_in_its_order(answer_format):
     one, two = handler.records
     assert one["titles"] == shown_one and two["titles"] == shown_two
     assert two["reordered_after_ranking"] is False
-    assert shown_two[0] in two["answer"]  # the model cites its first entry (source id 0)
+    if answer_format == "tool_call":  # the structured response cites source id 0
+        assert [c["title"] for c in two["citations"]] == shown_two[:1]
+    else:
+        assert shown_two[0] in two["answer"]  # the model cites its first entry (source id 0)
 
 
 @pytest.mark.parametrize("rewriter", ["code", "model"])
