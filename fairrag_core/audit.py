@@ -109,8 +109,14 @@ class FairnessAuditor:
             ),
         }
         shares = exposure_shares(groups, exposure=self.exposure)
-        if self.protected is not None:  # exposure_share's value, from the same shares
-            record["exposure_share"] = shares.get(self.protected, 0.0) if groups else math.nan
+        # exposure_share's value, from the same shares; null for a target of several groups,
+        # which has no protected group (a field that does not apply is null, never left out:
+        # a user trial found it missing)
+        record["exposure_share"] = (
+            None
+            if self.protected is None
+            else (shares.get(self.protected, 0.0) if groups else math.nan)
+        )
         by_group: dict[str, float] = {}
         for group, share in shares.items():  # labels written alike (None, "None") share a key
             key = record_key(group)

@@ -45,7 +45,7 @@ def test_records_carry_the_three_groups_and_the_target(three_group_run):
         shares = [record["exposure_by_group"].get(g, 0.0) for g in TARGET]
         half_l1 = sum(abs(share - TARGET[g]) for share, g in zip(shares, TARGET, strict=True)) / 2
         assert record["exposure_disparity"] == pytest.approx(half_l1)
-        assert "exposure_share" not in record  # no protected group named
+        assert record["exposure_share"] is None  # no protected group named: null
     # The balanced corpus holds every group equally: 3 topics x 8 per group.
     report = (three_group_run / "report.md").read_text()
     assert "72 documents, 24 a, 24 b, 24 c" in report
