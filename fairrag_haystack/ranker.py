@@ -9,6 +9,7 @@ Documents out. Haystack components are not pydantic models, so the component hol
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -159,7 +160,8 @@ class FairDocumentRanker:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """The fairness records of the runs so far, oldest first (a copy)."""
+        """The fairness records of the runs so far, oldest first (copies: a field set on one
+        leaves the kept record as logged)."""
         return self._kept.records
 
     @component.output_types(documents=list[Document], record=dict[str, Any] | None)
@@ -240,7 +242,9 @@ class FairDocumentRanker:
             query=query,
         )
         self._kept.add([record])
-        return record
+        # the pipeline's copy: a step that adds the answer to it (records carry none here)
+        # leaves the kept record as logged (a user trial)
+        return copy.deepcopy(record)
 
     def to_dict(self) -> dict[str, Any]:
         """The component's configuration, as Haystack serialises pipelines."""

@@ -402,9 +402,11 @@ class RecordKeeper:
 
     @property
     def records(self) -> list[dict[str, Any]]:
-        """The kept records, oldest first (a copy)."""
+        """The kept records, oldest first: a new list of copies of them (a field set on one
+        leaves the kept record as logged; their lists and maps are the kept ones, not copied:
+        a deep copy of thousands of records on every read would cost seconds)."""
         with self._lock:
-            return list(self._records)
+            return [dict(record) for record in self._records]
 
     def add(self, records: Iterable[dict[str, Any]]) -> bool:
         """Keep ``records``, append them to the log and queue them for the sinks; False when a

@@ -259,6 +259,26 @@ def test_an_unknown_argument_is_named_with_what_is_accepted(fields, named):
     assert "max_records" in str(refused.value) and "ledger_key" in str(refused.value)
 
 
+def test_a_record_changed_by_the_pipeline_or_the_user_leaves_the_kept_one_as_logged(tmp_path):
+    """A user trial: the record a run returned, and each of ``records``, was the kept record
+    itself: a step adding the answer to it (Haystack records carry none) rewrote the kept
+    record, which then no longer matched the log."""
+    pool = [
+        Document(content=f"Title: P{i}\nx", meta={"gender": g}, score=1.0 - i / 10)
+        for i, g in enumerate(["male", "female", "male", "female", "male"])
+    ]
+    log = tmp_path / "fair.jsonl"
+    ranker = FairDocumentRanker(group_key="gender", protected="female", top_k=4, log_path=log)
+    record = ranker.run(documents=pool, query="q", seed=1)["record"]
+    record["answer"] = "- P1 [1]"
+    record["titles"].append("Not Shown")
+    ranker.records[0]["query"] = "edited"
+    kept = ranker.records[0]
+    logged = json.loads(log.read_text(encoding="utf-8"))
+    assert "answer" not in kept and kept["query"] == "q" and len(kept["titles"]) == 4
+    assert {key: kept[key] for key in logged} == logged
+
+
 def test_a_refused_contract_field_names_the_ranker_not_the_contract():
     with pytest.raises(ValidationError, match="for FairDocumentRanker") as refused:
         FairDocumentRanker(group_key="gender", protected="female", target_share="0.3")
