@@ -920,8 +920,14 @@ class FairnessCallbackHandler(_Handler):
         text = " ".join(part for part in collapsed if part)
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
-            # an earlier turn that ended on tool calls no tool run of this root answered
-            earlier = [at for at, ids in ended_on_tools if not ids & state.tool_call_ids]
+            # an earlier turn that ended on tool calls no tool run of this root answered, and
+            # before which no search of this root is held in its order (a tool node that
+            # passes no tool call id: a review found a rewrite of this question read as a turn)
+            earlier = [
+                at
+                for at, ids in ended_on_tools
+                if not ids & state.tool_call_ids and not _holds_a_search(collapsed[:at], state)
+            ]
             turn = max([turn or 0, *earlier]) or None
             before = [part for part in collapsed[: turn or 0] if part]
             start = sum(len(part) + 1 for part in before) if turn else 0
@@ -1133,6 +1139,24 @@ class FairnessCallbackHandler(_Handler):
                     given = response.generations if response is not None else []
                     run.stopped(given[0][0].text if given and given[0] else None)
         self._ended(run_id, error)
+
+
+def _holds_a_search(parts: Sequence[str], state: _RootRun) -> bool:
+    """Whether one of ``parts`` (messages, whitespace collapsed) holds every document of an
+    ended search of the root run, in the search's order: that search was shown there."""
+    for ended in state.ended:
+        texts = state.retrievals[ended].texts()
+        for part in parts:
+            at = 0
+            for text in texts:
+                at = part.find(text, at)
+                if at < 0:
+                    break
+                at += len(text)
+            else:
+                if texts:
+                    return True
+    return False
 
 
 def _places(prompt: str, turn: int, located: Sequence[tuple[str, str]]) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import create_retriever_tool
 from langgraph.errors import GraphRecursionError
+from langgraph.graph.message import add_messages
 from pydantic import BaseModel
 
 from fairrag_langchain import FairnessCallbackHandler, FairRetriever
@@ -302,3 +303,82 @@ def test_an_agent_retried_whole_is_recorded_as_its_last_attempt(ranker):
     retried, plain = (r["framework"] for r in records)
     assert retried["llm_runs"] == plain["llm_runs"]
     assert len(retried["searches"] or []) == len(plain["searches"] or [])
+
+
+class _MessagesState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+@pytest.mark.parametrize("tools_node", ["ToolNode", "hand-written"])
+def test_a_rewrite_appended_after_a_search_is_no_new_turn(tools_node):
+    """A review: the rule that ends an earlier turn at tool calls a human message follows
+    (ToolStrategy's answer) read a rewrite node's user message after this question's own
+    search as a turn when the tools ran in a hand-written node (LangGraph's quickstart
+    ``BasicToolNode``, which passes no tool call id): the record took the second search's
+    order (exposure 0.559 where the list the model was shown first gives 0.637)."""
+    from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from fairrag_core.citations import ContextDocument
+    from fairrag_langchain.fakes import _TITLE_LINE, _ReplyingChatModel
+
+    class Scripted(_ReplyingChatModel):
+        """Searches twice (the first search's results followed by a rewrite), then answers
+        with the titles it was shown (a test double)."""
+
+        @property
+        def _llm_type(self) -> str:
+            return "scripted-test-double"
+
+        def bind_tools(self, tools, **kwargs):
+            return self
+
+        def reply(self, messages):
+            calls = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+            if calls < 2:
+                call = ToolCall(name="search", args={"query": ["first", "second"][calls]})
+                return AIMessage("", tool_calls=[{**call, "id": f"call_{calls}"}])
+            shown = "\n".join(str(m.text) for m in messages if isinstance(m, ToolMessage))
+            titles = list(dict.fromkeys(_TITLE_LINE.findall(shown)))[:4]
+            lines = [f"- {ContextDocument(t).person} (DocTitle: {t})" for t in titles]
+            return AIMessage("\n".join(lines))
+
+    retriever = _small_retriever(
+        4, female_every=2, seed=1, ranker="stochastic", ranker_params={"alpha": 1.0}
+    )
+    tool = create_retriever_tool(retriever, "search", "Search biographies.")
+    model = Scripted()
+
+    def hand_written(state):
+        calls = state["messages"][-1].tool_calls
+        return {
+            "messages": [
+                ToolMessage(tool.invoke(c["args"]), name=c["name"], tool_call_id=c["id"])
+                for c in calls
+            ]
+        }
+
+    def searches_done(state):
+        return sum(isinstance(m, ToolMessage) for m in state["messages"])
+
+    graph = StateGraph(_MessagesState)
+    graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode([tool]) if tools_node == "ToolNode" else hand_written)
+    graph.add_node("rewrite", lambda state: {"messages": [HumanMessage("Which pioneers?")]})
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges(
+        "agent", lambda state: "tools" if state["messages"][-1].tool_calls else END
+    )
+    graph.add_conditional_edges(
+        "tools", lambda state: "rewrite" if searches_done(state) == 1 else "agent"
+    )
+    graph.add_edge("rewrite", "agent")
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    out = graph.compile().invoke(
+        {"messages": [HumanMessage("Who are pioneers?")]}, {"callbacks": [handler]}
+    )
+    first, second = (_tool_titles([m]) for m in out["messages"] if isinstance(m, ToolMessage))
+    assert set(first) == set(second) and first != second  # the case in question
+    [record] = handler.records
+    assert record["titles"] == first and record["reordered_after_ranking"] is False
