@@ -107,9 +107,8 @@ class Attribution:
     true for an implicit attribution."""
     name_form: str | None = None
     """Provenance of an implicit attribution: ``title`` (the bullet names the person its title
-    names), ``alias`` (a name the document's own text states), ``near`` (the title's name
-    with a one-letter slip, :meth:`_Context.near_misses`) or ``cut`` (the answer's last line
-    cut inside the name, :func:`_completed_cut`); None for an explicit one,
+    names), ``alias`` (a name the document's own text states) or ``near`` (the title's name
+    with a one-letter slip, :meth:`_Context.near_misses`); None for an explicit one,
     whose provenance is its :attr:`style`."""
 
     @property
@@ -762,40 +761,7 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
         bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
     if sourced:
         bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
-    if bullets and answer[-1:].isalpha() and not bullets[-1].attributions:
-        completed = _completed_cut(bullets[-1], answer, ctx)
-        if completed is not None:
-            bullets[-1] = completed
     return AttributedAnswer(tuple(bullets), tuple(echoed))
-
-
-def _completed_cut(bullet: AttributedBullet, answer: str, ctx: _Context) -> AttributedBullet | None:
-    """The answer's last line cut inside a name's last word (the token cap: ``- Eleanor
-    Farje``, the answer ending on a letter), read as that name when exactly one shown person's
-    name completes it: the word's first letters (at least 2) begin one of that person's name
-    words, the words before it as they are (docs/SPEC.md "Attribution", ``cut``). Only the
-    last line, only a bullet attributed to no one and not refusing."""
-    if bullet.refusal or bullet.line_number != answer.count("\n") + 1:
-        return None
-    words = bullet.person.split()
-    cut = words[-1] if len(words) >= 2 else ""
-    if not cut.isalpha() or len(cut) < 2 or not answer.endswith(cut):
-        return None
-    prefix = _fold(cut.lower())
-    found: set[int] = set()
-    for word in ctx._index()[1]:  # every name word of the shown documents (folded)
-        if len(word) > len(prefix) and word.startswith(prefix) and word.isalpha():
-            head = " ".join([*words[:-1], word.capitalize()])
-            found.update(p for p, _ in ctx.presented(head))
-            if len(found) > 1:
-                return None  # two shown people complete it: no one
-    if len(found) != 1:
-        return None
-    position = found.pop()
-    document = ctx.documents[position]
-    attribution = Attribution(position, document.title, document.group, "implicit", True, "cut")
-    styles = _in_order({*bullet.styles, "implicit"})
-    return replace(bullet, styles=styles, attributions=(attribution,))
 
 
 def _read_lines(

@@ -725,11 +725,12 @@ def test_a_fourth_set_of_107_answers_on_15_new_topics_per_group():
     another middle name), and two names cut inside the surname (``Eleanor Farje``, the last
     line, and ``Leontien Martha Henrica Petronella Zijlaar``, a line not last). Men's:
     ``Rudolph Höss`` for Rudolf Höss, and ``Willem Frederik``, William I's name in his text's
-    brackets, sharing no word with the title. Since then (rules made on this set, so the
-    figures after are not held out): a stated name's translation in brackets is a stated name,
-    and a name cut by the token cap on the answer's last line is completed (docs/SPEC.md
-    "Citations", "Attribution"): 483 of 484 agreed, 4 of 487 missed (0.8%); women 2 of 221
-    (0.9%), men 2 of 266 (0.8%)."""
+    brackets, sharing no word with the title. Since then (a rule made on this set, so the
+    figures after are not held out): a stated name's translation in brackets is a stated name
+    (docs/SPEC.md "Citations"): 482 of 483 agreed, 5 of 487 missed (1.0%); women 3 of 221
+    (1.4%), men 2 of 266 (0.8%). (A rule completing a name cut on the answer's last line,
+    ``Eleanor Farje``, was made too and removed: a review found it credited complete names,
+    ``- Thomas Mann`` to Thomas Manning shown, and an answer does not say it was cut.)"""
     answers = json.loads(FIXTURE_MORE.read_text(encoding="utf-8"))
     earlier = set()
     for path in (FIXTURE_SEED46, FIXTURE_SEED2027):
@@ -746,10 +747,10 @@ def test_a_fourth_set_of_107_answers_on_15_new_topics_per_group():
     items, agreed_readers, kappa, _ = readers_agreement(first, second)
     assert (items, agreed_readers, kappa) == (487, 487, 1.0)
     attributed, agreed, missed, labelled, disagreements = agreement(answers, first)
-    assert (attributed, agreed, missed, labelled) == (484, 483, 4, 487), disagreements
+    assert (attributed, agreed, missed, labelled) == (483, 482, 5, 487), disagreements
     assert disagreements == [(95, 3, {2}, None)]
     assert agreed / attributed >= 0.98 and missed <= 0.02 * labelled  # the bound, overall
-    for group, measured in {"female": (2, 221), "male": (2, 266)}.items():
+    for group, measured in {"female": (3, 221), "male": (2, 266)}.items():
         _, _, missed_g, labelled_g, _ = agreement(answers, group_labels(answers, first, group))
         assert (missed_g, labelled_g) == measured, group
 
@@ -770,7 +771,8 @@ NATURAL_READERS = [
 
 
 def test_a_fifth_set_held_out_per_group():
-    """Measured once with the rule of 884afde, against reader 1: the rule agreed on 182 of
+    """Measured once with the rule of 884afde (its rule completing a cut name, removed since,
+    changed nothing here), against reader 1: the rule agreed on 182 of
     193 attributed bullets (94.3%) and missed 2 of 184 (1.1%); per group women 1 of 102 missed
     (1.0%), men 1 of 82 (1.2%): **the misses' bound held for both groups** on answers no rule
     was made from, **the agreement bound did not**: 10 of the 11 disagreements are one looping
