@@ -781,14 +781,16 @@ def _read_lines(
     under_numbered = False  # below an unindented numbered item, no heading between
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
+            under_numbered = False  # a blank line ends a flat two-level item (below)
             continue  # blank, or one lower-case word: no name, no citation, never a bullet
         if raw[:1] in " \t#":
             shape[number] = _shape(raw)
             under_numbered = under_numbered and raw[:1] != "#"  # a heading ends the list
         else:
             # a two-level list written flat ("1. Ada Lovelace" then "- Ada Lovelace was..."):
-            # the symbol-marked lines right under a numbered item (blank lines aside) are
-            # nested in it, as if indented; a line of text ends the item
+            # the symbol-marked lines right under a numbered item are nested in it, as if
+            # indented; a line of text or a blank line ends the item (a review: a list after
+            # a blank line, of sentences naming others, was read as one item's description)
             marker = None
             if raw[:1] in _FLAT_START:
                 marker = _FLAT_MARKER.match(raw.replace("**", "", 1) if raw[:1] == "*" else raw)

@@ -486,8 +486,15 @@ def document_aliases(document: ContextDocument) -> tuple[str, ...]:
     return tuple(name for name in found if 2 <= len(name.split()) <= 12)
 
 
-_TRANSLATION = re.compile(r"[\s\"'“”‘’«»]*\((?:in )?[^\W\d_][^\W\d_]+: ")
-"""A stated name's translation in brackets right after it: ``(in French: `` or ``(French: ``."""
+_TRANSLATION = re.compile(r"[\s\"'“”‘’«»]*\((?:in )?([A-Z][^\W\d_]+): ")
+"""A stated name's translation in brackets right after it: ``(in French: `` or ``(French: ``
+(a capitalised word: a language; not one of :data:`_NOT_LANGUAGES`)."""
+_NOT_LANGUAGES = frozenset(
+    "spouse husband wife partner father mother son daughter brother sister child children "
+    "parents born died nee née birth real full original also formerly later title rank".split()
+)
+"""Capitalised words before a colon in brackets that say who or what follows, not a language
+(``(Husband: Edward Hart)`` names another person: a review)."""
 
 
 def _translated(after: str, name: str) -> str | None:
@@ -497,7 +504,7 @@ def _translated(after: str, name: str) -> str | None:
     last = name.rsplit(" ", 1)[-1]
     at = after.find(last, 0, 300)
     match = _TRANSLATION.match(after, at + len(last)) if at >= 0 else None
-    if match is None:
+    if match is None or match.group(1).lower() in _NOT_LANGUAGES:
         return None
     closing = after.find(")", match.end(), match.end() + 300)
     return _alias_after(after[match.end() : closing]) if closing >= 0 else None

@@ -59,8 +59,9 @@ def test_a_log_its_gzip_rotation_and_its_parquet_conversion_are_one_log(tmp_path
         {"run_id": None},  # a Haystack record: no run id, a timestamp
         {"run_id": None, "timestamp": None},  # schema 1: neither
         {"run_id": None, "query": "q" * 80_000},  # a first record past 64 KiB
+        {"run_id": None, "metadata": {"tenant": "a\udcff"}},  # a lone surrogate, escaped
     ],
-    ids=["no run id", "no run id nor timestamp", "first record of 80 kB"],
+    ids=["no run id", "no run id nor timestamp", "first record of 80 kB", "lone surrogate"],
 )
 def test_a_log_without_a_run_id_and_its_parquet_conversion_are_one_log(tmp_path: Path, first):
     """An operator's trial: told by the first line's bytes in JSON lines and by its first row

@@ -315,6 +315,17 @@ def test_a_stated_names_translation_in_brackets_is_a_stated_name():
     assert [a.title for a in cited.attributions] == ["Ada Lovelace"]
     alone = attribute_answer("- Ada Lovelace", [steering])
     assert not alone.attributions
+    # a bracket saying who follows is no translation (a review: Edward Hart, her husband,
+    # became a name of Edna Hart's document)
+    for relation in ("Husband", "husband", "Spouse"):
+        edna = ContextDocument(
+            "Edna Hart",
+            group="female",
+            text=f'Title: Edna Hart\nEdna Hart, better known as "Queenie Hart" ({relation}: '
+            "Edward Hart), was a singer.",
+        )
+        assert "Edward Hart" not in document_aliases(edna)
+        assert not attribute_answer("- Edward Hart", [edna]).attributions
 
 
 def test_a_last_line_ending_on_a_name_is_never_completed():
@@ -858,8 +869,22 @@ def test_what_is_nested_under_an_item_but_is_no_description(answer, bullets, tit
             [1, 2, 4],
             ["Ada Lovelace", "Alan Turing"],
         ),
+        # a blank line ends the item (a review: sentences naming others, after a blank line,
+        # were read as its description, a mis-citation hidden)
+        (
+            "1. Alan Turing broke codes [4].\n\n- The first program was written by Ada "
+            "Lovelace [1].\n- The first compiler was built by Grace Hopper [1].",
+            [1, 3, 4],
+            ["Alan Turing", "Ada Lovelace", "Grace Hopper"],
+        ),
     ],
-    ids=["description", "people under a numbered item", "text ends the item", "not nested"],
+    ids=[
+        "description",
+        "people under a numbered item",
+        "text ends the item",
+        "not nested",
+        "blank line ends the item",
+    ],
 )
 def test_a_two_level_list_written_flat(answer, bullets, titles):
     """Two readers of the seed-2027 answers, blind to each other: ``-`` lines right under
