@@ -412,7 +412,9 @@ def _files(
         "bad_model": "NOT model_ok",
         "no_list": "model_ok AND w IS NULL",
         "empty_list": "w = 0",
-        "equal_weight": "groups IS NULL AND by_group IS NULL AND w IS NOT NULL",
+        # no list length (neither groups nor k): W_t = 1; a record with k weighs by k (a user
+        # trial found records with k counted here, the note saying they weighed equally)
+        "equal_weight": "weights IS NULL AND w IS NOT NULL",
         "errors": "has_error",
         "no_timestamp": "ts IS NULL",
         "no_answer": "NOT answered",

@@ -526,3 +526,23 @@ def test_a_fitted_model_name_past_the_audits_bounds_is_not_read(tmp_path: Path) 
     assert metric(past.rankers, "exposure_share")["n"] == 0
     within = audit(write_log(tmp_path / "within.jsonl", [written(MAX_FITTED_GROUPS)]))
     assert metric(within.rankers, "exposure_share")["value"] == pytest.approx(2 / 2000)
+
+
+def test_only_records_without_groups_nor_k_are_said_to_weigh_equally(tmp_path: Path) -> None:
+    """A user trial: records with ``k`` and ``exposure_share`` but no ``groups`` were said to
+    have "no `groups` and no `k`" and to weigh equally, while the amortized figures weighed
+    them by k (W of DCG over k positions), as they should."""
+    records = []
+    for i in range(40):
+        k = 1 if i % 2 else 10
+        made = {"ranker": "standard", "protected": "female", "target": {"female": 0.5}}
+        made |= {"exposure_model": "dcg", "exposure_share": 0.9 if k == 1 else 0.1}
+        records.append(made | ({"k": k} if i < 20 else {}))
+    result = audit(write_log(tmp_path / "log.jsonl", records))
+    (note,) = [n for n in result.notes if "weighs equally" in n]
+    assert note.startswith("20 records have no `groups` and no `k`")
+    weight = {k: float((1 / np.log2(np.arange(2, k + 2))).sum()) for k in (1, 10)}
+    weighed = (10 * weight[1] * 0.9 + 10 * weight[10] * 0.1 + 10 * 0.9 + 10 * 0.1) / (
+        10 * weight[1] + 10 * weight[10] + 20
+    )
+    assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(weighed)
