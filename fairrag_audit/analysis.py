@@ -564,6 +564,11 @@ METRIC_NOTES = {
     "empty_list": "records showed an empty list: no exposure to share",
     "equal_weight": "records have no `groups` and no `k`: each weighs equally (W_t = 1) in "
     "the amortized figures",
+    "share_mistyped": "records without `groups` nor `exposure_by_group` give `exposure_share` as "
+    'a value that is not a JSON number (a string such as "0.5", a boolean): no exposure share '
+    "for them (read as missing)",
+    "share_missing": "records without `groups` nor `exposure_by_group` have a list (`k`) but no "
+    "`exposure_share` (absent or null): no exposure share for them",
     "errors": "records are of failed runs (`error`); their retrieval figures are kept",
 }
 """What the count of records lacking something means (the report's "What could not be
@@ -575,6 +580,9 @@ def _metric_notes(files: pd.DataFrame, options: AuditOptions) -> list[str]:
     counts = files.drop(columns=["file", "sources", "audited_at", "fingerprint"], errors="ignore")
     counts = counts.sum().astype(int)
     total = int(counts["used"])
+    # partials saved by the release before have no share_mistyped nor share_missing: 0
+    counts = counts.reindex([*counts.index, *(n for n in METRIC_NOTES if n not in counts.index)])
+    counts = counts.fillna(0).astype(int)
     notes = [
         f"{counts[name]} of {total} {text}" if name == "no_protected" else f"{counts[name]} {text}"
         for name, text in METRIC_NOTES.items()

@@ -110,6 +110,8 @@ NOTE_COUNTS = (
     "no_list",
     "empty_list",
     "equal_weight",
+    "share_mistyped",
+    "share_missing",
     "errors",
     "no_timestamp",
     "no_answer",
@@ -415,6 +417,12 @@ def _files(
         # no list length (neither groups nor k): W_t = 1; a record with k weighs by k (a user
         # trial found records with k counted here, the note saying they weighed equally)
         "equal_weight": "weights IS NULL AND w IS NOT NULL",
+        # the share read from exposure_share (no groups nor exposure_by_group), missing: given
+        # as no JSON number, or not given although the record has a list (k)
+        "share_mistyped": "protected IS NOT NULL AND model_ok AND groups IS NULL "
+        "AND by_group IS NULL AND share_mistyped",
+        "share_missing": "protected IS NOT NULL AND model_ok AND groups IS NULL "
+        "AND by_group IS NULL AND w > 0 AND logged_share IS NULL AND NOT share_mistyped",
         "errors": "has_error",
         "no_timestamp": "ts IS NULL",
         "no_answer": "NOT answered",

@@ -691,6 +691,7 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
         + ["source", "ranker"]
         + [f"by_{i}" for i in range(len(options.by))]
         + ["groups", "weights", "w", "protected", "target_share", "by_group", "logged_share"]
+        + ["share_mistyped"]
         + ["several_target", "two_groups"]
         + list(METRIC_FIELDS)
         + ["answered", "follows", "has_attribution", "styles", "mistyped", *COUNT_FIELDS]
@@ -1196,7 +1197,10 @@ def _scan_file(con: duckdb.DuckDBPyConnection, index: int, rows: str, scan: _Sca
             len(list_filter(map_entries(target_map), lambda e: e.key <> '{OTHERS}'
                 OR TRY_CAST(e.value AS DOUBLE) > 0)) <= 2 AS two_groups,
             by_group_raw AS by_group,
-            {_n("exposure_share")} AS logged_share
+            {_n("exposure_share")} AS logged_share,
+            -- given, but not as a JSON number: the report says so when the share is read from it
+            COALESCE({_first(_quoted("exposure_share"))} <> {_NULL}
+                AND {_n("exposure_share")} IS NULL, false) AS share_mistyped
             {scan.metrics},
             -- what the answer cited (docs/SPEC.md "Attribution"): every record of an answer
             -- says whether it followed the paper's format; the attribution's fields are in

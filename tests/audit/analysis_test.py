@@ -546,3 +546,23 @@ def test_only_records_without_groups_nor_k_are_said_to_weigh_equally(tmp_path: P
         10 * weight[1] + 10 * weight[10] + 20
     )
     assert metric(result.rankers, "exposure_share")["value"] == pytest.approx(weighed)
+
+
+def test_an_exposure_share_read_as_missing_is_said_why(tmp_path: Path) -> None:
+    """An operator's trial: records without ``groups`` whose ``exposure_share`` was ``"0.5"``,
+    ``true`` or null had no share (as they should not), and "What could not be computed" said
+    nothing of them."""
+    records = []
+    for i, share in enumerate(["0.5", True, None, 0.4, 0.6] * 4):
+        made = {"ranker": "standard", "protected": "female", "target": {"female": 0.5}}
+        made |= {"exposure_model": "dcg", "k": 5, "exposure_share": share}
+        records.append(made if i != 4 else {k: v for k, v in made.items() if k != "exposure_share"})
+    result = audit(write_log(tmp_path / "log.jsonl", records))
+    assert any(
+        n.startswith("8 records without `groups`") and "not a JSON number" in n
+        for n in result.notes
+    )
+    assert any(
+        n.startswith("5 records without `groups`") and "(absent or null)" in n for n in result.notes
+    )
+    assert metric(result.rankers, "exposure_share")["n"] == 7
