@@ -182,6 +182,9 @@ class FairDocumentRanker:
             (None for a ranker without a target).
         """
         k = check_count(self.top_k if top_k is None else top_k, "top_k")  # a field set later too
+        # a per-run top_k, or a curve set on the contract later, beyond the fitted positions:
+        # refused naming top_k (a user trial: the core's refusal named k)
+        check_shown_count(self.fair.fairness_exposure, k, "top_k")
         if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
             raise TypeError(
                 f"documents must be a list of haystack Documents, got {type(documents).__name__}"

@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 from pydantic import AliasChoices, ConfigDict, Field, PrivateAttr, model_validator
 
 from fairrag_core import pool_scores
-from fairrag_core.kit.component import Count, check_shown_count
+from fairrag_core.kit.component import Count
 
 from ._documents import checked_documents, checked_query
 from ._fields import FairRankingFields, atell_empty_ranking, tell_empty_ranking
@@ -86,9 +86,8 @@ class FairReranker(FairRankingFields, BaseDocumentCompressor):
             )
         return data
 
-    def model_post_init(self, context: Any, /) -> None:
-        super().model_post_init(context)  # the contract builds the ranker: bad config fails
-        check_shown_count(self.fairness_exposure, self.k, "k (top_n)")
+    def _shown(self) -> tuple[int, str]:
+        return self.k, "k (top_n)"  # checked when built and set
 
     @property
     def top_n(self) -> int:

@@ -35,7 +35,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 
 from fairrag_core import VectorStoreUnavailableError, pool_scores
 from fairrag_core.kit import check_store_order, distinct_pool, searched, to_relevance
-from fairrag_core.kit.component import AUTO, Count, Relevance, check_shown_count
+from fairrag_core.kit.component import AUTO, Count, Relevance
 from fairrag_core.kit.config import draw_query_seed
 from fairrag_core.validation import check_k
 
@@ -200,10 +200,8 @@ class FairRetriever(FairRankingFields, BaseRetriever):
             )
         return value
 
-    def model_post_init(self, context: Any, /) -> None:
-        super().model_post_init(context)  # the contract builds the ranker: bad config fails
-        check_shown_count(self.fairness_exposure, self.k, "k")  # when built (a k per call:
-        # when ranking)
+    def _shown(self) -> tuple[int, str]:
+        return self.k, "k"  # checked when built and set (a k per call: when ranking)
 
     @model_validator(mode="after")
     def _consistent(self) -> FairRetriever:

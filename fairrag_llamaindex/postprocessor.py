@@ -42,7 +42,7 @@ from fairrag_core.kit import (
     hidden_metadata_keys,
     pool_relevance,
 )
-from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance, check_shown_count
+from fairrag_core.kit.component import AUTO, Count, FairComponent, Relevance
 
 from . import _private as private
 from .spans import SPANS, Retrieval, current_span_id, ensure_registered
@@ -518,8 +518,10 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
 
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)  # the contract builds the ranker: bad config fails
-        check_shown_count(self.fairness_exposure, self.top_n, "top_n")
         ensure_registered()
+
+    def _shown(self) -> tuple[int, str]:
+        return self.top_n, "top_n"  # checked when built and set
 
     @classmethod
     def class_name(cls) -> str:

@@ -326,16 +326,31 @@ class FairComponent(BaseModel):
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
         self._state = RankerState.current(None, self)  # a bad configuration fails here
+        self._check_shown()
+
+    def _shown(self) -> tuple[int, str] | None:
+        """How many entries the component shows and the argument that says so (``k``,
+        ``top_n``), for :func:`check_shown_count`; None when given per call only."""
+        return None
+
+    def _check_shown(self) -> None:
+        shown = self._shown()
+        if shown is not None:
+            check_shown_count(self.fairness_exposure, *shown)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in CONFIG_FIELDS:
+        if name.startswith("_") or name not in type(self).model_fields:
             super().__setattr__(name, value)
             return
         missing = object()
         before = self.__dict__.get(name, missing)
         super().__setattr__(name, value)  # the field's own validation (validate_assignment)
         try:
-            self._state = RankerState.current(self._state, self)
+            if name in CONFIG_FIELDS:
+                self._state = RankerState.current(self._state, self)
+            # a fitted curve shorter than the list shown, set after the component was built
+            # (its exposure, or its k), is refused as when built (a user trial)
+            self._check_shown()
         except Exception:
             if before is not missing:
                 self.__dict__[name] = before  # refused: the old configuration stays whole

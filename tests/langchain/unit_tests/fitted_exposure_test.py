@@ -37,6 +37,8 @@ def test_the_retriever_ranks_and_the_chain_audits_with_the_fitted_weights(tmp_pa
 def test_a_k_beyond_the_fitted_positions_is_refused_when_built(tmp_path):
     """A user trial: every adapter built a component showing more entries than the curve has
     positions, and refused it at the first ranking, naming ``k`` (not ``top_n``/``top_k``)."""
+    from haystack import Document
+
     from fairrag_haystack import FairDocumentRanker
     from fairrag_langchain import FairReranker
     from fairrag_llamaindex import FairRerankPostprocessor
@@ -59,6 +61,33 @@ def test_a_k_beyond_the_fitted_positions_is_refused_when_built(tmp_path):
     retriever = FairRetriever(vectorstore=FixedPoolStore(*imbalanced_pool()), **fields)
     with pytest.raises(ValueError, match=r"ranks 1\.\.5 only"):  # a k given per call
         retriever.invoke("q", k=6)
+    # set after it was built: the curve on a component showing 6, or a k past the curve, is
+    # refused naming the argument, and the old value stays (a user trial: accepted, refused
+    # at the first ranking naming k)
+    short = {**fields, "exposure": "dcg"}
+    for name, component, count in (
+        ("k", FairRetriever(vectorstore=FixedPoolStore(*imbalanced_pool()), **short, k=6), "k"),
+        (r"k \(top_n\)", FairReranker(**short, top_n=6), "k"),
+        ("top_n", FairRerankPostprocessor(**short, top_n=6), "top_n"),
+    ):
+        with pytest.raises(ValueError, match=rf"{name}=6 shows more entries"):
+            component.exposure = f"fitted:{path}"
+        assert component.exposure == "dcg" and component.fairness_exposure.curve is None
+        component.__setattr__(count, 5)
+        component.exposure = f"fitted:{path}"
+        with pytest.raises(ValueError, match=rf"{name}=6 shows more entries"):
+            component.__setattr__(count, 6)
+        assert getattr(component, count) == 5
+    ranker = FairDocumentRanker(**short, top_k=6)
+    ranker.fair.exposure = f"fitted:{path}"  # the contract does not know top_k: at each run
+    pool = [
+        Document(content=f"Title: P{i}", meta={"gender": g}, score=1 - i / 10)
+        for i, g in enumerate(["female", "male"] * 4)
+    ]
+    with pytest.raises(ValueError, match=r"top_k=6 shows more entries"):
+        ranker.run(documents=pool)
+    with pytest.raises(ValueError, match=r"top_k=6 shows more entries"):
+        FairDocumentRanker(**fields, top_k=5).run(documents=pool, top_k=6)
 
 
 OTHER = FittedCurve((0.3, 0.25, 0.2, 0.15, 0.1), provenance={"model": "refit"})
