@@ -197,20 +197,25 @@ def _warn_of_near_labels(ranker: Ranker, groups: Sequence[Hashable | None]) -> N
     target = ranker.target
     if target is None:
         return
-    present = {label for label in groups if label is not None}
+    labels = set(groups)
+    present = {label for label in labels if label is not None}
     named = [g for g in target.groups if g is not OTHERS]
     warned = _WARNED.setdefault(ranker, set())
-    # 1 and "1": two groups to the ranker, one key in records (distinct texts never are)
-    mixed = not all(type(label) is str for label in present)
-    for group in named if mixed else ():
-        if group not in present or group in warned:
-            continue
-        key = record_key(group)
-        twin = next((x for x in present if x != group and record_key(x) == key), None)
-        if twin is not None:
-            warned.add(group)
+    # 1 and "1", None (the unknown group) and "None": two groups to the ranker, one key in
+    # records (distinct texts never are); any two such labels, named by the target or not (a
+    # user trial found only a target's group warned of)
+    if not all(type(label) is str for label in labels):
+        by_key: dict[str, list[Hashable | None]] = {}
+        for label in labels:
+            by_key.setdefault(record_key(label), []).append(label)
+        for key, alike in by_key.items():
+            if len(alike) < 2 or ("alike", key) in warned:
+                continue
+            warned.add(("alike", key))
+            # the target's group first (the one whose share an audit reads), then by text
+            first, twin = sorted(alike, key=lambda x: (x not in named, repr(x)))[:2]
             warnings.warn(
-                f"the pool holds the labels {group!r} and {twin!r}: two groups to the ranker, "
+                f"the pool holds the labels {first!r} and {twin!r}: two groups to the ranker, "
                 f"but records key both as {key!r} (exposure_by_group sums their shares, "
                 "which an audit reads as the group's); give each group one label",
                 UserWarning,

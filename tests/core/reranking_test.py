@@ -133,3 +133,21 @@ def test_groups_given_as_a_mapping_or_a_set_are_refused_by_rankers_and_metrics(g
 
     with pytest.raises(TypeError, match="must be a sequence of labels in order"):
         awrf(groups, target={"female": 0.5, "male": 0.5})
+
+
+@pytest.mark.parametrize(("one", "other"), [(1, "1"), (None, "None"), (2.0, "2")])
+def test_two_labels_records_key_alike_warn_whatever_the_target_names(one, other):
+    """A user trial: labels a record writes under one key (1 and "1", the unknown group None
+    and "None") warned only when one was a group the target names; their shares are summed in
+    ``exposure_by_group`` whatever the target."""
+    import warnings
+
+    ranker = make_ranker("representative_stochastic", protected="female")
+    groups = ["female", one, other, "male", "female", "male"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rerank(ranker, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], groups, 4, rng=np.random.default_rng(0))
+        rerank(ranker, [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], groups, 4, rng=np.random.default_rng(1))
+    alike = [w for w in caught if "records key both" in str(w.message)]
+    assert len(alike) == 1  # once per ranker and key
+    assert repr(one) in str(alike[0].message) and repr(other) in str(alike[0].message)
