@@ -160,6 +160,10 @@ class _Run:
     query: str | None = None
     reranks: list[_Rerank] = field(default_factory=list)
     model: str | None = None
+    engine_model: str | None = None
+    """The LLM of a query or chat engine that ran inside this run (a workflow's step): the
+    model when no call of the run gave the answer (a stream the caller reads after the run
+    ended, whose call no span leads to the run: a user trial found ``model`` null)."""
     calls: list[_Call] = field(default_factory=list)
     """The run's LLM calls, in start order (a call's output is read when it ends, streamed or
     not: the handler finds a call by its span even after that span closed)."""
@@ -1305,15 +1309,23 @@ class FairnessEventHandler(BaseEventHandler):
             return
         with self._live.lock:
             run: _Run | None = self._live.runs.pop(span.id_, None)
-        if _outermost_run(span.parent_id) is not None:
-            return  # an engine called by another engine: the outer one answers the question
+        outer = _outermost_run(span.parent_id)
+        if outer is not None:  # an engine called by another engine, or by a workflow's step:
+            # the outer one answers the question; this engine's LLM is its model if no call
+            # of the outer run is found to give the answer
+            model = _engine_model(span.instance)
+            if model is not None:
+                with self._live.lock:
+                    kept = self._live.runs.setdefault(outer.id_, _Run(outer))
+                    kept.engine_model = kept.engine_model or model
+            return
         if run is None:
             run = _Run(span)
         if not run.reranks and not (self.record_queries_without_reranker and self._registered()):
             return
         if not self._in_scope(run):
             return
-        run.model = run.model or _engine_model(span.instance)
+        run.model = run.model or _engine_model(span.instance) or run.engine_model
         tags = dict(active_instrument_tags.get())
         if error is not None:
             self._finish(run, None, None, tags, error=f"{type(error).__name__}: {error}")

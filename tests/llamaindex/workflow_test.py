@@ -456,3 +456,39 @@ async def test_a_short_answer_a_later_step_changed_is_still_the_models(how):
     (record,) = recorder.records
     assert record["model"] == "short-answer-mock"  # the LLM call was seen
     assert record["answer"] == result and "answer_status" not in record["framework"]
+
+
+async def test_a_query_engines_stream_a_step_returns_is_recorded_with_the_engines_model():
+    """A user trial: a step returning a streaming query engine's response (read by the caller
+    after the run, so its LLM call starts when no span leads to the run) was recorded with
+    ``model`` null; the engine called alone records its LLM. The engine's LLM is now the run's
+    model when no call of the run gave the answer. (Limit: a streaming synthesizer's response
+    returned by a step holds no LLM to fall back to: ``model`` stays null.)"""
+
+    class EngineStep(Workflow):
+        def __init__(self, engine: RetrieverQueryEngine, **kw: Any):
+            super().__init__(**kw)
+            self.engine = engine
+
+        @step
+        async def answer(self, ev: StartEvent) -> StopEvent:
+            return StopEvent(result=await self.engine.aquery(ev.query))
+
+    engine = RetrieverQueryEngine.from_args(
+        PoolRetriever(make_pool(50)),
+        llm=CitingMockLLM(),
+        node_postprocessors=[fair()],
+        text_qa_template=None,
+        streaming=True,
+    )
+    records = []
+    for run in (lambda: EngineStep(engine).run(query=QUESTION), lambda: engine.aquery(QUESTION)):
+        recorder = handler()
+        with recorder, seeded(7):
+            streamed = await run()
+            text = "".join([token async for token in streamed.async_response_gen()])
+        (record,) = recorder.records
+        assert record["answer"] == text
+        records.append(record)
+    in_a_step, alone = records
+    assert alone["model"] is not None and in_a_step["model"] == alone["model"]
