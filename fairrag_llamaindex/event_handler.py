@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterable, Iterator, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -49,6 +49,7 @@ from llama_index.core.instrumentation.events.llm import (
 )
 from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.workflow import StopEvent
 from pydantic import AliasChoices  # not re-exported by LlamaIndex's bridge (pydantic 2)
@@ -424,6 +425,16 @@ def _model_name(llm: Any) -> str | None:
         return name
     class_name = getattr(llm, "class_name", None)
     return class_name() if callable(class_name) else type(llm).__name__
+
+
+_SCOPED = (BaseQueryEngine, BaseChatEngine, BaseNodePostprocessor)
+"""What a handler's ``scope`` holds, besides workflows (:func:`_is_workflow`)."""
+
+
+def _is_workflow(value: Any) -> bool:
+    """Whether ``value`` is a LlamaIndex Workflow (an agent too), as :func:`is_workflow_run`
+    tells a workflow's run."""
+    return is_workflow_run(value, "run")
 
 
 def _engine_model(engine: Any) -> str | None:
@@ -966,6 +977,29 @@ class FairnessEventHandler(BaseEventHandler):
     def _check_group_key(cls, value: Any) -> Any:
         return check_group_key(value)
 
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _check_scope(cls, value: Any) -> Any:
+        """Every entry is something a run or a ranking is recorded by: an engine, a chat
+        engine, a workflow (an agent) or a postprocessor; anything else can never match, and
+        the handler would record nothing (a user trial: an index given, no record, no
+        warning)."""
+        if value is None or isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise ValueError(
+                f"scope must be a list of engines, chat engines, workflows or postprocessors, "
+                f"got {value!r:.80}"
+            )
+        value = list(value)
+        for item in value:
+            if not isinstance(item, _SCOPED) and not _is_workflow(item):
+                raise ValueError(
+                    f"scope holds a {type(item).__name__} ({item!r:.60}), which no question is "
+                    "recorded by: give the query engines, chat engines, workflows (agents) or "
+                    "postprocessors to record (for an index: the engine index.as_query_engine() "
+                    "returns, or its postprocessor)"
+                )
+        return value
+
     @field_validator("log_path", mode="before")
     @classmethod
     def _path_text(cls, value: Any) -> Any:
@@ -1046,6 +1080,16 @@ class FairnessEventHandler(BaseEventHandler):
             raise TypeError(
                 "from_postprocessor needs the FairRerankPostprocessor whose rankings to record, "
                 f"got {type(postprocessor).__name__}: {postprocessor!r:.80}"
+            )
+        given = fields.get("group_key", postprocessor.group_key)
+        if given != postprocessor.group_key:
+            # records group by the postprocessor's key, read at each question's end: a key of
+            # the handler's own was accepted and never used (a user trial)
+            raise ValueError(
+                f"group_key {given!r}: a handler from a postprocessor groups its records by the "
+                f"postprocessor's group_key ({postprocessor.group_key!r}, followed when it "
+                "changes); leave group_key out, or build FairnessEventHandler(group_key=...) "
+                "without a postprocessor"
             )
         defaults: dict[str, Any] = {
             "group_key": postprocessor.group_key,

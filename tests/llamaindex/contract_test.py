@@ -580,6 +580,30 @@ def test_a_handler_scoped_to_one_postprocessor_records_only_its_engine():
     assert record["query"] == QUESTION and record["doc_ids"] == ids(response.source_nodes)
 
 
+@pytest.mark.parametrize("entry", [123, "my-engine", "index"])
+def test_a_scope_entry_no_question_is_recorded_by_is_refused(entry):
+    """A user trial: ``scope=[index]`` (or a name, a number) was accepted and could never
+    match, so the handler recorded nothing, with no error nor warning."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+
+    if entry == "index":
+        entry = VectorStoreIndex([], embed_model=MockEmbedding(embed_dim=4))
+    with pytest.raises(ValueError, match=r"scope holds a \w+ .*give the query engines"):
+        FairnessEventHandler(group_key="gender", protected="female", scope=[entry])
+    with pytest.raises(ValueError, match="scope must be a list"):
+        FairnessEventHandler(group_key="gender", protected="female", scope="my-engine")
+
+
+def test_a_handler_from_a_postprocessor_refuses_a_group_key_of_its_own():
+    """A user trial: ``from_postprocessor(fair, group_key="sex")`` was accepted, the handler's
+    field read ``sex``, and records grouped by the postprocessor's ``gender``."""
+    with pytest.raises(ValueError, match=r"group_key 'sex': a handler from a postprocessor"):
+        FairnessEventHandler.from_postprocessor(fair(seed=0), group_key="sex")
+    same = FairnessEventHandler.from_postprocessor(fair(seed=0), group_key="gender")
+    assert same.group_key == "gender"
+
+
 def test_a_handler_scoped_to_one_engine_records_only_that_engine():
     plain, other = query_engine([]), query_engine([fair(seed=1)])
     handler = FairnessEventHandler(group_key="gender", protected="female", scope=[plain])
