@@ -32,6 +32,15 @@ def _records(day: int, n: int = 30) -> list[dict[str, object]]:
     return records
 
 
+def _told_as_one_log(one: Path, other: Path, partials: Path) -> None:
+    """Refused as one log counted twice: in one audit, and when their partials merge."""
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([one, other], **OPTIONS)
+    pair = saved([one, other], [[one], [other]], partials, **OPTIONS)
+    with pytest.raises(ValueError, match="more than once"):
+        read_partials(pair)
+
+
 def _gzip(source: Path, target: Path) -> Path:
     target.write_bytes(gzip.compress(source.read_bytes()))
     return target
@@ -73,11 +82,7 @@ def test_a_log_without_a_run_id_and_its_parquet_conversion_are_one_log(tmp_path:
     assert main(["audit", str(log), "--out", str(tmp_path / "pq"), "--to-parquet"]) == 0
     converted = tmp_path / "pq" / "a.parquet"
     assert log_fingerprint(log) == log_fingerprint(converted) != EMPTY
-    with pytest.raises(ValueError, match="holds the same log as"):
-        audit([log, converted], **OPTIONS)
-    pair = saved([log, converted], [[log], [converted]], tmp_path / "p", **OPTIONS)
-    with pytest.raises(ValueError, match="more than once"):
-        read_partials(pair)
+    _told_as_one_log(log, converted, tmp_path / "p")
 
 
 def test_a_parquet_file_cut_short_leaves_its_folders_other_files_told_as_before(tmp_path: Path):
@@ -105,12 +110,7 @@ def test_a_folder_of_parquet_files_and_one_of_its_files_overlap(tmp_path: Path):
     folder = tmp_path / "hive"
     for log in logs:
         assert main(["audit", str(log), "--out", str(folder), "--to-parquet"]) == 0
-    member = folder / "d2.parquet"
-    with pytest.raises(ValueError, match="holds the same log as"):
-        audit([folder, member], **OPTIONS)
-    pair = saved([folder, member], [[folder], [member]], tmp_path / "p", **OPTIONS)
-    with pytest.raises(ValueError, match="more than once"):
-        read_partials(pair)
+    _told_as_one_log(folder, folder / "d2.parquet", tmp_path / "p")
 
 
 def test_different_logs_that_start_alike_are_two_logs(tmp_path: Path):
