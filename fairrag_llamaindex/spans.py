@@ -97,7 +97,8 @@ def _question(bound_args: inspect.BoundArguments) -> str | None:
 
 
 _START_FIELDS = ("query", "query_str", "question", "user_msg", "input", "message")
-"""The fields of a Workflow's ``StartEvent`` read as its question, in this order."""
+"""The fields of a Workflow's ``StartEvent`` read as its question, in this order; then the
+last user message of its ``chat_history``."""
 
 
 def is_workflow_run(instance: Any, method: str) -> bool:
@@ -121,6 +122,25 @@ def _start_question(bound_args: inspect.BoundArguments) -> str | None:
         for text in (value, getattr(value, "query_str", None), getattr(value, "content", None)):
             if isinstance(text, str):  # text, a QueryBundle's query_str, a ChatMessage's content
                 return text
+    return _last_user_message(event)
+
+
+def _last_user_message(event: Any) -> str | None:
+    """The last user message of the start event's ``chat_history`` (an agent run given the
+    conversation, its question last, and no ``user_msg``: a user trial found the tool's
+    search string recorded as the question)."""
+    try:
+        history = event.get("chat_history") if hasattr(event, "get") else None
+    except Exception:  # a custom start event whose get() wants more
+        history = None
+    history = history if history is not None else getattr(event, "chat_history", None)
+    if not isinstance(history, (list, tuple)):
+        return None
+    for message in reversed(history):
+        role = getattr(message, "role", None)
+        if getattr(role, "value", role) == "user":
+            content = getattr(message, "content", None)
+            return content if isinstance(content, str) else None
     return None
 
 

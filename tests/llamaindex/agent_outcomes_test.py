@@ -95,3 +95,19 @@ async def test_an_agents_structured_response_citing_nothing_leaves_its_message_t
     assert output.structured_response["citations"] == []
     assert record["answer"] == output.response.content
     assert record["framework"]["answer_format"] == "text"
+
+
+async def test_an_agent_given_the_conversation_records_its_last_user_message_as_the_query():
+    """A user trial: ``agent.run(chat_history=[...])`` with the question as the last user
+    message, and no ``user_msg``, recorded the tool's search string (``pioneers of
+    medicine``) as the question."""
+    agent, recorder = agent_and_recorder()
+    history = [
+        ChatMessage(role="user", content="Hello."),
+        ChatMessage(role="assistant", content="Hello! Ask me about people."),
+        ChatMessage(role="user", content=QUESTION),
+    ]
+    with recorder:
+        await agent.run(chat_history=history)
+    (record,) = recorder.records
+    assert record["query"] == QUESTION
