@@ -735,12 +735,16 @@ def _derived_sql(options: AuditOptions, scan: _ScanSql, first_rows: list[int]) -
 
 def _by_value(index: int) -> str:
     """A ``--by`` field's value as text (SQL): a JSON number holding a whole number as that
-    integer (``7.0`` and ``7`` one value, as Python reads them), others as JSON's text."""
+    integer (``7.0`` and ``7`` one value, as Python reads them; ``1e20`` and
+    ``100000000000000000000`` too, up to 1e38: a user trial found them two groups past 9e15),
+    an integer written in digits as its digits (exact, as Python reads it), others as JSON's
+    text."""
     text, kind = f"__text_by_json_{index}", f"__type_by_json_{index}"
     whole = f"TRY_CAST({text} AS DOUBLE)"
     return (
-        f"CASE WHEN {kind} = 'DOUBLE' AND {whole} = floor({whole}) AND abs({whole}) < 9.0e15 "
-        f"THEN CAST(CAST({whole} AS BIGINT) AS VARCHAR) ELSE {text} END"
+        f"CASE WHEN {kind} = 'DOUBLE' AND NOT regexp_full_match({text}, '-?[0-9]+') "
+        f"AND {whole} = floor({whole}) AND abs({whole}) < 1.0e38 "
+        f"THEN CAST(CAST({whole} AS HUGEINT) AS VARCHAR) ELSE {text} END"
     )
 
 

@@ -566,3 +566,23 @@ def test_an_exposure_share_read_as_missing_is_said_why(tmp_path: Path) -> None:
         n.startswith("5 records without `groups`") and "(absent or null)" in n for n in result.notes
     )
     assert metric(result.rankers, "exposure_share")["n"] == 7
+
+
+def test_by_values_that_are_one_whole_number_are_one_group_as_python_reads_them(tmp_path: Path):
+    """An operator's trial: ``1e20`` and ``100000000000000000000`` were two groups, and
+    ``9223372036854775808.0`` was labelled ``9223372036854776000.0`` (whole numbers were merged
+    only below 9e15); an integer in digits keeps its exact digits, as Python reads it."""
+    import json
+
+    values = ["1500", "1500.0", "1.5e3", "1e20", "100000000000000000000", "9223372036854775808.0"]
+    values += ["100000000000000000001"]
+    lines = []
+    for value in values * 3:
+        made = record(["female", "male"], ranker="standard")
+        lines.append(json.dumps(made)[:-1] + f', "tenant": {value}}}')
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = audit(path, by=("tenant",), protected="female")
+    expected = {str(int(json.loads(v))) for v in values}  # Python's whole numbers
+    assert set(result.metrics["tenant"]) == expected
+    assert len(expected) == 4  # 1500, 1e20, 2**63, 1e20 + 1
