@@ -172,6 +172,19 @@ def load_included(con: duckdb.DuckDBPyConnection, options: AuditOptions) -> dict
     return counts
 
 
+def _refuse_changed(options: AuditOptions, fingerprints: Sequence[str]) -> None:
+    """A ``ValueError`` naming the first log whose first record is not the one it had before
+    the audit read it (a file rotated or rewritten while read; a folder of Parquet files grows
+    as files land, and its files are each read as they are when read)."""
+    for path, before in zip(options.paths, fingerprints, strict=True):
+        if not path.is_dir() and log_fingerprint(path) != before:
+            raise ValueError(
+                f"log {str(path)!r} changed while the audit read it (its first record is "
+                "another: a rotation, or the file rewritten): the partials would count one "
+                "log's lines under another's name; run the audit again"
+            )
+
+
 def _since_sql(options: AuditOptions) -> str:
     return "NULL" if options.since is None else f"TIMESTAMPTZ '{options.since.isoformat()}'"
 
@@ -349,16 +362,15 @@ def compute_partials(
             "record: one file named twice, a copy, a gzip rotation or a Parquet conversion of "
             "it, or a folder and one of its files): give each log once"
         )
-    counts = load_included(con, options)
-    for path, before in zip(options.paths, fingerprints, strict=True):
-        # a file rotated (or rewritten) while the audit read it; a folder of Parquet files
-        # grows as files land, and its files are each read as they are when read
-        if not path.is_dir() and log_fingerprint(path) != before:
-            raise ValueError(
-                f"log {str(path)!r} changed while the audit read it (its first record is "
-                "another: a rotation, or the file rewritten): the partials would count one "
-                "log's lines under another's name; run the audit again"
-            )
+    try:
+        counts = load_included(con, options)
+    except duckdb.IOException:
+        # a file rewritten in place while DuckDB read it ("Could not read enough bytes"):
+        # refused as a changed log, exit 2, when it changed (an operator's trial found the raw
+        # IO error, exit 1); any other IO error as it is
+        _refuse_changed(options, fingerprints)
+        raise
+    _refuse_changed(options, fingerprints)
     if answered_lines is not None:
         wanted: dict[int, list[int]] = {}
         for file_index, line_index in con.execute(

@@ -414,6 +414,32 @@ def test_a_log_rotated_while_the_audit_reads_it_is_refused(tmp_path: Path, monke
     assert "changed while the audit read it" in capsys.readouterr().err
 
 
+def test_a_log_rewritten_while_duckdb_reads_it_is_refused(tmp_path: Path, monkeypatch, capsys):
+    """An operator's trial: a log rewritten in place while DuckDB read it failed the audit with
+    DuckDB's "IO Error: Could not read enough bytes", exit 1; it is refused as a changed log,
+    exit 2, as a rotation is."""
+    import fairrag_audit.partials as partials
+
+    log = write_log(tmp_path / "app.jsonl", [record(["female", "male"])] * 30)
+    real = partials.load_included
+
+    def rewritten(con, options):
+        fresh = [record(["male", "male"], timestamp="2026-12-02T00:00:00Z")] * 3
+        log.write_bytes(b"".join(_line(r) for r in fresh))  # in place: another first record
+        real(con, options)
+        raise duckdb.IOException("IO Error: Could not read enough bytes from file")
+
+    def unchanged(con, options):
+        raise duckdb.IOException("IO Error: the disk went away")
+
+    monkeypatch.setattr(partials, "load_included", rewritten)
+    code = main(["audit", str(log), "--out", str(tmp_path / "out")])
+    assert code == 2 and "changed while the audit read it" in capsys.readouterr().err
+    monkeypatch.setattr(partials, "load_included", unchanged)  # any other IO error: as it is
+    code = main(["audit", str(log), "--out", str(tmp_path / "out2")])
+    assert code == 1 and "the disk went away" in capsys.readouterr().err
+
+
 def test_a_parquet_file_cut_short_is_listed_and_the_others_audited(tmp_path: Path):
     """An operator's trial: one Parquet file of a hive folder cut short (a copy still running)
     stopped the audit of every other day ("No magic bytes found at end of file")."""
