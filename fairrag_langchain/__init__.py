@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .document_compressors import FairReranker
     from .output_parsers import AnswerLine, CitationOutputParser, CitedAnswer, ParsedCitation
     from .retrievers import FairRetriever
+    from .tools import fair_retriever_tool
 
 __all__ = [
     "AnswerLine",
@@ -32,6 +33,7 @@ __all__ = [
     "MissingChatModelError",
     "ParsedCitation",
     "default_chat_model",
+    "fair_retriever_tool",
     "make_fair_rag_chain",
 ]
 
@@ -46,6 +48,7 @@ _HOME = {
     "CitedAnswer": "output_parsers",
     "ParsedCitation": "output_parsers",
     "FairRetriever": "retrievers",
+    "fair_retriever_tool": "tools",
 }
 
 

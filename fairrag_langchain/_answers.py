@@ -11,7 +11,9 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage
 
+from fairrag_core.kit import entries_by_label
 from fairrag_core.structured_citations import (
+    Entry,
     StructuredAnswer,
     read_content_blocks,
     read_json_answer,
@@ -83,13 +85,21 @@ def answer_text(
     source_id_base: int,
     title_key: str = "title",
     fallback: str | None = None,
+    numbers: Sequence[tuple[int | None, tuple[int, ...]]] | None = None,
 ) -> tuple[str | None, str]:
     """The answer's text as the citation rules read it, against the shown ``documents``, and
     its form (:func:`read_answer`); ``fallback`` (the generation's text) when ``value`` holds
-    no structured answer and is not a message."""
+    no structured answer and is not a message. ``numbers``: the entry numbers the model saw
+    the documents under (a numbered tool's searches), which its source ids then read
+    (:func:`fairrag_core.kit.entries_by_label`)."""
     found, form = read_answer(value, source_id_base=source_id_base)
     if found is not None:
-        return render_answer(found, [title_of(d, title_key) for d in documents]), form
+        titles = [title_of(d, title_key) for d in documents]
+        entries: list[Entry] = list(titles)
+        if numbers is not None:
+            labels = [n if label is None else label for n, (label, _) in enumerate(numbers, 1)]
+            entries = entries_by_label(titles, labels, [also for _, also in numbers])
+        return render_answer(found, entries), form
     if isinstance(value, BaseMessage):
         return message_text(value), form
     return fallback, form

@@ -7,6 +7,7 @@ metadata, provenance and records all come from :mod:`fairrag_core.kit`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.documents import Document
@@ -142,16 +143,27 @@ def title_of(document: Document, title_key: str = "title") -> str | None:
 
 
 def shown_documents(
-    documents: Sequence[Document], group_key: str, title_key: str = "title"
+    documents: Sequence[Document],
+    group_key: str,
+    title_key: str = "title",
+    numbers: Sequence[tuple[int | None, tuple[int, ...]]] | None = None,
 ) -> list[ShownDocument]:
-    """The shown list as the record needs it (:func:`fairrag_core.kit.shown_documents`)."""
-    return kit_shown_documents(
+    """The shown list as the record needs it (:func:`fairrag_core.kit.shown_documents`), with
+    the entry numbers the model saw each under (``numbers``: its own, None for its place, and
+    those later searches showed it under; None: numbered as shown)."""
+    shown = kit_shown_documents(
         [d.id for d in documents],
         [d.metadata for d in documents],
         [d.page_content for d in documents],
         group_key,
         title_key,
     )
+    if numbers is None:
+        return shown
+    return [
+        replace(document, number=number, also_numbered=also)
+        for document, (number, also) in zip(shown, numbers, strict=True)
+    ]
 
 
 def context_documents(
@@ -191,12 +203,13 @@ def shown_record(
     *,
     ranked: Sequence[Document] | None = None,
     ranking: Mapping[str, Any] | None = None,
+    numbers: Sequence[tuple[int | None, tuple[int, ...]]] | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The record (:func:`fairrag_core.kit.shown_record`, the one builder) of a shown list and
     its run; ``fields`` are the run's other fields (``framework``: LangChain's own).
     ``documents`` None: the retrieval failed, nothing was shown (no metrics)."""
-    shown = None if documents is None else shown_documents(documents, group_key, title_key)
+    shown = None if documents is None else shown_documents(documents, group_key, title_key, numbers)
     return kit_shown_record(
         auditor,
         source="langchain",

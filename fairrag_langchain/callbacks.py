@@ -42,6 +42,7 @@ from ._answers import answer_text, content_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
 from ._fields import EMPTY_RANKING_EVENT, FairRankingFields, reported_model_name
+from .tools import NUMBERED_TOOL_KEY
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -65,6 +66,9 @@ class _Retrieval:
     """The model runs linked to it, in start order."""
     by_tool: bool = False
     """Whether a tool ran it (``create_retriever_tool``: an agent's search)."""
+    numbered: bool = False
+    """Whether a numbered tool (:func:`~fairrag_langchain.tools.fair_retriever_tool`) ran it:
+    the model saw each document under ``[n]``, its 1-based place in :attr:`documents`."""
     _texts: tuple[str, ...] | None = None
     _located: tuple[tuple[str, str], ...] | None = None
 
@@ -144,6 +148,9 @@ class _RootRun:
     """Every model run of the root run (linked to a retrieval or not)."""
     tools: set[UUID] = field(default_factory=set)
     """The tool runs of the root run."""
+    numbered_tools: set[UUID] = field(default_factory=set)
+    """Its tool runs that show each document under its entry number (their metadata's
+    :data:`~fairrag_langchain.tools.NUMBERED_TOOL_KEY`)."""
     tool_call_ids: set[str] = field(default_factory=set)
     """The tool calls its tool runs answered (their ``ToolMessage``'s ``tool_call_id``)."""
     question: str | None = None
@@ -634,6 +641,8 @@ class FairnessCallbackHandler(_Handler):
         state: _RootRun,
         auditor: FairnessAuditor,
         documents: Sequence[Document] | None,
+        numbers: Numbers | None = None,
+        /,
         *,
         retrieval: _Retrieval,
         ranked: Sequence[Document] | None,
@@ -647,13 +656,15 @@ class FairnessCallbackHandler(_Handler):
         **framework: Any,
     ) -> dict[str, Any]:
         """A record of the root run (docs/SPEC.md, "Records"), LangChain's fields under
-        ``framework``: ``retrieval`` is the (first) search, ``runs`` the model runs counted."""
+        ``framework``: ``retrieval`` is the (first) search, ``runs`` the model runs counted;
+        ``numbers``: the entry numbers the model saw the documents under (:func:`_numbered`)."""
         text, form = answer
         return shown_record(
             auditor,
             documents,
             self.group_key,
             self.title_key,
+            numbers=numbers,
             ranked=ranked,
             ranking=ranking,
             query=query,
@@ -698,8 +709,9 @@ class FairnessCallbackHandler(_Handler):
         # a retried attempt's searches are not the user's (the later attempt drew the same list)
         seen = [run for run in seen if run not in state.retried] or seen
         searches = [state.retrievals[run] for run in seen]
-        # each search's documents as the answering prompt held them ("Which list is audited")
-        documents = _distinct([d for s in searches for d in _as_held(answering, s) or []])
+        # each search's documents as the answering prompt held them ("Which list is audited"),
+        # with the entry numbers a numbered tool showed them under
+        documents, numbers = _numbered([(s, _as_held(answering, s) or []) for s in searches])
         auditor = self.auditor
         if self._source is not None and documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in documents])
@@ -740,6 +752,7 @@ class FairnessCallbackHandler(_Handler):
                 source_id_base=self.source_id_base,
                 title_key=self.title_key,
                 fallback=answer if isinstance(answer, str) else getattr(answering, "answer", None),
+                numbers=numbers,
             )
         failed = all(search.documents is None for search in state.retrievals.values())
         return self._record(
@@ -747,6 +760,7 @@ class FairnessCallbackHandler(_Handler):
             state,
             auditor,
             None if failed else documents,
+            numbers,
             retrieval=first,
             ranked=first.ranked if len(searches) == 1 else None,
             ranking=first.ranking if len(searches) == 1 else None,
@@ -829,6 +843,8 @@ class FairnessCallbackHandler(_Handler):
         with self._lock:
             _, state = self._start(run_id, parent_run_id, kwargs)
             state.tools.add(run_id)
+            if (kwargs.get("metadata") or {}).get(NUMBERED_TOOL_KEY) is True:
+                state.numbered_tools.add(run_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         call_id = getattr(output, "tool_call_id", None)
@@ -862,7 +878,11 @@ class FairnessCallbackHandler(_Handler):
             else:
                 by_tool = any(run in state.tools for run in self._ancestors(state, parent_run_id))
                 state.retrievals[run_id] = _Retrieval(
-                    run_id, query=query, name=name, by_tool=by_tool
+                    run_id,
+                    query=query,
+                    name=name,
+                    by_tool=by_tool,
+                    numbered=parent_run_id in state.numbered_tools,  # the tool's own search
                 )
 
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -1358,16 +1378,45 @@ def _calls_tools(message: BaseMessage | None) -> bool:
     return isinstance(message, AIMessage) and bool(message.tool_calls)
 
 
-def _distinct(documents: Sequence[Document]) -> list[Document]:
-    """``documents`` with a document shown again (same id and text) kept at its first place."""
-    seen: set[tuple[Any, str]] = set()
-    kept = []
-    for document in documents:
-        key = (document.id, document.page_content)
-        if key not in seen:
-            seen.add(key)
-            kept.append(document)
-    return kept
+Numbers = list[tuple[int | None, tuple[int, ...]]]
+"""Per shown document: the entry number the model saw it under (None: its place in the list
+shown) and the other numbers later searches showed it under."""
+
+
+def _numbered(
+    searches: Sequence[tuple[_Retrieval, Sequence[Document]]],
+) -> tuple[list[Document], Numbers | None]:
+    """The searches' documents (each search's as the prompt held them) with a document shown
+    again (same id and text) kept at its first place, and the entry numbers the model saw:
+    a numbered tool's search (:attr:`_Retrieval.numbered`) shows each document under its place
+    in that search's list, so two searches both show a ``[1]``; the copies' numbers go with
+    the document kept (docs/SPEC.md, "Records" → Agents and graphs). None when they number
+    the documents as the merged list does (no numbered search, or one whose labels are the
+    places)."""
+    first: dict[tuple[Any, str], int] = {}
+    kept: list[Document] = []
+    numbers: list[tuple[int | None, list[int]]] = []
+    for search, documents in searches:
+        places = (
+            {id(d): n for n, d in enumerate(search.documents or [], start=1)}
+            if search.numbered
+            else {}
+        )
+        for document in documents:
+            label = places.get(id(document))
+            key = (document.id, document.page_content)
+            at = first.get(key)
+            if at is None:
+                first[key] = len(kept)
+                kept.append(document)
+                numbers.append((label, []))
+            elif label is not None and label != numbers[at][0] and label not in numbers[at][1]:
+                numbers[at][1].append(label)
+    if all(
+        label in (None, place) and not also for place, (label, also) in enumerate(numbers, start=1)
+    ):
+        return kept, None
+    return kept, [(label, tuple(also)) for label, also in numbers]
 
 
 _QUESTION_KEYS = ("question", "input", "query")

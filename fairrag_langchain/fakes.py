@@ -26,6 +26,10 @@ from fairrag_core.citations import ContextDocument
 __all__ = ["FakeCitingChatModel", "FakeCurveChatModel", "FakeSearchingChatModel"]
 
 _TITLE_LINE = re.compile(r"^Title:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
+_LABELLED_TITLE = re.compile(
+    r"^\[([1-9][0-9]{0,5})\][ \t]*\n+Title:[ \t]*(\S.*?)[ \t]*$", re.MULTILINE
+)
+"""A context entry's ``[n]`` line and the ``Title:`` line under it."""
 _CONTEXT_BLOCK = re.compile(r"^Context:\s*$(.*?)^Question:", re.MULTILINE | re.DOTALL)
 
 
@@ -183,9 +187,12 @@ class FakeSearchingChatModel(_ReplyingChatModel):
     """The tool the answer is a call of (``answer_format="tool_call"``)."""
     max_citations: int = Field(default=5, ge=0)
     """Most sources cited."""
-    cite_by: Literal["source_id", "title"] = "source_id"
+    cite_by: Literal["source_id", "title", "entry_number"] = "source_id"
     """Structured citations by 0-based source id (LangChain's how-to) or as ``{"person",
-    "title"}`` objects (:class:`fairrag_langchain.chains.FairCitedAnswer`)."""
+    "title"}`` objects (:class:`fairrag_langchain.chains.FairCitedAnswer`); ``"entry_number"``:
+    every answer cites each title by the ``[n]`` it was shown under (the line above its
+    ``Title:`` line; its place among the titles shown when it has none), as text bullets
+    ``- <Person> [n]`` and as structured source ids ``n``."""
     bound_tools: list[str] = Field(default_factory=list)
     """The names of the tools bound (set by ``bind_tools``)."""
 
@@ -218,12 +225,25 @@ class FakeSearchingChatModel(_ReplyingChatModel):
         if not self.searches:  # a model in a chain: its context is in the prompt
             shown = "\n".join(str(m.text) for m in messages)
         titles = list(dict.fromkeys(_TITLE_LINE.findall(shown)))[: self.max_citations]
+        if self.cite_by == "entry_number":
+            labels: dict[str, int] = {}
+            for label, title in _LABELLED_TITLE.findall(shown):
+                labels.setdefault(title.strip(), int(label))
+            numbers = [labels.get(t, place) for place, t in enumerate(titles, start=1)]
+            if self.answer_format == "text":
+                lines = [
+                    f"- {ContextDocument(t).person} [{n}]"
+                    for t, n in zip(titles, numbers, strict=True)
+                ]
+                return AIMessage(content="\n".join(lines))
         if self.answer_format == "text":
             lines = [f"- {ContextDocument(t).person} (DocTitle: {t})" for t in titles]
             return AIMessage(content="\n".join(lines))
         cited: list[Any] = list(range(len(titles)))
         if self.cite_by == "title":
             cited = [{"person": ContextDocument(t).person, "title": t} for t in titles]
+        elif self.cite_by == "entry_number":
+            cited = numbers
         args = {"answer": "", "citations": cited}
         if self.answer_format == "json":
             return AIMessage(content=json.dumps(args))

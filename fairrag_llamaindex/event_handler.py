@@ -65,6 +65,7 @@ from fairrag_core.kit import (
     check_max_records,
     collapsed,
     document_title,
+    entries_by_label,
     held_order,
     located,
     place_in,
@@ -716,29 +717,6 @@ def _label(node: NodeWithScore) -> int | None:
     header = node.node.metadata.get(CONTEXT_HEADER_KEY)
     found = _LABEL.match(header) if isinstance(header, str) else None
     return int(found.group(1)) if found else None
-
-
-def _by_label(
-    titles: Sequence[str | None],
-    labels: Sequence[int | None] | None,
-    also_numbered: Sequence[tuple[int, ...]],
-) -> list[Entry]:
-    """``titles`` indexed by entry number (``[n]`` is item ``n - 1``; None where no node has
-    that number): the label each node was shown with (``labels``; None: numbered as shown) and
-    the labels later searches showed it under, so a structured answer's source ids read the
-    labels the LLM saw; a number several documents carry gives their titles, read by the
-    citation's person (:func:`fairrag_core.structured_citations.render_answer`)."""
-    numbers = [
-        (place if labels is None else labels[place - 1], *also)
-        for place, also in enumerate(also_numbered, start=1)
-    ]
-    size = max((n or 0 for own in numbers for n in own), default=0)
-    numbered: list[list[str]] = [[] for _ in range(size)]
-    for title, own in zip(titles, numbers, strict=True):
-        for number in own:
-            if number is not None and title is not None and title not in numbered[number - 1]:
-                numbered[number - 1].append(title)
-    return [None if not t else t[0] if len(t) == 1 else tuple(t) for t in numbered]
 
 
 def _title(node: NodeWithScore, title_key: str) -> str | None:
@@ -1564,7 +1542,7 @@ class FairnessEventHandler(BaseEventHandler):
             entries = [titles[number - 1] for number in chunk_documents]
         elif labels is not None or any(also_numbered):  # the entry numbers the LLM saw, a
             # later step's order aside, a node a later search showed again under its own
-            entries = _by_label(titles, labels, also_numbered)
+            entries = entries_by_label(titles, labels, also_numbered)
         answer, answer_format = written_answer(answer, entries, source_id_base=SOURCE_ID_BASE)
         audited_answer = _cited_documents(answer, chunk_documents)
         query = run.span.query if run.span.query is not None else run.query

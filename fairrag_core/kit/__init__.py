@@ -36,6 +36,7 @@ from .context import (
     context_entry,
     context_header,
     document_title,
+    entries_by_label,
     hidden_metadata_keys,
     render_context_prompt,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "document_title",
     "draw_query_seed",
     "drop_stale_placement",
+    "entries_by_label",
     "first_occurrences",
     "flush_sinks",
     "held_order",

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..prompts import TITLE_PREFIX, context_entry, context_header, render_entries, title_line
+from ..structured_citations import Entry
 from .placement import LEDGER_PLACEMENT_KEYS, PLACEMENT_KEYS
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "context_entry",
     "context_header",
     "document_title",
+    "entries_by_label",
     "hidden_metadata_keys",
     "render_context_prompt",
     "title_line",
@@ -68,3 +70,29 @@ def hidden_metadata_keys(
         return list(keys)
     shown_keys = set(shown)
     return [key for key in keys if key not in shown_keys]
+
+
+def entries_by_label(
+    titles: Sequence[str | None],
+    labels: Sequence[int | None] | None,
+    also_numbered: Sequence[tuple[int, ...]],
+) -> list[Entry]:
+    """``titles`` indexed by the entry number the LLM saw them under (``[n]`` is item
+    ``n - 1``; None where no document has that number): the label each was shown with
+    (``labels``; None: numbered as shown) and the labels later searches showed it under
+    (``also_numbered``), so a structured answer's source ids read the labels the LLM saw; a
+    number several documents carry gives their titles, read by the citation's person
+    (:func:`fairrag_core.structured_citations.render_answer`; docs/SPEC.md, "Citations" →
+    Structured citations). LlamaIndex's header labels and LangChain's numbered retriever tool
+    both read it."""
+    numbers = [
+        (place if labels is None else labels[place - 1], *also)
+        for place, also in enumerate(also_numbered, start=1)
+    ]
+    size = max((n or 0 for own in numbers for n in own), default=0)
+    numbered: list[list[str]] = [[] for _ in range(size)]
+    for title, own in zip(titles, numbers, strict=True):
+        for number in own:
+            if number is not None and title is not None and title not in numbered[number - 1]:
+                numbered[number - 1].append(title)
+    return [None if not t else t[0] if len(t) == 1 else tuple(t) for t in numbered]

@@ -12,6 +12,7 @@ EXPECTED_ALL = [
     "MissingChatModelError",
     "ParsedCitation",
     "default_chat_model",
+    "fair_retriever_tool",
     "make_fair_rag_chain",
 ]
 

@@ -1,0 +1,101 @@
+"""A numbered retriever tool's searches that show one document twice, under two labels
+(:func:`fairrag_langchain.fair_retriever_tool`; docs/SPEC.md, "Records" → Agents and graphs):
+the record keeps the document once, at its first place, and reads each label it was shown
+under. Fast: a fixed retriever (two lists), real ``create_agent``, a fake tool-calling model."""
+
+from __future__ import annotations
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.messages import HumanMessage
+from langchain_core.retrievers import BaseRetriever
+
+from fairrag_langchain import FairnessCallbackHandler, fair_retriever_tool
+from fairrag_langchain.fakes import FakeSearchingChatModel
+
+PEOPLE = {
+    "Ada Lovelace": "female",
+    "Alan Turing": "male",
+    "Grace Hopper": "female",
+}
+
+
+def doc(title: str) -> Document:
+    return Document(
+        id=title,
+        page_content=f"Title: {title}\n{title} was a pioneer of computing.",
+        metadata={"title": title, "gender": PEOPLE[title]},
+    )
+
+
+class TwoLists(BaseRetriever):
+    """Search ``a`` finds Ada then Alan; any other finds Grace then Ada."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        if query == "a":
+            return [doc("Ada Lovelace"), doc("Alan Turing")]
+        return [doc("Grace Hopper"), doc("Ada Lovelace")]
+
+
+def agent_and_handler():
+    tool = fair_retriever_tool(TwoLists(), "search", "Search biographies.")
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    model = FakeSearchingChatModel(searches=[["a"], ["b"]], cite_by="entry_number")
+    return create_agent(model, [tool]), handler
+
+
+QUESTION = {"messages": [HumanMessage("Who pioneered computing?")]}
+
+
+async def test_the_async_agent_reads_the_same_labels():
+    agent, handler = agent_and_handler()
+    await agent.ainvoke(QUESTION, {"callbacks": [handler]})
+    agent, sync_handler = agent_and_handler()
+    agent.invoke(QUESTION, {"callbacks": [sync_handler]})
+    [record], [sync_record] = handler.records, sync_handler.records
+    assert record["attributed_sources"] == sync_record["attributed_sources"]
+    assert record["n_miscitations"] == 0 and len(record["attributed_sources"]) == 3
+
+
+def test_a_document_two_searches_showed_is_kept_once_and_cited_by_either_label():
+    agent, handler = agent_and_handler()
+    result = agent.invoke(QUESTION, {"callbacks": [handler]})
+    [record] = handler.records
+    # the model cites each title once, by the label it first saw it under
+    assert result["messages"][-1].content.splitlines() == [
+        "- Ada Lovelace [1]",
+        "- Alan Turing [2]",
+        "- Grace Hopper [1]",
+    ]
+    assert record["titles"] == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    # [1] is Ada's (search a) and Grace's (search b), [2] Alan's and Ada's: each line's
+    # person tells which it cites
+    assert [s["title"] for s in record["attributed_sources"]] == [
+        "Ada Lovelace",
+        "Alan Turing",
+        "Grace Hopper",
+    ]
+    assert {s["provenance"] for s in record["attributed_sources"]} == {"explicit"}
+    assert record["n_miscitations"] == 0
+    assert record["attributed_generation_parity_explicit"] == 2 / 3
+
+
+def test_the_numbers_the_record_reads():
+    from fairrag_langchain.callbacks import _numbered, _Retrieval
+
+    a = [doc("Ada Lovelace"), doc("Alan Turing")]
+    b = [doc("Grace Hopper"), doc("Ada Lovelace")]
+    numbered = [
+        (_Retrieval(None, documents=a, numbered=True), a),  # type: ignore[arg-type]
+        (_Retrieval(None, documents=b, numbered=True), b),  # type: ignore[arg-type]
+    ]
+    kept, numbers = _numbered(numbered)
+    assert [d.id for d in kept] == ["Ada Lovelace", "Alan Turing", "Grace Hopper"]
+    assert numbers == [(1, (2,)), (2, ()), (1, ())]
+    plain = [(_Retrieval(None, documents=a), a), (_Retrieval(None, documents=b), b)]  # type: ignore[arg-type]
+    assert _numbered(plain) == (kept, None)  # numbered as the merged list: nothing to read
+    one = [(_Retrieval(None, documents=b, numbered=True), b)]  # type: ignore[arg-type]
+    assert _numbered(one)[1] is None  # labels that are the places
