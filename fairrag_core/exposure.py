@@ -49,7 +49,8 @@ class FittedCurve:
     Fitted): ``v_i = p_i / sum_j p_j`` over the fitted positions ``1..K``, with ``p_i`` the
     estimated probability that the entry shown at position ``i`` is attributed in the answer.
 
-    ``weights`` sum to 1; ``lower``/``upper`` are their 95% intervals (empty when not known);
+    ``weights`` sum to 1; ``lower``/``upper`` are their 95% intervals (both empty when not
+    known; one without the other is refused);
     ``provenance`` says where the curve came from (data source, answers, questions, date,
     model, estimator). Equality and hashing read the weights only.
     """
@@ -130,6 +131,11 @@ class FittedCurve:
             object.__setattr__(self, name, bounds)
             pair.append(bounds)
         lower, upper = pair
+        if bool(lower) != bool(upper):  # an interval with one end is none (a review)
+            raise ValueError(
+                f"{names[0]} and {names[1]} are the ends of one interval per {what}: give both "
+                f"or neither, got {len(lower)} and {len(upper)} bounds"
+            )
         if lower and upper and any(lo > hi for lo, hi in zip(lower, upper, strict=True)):
             raise ValueError(
                 f"{names[0]} must be at most {names[1]} for each {what}, got {list(lower)} and "

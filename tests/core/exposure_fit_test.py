@@ -203,7 +203,13 @@ def test_a_curve_and_its_model_refuse_what_is_not_a_number_and_bounds_that_cross
         ValueError, match="upper bounds a weight, a share of 1, so must be at most 1"
     ):
         FittedCurve((0.5, 0.5), lower=(0.4, 0.4), upper=(0.6, 1.5))
-    assert FittedCurve((1.0,), factors=(("f", 1.2),), factor_upper=(1.4,)).factor_upper == (1.4,)
+    both = FittedCurve((1.0,), factors=(("f", 1.2),), factor_lower=(1.0,), factor_upper=(1.4,))
+    assert both.factor_upper == (1.4,)  # a factor's bound may pass 1
+    # one end of an interval is none: a curve that states one was accepted, half-read
+    with pytest.raises(ValueError, match="factor_lower and factor_upper are the ends of one"):
+        FittedCurve((1.0,), factors=(("f", 1.2),), factor_upper=(1.4,))
+    with pytest.raises(ValueError, match="lower and upper are the ends of one interval"):
+        FittedCurve((0.5, 0.5), lower=(0.4, 0.4))
     with pytest.raises(ValueError, match="twice"):
         FittedCurve((1.0,), factors=((1, 2.0), ("1", 0.5)))
     with pytest.raises(TypeError, match="patience must be a number"):
