@@ -14,7 +14,7 @@ import contextvars
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,10 @@ MODEL_NAME_PREFIX = "fairrag:"
 CONTEXT_HEADER_KEY = "context_header"
 """Metadata key of each returned node's context header (``[i]`` and ``Title: ...``), the only
 metadata the LLM sees (docs/SPEC.md, "Adapters" → Context text)."""
+EMBED_FIELDS_KEY = "embedded_fields"
+"""Metadata key of the ``key: value`` lines of the ``show_metadata_keys`` a returned node
+holds, the only metadata the embedding model sees (absent when none is shown: it sees the
+text alone)."""
 
 
 @dataclass(eq=False)
@@ -726,17 +730,22 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         ).union(LEDGER_PLACEMENT_KEYS)
 
     def _visible_fields(
-        self, node: BaseNode, never: frozenset[str] | None = None
+        self,
+        node: BaseNode,
+        never: frozenset[str] | None = None,
+        placement: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, Any]]:
         """The metadata the context shows besides the title: every field the user made visible
         to the LLM (not in the node's ``excluded_llm_metadata_keys``) except the group key, the
         title key and the placement keys, then the ``show_metadata_keys`` (docs/SPEC.md,
-        "Adapters" → Context text). ``never``: :meth:`_never_shown`, when already known."""
-        metadata = node.metadata
+        "Adapters" → Context text), read from ``placement`` (the node's metadata with this
+        ranking's placement: a user trial found ``fair_rank`` never shown, read before it was
+        set) when given. ``never``: :meth:`_never_shown`, when already known."""
+        metadata = node.metadata if placement is None else placement
         if never is None:
             never = self._never_shown()
         excluded = node.excluded_llm_metadata_keys
-        keys = [k for k in metadata if k not in never and k not in excluded]
+        keys = [k for k in node.metadata if k not in never and k not in excluded]
         if self.show_metadata_keys:
             keys += [k for k in self.show_metadata_keys if k in metadata and k not in keys]
         return [(key, metadata[key]) for key in keys]
@@ -753,17 +762,22 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         whose embedding text hides the group."""
         node = original.node
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        fields = self._visible_fields(node, never)
+        fields = self._visible_fields(node, never, placement)
         title = document_title(placement, text, self.title_key)
         header = context_header(where.fair_rank, title, text.strip(), fields)
         metadata = {**placement, CONTEXT_HEADER_KEY: header}
+        metadata.pop(EMBED_FIELDS_KEY, None)  # an earlier placement's
+        # the embedding model sees the shown keys as "key: value" lines (the one template both
+        # modes share writes values alone: a user trial found bare values), else the text alone
+        hidden = set(hidden_metadata_keys(self.group_key, list(metadata), self.show_metadata_keys))
+        shown = [k for k in metadata if k not in hidden]
+        if shown:
+            metadata[EMBED_FIELDS_KEY] = "\n".join(f"{k}: {metadata[k]}" for k in shown)
         keys = list(metadata)
         update: dict[str, Any] = {
             "metadata": metadata,
             "excluded_llm_metadata_keys": [k for k in keys if k != CONTEXT_HEADER_KEY],
-            "excluded_embed_metadata_keys": hidden_metadata_keys(
-                self.group_key, keys, self.show_metadata_keys
-            ),
+            "excluded_embed_metadata_keys": [k for k in keys if k != EMBED_FIELDS_KEY],
             # Only the header reaches the LLM, as "<header>\n<text>" (the kit's entry).
             "metadata_template": "{value}",
             "metadata_separator": "\n",

@@ -169,6 +169,26 @@ def test_show_metadata_keys_opts_in_to_showing_the_group():
     assert all("gender: " in n.node.get_content(MetadataMode.LLM) for n in out)
 
 
+def test_show_metadata_keys_shows_a_placement_key_to_the_llm_and_keys_to_the_embedding():
+    """A user trial: ``fair_rank`` named in ``show_metadata_keys`` never reached the LLM (the
+    fields were read before the placement set it), and the embedding text held the shown
+    values without their keys (``female\n1``); Haystack's ``context_text`` shows both."""
+    postprocessor = fair(seed=1, show_metadata_keys=["fair_rank", "gender"])
+    out = postprocessor.postprocess_nodes(open_pool(), QueryBundle(QUESTION))
+    for rank, node in enumerate(out, start=1):
+        meta, text = node.node.metadata, node.node.get_content(MetadataMode.NONE)
+        fields = [("doc_id", meta["doc_id"]), ("fair_rank", rank), ("gender", meta["gender"])]
+        title = document_title(meta, text)
+        assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text, fields)
+        embedded = node.node.get_content(MetadataMode.EMBED)
+        assert embedded == f"gender: {meta['gender']}\nfair_rank: {rank}\n{text}", embedded
+    # placed again without shown keys: the earlier placement's embedded fields are gone
+    again = fair(seed=2).postprocess_nodes(out, QueryBundle(QUESTION))
+    for node in again:
+        embedded = node.node.get_content(MetadataMode.EMBED)
+        assert embedded == node.node.get_content(MetadataMode.NONE), embedded
+
+
 # -- 2. handler and postprocessor agree ------------------------------------------------------
 
 
