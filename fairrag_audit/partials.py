@@ -20,7 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -504,10 +504,12 @@ SEPARATOR = ";"
 """Between the fingerprints of a folder's files."""
 
 
-FINGERPRINT_FORM = "r2:"
-"""What starts a fingerprint of this form (a log told by its first record's fields). The forms
-before (``r1:``, which told a first record without ``run_id`` or ``timestamp`` by its bytes,
-so not as its Parquet conversion; a bare SHA-256 of the first line) are told by their path."""
+FINGERPRINT_FORM = "r3:"
+"""What starts a fingerprint of this form (a log told by its first record's fields, its
+timestamp as the instant it names). The forms before (``r2:``, which read the timestamp as
+written, so not as a typed Parquet export writes it; ``r1:``, which told a first record
+without ``run_id`` or ``timestamp`` by its bytes, so not as its Parquet conversion; a bare
+SHA-256 of the first line) are told by their path."""
 
 IDENTITY_FIELDS = tuple(dict.fromkeys([*KNOWN_FIELDS, "metadata", "run_id"]))
 """The fields that tell a first record without both ``run_id`` and ``timestamp``: those every
@@ -520,7 +522,9 @@ def _identity(record: dict[str, Any]) -> str:
     (as JSON values, keys sorted): the same for its JSON line and its Parquet row. The JSON is
     ASCII (a lone surrogate a record holds, as the handlers write one, is hashed as its escape:
     a review found it raised ``UnicodeEncodeError``)."""
-    run_id, timestamp = record.get("run_id"), record.get("timestamp")
+    run_id, timestamp = record.get("run_id"), _instant(record.get("timestamp"))
+    if timestamp is not None:
+        record = {**record, "timestamp": timestamp}
     if run_id is not None and timestamp is not None:
         values = [json.dumps(v, separators=(",", ":")) for v in (run_id, timestamp)]
         text = "\0".join(["record", *values])
@@ -528,6 +532,25 @@ def _identity(record: dict[str, Any]) -> str:
         kept = {k: record[k] for k in IDENTITY_FIELDS if record.get(k) is not None}
         text = "fields\0" + json.dumps(kept, separators=(",", ":"), sort_keys=True)
     return FINGERPRINT_FORM + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _instant(timestamp: Any) -> Any:
+    """A timestamp as the instant the audit reads it (ISO 8601 in UTC with microseconds; one
+    without an offset is UTC, as the audit's DuckDB reads it), so its JSON line
+    (``2026-12-01T00:00:00Z``) and a typed Parquet export (``2026-12-01 00:00:00+00``) tell one
+    log (an operator's trial: counted twice); else as it is (not text, not a date and time)."""
+    if not isinstance(timestamp, str) or len(timestamp) > 64:
+        return timestamp
+    try:
+        moment = datetime.fromisoformat(timestamp.strip())
+    except ValueError:
+        return timestamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    except OverflowError:  # year 1 with a positive offset, year 9999 with a negative one
+        return timestamp
 
 
 def _bytes_identity(head: bytes) -> str:

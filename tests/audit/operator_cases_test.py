@@ -85,6 +85,46 @@ def test_a_log_without_a_run_id_and_its_parquet_conversion_are_one_log(tmp_path:
     _told_as_one_log(log, converted, tmp_path / "p")
 
 
+@pytest.mark.parametrize("run_id", [True, False], ids=["with run id", "no run id"])
+def test_a_typed_parquet_export_of_a_log_is_the_same_log(tmp_path: Path, run_id: bool):
+    """An operator's trial: a log exported to Parquet by DuckDB itself (timestamps typed,
+    written back as ``2026-12-01 00:00:00+00``, not ``2026-12-01T00:00:00Z``) was told by its
+    first record's timestamp as written, so another log: audited with the JSON lines, every
+    ranker's n doubled, and the partials merged. A log's fingerprint reads the timestamp as the
+    instant it names."""
+    records = _records(1, 10)
+    if not run_id:
+        for item in records:
+            item["run_id"] = None
+    log = write_log(tmp_path / "a.jsonl", records)
+    typed = tmp_path / "typed.parquet"
+    duckdb.sql(
+        f"COPY (SELECT * REPLACE (CAST(timestamp AS TIMESTAMPTZ) AS timestamp) FROM "
+        f"read_json('{log}', format = 'newline_delimited')) TO '{typed}' (FORMAT parquet)"
+    )
+    [(written,)] = duckdb.sql(
+        f"SELECT CAST(to_json(timestamp) AS VARCHAR) FROM '{typed}' LIMIT 1"
+    ).fetchall()
+    assert "T" not in written  # typed: not the text the JSON line holds
+    assert log_fingerprint(log) == log_fingerprint(typed) != EMPTY
+    _told_as_one_log(log, typed, tmp_path / "p")
+
+
+def test_a_first_timestamp_is_read_as_the_instant_it_names(tmp_path: Path):
+    """One instant written in any offset, or without one (UTC, as the audit reads it), tells
+    one log; another instant, another log."""
+    fingerprints = []
+    for index, stamp in enumerate(
+        ["2026-12-01T00:00:00Z", "2026-12-01T01:00:00+01:00", "2026-12-01 00:00:00", "x", "y"]
+    ):
+        records = _records(1, 3)
+        records[0]["timestamp"] = stamp
+        fingerprints.append(log_fingerprint(write_log(tmp_path / f"{index}.jsonl", records)))
+    assert fingerprints[0] == fingerprints[1] == fingerprints[2]
+    assert len({fingerprints[0], fingerprints[3], fingerprints[4]}) == 3
+    assert all(f.startswith(FINGERPRINT_FORM) for f in fingerprints)
+
+
 def test_a_parquet_file_cut_short_leaves_its_folders_other_files_told_as_before(tmp_path: Path):
     """An operator's trial: one file of a folder DuckDB could not read (a copy still
     running) made every file's fingerprint fall back to its first row's JSON, so the folder
