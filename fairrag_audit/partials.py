@@ -44,6 +44,9 @@ from .scan import (
     KNOWN_FIELDS,
     KNOWN_STYLES,
     METRIC_FIELDS,
+    MISSING_VALUE,
+    NO_RANKER,
+    UNKNOWN_GROUP,
     connect,
     file_connection,
     is_parquet,
@@ -83,9 +86,6 @@ as the record schema lists them)."""
 SETTINGS = ("by", "window", "since", "protected", "target_share", "exposure")
 """The options that decide the sums: partials merge only when these are equal."""
 
-NO_RANKER = "(none)"
-MISSING_VALUE = "(missing)"
-UNKNOWN_GROUP = "(unknown)"
 MAX_LISTED = 1_000
 """Lines left out (damaged, not records, refused, future) listed per file, with the reason;
 all are counted."""

@@ -240,6 +240,17 @@ def _n(name: str) -> str:
     return _quoted(f"__n_{name}")
 
 
+NO_RANKER = "(none)"
+"""The audit's name for the records without a ranker."""
+MISSING_VALUE = "(missing)"
+"""The audit's name for the records without a ``--by`` field."""
+UNKNOWN_GROUP = "(unknown)"
+"""The audit's name for a shown document without a group label (null)."""
+RESERVED = ((NO_RANKER, "records without a ranker"), (MISSING_VALUE, "records without the field"))
+"""The names a ranker and a ``--by`` value must not have (refused: merged with the records
+the audit names so, they would be counted as one; an operator's trial)."""
+
+
 def _label_columns(by_json: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
     """``(name, JSON column, helper suffix)`` of the fields read as names: ranker, protected
     and each ``--by`` field."""
@@ -328,6 +339,17 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
             "'groups holds an array or object where a group label belongs'",
         ),
         (
+            f"list_contains(__groups_list, {sql_literal(UNKNOWN_GROUP)})",
+            f"'groups holds the label {UNKNOWN_GROUP}, the name the audit gives a document "
+            "without a group label (null); rename it to audit that group apart'",
+        ),
+        (  # the core keys a null label "None" in exposure_by_group, as it keys the label "None"
+            "list_contains(__groups_list, 'None') AND "
+            "list_bool_or(list_transform(__groups_types, lambda x: x = 'NULL'))",
+            "'groups holds both the label None and a null label, which exposure_by_group names "
+            "alike'",
+        ),
+        (
             f"list_max(list_transform(__groups_list, lambda x: length(x))) > {MAX_LABEL_CHARS}",
             f"'a group label in groups is longer than {MAX_LABEL_CHARS} characters'",
         ),
@@ -370,6 +392,18 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
                 f"'{name} is an array or object, not a name'",
             )
         )
+        if name != "protected":  # a ranker or a --by value: a string or a number
+            checks.append(
+                (f"__type_{suffix} = 'BOOLEAN'", f"'{name} is true or false, not a name'")
+            )
+            reserved, meaning = RESERVED[0] if name == "ranker" else RESERVED[1]
+            checks.append(
+                (
+                    f"__text_{suffix} = {sql_literal(reserved)}",
+                    f"'{name} {reserved} is the name the audit gives {meaning}; rename it to "
+                    "audit these records apart'",
+                )
+            )
         checks.append(
             (
                 f"length(__text_{suffix}) > {MAX_LABEL_CHARS}",
@@ -743,7 +777,7 @@ def _by_value(index: int) -> str:
     whole = f"TRY_CAST({text} AS DOUBLE)"
     return (
         f"CASE WHEN {kind} = 'DOUBLE' AND NOT regexp_full_match({text}, '-?[0-9]+') "
-        f"AND {whole} = floor({whole}) AND abs({whole}) < 1.0e38 "
+        f"AND {whole} = floor({whole}) AND abs({whole}) <= 1.0e38 "
         f"THEN CAST(CAST({whole} AS HUGEINT) AS VARCHAR) ELSE {text} END"
     )
 

@@ -575,7 +575,7 @@ def test_by_values_that_are_one_whole_number_are_one_group_as_python_reads_them(
     import json
 
     values = ["1500", "1500.0", "1.5e3", "1e20", "100000000000000000000", "9223372036854775808.0"]
-    values += ["100000000000000000001"]
+    values += ["100000000000000000001", "1e38"]  # 1e38: the bound, included (it stayed 1e38)
     lines = []
     for value in values * 3:
         made = record(["female", "male"], ranker="standard")
@@ -585,4 +585,4 @@ def test_by_values_that_are_one_whole_number_are_one_group_as_python_reads_them(
     result = audit(path, by=("tenant",), protected="female")
     expected = {str(int(json.loads(v))) for v in values}  # Python's whole numbers
     assert set(result.metrics["tenant"]) == expected
-    assert len(expected) == 4  # 1500, 1e20, 2**63, 1e20 + 1
+    assert len(expected) == 5  # 1500, 1e20, 2**63, 1e20 + 1, 1e38

@@ -569,3 +569,41 @@ def test_a_schema_no_release_wrote_is_refused_naming_it(tmp_path: Path):
     ]
     assert all("not a record schema (the whole numbers 1 to 2)" in r for r in reasons[:5])
     assert metric(result.rankers, "exposure_share")["n"] == 3
+
+
+def test_a_label_the_audit_gives_records_without_one_is_refused_not_merged(tmp_path: Path):
+    """An operator's trial: a ranker named ``(none)`` was one row with the records without a
+    ranker (a real ranker's share 0 blended with share 1), a ``--by`` value ``(missing)`` one
+    group with the records without the field (the note counted 10 of its 15), a group label
+    ``(unknown)`` one row with the null labels, and ``true`` one group with ``"true"``. Each
+    such record is left out with its reason; the records without one keep their names."""
+    from tests.audit.logs import record
+
+    records = [
+        record(["female", "male"], ranker="(none)", tenant="a"),
+        record(["female", "male"], tenant="(missing)"),
+        record(["(unknown)", "male"], tenant="a"),
+        record(["None", None], tenant="a"),
+        record(["female", "male"], tenant=True),
+        record(["male", "male"], ranker="(none)x", tenant="b"),  # near, not the name: kept
+    ]
+    missing = record(["female", None], tenant="a")
+    del missing["ranker"]
+    absent = record(["female", "male"])  # no tenant: the group (missing)
+    log = write_log(tmp_path / "log.jsonl", [*records, missing, absent])
+    result = audit(log, by=("tenant",), protected="female")
+    assert result.left_out["reason"].tolist() == [
+        "ranker (none) is the name the audit gives records without a ranker; rename it to audit "
+        "these records apart",
+        "--by tenant (missing) is the name the audit gives records without the field; rename it "
+        "to audit these records apart",
+        "groups holds the label (unknown), the name the audit gives a document without a group "
+        "label (null); rename it to audit that group apart",
+        "groups holds both the label None and a null label, which exposure_by_group names alike",
+        "--by tenant is true or false, not a name",
+    ]
+    assert result.reading["refused"].tolist() == [5]
+    shares = result.rankers[result.rankers["metric"] == "exposure_share"].set_index("ranker")
+    assert sorted(shares.index) == ["(none)", "(none)x", "standard"]
+    assert shares.loc["(none)", "n"] == 1  # the record without a ranker alone
+    assert sorted(result.metrics["tenant"].unique()) == ["(missing)", "a", "b"]
