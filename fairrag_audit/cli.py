@@ -94,6 +94,8 @@ def run_audit_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fairrag audit: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout's reader stopped: not the logs' nor the disk's fault
+        raise
     except (OSError, duckdb.Error) as exc:  # a log that cannot be read, a full disk
         print(f"fairrag audit: error reading or writing: {exc}", file=sys.stderr)
         return 1

@@ -46,6 +46,11 @@ def distributed_partials(
         shards = [[path] for path in options.paths]
     if not shards:
         raise ValueError("shards must name at least one shard of log files, got none")
+    empty = [index for index, shard in enumerate(shards) if not shard]
+    if empty:  # a task over no file: DuckDB's raw "Table raw_records does not exist" (a trial)
+        raise ValueError(
+            f"shards must each name at least one log file; shard(s) {empty} (0-based) name none"
+        )
     given = [Path(p).resolve() for shard in shards for p in shard]
     asked = [Path(p).resolve() for p in options.paths]
     left_out = [str(p) for p in asked if p not in given]

@@ -146,9 +146,19 @@ def options_error(error: ValidationError) -> str:
         field = str(item["loc"][0]) if item["loc"] else ""
         flag = flag_of(field) if field else ""
         if flag and flag not in message:
-            message = f"{flag}: {message} (got {item.get('input')!r})"
+            message = f"{flag}: {message} (got {_shown(item.get('input'))})"
         lines.append(message)
     return "; ".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """A value given, as the command line wrote it: paths as text (an operator's trial read
+    ``[PosixPath('x.jsonl')]``), anything else as Python writes it."""
+    if isinstance(value, Path):
+        return repr(str(value))
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Path) for v in value):
+        return ", ".join(repr(str(v)) for v in value)
+    return repr(value)
 
 
 def _saved_partials(path: Path) -> Path | None:

@@ -770,9 +770,10 @@ def _add(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return whole.groupby(keys, dropna=False, sort=True).sum().reset_index()
 
 
-def merge_partials(parts: Iterable[Partials]) -> Partials:
+def merge_partials(parts: Iterable[Partials], names: Sequence[str] | None = None) -> Partials:
     """Partials of disjoint sets of records (files), merged: sums added cell by cell, the
-    per-file tables concatenated in the order given. They must share :data:`SETTINGS`."""
+    per-file tables concatenated in the order given. They must share :data:`SETTINGS`.
+    ``names``: where each part came from (its folder), named when a log is counted twice."""
     parts = list(parts)
     if not parts:
         raise ValueError("merge_partials needs at least one set of partials, got none")
@@ -794,10 +795,15 @@ def merge_partials(parts: Iterable[Partials]) -> Partials:
     fingerprints = counted["fingerprint"] if "fingerprint" in counted else [None] * len(counted)
     repeated = repeated_log(counted["file"].tolist(), list(fingerprints))
     if repeated:
+        where = ""
+        if names is not None:  # which partials hold the two (an operator's trial: unnamed)
+            origin = [names[i] for i, p in enumerate(parts) for _ in range(len(p.files))]
+            held = counted.index[counted["file"].isin(repeated)]
+            where = f", in the partials {sorted({origin[k] for k in held})}"
         raise ValueError(
             f"the partials count the log {repeated[0]!r} more than once (the same first "
-            f"record as {repeated[1]!r}, whatever path named it: a copy, a gzip rotation or "
-            "Parquet conversion of it, or a log that grew since its partials were saved); "
+            f"record as {repeated[1]!r}{where}, whatever path named it: a copy, a gzip rotation "
+            "or Parquet conversion of it, or a log that grew since its partials were saved); "
             "merge the partials of disjoint sets of logs (each window's new files once; a log "
             "still written to belongs to one window only)"
         )
@@ -970,10 +976,20 @@ def _read_one(folder: Path, con: duckdb.DuckDBPyConnection) -> Partials:
 
 def read_partials(folders: Iterable[str | Path]) -> Partials:
     """Read the partials :func:`write_partials` saved in each of ``folders`` and merge them."""
+    paths = [Path(f) for f in folders]
+    seen: dict[Path, Path] = {}
+    for folder in paths:
+        earlier = seen.setdefault(folder.resolve(), folder)
+        if earlier is not folder:  # before: read as a log counted twice, the folder unnamed
+            raise ValueError(
+                f"--from-partials names the folder {str(folder)!r} twice (as "
+                f"{str(earlier)!r}): give each window's partials once"
+            )
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
-        return merge_partials(_read_one(Path(f), con) for f in folders)
+        parts = [_read_one(folder, con) for folder in paths]
+        return merge_partials(parts, [str(folder) for folder in paths])
     finally:
         con.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -72,14 +73,24 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """Text a spreadsheet reads as a formula (OWASP "CSV injection"); such a cell gets a ``'``."""
 
 
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number written as text (a ``--by`` value ``-5``): a spreadsheet reads it as that number."""
+
+
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with every text cell that starts like a formula prefixed with ``'`` (OWASP's
-    rule for CSV injection). Numeric columns are left numeric: ``-0.25`` stays a number."""
+    rule for CSV injection), but a number written as text (``-5``: no formula; an operator's
+    trial found a tenant id ``-5`` written ``'-5``, breaking joins). Numeric columns are left
+    numeric: ``-0.25`` stays a number."""
     frame = frame.copy()
     for column in frame.columns:
         if frame[column].dtype == object or pd.api.types.is_string_dtype(frame[column]):
             frame[column] = [
-                "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+                "'" + value
+                if isinstance(value, str)
+                and value.startswith(FORMULA_START)
+                and not _NUMBER.fullmatch(value)
+                else value
                 for value in frame[column]
             ]
     return frame

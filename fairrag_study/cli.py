@@ -12,6 +12,7 @@ extra to install (``pip install 'fairrag[study]'``), never with a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.util import find_spec
@@ -171,6 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if missing:
             return _missing_extra(args.command, extra, missing)
         return _run(args)
+    except BrokenPipeError:
+        # the reader of stdout stopped (`fairrag audit ... | head -1`; an operator's trial got
+        # a traceback): quiet, stdout pointed at nothing so the exit's flush cannot fail again,
+        # the status a shell gives a writer SIGPIPE stopped
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
     except ModuleNotFoundError as exc:  # a module of the extra that is absent or fails to load
         top = (exc.name or "").partition(".")[0]
         if chosen is not None and top in EXTRA_MODULES[COMMANDS[chosen][1]]:

@@ -111,7 +111,7 @@ class AmortizedRanker(Ranker):
     stateful = True
     targets_exposure = True
     in_default_study = True
-    knobs = ("gain", "alpha")
+    knobs = ("gain", "alpha", "spread")  # spread: a user trial could not sweep it
     sweep_grid = MappingProxyType({"gain": (20.0, 80.0), "alpha": (4.0, 8.0)})
 
     def __init__(

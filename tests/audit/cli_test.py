@@ -86,7 +86,9 @@ def test_missing_log_and_out_that_is_a_file(
 ) -> None:
     missing = tmp_path / "nowhere.jsonl"
     assert main(["audit", str(missing), "--out", str(tmp_path / "out")]) == 2
-    assert f"log {str(missing)!r} does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"log {str(missing)!r} does not exist" in err
+    assert f"(got {str(missing)!r})" in err and "PosixPath" not in err  # as the command wrote it
     log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])])
     (tmp_path / "file").write_text("")
     assert main(["audit", str(log), "--out", str(tmp_path / "file")]) == 2
@@ -135,3 +137,24 @@ def test_nothing_left_after_since_still_reports(
     assert "no record at or after --since 2030-01-01T00:00:00Z: all 48 records read" in said
     assert "no record has groups" not in said and "no protected group" not in said
     assert "not drawn: no record audited (--since left out all 48)" in said
+
+
+def test_a_reader_that_stops_reading_stops_the_audit_quietly(tmp_path: Path) -> None:
+    """An operator's trial: ``fairrag audit ... | head -1`` ended in a BrokenPipeError
+    traceback. Its stdout closed before it writes: exit 141 (a shell's for a writer SIGPIPE
+    stopped), nothing on stderr."""
+    import subprocess
+    import sys
+
+    log = write_log(tmp_path / "log.jsonl", [record(["female", "male"])] * 3)
+    command = [sys.executable, "-m", "fairrag_study.cli", "audit", str(log)]
+    child = subprocess.Popen(
+        [*command, "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader gone before any line
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=300) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -50,8 +50,11 @@ def test_partials_per_shard_on_a_local_cluster_equal_the_duckdb_result(tmp_path:
         (lambda logs: [logs[:1]], r"leave out \[.*day1"),
         (lambda logs: [logs, [logs[0].with_name("extra.jsonl")]], r"add files not in .*extra"),
         (lambda logs: [logs, logs[:1]], r"repeat \[.*day0"),
+        # an operator's trial: a shard of no file failed on the worker with DuckDB's raw
+        # "Table with name raw_records does not exist"
+        (lambda logs: [logs, []], r"shard\(s\) \[1\] \(0-based\) name none"),
     ],
-    ids=["left-out", "added", "repeated"],
+    ids=["left-out", "added", "repeated", "empty"],
 )
 def test_shards_that_do_not_hold_the_options_paths_once_are_refused(tmp_path, pick, words):
     """A user trial: ``shards=[[a]]`` over options holding a and b reported a's records alone,

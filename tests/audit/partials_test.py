@@ -115,8 +115,13 @@ def test_bad_partials_are_refused_naming_what_is_wrong(tmp_path: Path) -> None:
     plain = write_partials(compute_partials(AuditOptions.create([logs[1]])), tmp_path / "plain")
     with pytest.raises(ValueError, match=r"different --by \(\['tenant'\] and \[\]\)"):
         read_partials([tenant, plain])
-    with pytest.raises(ValueError, match=r"count the log .*day0.jsonl.* more than once"):
+    # an operator's trial: the same folder twice was read as a log counted twice, unnamed
+    with pytest.raises(ValueError, match=r"--from-partials names the folder .*p0.* twice"):
         read_partials([tenant, tenant])
+    again = saved(logs, [[logs[0]]], tmp_path / "again", **OPTIONS)[0]
+    with pytest.raises(ValueError, match=r"count the log .*day0.jsonl.* more than once") as got:
+        read_partials([tenant, again])
+    assert f"in the partials {sorted([str(again), str(tenant)])}" in str(got.value)
     with pytest.raises(ValueError, match=r"--from-partials .*nowhere.* does not exist"):
         read_partials([tmp_path / "nowhere"])
     # a table lost (a user trial: a traceback alone, or beside a good folder exit 0 with the

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -306,8 +307,10 @@ def test_csv_cells_are_neutralised_against_formula_injection(tmp_path):
         assert rows
         for row in rows:
             for column in ("ranker", "tenant"):
-                if column in row:
-                    assert not row[column].startswith(("=", "+", "-", "@", "\t", "\r")), row
+                if column in row:  # a formula's start, but a number written as text
+                    cell = row[column]
+                    formula = cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+                    assert not formula or re.fullmatch(r"[+-][0-9.eE+-]+", cell), row
         rankers = {row["ranker"] for row in rows}
         assert "'=1+1" in rankers and "'-1+1" in rankers and "'\tTAB" in rankers
     gaps = [
@@ -316,6 +319,17 @@ def test_csv_cells_are_neutralised_against_formula_injection(tmp_path):
         if row["metric"] == "fairness_gap"
     ]
     assert all(float(value) == -0.25 for value in gaps)  # numbers stay numbers
+
+
+def test_a_number_written_as_text_is_no_formula():
+    """An operator's trial: a tenant id ``-5`` was written ``'-5`` (joins on it broke)."""
+    import pandas as pd
+
+    from fairrag_audit.report import csv_safe
+
+    cells = ["-5", "+3", "-1.5e3", "-.5", "-1+1", "=1", "-", "--by tenant", "-5 ", "a"]
+    got = csv_safe(pd.DataFrame({"tenant": cells}))["tenant"].tolist()
+    assert got == ["-5", "+3", "-1.5e3", "-.5", "'-1+1", "'=1", "'-", "'--by tenant", "'-5 ", "a"]
 
 
 def test_report_md_escapes_html_and_markdown(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import argparse
 import io
 import json
 import os
@@ -292,6 +293,10 @@ def test_good_grids_parse_to_their_values() -> None:
     )
     assert grid_flag("standard") == ("standard", {})
     assert grid_flag("fair:p=0.7") == ("fair", {"p": (0.7,)})
+    # a user trial: spread, one of the amortized ranker's knobs in its guide, was refused
+    assert grid_flag("amortized:spread=2,4") == ("amortized", {"spread": (2.0, 4.0)})
+    with pytest.raises(argparse.ArgumentTypeError, match="spread"):
+        grid_flag("amortized:spread=0.5")  # the ranker's own rule: a number >= 1
     settings = expand({"amortized": {"gain": (20.0, 80.0), "alpha": (8.0,)}})
     assert [s.label for s in settings] == ["gain=20;alpha=8", "gain=80;alpha=8"]
     assert all(s.streamed for s in settings)
