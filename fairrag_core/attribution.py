@@ -1314,11 +1314,16 @@ def _resolve_shared_numbers(
     """An entry number several shown documents carry (:attr:`_Context.carriers`: an agent's
     searches, each numbered from ``[1]``) cites the one of them whose person the line
     presents (its head names that person, :meth:`_Context.presented`); when the line presents
-    none of them, or more than one, it stays unresolved, as written, and credits no one: a
-    reader cannot tell which search's entry it means (docs/SPEC.md, "Attribution")."""
+    more than one of them, or no shown person at all, it stays unresolved, as written, and
+    credits no one: a reader cannot tell which search's entry it means. A line presenting
+    shown people none of whom carries the number cites it wrongly whichever search's entry it
+    means: it is read as citing the first of them, a mis-citation (a user trial: two searches
+    hid the mis-citation one search counted; docs/SPEC.md, "Attribution")."""
     named = {ctx.first_of[p] for p, _ in presented}
     for number in ctx.shared:
         chosen = [p for p in ctx.carriers[number] if ctx.first_of[p] in named]
+        if not chosen and named:  # none of its carriers: wrong whichever is meant
+            chosen = ctx.carriers[number][:1]
         if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
             continue  # (a number read and not cited: nothing to resolve)
         at = cited.unresolved.index(str(number))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -285,10 +286,15 @@ that carry that entry number (an agent's searches, each numbered from ``[1]``); 
 titled document."""
 
 
-def _cited_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str | None:
+def _cited_title(
+    citation: StructuredCitation, titles: Sequence[Entry], text: str = ""
+) -> str | None:
     """The title a citation cites; None when it points to no shown document, or to a number
     several shown documents carry and its person names none of them, or more than one
-    (docs/SPEC.md "Attribution": as a shared ``[n]`` in text is read)."""
+    (docs/SPEC.md "Attribution": as a shared ``[n]`` in text is read); a citation without a
+    person of such a number cites the one of them whose person the answer's ``text`` names,
+    when it names exactly one (a user trial: "Alan Turing and Barbara Liskov." citing ``[1,
+    2]`` after two searches credited no one)."""
     if citation.title is not None:
         return " ".join(citation.title.split())
     position = citation.position
@@ -297,15 +303,29 @@ def _cited_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str |
     entry = titles[position]
     if isinstance(entry, tuple):
         person = citation.person
-        named = [
-            t for t in entry if person and names_person(person, str(ContextDocument(t).person))
-        ]
+        if person:
+            named = [t for t in entry if names_person(person, str(ContextDocument(t).person))]
+        else:
+            named = [t for t in entry if _mentions(text, str(ContextDocument(t).person))]
         return named[0] if len(named) == 1 else None
     return str(entry)
 
 
-def _written_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str:
-    title = _cited_title(citation, titles)
+def _mentions(text: str, person: str) -> bool:
+    """Whether ``text`` writes ``person``'s name whole (its words in order, not inside other
+    words; case as written)."""
+    if not text or not person.strip():
+        return False
+    words = r"\s+".join(re.escape(word) for word in person.split())
+    return re.search(rf"(?<!\w){words}(?!\w)", text[:MAX_MENTION_SCAN]) is not None
+
+
+MAX_MENTION_SCAN = 100_000
+"""The characters of an answer's text searched for a carrier's name (bounded: linear time)."""
+
+
+def _written_title(citation: StructuredCitation, titles: Sequence[Entry], text: str = "") -> str:
+    title = _cited_title(citation, titles, text)
     if title is not None:
         return title
     position = citation.position
@@ -313,7 +333,7 @@ def _written_title(citation: StructuredCitation, titles: Sequence[Entry]) -> str
         entry = titles[position]
         if isinstance(entry, tuple):
             return f"{citation.given}, carried by {len(entry)} shown documents"
-    return f"{citation.given}, not among the {len(titles)} shown"
+    return f"{citation.given}, not among the {len(titles)} entries shown"
 
 
 def read_text_or_object(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | None, str]:
@@ -359,7 +379,8 @@ def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
     )
     pieces, start = [], 0
     for end, _, citation in inserts:  # one pass: linear in the text and the citations
-        pieces += [answer.text[start:end], f" (DocTitle: {_written_title(citation, titles)})"]
+        written = _written_title(citation, titles, answer.text)
+        pieces += [answer.text[start:end], f" (DocTitle: {written})"]
         start = end
     text = "".join([*pieces, answer.text[start:]])
     bullets = []
@@ -369,9 +390,9 @@ def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
         if citation.position is None and citation.title is None:  # unreadable
             bullets.append("- (an unreadable citation)")
             continue
-        title = _cited_title(citation, titles)
+        title = _cited_title(citation, titles, answer.text)
         person = citation.person or (citation.given if title is None else None)
         person = person or ContextDocument(str(title)).person
-        written = _written_title(citation, titles)
+        written = _written_title(citation, titles, answer.text)
         bullets.append(f"- {' '.join(str(person).split())} (DocTitle: {written})")
     return "\n".join(part for part in (text.strip("\n"), *bullets) if part)

@@ -1397,11 +1397,10 @@ def _numbered(
     kept: list[Document] = []
     numbers: list[tuple[int | None, list[int]]] = []
     for search, documents in searches:
-        places = (
-            {id(d): n for n, d in enumerate(search.documents or [], start=1)}
-            if search.numbered
-            else {}
-        )
+        places: dict[int, int] = {}
+        if search.numbered:  # one object listed twice keeps its first label (a user trial)
+            for n, d in enumerate(search.documents or [], start=1):
+                places.setdefault(id(d), n)
         for document in documents:
             label = places.get(id(document))
             key = (document.id, document.page_content)

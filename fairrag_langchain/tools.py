@@ -47,7 +47,9 @@ def fair_retriever_tool(
     <title>`` when its text does not state it (the title from ``metadata[title_key]``), then its
     text, joined by ``document_separator``. ``response_format="content_and_artifact"`` also
     returns the documents, as LangChain's tool does. ``metadata`` is the tool's own (kept, with
-    :data:`NUMBERED_TOOL_KEY` set).
+    :data:`NUMBERED_TOOL_KEY` set). LangChain's ``document_prompt`` is not taken: each document
+    is written as the chain writes it. The handler reads titles by its own ``title_key``: give
+    it the same.
     """
     if not isinstance(retriever, BaseRetriever):
         raise TypeError(

@@ -724,9 +724,9 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
 
     def _never_shown(self) -> frozenset[str]:
         """The keys the context never shows besides the title: the group key, the title key,
-        the header and the placement keys."""
+        the header, the embedded fields and the placement keys."""
         return frozenset(
-            (self.group_key, self.title_key, CONTEXT_HEADER_KEY, *PLACEMENT_KEYS)
+            (self.group_key, self.title_key, CONTEXT_HEADER_KEY, EMBED_FIELDS_KEY, *PLACEMENT_KEYS)
         ).union(LEDGER_PLACEMENT_KEYS)
 
     def _visible_fields(

@@ -1445,9 +1445,12 @@ def test_two_people_who_share_a_title_in_different_groups_stay_two_documents():
 
 def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
     """An agent's two searches, each numbered from ``[1]``: ``[1]`` names two documents. A line
-    that names one of them cites it (explicitly); a line naming neither, or both, cites no one
-    (it stays unresolved, as written); a range reads each number so. Before, ``[1]`` was the
-    first search's first document: ``- Ada Lovelace [1]`` counted a mis-citation of Alan Turing."""
+    that names one of them cites it (explicitly); a line naming no shown person, or both,
+    cites no one (it stays unresolved, as written); a line naming another shown person cites it
+    wrongly whichever search's entry it means: a mis-citation (a user trial: it stayed
+    unresolved, so two searches hid the mis-citation one search counts); a range reads each
+    number so. Before, ``[1]`` was the first search's first document: ``- Ada Lovelace [1]``
+    counted a mis-citation of Alan Turing."""
     context = [
         ContextDocument("Alan Turing", group="male", number=1),
         ContextDocument("Edsger Dijkstra", group="male", number=2),
@@ -1461,17 +1464,24 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
         context,
     )
     cited = [
-        ([(a.title, a.style) for a in b.attributions], b.unresolved, b.miscited)
+        (
+            [(a.title, a.style) for a in b.attributions],
+            b.unresolved,
+            [a.title for a in b.miscited],
+        )
         for b in answer.bullets
     ]
     assert cited == [
-        ([("Ada Lovelace", "numbered")], (), ()),
-        ([("Alan Turing", "numbered")], (), ()),
-        ([], ("1",), ()),
-        ([("Ada Lovelace", "implicit"), ("Alan Turing", "implicit")], ("1",), ()),
-        ([("Grace Hopper", "numbered")], ("1",), ()),
-        ([("Barbara Liskov", "numbered")], (), ()),
+        ([("Ada Lovelace", "numbered")], (), []),
+        ([("Alan Turing", "numbered")], (), []),
+        ([], ("1",), []),
+        ([("Ada Lovelace", "implicit"), ("Alan Turing", "implicit")], ("1",), []),
+        ([("Grace Hopper", "numbered")], (), ["Alan Turing"]),  # [1]: Turing's or Ada's
+        ([("Barbara Liskov", "numbered")], (), []),
     ]
+    (wrong,) = attribute_answer("- Barbara Liskov [1]", context).bullets
+    assert [a.title for a in wrong.miscited] == ["Alan Turing"] and not wrong.unresolved
+    assert [(a.title, a.style) for a in wrong.attributions] == [("Barbara Liskov", "implicit")]
     # chunks of one document labelled alike are one document: their number is not shared
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets

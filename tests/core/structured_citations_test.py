@@ -148,7 +148,7 @@ def test_a_source_outside_the_shown_list_counts_and_is_invalid():
     text = rendered({"answer": "", "citations": [0, 9, None]})
     assert text.splitlines() == [
         "- Ada Lovelace (DocTitle: Ada Lovelace)",
-        "- source id 9 (DocTitle: source id 9, not among the 4 shown)",
+        "- source id 9 (DocTitle: source id 9, not among the 4 entries shown)",
         "- (an unreadable citation)",
     ]
     result = generation(text)
@@ -249,4 +249,30 @@ def test_a_source_id_several_documents_carry_cites_the_one_its_person_names():
         "- source id 0 (DocTitle: source id 0, carried by 2 shown documents)",
         "- Edsger Dijkstra (DocTitle: source id 0, carried by 2 shown documents)",
         "- Grace Hopper (DocTitle: Grace Hopper (computer scientist))",
+    ]
+
+
+def test_a_shared_source_id_without_a_person_cites_the_one_the_answer_names():
+    """A user trial: "Alan Turing and Barbara Liskov." citing ``[1, 2]`` after two searches
+    (``[1]``: Turing's or Hopper's, ``[2]``: Lovelace's or Liskov's) credited no one. A
+    citation without a person cites the carrier whose person the answer's text names, when it
+    names exactly one; naming both, or neither, still cites no one."""
+    entries = [("Alan Turing", "Grace Hopper"), ("Ada Lovelace", "Barbara Liskov")]
+
+    def rendered(text: str) -> list[str]:
+        answer = read_structured_answer({"answer": text, "citations": [1, 2]}, source_id_base=1)
+        assert answer is not None
+        return render_answer(answer, entries).splitlines()[1:]
+
+    assert rendered("Alan Turing and Barbara Liskov.") == [
+        "- Alan Turing (DocTitle: Alan Turing)",
+        "- Barbara Liskov (DocTitle: Barbara Liskov)",
+    ]
+    assert rendered("Alan Turing, Grace Hopper and Ada Lovelace.") == [
+        "- source id 1 (DocTitle: source id 1, carried by 2 shown documents)",
+        "- Ada Lovelace (DocTitle: Ada Lovelace)",
+    ]
+    assert rendered("Pioneers of computing (Alan Turingham).") == [
+        "- source id 1 (DocTitle: source id 1, carried by 2 shown documents)",
+        "- source id 2 (DocTitle: source id 2, carried by 2 shown documents)",
     ]

@@ -3,9 +3,9 @@ Pareto marking on hand-made points, and bad flags exiting 2 before any work."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
-import argparse
 import io
 import json
 import os
