@@ -526,6 +526,8 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
         (out / SWEEP_MARK).write_text("written by fairrag sweep: sweep.csv, frontier.png\n")
         write_csv(out / "sweep.csv", rows)
         plot_frontier(out / "frontier.png", rows, study.k)
+    # the columns named (a user's trial read the numbers without knowing which was which)
+    log(f"{'ranker':<26}{'setting':<22}{'disp.':>8}{'amort.':>8}{f'nDCG@{study.k}':>8}")
     for row in rows:
         log(
             f"{row['ranker']:<26}{row['setting']:<22}{row['disparity']:>8.4f}"

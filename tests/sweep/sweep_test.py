@@ -58,6 +58,8 @@ def sweep_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, lis
     with contextlib.redirect_stdout(printed):
         assert main(args) == 0
     assert "wall time per phase: pools" in printed.getvalue()
+    # the console table names its columns (a user's trial: numbers without a header)
+    assert "ranker" in printed.getvalue() and "nDCG@5" in printed.getvalue()
     return out, cache, args
 
 
