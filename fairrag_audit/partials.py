@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -535,22 +537,31 @@ def _identity(record: dict[str, Any]) -> str:
 
 
 def _instant(timestamp: Any) -> Any:
-    """A timestamp as the instant the audit reads it (ISO 8601 in UTC with microseconds; one
-    without an offset is UTC, as the audit's DuckDB reads it), so its JSON line
-    (``2026-12-01T00:00:00Z``) and a typed Parquet export (``2026-12-01 00:00:00+00``) tell one
-    log (an operator's trial: counted twice); else as it is (not text, not a date and time)."""
+    """A timestamp as the instant the audit reads it (its DuckDB scan's ``TRY_CAST(... AS
+    TIMESTAMPTZ)`` in UTC, in microseconds: a review found Python's reading differ from it on
+    ``24:00:00`` and ``... UTC``), so its JSON line (``2026-12-01T00:00:00Z``) and a typed
+    Parquet export (``2026-12-01 00:00:00+00``) tell one log (an operator's trial: counted
+    twice); else as it is (not text, or no date and time the audit reads)."""
     if not isinstance(timestamp, str) or len(timestamp) > 64:
         return timestamp
-    try:
-        moment = datetime.fromisoformat(timestamp.strip())
-    except ValueError:
-        return timestamp
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
-    except OverflowError:  # year 1 with a positive offset, year 9999 with a negative one
-        return timestamp
+    with _INSTANT_LOCK:
+        con = _instant_connection()
+        row = con.execute("SELECT epoch_us(TRY_CAST(? AS TIMESTAMPTZ))", [timestamp]).fetchone()
+    micros = None if row is None else row[0]
+    return timestamp if micros is None else f"{micros}us"
+
+
+_INSTANT_LOCK = threading.Lock()
+_INSTANT: list[tuple[int, duckdb.DuckDBPyConnection]] = []
+"""One in-memory DuckDB connection per process (a forked worker makes its own)."""
+
+
+def _instant_connection() -> duckdb.DuckDBPyConnection:
+    if not _INSTANT or _INSTANT[0][0] != os.getpid():
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone = 'UTC'")
+        _INSTANT[:] = [(os.getpid(), con)]
+    return _INSTANT[0][1]
 
 
 def _bytes_identity(head: bytes) -> str:
@@ -697,10 +708,16 @@ def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str
     """The first log (and the one before it) that holds a log another one does, by
     :func:`log_fingerprint` (a fingerprint None or NaN, or of an earlier form: saved by an
     earlier release, told by its path); logs with nothing in them never repeat."""
-    seen: dict[str, str] = {}
-    paths: set[str] = set()
-    by_path: set[str] = set()  # the logs told by their path only
-    for file, fingerprint in zip(files, fingerprints, strict=True):
+    rows = repeated_rows(files, fingerprints)
+    return None if rows is None else (files[rows[0]], files[rows[1]])
+
+
+def repeated_rows(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[int, int] | None:
+    """:func:`repeated_log` as the indices of the two logs in ``files`` (the later first)."""
+    seen: dict[str, int] = {}
+    paths: dict[str, int] = {}
+    by_path: dict[str, int] = {}  # the logs told by their path only
+    for index, (file, fingerprint) in enumerate(zip(files, fingerprints, strict=True)):
         missing = fingerprint is None or (
             isinstance(fingerprint, float) and math.isnan(fingerprint)
         )
@@ -708,18 +725,19 @@ def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str
         # one: such a log is told by its path, against every log, as one without fingerprint
         parts = [] if missing else str(fingerprint).split(SEPARATOR)
         ours = bool(parts) and all(part.startswith(FINGERPRINT_FORM) for part in parts)
-        if file in (by_path if ours else paths):
-            return file, file
-        paths.add(file)
+        earlier = (by_path if ours else paths).get(file)
+        if earlier is not None:
+            return index, earlier
+        paths.setdefault(file, index)
         if not ours:
-            by_path.add(file)
+            by_path.setdefault(file, index)
             continue
         for key in parts:
             if key == EMPTY:
                 continue
             if key in seen:
-                return file, seen[key]
-            seen[key] = file
+                return index, seen[key]
+            seen[key] = index
     return None
 
 
@@ -793,12 +811,14 @@ def merge_partials(parts: Iterable[Partials], names: Sequence[str] | None = None
     # is one. Partials saved before fingerprints existed are told by their path.
     counted = files[files["lines"] > 0]  # empty logs add nothing, however many are merged
     fingerprints = counted["fingerprint"] if "fingerprint" in counted else [None] * len(counted)
-    repeated = repeated_log(counted["file"].tolist(), list(fingerprints))
-    if repeated:
+    names_of = counted["file"].tolist()
+    rows = repeated_rows(names_of, list(fingerprints))
+    if rows is not None:
+        repeated = (names_of[rows[0]], names_of[rows[1]])
         where = ""
         if names is not None:  # which partials hold the two (an operator's trial: unnamed)
             origin = [names[i] for i, p in enumerate(parts) for _ in range(len(p.files))]
-            held = counted.index[counted["file"].isin(repeated)]
+            held = [counted.index[row] for row in rows]  # those two rows, not their paths
             where = f", in the partials {sorted({origin[k] for k in held})}"
         raise ValueError(
             f"the partials count the log {repeated[0]!r} more than once (the same first "

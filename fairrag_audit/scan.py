@@ -392,10 +392,7 @@ def _range_checks(options: AuditOptions, by_json: list[tuple[str, str]]) -> list
                 f"'{name} is an array or object, not a name'",
             )
         )
-        if name != "protected":  # a ranker or a --by value: a string or a number
-            checks.append(
-                (f"__type_{suffix} = 'BOOLEAN'", f"'{name} is true or false, not a name'")
-            )
+        if name != "protected":  # a ranker or a --by value
             reserved, meaning = RESERVED[0] if name == "ranker" else RESERVED[1]
             checks.append(
                 (

@@ -1256,7 +1256,7 @@ def _attribute_line(
         return bullet, body
     presented = ctx.presented(head)
     if ctx.shared:
-        _resolve_shared_numbers(cited, presented, ctx)
+        _resolve_shared_numbers(cited, presented, ctx, uncited)
     named = presented  # every shown person the line names outside its citations
     mentioned: set[int] = set()  # cited documents whose person the line names only in part
     first_of = ctx.first_of
@@ -1309,7 +1309,7 @@ def _attribute_line(
 
 
 def _resolve_shared_numbers(
-    cited: _Cited, presented: Sequence[tuple[int, str]], ctx: _Context
+    cited: _Cited, presented: Sequence[tuple[int, str]], ctx: _Context, uncited: str
 ) -> None:
     """An entry number several shown documents carry (:attr:`_Context.carriers`: an agent's
     searches, each numbered from ``[1]``) cites the one of them whose person the line
@@ -1318,12 +1318,24 @@ def _resolve_shared_numbers(
     credits no one: a reader cannot tell which search's entry it means. A line presenting
     shown people none of whom carries the number cites it wrongly whichever search's entry it
     means: it is read as citing the first of them, a mis-citation (a user trial: two searches
-    hid the mis-citation one search counted; docs/SPEC.md, "Attribution")."""
-    named = {ctx.first_of[p] for p, _ in presented}
+    hid the mis-citation one search counted; docs/SPEC.md, "Attribution"), unless the rest of
+    the line (``uncited``: its text without its citations) names one of them, or mentions one
+    by surname, as one search credits such a citation (a review: ``- Grace Hopper, who admired
+    Ada Lovelace [1]`` was charged to the first search's person)."""
+    first_of = ctx.first_of
+    named = {first_of[p] for p, _ in presented}
+    rest: tuple[set[int], frozenset[str], set[int]] | None = None
     for number in ctx.shared:
-        chosen = [p for p in ctx.carriers[number] if ctx.first_of[p] in named]
-        if not chosen and named:  # none of its carriers: wrong whichever is meant
-            chosen = ctx.carriers[number][:1]
+        carriers = ctx.carriers[number]
+        chosen = [p for p in carriers if first_of[p] in named]
+        if not chosen and named:  # none presented: one the rest names, else wrong whichever
+            if rest is None:
+                people = {p for p, _ in ctx.presented(uncited)}
+                rest = ({first_of[p] for p in people}, _capitalised_words(uncited), people)
+            others, words, people = rest
+            chosen = [
+                p for p in carriers if first_of[p] in others or ctx.mentions(p, words, people)
+            ] or carriers[:1]
         if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
             continue  # (a number read and not cited: nothing to resolve)
         at = cited.unresolved.index(str(number))

@@ -286,15 +286,55 @@ that carry that entry number (an agent's searches, each numbered from ``[1]``); 
 titled document."""
 
 
+class _Names:
+    """What a shared number's citation is read by, each decided once per answer: whether the
+    answer's text writes a person's name (:meth:`written`) and whether a given person is one of
+    the shown documents' (:meth:`shown`)."""
+
+    def __init__(self, text: str, titles: Sequence[Entry]) -> None:
+        self.text = text[:MAX_MENTION_SCAN]
+        self.titles = titles
+        self._written: dict[str, bool] = {}
+        self._shown: dict[str, bool] = {}
+
+    def written(self, person: str) -> bool:
+        """Whether the text writes ``person``'s name whole (its words in order, not inside
+        other words; case as written)."""
+        found = self._written.get(person)
+        if found is None:
+            words = r"\s+".join(re.escape(word) for word in person.split())
+            found = bool(words) and re.search(rf"(?<!\w){words}(?!\w)", self.text) is not None
+            self._written[person] = found
+        return found
+
+    def shown(self, person: str) -> bool:
+        """Whether ``person`` names a shown document's person (any entry's)."""
+        found = self._shown.get(person)
+        if found is None:
+            found = self._shown[person] = any(
+                names_person(person, str(ContextDocument(title).person))
+                for entry in self.titles
+                for title in (entry if isinstance(entry, tuple) else (entry,))
+                if title
+            )
+        return found
+
+
+MAX_MENTION_SCAN = 100_000
+"""The characters of an answer's text searched for a carrier's name (bounded: linear time)."""
+
+
 def _cited_title(
-    citation: StructuredCitation, titles: Sequence[Entry], text: str = ""
+    citation: StructuredCitation, titles: Sequence[Entry], names: _Names | None = None
 ) -> str | None:
     """The title a citation cites; None when it points to no shown document, or to a number
-    several shown documents carry and its person names none of them, or more than one
-    (docs/SPEC.md "Attribution": as a shared ``[n]`` in text is read); a citation without a
-    person of such a number cites the one of them whose person the answer's ``text`` names,
-    when it names exactly one (a user trial: "Alan Turing and Barbara Liskov." citing ``[1,
-    2]`` after two searches credited no one)."""
+    several shown documents carry and its person names more than one of them, or is no shown
+    person (docs/SPEC.md "Attribution": as a shared ``[n]`` in text is read); a person naming
+    another shown document's person cites the first of them, a mis-citation whichever it
+    means (a review: text counted it, a structured answer did not); a citation without a
+    person of such a number cites the one of them whose person the answer's text names
+    (``names``), when it names exactly one (a user trial: "Alan Turing and Barbara Liskov."
+    citing ``[1, 2]`` after two searches credited no one)."""
     if citation.title is not None:
         return " ".join(citation.title.split())
     position = citation.position
@@ -303,29 +343,21 @@ def _cited_title(
     entry = titles[position]
     if isinstance(entry, tuple):
         person = citation.person
+        names = names or _Names("", titles)
         if person:
             named = [t for t in entry if names_person(person, str(ContextDocument(t).person))]
+            if not named and names.shown(person):
+                return entry[0]
         else:
-            named = [t for t in entry if _mentions(text, str(ContextDocument(t).person))]
+            named = [t for t in entry if names.written(str(ContextDocument(t).person))]
         return named[0] if len(named) == 1 else None
     return str(entry)
 
 
-def _mentions(text: str, person: str) -> bool:
-    """Whether ``text`` writes ``person``'s name whole (its words in order, not inside other
-    words; case as written)."""
-    if not text or not person.strip():
-        return False
-    words = r"\s+".join(re.escape(word) for word in person.split())
-    return re.search(rf"(?<!\w){words}(?!\w)", text[:MAX_MENTION_SCAN]) is not None
-
-
-MAX_MENTION_SCAN = 100_000
-"""The characters of an answer's text searched for a carrier's name (bounded: linear time)."""
-
-
-def _written_title(citation: StructuredCitation, titles: Sequence[Entry], text: str = "") -> str:
-    title = _cited_title(citation, titles, text)
+def _written_title(
+    citation: StructuredCitation, titles: Sequence[Entry], names: _Names | None = None
+) -> str:
+    title = _cited_title(citation, titles, names)
     if title is not None:
         return title
     position = citation.position
@@ -378,8 +410,9 @@ def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
         key=lambda item: (item[0], item[1]),
     )
     pieces, start = [], 0
+    names = _Names(answer.text, titles)  # each name looked up once per answer
     for end, _, citation in inserts:  # one pass: linear in the text and the citations
-        written = _written_title(citation, titles, answer.text)
+        written = _written_title(citation, titles, names)
         pieces += [answer.text[start:end], f" (DocTitle: {written})"]
         start = end
     text = "".join([*pieces, answer.text[start:]])
@@ -390,9 +423,9 @@ def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
         if citation.position is None and citation.title is None:  # unreadable
             bullets.append("- (an unreadable citation)")
             continue
-        title = _cited_title(citation, titles, answer.text)
+        title = _cited_title(citation, titles, names)
         person = citation.person or (citation.given if title is None else None)
         person = person or ContextDocument(str(title)).person
-        written = _written_title(citation, titles, answer.text)
+        written = _written_title(citation, titles, names)
         bullets.append(f"- {' '.join(str(person).split())} (DocTitle: {written})")
     return "\n".join(part for part in (text.strip("\n"), *bullets) if part)

@@ -1397,12 +1397,15 @@ def _numbered(
     kept: list[Document] = []
     numbers: list[tuple[int | None, list[int]]] = []
     for search, documents in searches:
-        places: dict[int, int] = {}
-        if search.numbered:  # one object listed twice keeps its first label (a user trial)
+        places: dict[int, list[int]] = {}  # one object listed twice: each label, in order
+        if search.numbered:
             for n, d in enumerate(search.documents or [], start=1):
-                places.setdefault(id(d), n)
+                places.setdefault(id(d), []).append(n)
+        taken: dict[int, int] = {}
         for document in documents:
-            label = places.get(id(document))
+            labels = places.get(id(document), [])
+            count = taken[id(document)] = taken.get(id(document), -1) + 1
+            label = labels[count] if count < len(labels) else None
             key = (document.id, document.page_content)
             at = first.get(key)
             if at is None:

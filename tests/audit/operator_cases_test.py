@@ -115,13 +115,21 @@ def test_a_first_timestamp_is_read_as_the_instant_it_names(tmp_path: Path):
     one log; another instant, another log."""
     fingerprints = []
     for index, stamp in enumerate(
-        ["2026-12-01T00:00:00Z", "2026-12-01T01:00:00+01:00", "2026-12-01 00:00:00", "x", "y"]
+        [
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T01:00:00+01:00",
+            "2026-12-01 00:00:00",
+            "2026-11-30T24:00:00Z",  # as the audit's scan reads them (a review)
+            "2026-12-01 00:00:00 UTC",
+            "x",
+            "y",
+        ]
     ):
         records = _records(1, 3)
         records[0]["timestamp"] = stamp
         fingerprints.append(log_fingerprint(write_log(tmp_path / f"{index}.jsonl", records)))
-    assert fingerprints[0] == fingerprints[1] == fingerprints[2]
-    assert len({fingerprints[0], fingerprints[3], fingerprints[4]}) == 3
+    assert len(set(fingerprints[:5])) == 1
+    assert len({fingerprints[0], fingerprints[5], fingerprints[6]}) == 3
     assert all(f.startswith(FINGERPRINT_FORM) for f in fingerprints)
 
 
@@ -575,8 +583,8 @@ def test_a_label_the_audit_gives_records_without_one_is_refused_not_merged(tmp_p
     """An operator's trial: a ranker named ``(none)`` was one row with the records without a
     ranker (a real ranker's share 0 blended with share 1), a ``--by`` value ``(missing)`` one
     group with the records without the field (the note counted 10 of its 15), a group label
-    ``(unknown)`` one row with the null labels, and ``true`` one group with ``"true"``. Each
-    such record is left out with its reason; the records without one keep their names."""
+    ``(unknown)`` one row with the null labels. Each such record is left out with its reason;
+    the records without one keep their names."""
     from tests.audit.logs import record
 
     records = [
@@ -584,8 +592,8 @@ def test_a_label_the_audit_gives_records_without_one_is_refused_not_merged(tmp_p
         record(["female", "male"], tenant="(missing)"),
         record(["(unknown)", "male"], tenant="a"),
         record(["None", None], tenant="a"),
-        record(["female", "male"], tenant=True),
-        record(["male", "male"], ranker="(none)x", tenant="b"),  # near, not the name: kept
+        record(["female", "male"], tenant=True),  # a value (the handlers write booleans)
+        record(["male", "male"], ranker="(none)x", tenant="b", follows_citation_format=True),
     ]
     missing = record(["female", None], tenant="a")
     del missing["ranker"]
@@ -600,10 +608,27 @@ def test_a_label_the_audit_gives_records_without_one_is_refused_not_merged(tmp_p
         "groups holds the label (unknown), the name the audit gives a document without a group "
         "label (null); rename it to audit that group apart",
         "groups holds both the label None and a null label, which exposure_by_group names alike",
-        "--by tenant is true or false, not a name",
     ]
-    assert result.reading["refused"].tolist() == [5]
+    assert result.reading["refused"].tolist() == [4]
     shares = result.rankers[result.rankers["metric"] == "exposure_share"].set_index("ranker")
     assert sorted(shares.index) == ["(none)", "(none)x", "standard"]
     assert shares.loc["(none)", "n"] == 1  # the record without a ranker alone
-    assert sorted(result.metrics["tenant"].unique()) == ["(missing)", "a", "b"]
+    assert sorted(result.metrics["tenant"].unique()) == ["(missing)", "a", "b", "true"]
+    # a boolean field the handlers write is a --by value (a review: refusing it dropped every
+    # record of a log grouped by follows_citation_format)
+    grouped = audit(log, by=("tenant", "follows_citation_format"), protected="female")
+    assert grouped.reading["refused"].tolist() == [4]  # the four above, no more
+
+
+def test_a_log_counted_twice_names_the_two_partials_that_hold_it(tmp_path: Path):
+    """A review: with one log in p1 and p3 and another log rotated in under its name in p2,
+    the error named all three folders (the rows were matched by path)."""
+    log = write_log(tmp_path / "app.jsonl", _records(1, 5))
+    [first] = saved([log], [[log]], tmp_path / "a", **OPTIONS)
+    rotated = log.rename(tmp_path / "app.jsonl.1")
+    write_log(tmp_path / "app.jsonl", _records(2, 5))  # another log, the same name
+    [second] = saved([log], [[log]], tmp_path / "b", **OPTIONS)
+    [third] = saved([rotated], [[rotated]], tmp_path / "c", **OPTIONS)
+    with pytest.raises(ValueError, match="more than once") as error:
+        read_partials([first, second, third])
+    assert f"in the partials {sorted([str(first), str(third)])}" in str(error.value)

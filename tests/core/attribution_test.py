@@ -1482,6 +1482,18 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
     (wrong,) = attribute_answer("- Barbara Liskov [1]", context).bullets
     assert [a.title for a in wrong.miscited] == ["Alan Turing"] and not wrong.unresolved
     assert [(a.title, a.style) for a in wrong.attributions] == [("Barbara Liskov", "implicit")]
+    # the rest of the line naming a carrier, or its surname, cites it, as one search reads it
+    # (a review: each was charged to Alan Turing, the first search's [1])
+    for line in (
+        "- Grace Hopper, who admired Ada Lovelace [1]",
+        "- Grace Hopper's predecessor, Lovelace [1]",
+        "- The Countess of Lovelace and Grace Hopper's mentor [1]",
+    ):
+        (bullet,) = attribute_answer(line, context).bullets
+        assert ("Ada Lovelace", "numbered") in [(a.title, a.style) for a in bullet.attributions]
+        assert not bullet.miscited and not bullet.unresolved, line
+        (alone,) = attribute_answer(line, [context[2], context[3]]).bullets  # one search
+        assert [a.title for a in alone.attributions] == [a.title for a in bullet.attributions]
     # chunks of one document labelled alike are one document: their number is not shared
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets

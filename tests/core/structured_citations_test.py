@@ -227,8 +227,9 @@ def test_at_most_1000_citations_are_read_from_one_answer():
 
 def test_a_source_id_several_documents_carry_cites_the_one_its_person_names():
     """An entry number two shown documents carry (an agent's searches, each numbered from 1)
-    is given as a tuple of their titles: a citation naming one of them cites it; one naming
-    neither, or giving no person, cites no shown document (written so, counted invalid)."""
+    is given as a tuple of their titles: a citation naming one of them cites it; one naming no
+    shown person, or giving no person, cites no shown document (written so, counted invalid);
+    one naming another shown person cites the first of them (a mis-citation)."""
     entries = [("Ada Lovelace", "Alan Turing"), "Grace Hopper (computer scientist)"]
     answer = read_structured_answer(
         {
@@ -238,6 +239,7 @@ def test_a_source_id_several_documents_carry_cites_the_one_its_person_names():
                 {"source_id": 0},
                 {"source_id": 0, "person": "Edsger Dijkstra"},
                 {"source_id": 1},
+                {"source_id": 0, "person": "Grace Hopper"},
             ]
         },
         source_id_base=0,
@@ -249,6 +251,8 @@ def test_a_source_id_several_documents_carry_cites_the_one_its_person_names():
         "- source id 0 (DocTitle: source id 0, carried by 2 shown documents)",
         "- Edsger Dijkstra (DocTitle: source id 0, carried by 2 shown documents)",
         "- Grace Hopper (DocTitle: Grace Hopper (computer scientist))",
+        # another shown person: wrong whichever it means, a mis-citation as in text (a review)
+        "- Grace Hopper (DocTitle: Ada Lovelace)",
     ]
 
 

@@ -99,9 +99,10 @@ def test_the_numbers_the_record_reads():
     assert _numbered(plain) == (kept, None)  # numbered as the merged list: nothing to read
     one = [(_Retrieval(None, documents=b, numbered=True), b)]  # type: ignore[arg-type]
     assert _numbered(one)[1] is None  # labels that are the places
-    # one object listed twice in a search (a user trial: its first label was lost)
+    # one object listed twice in a search keeps both labels (a user trial: its first was
+    # lost; a review: then its second)
     ada = doc("Ada Lovelace")
     twice = [ada, doc("Alan Turing"), ada]
     kept, numbers = _numbered([(_Retrieval(None, documents=twice, numbered=True), twice)])  # type: ignore[arg-type]
     assert [d.id for d in kept] == ["Ada Lovelace", "Alan Turing"]
-    assert numbers is None  # Ada [1], Turing [2], as merged: before, Ada was read as [3] only
+    assert numbers == [(1, (3,)), (2, ())]
