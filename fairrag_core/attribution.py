@@ -1321,21 +1321,24 @@ def _resolve_shared_numbers(
     hid the mis-citation one search counted; docs/SPEC.md, "Attribution"), unless the rest of
     the line (``uncited``: its text without its citations) names one of them, or mentions one
     by surname, as one search credits such a citation (a review: ``- Grace Hopper, who admired
-    Ada Lovelace [1]`` was charged to the first search's person)."""
+    Ada Lovelace [1]`` was charged to the first search's person); so does a line presenting no
+    one (``- Knuth [3]``: a user trial found it credited no one after two searches)."""
     first_of = ctx.first_of
     named = {first_of[p] for p, _ in presented}
     rest: tuple[set[int], frozenset[str], set[int]] | None = None
     for number in ctx.shared:
         carriers = ctx.carriers[number]
         chosen = [p for p in carriers if first_of[p] in named]
-        if not chosen and named:  # none presented: one the rest names, else wrong whichever
+        if not chosen:  # none presented: one the rest names or mentions, else wrong whichever
             if rest is None:
                 people = {p for p, _ in ctx.presented(uncited)}
                 rest = ({first_of[p] for p in people}, _capitalised_words(uncited), people)
             others, words, people = rest
             chosen = [
                 p for p in carriers if first_of[p] in others or ctx.mentions(p, words, people)
-            ] or carriers[:1]
+            ]
+            if not chosen and named:
+                chosen = carriers[:1]
         if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
             continue  # (a number read and not cited: nothing to resolve)
         at = cited.unresolved.index(str(number))

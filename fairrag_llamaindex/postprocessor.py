@@ -746,8 +746,12 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
             never = self._never_shown()
         excluded = node.excluded_llm_metadata_keys
         keys = [k for k in node.metadata if k not in never and k not in excluded]
-        if self.show_metadata_keys:
-            keys += [k for k in self.show_metadata_keys if k in metadata and k not in keys]
+        if self.show_metadata_keys:  # the title is the header's own line (a user trial: twice)
+            keys += [
+                k
+                for k in self.show_metadata_keys
+                if k in metadata and k not in keys and k != self.title_key
+            ]
         return [(key, metadata[key]) for key in keys]
 
     def _placed(
@@ -770,7 +774,10 @@ class FairRerankPostprocessor(FairComponent, BaseNodePostprocessor):
         # the embedding model sees the shown keys as "key: value" lines (the one template both
         # modes share writes values alone: a user trial found bare values), else the text alone
         hidden = set(hidden_metadata_keys(self.group_key, list(metadata), self.show_metadata_keys))
-        shown = [k for k in metadata if k not in hidden]
+        # in show_metadata_keys' order, as the LLM's header lists them (a user trial)
+        shown = [
+            k for k in dict.fromkeys(self.show_metadata_keys) if k in metadata and k not in hidden
+        ]
         if shown:
             metadata[EMBED_FIELDS_KEY] = "\n".join(f"{k}: {metadata[k]}" for k in shown)
         keys = list(metadata)

@@ -1494,6 +1494,9 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
         assert not bullet.miscited and not bullet.unresolved, line
         (alone,) = attribute_answer(line, [context[2], context[3]]).bullets  # one search
         assert [a.title for a in alone.attributions] == [a.title for a in bullet.attributions]
+    # a surname alone names which search's entry it cites (a user trial: no one credited)
+    (surname,) = attribute_answer("- Lovelace [1]", context).bullets
+    assert [(a.title, a.style) for a in surname.attributions] == [("Ada Lovelace", "numbered")]
     # chunks of one document labelled alike are one document: their number is not shared
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets

@@ -181,7 +181,14 @@ def test_show_metadata_keys_shows_a_placement_key_to_the_llm_and_keys_to_the_emb
         title = document_title(meta, text)
         assert node.node.get_content(MetadataMode.LLM) == context_entry(rank, title, text, fields)
         embedded = node.node.get_content(MetadataMode.EMBED)
-        assert embedded == f"gender: {meta['gender']}\nfair_rank: {rank}\n{text}", embedded
+        assert embedded == f"fair_rank: {rank}\ngender: {meta['gender']}\n{text}", embedded
+    # the title named too: the header's Title line, once (a user trial: shown twice)
+    titled = fair(seed=1, show_metadata_keys=["title", "fair_rank"])
+    for node in titled.postprocess_nodes(open_pool(), QueryBundle(QUESTION)):
+        llm = node.node.get_content(MetadataMode.LLM)
+        assert llm.count(node.node.metadata["title"]) == 1 + node.node.text.count(
+            node.node.metadata["title"]
+        ), llm
     # placed again without shown keys: the earlier placement's embedded fields are gone
     again = fair(seed=2).postprocess_nodes(out, QueryBundle(QUESTION))
     for node in again:
