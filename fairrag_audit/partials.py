@@ -508,10 +508,10 @@ SEPARATOR = ";"
 
 FINGERPRINT_FORM = "r3:"
 """What starts a fingerprint of this form (a log told by its first record's fields, its
-timestamp as the instant it names). The forms before (``r2:``, which read the timestamp as
-written, so not as a typed Parquet export writes it; ``r1:``, which told a first record
-without ``run_id`` or ``timestamp`` by its bytes, so not as its Parquet conversion; a bare
-SHA-256 of the first line) are told by their path."""
+timestamp as the instant the audit's scan reads). The forms before (``r2:``, which read the
+timestamp as written, so not as a typed Parquet export writes it; ``r1:``, which told a first
+record without ``run_id`` or ``timestamp`` by its bytes, so not as its Parquet conversion; a
+bare SHA-256 of the first line) are told by their path."""
 
 IDENTITY_FIELDS = tuple(dict.fromkeys([*KNOWN_FIELDS, "metadata", "run_id"]))
 """The fields that tell a first record without both ``run_id`` and ``timestamp``: those every

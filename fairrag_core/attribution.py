@@ -1313,16 +1313,16 @@ def _resolve_shared_numbers(
 ) -> None:
     """An entry number several shown documents carry (:attr:`_Context.carriers`: an agent's
     searches, each numbered from ``[1]``) cites the one of them whose person the line
-    presents (its head names that person, :meth:`_Context.presented`); when the line presents
-    more than one of them, or no shown person at all, it stays unresolved, as written, and
-    credits no one: a reader cannot tell which search's entry it means. A line presenting
-    shown people none of whom carries the number cites it wrongly whichever search's entry it
-    means: it is read as citing the first of them, a mis-citation (a user trial: two searches
-    hid the mis-citation one search counted; docs/SPEC.md, "Attribution"), unless the rest of
-    the line (``uncited``: its text without its citations) names one of them, or mentions one
-    by surname, as one search credits such a citation (a review: ``- Grace Hopper, who admired
-    Ada Lovelace [1]`` was charged to the first search's person); so does a line presenting no
-    one (``- Knuth [3]``: a user trial found it credited no one after two searches)."""
+    presents (its head names that person, :meth:`_Context.presented`), else the one the rest
+    of the line (``uncited``: its text without its citations) names or mentions by surname,
+    as one search credits such a citation (``- Grace Hopper, who admired Ada Lovelace [1]``,
+    ``- Knuth [3]``: a review and a user trial found them charged to the first search's
+    person, or to no one). A line presenting shown people none of whom carries it, and naming
+    none of them elsewhere, cites it wrongly whichever entry it means: it is read as citing
+    the first of them, a mis-citation (a user trial: two searches hid the mis-citation one
+    search counted). Naming more than one of them, or no shown person, it stays unresolved,
+    as written, and credits no one: a reader cannot tell which search's entry it means
+    (docs/SPEC.md, "Attribution")."""
     first_of = ctx.first_of
     named = {first_of[p] for p, _ in presented}
     rest: tuple[set[int], frozenset[str], set[int]] | None = None
