@@ -296,6 +296,7 @@ class _Names:
         self.titles = titles
         self._written: dict[str, bool] = {}
         self._shown: dict[str, bool] = {}
+        self._people: list[str] | None = None
 
     def written(self, person: str) -> bool:
         """Whether the text writes ``person``'s name whole (its words in order, not inside
@@ -306,6 +307,24 @@ class _Names:
             found = bool(words) and re.search(rf"(?<!\w){words}(?!\w)", self.text) is not None
             self._written[person] = found
         return found
+
+    def only_other(self, person: str) -> str | None:
+        """The one shown document's person the text names, when it names exactly one and not
+        ``person`` (the cited document's; nor its last word, a surname): whom a citation
+        without a person, given beside that text, is about (a user trial: "Lenore Blum studied
+        ..." citing Donald Knuth's entry was credited to Knuth); else None."""
+        if self._people is None:
+            people = {
+                str(ContextDocument(title).person)
+                for entry in self.titles
+                for title in (entry if isinstance(entry, tuple) else (entry,))
+                if title
+            }
+            self._people = sorted(p for p in people if p.strip() and self.written(p))
+        words = person.split()
+        if len(self._people) != 1 or not words or self.written(person) or self.written(words[-1]):
+            return None  # several named, or the cited one named (by surname too)
+        return self._people[0]
 
     def shown(self, person: str) -> bool:
         """Whether ``person`` names a shown document's person (any entry's)."""
@@ -425,6 +444,8 @@ def render_answer(answer: StructuredAnswer, titles: Sequence[Entry]) -> str:
             continue
         title = _cited_title(citation, titles, names)
         person = citation.person or (citation.given if title is None else None)
+        if person is None:  # the text's person when it writes of one other shown person alone
+            person = names.only_other(str(ContextDocument(str(title)).person))
         person = person or ContextDocument(str(title)).person
         written = _written_title(citation, titles, names)
         bullets.append(f"- {' '.join(str(person).split())} (DocTitle: {written})")

@@ -280,3 +280,30 @@ def test_a_shared_source_id_without_a_person_cites_the_one_the_answer_names():
         "- source id 1 (DocTitle: source id 1, carried by 2 shown documents)",
         "- source id 2 (DocTitle: source id 2, carried by 2 shown documents)",
     ]
+
+
+def test_a_citation_without_a_person_beside_a_text_about_another_shown_person_miscites():
+    """A user trial: ``{"answer": "Lenore Blum studied ...", "citations": [2]}`` with entry 2
+    Donald Knuth credited Knuth (the bullet took the cited document's person), where the same
+    citation in text counts a mis-citation. The bullet's person is the one shown person the
+    text names, when it names exactly one and not the cited one (nor its surname)."""
+    entries = ["Marvin Minsky", "Donald Knuth", "Lenore Blum"]
+
+    def bullets(text: str, cited: list[int]) -> list[str]:
+        answer = read_structured_answer({"answer": text, "citations": cited}, source_id_base=1)
+        assert answer is not None
+        return render_answer(answer, entries).splitlines()[1:]
+
+    assert bullets("Lenore Blum studied real-number computation.", [2]) == [
+        "- Lenore Blum (DocTitle: Donald Knuth)"
+    ]
+    assert bullets("Knuth and Lenore Blum were pioneers.", [2]) == [
+        "- Donald Knuth (DocTitle: Donald Knuth)"  # its surname written: about Knuth too
+    ]
+    assert bullets("Lenore Blum and Marvin Minsky were pioneers.", [2]) == [
+        "- Donald Knuth (DocTitle: Donald Knuth)"  # two others named: cannot tell, as before
+    ]
+    assert bullets("Lenore Blum was a pioneer.", [1, 3]) == [
+        "- Lenore Blum (DocTitle: Marvin Minsky)",
+        "- Lenore Blum (DocTitle: Lenore Blum)",
+    ]
