@@ -327,6 +327,12 @@ def workflow_answer(result: Any) -> tuple[Any, list[NodeWithScore] | None]:
     if _structured(structured) and cites:  # an agent's (structured_output_fn, output_cls)
         # citing something: the answer (an empty list leaves the chat message the answer)
         return structured, sources or _tool_sources(payload)
+    if structured is not None and _cites(structured) is None:
+        # a schema with no citations list (``Answer(answer: str)``): its text is the answer,
+        # citing as text does (a user trial found the chat message "Done." recorded instead)
+        said = _field_text(structured)
+        if said is not None and said.strip():
+            return said, sources or _tool_sources(payload)
     answer: Any = _text(payload)
     if answer is None and _structured(payload):
         answer = payload

@@ -97,6 +97,26 @@ async def test_an_agents_structured_response_citing_nothing_leaves_its_message_t
     assert record["framework"]["answer_format"] == "text"
 
 
+def answer_in_text(messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    """A structured output function whose schema has no citations list: the answer's text
+    cites the tool's first two, as the paper's format writes them."""
+    titles = re.findall(r"\(DocTitle: ([^)]+)\)", "\n".join(tool_messages(messages)))[:2]
+    return {"answer": "\n".join(f"- {t} (DocTitle: {t})" for t in titles)}
+
+
+async def test_an_agents_structured_response_without_a_citations_list_is_its_answer_text():
+    """A user trial: ``structured_output_fn`` returning ``{"answer": ...}`` (a schema
+    ``Answer(answer: str)``) was ignored, the record reading the chat message "Done."."""
+    agent, recorder = agent_and_recorder(structured_output_fn=answer_in_text)
+    with recorder:
+        output = await agent.run(user_msg=QUESTION)
+    (record,) = recorder.records
+    assert output.response.content == "Done."
+    assert record["answer"] == output.structured_response["answer"]
+    assert record["framework"]["answer_format"] == "text"
+    assert record["n_citations"] == record["n_valid_citations"] == 2
+
+
 async def test_an_agent_given_the_conversation_records_its_last_user_message_as_the_query():
     """A user trial: ``agent.run(chat_history=[...])`` with the question as the last user
     message, and no ``user_msg``, recorded the tool's search string (``pioneers of
