@@ -1326,9 +1326,24 @@ def _resolve_shared_numbers(
     first_of = ctx.first_of
     named = {first_of[p] for p, _ in presented}
     rest: tuple[set[int], frozenset[str], set[int]] | None = None
+    placed = _single_numbers(cited)
+    seen: dict[int, int] = {}
     for number in ctx.shared:
         carriers = ctx.carriers[number]
-        chosen = [p for p in carriers if first_of[p] in named]
+        # the k-th [n] on the line cites the one carrier its own stretch of text names, the
+        # text since the citation before it (``- Alan Turing [1] and Grace Hopper [1]``: a
+        # user trial found both unresolved after two searches); else as the line reads
+        seen[number] = k = seen.get(number, -1) + 1
+        spans = placed.get(number, [])
+        chosen = []
+        if k < len(spans):
+            start, stretch = spans[k]
+            here = {first_of[p] for p, _ in ctx.presented(cited.body[start:stretch])}
+            chosen = [p for p in carriers if first_of[p] in here]
+            if len({first_of[p] for p in chosen}) != 1:
+                chosen = []
+        if not chosen:
+            chosen = [p for p in carriers if first_of[p] in named]
         if not chosen:  # none presented: one the rest names or mentions, else wrong whichever
             if rest is None:
                 people = {p for p, _ in ctx.presented(uncited)}
@@ -1344,6 +1359,24 @@ def _resolve_shared_numbers(
         at = cited.unresolved.index(str(number))
         del cited.unresolved[at]
         cited.found.append((chosen[0], cited.unresolved_styles.pop(at)))
+
+
+_SINGLE_NUMBER = re.compile(r"\[\s*([1-9][0-9]{0,5})\s*\]")
+"""A citation of one entry number, ``[3]``."""
+
+
+def _single_numbers(cited: _Cited) -> dict[int, list[tuple[int, int]]]:
+    """For each entry number cited alone (``[3]``), in the line's order, the stretch of text
+    each such citation follows: from the end of the citation before it (the line's start for
+    the first) to its own start."""
+    placed: dict[int, list[tuple[int, int]]] = {}
+    previous = 0
+    for start, end, _ in sorted(cited.spans):
+        match = _SINGLE_NUMBER.fullmatch(cited.body, start, end)
+        if match is not None:
+            placed.setdefault(int(match.group(1)), []).append((previous, start))
+        previous = max(previous, end)
+    return placed
 
 
 _ORDERED: dict[frozenset[str], tuple[str, ...]] = {}

@@ -1497,6 +1497,18 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
     # a surname alone names which search's entry it cites (a user trial: no one credited)
     (surname,) = attribute_answer("- Lovelace [1]", context).bullets
     assert [(a.title, a.style) for a in surname.attributions] == [("Ada Lovelace", "numbered")]
+    # each [1] right after its own person's name cites that person's entry (a user trial:
+    # both unresolved, as the line names two carriers); one [1] after both names: no one
+    for line in (
+        "- Alan Turing [1] and Ada Lovelace [1] pioneered computing",
+        "Alan Turing co-founded it [1], while Ada Lovelace wrote notes [1].",
+    ):
+        (both,) = attribute_answer(line, context).bullets
+        cited = sorted((a.title, a.style) for a in both.attributions)
+        assert cited == [("Ada Lovelace", "numbered"), ("Alan Turing", "numbered")], line
+        assert not both.unresolved and not both.miscited
+    (one,) = attribute_answer("- Alan Turing and Ada Lovelace [1]", context).bullets
+    assert one.unresolved == ("1",) and {a.style for a in one.attributions} == {"implicit"}
     # chunks of one document labelled alike are one document: their number is not shared
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets
