@@ -1271,6 +1271,18 @@ def _attribute_line(
             if any(p not in known for p in unnamed):
                 words = _capitalised_words(uncited)
                 mentioned = {p for p in unnamed if p not in known and ctx.mentions(p, words, known)}
+                if not presented and not mentioned:
+                    # a line writing of one other shown person by surname alone (``- Knuth
+                    # [3]``, [3] Lenore Blum's): its citation is a mis-citation, as a line
+                    # naming that person counts it (a user trial found Blum credited)
+                    cited_people = {first_of[p] for p, _ in cited.found}
+                    others = {
+                        first_of[p]
+                        for p in range(len(ctx.documents))
+                        if first_of[p] not in cited_people and ctx.mentions(p, words, known)
+                    }
+                    if len(others) == 1:
+                        presented = [(others.pop(), "surname")]
     attributions, miscited = _credit(cited.found, head, presented, named, mentioned, ctx)
     seen = {a.position for a in attributions} | {a.position for a in miscited}
     if attributions:  # beside a credited citation: only people the head names by their titles

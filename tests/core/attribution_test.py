@@ -519,14 +519,19 @@ def test_every_person_a_line_names_keeps_their_citation(answer, credited):
 def test_a_surname_keeps_its_citation_unsupported_and_a_stranger_is_miscited():
     """``Lovelace and Turing [1][4][3]``: a bare surname names no one (not supported) but writes
     of the person its citation cites (credited); Marie Curie, neither named nor mentioned, is a
-    mis-citation (before, every citation of a line whose head named no one was credited)."""
+    mis-citation (before, every citation of a line whose head named no one was credited); so is
+    a citation beside one other shown person's surname alone."""
     result = attribute_answer("- Lovelace and Turing [1][4][3]", PEOPLE)
     assert [a.title for a in result.attributions] == ["Ada Lovelace", "Alan Turing"]
     assert not any(a.names_person for a in result.attributions)
     assert [a.title for a in result.miscitations] == ["Marie Curie"]
     assert result.overcited_count == 1
-    lone = attribute_answer("- Lovelace [3]", PEOPLE)  # no word of Marie Curie's name
-    assert lone.attributions[0].title == "Marie Curie" and lone.miscitations == []  # lone
+    # Ada Lovelace's surname alone, citing Marie Curie's entry: a mis-citation, as
+    # "- Ada Lovelace [3]" counts it (a user trial found Marie Curie credited)
+    lone = attribute_answer("- Lovelace [3]", PEOPLE)
+    assert lone.attributions == [] and [a.title for a in lone.miscitations] == ["Marie Curie"]
+    stranger = attribute_answer("- A pioneer [3]", PEOPLE)  # no shown person written: lone
+    assert stranger.attributions[0].title == "Marie Curie" and stranger.miscitations == []
 
 
 @pytest.mark.parametrize(
