@@ -1348,12 +1348,16 @@ def _resolve_shared_numbers(
         seen[number] = k = seen.get(number, -1) + 1
         spans = placed.get(number, [])
         chosen = []
+        wrong = False  # its own stretch names shown people, none of them a carrier
         if k < len(spans):
             start, stretch = spans[k]
             here = {first_of[p] for p, _ in ctx.presented(cited.body[start:stretch])}
             chosen = [p for p in carriers if first_of[p] in here]
+            wrong = bool(here) and not chosen and start > 0  # a later one: after another name
             if len({first_of[p] for p in chosen}) != 1:
                 chosen = []
+        if wrong:  # ``- Grace Hopper [1] and John McCarthy [1]``: McCarthy's is wrong (a trial)
+            chosen = carriers[:1]
         if not chosen:
             chosen = [p for p in carriers if first_of[p] in named]
         if not chosen:  # none presented: one the rest names or mentions, else wrong whichever
@@ -1364,13 +1368,29 @@ def _resolve_shared_numbers(
             chosen = [
                 p for p in carriers if first_of[p] in others or ctx.mentions(p, words, people)
             ]
-            if not chosen and named:
-                chosen = carriers[:1]
+            if not chosen and (named or _mentions_one_other(ctx, words, people, carriers)):
+                chosen = carriers[:1]  # a line of another shown person (``- Lovelace [1]``)
         if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
             continue  # (a number read and not cited: nothing to resolve)
         at = cited.unresolved.index(str(number))
         del cited.unresolved[at]
         cited.found.append((chosen[0], cited.unresolved_styles.pop(at)))
+
+
+def _mentions_one_other(
+    ctx: _Context, words: frozenset[str], people: Collection[int], carriers: Sequence[int]
+) -> bool:
+    """Whether ``words`` (a line's capitalised words) mention by surname exactly one shown
+    person, none of ``carriers``: the line writes of that person (``- Lovelace [1]``), so a
+    citation of the carriers' number is wrong whichever entry it means (a user trial)."""
+    first_of = ctx.first_of
+    carried = {first_of[p] for p in carriers}
+    others = {
+        first_of[p]
+        for p in range(len(ctx.documents))
+        if first_of[p] not in carried and ctx.mentions(p, words, people)
+    }
+    return len(others) == 1
 
 
 _SINGLE_NUMBER = re.compile(r"\[\s*([1-9][0-9]{0,5})\s*\]")

@@ -288,8 +288,9 @@ titled document."""
 
 class _Names:
     """What a shared number's citation is read by, each decided once per answer: whether the
-    answer's text writes a person's name (:meth:`written`) and whether a given person is one of
-    the shown documents' (:meth:`shown`)."""
+    answer's text writes a person's name or surname (:meth:`mentioned`), the one shown person
+    it writes of (:meth:`only_other`), and whether a given person is one of the shown
+    documents' (:meth:`shown`)."""
 
     def __init__(self, text: str, titles: Sequence[Entry]) -> None:
         self.text = text[:MAX_MENTION_SCAN]
@@ -298,19 +299,25 @@ class _Names:
         self._shown: dict[str, bool] = {}
         self._people: list[str] | None = None
 
-    def written(self, person: str) -> bool:
-        """Whether the text writes ``person``'s name whole (its words in order, not inside
-        other words; case as written)."""
-        found = self._written.get(person)
+    def written(self, words: str) -> bool:
+        """Whether the text writes ``words`` whole (in order, not inside other words; case as
+        written)."""
+        found = self._written.get(words)
         if found is None:
-            words = r"\s+".join(re.escape(word) for word in person.split())
-            found = bool(words) and re.search(rf"(?<!\w){words}(?!\w)", self.text) is not None
-            self._written[person] = found
+            pattern = r"\s+".join(re.escape(word) for word in words.split())
+            found = bool(pattern) and re.search(rf"(?<!\w){pattern}(?!\w)", self.text) is not None
+            self._written[words] = found
         return found
 
+    def mentioned(self, person: str) -> bool:
+        """Whether the text writes ``person``'s name, or its last word (a surname: ``Knuth``,
+        as a line's mention reads it, docs/SPEC.md "Citation precision")."""
+        words = person.split()
+        return bool(words) and (self.written(person) or self.written(words[-1]))
+
     def only_other(self, person: str) -> str | None:
-        """The one shown document's person the text names, when it names exactly one and not
-        ``person`` (the cited document's; nor its last word, a surname): whom a citation
+        """The one shown document's person the text writes of (:meth:`mentioned`), when it
+        writes of exactly one and not of ``person`` (the cited document's): whom a citation
         without a person, given beside that text, is about (a user trial: "Lenore Blum studied
         ..." citing Donald Knuth's entry was credited to Knuth); else None."""
         if self._people is None:
@@ -320,10 +327,9 @@ class _Names:
                 for title in (entry if isinstance(entry, tuple) else (entry,))
                 if title
             }
-            self._people = sorted(p for p in people if p.strip() and self.written(p))
-        words = person.split()
-        if len(self._people) != 1 or not words or self.written(person) or self.written(words[-1]):
-            return None  # several named, or the cited one named (by surname too)
+            self._people = sorted(p for p in people if p.strip() and self.mentioned(p))
+        if len(self._people) != 1 or self.mentioned(person):
+            return None  # several written of, or the cited one
         return self._people[0]
 
     def shown(self, person: str) -> bool:
@@ -331,12 +337,19 @@ class _Names:
         found = self._shown.get(person)
         if found is None:
             found = self._shown[person] = any(
-                names_person(person, str(ContextDocument(title).person))
+                _names_or_surname(person, str(ContextDocument(title).person))
                 for entry in self.titles
                 for title in (entry if isinstance(entry, tuple) else (entry,))
                 if title
             )
         return found
+
+
+def _names_or_surname(given: str, person: str) -> bool:
+    """Whether a citation's ``given`` person names ``person`` (the name rule), or is its last
+    word alone (``Hopper``: as text's ``- Hopper [1]`` mentions Grace Hopper)."""
+    words = person.split()
+    return names_person(given, person) or (bool(words) and given.strip() == words[-1])
 
 
 MAX_MENTION_SCAN = 100_000
@@ -363,12 +376,15 @@ def _cited_title(
     if isinstance(entry, tuple):
         person = citation.person
         names = names or _Names("", titles)
+        carried = [str(ContextDocument(t).person) for t in entry]
         if person:
-            named = [t for t in entry if names_person(person, str(ContextDocument(t).person))]
+            named = [t for t, p in zip(entry, carried, strict=True) if _names_or_surname(person, p)]
             if not named and names.shown(person):
-                return entry[0]
+                return entry[0]  # another shown person's: wrong whichever entry is meant
         else:
-            named = [t for t in entry if names.written(str(ContextDocument(t).person))]
+            named = [t for t, p in zip(entry, carried, strict=True) if names.mentioned(p)]
+            if not named and names.only_other(carried[0]) not in (None, *carried):
+                return entry[0]  # beside a text of another shown person alone: wrong, too
         return named[0] if len(named) == 1 else None
     return str(entry)
 

@@ -1514,6 +1514,15 @@ def test_an_entry_number_two_searches_share_cites_the_entry_the_line_names():
         assert not both.unresolved and not both.miscited
     (one,) = attribute_answer("- Alan Turing and Ada Lovelace [1]", context).bullets
     assert one.unresolved == ("1",) and {a.style for a in one.attributions} == {"implicit"}
+    # a second name, not a carrier, before its own [1]: that [1] is wrong, a mis-citation (a
+    # user trial: read as the head's, Grace Hopper's, so none was counted)
+    (second,) = attribute_answer("- Ada Lovelace [1] and Barbara Liskov [1]", context).bullets
+    assert [a.title for a in second.miscited] == ["Alan Turing"]
+    assert ("Ada Lovelace", "numbered") in [(a.title, a.style) for a in second.attributions]
+    # another shown person's surname alone with a shared number: a mis-citation, as with one
+    # search (a user trial: nothing counted)
+    (other,) = attribute_answer("- Hopper [1]", context).bullets
+    assert [a.title for a in other.miscited] == ["Alan Turing"] and not other.attributions
     # chunks of one document labelled alike are one document: their number is not shared
     chunks = [ContextDocument("Ada Lovelace", group="female", number=1)] * 2
     (bullet,) = attribute_answer("- Her notes [1]", chunks).bullets

@@ -307,3 +307,32 @@ def test_a_citation_without_a_person_beside_a_text_about_another_shown_person_mi
         "- Lenore Blum (DocTitle: Marvin Minsky)",
         "- Lenore Blum (DocTitle: Lenore Blum)",
     ]
+
+
+def test_a_shared_id_beside_a_text_of_another_shown_person_is_a_miscitation():
+    """A user trial: after two searches, ``"John McCarthy coined AI."`` citing ``[1]`` (Alan
+    Turing's or Grace Hopper's) was written "carried by 2", credited to no one and counted as
+    no mis-citation, where the same citation in text counts one; ``McCarthy`` alone, and a
+    citation's person given by surname (``Hopper``), read as text reads them."""
+    entries = [("Alan Turing", "Grace Hopper"), ("Ada Lovelace", "Barbara Liskov"), "John McCarthy"]
+
+    def bullets(value: dict) -> list[str]:
+        answer = read_structured_answer(value, source_id_base=1)
+        assert answer is not None
+        return render_answer(answer, entries).splitlines()
+
+    assert bullets({"answer": "John McCarthy coined AI.", "citations": [1]})[1:] == [
+        "- John McCarthy (DocTitle: Alan Turing)"
+    ]
+    assert bullets({"answer": "McCarthy coined AI.", "citations": [1]})[1:] == [
+        "- John McCarthy (DocTitle: Alan Turing)"
+    ]
+    assert bullets({"answer": "McCarthy coined AI.", "citations": [3]})[1:] == [
+        "- John McCarthy (DocTitle: John McCarthy)"
+    ]
+    assert bullets({"citations": [{"source_id": 1, "person": "Hopper"}]}) == [
+        "- Hopper (DocTitle: Grace Hopper)"
+    ]
+    assert bullets({"citations": [{"source_id": 1, "person": "Someone"}]}) == [
+        "- Someone (DocTitle: source id 1, carried by 2 shown documents)"
+    ]
