@@ -300,6 +300,13 @@ _SENTENCE_END = re.compile(
 )
 """A sentence's end in running text: ``.``, ``!`` or ``?`` (not after an initial or a short
 title such as ``Dr``), with the citations written after it, before a space and a capital."""
+_SENTENCE_END_BEFORE = re.compile(
+    r"(?=[.!?])(?<!\b[A-Z])(?<!\b(?:Dr|Mr|Ms|St|Jr|Sr|No|vs))(?<!\bMrs)[.!?]"
+    r"(?= (?:\[[^\[\]]{1,30}\] ?){0,20}[A-Z\"“*(])"
+)
+"""A sentence's end in running text whose citations open its sentences (``[1] Alan Turing
+broke Enigma. [2] Ada Lovelace wrote notes.``): the citations after it begin the next one."""
+_OPENING_CITATION = re.compile(r"\s*\[[^\[\]]{1,30}\] ?[A-Z\"“*(]")
 _ALNUM = re.compile(r"[^\W_]")
 _DIGIT = re.compile(r"\d")
 _ENTRY_MARK = re.compile(r"\[\d{1,3}\]")
@@ -1140,10 +1147,15 @@ def _name_line(known: tuple[AttributedBullet, str, list[bool]], bullet: Attribut
 
 def _sentences(line: str) -> list[str]:
     """The sentences of a line of running text (:data:`_SENTENCE_END`), each keeping the
-    citations written after its full stop (``... programmer. [1] Alan Turing ...``)."""
+    citations written after its full stop (``... programmer. [1] Alan Turing ...``), unless
+    the line opens with a citation: then each citation begins the sentence after it
+    (:data:`_SENTENCE_END_BEFORE`)."""
     sentences: list[str] = []
     start = 0
-    for end in _SENTENCE_END.finditer(line):
+    # a line opening with its citation writes each before its sentence (a user trial: the
+    # second sentence's [2] was read as the first's)
+    ends = _SENTENCE_END_BEFORE if _OPENING_CITATION.match(line) else _SENTENCE_END
+    for end in ends.finditer(line):
         sentences.append(line[start : end.end()].strip())
         start = end.end()
     sentences.append(line[start:].strip())

@@ -1566,3 +1566,22 @@ def test_a_shared_number_reads_the_same_whichever_context_was_seen_first():
             (bullet,) = attribute_answer(line, context).bullets
             results[context[1].group] = ([a.title for a in bullet.attributions], bullet.unresolved)
         assert results == {"male": ([], ("1",)), "female": (["Alex Morgan"], ())}
+
+
+def test_a_line_opening_with_its_citation_writes_each_before_its_sentence():
+    """A user trial: in ``[1] Alan Turing broke Enigma. [2] Ada Lovelace wrote notes.`` the
+    ``[2]`` was read as the first sentence's, a mis-citation, and parity 0.0 where a reader
+    counts two correct citations. A line opening with a citation writes each citation before
+    its sentence; a line that does not keeps them after their full stops."""
+    context = [
+        ContextDocument("Alan Turing", group="male"),
+        ContextDocument("Ada Lovelace", group="female"),
+    ]
+    for line in (
+        "[1] Alan Turing broke Enigma. [2] Ada Lovelace wrote notes.",
+        "Alan Turing broke Enigma. [1] Ada Lovelace wrote notes. [2]",
+    ):
+        result = attribute_answer(line, context)
+        cited = sorted((a.title, a.style) for a in result.attributions)
+        assert cited == [("Ada Lovelace", "numbered"), ("Alan Turing", "numbered")], line
+        assert result.miscitations == [], line
