@@ -479,6 +479,9 @@ class _Context:
         """Each line's :func:`_line_body`, read once per answer."""
         self.footnotes: dict[str, list[int]] = {}
         """Footnote labels the answer defines (``[^1]: Ada Lovelace``) and what they cite."""
+        self.footnote_shared: dict[str, list[int]] = {}
+        """The numbers two searches showed that a footnote definition cites (``[^1]: 1``), read
+        on each line citing the footnote by its person, as ``[1]`` written there is."""
         self.out_of_range: list[str] = []
         """Ranges read by the last :meth:`numbers` call that reach beyond the shown entries."""
 
@@ -825,7 +828,10 @@ def _read_lines(
             held.append(number)  # "[3]" alone under a heading: an entry of its list?
         footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
+            ctx.shared.clear()
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
+            ctx.footnote_shared[footnote.group(1)] = list(ctx.shared)
+            ctx.shared.clear()
             continue
         if len(body) < 40 and _REFERENCE_HEADING.fullmatch(_unquoted(body).strip("#*_ ")):
             heading = len(lines)  # "References", "**Sources**", "## Citations:" alone
@@ -834,7 +840,12 @@ def _read_lines(
         bare = _bare_source(body)
         label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
+            ctx.shared.clear()
             sourced += _source_targets(bare[label.end() :].rstrip(" .*_"), ctx)[0]
+            # a number two searches showed cites, for each bullet, the carrier it names (a
+            # user trial: "Sources: [1], [2]" under two searches credited no one)
+            sourced += [p for number in ctx.shared for p in ctx.carriers[number]]
+            ctx.shared.clear()
             continue
         lines.append((number, line, raw.strip()))
     listed = None if heading is None else _reference_list(lines[heading:], is_bullet, ctx)
@@ -1457,7 +1468,11 @@ def _read_citations(body: str, lower: str, ctx: _Context) -> _Cited:
             for match in _FOOTNOTE_REFERENCE.finditer(body):
                 label = match.group(1)
                 if label in ctx.footnotes and cited.free(*match.span()):
-                    cited.cite("numbered", ctx.footnotes[label], [], match.span())
+                    shared = ctx.footnote_shared.get(label, [])
+                    cited.cite(
+                        "numbered", ctx.footnotes[label], [str(n) for n in shared], match.span()
+                    )
+                    ctx.shared += shared
                     cited.take(*match.span())
         for match in _NUMBERED.finditer(body):
             if cited.free(*match.span()):

@@ -1585,3 +1585,34 @@ def test_a_line_opening_with_its_citation_writes_each_before_its_sentence():
         cited = sorted((a.title, a.style) for a in result.attributions)
         assert cited == [("Ada Lovelace", "numbered"), ("Alan Turing", "numbered")], line
         assert result.miscitations == [], line
+
+
+def test_a_number_two_searches_share_in_a_sources_line_or_footnote_cites_each_bullets_carrier():
+    """A user trial: ``Sources: [1], [2]`` or a footnote ``[^1]: 1`` after two searches (each
+    numbered from ``[1]``) credited no one: each bullet is now cited by the carrier it names,
+    as ``[1]`` written on the line reads; a bullet naming another shown person is mis-cited."""
+    context = [
+        ContextDocument("Alan Turing", group="male", number=1),
+        ContextDocument("Ada Lovelace", group="female", number=2),
+        ContextDocument("Grace Hopper", group="female", number=1),
+        ContextDocument("Barbara Liskov", group="female", number=2),
+    ]
+
+    def read(answer: str) -> list[tuple[list[tuple[str, str]], list[str]]]:
+        bullets = attribute_answer(answer, context).bullets
+        return [
+            ([(a.title, a.style) for a in b.attributions], [a.title for a in b.miscited])
+            for b in bullets
+        ]
+
+    assert read("- Grace Hopper\n- Barbara Liskov\n\nSources: [1], [2]") == [
+        ([("Grace Hopper", "source_label")], []),
+        ([("Barbara Liskov", "source_label")], []),
+    ]
+    assert read("- Grace Hopper[^1]\n- Alan Turing[^1]\n\n[^1]: 1") == [
+        ([("Grace Hopper", "numbered")], []),
+        ([("Alan Turing", "numbered")], []),
+    ]
+    assert read("- Barbara Liskov[^1]\n\n[^1]: 1") == [
+        ([("Barbara Liskov", "implicit")], ["Alan Turing"])
+    ]
