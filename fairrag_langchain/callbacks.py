@@ -999,7 +999,10 @@ class FairnessCallbackHandler(_Handler):
         best: tuple[Any, ...] | None = None
         chosen = None
         seen = []
-        nearest: dict[Any, int] = {}  # each list held: the fewest steps to a search of it
+        # each list held (its documents, in any order: a CI flake found a parallel branch's
+        # list of the same documents in another order read as a second search of one
+        # question): the fewest steps to a search of it
+        nearest: dict[frozenset[str], int] = {}
         distance: dict[UUID, int] = {}
         for ended, run_id in enumerate(state.ended):
             retrieval = state.retrievals[run_id]
@@ -1019,7 +1022,7 @@ class FairnessCallbackHandler(_Handler):
                 held = bool(texts) and all(text in prompt for text in texts)
             if held:
                 seen.append((ended, run_id))
-                nearest[texts] = min(nearest.get(texts, common), common)
+                nearest[frozenset(texts)] = min(nearest.get(frozenset(texts), common), common)
                 distance[run_id] = common
             key = (held, len(texts) if held else 0, -common, ended)
             if best is None or key > best:
@@ -1030,7 +1033,7 @@ class FairnessCallbackHandler(_Handler):
         seen = [
             (ended, run_id)
             for ended, run_id in seen
-            if distance[run_id] == nearest[state.retrievals[run_id].texts()]
+            if distance[run_id] == nearest[frozenset(state.retrievals[run_id].texts())]
         ]
         return link, self._in_prompt_order(state, seen, prompt, places)
 

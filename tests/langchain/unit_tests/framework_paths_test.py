@@ -854,6 +854,47 @@ def test_the_chain_names_the_model_that_answered(store):
     assert metrics["model"] == "GenericFakeChatModel"
 
 
+def test_parallel_branches_showing_the_same_documents_in_two_orders_write_two_records():
+    """A CI flake (about 1 run in 100): two parallel branches whose searches drew the same five
+    documents in different orders were read as one question searched twice (the answering
+    prompt holds every document of both), one record. Each branch's model now holds only its
+    own branch's list, as for two lists in one order."""
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    documents = [
+        Document(page_content=f"Title: Person {i:02d}\nA pioneer.", metadata={"gender": g})
+        for i, g in enumerate(["female", "male", "female", "male"])
+    ]
+
+    class Fixed(BaseRetriever):
+        order: list[int]
+
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return [documents[i] for i in self.order]
+
+    def chain(order: list[int], model):
+        prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{q}")])
+        context = Fixed(order=order) | (lambda docs: "\n\n".join(d.page_content for d in docs))
+        return {"context": context, "q": lambda q: q} | prompt | model
+
+    canned = RunnableLambda(lambda _: "Sorry, no answer now.")
+    for first in ("a", "b"):
+        branches = {
+            "a": chain([0, 1, 2, 3], _DownModel(messages=iter([])).with_fallbacks([canned])),
+            "b": chain([3, 2, 1, 0], _answers()),
+        }
+        ordered = dict(sorted(branches.items(), key=lambda item: item[0] != first))
+        handler = FairnessCallbackHandler(group_key="gender", protected="female")
+        config = {"callbacks": [handler], "max_concurrency": 1}  # one branch, then the other
+        RunnableParallel(ordered).invoke("Who?", config=config)  # type: ignore[arg-type]
+        assert len(handler.records) == 2, first
+        assert sorted(len(r["titles"]) for r in handler.records) == [4, 4]
+
+
 class _FlakyModel(GenericFakeChatModel):
     """A chat model whose first call fails (a 500 the next call does not give)."""
 
