@@ -1298,12 +1298,7 @@ def _attribute_line(
                     # a line writing of one other shown person by surname alone (``- Knuth
                     # [3]``, [3] Lenore Blum's): its citation is a mis-citation, as a line
                     # naming that person counts it (a user trial found Blum credited)
-                    cited_people = {first_of[p] for p, _ in cited.found}
-                    others = {
-                        first_of[p]
-                        for p in range(len(ctx.documents))
-                        if first_of[p] not in cited_people and ctx.mentions(p, words, known)
-                    }
+                    others = _others_mentioned(ctx, words, known, [p for p, _ in cited.found])
                     if len(others) == 1:
                         presented = [(others.pop(), "surname")]
     attributions, miscited = _credit(cited.found, head, presented, named, mentioned, ctx)
@@ -1391,7 +1386,7 @@ def _resolve_shared_numbers(
             chosen = [
                 p for p in carriers if first_of[p] in others or ctx.mentions(p, words, people)
             ]
-            if not chosen and (named or _mentions_one_other(ctx, words, people, carriers)):
+            if not chosen and (named or len(_others_mentioned(ctx, words, people, carriers)) == 1):
                 chosen = carriers[:1]  # a line of another shown person (``- Lovelace [1]``)
         if len({ctx.first_of[p] for p in chosen}) != 1 or str(number) not in cited.unresolved:
             continue  # (a number read and not cited: nothing to resolve)
@@ -1400,20 +1395,20 @@ def _resolve_shared_numbers(
         cited.found.append((chosen[0], cited.unresolved_styles.pop(at)))
 
 
-def _mentions_one_other(
-    ctx: _Context, words: frozenset[str], people: Collection[int], carriers: Sequence[int]
-) -> bool:
-    """Whether ``words`` (a line's capitalised words) mention by surname exactly one shown
-    person, none of ``carriers``: the line writes of that person (``- Lovelace [1]``), so a
-    citation of the carriers' number is wrong whichever entry it means (a user trial)."""
+def _others_mentioned(
+    ctx: _Context, words: frozenset[str], people: Collection[int], cited: Sequence[int]
+) -> set[int]:
+    """The shown documents (first positions), other than the ``cited`` ones, whose person
+    ``words`` (a line's capitalised words) mention by surname (:meth:`_Context.mentions`,
+    ``people`` the ones the line names): one alone is whom the line writes of (``- Lovelace
+    [1]``), so a citation of another is wrong whichever entry it means (user trials)."""
     first_of = ctx.first_of
-    carried = {first_of[p] for p in carriers}
-    others = {
+    excluded = {first_of[p] for p in cited}
+    return {
         first_of[p]
         for p in range(len(ctx.documents))
-        if first_of[p] not in carried and ctx.mentions(p, words, people)
+        if first_of[p] not in excluded and ctx.mentions(p, words, people)
     }
-    return len(others) == 1
 
 
 _SINGLE_NUMBER = re.compile(r"\[\s*([1-9][0-9]{0,5})\s*\]")

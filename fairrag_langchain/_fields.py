@@ -23,12 +23,19 @@ from ._documents import placed_copies
 
 __all__ = [
     "EMPTY_RANKING_EVENT",
+    "NUMBERED_TOOL_KEY",
     "AnsweringModel",
     "EmptyRanking",
     "FairRankingFields",
     "ShownDocuments",
     "reported_model_name",
 ]
+
+NUMBERED_TOOL_KEY = "fairrag_numbered_entries"
+"""The tool metadata key (value ``True``) saying the tool shows each document it returns under
+its 1-based place in that search, ``[n]`` (:func:`fairrag_langchain.tools.fair_retriever_tool`):
+the handler reads entry numbers by those labels. Here, not in the tool's module, so the
+handler reads it without importing LangChain's tools (about 80 ms)."""
 
 EMPTY_RANKING_EVENT = "fairrag_empty_ranking"
 """The custom event a fair component dispatches to its run when its ranking placed no document

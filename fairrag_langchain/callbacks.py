@@ -35,14 +35,19 @@ from fairrag_core.kit import (
     ranked_for,
     search_entry,
     search_start,
+    shown_once,
 )
 from fairrag_core.structured_citations import check_source_id_base
 
 from ._answers import answer_text, content_text, message_text, read_answer
 from ._compose import CompositionError, fair_component_of
 from ._documents import shown_record
-from ._fields import EMPTY_RANKING_EVENT, FairRankingFields, reported_model_name
-from .tools import NUMBERED_TOOL_KEY
+from ._fields import (
+    EMPTY_RANKING_EVENT,
+    NUMBERED_TOOL_KEY,
+    FairRankingFields,
+    reported_model_name,
+)
 
 __all__ = ["FairnessCallbackHandler"]
 
@@ -1396,9 +1401,8 @@ def _numbered(
     the document kept (docs/SPEC.md, "Records" → Agents and graphs). None when they number
     the documents as the merged list does (no numbered search, or one whose labels are the
     places)."""
-    first: dict[tuple[Any, str], int] = {}
-    kept: list[Document] = []
-    numbers: list[tuple[int | None, list[int]]] = []
+    shown: list[Document] = []
+    labels: list[int | None] = []
     for search, documents in searches:
         places: dict[int, list[int]] = {}  # one object listed twice: each label, in order
         if search.numbered:
@@ -1406,22 +1410,16 @@ def _numbered(
                 places.setdefault(id(d), []).append(n)
         taken: dict[int, int] = {}
         for document in documents:
-            labels = places.get(id(document), [])
+            own = places.get(id(document), [])
             count = taken[id(document)] = taken.get(id(document), -1) + 1
-            label = labels[count] if count < len(labels) else None
-            key = (document.id, document.page_content)
-            at = first.get(key)
-            if at is None:
-                first[key] = len(kept)
-                kept.append(document)
-                numbers.append((label, []))
-            elif label is not None and label != numbers[at][0] and label not in numbers[at][1]:
-                numbers[at][1].append(label)
-    if all(
-        label in (None, place) and not also for place, (label, also) in enumerate(numbers, start=1)
-    ):
-        return kept, None
-    return kept, [(label, tuple(also)) for label, also in numbers]
+            shown.append(document)
+            labels.append(own[count] if count < len(own) else None)
+    kept, also = shown_once([(d.id, d.page_content) for d in shown], labels)
+    numbers = [(labels[index], more) for index, more in zip(kept, also, strict=True)]
+    documents = [shown[index] for index in kept]
+    if all(label in (None, place) and not more for place, (label, more) in enumerate(numbers, 1)):
+        return documents, None
+    return documents, numbers
 
 
 _QUESTION_KEYS = ("question", "input", "query")

@@ -22,12 +22,9 @@ from langchain_core.tools import StructuredTool
 from langchain_core.tools.retriever import RetrieverInput
 
 from ._documents import context_entries
+from ._fields import NUMBERED_TOOL_KEY
 
 __all__ = ["NUMBERED_TOOL_KEY", "fair_retriever_tool"]
-
-NUMBERED_TOOL_KEY = "fairrag_numbered_entries"
-"""The tool metadata key (value ``True``) saying the tool shows each document it returns under
-its 1-based place in that search, ``[n]``: the handler reads entry numbers by those labels."""
 
 _FORMATS = ("content", "content_and_artifact")
 

@@ -73,6 +73,7 @@ from fairrag_core.kit import (
     refuse_bools,
     search_entry,
     search_start,
+    shown_once,
     shown_record,
     unaudited_record,
 )
@@ -676,28 +677,14 @@ def _shown_documents(
 def _shown_once(
     nodes: Sequence[NodeWithScore],
 ) -> tuple[list[NodeWithScore], list[tuple[int, ...]]]:
-    """``nodes`` with a node shown again under an entry label of its own (same id and text:
-    an agent's second search that found it too, each search numbering its nodes from ``[1]``
-    in its context header, :func:`_label`) kept at its first place, and for each node kept the
-    other labels its copies were shown under: the answer may cite it by any of them
-    (docs/SPEC.md "Records" → LlamaIndex Workflows). A copy without a label stays where it is
-    (the record numbers it by its place, as before); chunks of one node (same id, other text)
-    are all kept."""
-    first: dict[tuple[str, str], int] = {}
-    kept: list[NodeWithScore] = []
-    also: list[list[int]] = []
-    for node in nodes:
-        key = (node.node.node_id, _node_text(node))
-        at = first.get(key)
-        label = _label(node)
-        if at is None or label is None:
-            first.setdefault(key, len(kept))
-            kept.append(node)
-            also.append([])
-            continue
-        if label != _label(kept[at]) and label not in also[at]:
-            also[at].append(label)
-    return kept, [tuple(labels) for labels in also]
+    """``nodes`` with a node shown again under an entry label of its own (same id and text;
+    its context header's label, :func:`_label`) kept at its first place, with the other labels
+    its copies were shown under (:func:`fairrag_core.kit.shown_once`); a copy without a label
+    stays where it is (the record numbers it by its place, as before); chunks of one node
+    (same id, other text) are all kept."""
+    keys = [(node.node.node_id, _node_text(node)) for node in nodes]
+    kept, also = shown_once(keys, [_label(node) for node in nodes], keep_unlabelled_copies=True)
+    return [nodes[index] for index in kept], also
 
 
 _LABEL = re.compile(r"\[([1-9][0-9]{0,5})\]")

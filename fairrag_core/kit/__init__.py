@@ -39,6 +39,7 @@ from .context import (
     entries_by_label,
     hidden_metadata_keys,
     render_context_prompt,
+    shown_once,
 )
 from .held import PARTLY, collapsed, held_order, located, place_in, search_start
 from .place import Placed, place, pool_relevance, shown_documents
@@ -129,6 +130,7 @@ __all__ = [
     "search_start",
     "searched",
     "shown_documents",
+    "shown_once",
     "shown_provenance",
     "shown_record",
     "target_pairs",

@@ -13,7 +13,7 @@ expression that can backtrack over whitespace runs): linear time on any text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..prompts import TITLE_PREFIX, context_entry, context_header, render_entries, title_line
@@ -28,6 +28,7 @@ __all__ = [
     "entries_by_label",
     "hidden_metadata_keys",
     "render_context_prompt",
+    "shown_once",
     "title_line",
 ]
 
@@ -96,3 +97,28 @@ def entries_by_label(
             if number is not None and title is not None and title not in numbered[number - 1]:
                 numbered[number - 1].append(title)
     return [None if not t else t[0] if len(t) == 1 else tuple(t) for t in numbered]
+
+
+def shown_once(
+    keys: Sequence[Hashable], labels: Sequence[int | None], *, keep_unlabelled_copies: bool = False
+) -> tuple[list[int], list[tuple[int, ...]]]:
+    """Which of the documents an answering prompt showed (each by its ``key``: id and text) the
+    record keeps, and the other entry labels each kept one was shown under: a document shown
+    again (an agent's second search that found it too, each search numbering its entries from
+    ``[1]``) is kept at its first place and carries its copies' ``labels`` (None: shown
+    without a label), so the answer may cite it by any of them (docs/SPEC.md, "Records" →
+    Agents and graphs, LlamaIndex Workflows). ``keep_unlabelled_copies``: a copy shown
+    without a label stays where it is (LlamaIndex numbers it by its place). Returns the kept
+    indices, in order, and each one's other labels."""
+    first: dict[Hashable, int] = {}
+    kept: list[int] = []
+    also: list[list[int]] = []
+    for index, (key, label) in enumerate(zip(keys, labels, strict=True)):
+        at = first.get(key)
+        if at is None or (label is None and keep_unlabelled_copies):
+            first.setdefault(key, len(kept))
+            kept.append(index)
+            also.append([])
+        elif label is not None and label != labels[kept[at]] and label not in also[at]:
+            also[at].append(label)
+    return kept, [tuple(more) for more in also]

@@ -5,6 +5,7 @@ under. Fast: a fixed retriever (two lists), real ``create_agent``, a fake tool-c
 
 from __future__ import annotations
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -58,6 +59,19 @@ async def test_the_async_agent_reads_the_same_labels():
     [record], [sync_record] = handler.records, sync_handler.records
     assert record["attributed_sources"] == sync_record["attributed_sources"]
     assert record["n_miscitations"] == 0 and len(record["attributed_sources"]) == 3
+
+
+@pytest.mark.parametrize("mode", ["values", "messages", "updates"])
+def test_a_streamed_agent_reads_the_same_labels(mode):
+    """``agent.stream`` (each stream mode an app reads) writes the record ``invoke`` does."""
+    agent, handler = agent_and_handler()
+    for _ in agent.stream(QUESTION, {"callbacks": [handler]}, stream_mode=mode):
+        pass
+    agent, invoked = agent_and_handler()
+    agent.invoke(QUESTION, {"callbacks": [invoked]})
+    [record], [expected] = handler.records, invoked.records
+    assert record["attributed_sources"] == expected["attributed_sources"]
+    assert record["answer"] == expected["answer"] and record["n_miscitations"] == 0
 
 
 def test_a_document_two_searches_showed_is_kept_once_and_cited_by_either_label():
