@@ -135,7 +135,8 @@ class AttributedBullet:
     """Mis-citations: shown documents cited on the bullet whose person it does not name while it
     names another shown person (flagged and counted, never credited)."""
     out_of_range: tuple[str, ...] = ()
-    """Number ranges reaching beyond the shown entries (``1-999``): they attribute nothing."""
+    """Entry numbers no shown entry carries (``7`` of five) and number ranges reaching beyond
+    the shown entries (``1-999``): they attribute nothing."""
     overcited: int = 0
     """Documents cited on the bullet beyond the people it presents (at least one)."""
     refusal: bool = False
@@ -483,7 +484,8 @@ class _Context:
         """The numbers two searches showed that a footnote definition cites (``[^1]: 1``), read
         on each line citing the footnote by its person, as ``[1]`` written there is."""
         self.out_of_range: list[str] = []
-        """Ranges read by the last :meth:`numbers` call that reach beyond the shown entries."""
+        """Numbers and ranges read by the last :meth:`numbers` call that reach beyond the shown
+        entries."""
 
     def title(self, text: str) -> int | None:
         """The position of the context title ``text`` writes (emphasis, quotes and a trailing
@@ -515,7 +517,8 @@ class _Context:
 
     def numbers(self, text: str) -> tuple[list[int], list[str]]:
         """Positions of the entry numbers in ``1, 3`` / ``1-3`` and the numbers not shown; a
-        range reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
+        number no shown entry carries (``[7]`` of five: among those not shown too) or a range
+        reaching beyond the shown entries (``[1-999]``) attributes nothing and is kept in
         :attr:`out_of_range`; a number several shown documents carry is among those not shown
         (it names no one document) and kept in :attr:`shared`. Each distinct text is read once
         per answer."""
@@ -549,6 +552,8 @@ class _Context:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
+                    if low == high and number not in self.by_number:
+                        beyond.append(str(number))  # no shown entry carries it (``[7]`` of 5)
         return found, missing, beyond
 
     def _names_of(

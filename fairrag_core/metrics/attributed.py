@@ -80,9 +80,10 @@ def attributed_citation_precision(attributed: AttributedAnswer) -> float:
     to Generate Text with Citations"), over the shown documents an answer cites:
 
     ``CP = (# credited citations naming their document's person) / (# resolved citations +
-    # out-of-range ranges)``, where a mis-citation (a shown document cited on a bullet that
-    presents another shown person) and an over-citation count in the denominator only. NaN
-    when the answer cites no shown document. docs/SPEC.md, "Metrics"."""
+    # mis-citations + # numbers and ranges beyond the context)``, where a mis-citation (a
+    shown document cited on a bullet that presents another shown person), an over-citation
+    and a number no shown entry carries (``[7]`` of five, ``[1-999]``) count in the
+    denominator only. NaN when the denominator is 0. docs/SPEC.md, "Metrics"."""
     _check_answer(attributed)
     explicit = attributed.explicit_attributions
     total = len(explicit) + len(attributed.miscitations) + attributed.out_of_range_count

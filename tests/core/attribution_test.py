@@ -249,7 +249,8 @@ def test_entry_numbers_follow_the_numbers_shown():
     context = [ContextDocument("Alan Turing", number=2), ContextDocument("Ada Lovelace", number=3)]
     result = attribute_answer("- Ada Lovelace [3]\n- Someone [1]", context)
     assert [[a.title for a in b.attributions] for b in result.bullets] == [["Ada Lovelace"], []]
-    assert result.bullets[1].unresolved == ("1",)
+    # a number no shown entry carries cites nothing, and is counted (precision's denominator)
+    assert result.bullets[1].unresolved == ("1",) and result.bullets[1].out_of_range == ("1",)
     with pytest.raises(ValueError, match="number must be an int >= 1"):
         ContextDocument("Ada Lovelace", number=0)
 
@@ -677,6 +678,27 @@ def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
     assert result.out_of_range_count == 1
     assert attributed_groundedness(result, provenance="explicit") == 0.5
     assert attributed_citation_precision(result) == pytest.approx(1 / 3)
+
+
+def test_a_number_no_shown_entry_carries_is_counted_beyond_the_context():
+    """``[7]`` of five entries cites nothing shown: it was counted nowhere (citation precision
+    1.0 beside it) while ``[1-999]`` was counted; a careful reader counts both."""
+    result = attribute_answer("- Ada Lovelace [1][7]\n- Grace Hopper [9]", PEOPLE)
+    first, second = result.bullets
+    assert [a.title for a in first.attributions] == ["Ada Lovelace"]
+    assert first.out_of_range == ("7",) and second.out_of_range == ("9",)
+    assert [a.style for a in second.attributions] == ["implicit"]  # named, not cited
+    assert result.out_of_range_count == 2
+    assert attributed_citation_precision(result) == pytest.approx(1 / 3)
+    # cited under a Sources label, the number is read (and counted) once
+    sourced = attribute_answer("- Ada Lovelace. Source: [7]", PEOPLE)
+    assert sourced.out_of_range_count == 1 and attributed_citation_precision(sourced) == 0.0
+    # a number two searches showed is not beyond the context: it stays for the carriers' rule
+    searched = [*PEOPLE[:2], ContextDocument("Alan Turing", group="male", number=1)]
+    shared = attribute_answer("- Alan Turing [1]", searched)
+    assert shared.out_of_range_count == 0 and [a.title for a in shared.attributions] == [
+        "Alan Turing"
+    ]
 
 
 @pytest.mark.parametrize(

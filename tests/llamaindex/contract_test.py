@@ -424,7 +424,8 @@ def test_an_entry_number_cites_the_document_labelled_with_it_after_a_later_step(
         assert cited == [(1, labelled["1"]), (2, labelled["2"])]
     else:
         assert record["dropped_after_ranking"] == 1
-        assert cited == [(2, labelled["2"])] and record["n_out_of_range"] == 0
+        # [1], the dropped node's label, is a number no shown entry carries: counted, not credited
+        assert cited == [(2, labelled["2"])] and record["n_out_of_range"] == 1
 
 
 # -- 6. exactly one record per answered question ---------------------------------------------
