@@ -845,13 +845,15 @@ def _read_lines(
         bare = _bare_source(body)
         label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
-            ctx.shared.clear()
-            sourced += _source_targets(bare[label.end() :].rstrip(" .*_"), ctx)[0]
-            # a number two searches showed cites, for each bullet, the carrier it names (a
-            # user trial: "Sources: [1], [2]" under two searches credited no one)
-            sourced += [p for number in ctx.shared for p in ctx.carriers[number]]
-            ctx.shared.clear()
+            sourced += _sources_cited(bare[label.end() :].rstrip(" .*_"), ctx)
             continue
+        if not bullet:
+            tail = _trailing_source(line, ctx)
+            if tail is not None:  # "... wrote COBOL. Sources: [2]": prose, then a source line
+                sourced += tail[1]
+                line = line[: tail[0]].rstrip()
+                lines.append((number, line, line))
+                continue
         lines.append((number, line, raw.strip()))
     listed = None if heading is None else _reference_list(lines[heading:], is_bullet, ctx)
     if (
@@ -978,6 +980,49 @@ def _nested(
         units += own
         index = ends[index]
     return units
+
+
+def _sources_cited(text: str, ctx: _Context) -> list[int]:
+    """The documents a source line's ``text`` (after its label) cites; a number two searches
+    showed cites, for each bullet, the carrier it names (a user trial: "Sources: [1], [2]" under
+    two searches credited no one)."""
+    ctx.shared.clear()
+    cited = _source_targets(text, ctx)[0]
+    cited += [p for number in ctx.shared for p in ctx.carriers[number]]
+    ctx.shared.clear()
+    return cited
+
+
+def _trailing_source(line: str, ctx: _Context) -> tuple[int, list[int]] | None:
+    """A prose line's last sentence when it is a source label alone (``Grace Hopper wrote
+    COBOL. Sources: [2]``, ``... (Sources: 2, 3).``): where it starts and what it cites, read
+    as the same label on a line of its own is; None when the line has no such sentence or it
+    cites no shown document. A review found the sentence read as a bullet naming no one
+    (groundedness and precision 0.0 where the label on its own line gives 1.0)."""
+    lower = line.lower()
+    if "ource" not in lower and "ref" not in lower and "cit" not in lower:
+        return None
+    labels = list(_SOURCE.finditer(line))
+    if not labels:
+        return None
+    last = labels[-1]
+    start = last.start()
+    while start > 0 and line[start - 1] in "(*_":
+        start -= 1
+    before = line[:start].rstrip()
+    rest = line[last.end() :].rstrip(" *_)")
+    if not before or before[-1] not in ".!?" or _SENTENCE_STOP.search(rest.removesuffix(".")):
+        return None
+    bare = _bare_source(line[start:])
+    label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
+    if label is None:
+        return None
+    cited = _sources_cited(bare[label.end() :].rstrip(" .*_"), ctx)
+    return (start, cited) if cited else None
+
+
+_SENTENCE_STOP = re.compile(r"[.!?] ")
+"""A sentence's end inside a text: the label's sentence must be the line's last."""
 
 
 def _bare_source(body: str) -> str:

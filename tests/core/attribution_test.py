@@ -680,6 +680,32 @@ def test_a_range_beyond_the_context_attributes_nothing_and_is_counted():
     assert attributed_citation_precision(result) == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize(
+    "label",
+    [
+        "Sources: [2], [4]",
+        "(Sources: 2, 4).",
+        "*Sources: Grace Hopper; Alan Turing*",
+        "References: [2][4]",
+    ],
+)
+def test_a_source_label_closing_a_line_of_prose_cites_as_a_source_line_does(label):
+    """A review: ``... broke Enigma. Sources: [2], [4]`` was one unit naming no one
+    (groundedness and precision 0.0), where the label on its own line gives 1.0."""
+    prose = "Grace Hopper wrote COBOL. Alan Turing broke Enigma."
+    for answer in (f"{prose} {label}", f"{prose}\n{label}"):
+        result = attribute_answer(answer, PEOPLE)
+        assert [(b.line, [(a.title, a.style) for a in b.attributions]) for b in result.bullets] == [
+            ("Grace Hopper wrote COBOL.", [("Grace Hopper", "source_label")]),
+            ("Alan Turing broke Enigma.", [("Alan Turing", "source_label")]),
+        ], answer
+        assert attributed_groundedness(result, provenance="explicit") == 1.0
+        assert attributed_citation_precision(result) == 1.0
+    # a label citing nothing shown stays part of the prose
+    kept = attribute_answer("Grace Hopper wrote COBOL. Sources: my own memory.", PEOPLE)
+    assert [a.style for a in kept.attributions] == ["implicit"]
+
+
 def test_a_number_no_shown_entry_carries_is_counted_beyond_the_context():
     """``[7]`` of five entries cites nothing shown: it was counted nowhere (citation precision
     1.0 beside it) while ``[1-999]`` was counted; a careful reader counts both."""
