@@ -37,6 +37,11 @@ from fairrag_core.kit.component import (
 __all__ = ["FairDocumentRanker"]
 
 
+_BUILT_WITH = (
+    "{name} is set when the component is built (its records and log file are kept from then "
+    "on; a user trial found a later value ignored by the runs but saved by to_dict): build a "
+    "new FairDocumentRanker with {name}=..."
+)
 _OWN_ARGUMENTS = ("group_key", "top_k", "relevance", "title_key", "log_path", "max_records")
 """The constructor's own arguments; the others are the component contract's fields."""
 
@@ -129,19 +134,59 @@ class FairDocumentRanker:
     ) -> None:
         self.fair = _contract(group_key, fields)
         """The component contract: the ranker's fields and the core ranker they describe."""
-        self.top_k = check_count(top_k, "top_k")
-        check_shown_count(self.fair.fairness_exposure, self.top_k, "top_k")
-        if not isinstance(relevance, str) or relevance not in RELEVANCE_CONVERSIONS:
-            raise ValueError(
-                f"relevance {relevance!r} is unknown; accepted: {sorted(RELEVANCE_CONVERSIONS)}"
-            )
+        self.top_k = top_k
         self.relevance = relevance
         self.title_key = title_key
         if log_path is not None and not isinstance(log_path, (str, os.PathLike)):
             raise TypeError(f"log_path must be a file path or None, got {log_path!r:.80}")
-        self.log_path = log_path
-        self.max_records = max_records
+        self._log_path = log_path
         self._kept = RecordKeeper(log_path, max_records=max_records)
+
+    @property
+    def top_k(self) -> int:
+        """How many Documents a run returns (an int >= 1; a run's ``top_k`` input overrides
+        it); checked when assigned too (a user trial: ``top_k = 0`` was kept, then saved)."""
+        return self._top_k
+
+    @top_k.setter
+    def top_k(self, value: int) -> None:
+        count = check_count(value, "top_k")
+        check_shown_count(self.fair.fairness_exposure, count, "top_k")
+        self._top_k = count
+
+    @property
+    def relevance(self) -> str:
+        """How the Documents' ``score`` becomes relevance (a name of
+        :data:`~fairrag_core.kit.RELEVANCE_CONVERSIONS`); checked when assigned too."""
+        return self._relevance
+
+    @relevance.setter
+    def relevance(self, value: str) -> None:
+        if not isinstance(value, str) or value not in RELEVANCE_CONVERSIONS:
+            raise ValueError(
+                f"relevance {value!r} is unknown; accepted: {sorted(RELEVANCE_CONVERSIONS)}"
+            )
+        self._relevance = value
+
+    @property
+    def log_path(self) -> str | os.PathLike[str] | None:
+        """The JSON-lines file every record is appended to (None: memory only); set when the
+        component is built."""
+        return self._log_path
+
+    @log_path.setter
+    def log_path(self, value: Any) -> None:
+        raise AttributeError(_BUILT_WITH.format(name="log_path"))
+
+    @property
+    def max_records(self) -> int | None:
+        """How many records :attr:`records` keeps (the latest; None: all); set when the
+        component is built."""
+        return self._kept.max_records
+
+    @max_records.setter
+    def max_records(self, value: Any) -> None:
+        raise AttributeError(_BUILT_WITH.format(name="max_records"))
 
     @property
     def title_key(self) -> str:

@@ -309,6 +309,48 @@ def test_a_title_key_that_names_no_field_is_refused(title_key):
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "refused"),
+    [
+        ("top_k", 0, "top_k must be an int >= 1"),
+        ("top_k", "3", "top_k must be an int >= 1"),
+        ("relevance", "cosine", "relevance 'cosine' is unknown; accepted: "),
+    ],
+)
+def test_a_field_assigned_later_is_checked_as_when_built(name, value, refused):
+    """A user trial: ``top_k = 0`` and ``relevance = "cosine"`` were kept, saved by
+    ``to_dict`` and then refused by ``Pipeline.loads`` with an error naming neither."""
+    fair = FairDocumentRanker(group_key="gender", protected="female", top_k=3)
+    with pytest.raises(ValueError, match=refused):
+        setattr(fair, name, value)
+    assert (fair.top_k, fair.relevance) == (3, "similarity")  # the refused value is not kept
+    fair.top_k, fair.relevance = 4, "cosine_distance"
+    saved = fair.to_dict()["init_parameters"]
+    assert (saved["top_k"], saved["relevance"]) == (4, "cosine_distance")
+    shown = fair.run(biographies(), query="q")["documents"]
+    assert len(shown) == 4
+
+
+@pytest.mark.parametrize("name", ["log_path", "max_records"])
+def test_the_log_and_its_size_are_set_when_built_not_later(name, tmp_path):
+    """A user trial: ``log_path`` or ``max_records`` assigned after building was ignored by
+    every run (no file written, every record kept) but saved by ``to_dict``, so the loaded
+    pipeline behaved otherwise; it is refused, as the LlamaIndex handler refuses it."""
+    log = tmp_path / "fair.jsonl"
+    fair = FairDocumentRanker(group_key="gender", protected="female", top_k=3, max_records=2)
+    with pytest.raises(AttributeError, match=f"{name} is set when the component is built"):
+        setattr(fair, name, str(log) if name == "log_path" else 1)
+    assert fair.log_path is None and fair.max_records == 2
+    saved = fair.to_dict()["init_parameters"]
+    assert saved["log_path"] is None and saved["max_records"] == 2
+    for _ in range(3):
+        fair.run(biographies(), query="q")
+    assert len(fair.records) == 2 and not log.exists()
+    logged = FairDocumentRanker(group_key="gender", protected="female", log_path=str(log))
+    logged.run(biographies(), query="q")
+    assert logged.log_path == str(log) and len(log.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
     ("call", "named"),
     [
         ({"documents": None}, "documents must be a list of haystack Documents"),
@@ -326,9 +368,10 @@ def test_bad_run_input_is_an_error_naming_the_argument(call, named):
 
 def test_a_top_k_set_after_construction_and_a_log_path_are_checked():
     fair = FairDocumentRanker(group_key="gender", protected="female")
-    fair.top_k = 0
     with pytest.raises(ValueError, match="top_k must be an int >= 1"):
-        fair.run(documents=biographies())
+        fair.top_k = 0  # refused when assigned (a run's own top_k input is checked too)
+    with pytest.raises(ValueError, match="top_k must be an int >= 1"):
+        fair.run(documents=biographies(), top_k=0)
     with pytest.raises(TypeError, match="log_path must be a file path"):
         FairDocumentRanker(group_key="gender", protected="female", log_path=5)
 
