@@ -131,3 +131,42 @@ def test_context_text_takes_a_list_or_a_whole_output_and_shows_only_opted_in_fie
         context_text({"replies": ["x"]})
     with pytest.raises(TypeError, match="got a str among them"):
         context_text(["text"])
+
+
+def test_parallel_tool_calls_draw_query_seeds_in_the_models_order_with_one_worker():
+    """A user trial: an Agent's parallel tool calls (threads) drew the component's query seeds
+    in whichever order they ranked, so a seeded run did not repeat; the guide's recipe,
+    ``tool_concurrency_limit=1``, ranks them in the order the model asked. Retrieval takes a
+    varying time here, as a real store's does."""
+    import random
+    import time
+
+    queries = ["computing", "physics", "medicine", "music"]
+
+    def reply(messages: list[ChatMessage]) -> ChatMessage:
+        if not any(m.tool_call_result for m in messages):
+            calls = [ToolCall(tool_name="search", arguments={"query": q}) for q in queries]
+            return ChatMessage.from_assistant(tool_calls=calls)
+        return ChatMessage.from_assistant("- Person 0 [1]")
+
+    def conversation(jitter: random.Random) -> list[tuple[str, int]]:
+        built = search_pipeline()
+        fair = built.get_component("fair")
+        ranked = fair.run
+
+        def slow_run(*args, **kwargs):
+            time.sleep(jitter.random() * 0.02)  # a store's latency, varying call to call
+            return ranked(*args, **kwargs)
+
+        fair.run = slow_run  # the component's own run, after a varying wait
+        agent = Agent(
+            chat_generator=MockChatGenerator(response_fn=reply),
+            tools=[guide_tool("component", built)],
+            tool_concurrency_limit=1,
+        )
+        agent.run(messages=[ChatMessage.from_user("Who are notable people?")])
+        return [(r["query"], r["query_seed"]) for r in fair.records]
+
+    first = conversation(random.Random(1))
+    assert [query for query, _ in first] == queries  # ranked in the order asked
+    assert all(conversation(random.Random(seed)) == first for seed in (2, 3))
