@@ -274,6 +274,27 @@ class FairRetriever(FairRankingFields, BaseRetriever):
         seed: int | np.random.Generator | None = None,
         **search_kwargs: Any,
     ) -> list[Document]:
+        try:
+            return await self._afair_documents(
+                query, run_manager=run_manager, k=k, seed=seed, **search_kwargs
+            )
+        except asyncio.CancelledError as exc:
+            # LangChain's retriever tells its callbacks of an Exception only: a cancelled call
+            # (a client's timeout) ended no run, so no record was written and a handler held
+            # the run for good (a user trial: 1,000 timeouts, 1,000 runs held). Told here, it
+            # is recorded as LangChain records a cancelled chain, ``CancelledError: ``.
+            await asyncio.shield(run_manager.on_retriever_error(exc))
+            raise
+
+    async def _afair_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        seed: int | np.random.Generator | None = None,
+        **search_kwargs: Any,
+    ) -> list[Document]:
         from fairrag_core.ledger import run_off_loop, waits_on_ledger  # this method's own
 
         query = checked_query(query, type(self).__name__)

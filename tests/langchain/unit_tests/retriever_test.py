@@ -355,3 +355,27 @@ def test_a_short_answer_is_not_asked_again():
     shown = retriever.invoke("q")
     assert [k for _, _, k, _ in store.calls] == [10]
     assert {d.metadata["pool_size"] for d in shown} == {6}
+
+
+class _SlowStore(FixedPoolStore):
+    """The pool, answered after a wait (a store a client's timeout gives up on)."""
+
+    async def asimilarity_search_with_score(self, query, k=4, **kwargs):
+        await asyncio.sleep(30)
+        return await super().asimilarity_search_with_score(query, k=k, **kwargs)
+
+
+async def test_a_cancelled_call_is_recorded_and_leaves_no_run_held(pool):
+    """A user trial: ``FairRetriever.ainvoke`` cancelled by ``asyncio.wait_for`` wrote no
+    record (LangChain's retriever tells its callbacks of an ``Exception`` only) and the handler
+    held every cancelled run for good (1,000 timeouts: 1,000 runs held). It is recorded as
+    LangChain records a cancelled chain, ``CancelledError: ``, and nothing stays held."""
+    from fairrag_langchain import FairnessCallbackHandler
+
+    handler = FairnessCallbackHandler(group_key="gender", protected="female")
+    retriever = fair(_SlowStore(*pool), seed=0)
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(retriever.ainvoke("who?", config={"callbacks": [handler]}), 0.05)
+    assert [r["error"] for r in handler.records] == ["CancelledError: "] * 3
+    assert not any(getattr(handler, held) for held in ("_parent", "_root_of", "_roots"))
