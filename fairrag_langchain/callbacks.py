@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from fairrag_core import ExposureModel, FairnessAuditor, summarize_records
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
+    KeptSinks,
     RecordKeeper,
     check_group_key,
     collapsed,
@@ -188,7 +189,7 @@ else:
         _Handler = BaseCallbackHandler
 
 
-class FairnessCallbackHandler(_Handler):
+class FairnessCallbackHandler(KeptSinks, _Handler):
     """One fairness record per answered question: exposure of what was shown, and the answer.
 
     Pass it in a run's config (``chain.invoke(q, config={"callbacks": [handler]})``) or with

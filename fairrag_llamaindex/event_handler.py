@@ -59,6 +59,7 @@ from fairrag_core.citations import renumber_citations
 from fairrag_core.exposure import ExposureModel, make_exposure_model
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
+    KeptSinks,
     RecordKeeper,
     ShownDocument,
     check_group_key,
@@ -798,7 +799,7 @@ class _Live:
         """``depth``: how deep this thread is inside the handler's own work."""
 
 
-class FairnessEventHandler(BaseEventHandler):
+class FairnessEventHandler(KeptSinks, BaseEventHandler):
     """One fairness record per answered question, on every LlamaIndex path.
 
     Records are :func:`fairrag_core.kit.run_record` dicts (docs/SPEC.md, "Records"), kept in

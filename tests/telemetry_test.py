@@ -6,6 +6,7 @@ against a loopback stub of its API)."""
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 import threading
 import uuid
@@ -351,3 +352,53 @@ def test_a_hanging_langsmith_server_never_holds_the_process_exit(tmp_path, serve
     report = json.loads(out.strip().splitlines()[-1])
     assert report["accepted"] >= 1  # the sink did reach the hanging server
     assert report["non_daemon_threads"] == []
+
+
+class _FailsThenHolds:
+    """A sink that raises on its first record, then holds the second until ``release``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, record: dict) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the remote refused")
+        self.entered.set()
+        self.release.wait(60)
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_a_handler_counts_what_its_sinks_missed_and_closes_them(framework, caplog):
+    """A user trial: the guides name "the handler's ``sinks_dropped``" and its ``close()``,
+    while only the private record keeper had them. Each handler now has ``sink_errors``,
+    ``sinks_dropped``, ``flush_sinks`` and ``close_sinks``."""
+    sink = _FailsThenHolds()
+    if framework == "langchain":
+        retriever, chain = _langchain_chain("standard")
+        handler = FairnessCallbackHandler.from_retriever(retriever, sinks=[sink])
+        for _ in range(4):
+            chain.invoke(QUESTION, config={"callbacks": [handler]})
+    else:
+        postprocessor = FairRerankPostprocessor(relevance="similarity", **FIELDS)
+        engine = RetrieverQueryEngine.from_args(
+            PoolRetriever(make_pool(30, seed=5)),
+            llm=CitingMockLLM(),
+            node_postprocessors=[postprocessor],
+            text_qa_template=PAPER_QA_TEMPLATE,
+        )
+        handler = FairnessEventHandler.from_postprocessor(postprocessor, sinks=[sink])
+        with handler:
+            for _ in range(4):
+                engine.query(QUESTION)
+    try:
+        assert len(handler.records) == 4
+        assert sink.entered.wait(60)  # record 1 raised, record 2 is held, 3 and 4 queued
+        assert handler.sink_errors == 1
+        assert handler.flush_sinks(0) is False and handler.sinks_dropped == 0  # waits only
+        with caplog.at_level(logging.WARNING):
+            assert handler.close_sinks(0) is False
+        assert handler.sinks_dropped == 2  # the two queued records, given up and counted
+    finally:
+        sink.release.set()

@@ -515,6 +515,42 @@ def _sink_name(sink: Any) -> str:
     return f"{module}.{name}" if isinstance(module, str) else name
 
 
+class KeptSinks:
+    """What a handler's user reads and does about its sinks (docs/SPEC.md, "Records" → Where
+    records go), for every handler whose records a :class:`RecordKeeper` keeps (its ``_kept``):
+    the counters :attr:`sinks_dropped` and :attr:`sink_errors`, :meth:`flush_sinks` and
+    :meth:`close_sinks`. A user trial found the guides naming "the handler's
+    ``sinks_dropped``" and its ``close()`` while only the private keeper had them."""
+
+    __slots__ = ()
+
+    def _keeper(self) -> RecordKeeper:
+        return self._kept  # type: ignore[attr-defined]
+
+    @property
+    def sinks_dropped(self) -> int:
+        """Records some sink never got (kept in memory and in the log): dropped because the
+        sinks' queue was full, or given up by :meth:`close_sinks` or the exit flush while a
+        sink held the worker."""
+        return self._keeper().sinks_dropped
+
+    @property
+    def sink_errors(self) -> int:
+        """Records a sink raised on (each logged as a warning; the record is kept)."""
+        return self._keeper().sink_errors
+
+    def flush_sinks(self, timeout: float | None = None) -> bool:
+        """Wait until the sinks took every queued record (at most ``timeout`` seconds); True
+        when none is left. Waits only: nothing is given up."""
+        return self._keeper().flush(timeout)
+
+    def close_sinks(self, timeout: float | None = EXIT_FLUSH_SECONDS) -> bool:
+        """Flush (at most ``timeout`` seconds) and stop the sinks' worker; the records still
+        queued then are given up, counted in :attr:`sinks_dropped` and warned of, naming the
+        sink (:meth:`RecordKeeper.close`). True when every queued record was delivered."""
+        return self._keeper().close(timeout)
+
+
 class _SinkDispatch:
     """A keeper's bounded queue and the daemon thread that hands each sink a copy of each
     record. The thread holds the keeper weakly: a keeper garbage-collected stops it (after
