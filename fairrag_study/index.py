@@ -85,7 +85,11 @@ def connect_chroma_server(
 
     ``chromadb.HttpClient`` waits forever by default (its HTTP session has no timeout), so a
     server that stops answering would hang every query. This client's requests fail after
-    ``connect_timeout`` seconds to connect and ``timeout`` seconds for the answer, and any
+    ``connect_timeout`` seconds to connect and ``timeout`` seconds for the answer, and each
+    request as a whole (connecting, sending, the headers and the whole body) ends within
+    ``connect_timeout + timeout`` seconds, however slowly the server trickles its answer
+    (:mod:`fairrag_study.http_deadline`; a user trial found a trickled query with ``timeout=2``
+    still waiting after 20 s); any
     transport failure (connection refused or reset, timeout) raises
     :class:`fairrag_core.VectorStoreUnavailableError` naming the server and the request, with
     chromadb's ``httpx`` error as ``__cause__``. Nothing is retried. Errors the server sends
@@ -118,6 +122,8 @@ def connect_chroma_server(
     import chromadb
     import httpx
 
+    from .http_deadline import bound_whole_requests
+
     where = f"{host}:{port}"
     limits = httpx.Timeout(timeout, connect=connect_timeout)
     try:
@@ -141,6 +147,7 @@ def connect_chroma_server(
         ) from exc
     session.timeout = limits
     if not getattr(make_request, "_fairrag_typed_errors", False):
+        bound_whole_requests(session)  # a trickled answer ends on the deadline too
         breaker = CircuitBreaker(where, cooldown)
         server._make_request = _typed_transport_errors(make_request, where, limits, breaker)
     return client
@@ -173,17 +180,22 @@ def _typed_transport_errors(
     and the breaker fails requests fast while the server is known to be down."""
     import httpx
 
+    from .http_deadline import deadline
+
+    whole = limits.connect + limits.read  # one request's deadline, start to last byte
+
     @functools.wraps(make_request)
     def request(method: str, path: str, **kwargs: Any) -> Any:
         breaker.before(method, path)
         try:
-            result = make_request(method, path, **kwargs)
+            with deadline(whole):
+                result = make_request(method, path, **kwargs)
         except httpx.TimeoutException as exc:
             breaker.failed(exc, f"{method.upper()} {path}: {type(exc).__name__}")
             raise VectorStoreUnavailableError(
                 f"Chroma server at http://{where} did not answer {method.upper()} {path} in time "
-                f"(connect {limits.connect} s, read {limits.read} s; {type(exc).__name__}); "
-                "nothing was retried"
+                f"(connect {limits.connect:g} s, read {limits.read:g} s, the whole request "
+                f"{whole:g} s; {type(exc).__name__}); nothing was retried"
             ) from exc
         except httpx.TransportError as exc:
             breaker.failed(exc, f"{method.upper()} {path}: {type(exc).__name__}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -200,6 +201,42 @@ def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
     assert isinstance(caught.value.__cause__, httpx.TimeoutException)
     wait_out_cooldown(client)
     assert ids(fair.invoke(query, seed=1)) == expected
+
+
+def test_a_server_trickling_its_answer_fails_on_the_whole_requests_deadline(server, query_vectors):
+    """A user trial: behind a proxy sending the answer a byte every 0.2 s (each read well
+    within the read timeout), a query with ``timeout=2`` was still waiting after 20 s, and the
+    breaker never opened. Each request now ends within connect + read timeout in all. The wait
+    below is a bound on the test, not a measurement: the answer trickled whole would take
+    minutes."""
+    from tests.reliability.ledger_deadline_test import TrickleProxy
+
+    proxy = TrickleProxy(server.port)
+    try:
+        client = connect_chroma_server(server.host, proxy.port, timeout=TIMEOUT, connect_timeout=1)
+        fair = fair_retriever(client, query_vectors)
+        expected = ids(fair.invoke(QUESTIONS[0], seed=1))
+        proxy.reply_gap = 0.2
+        ended: dict[str, BaseException] = {}
+
+        def query() -> None:
+            try:
+                fair.invoke(QUESTIONS[0], seed=1)
+            except BaseException as exc:  # read below
+                ended["error"] = exc
+
+        caller = threading.Thread(target=query, daemon=True)
+        caller.start()
+        caller.join(60)
+        assert not caller.is_alive(), "the trickled request did not end on its deadline"
+        error = ended["error"]
+        assert isinstance(error, VectorStoreUnavailableError) and "did not answer" in str(error)
+        assert isinstance(error.__cause__, httpx.TimeoutException)
+        proxy.reply_gap = 0.0
+        wait_out_cooldown(client)
+        assert ids(fair.invoke(QUESTIONS[0], seed=1)) == expected
+    finally:
+        proxy.close()
 
 
 async def test_200_concurrent_calls_to_a_frozen_server_fail_fast(
