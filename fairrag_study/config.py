@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from fairrag_core import available_rankers
+from fairrag_core import available_rankers, default_study_rankers
 
 if TYPE_CHECKING:
     from fairrag_core.exposure import ExposureModel
@@ -294,13 +294,15 @@ class StudyConfig(BaseModel):
             options.rankers,
             lambda: (
                 f"comma-separated rankers, each once, or 'paper' (the paper's four: "
-                f"{', '.join(PAPER_RANKERS)}); default: every ranker that takes the data set's "
-                f"target ({', '.join(available_rankers())})"
+                f"{', '.join(PAPER_RANKERS)}); default: the study's rankers that take the data "
+                f"set's target ({', '.join(default_study_rankers())}); any of "
+                f"{', '.join(available_rankers())} when named"
             ),
         ),
     ] = None
     """The rankers compared (any of ``available_rankers()``; :data:`PAPER_RANKERS`: the paper's
-    four); ``None``: every registered ranker that takes the data set's target (TREC: all six)."""
+    four); ``None``: every registered ranker that declares ``in_default_study``
+    (``default_study_rankers()``) and takes the data set's target (TREC: all six built-in)."""
     trials: Annotated[int, Flag("--trials", _INT1, "trials per ranker (default 80)")] = 80
     seed: Annotated[int, Flag("--seed", options.seed, "0 to 2**64 - 1", accepts=_seed_accepts)] = (
         2026

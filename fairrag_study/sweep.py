@@ -289,6 +289,28 @@ class SweepConfig:
                 )
         return expand({r: self.grid.get(r, defaults[r]) for r in rankers})
 
+    def left_out(self) -> dict[str, str]:
+        """What the default grid leaves out for the data set's target, with why: a ranker
+        that takes only a binary target (FA*IR) and the knobs that set the protected share, for
+        a target of several groups (a user trial found them left out with no word, where the
+        study logs its rankers left out). Empty when the rankers are not the default set."""
+        dataset = self.study.dataset
+        if dataset.target is None or self.rankers != tuple(default_grid(dataset)):
+            return {}
+        why = f"the data set's target has {len(dataset.groups)} groups ({dataset.target_label()})"
+        left: dict[str, str] = {}
+        for name, cls in RANKERS.items():
+            knobs = [k for k in cls.sweep_grid if k in cls.binary_knobs and name not in self.grid]
+            if cls.binary_target:
+                left[name] = f"it takes a binary target only; {why}"
+            elif knobs:
+                verb = "sets" if len(knobs) == 1 else "set"
+                left[f"{name}:{','.join(knobs)}"] = (
+                    f"{verb} the protected group's share, which needs a binary target; {why}; "
+                    f"{name} runs at the data set's target"
+                )
+        return left
+
 
 def load_pools(config: StudyConfig, log: Callable[[str], None]) -> list[QuestionPool]:
     """The study's pools: its corpus, index (opened and verified as the study does, built when
@@ -497,6 +519,8 @@ def run_sweep(config: SweepConfig, log: Callable[[str], None] = print) -> list[d
     settings = config.settings()
     out = Path(config.out)
     check_sweep_folder(out)  # before any work
+    for name, reason in config.left_out().items():
+        log(f"left out of the sweep: {name}: {reason}")
     with phase("pools"):
         pools = load_pools(study, log)
         log(f"{len(pools)} questions, pools of {study.pool_size}, k = {study.k}")

@@ -159,11 +159,20 @@ def test_a_users_three_group_data_set_sweeps_against_its_target(tmp_path: Path) 
         "--per-group", "8", "--trials", "8", "--samples", "10", "--out", str(out),
         "--cache-dir", str(cache), "--no-progress",
     ]  # fmt: skip
-    with contextlib.redirect_stdout(io.StringIO()):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
         assert main(args) == 0
     rows = _rows(out)
     rankers = {row["ranker"] for row in rows}
     assert rankers == set(default_grid()) - {"fair"}
+    # said in the run's own output (a user trial: left out with no word)
+    said = [line for line in printed.getvalue().splitlines() if "left out of the sweep" in line]
+    why = "the data set's target has 3 groups (a 0.4, b 0.3, c 0.3)"
+    assert said == [
+        "left out of the sweep: forced_exposure:target_share: sets the protected group's share, "
+        f"which needs a binary target; {why}; forced_exposure runs at the data set's target",
+        f"left out of the sweep: fair: it takes a binary target only; {why}",
+    ]
     assert [row["setting"] for row in rows if row["ranker"] == "forced_exposure"] == [""]
     dataset = custom_dataset(TARGET, name="custom", group_key="region")
     study = StudyConfig(
