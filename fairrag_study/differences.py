@@ -47,6 +47,9 @@ class RunFacts:
     server: str | None = None
     """The OpenAI-compatible server an ``openai:<model>`` generator asked (``--base-url``,
     ``OPENAI_BASE_URL``); None: OpenAI's own API, as the paper."""
+    exposure: str = "dcg"
+    """``--exposure``: the position weights of every exposure metric and every ranker's target
+    (``dcg``, the paper's; ``rbp(p)``, ``uniform``, ``fitted:<file>``)."""
 
 
 def _openai_api(server: str) -> bool:
@@ -108,7 +111,8 @@ def differences(
         "paper's pools were approximate, its baselines ranked other candidates.",
         _generator_difference(facts, generation_note),
         _setting_difference(facts),
-        _baseline_difference(results),
+        _exposure_difference(facts),
+        _baseline_difference(results, facts),
     ]
     return [line for line in found if line is not None]
 
@@ -186,16 +190,37 @@ def _setting_difference(facts: RunFacts) -> str | None:
     )
 
 
-def _baseline_difference(results: Mapping[str, Mapping[str, Descriptive]]) -> str | None:
+def _exposure_difference(facts: RunFacts) -> str | None:
+    if facts.exposure == "dcg":
+        return None
+    return (
+        f"**Exposure model.** This run: `{facts.exposure}` position weights for every exposure "
+        "metric (exposure share, disparity, the metrics over many rankings) and for every "
+        "ranker's target. The paper: DCG weights, 1/log2(1 + rank). Likely effect: the same "
+        "rankings read as other exposure shares (a model flatter than DCG gives the lower "
+        "positions more weight), and the fair rankers aim at the target under this model, "
+        "so every exposure number here measures something other than the paper's column of "
+        "the same name; compare the rankers' order, not the numbers."
+    )
+
+
+def _baseline_difference(
+    results: Mapping[str, Mapping[str, Descriptive]], facts: RunFacts
+) -> str | None:
     standard = results.get("exposure_share", {}).get("standard")
     theirs = PAPER_NUMBERS["exposure_share"]["standard"]
     if standard is None or not math.isfinite(standard.mean):
         return None
     fairer = standard.mean > theirs
+    model = (
+        ""
+        if facts.exposure == "dcg"
+        else f" (under `{facts.exposure}` weights; the paper's under DCG weights)"
+    )
     return (
         f"**Baseline gap.** This run's standard ranker gives women {percent(standard.mean)} "
         f"of the exposure; the paper's {percent(theirs)} ({100 * (standard.mean - theirs):+.2f} "
-        "points). Likely effect: the differences above set the baseline; with a baseline "
+        f"points){model}. Likely effect: the differences above set the baseline; with a baseline "
         f"{'less' if fairer else 'more'} unfair than the paper's, every fair ranker's "
         f"reduction of exposure disparity is {'smaller' if fairer else 'larger'} in absolute "
         "terms, so compare the rankers' order and their distance to the target rather than "

@@ -1003,8 +1003,12 @@ def _means(run: _ReportRun) -> list[Block]:
             for ranker in covered
             if (d := run.results[spec.key].get(ranker)) is not None
         ]
+        exposure = run.facts.exposure if run.facts is not None else "dcg"
+        heading = "This run beside the paper (the paper's rankers; means over trials"
+        if exposure != "dcg":  # a user trial: the table set other weights beside the paper's
+            heading += f"; this run's exposure under `{exposure}` weights, the paper's under DCG"
         blocks += [
-            _heading("This run beside the paper (the paper's rankers; means over trials)"),
+            _heading(heading + ")"),
             _table(["metric", "ranker", "this run", "sd", "n", "paper"], rows, "llrrrr"),
             _heading("Every ranker (means over trials)"),
         ]

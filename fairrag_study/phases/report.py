@@ -100,6 +100,7 @@ def _facts(settings: ReportSettings, data: StudyCorpus, generation: Generation) 
         temperature=getattr(generation.llm, "temperature", None),
         server=_server(generation.llm),
         llm_format=settings.llm_format,
+        exposure=settings.exposure or "dcg",
     )
 
 

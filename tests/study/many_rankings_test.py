@@ -4,6 +4,8 @@ the differences section's wording for each case it reads from the run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -103,6 +105,17 @@ def test_differences_read_the_runs_facts():
     gap = _bullet(lines, "Baseline gap")
     assert "27.48%" in gap and "12.50%" in gap and "+14.98 points" in gap and "less" in gap
     assert not any(line.startswith("**Setting.**") for line in lines)  # the paper's setting
+
+
+def test_differences_name_an_exposure_model_other_than_the_papers():
+    """A user trial: with ``--exposure uniform`` (or a fitted curve) the differences never
+    named the exposure model, and the baseline gap set a uniform share beside the paper's DCG
+    one as if both were DCG."""
+    assert not any("Exposure model" in line for line in differences(STANDARD, {}, FACTS))
+    uniform = dataclasses.replace(FACTS, exposure="uniform")
+    lines = differences(STANDARD, {}, uniform)
+    assert "`uniform` position weights" in _bullet(lines, "Exposure model")
+    assert "under `uniform` weights; the paper's under DCG" in _bullet(lines, "Baseline gap")
 
 
 @pytest.mark.parametrize(

@@ -189,6 +189,9 @@ def test_the_study_runs_the_phase_and_ranks_with_its_curve(tmp_path):
     assert main([*args, "--out", str(ranked)]) == 0
     records = [json.loads(line) for line in (ranked / "records.jsonl").read_text().splitlines()]
     assert {r["exposure_model"] for r in records} == {"fitted(0.2,0.2,0.2,0.2,0.2)"}
+    said = (ranked / "report.md").read_text()  # the paper's numbers are DCG's: said so
+    assert f"**Exposure model.** This run: `{fitted}` position weights" in said
+    assert f"this run's exposure under `{fitted}` weights, the paper's under DCG" in said
     # The per-group file too: both rankers that target a share take it, records name it.
     groups = load_fitted_curve(out / "exposure_fitted_groups.json")
     factors = groups.factor_of  # the fake cites everyone: one factor (1 up to the smoothing)
