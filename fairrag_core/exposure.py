@@ -189,21 +189,29 @@ def save_fitted_curve(curve: FittedCurve, path: str | Path) -> Path:
     return path
 
 
+_FITTED_EXPECTED = (
+    f"expected a JSON object with format {FITTED_FORMAT!r} or {FITTED_GROUPS_FORMAT!r}, as "
+    "fairrag study --position-curve or fairrag audit --fit-exposure write"
+)
+
+
 def load_fitted_curve(path: str | Path) -> FittedCurve:
     """Read a curve :func:`save_fitted_curve` wrote; a ``ValueError`` naming the file and the
     problem otherwise."""
     path = Path(path)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_once_each)
-    except (OSError, ValueError, RecursionError) as exc:  # not JSON, 4,300-digit numbers too
+    except json.JSONDecodeError as exc:
+        # a user trial: a CSV file got the JSON parser's message alone, naming no format
+        raise ValueError(
+            f"exposure 'fitted:{path}': cannot read a fitted curve: not JSON ({exc}); "
+            f"{_FITTED_EXPECTED}"
+        ) from None
+    except (OSError, ValueError, RecursionError) as exc:  # 4,300-digit numbers, a repeated key
         raise ValueError(f"exposure 'fitted:{path}': cannot read a fitted curve: {exc}") from None
     formats = (FITTED_FORMAT, FITTED_GROUPS_FORMAT)
     if not isinstance(payload, dict) or payload.get("format") not in formats:
-        raise ValueError(
-            f"exposure 'fitted:{path}': not a fitted curve (expected a JSON object with "
-            f"format {FITTED_FORMAT!r} or {FITTED_GROUPS_FORMAT!r}, as fairrag study "
-            "--position-curve or fairrag audit --fit-exposure write)"
-        )
+        raise ValueError(f"exposure 'fitted:{path}': not a fitted curve ({_FITTED_EXPECTED})")
     try:
         factors: dict[str, float] = {}
         lower: tuple[float, ...] = ()

@@ -277,6 +277,17 @@ def test_a_curve_file_of_5000_digits_names_the_file(tmp_path):
     assert str(path) in str(raised.value)
 
 
+def test_a_file_that_is_not_json_names_the_formats_accepted(tmp_path):
+    """A user trial: ``fitted:curve.csv`` printed the JSON parser's message alone."""
+    path = tmp_path / "curve.csv"
+    path.write_text("position,weight\n1,0.6\n2,0.4\n")
+    with pytest.raises(
+        ValueError, match=r"not JSON .*expected a JSON object with format"
+    ) as raised:
+        load_fitted_curve(path)
+    assert str(path) in str(raised.value) and "fairrag-fitted-exposure/1" in str(raised.value)
+
+
 def test_a_group_given_twice_in_a_curve_file_is_refused(tmp_path):
     """A review: JSON ``group_factors`` naming a group twice kept the last value."""
     path = tmp_path / "curve.json"
