@@ -331,6 +331,7 @@ def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
                 '(e.g. --target \'{"a": 0.5, "b": 0.5}\'); without it the study runs on the '
                 "TREC gender data"
             )
+        _check_header(parser, args, TREC_GENDER, own=False)
         return TREC_GENDER
     if args.protected is not None and args.protected not in args.target:
         parser.error(
@@ -342,24 +343,41 @@ def dataset_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
         dataset = custom_dataset(args.target, name="custom", **columns)
     except (TypeError, ValueError) as exc:
         parser.error(f"argument --target: {exc}")
-    if args.data is not None and Path(os.path.expanduser(args.data)).is_file():
-        from .data import csv_header
-
-        try:
-            header = csv_header(os.path.expanduser(args.data))
-        except ValueError as exc:
-            parser.error(f"argument --data: {exc}")
-        flags = {attr: flag for flag, attr in DATASET_FLAGS.items()}
-        read = ("group_column", "doc_id_column", "title_column", "text_column", "topic_column")
-        for attr in read:
-            column = getattr(dataset, attr)
-            if column not in header:
-                flag = flags.get(attr, "--group-key")
-                parser.error(
-                    f"argument {flag}: column {column!r} is not in {str(args.data)!r}; its "
-                    f"columns are {header}"
-                )
+    _check_header(parser, args, dataset, own=True)
     return dataset
+
+
+def _check_header(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, dataset: StudyDataset, own: bool
+) -> None:
+    """A ``--data`` file whose header lacks a column ``dataset`` reads: ``parser.error``
+    before any work, naming the flag that names the column (``own``: the user's data set),
+    else ``--data`` (the TREC gender data's columns; a user trial found a wrong file refused
+    only after ``--out`` was claimed, naming no flag)."""
+    if args.data is None or not Path(os.path.expanduser(args.data)).is_file():
+        return
+    from .data import csv_header
+
+    try:
+        header = csv_header(os.path.expanduser(args.data))
+    except ValueError as exc:
+        parser.error(f"argument --data: {exc}")
+    flags = {attr: flag for flag, attr in DATASET_FLAGS.items()}
+    read = ("group_column", "doc_id_column", "title_column", "text_column", "topic_column")
+    missing = [(attr, getattr(dataset, attr)) for attr in read]
+    missing = [(attr, column) for attr, column in missing if column not in header]
+    if missing and own:
+        attr, column = missing[0]
+        parser.error(
+            f"argument {flags.get(attr, '--group-key')}: column {column!r} is not in "
+            f"{str(args.data)!r}; its columns are {header}"
+        )
+    if missing:
+        parser.error(
+            f"argument --data: {str(args.data)!r} is not the TREC gender data: it has no "
+            f"column {', '.join(repr(c) for _, c in missing)} (its columns are {header}); for "
+            "a data set of your own give --target and the columns' flags"
+        )
 
 
 def llm_choice(text: str) -> str:

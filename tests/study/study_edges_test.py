@@ -392,3 +392,30 @@ def test_the_report_states_the_pool_size_the_trials_ranked(tmp_path: Path) -> No
     report = (out / "report.md").read_text()
     assert "`12 (asked 100000000; the corpus holds 12 documents) / 5 / 4.0`" in report
     assert "pool 12;" in report
+
+
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        ("doc_id,name\n1,Ada\n", "q_text"),
+        ('{"q_text": "Tennis", "doc_id": "1"}\n', "q_text"),
+    ],
+)
+def test_a_data_file_that_is_not_the_trec_data_is_refused_before_any_work(
+    text: str, missing: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user trial: without ``--target``, a CSV with other columns (or a JSON file) was read
+    after ``--out`` was claimed (a failed run.json left behind), and the error named no flag;
+    with ``--target`` the same header was refused at once. Both are now."""
+    data = tmp_path / "mine.csv"
+    data.write_text(text)
+    out = tmp_path / "out"
+    args = _study(out, tmp_path / "cache")
+    args[args.index("--data") + 1] = str(data)
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"fairrag study: error: argument --data: '{data}' is not the TREC gender data" in error
+    assert "has no column 'gender'" in error and f"'{missing}'" in error and "--target" in error
+    assert not out.exists()
