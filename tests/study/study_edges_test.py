@@ -132,8 +132,25 @@ def test_a_cp1252_file_is_refused_naming_the_encoding_line_and_fix(
     rows = _tennis_rows()
     rows[3][4] = "Zoë " + rows[3][4]
     data = _write_csv(tmp_path / "excel.csv", rows, encoding="cp1252")
+    # within the part of the file the flags' check reads: refused before any work, naming
+    # --data (the header is read to check the data set's columns)
+    out = tmp_path / "out"
+    args = ["study", "--data", str(data), "--llm", "fake", "--out", str(out), "--no-progress"]
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument --data: {data}: not UTF-8 (line 4, byte 0xeb" in error
+    assert "save it as 'CSV UTF-8'" in error and "iconv -f CP1252 -t UTF-8" in error
+    assert not out.exists()
+    # past it (a byte far down the file): refused in the run, by line, nothing written
+    rows = _tennis_rows()
+    rows[1][4] += " and more" * 2000  # 18 kB of UTF-8 before the byte: past the header's read
+    data = _write_csv(tmp_path / "excel-long.csv", rows[:-1])
+    with open(data, "a", newline="", encoding="cp1252", errors="replace") as handle:
+        csv.writer(handle).writerow([*rows[-1][:4], "Zoë", *rows[-1][5:]])
     printed, error = _fails_in_the_run(tmp_path, data, capsys)
-    assert f"{data}: not UTF-8 (line 4, byte 0xeb" in error
+    assert f"{data}: not UTF-8 (line {len(rows)}, byte 0xeb" in error
     assert "save it as 'CSV UTF-8'" in error and "iconv -f CP1252 -t UTF-8" in error
     # Nothing was written: no "records written so far" pointing at a file that is not there.
     assert "no record was written" in printed and "records written so far" not in printed
