@@ -166,6 +166,11 @@ class AttributedAnswer:
     prompt_echo: tuple[int, ...] = ()
     """Line numbers of prompt lines copied into the answer (context entries' ``[n]`` and
     ``Title:`` lines, the format, the rules): recognised, never bullets."""
+    out_of_range_elsewhere: tuple[tuple[int, str], ...] = ()
+    """Numbers and ranges beyond the context cited outside the bullets (a source line, a
+    footnote definition, a sentence that attributes no one), each with its line number:
+    counted as the bullets' are (a review found ``Sources: [1], [4], [7]`` on its own line
+    counted nowhere, precision 1.0)."""
 
     @property
     def regurgitated(self) -> bool:
@@ -200,8 +205,10 @@ class AttributedAnswer:
 
     @property
     def out_of_range_count(self) -> int:
-        """Number ranges reaching beyond the shown entries, over the answer."""
-        return sum(len(bullet.out_of_range) for bullet in self.bullets)
+        """Numbers and ranges beyond the shown entries, over the answer (its bullets' and
+        :attr:`out_of_range_elsewhere`)."""
+        bullets = sum(len(bullet.out_of_range) for bullet in self.bullets)
+        return bullets + len(self.out_of_range_elsewhere)
 
     @property
     def refusal_count(self) -> int:
@@ -552,8 +559,8 @@ class _Context:
                     found.append(self.by_number[number])
                 else:
                     missing.append(str(number))
-                    if low == high and number not in self.by_number:
-                        beyond.append(str(number))  # no shown entry carries it (``[7]`` of 5)
+                    if number not in self.by_number:  # no shown entry carries it ([7] of 5)
+                        beyond.append(str(number))
         return found, missing, beyond
 
     def _names_of(
@@ -767,25 +774,31 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
     if not isinstance(answer, str):
         raise TypeError(f"answer must be the answer as a str, got {type(answer).__name__}")
     ctx = _Context(context_documents(context))
-    lines, is_bullet, echoed, sourced = _read_lines(answer, ctx)
-    bullets, paragraph = _attribute_units(_units(lines, is_bullet), is_bullet, ctx)
+    lines, is_bullet, echoed, sourced, beyond = _read_lines(answer, ctx)
+    bullets, paragraph, unread = _attribute_units(_units(lines, is_bullet), is_bullet, ctx)
     if not echoed and not any(
         b.line_number in is_bullet or b.styles != ("implicit",) for b in bullets
     ):
         # no marked or cited line: a paragraph answer, whose lines naming a person are its units
         bullets = sorted(bullets + paragraph, key=lambda b: b.line_number)
+    else:
+        unread += paragraph
     if sourced:
         bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
-    return AttributedAnswer(tuple(bullets), tuple(echoed))
+    # a number beyond the context cited in a unit that is no bullet is counted all the same
+    beyond += [(b.line_number, text) for b in unread for text in b.out_of_range]
+    return AttributedAnswer(tuple(bullets), tuple(echoed), tuple(sorted(beyond)))
 
 
 def _read_lines(
     answer: str, ctx: _Context
-) -> tuple[list[tuple[int, str, str]], set[int], list[int], list[int]]:
+) -> tuple[list[tuple[int, str, str]], set[int], list[int], list[int], list[tuple[int, str]]]:
     """The answer's lines to attribute (``(number, line, stripped)``, the line's first
     :data:`MAX_LINE_SCAN` characters whitespace-collapsed), the numbers of the paper parser's
-    bullets, the prompt lines echoed, and the documents trailing source lines cite; footnote
-    definitions go to ``ctx.footnotes``."""
+    bullets, the prompt lines echoed, the documents trailing source lines cite, and the numbers
+    beyond the context those lines and footnote definitions cite (with their line numbers);
+    footnote definitions go to ``ctx.footnotes``."""
+    beyond: list[tuple[int, str]] = []
     is_bullet: set[int] = set()
     lines: list[tuple[int, str, str]] = []
     echoed: list[int] = []
@@ -794,6 +807,7 @@ def _read_lines(
     held: list[int] = []  # "[3]" alone under that heading: an entry, else a prompt echo
     shape: dict[int, tuple[int, int]] = {}  # indented lines and headings: (indent, level)
     under_numbered = False  # below an unindented numbered item, no heading between
+    splits: dict[int, tuple[str, list[int]]] = {}  # lines[i]: its prose, what its labels cite
     for number, raw in enumerate(answer.splitlines(), start=1):
         if not raw or raw.isspace() or (raw.isalnum() and raw.lower() == raw):
             under_numbered = False  # a blank line ends a flat two-level item (below)
@@ -834,7 +848,9 @@ def _read_lines(
         footnote = _FOOTNOTE_DEFINITION.fullmatch(body) if body[:2] == "[^" else None
         if footnote:  # "[^1]: Ada Lovelace": what [^1] cites, not a bullet
             ctx.shared.clear()
+            ctx.out_of_range.clear()
             ctx.footnotes[footnote.group(1)] = _source_targets(footnote.group(2), ctx)[0]
+            beyond += [(number, text) for text in ctx.out_of_range]
             ctx.footnote_shared[footnote.group(1)] = list(ctx.shared)
             ctx.shared.clear()
             continue
@@ -845,16 +861,27 @@ def _read_lines(
         bare = _bare_source(body)
         label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
         if label and not _strip_bullet(line)[1]:  # a source line: citations, not a bullet
+            ctx.out_of_range.clear()
             sourced += _sources_cited(bare[label.end() :].rstrip(" .*_"), ctx)
+            beyond += [(number, text) for text in ctx.out_of_range]
             continue
         if not bullet:
-            tail = _trailing_source(line, ctx)
-            if tail is not None:  # "... wrote COBOL. Sources: [2]": prose, then a source line
-                sourced += tail[1]
-                line = line[: tail[0]].rstrip()
-                lines.append((number, line, line))
-                continue
+            split = _label_sentences(line, ctx)
+            if split is not None:  # "... wrote COBOL. Sources: [2]": prose, then source lines
+                splits[len(lines)] = split
         lines.append((number, line, raw.strip()))
+    if (
+        splits
+        and not is_bullet
+        and not any(
+            _may_cite(line) for index, (_, line, _) in enumerate(lines) if index not in splits
+        )
+    ):
+        # a paragraph answer whose only citations are its source-label sentences: each cites
+        # the prose before it, as the same label on a line of its own does
+        for index, (prose, cited) in splits.items():
+            lines[index] = (lines[index][0], prose, prose)
+            sourced += cited
     listed = None if heading is None else _reference_list(lines[heading:], is_bullet, ctx)
     if (
         heading is not None
@@ -874,7 +901,7 @@ def _read_lines(
         echoed = sorted([*echoed, *held])
     if shape:
         lines = _nested(lines, is_bullet, shape, ctx)
-    return lines, is_bullet, echoed, sourced
+    return lines, is_bullet, echoed, sourced, beyond
 
 
 _HEADING = re.compile(r"#{1,6}(?= )")
@@ -993,36 +1020,77 @@ def _sources_cited(text: str, ctx: _Context) -> list[int]:
     return cited
 
 
-def _trailing_source(line: str, ctx: _Context) -> tuple[int, list[int]] | None:
-    """A prose line's last sentence when it is a source label alone (``Grace Hopper wrote
-    COBOL. Sources: [2]``, ``... (Sources: 2, 3).``): where it starts and what it cites, read
-    as the same label on a line of its own is; None when the line has no such sentence or it
-    cites no shown document. A review found the sentence read as a bullet naming no one
-    (groundedness and precision 0.0 where the label on its own line gives 1.0)."""
+def _label_sentences(line: str, ctx: _Context) -> tuple[str, list[int]] | None:
+    """A line of prose whose source labels each close the sentences they cite (``Grace Hopper
+    wrote COBOL. Alan Turing broke Enigma. Sources: [2], [4]``, ``A. Source: [1]. B. Source:
+    [3]``): the line without them, and what they cite; read so only when every label is a
+    sentence of its own holding citations alone (entry numbers or shown titles, each resolving)
+    and every document it cites is one whose person the prose since the label before names;
+    else None, and the line is read as written (a label citing another person is then a
+    mis-citation, as on a line of its own it would credit no one). Applied by
+    :func:`_read_lines` to a paragraph answer whose only citations are such labels. A review
+    found the label read as a unit naming no one (groundedness and precision 0.0 where the
+    same label on its own line gives 1.0)."""
     lower = line.lower()
     if "ource" not in lower and "ref" not in lower and "cit" not in lower:
         return None
     labels = list(_SOURCE.finditer(line))
     if not labels:
         return None
-    last = labels[-1]
-    start = last.start()
-    while start > 0 and line[start - 1] in "(*_":
-        start -= 1
-    before = line[:start].rstrip()
-    rest = line[last.end() :].rstrip(" *_)")
-    if not before or before[-1] not in ".!?" or _SENTENCE_STOP.search(rest.removesuffix(".")):
-        return None
-    bare = _bare_source(line[start:])
-    label = _SOURCE.match(bare) if bare[:1] in _SOURCE_START else None
-    if label is None:
-        return None
-    cited = _sources_cited(bare[label.end() :].rstrip(" .*_"), ctx)
-    return (start, cited) if cited else None
+    prose: list[str] = []
+    cited: list[int] = []
+    start = 0
+    first_of = ctx.first_of
+    for label in labels:
+        begin = label.start()
+        while begin > start and line[begin - 1] in "(*_":
+            begin -= 1
+        before = line[start:begin].strip()
+        if not before or before[-1] not in ".!?":
+            return None  # a label inside a sentence, or two labels in a row
+        stop = _SENTENCE_STOP.search(line, label.end())
+        end = len(line) if stop is None else stop.start() + 1
+        text = line[label.end() : end].strip().rstrip(".*_) ").strip()
+        if not text or not (_BRACKET_LIST.fullmatch(text) or _NUMBER_LIST.fullmatch(text)):
+            whole = ctx.title(text)
+            parts = [ctx.title(part) for part in _PART.split(text)]
+            if whole is None and (not parts or None in parts):
+                return None  # not citations alone ("Sources: [1], Grace Hopper wrote ...")
+        ctx.shared.clear()
+        positions, missing = _source_targets(text, ctx)
+        shared = list(ctx.shared)
+        ctx.shared.clear()
+        if not positions and not shared:
+            return None
+        named = {first_of[p] for p, _ in ctx.presented(before)}
+        carriers = [[p for p in ctx.carriers[n] if first_of[p] in named] for n in shared]
+        if any(first_of[p] not in named for p in positions) or not all(carriers):
+            return None  # cites someone the prose before it does not name: read as written
+        if len(missing) > len(shared):
+            return None  # a number or title no shown document has: read as written
+        prose.append(before)
+        cited += positions + [p for found in carriers for p in found]
+        start = end
+    rest = line[start:].strip()
+    if rest:
+        prose.append(rest)
+    return " ".join(prose), cited
+
+
+def _may_cite(line: str) -> bool:
+    """Whether a line may hold a citation (an entry number, a DocTitle, a link, a label): a
+    cheap, generous test (a line it passes keeps a paragraph answer from being read by
+    :func:`_label_sentences`)."""
+    return bool(
+        _NUMBERED.search(line)
+        or "](" in line
+        or ("tle" in line.lower() and "(" in line)
+        or _SOURCE.search(line)
+    )
 
 
 _SENTENCE_STOP = re.compile(r"[.!?] ")
-"""A sentence's end inside a text: the label's sentence must be the line's last."""
+"""A sentence's end inside a line."""
 
 
 def _bare_source(body: str) -> str:
@@ -1146,12 +1214,14 @@ def _units(
 
 def _attribute_units(
     units: Sequence[tuple[int, str, str]], is_bullet: set[int], ctx: _Context
-) -> tuple[list[AttributedBullet], list[AttributedBullet]]:
-    """The bullets, and the lines of running text that name a context person (the units of a
-    paragraph answer); a name line right under a bullet attributed to the same documents is
+) -> tuple[list[AttributedBullet], list[AttributedBullet], list[AttributedBullet]]:
+    """The bullets, the lines of running text that name a context person (the units of a
+    paragraph answer), and the other units that cite a number beyond the context (counted,
+    though no bullet); a name line right under a bullet attributed to the same documents is
     that item's description, not a bullet. A unit repeated in the answer is read once."""
     bullets: list[AttributedBullet] = []
     paragraph: list[AttributedBullet] = []
+    unread: list[AttributedBullet] = []
     previous: set[int] | None = None  # the positions of the line just above, when a bullet
     above = 0
     memo: dict[str, tuple[AttributedBullet, str, list[bool]]] = {}
@@ -1195,7 +1265,9 @@ def _attribute_units(
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-    return bullets, paragraph
+        elif bullet.out_of_range:
+            unread.append(bullet)
+    return bullets, paragraph, unread
 
 
 def _name_line(known: tuple[AttributedBullet, str, list[bool]], bullet: AttributedBullet) -> bool:

@@ -228,8 +228,10 @@ def bounded_attribution(attributed: AttributedAnswer) -> tuple[AttributedAnswer,
             count += 1
         if size > MAX_RECORDED_SOURCES_BYTES or max(count, index + 1) > MAX_RECORDED_ATTRIBUTIONS:
             kept = attributed.bullets[:index]
-            bounded = AttributedAnswer(kept, attributed.prompt_echo)
-            return bounded, kept[-1].line_number if kept else 0
+            last = kept[-1].line_number if kept else 0
+            beyond = tuple(x for x in attributed.out_of_range_elsewhere if x[0] <= last)
+            bounded = AttributedAnswer(kept, attributed.prompt_echo, beyond)
+            return bounded, last
     return attributed, None
 
 

@@ -704,6 +704,59 @@ def test_a_source_label_closing_a_line_of_prose_cites_as_a_source_line_does(labe
     # a label citing nothing shown stays part of the prose
     kept = attribute_answer("Grace Hopper wrote COBOL. Sources: my own memory.", PEOPLE)
     assert [a.style for a in kept.attributions] == ["implicit"]
+    # each label cites the prose since the label before it
+    two = attribute_answer(
+        "Ada Lovelace wrote notes. Source: [1]. Alan Turing broke Enigma. Source: [4]", PEOPLE
+    )
+    assert [(a.title, a.style) for a in two.attributions] == [
+        ("Ada Lovelace", "source_label"),
+        ("Alan Turing", "source_label"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        # the label's sentence goes on: the clause after it is no citation (a review: swallowed)
+        "Ada Lovelace wrote notes. Sources: [1], Grace Hopper wrote COBOL.",
+        # a bulleted answer: the prose line is read as written (a review: Hopper lost)
+        "- Ada Lovelace [1]\nGrace Hopper wrote COBOL. Sources: [2]",
+        # cites a person the prose does not name: read as written (a review: no longer seen)
+        "Grace Hopper wrote COBOL. Sources: [4]",
+    ],
+)
+def test_a_closing_label_that_is_not_citations_of_the_prose_alone_is_read_as_written(answer):
+    """A review of the rule above: each case lost a person or a mis-citation; they read as
+    the line did before the rule (their label a unit of its own)."""
+    from fairrag_core.attribution import _Context, _label_sentences
+
+    read = attribute_answer(answer, PEOPLE)
+    assert any(b.line.startswith("Sources: ") for b in read.bullets)  # the label, as written
+    last = answer.splitlines()[-1]
+    split = _label_sentences(last, _Context(PEOPLE))
+    assert split is None or answer.startswith("- ")  # the bulleted answer: not applied
+
+
+def test_numbers_beyond_the_context_outside_bullets_are_counted():
+    """A review: ``[7]`` on a source line of its own, in a footnote definition, in a sentence
+    that attributes no one, or inside a range across a number a step dropped was counted
+    nowhere (precision 1.0 or NaN where a reader counts a citation of nothing)."""
+    own_line = attribute_answer("- Ada Lovelace\n- Alan Turing\nSources: [1], [4], [7]", PEOPLE)
+    assert own_line.out_of_range_elsewhere == ((3, "7"),)
+    assert attributed_citation_precision(own_line) == pytest.approx(2 / 3)
+    footnote = attribute_answer("- Ada Lovelace[^1]\n\n[^1]: 1, 9", PEOPLE)
+    assert footnote.out_of_range_count == 1
+    alone = attribute_answer(
+        "Ada Lovelace wrote notes. Alan Turing broke Enigma. References: [9]", PEOPLE
+    )
+    assert alone.out_of_range_count == 1 and attributed_citation_precision(alone) == 0.0
+    aside = attribute_answer("Ada Lovelace wrote notes [1]. Some say otherwise [7].", PEOPLE)
+    assert aside.out_of_range_count == 1 and attributed_citation_precision(aside) == 0.5
+    dropped = [ContextDocument("Ada Lovelace", number=1), ContextDocument("Marie Curie", number=3)]
+    for cited in ("[1-3]", "[1, 2, 3]"):
+        ranged = attribute_answer(f"- Ada Lovelace {cited}", dropped)
+        assert ranged.out_of_range_count == 1, cited
+        assert attributed_citation_precision(ranged) == pytest.approx(1 / 3), cited
 
 
 def test_a_number_no_shown_entry_carries_is_counted_beyond_the_context():
