@@ -108,18 +108,25 @@ class _Backend(httpcore.NetworkBackend):
 def bound_whole_requests(client: Any) -> None:
     """Give the connections of ``client`` (an ``httpx.Client``, its proxies' too) the deadline
     of :func:`deadline`; its open connections are closed, so every later request opens one
-    that keeps it. A RuntimeError when this httpx's internals are not those tested (0.28)."""
+    that keeps it. A TypeError for another client (an ``httpx.AsyncClient``: its connections
+    are async); a RuntimeError when this httpx's internals are not those tested (0.28)."""
+    import httpx
+
+    if not isinstance(client, httpx.Client):
+        raise TypeError(
+            f"client must be an httpx.Client (a synchronous one), got {type(client).__name__}"
+        )
     transports = [client._transport, *client._mounts.values()]
     for transport in transports:
         if transport is None:
             continue
         pool = getattr(transport, "_pool", None)
         backend = getattr(pool, "_network_backend", None)
-        if backend is None:
+        if backend is None or not isinstance(pool, httpcore.ConnectionPool):
             raise RuntimeError(
                 f"cannot bound whole requests on this httpx's {type(transport).__name__} (no "
                 "_pool._network_backend); fairrag is tested with httpx 0.28"
             )
         if not isinstance(backend, _Backend):
-            pool._network_backend = _Backend(backend)  # type: ignore[union-attr]
-            pool.close()  # type: ignore[union-attr]
+            pool._network_backend = _Backend(backend)
+            pool.close()

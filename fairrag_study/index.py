@@ -122,13 +122,19 @@ def connect_chroma_server(
     import chromadb
     import httpx
 
-    from .http_deadline import bound_whole_requests
+    from .http_deadline import bound_whole_requests, deadline
 
     where = f"{host}:{port}"
     limits = httpx.Timeout(timeout, connect=connect_timeout)
+    whole = connect_timeout + timeout  # one request's deadline, start to last byte
     try:
-        httpx.get(f"http://{where}/api/v2/heartbeat", timeout=limits).raise_for_status()
-        client = chromadb.HttpClient(host=host, port=port)
+        with httpx.Client(timeout=limits) as probe:  # the heartbeat, within one deadline
+            bound_whole_requests(probe)
+            with deadline(whole):
+                probe.get(f"http://{where}/api/v2/heartbeat").raise_for_status()
+        client = _built_within(
+            lambda: chromadb.HttpClient(host=host, port=port), _BUILD_REQUESTS * whole, where
+        )
     except (httpx.TransportError, httpx.HTTPStatusError) as exc:
         raise VectorStoreUnavailableError(
             f"no Chroma server answers at http://{where} ({type(exc).__name__}: "
@@ -136,7 +142,7 @@ def connect_chroma_server(
             f"--port {port}`, or give the host and port of a running one"
         ) from exc
     # chromadb.api.fastapi.FastAPI: the HTTP session and its requests
-    server = client._server  # type: ignore[attr-defined]
+    server = client._server
     try:
         session, make_request = server._session, server._make_request
     except AttributeError as exc:  # pragma: no cover - a chromadb whose internals moved
@@ -151,6 +157,39 @@ def connect_chroma_server(
         breaker = CircuitBreaker(where, cooldown)
         server._make_request = _typed_transport_errors(make_request, where, limits, breaker)
     return client
+
+
+_BUILD_REQUESTS = 3
+"""Requests ``chromadb.HttpClient`` makes while it is built (its identity, tenant and
+database checks): building it waits at most this many whole-request deadlines."""
+
+
+def _built_within(build: Callable[[], Any], seconds: float, where: str) -> Any:
+    """``build()``, given at most ``seconds``: chromadb's client makes its first requests while
+    it is built, on a session with no timeout yet (a review: 21 s behind a trickling proxy with
+    1 s timeouts). Past them, a :class:`~fairrag_core.VectorStoreUnavailableError`; the
+    building thread is left to end on its own (a daemon)."""
+    import threading
+
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["client"] = build()
+        except BaseException as exc:  # handed to the caller below
+            done["error"] = exc
+
+    builder = threading.Thread(target=run, name="fairrag-chroma-connect", daemon=True)
+    builder.start()
+    builder.join(seconds)
+    if builder.is_alive():
+        raise VectorStoreUnavailableError(
+            f"Chroma server at http://{where} did not answer while the client was built "
+            f"({seconds:g} s: {_BUILD_REQUESTS} requests' deadlines); nothing was retried"
+        )
+    if "error" in done:
+        raise done["error"]
+    return done["client"]
 
 
 def circuit_breaker(client: Any) -> CircuitBreaker | None:

@@ -213,6 +213,24 @@ def test_a_server_trickling_its_answer_fails_on_the_whole_requests_deadline(serv
 
     proxy = TrickleProxy(server.port)
     try:
+        # connecting to it ends too (a review: the heartbeat and the client's first requests
+        # ran outside the deadline, 21 s with 1 s timeouts)
+        proxy.reply_gap = 0.2
+        connecting: dict[str, BaseException] = {}
+
+        def connect() -> None:
+            try:
+                connect_chroma_server(server.host, proxy.port, timeout=1, connect_timeout=1)
+            except BaseException as exc:  # read below
+                connecting["error"] = exc
+
+        caller = threading.Thread(target=connect, daemon=True)
+        caller.start()
+        caller.join(60)
+        assert not caller.is_alive(), "connecting to a trickling server did not end"
+        assert isinstance(connecting["error"], VectorStoreUnavailableError)
+        assert isinstance(connecting["error"].__cause__, httpx.TimeoutException)
+        proxy.reply_gap = 0.0
         client = connect_chroma_server(server.host, proxy.port, timeout=TIMEOUT, connect_timeout=1)
         fair = fair_retriever(client, query_vectors)
         expected = ids(fair.invoke(QUESTIONS[0], seed=1))
