@@ -76,3 +76,41 @@ def test_records_equal_the_langchain_handlers_field_by_field(ranker):
         k: v for k, v in theirs.items() if k not in RUN_ONLY
     }
     assert ours["source"] == "haystack"
+
+
+def test_an_answered_record_equals_the_langchain_chains_field_by_field():
+    """``FairAnswerRecorder`` writes the record LangChain's handler writes for the same shown
+    list and answer: the retrieval fields and every generation field (docs/SPEC.md, "Records")."""
+    from langchain_core.language_models import FakeListChatModel
+
+    from fairrag_haystack import FairAnswerRecorder
+    from fairrag_langchain import make_fair_rag_chain
+
+    pool = make_pool(50, seed=5)
+    documents = langchain_documents(pool)
+    scores = [d.metadata.pop("relevance_score") for d in documents]
+    retriever = FairRetriever(
+        vectorstore=FixedPoolStore(documents, scores),
+        relevance="similarity",
+        ranker="representative_stochastic",
+        pool_size=50,
+        k=5,
+        **FIELDS,
+    )
+    shown = retriever.invoke(QUERY, seed=9)
+    titles = [d.metadata["title"] for d in shown]
+    answer = f"- {titles[0]} [1]\n- {titles[2]} (DocTitle: {titles[2]})\n- {titles[3]} [2]"
+    chain = make_fair_rag_chain(retriever, FakeListChatModel(responses=[answer]))
+    handler = FairnessCallbackHandler.from_retriever(retriever)
+    chain.invoke({"question": QUERY, "seed": 9}, config={"callbacks": [handler]})
+    (theirs,) = handler.records
+    assert theirs["answer"] == answer and theirs["n_miscitations"] == 1  # a real answer's record
+    ranker = FairDocumentRanker(ranker="representative_stochastic", top_k=5, **FIELDS)
+    placed = ranker.run(documents_of_pool(pool), query=QUERY, seed=9)["documents"]
+    recorder = FairAnswerRecorder.from_ranker(ranker)
+    ours = recorder.run(placed, replies=[answer], query=QUERY)["record"]
+    answer_only = {"model", "answer_link", "llm_run_id"}
+    assert set(ours) == set(theirs)
+    assert {k: v for k, v in ours.items() if k not in RUN_ONLY | answer_only} == {
+        k: v for k, v in theirs.items() if k not in RUN_ONLY | answer_only
+    }
