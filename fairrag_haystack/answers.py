@@ -50,6 +50,8 @@ from fairrag_core.structured_citations import (
     render_answer,
 )
 
+from .context import check_documents
+
 __all__ = ["FairAnswerRecorder"]
 
 
@@ -150,16 +152,7 @@ class FairAnswerRecorder(KeptSinks):
     ) -> dict[str, Any]:
         """The question's record: ``documents`` as shown, the first of ``replies`` as the
         answer (none: the record of the shown list alone), ``query`` written in it."""
-        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
-            raise TypeError(
-                f"documents must be a list of haystack Documents, got {type(documents).__name__}"
-            )
-        wrong = next((d for d in documents if not isinstance(d, Document)), None)
-        if wrong is not None:
-            raise TypeError(
-                f"documents must be a list of haystack Documents, got a {type(wrong).__name__} "
-                f"among them: {wrong!r:.80}"
-            )
+        check_documents(documents)
         if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
         metadatas = [d.meta or {} for d in documents]

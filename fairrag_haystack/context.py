@@ -34,6 +34,20 @@ NO_DOCUMENTS = "No documents were found."
 handed an empty tool result."""
 
 
+def check_documents(documents: Any, says: str = "documents must be") -> list[Document]:
+    """``documents`` as a list, or a TypeError unless it is a list of haystack Documents,
+    beginning ``says`` (the argument or function it is about) and naming what was given."""
+    if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
+        raise TypeError(f"{says} a list of haystack Documents, got {type(documents).__name__}")
+    wrong = next((d for d in documents if not isinstance(d, Document)), None)
+    if wrong is not None:
+        raise TypeError(
+            f"{says} a list of haystack Documents, got a {type(wrong).__name__} among them: "
+            f"{wrong!r:.80}"
+        )
+    return list(documents)
+
+
 def context_text(
     documents: Sequence[Document] | Mapping[str, Any] | Document,
     title_key: str = "title",
@@ -58,16 +72,7 @@ def context_text(
         documents = documents["documents"]
     if isinstance(documents, Document):
         documents = [documents]
-    if isinstance(documents, (str, bytes)) or not isinstance(documents, Sequence):
-        raise TypeError(
-            f"context_text needs a list of haystack Documents, got {type(documents).__name__}"
-        )
-    wrong = next((d for d in documents if not isinstance(d, Document)), None)
-    if wrong is not None:
-        raise TypeError(
-            f"context_text needs a list of haystack Documents, got a {type(wrong).__name__} "
-            f"among them: {wrong!r:.80}"
-        )
+    documents = check_documents(documents, "context_text needs")
     if isinstance(show_metadata_keys, str):
         show_metadata_keys = [show_metadata_keys]
     if not documents:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 from haystack import Document, component, default_from_dict, default_to_dict
@@ -33,6 +33,8 @@ from fairrag_core.kit.component import (
     check_shown_count,
     unknown_argument,
 )
+
+from .context import check_documents
 
 __all__ = ["FairDocumentRanker"]
 
@@ -230,18 +232,9 @@ class FairDocumentRanker:
         # a per-run top_k, or a curve set on the contract later, beyond the fitted positions:
         # refused naming top_k (a user trial: the core's refusal named k)
         check_shown_count(self.fair.fairness_exposure, k, "top_k")
-        if isinstance(documents, (str, bytes, Mapping)) or not isinstance(documents, Sequence):
-            raise TypeError(
-                f"documents must be a list of haystack Documents, got {type(documents).__name__}"
-            )
+        check_documents(documents)
         if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
-        wrong = next((d for d in documents if not isinstance(d, Document)), None)
-        if wrong is not None:
-            raise TypeError(
-                f"documents must be a list of haystack Documents, got a {type(wrong).__name__} "
-                f"among them: {wrong!r:.80}"
-            )
         given = [document.score for document in documents]
         scores, scored = pool_relevance(given, self.relevance)
         metas, ids = [d.meta for d in documents], [d.id for d in documents]

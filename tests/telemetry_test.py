@@ -111,8 +111,8 @@ def test_langchain_records_become_metrics_and_attributes_of_the_request_span(ote
     assert sum(p.value for p in points["fairrag.records"]) == 6
 
 
-def test_llamaindex_records_become_metrics_and_attributes_of_the_query_span(otel):
-    tracer, spans, meter_provider, reader = otel
+def _llamaindex_engine() -> tuple[FairRerankPostprocessor, RetrieverQueryEngine]:
+    """A query engine over a 30-node pool with the fair postprocessor and a citing mock LLM."""
     postprocessor = FairRerankPostprocessor(relevance="similarity", **FIELDS)
     engine = RetrieverQueryEngine.from_args(
         PoolRetriever(make_pool(30, seed=5)),
@@ -120,6 +120,12 @@ def test_llamaindex_records_become_metrics_and_attributes_of_the_query_span(otel
         node_postprocessors=[postprocessor],
         text_qa_template=PAPER_QA_TEMPLATE,
     )
+    return postprocessor, engine
+
+
+def test_llamaindex_records_become_metrics_and_attributes_of_the_query_span(otel):
+    tracer, spans, meter_provider, reader = otel
+    postprocessor, engine = _llamaindex_engine()
     with FairnessEventHandler.from_postprocessor(
         postprocessor, sinks=[OpenTelemetrySink(meter_provider)]
     ) as handler:
@@ -381,13 +387,7 @@ def test_a_handler_counts_what_its_sinks_missed_and_closes_them(framework, caplo
         for _ in range(4):
             chain.invoke(QUESTION, config={"callbacks": [handler]})
     else:
-        postprocessor = FairRerankPostprocessor(relevance="similarity", **FIELDS)
-        engine = RetrieverQueryEngine.from_args(
-            PoolRetriever(make_pool(30, seed=5)),
-            llm=CitingMockLLM(),
-            node_postprocessors=[postprocessor],
-            text_qa_template=PAPER_QA_TEMPLATE,
-        )
+        postprocessor, engine = _llamaindex_engine()
         handler = FairnessEventHandler.from_postprocessor(postprocessor, sinks=[sink])
         with handler:
             for _ in range(4):

@@ -53,12 +53,11 @@ def test_the_three_adapters_place_one_pool_alike(ranker, seed):
     ]
 
 
-@pytest.mark.parametrize("ranker", ["representative_stochastic", "forced_exposure", "fair"])
-def test_records_equal_the_langchain_handlers_field_by_field(ranker):
-    pool = make_pool(50, seed=5)
+def _retriever(pool, ranker: str) -> FairRetriever:
+    """LangChain's retriever over ``pool`` (scored as the pool scores it), k 5 of 50."""
     documents = langchain_documents(pool)
     scores = [d.metadata.pop("relevance_score") for d in documents]
-    retriever = FairRetriever(
+    return FairRetriever(
         vectorstore=FixedPoolStore(documents, scores),
         relevance="similarity",
         ranker=ranker,
@@ -66,6 +65,12 @@ def test_records_equal_the_langchain_handlers_field_by_field(ranker):
         k=5,
         **FIELDS,
     )
+
+
+@pytest.mark.parametrize("ranker", ["representative_stochastic", "forced_exposure", "fair"])
+def test_records_equal_the_langchain_handlers_field_by_field(ranker):
+    pool = make_pool(50, seed=5)
+    retriever = _retriever(pool, ranker)
     handler = FairnessCallbackHandler.from_retriever(retriever)
     retriever.invoke(QUERY, seed=9, config={"callbacks": [handler]})
     (theirs,) = handler.records
@@ -87,16 +92,7 @@ def test_an_answered_record_equals_the_langchain_chains_field_by_field():
     from fairrag_langchain import make_fair_rag_chain
 
     pool = make_pool(50, seed=5)
-    documents = langchain_documents(pool)
-    scores = [d.metadata.pop("relevance_score") for d in documents]
-    retriever = FairRetriever(
-        vectorstore=FixedPoolStore(documents, scores),
-        relevance="similarity",
-        ranker="representative_stochastic",
-        pool_size=50,
-        k=5,
-        **FIELDS,
-    )
+    retriever = _retriever(pool, "representative_stochastic")
     shown = retriever.invoke(QUERY, seed=9)
     titles = [d.metadata["title"] for d in shown]
     answer = f"- {titles[0]} [1]\n- {titles[2]} (DocTitle: {titles[2]})\n- {titles[3]} [2]"

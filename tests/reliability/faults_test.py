@@ -203,6 +203,25 @@ def test_a_frozen_server_times_out_instead_of_hanging(server, query_vectors):
     assert ids(fair.invoke(query, seed=1)) == expected
 
 
+def _raised_within(call: Any, bound: float = 60.0) -> BaseException:
+    """What ``call()`` raised in a thread of its own, which must end within ``bound`` seconds:
+    a bound on the test (a trickled answer read whole would take minutes), not a measurement."""
+    ended: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # read below
+            ended["error"] = exc
+
+    caller = threading.Thread(target=run, daemon=True)
+    caller.start()
+    caller.join(bound)
+    assert not caller.is_alive(), "the call did not end on its deadline"
+    assert "error" in ended, "the call ended without an error"
+    return ended["error"]
+
+
 def test_a_server_trickling_its_answer_fails_on_the_whole_requests_deadline(server, query_vectors):
     """A user trial: behind a proxy sending the answer a byte every 0.2 s (each read well
     within the read timeout), a query with ``timeout=2`` was still waiting after 20 s, and the
@@ -216,38 +235,17 @@ def test_a_server_trickling_its_answer_fails_on_the_whole_requests_deadline(serv
         # connecting to it ends too (a review: the heartbeat and the client's first requests
         # ran outside the deadline, 21 s with 1 s timeouts)
         proxy.reply_gap = 0.2
-        connecting: dict[str, BaseException] = {}
-
-        def connect() -> None:
-            try:
-                connect_chroma_server(server.host, proxy.port, timeout=1, connect_timeout=1)
-            except BaseException as exc:  # read below
-                connecting["error"] = exc
-
-        caller = threading.Thread(target=connect, daemon=True)
-        caller.start()
-        caller.join(60)
-        assert not caller.is_alive(), "connecting to a trickling server did not end"
-        assert isinstance(connecting["error"], VectorStoreUnavailableError)
-        assert isinstance(connecting["error"].__cause__, httpx.TimeoutException)
+        error = _raised_within(
+            lambda: connect_chroma_server(server.host, proxy.port, timeout=1, connect_timeout=1)
+        )
+        assert isinstance(error, VectorStoreUnavailableError)
+        assert isinstance(error.__cause__, httpx.TimeoutException)
         proxy.reply_gap = 0.0
         client = connect_chroma_server(server.host, proxy.port, timeout=TIMEOUT, connect_timeout=1)
         fair = fair_retriever(client, query_vectors)
         expected = ids(fair.invoke(QUESTIONS[0], seed=1))
         proxy.reply_gap = 0.2
-        ended: dict[str, BaseException] = {}
-
-        def query() -> None:
-            try:
-                fair.invoke(QUESTIONS[0], seed=1)
-            except BaseException as exc:  # read below
-                ended["error"] = exc
-
-        caller = threading.Thread(target=query, daemon=True)
-        caller.start()
-        caller.join(60)
-        assert not caller.is_alive(), "the trickled request did not end on its deadline"
-        error = ended["error"]
+        error = _raised_within(lambda: fair.invoke(QUESTIONS[0], seed=1))
         assert isinstance(error, VectorStoreUnavailableError) and "did not answer" in str(error)
         assert isinstance(error.__cause__, httpx.TimeoutException)
         proxy.reply_gap = 0.0
