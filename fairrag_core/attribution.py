@@ -68,6 +68,7 @@ from .citations import (
     normalize_title,
 )
 from .prompts import ANSWER_FORMAT, ANSWER_RULES
+from .structured_citations import NOT_SHOWN_WRITTEN
 
 __all__ = [
     "EXPLICIT_STYLES",
@@ -171,6 +172,10 @@ class AttributedAnswer:
     footnote definition, a sentence that attributes no one), each with its line number:
     counted as the bullets' are (a review found ``Sources: [1], [4], [7]`` on its own line
     counted nowhere, precision 1.0)."""
+    refusals_elsewhere: tuple[int, ...] = ()
+    """Line numbers of sentences of running text that refuse or deny and are no bullet (an
+    answer that is ``I don't know.``): counted with the bullets that do (a user trial found
+    ``n_refusals`` 0 for a whole answer refusing in prose, 1 for the same line as a bullet)."""
 
     @property
     def regurgitated(self) -> bool:
@@ -212,8 +217,9 @@ class AttributedAnswer:
 
     @property
     def refusal_count(self) -> int:
-        """Bullets that refuse or deny (attributing nothing)."""
-        return sum(1 for bullet in self.bullets if bullet.refusal)
+        """Bullets that refuse or deny (attributing nothing), and sentences of running text
+        that do (:attr:`refusals_elsewhere`)."""
+        return sum(1 for bullet in self.bullets if bullet.refusal) + len(self.refusals_elsewhere)
 
     @property
     def bullet_count(self) -> int:
@@ -787,7 +793,8 @@ def attribute_answer(answer: str, context: Sequence[ContextDocument | str]) -> A
         bullets = [_cited_by_sources(b, set(sourced)) for b in bullets]
     # a number beyond the context cited in a unit that is no bullet is counted all the same
     beyond += [(b.line_number, text) for b in unread for text in b.out_of_range]
-    return AttributedAnswer(tuple(bullets), tuple(echoed), tuple(sorted(beyond)))
+    refused = tuple(b.line_number for b in unread if b.refusal)
+    return AttributedAnswer(tuple(bullets), tuple(echoed), tuple(sorted(beyond)), refused)
 
 
 def _read_lines(
@@ -1216,9 +1223,10 @@ def _attribute_units(
     units: Sequence[tuple[int, str, str]], is_bullet: set[int], ctx: _Context
 ) -> tuple[list[AttributedBullet], list[AttributedBullet], list[AttributedBullet]]:
     """The bullets, the lines of running text that name a context person (the units of a
-    paragraph answer), and the other units that cite a number beyond the context (counted,
-    though no bullet); a name line right under a bullet attributed to the same documents is
-    that item's description, not a bullet. A unit repeated in the answer is read once."""
+    paragraph answer), and the other units that cite a number beyond the context or refuse
+    (counted, though no bullet); a name line right under a bullet attributed to the same
+    documents is that item's description, not a bullet. A unit repeated in the answer is read
+    once."""
     bullets: list[AttributedBullet] = []
     paragraph: list[AttributedBullet] = []
     unread: list[AttributedBullet] = []
@@ -1265,7 +1273,7 @@ def _attribute_units(
             bullets.append(bullet)
         elif bullet.attributions:
             paragraph.append(bullet)
-        elif bullet.out_of_range:
+        elif bullet.out_of_range or bullet.refusal:
             unread.append(bullet)
     return bullets, paragraph, unread
 
@@ -1634,7 +1642,10 @@ def _read_doctitles(cited: _Cited, ctx: _Context) -> None:
                 positions, missing = ctx.numbers(digits)
                 cited.cite("numbered", positions, missing, span)
             else:
-                cited.cite("doctitle", [], [_unwrap(title)], span)
+                written = _unwrap(title)
+                cited.cite("doctitle", [], [written], span)
+                if NOT_SHOWN_WRITTEN.search(written):  # a structured id of no shown entry
+                    ctx.out_of_range.append(NOT_SHOWN_WRITTEN.sub("", written))
         cited.take(*span)
 
 

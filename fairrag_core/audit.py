@@ -230,7 +230,8 @@ def bounded_attribution(attributed: AttributedAnswer) -> tuple[AttributedAnswer,
             kept = attributed.bullets[:index]
             last = kept[-1].line_number if kept else 0
             beyond = tuple(x for x in attributed.out_of_range_elsewhere if x[0] <= last)
-            bounded = AttributedAnswer(kept, attributed.prompt_echo, beyond)
+            refused = tuple(n for n in attributed.refusals_elsewhere if n <= last)
+            bounded = AttributedAnswer(kept, attributed.prompt_echo, beyond, refused)
             return bounded, last
     return attributed, None
 

@@ -389,6 +389,15 @@ def _cited_title(
     return str(entry)
 
 
+NOT_SHOWN = ", not among the {count} entries shown"
+"""How a citation of no shown document is written (after what it gave): a title no document
+has, read as a citation beyond the context (:data:`NOT_SHOWN_WRITTEN`)."""
+NOT_SHOWN_WRITTEN = re.compile(r", not among the \d+ entries shown$")
+"""A written title :data:`NOT_SHOWN` ends: the attribution counts it beyond the context, as the
+same id written ``[n]`` is (a user trial: ``citations=[0, 9]`` of four entries counted no
+citation beyond the context, precision 1.0, where ``[1]`` and ``[9]`` in text gave 0.5)."""
+
+
 def _written_title(
     citation: StructuredCitation, titles: Sequence[Entry], names: _Names | None = None
 ) -> str:
@@ -400,7 +409,7 @@ def _written_title(
         entry = titles[position]
         if isinstance(entry, tuple):
             return f"{citation.given}, carried by {len(entry)} shown documents"
-    return f"{citation.given}, not among the {len(titles)} entries shown"
+    return f"{citation.given}{NOT_SHOWN.format(count=len(titles))}"
 
 
 def read_text_or_object(value: Any, *, source_id_base: int) -> tuple[StructuredAnswer | None, str]:

@@ -242,7 +242,9 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
     and exposure are in ``framework["searches"]``. Structured answers (tool-call arguments,
     ``with_structured_output``, JSON content, provider citation blocks) are recorded as the
     same citations in text (:mod:`fairrag_core.structured_citations`); their source ids count
-    from ``source_id_base`` (0, as LangChain's citation how-to numbers sources; or 1).
+    from ``source_id_base`` (default: 0, as LangChain's citation how-to numbers sources, and 1
+    for the documents of a :func:`~fairrag_langchain.fair_retriever_tool`, which shows them as
+    ``[1]``, ``[2]``...: the labels the model cites; a base given is used for both).
 
     Records are kept in :attr:`records` (the last ``max_records``, default 1,000, None for
     all: the kit's :class:`~fairrag_core.kit.RecordKeeper`, the rule of every handler) and,
@@ -274,10 +276,12 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
         max_records: int | None = DEFAULT_MAX_RECORDS,
         log_errors: Literal["raise", "count"] = "raise",
         sinks: Sequence[Callable[[dict[str, Any]], Any]] = (),
-        source_id_base: int = 0,
+        source_id_base: int | None = None,
     ) -> None:
         self.group_key = check_group_key(group_key)
-        self.source_id_base = check_source_id_base(source_id_base)
+        self._base_given = source_id_base is not None
+        """Whether the source ids' base was given (else: 0, and 1 for a numbered tool's)."""
+        self.source_id_base = check_source_id_base(0 if source_id_base is None else source_id_base)
         self.title_key = title_key
         self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
@@ -308,6 +312,7 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_base_given", True)  # pickled before the default followed the tool
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._parent, self._root_of, self._roots = {}, {}, {}
@@ -622,7 +627,8 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
         auditor = self.auditor
         if self._source is not None and documents:  # following a component
             auditor = ranked_for(auditor, [d.metadata for d in documents])
-        text, form = (None, None) if answer is None else self._answer_text(answer, documents)
+        base = self._ids_base(retrieval.numbered)
+        text, form = (None, None) if answer is None else self._answer_text(answer, documents, base)
         return self._record(
             root,
             state,
@@ -637,6 +643,7 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
             error=error,
             runs=links,
             link=None if answer is None else _LINKS[answer.by_content],
+            source_id_base=base,
             **({"answer_status": status} if status else {}),
             **({"resumed_from": state.resumed_from} if state.resumed_from else {}),
         )
@@ -751,11 +758,12 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
             )
         first = searches[0] if searches else next(iter(state.retrievals.values()))
         text, form = (None, None)
+        base = self._ids_base(any(search.numbered for search in searches))
         if answer is not None:
             text, form = answer_text(
                 answer,
                 documents,
-                source_id_base=self.source_id_base,
+                source_id_base=base,
                 title_key=self.title_key,
                 fallback=answer if isinstance(answer, str) else getattr(answering, "answer", None),
                 numbers=numbers,
@@ -776,20 +784,27 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
             error=error,
             runs=done,
             link=link,
+            source_id_base=base,
             searches=entries,
             **({"answer_status": status} if status else {}),
             **({"resumed_from": state.resumed_from} if state.resumed_from else {}),
         )
 
+    def _ids_base(self, numbered: bool) -> int:
+        """The base structured source ids are read from: the one given, else 1 for documents a
+        numbered tool showed (``[1]`` first: a user trial found every id read one entry off,
+        parity 0.33 where the same ``[n]`` in text gave 0.5), else 0."""
+        return 1 if numbered and not self._base_given else self.source_id_base
+
     def _answer_text(
-        self, run: _ModelRun, documents: Sequence[Document] | None
+        self, run: _ModelRun, documents: Sequence[Document] | None, base: int
     ) -> tuple[str | None, str]:
         """A model run's answer as the citation rules read it (structured citations written as
-        text against the shown ``documents``)."""
+        text against the shown ``documents``, their source ids counted from ``base``)."""
         return answer_text(
             run.message if run.message is not None else run.answer,
             documents or [],
-            source_id_base=self.source_id_base,
+            source_id_base=base,
             title_key=self.title_key,
             fallback=run.answer,
         )

@@ -737,6 +737,38 @@ def test_a_closing_label_that_is_not_citations_of_the_prose_alone_is_read_as_wri
     assert split is None or answer.startswith("- ")  # the bulleted answer: not applied
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "I don't know.",
+        "I'm sorry, but I can't answer that from the search results.",
+        "Ada Lovelace wrote notes [1]. I could not find more about the others.",
+    ],
+)
+def test_a_refusal_in_running_text_is_counted(answer):
+    """A user trial: a whole answer refusing in prose gave ``n_refusals`` 0 (no unit: it names
+    no one), the same line as a bullet 1."""
+    assert attribute_answer(answer, PEOPLE).refusal_count == 1
+    assert attribute_answer(f"- {answer}", PEOPLE).refusal_count == 1
+
+
+def test_a_structured_id_of_no_shown_entry_is_counted_beyond_the_context():
+    """A user trial: ``citations=[0, 9]`` of five entries counted nothing beyond the context
+    (precision 1.0) where ``[1]`` and ``[9]`` in text gave 0.5."""
+    from fairrag_core.structured_citations import read_json_answer, render_answer
+
+    given = '{"answer": "Two pioneers.", "citations": [{"source_id": 0}, {"source_id": 9}]}'
+    found = read_json_answer(given, source_id_base=0)
+    assert found is not None
+    result = attribute_answer(render_answer(found, [d.title for d in PEOPLE]), PEOPLE)
+    assert result.out_of_range_count == 1
+    assert attributed_citation_precision(result) == pytest.approx(
+        attributed_citation_precision(
+            attribute_answer("- Ada Lovelace [1]\n- Someone [10]", PEOPLE)
+        )
+    )
+
+
 def test_numbers_beyond_the_context_outside_bullets_are_counted():
     """A review: ``[7]`` on a source line of its own, in a footnote definition, in a sentence
     that attributes no one, or inside a range across a number a step dropped was counted

@@ -5,12 +5,16 @@ under. Fast: a fixed retriever (two lists), real ``create_agent``, a fake tool-c
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage
 from langchain_core.retrievers import BaseRetriever
+from pydantic import BaseModel
 
 from fairrag_langchain import FairnessCallbackHandler, fair_retriever_tool
 from fairrag_langchain.fakes import FakeSearchingChatModel
@@ -120,3 +124,50 @@ def test_the_numbers_the_record_reads():
     kept, numbers = _numbered([(_Retrieval(None, documents=twice, numbered=True), twice)])  # type: ignore[arg-type]
     assert [d.id for d in kept] == ["Ada Lovelace", "Alan Turing"]
     assert numbers == [(1, (3,)), (2, ())]
+
+
+class CitedAnswer(BaseModel):
+    """An answer and the source ids it cites (LangChain's citation how-to)."""
+
+    answer: str
+    citations: list[int]
+
+
+def _agent(model: FakeSearchingChatModel, tool: Any):
+    """``create_agent`` with the numbered tool; a tool-call answer through ``ToolStrategy``."""
+    if model.answer_format == "tool_call":
+        return create_agent(model, [tool], response_format=ToolStrategy(CitedAnswer))
+    return create_agent(model, [tool])
+
+
+@pytest.mark.parametrize("answer_format", ["tool_call", "json"])
+def test_structured_source_ids_read_the_labels_the_numbered_tool_showed(answer_format):
+    """A user trial: the model cites the tool's ``[1]``..``[n]`` as source ids, and the handler
+    read them from 0 (LangChain's how-to base): every id one entry off (parity 0.33 where the
+    same ``[n]`` in text gave 0.5). Ids of a numbered tool's documents count from 1 unless a
+    base is given. (One search: after two, a bare id both showed names no one, as stated.)"""
+    tool = fair_retriever_tool(TwoLists(), "search", "Search biographies.")
+    records = {}
+    for form in ("text", answer_format):
+        model = FakeSearchingChatModel(searches=[["a"]], cite_by="entry_number", answer_format=form)
+        handler = FairnessCallbackHandler(group_key="gender", protected="female")
+        _agent(model, tool).invoke(QUESTION, {"callbacks": [handler]})
+        [records[form]] = handler.records
+    text, structured = records["text"], records[answer_format]
+    # an agent's ToolStrategy answer is its structured response
+    read_as = {"tool_call": "structured_response", "json": "json"}[answer_format]
+    assert structured["framework"]["answer_format"] == read_as
+    assert structured["framework"]["source_id_base"] == 1
+    cited = [s["title"] for s in text["attributed_sources"]]
+    assert cited == ["Ada Lovelace", "Alan Turing"]
+    assert [s["title"] for s in structured["attributed_sources"]] == cited
+    assert structured["attributed_generation_parity"] == text["attributed_generation_parity"]
+    # a base given is used as given (the record says which): id 2 is then no shown entry
+    given = FairnessCallbackHandler(group_key="gender", protected="female", source_id_base=0)
+    model = FakeSearchingChatModel(
+        searches=[["a"]], cite_by="entry_number", answer_format=answer_format
+    )
+    _agent(model, tool).invoke(QUESTION, {"callbacks": [given]})
+    [record] = given.records
+    assert record["framework"]["source_id_base"] == 0
+    assert [s["title"] for s in record["attributed_sources"]] == ["Alan Turing"]
