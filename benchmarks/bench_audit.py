@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.records < 1:
         parser.error(f"--records must be >= 1, got {args.records}")
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-audit-"))
+    # absolute: the children run from the repository's root (an operator's trial: a relative
+    # --keep failed in the floor's child after the whole log was written)
+    folder = (args.keep or Path(tempfile.mkdtemp(prefix="bench-audit-"))).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / ("log.jsonl.gz" if args.gzip else "log.jsonl")
     if args.reuse and log.is_file():  # written by an earlier run with the same --records

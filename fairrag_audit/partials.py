@@ -564,12 +564,22 @@ def _instant_connection() -> duckdb.DuckDBPyConnection:
     return _INSTANT[0][1]
 
 
+NO_RECORD = FINGERPRINT_FORM + "n"
+"""What starts the fingerprint of a log holding no record (its first line's bytes): never a
+repeat. Such a log adds no record to count twice, and two of them often share their first
+line (each day's conversion of a log of torn lines to Parquet, whose rows are all null; a log
+opening ``{"event": "logger started"}``): an operator's trial found a folder of daily logs
+refused as one log counted twice."""
+
+
 def _bytes_identity(head: bytes) -> str:
-    return FINGERPRINT_FORM + hashlib.sha256(b"bytes\0" + head).hexdigest()
+    return NO_RECORD + hashlib.sha256(b"bytes\0" + head).hexdigest()
 
 
 EMPTY = _bytes_identity(b"")
 """The fingerprint of a log with nothing in it: never a repeat."""
+_EARLIER_NO_RECORD = FINGERPRINT_FORM + hashlib.sha256(b"bytes\0").hexdigest()
+""":data:`EMPTY` as partials saved before :data:`NO_RECORD` wrote it (told as it was)."""
 
 
 def log_fingerprint(path: Path) -> str:
@@ -707,7 +717,7 @@ def _first_row(con: duckdb.DuckDBPyConnection, path: Path) -> str:
 def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str, str] | None:
     """The first log (and the one before it) that holds a log another one does, by
     :func:`log_fingerprint` (a fingerprint None or NaN, or of an earlier form: saved by an
-    earlier release, told by its path); logs with nothing in them never repeat."""
+    earlier release, told by its path); logs with nothing in them or no record never repeat."""
     rows = repeated_rows(files, fingerprints)
     return None if rows is None else (files[rows[0]], files[rows[1]])
 
@@ -733,8 +743,8 @@ def repeated_rows(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[in
             by_path.setdefault(file, index)
             continue
         for key in parts:
-            if key == EMPTY:
-                continue
+            if key.startswith(NO_RECORD) or key == _EARLIER_NO_RECORD:
+                continue  # no record to count twice (a log with nothing in it, or no record)
             if key in seen:
                 return index, seen[key]
             seen[key] = index

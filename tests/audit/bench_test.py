@@ -11,21 +11,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) -> None:
+    # --keep relative to the caller's folder (an operator's trial: the children, run from the
+    # repository, did not find the log)
     done = subprocess.run(
         [
             sys.executable,
-            "benchmarks/bench_audit.py",
+            str(ROOT / "benchmarks" / "bench_audit.py"),
             "--records",
             "10000",
             "--gzip",
             "--keep",
-            str(tmp_path),
+            "kept",
         ],
-        cwd=ROOT,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,
     )
+    kept = tmp_path / "kept"
     assert done.returncode == 0, done.stdout + done.stderr
     assert "damaged lines counted: 1 (written: 1)" in done.stdout
     assert "peak RSS" in done.stdout
@@ -36,10 +39,10 @@ def test_bench_audit_writes_audits_and_counts_its_damaged_lines(tmp_path: Path) 
     assert "generation: Of 9999 answers," in done.stdout
     assert "the attributed one for 9999" in done.stdout
     assert "answers using each, one answer may use several): doctitle" in done.stdout
-    assert (tmp_path / "report" / "report.html").is_file()
+    assert (kept / "report" / "report.html").is_file()
     # the profile of one audit on the same log: its phases named (their times not asserted)
     profiled = subprocess.run(
-        [sys.executable, "benchmarks/profile_audit.py", str(tmp_path / "log.jsonl.gz"), "--all"],
+        [sys.executable, "benchmarks/profile_audit.py", str(kept / "log.jsonl.gz"), "--all"],
         cwd=ROOT,
         env={
             **os.environ,

@@ -632,3 +632,34 @@ def test_a_log_counted_twice_names_the_two_partials_that_hold_it(tmp_path: Path)
     with pytest.raises(ValueError, match="more than once") as error:
         read_partials([first, second, third])
     assert f"in the partials {sorted([str(first), str(third)])}" in str(error.value)
+
+
+def test_logs_holding_no_record_never_count_as_one_log(tmp_path: Path):
+    """An operator's trial: the ``--to-parquet`` conversions of two days whose logs hold no
+    record (a torn write; a line of garbage), whose rows are all null, were told as one log
+    and refused, and with them a folder of daily conversions; two days opening with the same
+    non-record line too. Such logs add no record: never refused, in one audit or merged."""
+    torn = tmp_path / "src" / "a.jsonl"
+    torn.parent.mkdir()
+    torn.write_text('{"schema": 2, "timestamp": "2026-12-0')
+    garbage = tmp_path / "src" / "b.jsonl"
+    garbage.write_text("garbage line\n")
+    real = write_log(tmp_path / "src" / "c.jsonl", _records(1, 20))
+    folder = tmp_path / "pq"
+    for log in (torn, garbage, real):
+        assert main(["audit", str(log), "--out", str(folder), "--to-parquet"]) == 0
+    converted = [folder / f"{name}.parquet" for name in "abc"]
+    assert log_fingerprint(converted[0]) == log_fingerprint(converted[1])  # all-null rows
+    for given in (converted, [folder]):
+        result = audit(given, **OPTIONS)
+        assert int(result.reading["records"].sum()) == 20
+        assert int(result.reading["damaged"].sum()) == 2
+    pair = saved(converted[:2], [[converted[0]], [converted[1]]], tmp_path / "p", **OPTIONS)
+    read_partials(pair)  # merged: no refusal
+    started = [tmp_path / f"day{n}.jsonl" for n in (1, 2)]
+    for log in started:
+        log.write_text('{"event": "logger started"}\n')
+    assert audit(started, **OPTIONS) is not None
+    # a log of records given twice is still refused (the rule this leaves as it was)
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([real, converted[2]], **OPTIONS)
