@@ -42,6 +42,11 @@ COMMAND_FLAGS: dict[str, dict[str, Any]] = {
         "help": "also fit the generator's position curve from the answered records and write it "
         "to FILE (use as exposure='fitted:FILE')",
     },
+    "--fail-on-drift": {
+        "action": "store_true",
+        "help": "exit 3 when a window's amortized disparity leaves [0, --max-disparity] (the "
+        "report is written first): for a cron job or a CI gate",
+    },
     "--to-parquet": {
         "action": "store_true",
         "help": "instead of a report, convert each JSON-lines LOG once to OUT/<name>.parquet "
@@ -81,7 +86,8 @@ def add_audit_command(commands: Any) -> argparse.ArgumentParser:
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
-    """Run the audit the parsed ``args`` ask for; 0 on success, 2 on bad input."""
+    """Run the audit the parsed ``args`` ask for; 0 on success, 2 on bad input, 3 when
+    ``--fail-on-drift`` found windows out of band."""
     import duckdb
 
     start = time.perf_counter()
@@ -137,6 +143,9 @@ def _report(args: argparse.Namespace) -> int:
         result = report_of(partials, options)
     written = write_report(result, args.out)
     code = _summary(result, written)
+    if code == 0 and args.fail_on_drift and len(result.drift):
+        print(f"--fail-on-drift: {len(result.drift)} windows out of band: exit 3", file=sys.stderr)
+        code = 3
     if args.fit_exposure is not None:
         return _fit(args, options, answered) or code
     return code
@@ -218,6 +227,11 @@ def _check_sources(args: argparse.Namespace, settings: dict[str, Any]) -> None:
             )
     if args.out is None and args.partials_out is None:
         raise ValueError("--out: give a folder for the report (or --partials-out DIR)")
+    if args.fail_on_drift and (args.out is None or settings.get("max_disparity") is None):
+        raise ValueError(
+            "--fail-on-drift: drift is the windows whose amortized disparity leaves "
+            "[0, --max-disparity], read in the report: give --max-disparity and --out"
+        )
     if args.out is None:  # partials only: no report to take the report's settings
         unused = [name for name in settings if name in REPORT_SETTINGS]
         if unused:

@@ -158,3 +158,25 @@ def test_a_reader_that_stops_reading_stops_the_audit_quietly(tmp_path: Path) -> 
     err = child.stderr.read().decode()
     assert child.wait(timeout=300) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_fail_on_drift_exits_3_when_a_window_leaves_the_band(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator's trial: a cron job had to read summary.json to learn of drift, the audit
+    exiting 0 whatever it found. ``--fail-on-drift`` exits 3 then, the report written."""
+    log = write_log(tmp_path / "log.jsonl", deployment_records())
+    base = ["audit", str(log), "--window", "1h", "--protected", "female"]
+    tight = [*base, "--out", str(tmp_path / "tight"), "--max-disparity", "0.01"]
+    assert main(tight) == 0  # the default: a report, whatever it found
+    assert main([*tight, "--fail-on-drift"]) == 3
+    said = capsys.readouterr()
+    assert "windows out of band: exit 3" in said.err
+    assert (tmp_path / "tight" / "report.html").is_file()
+    drift = int(said.out.split(" windows out of band")[0].rsplit("; ", 1)[1])
+    assert drift > 0
+    loose = [*base, "--out", str(tmp_path / "loose"), "--max-disparity", "1", "--fail-on-drift"]
+    assert main(loose) == 0
+    assert "0 windows out of band" in capsys.readouterr().out
+    assert main([*base, "--out", str(tmp_path / "none"), "--fail-on-drift"]) == 2
+    assert "--fail-on-drift: drift is the windows" in capsys.readouterr().err
