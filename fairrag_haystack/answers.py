@@ -23,24 +23,27 @@ first, in the order given); a structured answer (tool-call arguments, JSON conte
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.dataclasses import ChatMessage
+from haystack.dataclasses import ChatMessage, ChatRole
 
 from fairrag_core import FairnessAuditor
-from fairrag_core.audit import exposure_name
-from fairrag_core.exposure import ExposureModel
 from fairrag_core.kit import (
     DEFAULT_MAX_RECORDS,
     KeptSinks,
     RecordKeeper,
     check_group_key,
+    entries_by_label,
+    ranked_for,
     shown_documents,
     shown_record,
 )
+from fairrag_core.kit.config import plain, target_json, target_of_json
 from fairrag_core.structured_citations import (
     StructuredAnswer,
     check_source_id_base,
@@ -90,15 +93,19 @@ class FairAnswerRecorder(KeptSinks):
                 f"'fitted:<file>') or None, got {type(exposure).__name__}; from_ranker(...) "
                 "takes a ranker's model object"
             )
+        target = target_of_json(target)  # [[label, share], ...] as to_dict writes labels not text
         self._auditor = FairnessAuditor.create(
             protected=protected, target_share=target_share, target=target, exposure=exposure
         )
         self._fields: dict[str, Any] = {
-            "protected": protected,
-            "target_share": target_share,
-            "target": None if target is None else dict(target),
+            "protected": plain(protected),
+            "target_share": plain(target_share),
+            "target": None if target is None else target_json(target),
             "exposure": exposure,
         }
+        self._ranker: Any = None
+        """The ranker :meth:`from_ranker` follows (its target and exposure model as they are at
+        each run), else None."""
         if not isinstance(title_key, str) or not title_key.strip():
             raise ValueError(
                 "title_key must name the metadata field holding each document's title, "
@@ -113,30 +120,41 @@ class FairAnswerRecorder(KeptSinks):
 
     @classmethod
     def from_ranker(cls, ranker: Any, **fields: Any) -> FairAnswerRecorder:
-        """A recorder auditing with ``ranker``'s group key, target and exposure model (a
-        :class:`~fairrag_haystack.FairDocumentRanker`); ``fields`` are the others
+        """A recorder following ``ranker`` (a :class:`~fairrag_haystack.FairDocumentRanker`):
+        each record audits with its group key, target and exposure model as they are when the
+        record is written (a target set on ``ranker.fair`` later too), against the target the
+        shown Documents' placement says they were ranked for; ``fields`` are the others
         (``log_path``, ``max_records``, ``title_key``: default the ranker's)."""
         contract: Any = getattr(ranker, "fair", None)
-        auditor = getattr(contract, "auditor", None)
-        if auditor is None:
+        if getattr(contract, "auditor", None) is None:
             raise ValueError(
                 "from_ranker needs a FairDocumentRanker whose ranker has a fairness target "
                 f"(protected=... or target=...); got {type(ranker).__name__}"
             )
         fields.setdefault("title_key", getattr(ranker, "title_key", "title"))
-        exposure = contract.exposure
-        recorder = cls(
-            group_key=contract.group_key,
-            protected=contract.protected,
-            target_share=contract.target_share,
-            target=contract.target,
-            exposure=exposure if isinstance(exposure, str) else None,
-            **fields,
-        )
-        if isinstance(exposure, ExposureModel):  # a fitted curve read once: the same object
-            recorder._auditor = FairnessAuditor(auditor.target, exposure)
-            recorder._fields["exposure"] = exposure_name(exposure)
+        recorder = cls(group_key=contract.group_key, **cls._target_fields(contract), **fields)
+        recorder._ranker = ranker
         return recorder
+
+    @staticmethod
+    def _target_fields(contract: Any) -> dict[str, Any]:
+        """A ranker contract's target and exposure model, as this component's arguments."""
+        dumped = contract.model_dump(include={"protected", "target_share", "target", "exposure"})
+        return {name: value for name, value in dumped.items() if value is not None}
+
+    @property
+    def auditor(self) -> FairnessAuditor:
+        """The auditor of the next record: the followed ranker's as it is now, else this
+        component's own."""
+        if self._ranker is None:
+            return self._auditor
+        auditor = self._ranker.fair.auditor
+        if auditor is None:
+            raise ValueError(
+                "the ranker FairAnswerRecorder follows has no fairness target now "
+                "(protected=... or target=...)"
+            )
+        return auditor
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -157,15 +175,21 @@ class FairAnswerRecorder(KeptSinks):
             raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
         metadatas = [d.meta or {} for d in documents]
         texts = [d.content or "" for d in documents]
-        listed = shown_documents(
-            [d.id for d in documents], metadatas, texts, self.group_key, self.title_key
+        listed = _numbered(
+            shown_documents(
+                [d.id for d in documents], metadatas, texts, self.group_key, self.title_key
+            ),
+            metadatas,
         )
-        answer, form, model = self._answer(replies, [d.title for d in listed])
+        answer, form, model = self._answer(replies, _entries(listed))
         framework: dict[str, Any] = {"answer_format": form}
         if form not in (None, "text"):
             framework["source_id_base"] = self.source_id_base
+        auditor = self.auditor
+        if self._ranker is not None:  # following a ranker: the target the list was drawn for
+            auditor = ranked_for(auditor, metadatas)
         record = shown_record(
-            self._auditor,
+            auditor,
             source="haystack",
             shown=listed,
             metadatas=metadatas,
@@ -175,12 +199,15 @@ class FairAnswerRecorder(KeptSinks):
             framework=framework,
         )
         self._kept.add([record])
-        return {"record": dict(record)}
+        # the pipeline's copy: a later step that changes it leaves the kept record as logged
+        return {"record": copy.deepcopy(record)}
 
     def _answer(
-        self, replies: Any, titles: Sequence[str | None]
+        self, replies: Any, titles: Sequence[Any]
     ) -> tuple[str | None, str | None, str | None]:
-        """The answer's text as the citation rules read it, its form and the model's name."""
+        """The answer's text as the citation rules read it, its form and the model's name: the
+        first reply of a generator's; of a conversation (an Agent's ``messages``: other roles
+        among them), its last assistant message that is no call of a tool alone."""
         if replies is None:
             return None, None, None
         if isinstance(replies, (str, bytes, Mapping)) or not isinstance(replies, Sequence):
@@ -191,6 +218,17 @@ class FairAnswerRecorder(KeptSinks):
         if not replies:
             return None, None, None
         reply = replies[0]
+        if any(isinstance(r, ChatMessage) and not r.is_from(ChatRole.ASSISTANT) for r in replies):
+            # a conversation (a user trial: an Agent's messages recorded its system prompt
+            # as the answer): its last assistant message that says something
+            said = [
+                r
+                for r in replies
+                if isinstance(r, ChatMessage) and r.is_from(ChatRole.ASSISTANT) and r.text
+            ]
+            if not said:
+                return None, None, None
+            reply = said[-1]
         base = self.source_id_base
         if isinstance(reply, str):
             found, form = read_text_or_object(reply, source_id_base=base)
@@ -213,15 +251,22 @@ class FairAnswerRecorder(KeptSinks):
             structured = read_json_answer(text, source_id_base=base)
             form = "json" if structured is not None else "text"
         if structured is not None:
+            if form == "tool_call" and not structured.text and text:
+                # the message's own prose beside its citations (a user trial: dropped, so
+                # "Lenore Blum studied ..." citing Knuth's entry credited Knuth)
+                structured = dataclasses.replace(structured, text=text)
             return render_answer(structured, list(titles)), form, model
         return text, form, model
 
     def to_dict(self) -> dict[str, Any]:
         """The component's configuration, as Haystack serialises pipelines."""
+        fields = self._fields
+        if self._ranker is not None:  # the followed ranker's, as they are now
+            fields = self._target_fields(self._ranker.fair)
         return default_to_dict(
             self,
             group_key=self.group_key,
-            **{name: value for name, value in self._fields.items() if value is not None},
+            **{name: value for name, value in fields.items() if value is not None},
             title_key=self.title_key,
             source_id_base=self.source_id_base,
             log_path=None if self.log_path is None else os.fspath(self.log_path),
@@ -232,3 +277,30 @@ class FairAnswerRecorder(KeptSinks):
     def from_dict(cls, data: dict[str, Any]) -> FairAnswerRecorder:
         """The component :meth:`to_dict` described."""
         return default_from_dict(cls, data)
+
+
+def _numbered(listed: list[Any], metadatas: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The shown Documents with the entry numbers the LLM saw: their places in the list (as
+    :func:`~fairrag_haystack.context_text` numbers it), or, for a list joining several
+    rankings (an Agent's searches, each tool result numbered from ``[1]``), each Document's
+    place among its own ranking's, in the order given (a user trial: two searches' answer
+    numbered as one list of six, two mis-citations counted where the answer cited right)."""
+    keys = [(m.get("ranker"), m.get("query_seed")) if "fair_rank" in m else None for m in metadatas]
+    if len({key for key in keys if key is not None}) < 2:
+        return listed
+    places: dict[Any, int] = {}
+    numbered = []
+    for document, key in zip(listed, keys, strict=True):
+        places[key] = places.get(key, 0) + 1
+        numbered.append(dataclasses.replace(document, number=places[key]))
+    return numbered
+
+
+def _entries(listed: Sequence[Any]) -> list[Any]:
+    """The titles a structured answer's source ids index: each Document's title by its entry
+    number (several Documents carrying one number give their titles, read by the citation's
+    person: :func:`fairrag_core.kit.entries_by_label`)."""
+    titles = [d.title for d in listed]
+    if all(d.number is None for d in listed):
+        return titles
+    return entries_by_label(titles, [d.number for d in listed], [()] * len(listed))

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from haystack import Document
+from haystack import Document, component, default_from_dict, default_to_dict
 
 from fairrag_core.kit import context_entry, document_title
 from fairrag_core.prompts import join_context
 
-__all__ = ["NO_DOCUMENTS", "context_text"]
+__all__ = ["NO_DOCUMENTS", "ContextText", "check_documents", "context_text"]
 
 NO_DOCUMENTS = "No documents were found."
 """The context text of an empty list (a search that found nothing), so that the model is not
@@ -84,3 +84,39 @@ def context_text(
         fields = [(key, meta[key]) for key in show_metadata_keys if key in meta]
         entries.append(context_entry(rank, document_title(meta, text, title_key), text, fields))
     return join_context(entries)
+
+
+@component
+class ContextText:
+    """The context text of a list of Documents (:func:`context_text`) as a pipeline step: put
+    it between the ranker and the prompt builder (``context.text`` -> the prompt's variable).
+    Unlike an ``OutputAdapter`` with ``context_text`` as a custom filter, which Haystack loads
+    only with ``unsafe=True``, it saves and loads with ``allowed_modules=["fairrag_haystack"]``
+    (a user trial found the guide's pipeline refused on loading)."""
+
+    def __init__(self, title_key: str = "title", show_metadata_keys: Sequence[str] = ()) -> None:
+        if not isinstance(title_key, str) or not title_key.strip():
+            raise ValueError(
+                "title_key must name the metadata field holding each document's title, "
+                f"e.g. 'title'; got {title_key!r:.80}"
+            )
+        if isinstance(show_metadata_keys, str):
+            show_metadata_keys = [show_metadata_keys]
+        self.title_key = title_key
+        self.show_metadata_keys = list(show_metadata_keys)
+
+    @component.output_types(text=str)
+    def run(self, documents: list[Document]) -> dict[str, Any]:
+        """``text``: :func:`context_text` of ``documents``."""
+        return {"text": context_text(documents, self.title_key, self.show_metadata_keys)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The component's configuration, as Haystack serialises pipelines."""
+        return default_to_dict(
+            self, title_key=self.title_key, show_metadata_keys=self.show_metadata_keys
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContextText:
+        """The component :meth:`to_dict` described."""
+        return default_from_dict(cls, data)

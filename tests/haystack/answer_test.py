@@ -16,13 +16,12 @@ import re
 import pytest
 from haystack import Document, Pipeline
 from haystack.components.builders import ChatPromptBuilder
-from haystack.components.converters import OutputAdapter
 from haystack.components.generators.chat import MockChatGenerator
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.dataclasses import ChatMessage, ToolCall
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
-from fairrag_haystack import FairAnswerRecorder, FairDocumentRanker, context_text
+from fairrag_haystack import ContextText, FairAnswerRecorder, FairDocumentRanker
 
 PEOPLE = [
     ("Alan Turing", "male"),
@@ -61,7 +60,7 @@ def entries(prompt: str) -> dict[int, str]:
     return {int(n): t for n, t in re.findall(r"^\[(\d+)\]\nTitle: ([^\n]+)", prompt, re.M)}
 
 
-def rag(reply_of, recorder: FairAnswerRecorder | None = None, later=None) -> Pipeline:
+def rag(reply_of, recorder: FairAnswerRecorder | None = None, later=None, llm=None) -> Pipeline:
     """The guide's pipeline, its generator answering by ``reply_of(entries of its prompt)``;
     ``later``: a step between the ranker and the prompt (a reordering)."""
     fair = FairDocumentRanker(group_key="gender", protected="female", top_k=5, seed=3)
@@ -72,19 +71,12 @@ def rag(reply_of, recorder: FairAnswerRecorder | None = None, later=None) -> Pip
     built = Pipeline()
     built.add_component("retriever", InMemoryBM25Retriever(store(), top_k=12))
     built.add_component("fair", fair)
-    built.add_component(
-        "context",
-        OutputAdapter(
-            template="{{ documents | context_text }}",
-            output_type=str,
-            custom_filters={"context_text": context_text},
-        ),
-    )
+    built.add_component("context", ContextText())
     template = [ChatMessage.from_user("{{ context }}\n\nQuestion: {{ question }}")]
     built.add_component(
         "prompt", ChatPromptBuilder(template=template, required_variables=["context", "question"])
     )
-    built.add_component("llm", MockChatGenerator(response_fn=reply))
+    built.add_component("llm", llm or MockChatGenerator(response_fn=reply))
     built.add_component("answer", recorder or FairAnswerRecorder.from_ranker(fair))
     built.connect("retriever.documents", "fair.documents")
     shown = "fair.documents"
@@ -94,7 +86,7 @@ def rag(reply_of, recorder: FairAnswerRecorder | None = None, later=None) -> Pip
         shown = "later.documents"
     built.connect(shown, "context.documents")
     built.connect(shown, "answer.documents")
-    built.connect("context.output", "prompt.context")
+    built.connect("context.text", "prompt.context")
     built.connect("prompt.prompt", "llm.messages")
     built.connect("llm.replies", "answer.replies")
     return built
@@ -243,3 +235,102 @@ def test_a_ranker_without_a_target_and_a_model_object_are_refused_naming_the_way
         FairAnswerRecorder.from_ranker(FairDocumentRanker(group_key="gender", ranker="standard"))
     with pytest.raises(TypeError, match="exposure must be an exposure model's name"):
         FairAnswerRecorder(group_key="gender", protected="female", exposure=object())
+
+
+def test_the_whole_pipeline_saves_and_loads_in_safe_mode_and_answers_alike():
+    """A user trial: the guide's pipeline (an OutputAdapter with ``context_text`` as a custom
+    filter) loaded only with ``unsafe=True``; with ``ContextText`` it loads as the guide says."""
+
+    built = rag(None, llm=MockChatGenerator(responses=["- [1]\n- [2]", "- [1]\n- [2]"]))
+    loaded = Pipeline.loads(built.dumps(), allowed_modules=["fairrag_haystack"])
+    first, again = ask(built), ask(loaded)
+    assert len(first["attributed_sources"]) == 2
+    assert again["attributed_sources"] == first["attributed_sources"]
+    assert again["target"] == first["target"]
+
+
+def test_the_record_returned_is_a_copy_of_the_one_kept():
+    """A user trial: a later step changing the returned record changed the kept one."""
+
+    def reply(shown: dict[int, str]) -> ChatMessage:
+        return ChatMessage.from_assistant(f"- {shown[1]} [1]")
+
+    built = rag(reply)
+    record = ask(built)
+    record["framework"]["added"] = True
+    record["titles"].append("changed")
+    (kept,) = built.get_component("answer").records
+    assert "added" not in kept["framework"] and "changed" not in kept["titles"]
+
+
+def test_it_follows_the_rankers_target_as_it_is_now():
+    """A user trial: ``from_ranker`` copied the target once; a target set on ``ranker.fair``
+    later was not the record's."""
+
+    def reply(shown: dict[int, str]) -> ChatMessage:
+        return ChatMessage.from_assistant(f"- {shown[1]} [1]")
+
+    built = rag(reply)
+    fair = built.get_component("fair")
+    fair.fair.target_share = 0.3
+    record = ask(built)
+    assert record["target"] == {"female": 0.3, "OTHERS": 0.7}
+    saved = built.get_component("answer").to_dict()["init_parameters"]
+    assert saved["target_share"] == 0.3
+
+
+def test_labels_that_are_not_text_save_as_pairs():
+    fair = FairDocumentRanker(group_key="g", target={0: 0.5, 1: 0.5})
+    recorder = FairAnswerRecorder.from_ranker(fair)
+    saved = recorder.to_dict()
+    assert saved["init_parameters"]["target"] == [[0, 0.5], [1, 0.5]]
+    loaded = FairAnswerRecorder.from_dict(saved)
+    shares = loaded.auditor.target.as_dict()
+    assert shares[0] == shares[1] == 0.5
+
+
+def test_a_conversation_is_read_by_its_last_assistant_message():
+    """A user trial: an Agent's ``messages`` connected as replies recorded its system prompt
+    as the answer (a ``Cite [1]`` in it counted as a citation)."""
+    recorder = FairAnswerRecorder(group_key="gender", protected="female")
+    shown = store().filter_documents()[:3]
+    titles = [d.meta["title"] for d in shown]
+    messages = [
+        ChatMessage.from_system("Cite entries as [1]."),
+        ChatMessage.from_user(QUESTION),
+        ChatMessage.from_assistant(tool_calls=[ToolCall(tool_name="search", arguments={})]),
+        ChatMessage.from_tool("[1] ...", origin=ToolCall(tool_name="search", arguments={})),
+        ChatMessage.from_assistant(f"- {titles[1]} [2]"),
+    ]
+    record = recorder.run(shown, replies=messages)["record"]
+    assert record["answer"] == f"- {titles[1]} [2]"
+    assert [s["title"] for s in record["attributed_sources"]] == [titles[1]]
+
+
+def test_the_prose_beside_a_tool_calls_citations_is_read():
+    """A user trial: content "Lenore Blum studied ..." with a tool call citing Knuth's entry was
+    recorded as Knuth's bullet alone, credited; as text it is a mis-citation."""
+    recorder = FairAnswerRecorder(group_key="gender", protected="female")
+    shown = store().filter_documents()[:3]
+    titles = [d.meta["title"] for d in shown]
+    call = ToolCall(tool_name="cite", arguments={"citations": [1]})
+    reply = ChatMessage.from_assistant(f"{titles[1]} wrote about computing.", tool_calls=[call])
+    record = recorder.run(shown, replies=[reply])["record"]
+    text = recorder.run(shown, replies=[f"{titles[1]} wrote about computing [1]."])["record"]
+    assert record["n_miscitations"] == text["n_miscitations"] == 1
+    assert record["attributed_generation_parity"] == text["attributed_generation_parity"]
+
+
+def test_an_agents_searches_are_numbered_each_from_one():
+    """A user trial: two searches' Documents, each shown to the model numbered from ``[1]``,
+    were numbered as one list; the answer citing the second search's ``[1]`` counted a
+    mis-citation."""
+    fair = FairDocumentRanker(group_key="gender", protected="female", top_k=3, seed=1)
+    pool = store().filter_documents()
+    first = fair.run(pool[:6], query="a")["documents"]
+    second = fair.run(pool[6:], query="b")["documents"]
+    recorder = FairAnswerRecorder.from_ranker(fair)
+    later = second[0].meta["title"]
+    record = recorder.run([*first, *second], replies=[f"- {later} [1]"])["record"]
+    assert record["n_miscitations"] == 0
+    assert [s["title"] for s in record["attributed_sources"]] == [later]

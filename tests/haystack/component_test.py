@@ -48,7 +48,12 @@ def pipeline(**fields) -> Pipeline:
 
 
 def test_all_names_the_public_api():
-    assert fairrag_haystack.__all__ == ["FairAnswerRecorder", "FairDocumentRanker", "context_text"]
+    assert fairrag_haystack.__all__ == [
+        "ContextText",
+        "FairAnswerRecorder",
+        "FairDocumentRanker",
+        "context_text",
+    ]
     for name in fairrag_haystack.__all__:
         assert getattr(fairrag_haystack, name) is not None
 
