@@ -41,6 +41,7 @@ from fairrag_core.kit import (
     entries_by_label,
     ranked_for,
     shown_documents,
+    shown_once,
     shown_record,
 )
 from fairrag_core.kit.config import plain, target_json, target_of_json
@@ -85,8 +86,16 @@ class FairAnswerRecorder(KeptSinks):
         source_id_base: int = 1,
         log_path: str | None = None,
         max_records: int | None = DEFAULT_MAX_RECORDS,
+        follow_placement: bool = False,
     ) -> None:
         self.group_key = check_group_key(group_key)
+        if not isinstance(follow_placement, bool):
+            raise TypeError(f"follow_placement must be True or False, got {follow_placement!r:.80}")
+        self.follow_placement = follow_placement
+        """Audit each list against the target its placement states it was ranked for
+        (``fair_target``), as a recorder built :meth:`from_ranker` does, also once saved and
+        loaded (a review: a loaded pipeline's recorder audited a list drawn for 0.3 against the
+        0.5 it was saved with)."""
         if exposure is not None and not isinstance(exposure, str):
             raise TypeError(
                 "exposure must be an exposure model's name ('dcg', 'rbp(0.5)', 'uniform', "
@@ -132,6 +141,7 @@ class FairAnswerRecorder(KeptSinks):
                 f"(protected=... or target=...); got {type(ranker).__name__}"
             )
         fields.setdefault("title_key", getattr(ranker, "title_key", "title"))
+        fields.setdefault("follow_placement", True)
         recorder = cls(group_key=contract.group_key, **cls._target_fields(contract), **fields)
         recorder._ranker = ranker
         return recorder
@@ -173,20 +183,17 @@ class FairAnswerRecorder(KeptSinks):
         check_documents(documents)
         if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
-        metadatas = [d.meta or {} for d in documents]
+        metadatas: list[Mapping[str, Any]] = [d.meta or {} for d in documents]
         texts = [d.content or "" for d in documents]
-        listed = _numbered(
-            shown_documents(
-                [d.id for d in documents], metadatas, texts, self.group_key, self.title_key
-            ),
-            metadatas,
+        listed = shown_documents(
+            [d.id for d in documents], metadatas, texts, self.group_key, self.title_key
         )
+        if isinstance(replies, Sequence) and _is_conversation(replies):  # an Agent's searches
+            listed, metadatas = _searched(listed, metadatas)
         answer, form, model = self._answer(replies, _entries(listed))
-        framework: dict[str, Any] = {"answer_format": form}
-        if form not in (None, "text"):
-            framework["source_id_base"] = self.source_id_base
+        framework: dict[str, Any] = {"answer_format": form, "source_id_base": self.source_id_base}
         auditor = self.auditor
-        if self._ranker is not None:  # following a ranker: the target the list was drawn for
+        if self._ranker is not None or self.follow_placement:  # the target it was drawn for
             auditor = ranked_for(auditor, metadatas)
         record = shown_record(
             auditor,
@@ -207,7 +214,8 @@ class FairAnswerRecorder(KeptSinks):
     ) -> tuple[str | None, str | None, str | None]:
         """The answer's text as the citation rules read it, its form and the model's name: the
         first reply of a generator's; of a conversation (an Agent's ``messages``: other roles
-        among them), its last assistant message that is no call of a tool alone."""
+        among them), its last assistant message; none when that asks for a tool (a search) and
+        gives no citations."""
         if replies is None:
             return None, None, None
         if isinstance(replies, (str, bytes, Mapping)) or not isinstance(replies, Sequence):
@@ -218,17 +226,11 @@ class FairAnswerRecorder(KeptSinks):
         if not replies:
             return None, None, None
         reply = replies[0]
-        if any(isinstance(r, ChatMessage) and not r.is_from(ChatRole.ASSISTANT) for r in replies):
-            # a conversation (a user trial: an Agent's messages recorded its system prompt
-            # as the answer): its last assistant message that says something
-            said = [
-                r
-                for r in replies
-                if isinstance(r, ChatMessage) and r.is_from(ChatRole.ASSISTANT) and r.text
-            ]
-            if not said:
-                return None, None, None
-            reply = said[-1]
+        if _is_conversation(replies):
+            # a user trial: an Agent's messages recorded its system prompt as the answer; a
+            # review: its last turn, a call of an exit tool with the citations, was skipped for
+            # an earlier preamble. The answer is the last assistant message.
+            reply = next(r for r in reversed(replies) if r.is_from(ChatRole.ASSISTANT))
         base = self.source_id_base
         if isinstance(reply, str):
             found, form = read_text_or_object(reply, source_id_base=base)
@@ -247,6 +249,8 @@ class FairAnswerRecorder(KeptSinks):
                 form = "tool_call"
                 break
         text = reply.text
+        if structured is None and reply.tool_calls:
+            return None, None, model  # it ended asking for a tool (a search): no answer
         if structured is None and text is not None:
             structured = read_json_answer(text, source_id_base=base)
             form = "json" if structured is not None else "text"
@@ -271,6 +275,7 @@ class FairAnswerRecorder(KeptSinks):
             source_id_base=self.source_id_base,
             log_path=None if self.log_path is None else os.fspath(self.log_path),
             max_records=self._kept.max_records,
+            follow_placement=self.follow_placement,
         )
 
     @classmethod
@@ -279,21 +284,35 @@ class FairAnswerRecorder(KeptSinks):
         return default_from_dict(cls, data)
 
 
-def _numbered(listed: list[Any], metadatas: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The shown Documents with the entry numbers the LLM saw: their places in the list (as
-    :func:`~fairrag_haystack.context_text` numbers it), or, for a list joining several
-    rankings (an Agent's searches, each tool result numbered from ``[1]``), each Document's
-    place among its own ranking's, in the order given (a user trial: two searches' answer
-    numbered as one list of six, two mis-citations counted where the answer cited right)."""
-    keys = [(m.get("ranker"), m.get("query_seed")) if "fair_rank" in m else None for m in metadatas]
-    if len({key for key in keys if key is not None}) < 2:
-        return listed
-    places: dict[Any, int] = {}
-    numbered = []
-    for document, key in zip(listed, keys, strict=True):
-        places[key] = places.get(key, 0) + 1
-        numbered.append(dataclasses.replace(document, number=places[key]))
-    return numbered
+def _is_conversation(replies: Sequence[Any]) -> bool:
+    """Whether ``replies`` is a conversation (an Agent's ``messages``: a user's, a system's or a
+    tool's among them, and an assistant's), not a generator's replies."""
+    chat = [r for r in replies if isinstance(r, ChatMessage)]
+    return any(not r.is_from(ChatRole.ASSISTANT) for r in chat) and any(
+        r.is_from(ChatRole.ASSISTANT) for r in chat
+    )
+
+
+def _searched(
+    listed: list[Any], metadatas: list[Mapping[str, Any]]
+) -> tuple[list[Any], list[Mapping[str, Any]]]:
+    """The Documents of an Agent's searches as its model saw them: each tool result numbered
+    from ``[1]`` by :func:`~fairrag_haystack.context_text`, so each Document under its place in
+    its own search (its ``fair_rank``, the place the ranker gave it; its place in the list when
+    it has none), and one found by several searches kept once, at its first place, with the
+    other labels it was shown under (:func:`fairrag_core.kit.shown_once`, as LangChain's
+    handler keeps it). A user trial found two searches numbered as one list of six: the answer
+    citing the second search's ``[1]`` counted a mis-citation."""
+    labels = [
+        rank if isinstance(rank := m.get("fair_rank"), int) else place
+        for place, m in enumerate(metadatas, start=1)
+    ]
+    kept, also = shown_once([(d.doc_id, d.text) for d in listed], labels)
+    numbered = [
+        dataclasses.replace(listed[i], number=labels[i], also_numbered=more)
+        for i, more in zip(kept, also, strict=True)
+    ]
+    return numbered, [metadatas[i] for i in kept]
 
 
 def _entries(listed: Sequence[Any]) -> list[Any]:
@@ -303,4 +322,4 @@ def _entries(listed: Sequence[Any]) -> list[Any]:
     titles = [d.title for d in listed]
     if all(d.number is None for d in listed):
         return titles
-    return entries_by_label(titles, [d.number for d in listed], [()] * len(listed))
+    return entries_by_label(titles, [d.number for d in listed], [d.also_numbered for d in listed])

@@ -202,6 +202,7 @@ def test_it_saves_and_loads_with_the_pipeline_and_logs_each_question(tmp_path):
         "source_id_base": 1,
         "log_path": str(log),
         "max_records": recorder.to_dict()["init_parameters"]["max_records"],
+        "follow_placement": True,
     }
     loaded = FairAnswerRecorder.from_dict(saved)
 
@@ -209,7 +210,9 @@ def test_it_saves_and_loads_with_the_pipeline_and_logs_each_question(tmp_path):
         return ChatMessage.from_assistant(f"- {shown[2]} [2]")
 
     record = ask(rag(reply, loaded))
-    assert record["target"] == {"female": 0.4, "OTHERS": 0.6}
+    # loaded, it still audits each list against the target its ranking was drawn for (the
+    # pipeline's ranker's 0.5; a review: the saved 0.4 was used)
+    assert record["target"] == {"female": 0.5, "OTHERS": 0.5}
     assert [json.loads(line)["answer"] for line in log.read_text().splitlines()] == [
         record["answer"]
     ]
@@ -321,16 +324,58 @@ def test_the_prose_beside_a_tool_calls_citations_is_read():
     assert record["attributed_generation_parity"] == text["attributed_generation_parity"]
 
 
-def test_an_agents_searches_are_numbered_each_from_one():
-    """A user trial: two searches' Documents, each shown to the model numbered from ``[1]``,
-    were numbered as one list; the answer citing the second search's ``[1]`` counted a
-    mis-citation."""
+def _conversation(*answer: ChatMessage) -> list[ChatMessage]:
+    """An Agent's messages: system, user, two searches and their results, then ``answer``."""
+    search = ToolCall(tool_name="search", arguments={"query": "q"})
+    return [
+        ChatMessage.from_system("Cite entries as [1]."),
+        ChatMessage.from_user(QUESTION),
+        ChatMessage.from_assistant("I will search the biographies.", tool_calls=[search]),
+        ChatMessage.from_tool("[1] ...", origin=search),
+        ChatMessage.from_assistant(tool_calls=[search]),
+        ChatMessage.from_tool("[1] ...", origin=search),
+        *answer,
+    ]
+
+
+def _two_searches(seed: int | None = None) -> tuple[FairAnswerRecorder, list[Document]]:
     fair = FairDocumentRanker(group_key="gender", protected="female", top_k=3, seed=1)
     pool = store().filter_documents()
-    first = fair.run(pool[:6], query="a")["documents"]
-    second = fair.run(pool[6:], query="b")["documents"]
-    recorder = FairAnswerRecorder.from_ranker(fair)
-    later = second[0].meta["title"]
-    record = recorder.run([*first, *second], replies=[f"- {later} [1]"])["record"]
+    first = fair.run(pool[:6], query="a", seed=seed)["documents"]
+    second = fair.run(pool[4:], query="b", seed=seed)["documents"]
+    return FairAnswerRecorder.from_ranker(fair), [*first, *second]
+
+
+@pytest.mark.parametrize("seed", [None, 7])
+def test_an_agents_searches_are_numbered_each_from_one(seed):
+    """A user trial: two searches' Documents, each shown to the model numbered from ``[1]``,
+    were numbered as one list; the answer citing the second search's ``[1]`` counted a
+    mis-citation. A review: two searches given one seed were not told apart."""
+    recorder, shown = _two_searches(seed)
+    later = shown[3].meta["title"]
+    answer = ChatMessage.from_assistant(f"- {later} [1]")
+    record = recorder.run(shown, replies=_conversation(answer))["record"]
     assert record["n_miscitations"] == 0
     assert [s["title"] for s in record["attributed_sources"]] == [later]
+    # a document both searches found is kept once (as LangChain's handler keeps it)
+    ids = [d.id for d in shown]
+    assert record["doc_ids"] == list(dict.fromkeys(ids))
+
+
+def test_an_agents_answer_is_its_last_turn_an_exit_tools_citations_too():
+    """A review: an Agent ending on a call of its exit tool (``exit_conditions``) holding the
+    citations was recorded with its first turn's preamble as the answer; one ending on a
+    search (its step limit) with a sentence beside it recorded that sentence."""
+    recorder, shown = _two_searches()
+    titles = [d.meta["title"] for d in shown]
+    citations = [{"source_id": 1, "person": titles[3]}, {"source_id": 2, "person": titles[1]}]
+    cited = ToolCall(tool_name="cited_answer", arguments={"answer": "", "citations": citations})
+    record = recorder.run(
+        shown, replies=_conversation(ChatMessage.from_assistant(tool_calls=[cited]))
+    )["record"]
+    assert record["framework"]["answer_format"] == "tool_call"
+    assert [s["title"] for s in record["attributed_sources"]] == [titles[3], titles[1]]
+    search = ToolCall(tool_name="search", arguments={"query": "more"})
+    stopped = ChatMessage.from_assistant("Let me look that up.", tool_calls=[search])
+    record = recorder.run(shown, replies=_conversation(stopped))["record"]
+    assert record.get("answer") is None and not record.get("attributed_sources")
