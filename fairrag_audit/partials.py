@@ -565,21 +565,25 @@ def _instant_connection() -> duckdb.DuckDBPyConnection:
 
 
 NO_RECORD = FINGERPRINT_FORM + "n"
-"""What starts the fingerprint of a log holding no record (its first line's bytes): never a
-repeat. Such a log adds no record to count twice, and two of them often share their first
-line (each day's conversion of a log of torn lines to Parquet, whose rows are all null; a log
-opening ``{"event": "logger started"}``): an operator's trial found a folder of daily logs
-refused as one log counted twice."""
+"""What starts the fingerprint of a log read whole without a record (its first line's bytes):
+never a repeat. Such a log adds no record to count twice, and two of them often share their
+first line (each day's conversion of a log of torn lines to Parquet, whose rows are all null;
+a log opening ``{"event": "logger started"}``): an operator's trial found a folder of daily
+logs refused as one log counted twice. A log whose first record lies past the lines the
+fingerprint reads is told by its first line as before (:func:`_bytes_identity`), so a copy of
+it is still refused (a review)."""
 
 
 def _bytes_identity(head: bytes) -> str:
+    return FINGERPRINT_FORM + hashlib.sha256(b"bytes\0" + head).hexdigest()
+
+
+def _no_record_identity(head: bytes) -> str:
     return NO_RECORD + hashlib.sha256(b"bytes\0" + head).hexdigest()
 
 
 EMPTY = _bytes_identity(b"")
 """The fingerprint of a log with nothing in it: never a repeat."""
-_EARLIER_NO_RECORD = FINGERPRINT_FORM + hashlib.sha256(b"bytes\0").hexdigest()
-""":data:`EMPTY` as partials saved before :data:`NO_RECORD` wrote it (told as it was)."""
 
 
 def log_fingerprint(path: Path) -> str:
@@ -604,11 +608,15 @@ def log_fingerprint(path: Path) -> str:
         return _parquet_fingerprints([path])[0]
     first_line = None
     read = 0
+    whole = False  # the log read to its end (else the scan's bounds stopped it)
     try:
         with open_log(path) as handle:
             for _ in range(FINGERPRINT_LINES):
                 piece = handle.readline(FINGERPRINT_BYTES)
-                if not piece or read >= FINGERPRINT_SCAN:
+                if not piece:
+                    whole = True
+                    break
+                if read >= FINGERPRINT_SCAN:
                     break
                 read += len(piece)
                 if len(piece) == FINGERPRINT_BYTES and not piece.endswith(b"\n"):
@@ -626,9 +634,11 @@ def log_fingerprint(path: Path) -> str:
                     first_line = first_line or text[: 2**16]  # no record: the next may be
                     continue
                 return _identity(record)
-    except BROKEN_GZIP:  # a gzip cut short or corrupt: what was read
-        pass
-    return EMPTY if first_line is None else _bytes_identity(first_line)
+    except BROKEN_GZIP:  # a gzip cut short or corrupt: what was read, all there is
+        whole = True
+    if first_line is None:
+        return EMPTY
+    return _no_record_identity(first_line) if whole else _bytes_identity(first_line)
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
@@ -704,14 +714,19 @@ def _first_records(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> dic
 
 def _first_row(con: duckdb.DuckDBPyConnection, path: Path) -> str:
     """The fingerprint of a Parquet file without a record to tell it: its first row's JSON."""
+    source = f"read_parquet({sql_literal(str(path))})"
     try:
         first = con.execute(
-            f"SELECT CAST(to_json(t) AS VARCHAR) FROM read_parquet({sql_literal(str(path))}) t "
-            "LIMIT 1"
+            f"SELECT CAST(to_json(t) AS VARCHAR) FROM {source} t LIMIT 1"
         ).fetchone()
+        rows = con.execute(f"SELECT count(*) FROM {source}").fetchone()
     except duckdb.Error:
         return EMPTY
-    return EMPTY if first is None else _bytes_identity(str(first[0]).encode()[: 2**16])
+    if first is None:
+        return EMPTY
+    head = str(first[0]).encode()[: 2**16]
+    whole = rows is not None and int(rows[0]) <= FINGERPRINT_LINES  # every row read for a record
+    return _no_record_identity(head) if whole else _bytes_identity(head)
 
 
 def repeated_log(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[str, str] | None:
@@ -743,7 +758,7 @@ def repeated_rows(files: Sequence[str], fingerprints: Sequence[Any]) -> tuple[in
             by_path.setdefault(file, index)
             continue
         for key in parts:
-            if key.startswith(NO_RECORD) or key == _EARLIER_NO_RECORD:
+            if key == EMPTY or key.startswith(NO_RECORD):
                 continue  # no record to count twice (a log with nothing in it, or no record)
             if key in seen:
                 return index, seen[key]
@@ -820,6 +835,8 @@ def merge_partials(parts: Iterable[Partials], names: Sequence[str] | None = None
     # rotated under one name is several logs; one file named two ways, copied, or grown since
     # is one. Partials saved before fingerprints existed are told by their path.
     counted = files[files["lines"] > 0]  # empty logs add nothing, however many are merged
+    if "records" in counted:  # nor do logs without a record (saved by any release: a review)
+        counted = counted[counted["records"] > 0]
     fingerprints = counted["fingerprint"] if "fingerprint" in counted else [None] * len(counted)
     names_of = counted["file"].tolist()
     rows = repeated_rows(names_of, list(fingerprints))

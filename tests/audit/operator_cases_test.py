@@ -663,3 +663,36 @@ def test_logs_holding_no_record_never_count_as_one_log(tmp_path: Path):
     # a log of records given twice is still refused (the rule this leaves as it was)
     with pytest.raises(ValueError, match="holds the same log as"):
         audit([real, converted[2]], **OPTIONS)
+
+
+def test_a_log_whose_first_record_lies_past_the_fingerprints_lines_is_still_refused_twice(
+    tmp_path: Path,
+):
+    """A review of the rule above: a log opening with 1,001 lines of another logger's events,
+    records after them, was told as holding no record, so it and its copy were audited
+    together (every record counted twice)."""
+    events = [{"event": f"started {n}"} for n in range(1001)]
+    log = write_log(tmp_path / "a.jsonl", [*events, *_records(1, 20)])
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(log, copy)
+    with pytest.raises(ValueError, match="holds the same log as"):
+        audit([log, copy], **OPTIONS)
+
+
+def test_partials_of_logs_without_a_record_merge_whatever_release_saved_them(tmp_path: Path):
+    """A review: partials saved by the release before, whose no-record logs shared one
+    fingerprint (two days' Parquet conversions of torn lines), were still refused when merged.
+    A log without a record adds none to count twice: merged whatever its fingerprint."""
+    days = []
+    for day in (1, 2):
+        torn = tmp_path / f"day{day}.jsonl"
+        torn.write_text('{"schema": 2, "timestamp": "2026-12-0')
+        days.append(torn)
+    pair = saved(days, [[days[0]], [days[1]]], tmp_path / "p", **OPTIONS)
+    for folder in pair:  # as the release before wrote them: one fingerprint, no "n" form
+        files = duckdb.sql(f"SELECT * FROM '{folder / 'files.parquet'}'").df()
+        files["fingerprint"] = FINGERPRINT_FORM + "0" * 64
+        (folder / "files.parquet").unlink()
+        duckdb.from_df(files).write_parquet(str(folder / "files.parquet"))
+    merged = read_partials(pair)
+    assert int(merged.files["damaged"].sum()) == 2
