@@ -312,7 +312,9 @@ class FairnessCallbackHandler(KeptSinks, _Handler):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state.setdefault("_base_given", True)  # pickled before the default followed the tool
+        # pickled before the default followed a numbered tool: a base other than the default
+        # was given (a review: True kept such a handler's off-by-one)
+        state.setdefault("_base_given", state.get("source_id_base", 0) != 0)
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._parent, self._root_of, self._roots = {}, {}, {}

@@ -168,7 +168,8 @@ def _built_within(build: Callable[[], Any], seconds: float, where: str) -> Any:
     """``build()``, given at most ``seconds``: chromadb's client makes its first requests while
     it is built, on a session with no timeout yet (a review: 21 s behind a trickling proxy with
     1 s timeouts). Past them, a :class:`~fairrag_core.VectorStoreUnavailableError`; the
-    building thread is left to end on its own (a daemon)."""
+    building thread is left to end on its own (a daemon; limit: it waits as long as the server
+    holds its request open, chromadb's session having no timeout while it is built)."""
     import threading
 
     done: dict[str, Any] = {}

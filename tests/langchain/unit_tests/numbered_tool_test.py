@@ -171,3 +171,20 @@ def test_structured_source_ids_read_the_labels_the_numbered_tool_showed(answer_f
     [record] = given.records
     assert record["framework"]["source_id_base"] == 0
     assert [s["title"] for s in record["attributed_sources"]] == ["Alan Turing"]
+
+
+def test_a_handler_pickled_before_keeps_reading_a_numbered_tools_ids_from_one():
+    """A review: a handler pickled by the release before (no ``_base_given``), with the default
+    base, kept reading a numbered tool's ids from 0 once unpickled."""
+    import pickle
+
+    for base, numbered in ((0, 1), (1, 1)):
+        handler = FairnessCallbackHandler(
+            group_key="gender", protected="female", source_id_base=base
+        )
+        state = handler.__getstate__()
+        del state["_base_given"]  # as the release before pickled it
+        old = FairnessCallbackHandler.__new__(FairnessCallbackHandler)
+        old.__setstate__(state)
+        assert old._ids_base(True) == numbered and old._ids_base(False) == base
+        assert pickle.loads(pickle.dumps(handler))._ids_base(True) == base  # given: as given
