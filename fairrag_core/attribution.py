@@ -1096,6 +1096,8 @@ def _may_cite(line: str) -> bool:
     )
 
 
+_LOWER_I = re.compile(r"(?<![\w'’])i(?=[\s'’])")
+"""A lower-case ``i`` standing for the model's own ``I`` (``i don't know``)."""
 _SENTENCE_STOP = re.compile(r"[.!?] ")
 """A sentence's end inside a line."""
 
@@ -1236,9 +1238,15 @@ def _attribute_units(
     for number, line, stripped in units:
         if (line.lower() == line and _CITATION_CHARS.isdisjoint(line)) or not _ALNUM.search(line):
             # no capital, bracket or colon, or no letter nor digit: no name and no citation
-            # to read (fast path)
+            # to read (fast path); a refusal written in lower case is counted all the same
+            # (a review: "i don't know." gave n_refusals 0)
+            # its "i" the model's own "I" (a line without a capital names no regnal "I")
+            said = _LOWER_I.sub("I", line)
+            refuses = _refuses(said, line, said)
             if number in is_bullet:
-                bullets.append(AttributedBullet(stripped, number, "", (), (), ()))
+                bullets.append(AttributedBullet(stripped, number, "", (), (), (), refusal=refuses))
+            elif refuses:
+                unread.append(AttributedBullet(stripped, number, "", (), (), (), refusal=True))
             previous, above = None, 0
             continue
         known = memo.get(line)  # a looping answer repeats its lines: each is read once

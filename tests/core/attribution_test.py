@@ -743,6 +743,7 @@ def test_a_closing_label_that_is_not_citations_of_the_prose_alone_is_read_as_wri
         "I don't know.",
         "I'm sorry, but I can't answer that from the search results.",
         "Ada Lovelace wrote notes [1]. I could not find more about the others.",
+        "i don't know.",  # in lower case (a review: the fast path skipped it)
     ],
 )
 def test_a_refusal_in_running_text_is_counted(answer):
