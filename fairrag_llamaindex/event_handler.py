@@ -11,6 +11,7 @@ import collections
 import contextlib
 import contextvars
 import inspect
+import json
 import logging
 import os
 import re
@@ -192,10 +193,10 @@ class _Run:
         holds no output and no output holds, is none."""
         if not self.calls:
             return True
-        said = _trimmed(answer)
+        forms = [_trimmed(form) for form in _output_forms(answer)]
         for call in self.calls:
             output = _trimmed(call.output or "")
-            if said and output and (output in said or said in output):
+            if output and any(said and (output in said or said in output) for said in forms):
                 return True
         return False
 
@@ -205,10 +206,11 @@ class _Run:
         before, and the last call's prompt. A call after the answer (an evaluator's, a
         follow-up's) is never the answer's model."""
         text = _answer_text(answer)
+        forms = [] if text is None else [collapsed(form) for form in _output_forms(_raw(answer))]
         given = [
             call
             for call in self.calls
-            if text and call.output and (text in call.output or call.output in text)
+            if call.output and any(f and (f in call.output or call.output in f) for f in forms)
         ]
         if given:
             self.model = given[-1].model or self.model
@@ -229,6 +231,21 @@ class _Call:
     turn: int = 0
     """Where the prompt's current turn begins (:attr:`_Run.turn`)."""
     output: str | None = None
+
+
+def _raw(answer: Any) -> str:
+    """An answer's text as given (a text, or a response's ``response``)."""
+    text = answer if isinstance(answer, str) else getattr(answer, "response", None)
+    return text if isinstance(text, str) else ""
+
+
+def _output_forms(text: str) -> list[str]:
+    """``text`` as an LLM's output may hold it: as it is, and as the content of a JSON string
+    (a structured output's field, its newlines and quotes escaped; a user trial found a
+    workflow's two-line ``Answer(answer=...)`` recorded as given by no model)."""
+    return list(
+        dict.fromkeys([text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]])
+    )
 
 
 def _answer_text(answer: Any) -> str | None:

@@ -5,6 +5,8 @@ through a query engine is."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from llama_index.core.base.llms.types import ChatMessage, CompletionResponse, LL
 from llama_index.core.base.response.schema import Response
 from llama_index.core.chat_engine import ContextChatEngine
 from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.prompts import PromptTemplate
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import MetadataMode
 from llama_index.core.workflow import Context, Event, StartEvent, StopEvent, Workflow, step
@@ -21,6 +24,7 @@ from fairrag_llamaindex import PAPER_QA_TEMPLATE, FairnessEventHandler, FairRera
 from fairrag_llamaindex import query_seed as seeded
 from fairrag_llamaindex.fakes import CitingMockLLM
 from tests.llamaindex.pools import PoolRetriever, make_pool
+from tests.llamaindex.structured_answers_test import JsonAnsweringMockLLM, TextAnswer
 
 QUESTION = "influential people in medicine"
 COMPARED = (
@@ -492,3 +496,37 @@ async def test_a_query_engines_stream_a_step_returns_is_recorded_with_the_engine
         records.append(record)
     in_a_step, alone = records
     assert alone["model"] is not None and in_a_step["model"] == alone["model"]
+
+
+class QuotingMockLLM(JsonAnsweringMockLLM):
+    """A test double answering ``{"answer": "- <title 1>, \\"a true pioneer\\"\\n- <title 2>"}``."""
+
+    def reply(self, prompt: str) -> str:
+        titles = re.findall(r"^Title: (.+)$", prompt, re.M)[:2]
+        return json.dumps({"answer": f'- {titles[0]}, "a true pioneer"\n- {titles[1]}'})
+
+
+class QuotedLines(Answering):
+    """Answers with a structured LLM's ``TextAnswer`` (``answer: str``): two lines, a quote."""
+
+    @step
+    async def answer(self, ctx: Context, ev: StartEvent) -> StopEvent:
+        pool = await PoolRetriever(make_pool(20)).aretrieve(ev.query)
+        nodes = await self.postprocessor.apostprocess_nodes(pool, query_str=ev.query)
+        answer = await QuotingMockLLM().astructured_predict(
+            TextAnswer, PromptTemplate("{context}"), context=prompt(ev.query, nodes)
+        )
+        return StopEvent(result=answer)
+
+
+async def test_a_structured_answer_text_with_lines_and_quotes_is_the_models():
+    """A user trial: a workflow's ``Answer(answer=...)`` holding a newline or a quote was
+    recorded as given by no model (``not_from_a_model``, no answer): the model's output is JSON,
+    where both are escaped."""
+    recorder = handler()
+    with recorder:
+        result = await QuotedLines(fair()).run(query=QUESTION)
+    (record,) = recorder.records
+    assert record["answer"] == result.answer and "\n" in record["answer"]
+    assert "answer_status" not in record["framework"]
+    assert len(record["attributed_sources"]) == 2
