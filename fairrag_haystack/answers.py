@@ -67,7 +67,9 @@ class FairAnswerRecorder(KeptSinks):
     :class:`~fairrag_haystack.FairDocumentRanker`'s output, or what a later step made of it:
     the placement fields the ranker wrote tell a reordered or cut list, as the other handlers'
     records say); ``replies`` the generator's (a chat generator's ``ChatMessage`` list or a
-    generator's strings; the first reply is the answer). The record (docs/SPEC.md, "Records";
+    generator's strings; the first reply is the answer), or an Agent's ``messages`` (its last
+    assistant message is the answer; its searches' Documents are numbered as each tool result
+    showed them). The record (docs/SPEC.md, "Records";
     ``source`` ``"haystack"``) is returned, kept in :attr:`records` (the latest
     ``max_records``) and appended to ``log_path``. The target and exposure model are the
     ranker's (:meth:`from_ranker`) or given as the ranker takes them (``protected`` with
@@ -178,8 +180,8 @@ class FairAnswerRecorder(KeptSinks):
         replies: list[ChatMessage] | list[str] | None = None,
         query: str | None = None,
     ) -> dict[str, Any]:
-        """The question's record: ``documents`` as shown, the first of ``replies`` as the
-        answer (none: the record of the shown list alone), ``query`` written in it."""
+        """The question's record: ``documents`` as shown, the answer read from ``replies``
+        (:meth:`_answer`; none: the record of the shown list alone), ``query`` written in it."""
         check_documents(documents)
         if query is not None and not isinstance(query, str):
             raise TypeError(f"query must be the query's text or None, got {query!r:.80}")
