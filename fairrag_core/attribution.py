@@ -1241,8 +1241,7 @@ def _attribute_units(
             # to read (fast path); a refusal written in lower case is counted all the same
             # (a review: "i don't know." gave n_refusals 0)
             # its "i" the model's own "I" (a line without a capital names no regnal "I")
-            said = _LOWER_I.sub("I", line)
-            refuses = _refuses(said, line, said)
+            refuses = _may_refuse(line) and _refuses(said := _LOWER_I.sub("I", line), line, said)
             if number in is_bullet:
                 bullets.append(AttributedBullet(stripped, number, "", (), (), (), refusal=refuses))
             elif refuses:
@@ -1696,12 +1695,17 @@ def _read_source_labels(cited: _Cited, lower: str, ctx: _Context) -> None:
             cited.take(match.start(), start + len(text))
 
 
+def _may_refuse(lower: str) -> bool:
+    """Whether ``lower`` (a text in lower case) holds a word every refusal or denial holds."""
+    return "not" in lower or "n't" in lower or "n’t" in lower or "no " in lower or "unable" in lower
+
+
 def _refuses(text: str, lower: str, uncited: str) -> bool:
     """A refusal (:data:`_REFUSAL`) anywhere in ``text``, or a denial (:func:`_denies`) in
     ``uncited`` (``text`` without its citations); every form either reads holds ``not``,
     ``n't`` (``n’t``), ``no `` or ``unable`` in any case (its letters have no other case-insensitive
     match), so a text without them is not searched (``lower``: ``text`` in lower case)."""
-    if "not" in lower or "n't" in lower or "n’t" in lower or "no " in lower or "unable" in lower:
+    if _may_refuse(lower):
         return bool(_REFUSAL.search(text)) or _denies(uncited)
     return False
 
