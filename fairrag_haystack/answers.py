@@ -190,9 +190,10 @@ class FairAnswerRecorder(KeptSinks):
         listed = shown_documents(
             [d.id for d in documents], metadatas, texts, self.group_key, self.title_key
         )
-        if isinstance(replies, Sequence) and _is_conversation(replies):  # an Agent's searches
+        conversation = isinstance(replies, Sequence) and _is_conversation(replies)
+        if conversation:  # an Agent's messages: the Documents of its searches
             listed, metadatas = _searched(listed, metadatas)
-        answer, form, model = self._answer(replies, _entries(listed))
+        answer, form, model = self._answer(replies, _entries(listed), conversation)
         framework: dict[str, Any] = {"answer_format": form, "source_id_base": self.source_id_base}
         auditor = self.auditor
         if self._ranker is not None or self.follow_placement:  # the target it was drawn for
@@ -212,7 +213,7 @@ class FairAnswerRecorder(KeptSinks):
         return {"record": copy.deepcopy(record)}
 
     def _answer(
-        self, replies: Any, titles: Sequence[Any]
+        self, replies: Any, titles: Sequence[Any], conversation: bool
     ) -> tuple[str | None, str | None, str | None]:
         """The answer's text as the citation rules read it, its form and the model's name: the
         first reply of a generator's; of a conversation (an Agent's ``messages``: other roles
@@ -228,7 +229,7 @@ class FairAnswerRecorder(KeptSinks):
         if not replies:
             return None, None, None
         reply = replies[0]
-        if _is_conversation(replies):
+        if conversation:
             # a user trial: an Agent's messages recorded its system prompt as the answer; a
             # review: its last turn, a call of an exit tool with the citations, was skipped for
             # an earlier preamble. The answer is the last assistant message.

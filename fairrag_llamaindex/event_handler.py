@@ -250,8 +250,8 @@ def _output_forms(text: str) -> list[str]:
 
 def _answer_text(answer: Any) -> str | None:
     """An answer's text, whitespace collapsed (a text, or a response's ``response``)."""
-    text = answer if isinstance(answer, str) else getattr(answer, "response", None)
-    return collapsed(text) if isinstance(text, str) and text.strip() else None
+    text = _raw(answer)
+    return collapsed(text) if text.strip() else None
 
 
 @dataclass(eq=False)

@@ -379,3 +379,21 @@ def test_an_agents_answer_is_its_last_turn_an_exit_tools_citations_too():
     stopped = ChatMessage.from_assistant("Let me look that up.", tool_calls=[search])
     record = recorder.run(shown, replies=_conversation(stopped))["record"]
     assert record.get("answer") is None and not record.get("attributed_sources")
+
+
+async def test_the_pipeline_run_async_writes_the_same_record():
+    """``Pipeline.run_async`` (Haystack's async path) runs the recorder as ``run`` does."""
+
+    def reply(shown: dict[int, str]) -> ChatMessage:
+        return ChatMessage.from_assistant(f"- {shown[1]} [1]\n- {shown[2]} [2]")
+
+    inputs = {
+        "retriever": {"query": QUESTION},
+        "fair": {"query": QUESTION, "seed": 5},
+        "prompt": {"question": QUESTION},
+        "answer": {"query": QUESTION},
+    }
+    awaited = (await rag(reply).run_async(inputs))["answer"]["record"]
+    ran = rag(reply).run(inputs)["answer"]["record"]
+    assert awaited["attributed_sources"] == ran["attributed_sources"]
+    assert awaited["query_seed"] == ran["query_seed"] and len(ran["attributed_sources"]) == 2
