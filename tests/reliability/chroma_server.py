@@ -115,8 +115,15 @@ class ChromaServer:
         return self.start()
 
     def freeze(self) -> None:
+        """SIGSTOP the server and wait (at most 10 s) until every thread of it is stopped: the
+        signal takes effect on a thread only when the kernel next schedules it, and a request
+        sent at once was answered once in a loaded CI run."""
         assert self.process is not None and self.process.poll() is None, "server not running"
         os.kill(self.process.pid, signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not _all_stopped(tasks):
+            time.sleep(0.01)
 
     def thaw(self) -> None:
         if self.process is not None:
@@ -139,3 +146,18 @@ class ChromaServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def _all_stopped(tasks: Path) -> bool:
+    """Whether every thread under ``/proc/<pid>/task`` is stopped (state ``T``), or there is no
+    such folder to read (not Linux: nothing to wait for)."""
+    if not tasks.is_dir():
+        return True
+    for task in tasks.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # a thread that ended
+            continue
+        if stat.rsplit(")", 1)[-1].split()[0] not in ("T", "t"):
+            return False
+    return True
